@@ -1,0 +1,1 @@
+"""topologies package."""
