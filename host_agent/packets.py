@@ -1,0 +1,106 @@
+"""Decoded MRC packets: what the transport core reads and writes.
+
+The transport (sans-IO) and the in-process network work on these objects; `host_agent.codec`
+turns them into Ethernet frames and back, and `host_agent.headers` gives the same layout as
+Scapy layers. Field meanings and sizes are in docs/design.md ("Wire format").
+Addresses are 16-byte IPv6 addresses; MACs are not part of a packet object (the NIC adds them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from host_agent import constants as C
+
+
+@dataclass(slots=True)
+class DataPacket:
+    """One RDMA WRITE-only packet carrying `payload` at offset `va - base` of message `msg_id`."""
+
+    src: bytes                 # 16-byte IPv6 source (sender NIC address)
+    dst: bytes                 # 16-byte IPv6 destination (uSID path address or NIC address)
+    ev: int                    # 32-bit entropy value
+    qp: int                    # destination QP (24 bits)
+    psn: int                   # 24-bit packet sequence number
+    va: int                    # RETH virtual address (message base + byte offset)
+    rkey: int                  # RETH R_Key
+    length: int                # RETH DMA length: payload bytes of this packet (kept by a trim)
+    msg_id: int                # MRCH message id (16 bits)
+    msg_len: int               # MRCH total message length in bytes
+    tsval: int                 # MRCH sender timestamp, microseconds mod 2**32
+    payload: bytes = b""       # empty when trimmed
+    flags: int = 0             # MRCH flags (C.MRCH_FLAG_TRIMMED, C.MRCH_FLAG_RETX)
+    dscp: int = C.DSCP_TRIMMABLE
+    ecn: int = C.ECN_ECT0
+    ack_req: bool = False      # BTH A bit
+
+    @property
+    def trimmed(self) -> bool:
+        """True when a switch cut this packet's payload."""
+        return bool(self.flags & C.MRCH_FLAG_TRIMMED)
+
+
+@dataclass(slots=True)
+class Sack:
+    """Selective acknowledgement: cumulative PSN plus a 64-bit bitmap from `sack_base`."""
+
+    src: bytes
+    dst: bytes
+    ev: int                    # EV of this SACK's own (reverse) path
+    qp: int                    # QP of the data sender
+    cum_psn: int               # next PSN expected in order (all below received)
+    sack_base: int             # bit i of bitmap = PSN sack_base + i received
+    bitmap: int                # 64 bits
+    ev_echo: int               # EV of the data packet that triggered this SACK
+    ts_echo: int               # tsval of that data packet
+    ecn_echo: bool = False     # that data packet arrived with CE
+    dscp: int = C.DSCP_CONTROL
+    ecn: int = C.ECN_NOT_ECT
+
+
+@dataclass(slots=True)
+class Nack:
+    """Negative acknowledgement of one PSN, with a reason (C.NACK_*)."""
+
+    src: bytes
+    dst: bytes
+    ev: int
+    qp: int
+    psn: int                   # the PSN asked for again
+    cum_psn: int
+    reason: int
+    ev_echo: int
+    ts_echo: int
+    dscp: int = C.DSCP_CONTROL
+    ecn: int = C.ECN_NOT_ECT
+
+
+@dataclass(slots=True)
+class Probe:
+    """Path probe sent on one EV; answered by a ProbeReply echoing `probe_id` and the EV."""
+
+    src: bytes
+    dst: bytes
+    ev: int
+    qp: int
+    probe_id: int
+    tsval: int
+    dscp: int = C.DSCP_CONTROL
+    ecn: int = C.ECN_NOT_ECT
+
+
+@dataclass(slots=True)
+class ProbeReply:
+    """Answer to a Probe."""
+
+    src: bytes
+    dst: bytes
+    ev: int
+    qp: int
+    probe_id: int
+    ev_echo: int
+    ts_echo: int
+    dscp: int = C.DSCP_CONTROL
+    ecn: int = C.ECN_NOT_ECT
+
+
+Packet = DataPacket | Sack | Nack | Probe | ProbeReply
