@@ -34,6 +34,16 @@ OP_PROBE = 0xC2
 OP_PROBE_REPLY = 0xC3
 CONTROL_OPCODES = (OP_SACK, OP_NACK, OP_PROBE, OP_PROBE_REPLY)
 
+# --- Fixed header values and MRC control header sizes (docs/design.md) ---------
+IPV6_HOP_LIMIT = 64
+BTH_PKEY_DEFAULT = 0xFFFF       # default InfiniBand partition key
+BTH_TVER = 0                    # BTH transport header version
+SACK_LEN = 28
+NACK_LEN = 20
+PROBE_LEN = 8
+PROBE_REPLY_LEN = 12
+SACK_FLAG_ECN_ECHO = 0x01       # SACK flags: the acknowledged data packet arrived with CE
+
 # --- MRCH flags ----------------------------------------------------------------
 MRCH_FLAG_TRIMMED = 0x01        # set by the switch that cut the payload
 MRCH_FLAG_RETX = 0x02           # set by the sender on a retransmission
