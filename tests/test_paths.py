@@ -1,0 +1,90 @@
+"""Path enumeration: every shortest (valley-free) uSID path per plane, deterministic order."""
+import pytest
+
+from topologies import addressing
+from topologies.builders import dumbbell, fat_tree, leaf_spine, multi_plane
+from topologies.model import Host, Link, Switch, Topology
+from topologies.paths import PathError, all_pairs_paths, host_paths
+
+
+def is_valley_free(topo, switches):
+    tiers = [topo.switch(s).tier for s in switches]
+    peak = tiers.index(max(tiers))
+    return tiers[:peak + 1] == sorted(tiers[:peak + 1]) and tiers[peak:] == sorted(tiers[peak:], reverse=True)
+
+
+def test_same_leaf_path_is_one_switch():
+    topo = leaf_spine(2, 2, 2)
+    path, = host_paths(topo, "h1", "h2")
+    assert path.switches == ("s1",)
+    assert path.address == addressing.usid_path_address(0, [0x100], 0x1001)
+    assert path.src_nic.host == "h1" and path.src_nic.plane == 0
+
+
+def test_leaf_spine_one_path_per_spine():
+    topo = leaf_spine(4, 3, 1)
+    paths = host_paths(topo, "h1", "h4")
+    assert [p.switches for p in paths] == [("s1", "s5", "s4"), ("s1", "s6", "s4"), ("s1", "s7", "s4")]
+    assert len({p.address for p in paths}) == 3
+
+
+def test_fat_tree_path_counts_and_valley_free():
+    topo = fat_tree(4)
+    paths = all_pairs_paths(topo)
+    assert len(paths) == 16 * 15
+    edge = {h.name: topo.host_nics(h.name)[0].switch for h in topo.hosts}
+    for (src, dst), plist in paths.items():
+        if edge[src] == edge[dst]:
+            expected = 1
+        elif (topo.switch(edge[src]).index // 2) == (topo.switch(edge[dst]).index // 2):
+            expected = 2      # same pod: via either aggregation switch
+        else:
+            expected = 4      # other pod: (k/2)^2 cores
+        assert len(plist) == expected, (src, dst)
+        for p in plist:
+            assert is_valley_free(topo, p.switches)
+            assert p.switches[0] == edge[src] and p.switches[-1] == edge[dst]
+            plane, usids = addressing.parse_usid_address(p.address)
+            assert usids == [topo.switch(s).usid for s in p.switches] + [topo.host(dst).usid]
+
+
+def test_multi_plane_paths_cover_every_plane():
+    topo = multi_plane(2, 2, 3, 1)
+    paths = host_paths(topo, "h1", "h2")
+    assert [p.plane for p in paths] == [0, 0, 0, 1, 1, 1]
+    for p in paths:
+        assert all(topo.switch(s).plane == p.plane for s in p.switches)
+        assert p.src_nic.plane == p.plane
+        assert addressing.parse_usid_address(p.address)[0] == p.plane
+
+
+def test_order_is_deterministic():
+    a = all_pairs_paths(fat_tree(4))
+    b = all_pairs_paths(fat_tree(4))
+    assert a == b
+    for plist in a.values():
+        keys = [(p.plane, [int(s[1:]) for s in p.switches]) for p in plist]
+        assert keys == sorted(keys)
+
+
+def test_dumbbell_paths_cross_the_bottleneck():
+    topo = dumbbell(2)
+    assert [p.switches for p in host_paths(topo, "h1", "h3")] == [("s1", "s2")]
+
+
+def test_errors():
+    with pytest.raises(PathError, match="itself"):
+        host_paths(leaf_spine(2, 1, 1), "h1", "h1")
+    # a chain of 6 switches cannot be encoded in one uSID address
+    switches = [Switch(f"s{i + 1}", i) for i in range(6)]
+    links = [Link("h1", 0, "s1", 1), Link("h2", 0, "s6", 1)]
+    links += [Link(f"s{i + 1}", 2, f"s{i + 2}", 3) for i in range(5)]
+    chain = Topology("chain", [Host("h1", 0), Host("h2", 1)], switches, links).validate()
+    with pytest.raises(PathError, match="6 switches"):
+        host_paths(chain, "h1", "h2")
+
+
+def test_disconnected_plane_gives_no_path():
+    topo = leaf_spine(2, 1, 1)
+    cut = topo.without_links([("s1", "s3")])
+    assert host_paths(cut, "h1", "h2") == []

@@ -1,0 +1,69 @@
+"""The switch graph of one plane and its shortest paths (hosts are never transit nodes)."""
+from __future__ import annotations
+
+from collections import deque
+
+from topologies.model import LinkEnd, Topology
+
+
+class PlaneGraph:
+    """Switches of one plane and the switch-to-switch links between them."""
+
+    def __init__(self, topo: Topology, plane: int):
+        self.topo = topo
+        self.plane = plane
+        self._order = {s.name: s.index for s in topo.switches_of_plane(plane)}
+        self._adjacent: dict[str, list[LinkEnd]] = {name: [] for name in self._order}
+        for name in self._order:
+            for far in topo.neighbors(name):
+                if far.node in self._order:
+                    # (neighbour switch, local port towards it), ordered by neighbour index
+                    self._adjacent[name].append(LinkEnd(far.node, topo.port_towards(name, far.node)))
+            self._adjacent[name].sort(key=lambda end: self._order[end.node])
+        self._distance_cache: dict[str, dict[str, int]] = {}
+
+    @property
+    def switches(self) -> list[str]:
+        return list(self._order)
+
+    def adjacent(self, switch: str) -> list[LinkEnd]:
+        """(neighbour switch, local port) pairs of `switch`, by neighbour index."""
+        return list(self._adjacent[switch])
+
+    def distances_to(self, target: str) -> dict[str, int]:
+        """Hop count from every switch that can reach `target` (breadth-first, cached)."""
+        if target not in self._distance_cache:
+            distance = {target: 0}
+            queue = deque([target])
+            while queue:
+                here = queue.popleft()
+                for end in self._adjacent[here]:
+                    if end.node not in distance:
+                        distance[end.node] = distance[here] + 1
+                        queue.append(end.node)
+            self._distance_cache[target] = distance
+        return self._distance_cache[target]
+
+    def next_hops(self, switch: str, target: str) -> list[LinkEnd]:
+        """Neighbours of `switch` on a shortest path to `target` (empty if unreachable or there)."""
+        distance = self.distances_to(target)
+        if switch not in distance or switch == target:
+            return []
+        return [end for end in self._adjacent[switch] if distance.get(end.node) == distance[switch] - 1]
+
+    def shortest_paths(self, source: str, target: str) -> list[tuple[str, ...]]:
+        """Every shortest switch path from `source` to `target`, in lexicographic index order."""
+        if target not in self.distances_to(target) or source not in self.distances_to(target):
+            return []
+        paths: list[tuple[str, ...]] = []
+
+        def extend(prefix: tuple[str, ...]) -> None:
+            here = prefix[-1]
+            if here == target:
+                paths.append(prefix)
+                return
+            for end in self.next_hops(here, target):
+                extend(prefix + (end.node,))
+
+        extend((source,))
+        return paths

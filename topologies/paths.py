@@ -1,0 +1,66 @@
+"""uSID paths between hosts: per plane, every shortest switch path, with its steering address.
+
+In a Clos (leaf-spine, fat-tree, multi-plane) the shortest paths are exactly the up-down
+(valley-free) ones; in any other graph they are simply the shortest paths of the plane's switches.
+The agents turn this list into their EV set; the order is deterministic (plane, then switch indices).
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from topologies import addressing
+from topologies.graph import PlaneGraph
+from topologies.model import HostNic, Topology
+
+
+class PathError(ValueError):
+    """A host pair with no encodable path (same host, or a path longer than a uSID list holds)."""
+
+
+@dataclass(frozen=True)
+class Path:
+    """One uSID path from a source NIC to a destination host on one plane."""
+
+    plane: int
+    src_nic: HostNic
+    switches: tuple[str, ...]
+    address: ipaddress.IPv6Address      # fc00:<plane>:<switch uSIDs...>:<dst host uSID>::
+    dst_host: str = ""
+
+    @property
+    def hops(self) -> int:
+        return len(self.switches)
+
+
+def host_paths(topo: Topology, src: str, dst: str, graphs: dict[int, PlaneGraph] | None = None) -> list[Path]:
+    """Every shortest uSID path from host `src` to host `dst`, on every plane both are on."""
+    if src == dst:
+        raise PathError(f"no path from {src} to itself")
+    dst_host = topo.host(dst)
+    dst_nics = {nic.plane: nic for nic in topo.host_nics(dst)}
+    graphs = graphs if graphs is not None else {}
+    paths = []
+    for src_nic in topo.host_nics(src):
+        dst_nic = dst_nics.get(src_nic.plane)
+        if dst_nic is None:
+            continue
+        graph = graphs.get(src_nic.plane)
+        if graph is None:
+            graph = graphs[src_nic.plane] = PlaneGraph(topo, src_nic.plane)
+        for switches in graph.shortest_paths(src_nic.switch, dst_nic.switch):
+            if len(switches) > addressing.MAX_PATH_SWITCHES:
+                raise PathError(
+                    f"{src} -> {dst} on plane {src_nic.plane}: shortest path {'-'.join(switches)} has "
+                    f"{len(switches)} switches, a uSID address holds at most {addressing.MAX_PATH_SWITCHES}")
+            usids = [topo.switch(name).usid for name in switches]
+            address = addressing.usid_path_address(src_nic.plane, usids, dst_host.usid)
+            paths.append(Path(src_nic.plane, src_nic, switches, address, dst))
+    return paths
+
+
+def all_pairs_paths(topo: Topology) -> dict[tuple[str, str], list[Path]]:
+    """`host_paths` for every ordered pair of distinct hosts, in host order."""
+    graphs: dict[int, PlaneGraph] = {}
+    return {(a.name, b.name): host_paths(topo, a.name, b.name, graphs)
+            for a in topo.hosts for b in topo.hosts if a.name != b.name}
