@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Set up the MRC testbed on Debian 12 or Ubuntu 22.04:
+#   1. the Debian packages the testbed runs (as root; skipped when all are present),
+#   2. a Python virtual environment (<repo>/.venv, or $MRC_VENV) made with the python3 on PATH,
+#   3. the project installed in it, editable, with its test extras.
+# Safe to run again: every stage checks what is there and only adds what is missing.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${MRC_VENV:-$REPO/.venv}"
+PYTHON="${PYTHON:-python3}"
+MIN_PYTHON="3.10"
+
+# Debian packages the testbed needs at run time (README.md, "Set-up" lists the same).
+APT_PACKAGES=(mininet iproute2 iputils-ping ethtool tcpdump tshark procps)
+
+usage() {
+    cat <<EOF
+usage: scripts/setup.sh [--user-only]
+
+Installs the Debian packages the testbed needs (as root), creates the Python virtual
+environment $VENV and installs the project in it with its test extras.
+
+  --user-only   only build the virtual environment (no root, no Debian packages)
+  -h, --help    show this help
+
+Environment: PYTHON (interpreter for the venv, default python3), MRC_VENV (venv folder).
+EOF
+}
+
+stage() { printf '\n==> %s\n' "$*"; }
+info() { printf '    %s\n' "$*"; }
+die() { printf 'setup.sh: error: %s\n' "$*" >&2; exit 1; }
+
+parse_args() {
+    USER_ONLY=0
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --user-only) USER_ONLY=1 ;;
+            -h|--help) usage; exit 0 ;;
+            *) usage >&2; die "unknown option: $1" ;;
+        esac
+        shift
+    done
+}
+
+check_privileges() {
+    if [ "$USER_ONLY" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
+        die "installing Debian packages needs root: run 'sudo scripts/setup.sh', or 'scripts/setup.sh --user-only' to build only the virtual environment"
+    fi
+}
+
+check_python() {
+    command -v "$PYTHON" >/dev/null 2>&1 || die "no '$PYTHON' on PATH (set PYTHON=/path/to/python3)"
+    "$PYTHON" -c "import sys; sys.exit(sys.version_info < tuple(map(int, '$MIN_PYTHON'.split('.'))))" \
+        || die "$("$PYTHON" -V 2>&1) is too old: the testbed needs Python >= $MIN_PYTHON"
+}
+
+is_installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+install_debian_packages() {
+    stage "1/3 Debian packages"
+    if [ "$USER_ONLY" -eq 1 ]; then
+        info "skipped (--user-only)"
+        command -v mnexec >/dev/null 2>&1 || info "note: no mnexec on PATH: Mininet tests will be skipped"
+        return
+    fi
+    command -v dpkg-query >/dev/null 2>&1 || die "this is not a Debian/Ubuntu system (no dpkg-query)"
+    local wanted=("${APT_PACKAGES[@]}") missing=() pkg
+    if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        wanted+=(python3-venv)
+    fi
+    for pkg in "${wanted[@]}"; do
+        is_installed "$pkg" || missing+=("$pkg")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        info "already installed: ${wanted[*]}"
+        return
+    fi
+    info "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    # tshark asks whether non-root users may capture; answer "no" instead of prompting.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+create_venv() {
+    stage "2/3 Python virtual environment: $VENV"
+    if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+        info "reusing it ($("$VENV/bin/python" -V 2>&1))"
+        return
+    fi
+    info "creating it with $(command -v "$PYTHON") ($("$PYTHON" -V 2>&1))"
+    "$PYTHON" -m venv "$VENV" || die "could not create $VENV (on Debian/Ubuntu: apt-get install python3-venv)"
+}
+
+install_project() {
+    stage "3/3 mrc-testbed and its dependencies (editable, with test extras)"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -q \
+        -e "${REPO}[test]"
+    "$VENV/bin/mrc-testbed" --help >/dev/null || die "mrc-testbed was installed but does not start"
+    info "installed: $VENV/bin/mrc-testbed"
+    give_venv_to_repo_owner
+}
+
+give_venv_to_repo_owner() {
+    # After 'sudo scripts/setup.sh', let the owner of the clone use and extend the venv.
+    local owner
+    owner="$(stat -c %u "$REPO")"
+    if [ "$(id -u)" -eq 0 ] && [ "$owner" != 0 ]; then
+        chown -R "$owner" "$VENV" "$REPO"/*.egg-info 2>/dev/null || true
+    fi
+}
+
+main() {
+    parse_args "$@"
+    check_privileges
+    check_python
+    echo "Setting up the MRC testbed in $REPO"
+    install_debian_packages
+    create_venv
+    install_project
+    stage "Done. Next:"
+    info "sudo $VENV/bin/mrc-testbed run experiments/failover.yaml"
+    info "$VENV/bin/python -m pytest -q tests"
+}
+
+main "$@"

@@ -1,0 +1,144 @@
+"""The ``mrc-testbed`` command line.
+
+Each subcommand lives in its own module, which exposes two functions::
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None: ...
+    def run(args: argparse.Namespace) -> int: ...
+
+and is listed once in ``COMMANDS`` below. A command's module is imported only when that
+command runs, so ``--help`` lists every command even while one of them cannot be imported;
+running such a command says why and exits with status 2.
+
+``run`` receives the parsed options plus ``args.verbosity`` (count of -v minus count of -q);
+logging is already set up for the console. The options -v/-q are the command line's own
+(accepted before or after the command name): a command must not define them. A command that writes a run folder calls
+``testbed.logs.setup_logging(args.verbosity, run_dir)`` to keep that run's log in it.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Optional, Sequence
+
+from testbed.logs import setup_logging
+
+PROG = "mrc-testbed"
+
+# Exit status of a command that cannot be loaded (same as argparse's usage errors).
+EXIT_UNAVAILABLE = 2
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, the module implementing it, and a one-line help."""
+
+    name: str
+    module: str
+    help: str
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("up", "testbed.commands.up",
+            "bring a topology up, program it and open the Mininet CLI"),
+    Command("clean", "testbed.commands.clean",
+            "remove namespaces, links and processes left by a crashed run"),
+    Command("draw", "topologies.draw", "draw a topology to a PNG file"),
+    Command("routes", "controller.cli", "compute, show or install the static switch tables"),
+    Command("switch", "refswitch.main", "run one reference-model switch"),
+    Command("agent", "host_agent.agent", "run an MRC host agent on this host"),
+    Command("conformance", "refswitch.conformance.cli",
+            "run the switch conformance cases on the model and BMv2"),
+    Command("run", "experiments.runner", "run an experiment scenario (YAML) and save its results"),
+    Command("report", "experiments.report", "gather results folders into one report"),
+    Command("bench", "benchmarks.run", "run the benchmarks and print their figures"),
+)
+
+
+class CommandUnavailable(Exception):
+    """A command whose module cannot be imported or lacks add_arguments/run."""
+
+
+def load_command(command: Command) -> ModuleType:
+    """Import a command's module and check that it has the two required functions."""
+    try:
+        module = importlib.import_module(command.module)
+    except ImportError as error:
+        raise CommandUnavailable(
+            f"{command.name} is not available: {type(error).__name__}: {error}") from error
+    for function in ("add_arguments", "run"):
+        if not callable(getattr(module, function, None)):
+            raise CommandUnavailable(
+                f"{command.name} is not available: module {command.module} has no {function}()")
+    return module
+
+
+def _add_verbosity_options(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """-v/-q, counted into <prefix>verbose/<prefix>quiet (accepted before or after the command)."""
+    parser.add_argument("-v", "--verbose", action="count", default=0, dest=f"{prefix}verbose",
+                        help="more output (repeat for more)")
+    parser.add_argument("-q", "--quiet", action="count", default=0, dest=f"{prefix}quiet",
+                        help="less output (repeat for less)")
+
+
+def build_parser(commands: Sequence[Command] = COMMANDS
+                 ) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and one (still empty) sub-parser per command, by name."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Mininet + P4 testbed for MRC (Multipath Reliable Connection).",
+        epilog=f"Run '{PROG} <command> --help' for the options of one command.")
+    _add_verbosity_options(parser, "")
+    subparsers = parser.add_subparsers(dest="command", metavar="<command>", title="commands")
+    subparsers.required = True
+    by_name = {}
+    for command in commands:
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
+        _add_verbosity_options(sub, "sub_")
+        by_name[command.name] = sub
+    return parser, by_name
+
+
+def _command_name(argv: Sequence[str], names: set[str]) -> Optional[str]:
+    """The command named on the line: the first word that is not a global option."""
+    for word in argv:
+        if word == "--":
+            return None
+        if word.startswith("-"):
+            continue
+        return word if word in names else None
+    return None
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Parse the command line, set up logging, run one command; return its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {command.name: command for command in COMMANDS}
+    parser, subparsers = build_parser(COMMANDS)
+
+    name = _command_name(argv, set(commands))
+    module = None
+    if name is not None:
+        try:
+            module = load_command(commands[name])
+        except CommandUnavailable as error:
+            print(f"{PROG}: error: {error}", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+        module.add_arguments(subparsers[name])
+
+    args = parser.parse_args(argv)
+    args.verbosity = args.verbose + args.sub_verbose - args.quiet - args.sub_quiet
+    setup_logging(args.verbosity)
+    assert module is not None   # parse_args exits when no known command was given
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

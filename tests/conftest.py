@@ -1,0 +1,83 @@
+"""Shared pytest markers for tests that need something this machine may lack.
+
+Use them as decorators or module marks; the test is skipped with a reason naming what is
+missing::
+
+    from conftest import requires_mininet          # or: @pytest.mark.requires_mininet
+
+    @requires_mininet
+    def test_bring_up(): ...
+
+    pytestmark = requires_bmv2                      # a whole module
+
+- ``requires_root``    running as root (namespaces, veths, raw sockets)
+- ``requires_mininet`` root, ``mnexec`` on PATH (Debian's ``mininet`` package) and the mininet library
+- ``requires_bmv2``    ``simple_switch_grpc`` on PATH
+- ``requires_p4c``     ``p4c`` on PATH
+
+``missing(name)`` returns the same reason as a string (or None), for fixtures that need to
+decide at run time. The markers ``slow`` and ``integration`` are declared in pyproject.toml.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from typing import Callable, Optional
+
+import pytest
+
+
+def _missing_root() -> Optional[str]:
+    return None if os.geteuid() == 0 else "needs root (run the tests with sudo)"
+
+
+def _missing_program(program: str, package: str) -> Callable[[], Optional[str]]:
+    def check() -> Optional[str]:
+        if shutil.which(program):
+            return None
+        return f"needs {program} on PATH (from {package})"
+    return check
+
+
+def _missing_mininet() -> Optional[str]:
+    reasons = []
+    if os.geteuid() != 0:
+        reasons.append("root")
+    if not shutil.which("mnexec"):
+        reasons.append("mnexec on PATH (Debian package mininet)")
+    if importlib.util.find_spec("mininet") is None:
+        reasons.append("the mininet Python library")
+    return "Mininet needs " + ", ".join(reasons) if reasons else None
+
+
+_CHECKS: dict[str, Callable[[], Optional[str]]] = {
+    "requires_root": _missing_root,
+    "requires_mininet": _missing_mininet,
+    "requires_bmv2": _missing_program("simple_switch_grpc", "p4lang-bmv2"),
+    "requires_p4c": _missing_program("p4c", "p4lang-p4c"),
+}
+
+
+def missing(requirement: str) -> Optional[str]:
+    """Why a requirement ("requires_root", ...) is not met here, or None when it is."""
+    return _CHECKS[requirement]()
+
+
+requires_root = pytest.mark.requires_root
+requires_mininet = pytest.mark.requires_mininet
+requires_bmv2 = pytest.mark.requires_bmv2
+requires_p4c = pytest.mark.requires_p4c
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in _CHECKS:
+        config.addinivalue_line("markers", f"{name}: skip unless the machine meets it (conftest.py)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for name in _CHECKS:
+        if item.get_closest_marker(name) is not None:
+            reason = missing(name)
+            if reason:
+                pytest.skip(reason)
