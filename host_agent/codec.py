@@ -1,0 +1,260 @@
+"""Fast Ethernet-frame codec for MRC packets (the agent's hot path).
+
+`encode` turns a packet object of `host_agent.packets` into the bytes of an Ethernet frame and
+`decode` turns a received frame back into a packet object. Both use precompiled `struct.Struct`
+objects only (no Scapy); `host_agent.headers` describes the same bytes as Scapy layers and the
+property tests prove the two agree. Layout: docs/design.md, "Wire format".
+
+Every way a frame can be wrong ends in one exception, `MalformedPacket`, whose `reason` says what
+was wrong, so the agent can count and drop such frames with a single `except`.
+"""
+from __future__ import annotations
+
+import struct
+
+from host_agent import constants as C
+from host_agent.packets import DataPacket, Nack, Packet, Probe, ProbeReply, Sack
+
+__all__ = ["MalformedPacket", "encode", "decode", "frame_length"]
+
+
+class MalformedPacket(ValueError):
+    """A received frame that is not a well-formed MRC packet; `reason` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# Eth(dst, src, type) IPv6(ver|tc|flow, plen, nh, hlim, src, dst) UDP(sport, dport, len, csum)
+# BTH(opcode, SE|M|pad|tver, pkey, resv|qp, A|resv|psn)
+_PREFIX_FMT = "!6s6sH" "IHBB16s16s" "HHHH" "BBHII"
+_PREFIX = struct.Struct(_PREFIX_FMT)
+# ... RETH(va, rkey, dma length) MRCH(flags, resv, msg id, msg len, tsval)
+_DATA = struct.Struct(_PREFIX_FMT + "QII" "BBHII")
+_SACK = struct.Struct(_PREFIX_FMT + "IIQIB3xI")
+_NACK = struct.Struct(_PREFIX_FMT + "IIIB3xI")
+_PROBE = struct.Struct(_PREFIX_FMT + "II")
+_PROBE_REPLY = struct.Struct(_PREFIX_FMT + "III")
+
+assert _PREFIX.size == C.RETH_OFFSET
+assert _DATA.size == C.DATA_HEADERS_LEN
+assert _SACK.size == C.RETH_OFFSET + C.SACK_LEN
+assert _NACK.size == C.RETH_OFFSET + C.NACK_LEN
+assert _PROBE.size == C.RETH_OFFSET + C.PROBE_LEN
+assert _PROBE_REPLY.size == C.RETH_OFFSET + C.PROBE_REPLY_LEN
+
+_IP6_VERSION_WORD = 6 << 28
+_BTH_FLAGS = C.BTH_TVER          # SE = 0, M = 0, pad count = 0, tver in the low 4 bits
+_PSN_MASK = 0xFFFFFF
+_QP_MASK = 0xFFFFFF
+_ACK_REQ_BIT = 1 << 31
+_ICRC = bytes(C.ICRC_LEN)
+_CONTROL_FRAME_LEN = {
+    C.OP_SACK: _SACK.size,
+    C.OP_NACK: _NACK.size,
+    C.OP_PROBE: _PROBE.size,
+    C.OP_PROBE_REPLY: _PROBE_REPLY.size,
+}
+
+
+def _ip_word(dscp: int, ecn: int, ev: int) -> int:
+    """First 32-bit word of the IPv6 header: version, traffic class, flow label (EV >> 16)."""
+    return _IP6_VERSION_WORD | (((dscp << 2) | ecn) << 20) | ((ev >> 16) & 0xFFFF)
+
+
+def frame_length(pkt: Packet) -> int:
+    """Length in bytes of the Ethernet frame that `encode(pkt, ...)` returns."""
+    if type(pkt) is DataPacket:
+        if pkt.flags & C.MRCH_FLAG_TRIMMED:
+            return C.DATA_HEADERS_LEN
+        return C.DATA_HEADERS_LEN + len(pkt.payload) + C.ICRC_LEN
+    return _CONTROL_FRAME_LEN[_OPCODE_OF[type(pkt)]]
+
+
+# --- encoding ------------------------------------------------------------------------------
+
+def _encode_data(p: DataPacket, src_mac: bytes, dst_mac: bytes) -> bytes:
+    if p.flags & C.MRCH_FLAG_TRIMMED:
+        if p.payload:
+            raise ValueError("a trimmed DataPacket must have an empty payload")
+        tail = b""
+    else:
+        tail = p.payload + _ICRC if p.payload else _ICRC
+    udp_len = C.TRIMMED_UDP_LEN + len(tail)
+    ev = p.ev
+    header = _DATA.pack(
+        dst_mac, src_mac, C.ETHERTYPE_IPV6,
+        _ip_word(p.dscp, p.ecn, ev), udp_len, C.IPPROTO_UDP, C.IPV6_HOP_LIMIT, p.src, p.dst,
+        ev & 0xFFFF, C.ROCEV2_UDP_PORT, udp_len, 0,
+        C.OP_RC_WRITE_ONLY, _BTH_FLAGS, C.BTH_PKEY_DEFAULT, p.qp & _QP_MASK,
+        (_ACK_REQ_BIT if p.ack_req else 0) | (p.psn & _PSN_MASK),
+        p.va, p.rkey, p.length,
+        p.flags, 0, p.msg_id, p.msg_len, p.tsval)
+    return header + tail if tail else header
+
+
+def _control_prefix(p, opcode: int, psn: int, body_len: int, src_mac: bytes, dst_mac: bytes) -> tuple:
+    udp_len = C.UDP_LEN + C.BTH_LEN + body_len
+    ev = p.ev
+    return (dst_mac, src_mac, C.ETHERTYPE_IPV6,
+            _ip_word(p.dscp, p.ecn, ev), udp_len, C.IPPROTO_UDP, C.IPV6_HOP_LIMIT, p.src, p.dst,
+            ev & 0xFFFF, C.ROCEV2_UDP_PORT, udp_len, 0,
+            opcode, _BTH_FLAGS, C.BTH_PKEY_DEFAULT, p.qp & _QP_MASK, psn & _PSN_MASK)
+
+
+def _encode_sack(p: Sack, src_mac: bytes, dst_mac: bytes) -> bytes:
+    prefix = _control_prefix(p, C.OP_SACK, p.cum_psn, C.SACK_LEN, src_mac, dst_mac)
+    flags = C.SACK_FLAG_ECN_ECHO if p.ecn_echo else 0
+    return _SACK.pack(*prefix, p.cum_psn, p.sack_base, p.bitmap, p.ev_echo, flags, p.ts_echo)
+
+
+def _encode_nack(p: Nack, src_mac: bytes, dst_mac: bytes) -> bytes:
+    prefix = _control_prefix(p, C.OP_NACK, p.psn, C.NACK_LEN, src_mac, dst_mac)
+    return _NACK.pack(*prefix, p.psn, p.cum_psn, p.ev_echo, p.reason, p.ts_echo)
+
+
+def _encode_probe(p: Probe, src_mac: bytes, dst_mac: bytes) -> bytes:
+    prefix = _control_prefix(p, C.OP_PROBE, 0, C.PROBE_LEN, src_mac, dst_mac)
+    return _PROBE.pack(*prefix, p.probe_id, p.tsval)
+
+
+def _encode_probe_reply(p: ProbeReply, src_mac: bytes, dst_mac: bytes) -> bytes:
+    prefix = _control_prefix(p, C.OP_PROBE_REPLY, 0, C.PROBE_REPLY_LEN, src_mac, dst_mac)
+    return _PROBE_REPLY.pack(*prefix, p.probe_id, p.ev_echo, p.ts_echo)
+
+
+_ENCODERS = {
+    DataPacket: _encode_data,
+    Sack: _encode_sack,
+    Nack: _encode_nack,
+    Probe: _encode_probe,
+    ProbeReply: _encode_probe_reply,
+}
+_OPCODE_OF = {
+    DataPacket: C.OP_RC_WRITE_ONLY,
+    Sack: C.OP_SACK,
+    Nack: C.OP_NACK,
+    Probe: C.OP_PROBE,
+    ProbeReply: C.OP_PROBE_REPLY,
+}
+
+
+def encode(pkt: Packet, src_mac: bytes, dst_mac: bytes) -> bytes:
+    """The Ethernet frame carrying `pkt` from NIC `src_mac` to `dst_mac` (6-byte MACs)."""
+    try:
+        encoder = _ENCODERS[type(pkt)]
+    except KeyError:
+        raise TypeError(f"cannot encode {type(pkt).__name__}: not an MRC packet object") from None
+    return encoder(pkt, src_mac, dst_mac)
+
+
+# --- decoding ------------------------------------------------------------------------------
+
+def _traffic_class(ip_word: int) -> tuple[int, int]:
+    tc = (ip_word >> 20) & 0xFF
+    return tc >> 2, tc & 0x3
+
+
+def _decode_data(frame, n: int) -> DataPacket:
+    if n < C.DATA_HEADERS_LEN:
+        raise MalformedPacket(f"data packet of {n} bytes is shorter than its {C.DATA_HEADERS_LEN} bytes of headers")
+    (_, _, _, ip_word, _, _, _, src, dst, sport, _, _, _, _, _, _, qp_word, psn_word,
+     va, rkey, length, flags, _, msg_id, msg_len, tsval) = _DATA.unpack_from(frame, 0)
+    if flags & C.MRCH_FLAG_TRIMMED:
+        if n != C.DATA_HEADERS_LEN:
+            raise MalformedPacket(f"trimmed data packet is {n} bytes, not {C.DATA_HEADERS_LEN}")
+        payload = b""
+    else:
+        end = n - C.ICRC_LEN
+        if end < C.DATA_HEADERS_LEN:
+            raise MalformedPacket("untrimmed data packet without room for its ICRC")
+        payload = bytes(frame[C.DATA_HEADERS_LEN:end])
+        if len(payload) != length:
+            raise MalformedPacket(f"RETH DMA length {length} but the packet carries {len(payload)} payload bytes")
+    dscp, ecn = _traffic_class(ip_word)
+    return DataPacket(
+        src=src, dst=dst, ev=((ip_word & 0xFFFF) << 16) | sport, qp=qp_word & _QP_MASK,
+        psn=psn_word & _PSN_MASK, va=va, rkey=rkey, length=length, msg_id=msg_id,
+        msg_len=msg_len, tsval=tsval, payload=payload, flags=flags, dscp=dscp, ecn=ecn,
+        ack_req=bool(psn_word & _ACK_REQ_BIT))
+
+
+def _decode_sack(frame) -> Sack:
+    (_, _, _, ip_word, _, _, _, src, dst, sport, _, _, _, _, _, _, qp_word, _,
+     cum_psn, sack_base, bitmap, ev_echo, flags, ts_echo) = _SACK.unpack_from(frame, 0)
+    dscp, ecn = _traffic_class(ip_word)
+    return Sack(src=src, dst=dst, ev=((ip_word & 0xFFFF) << 16) | sport, qp=qp_word & _QP_MASK,
+                cum_psn=cum_psn, sack_base=sack_base, bitmap=bitmap, ev_echo=ev_echo,
+                ts_echo=ts_echo, ecn_echo=bool(flags & C.SACK_FLAG_ECN_ECHO), dscp=dscp, ecn=ecn)
+
+
+def _decode_nack(frame) -> Nack:
+    (_, _, _, ip_word, _, _, _, src, dst, sport, _, _, _, _, _, _, qp_word, _,
+     psn, cum_psn, ev_echo, reason, ts_echo) = _NACK.unpack_from(frame, 0)
+    dscp, ecn = _traffic_class(ip_word)
+    return Nack(src=src, dst=dst, ev=((ip_word & 0xFFFF) << 16) | sport, qp=qp_word & _QP_MASK,
+                psn=psn, cum_psn=cum_psn, reason=reason, ev_echo=ev_echo, ts_echo=ts_echo,
+                dscp=dscp, ecn=ecn)
+
+
+def _decode_probe(frame) -> Probe:
+    (_, _, _, ip_word, _, _, _, src, dst, sport, _, _, _, _, _, _, qp_word, _,
+     probe_id, tsval) = _PROBE.unpack_from(frame, 0)
+    dscp, ecn = _traffic_class(ip_word)
+    return Probe(src=src, dst=dst, ev=((ip_word & 0xFFFF) << 16) | sport, qp=qp_word & _QP_MASK,
+                 probe_id=probe_id, tsval=tsval, dscp=dscp, ecn=ecn)
+
+
+def _decode_probe_reply(frame) -> ProbeReply:
+    (_, _, _, ip_word, _, _, _, src, dst, sport, _, _, _, _, _, _, qp_word, _,
+     probe_id, ev_echo, ts_echo) = _PROBE_REPLY.unpack_from(frame, 0)
+    dscp, ecn = _traffic_class(ip_word)
+    return ProbeReply(src=src, dst=dst, ev=((ip_word & 0xFFFF) << 16) | sport,
+                      qp=qp_word & _QP_MASK, probe_id=probe_id, ev_echo=ev_echo,
+                      ts_echo=ts_echo, dscp=dscp, ecn=ecn)
+
+
+_CONTROL_DECODERS = {
+    C.OP_SACK: _decode_sack,
+    C.OP_NACK: _decode_nack,
+    C.OP_PROBE: _decode_probe,
+    C.OP_PROBE_REPLY: _decode_probe_reply,
+}
+
+
+def decode(frame: bytes | bytearray | memoryview) -> Packet:
+    """The packet object carried by one received Ethernet frame.
+
+    Raises MalformedPacket for anything that is not a well-formed MRC packet: a short frame,
+    another ethertype, IPv6 version or next header, another UDP port, IPv6/UDP lengths that
+    disagree with the frame length, an unknown BTH opcode or version, or a header whose own
+    length fields disagree with what the frame carries.
+    """
+    n = len(frame)
+    if n < C.RETH_OFFSET:
+        raise MalformedPacket(f"frame of {n} bytes is shorter than Eth/IPv6/UDP/BTH ({C.RETH_OFFSET} bytes)")
+    (_, _, ethertype, ip_word, plen, next_header, _, _, _,
+     _, dport, udp_len, _, opcode, bth_flags, _, _, _) = _PREFIX.unpack_from(frame, 0)
+    if ethertype != C.ETHERTYPE_IPV6:
+        raise MalformedPacket(f"ethertype 0x{ethertype:04x} is not IPv6")
+    if ip_word >> 28 != 6:
+        raise MalformedPacket(f"IP version {ip_word >> 28} is not 6")
+    if next_header != C.IPPROTO_UDP:
+        raise MalformedPacket(f"IPv6 next header {next_header} is not UDP")
+    if plen != n - C.UDP_OFFSET:
+        raise MalformedPacket(f"IPv6 payload length {plen} disagrees with the {n}-byte frame")
+    if udp_len != plen:
+        raise MalformedPacket(f"UDP length {udp_len} disagrees with IPv6 payload length {plen}")
+    if dport != C.ROCEV2_UDP_PORT:
+        raise MalformedPacket(f"UDP destination port {dport} is not {C.ROCEV2_UDP_PORT}")
+    if bth_flags & 0x0F != C.BTH_TVER:
+        raise MalformedPacket(f"BTH transport version {bth_flags & 0x0F} is not {C.BTH_TVER}")
+    if opcode == C.OP_RC_WRITE_ONLY:
+        return _decode_data(frame, n)
+    decoder = _CONTROL_DECODERS.get(opcode)
+    if decoder is None:
+        raise MalformedPacket(f"unknown BTH opcode 0x{opcode:02x}")
+    if n != _CONTROL_FRAME_LEN[opcode]:
+        raise MalformedPacket(f"control packet (opcode 0x{opcode:02x}) of {n} bytes, expected {_CONTROL_FRAME_LEN[opcode]}")
+    return decoder(frame)

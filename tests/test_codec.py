@@ -1,0 +1,157 @@
+"""The fast codec: byte positions of the wire format, trimmed packets, every malformed case."""
+from __future__ import annotations
+
+import ipaddress
+import struct
+
+import pytest
+
+from host_agent import codec
+from host_agent import constants as C
+from host_agent.codec import MalformedPacket
+from host_agent.packets import DataPacket, Nack, Probe, ProbeReply, Sack
+
+SRC = ipaddress.IPv6Address("fc00:1:1003::").packed
+DST = ipaddress.IPv6Address("fc00:1:100:101:1002::").packed
+SRC_MAC = bytes.fromhex("020001000003")
+DST_MAC = bytes.fromhex("020001000002")
+
+
+def data_packet(payload=b"x" * 1024, **overrides) -> DataPacket:
+    fields = dict(src=SRC, dst=DST, ev=0xABCD1234, qp=0x123456, psn=0xFEDCBA, va=0x10_0000_0400,
+                  rkey=0xCAFE, length=len(payload), msg_id=77, msg_len=65536, tsval=123456,
+                  payload=payload)
+    fields.update(overrides)
+    return DataPacket(**fields)
+
+
+def control_packets():
+    return [
+        Sack(src=SRC, dst=DST, ev=7, qp=9, cum_psn=100, sack_base=100, bitmap=0b1011,
+             ev_echo=0xABCD1234, ts_echo=5, ecn_echo=True),
+        Nack(src=SRC, dst=DST, ev=7, qp=9, psn=101, cum_psn=100, reason=C.NACK_TRIMMED_LASTHOP,
+             ev_echo=0xABCD1234, ts_echo=5),
+        Probe(src=SRC, dst=DST, ev=7, qp=9, probe_id=3, tsval=11),
+        ProbeReply(src=SRC, dst=DST, ev=7, qp=9, probe_id=3, ev_echo=8, ts_echo=11),
+    ]
+
+
+def test_data_frame_fields_sit_where_the_design_says():
+    frame = codec.encode(data_packet(ack_req=True), SRC_MAC, DST_MAC)
+    assert len(frame) == C.DATA_HEADERS_LEN + 1024 + C.ICRC_LEN
+    assert frame[0:6] == DST_MAC and frame[6:12] == SRC_MAC
+    assert struct.unpack_from("!H", frame, 12)[0] == C.ETHERTYPE_IPV6
+    word, plen, nh, hlim = struct.unpack_from("!IHBB", frame, C.IPV6_OFFSET)
+    assert word >> 28 == 6
+    assert (word >> 20) & 0xFF == (C.DSCP_TRIMMABLE << 2) | C.ECN_ECT0
+    assert word & 0xFFFFF == 0xABCD                     # flow label = EV >> 16
+    assert (plen, nh, hlim) == (len(frame) - C.UDP_OFFSET, C.IPPROTO_UDP, C.IPV6_HOP_LIMIT)
+    assert frame[22:38] == SRC and frame[38:54] == DST
+    sport, dport, ulen, csum = struct.unpack_from("!HHHH", frame, C.UDP_OFFSET)
+    assert (sport, dport, ulen, csum) == (0x1234, C.ROCEV2_UDP_PORT, plen, 0)
+    opcode, flags, pkey, qp_word, psn_word = struct.unpack_from("!BBHII", frame, C.BTH_OFFSET)
+    assert (opcode, flags, pkey) == (C.OP_RC_WRITE_ONLY, 0, C.BTH_PKEY_DEFAULT)
+    assert qp_word == 0x123456 and psn_word == (1 << 31) | 0xFEDCBA
+    assert struct.unpack_from("!QII", frame, C.RETH_OFFSET) == (0x10_0000_0400, 0xCAFE, 1024)
+    assert struct.unpack_from("!BBHII", frame, C.MRCH_OFFSET) == (0, 0, 77, 65536, 123456)
+    assert frame[C.DATA_HEADERS_LEN:-C.ICRC_LEN] == b"x" * 1024
+    assert frame[-C.ICRC_LEN:] == bytes(C.ICRC_LEN)
+
+
+def switch_trim(frame: bytes) -> bytes:
+    """What a switch does to a trimmable packet (docs/design.md, pipeline step 7)."""
+    cut = bytearray(frame[:C.DATA_HEADERS_LEN])
+    struct.pack_into("!H", cut, C.IPV6_OFFSET + 4, C.TRIMMED_UDP_LEN)
+    struct.pack_into("!H", cut, C.UDP_OFFSET + 4, C.TRIMMED_UDP_LEN)
+    cut[C.MRCH_OFFSET] |= C.MRCH_FLAG_TRIMMED
+    cut[C.IPV6_OFFSET] = (cut[C.IPV6_OFFSET] & 0xF0) | (C.DSCP_TRIMMED >> 2)
+    cut[C.IPV6_OFFSET + 1] = (cut[C.IPV6_OFFSET + 1] & 0x0F) | ((C.DSCP_TRIMMED & 0x3) << 6)
+    return bytes(cut)
+
+
+def test_a_switch_trimmed_packet_decodes_with_empty_payload_and_kept_length():
+    trimmed = switch_trim(codec.encode(data_packet(), SRC_MAC, DST_MAC))
+    assert len(trimmed) == 102
+    pkt = codec.decode(trimmed)
+    assert pkt.trimmed and pkt.payload == b""
+    assert pkt.length == 1024 and pkt.psn == 0xFEDCBA and pkt.dscp == C.DSCP_TRIMMED
+    assert codec.encode(pkt, SRC_MAC, DST_MAC) == trimmed
+
+
+def test_trimmed_packet_object_encodes_to_102_bytes_and_rejects_payload():
+    pkt = data_packet(payload=b"", length=4096, flags=C.MRCH_FLAG_TRIMMED)
+    assert len(codec.encode(pkt, SRC_MAC, DST_MAC)) == C.DATA_HEADERS_LEN
+    with pytest.raises(ValueError):
+        codec.encode(data_packet(flags=C.MRCH_FLAG_TRIMMED), SRC_MAC, DST_MAC)
+
+
+def test_every_control_packet_round_trips_with_its_length():
+    sizes = {Sack: C.SACK_LEN, Nack: C.NACK_LEN, Probe: C.PROBE_LEN, ProbeReply: C.PROBE_REPLY_LEN}
+    for pkt in control_packets():
+        frame = codec.encode(pkt, SRC_MAC, DST_MAC)
+        assert len(frame) == C.RETH_OFFSET + sizes[type(pkt)]
+        assert codec.decode(frame) == pkt
+        assert codec.decode(memoryview(frame)) == pkt
+        assert codec.decode(bytearray(frame)) == pkt
+
+
+def test_sack_and_nack_put_their_psn_in_the_bth():
+    sack, nack = control_packets()[:2]
+    assert struct.unpack_from("!I", codec.encode(sack, SRC_MAC, DST_MAC), C.BTH_OFFSET + 8)[0] == 100
+    assert struct.unpack_from("!I", codec.encode(nack, SRC_MAC, DST_MAC), C.BTH_OFFSET + 8)[0] == 101
+
+
+def test_encode_rejects_non_packets():
+    with pytest.raises(TypeError):
+        codec.encode(object(), SRC_MAC, DST_MAC)
+
+
+def _patched(frame: bytes, offset: int, fmt: str, value: int) -> bytes:
+    out = bytearray(frame)
+    struct.pack_into(fmt, out, offset, value)
+    return bytes(out)
+
+
+GOOD_DATA = codec.encode(data_packet(payload=b"abcdefgh"), SRC_MAC, DST_MAC)
+GOOD_SACK = codec.encode(control_packets()[0], SRC_MAC, DST_MAC)
+
+MALFORMED = {
+    "empty": b"",
+    "short": GOOD_DATA[:60],
+    "ethertype ipv4": _patched(GOOD_DATA, 12, "!H", 0x0800),
+    "ip version 4": _patched(GOOD_DATA, C.IPV6_OFFSET, "!B", 0x40),
+    "next header tcp": _patched(GOOD_DATA, C.IPV6_OFFSET + 6, "!B", 6),
+    "next header icmpv6": _patched(GOOD_DATA, C.IPV6_OFFSET + 6, "!B", 58),
+    "payload length too big": _patched(GOOD_DATA, C.IPV6_OFFSET + 4, "!H", len(GOOD_DATA)),
+    "udp length wrong": _patched(GOOD_DATA, C.UDP_OFFSET + 4, "!H", 40),
+    "udp port 4792": _patched(GOOD_DATA, C.UDP_OFFSET + 2, "!H", 4792),
+    "bth version 1": _patched(GOOD_DATA, C.BTH_OFFSET + 1, "!B", 1),
+    "unknown opcode": _patched(GOOD_DATA, C.BTH_OFFSET, "!B", 0x04),
+    "trailing bytes": GOOD_DATA + b"\0\0",
+    "reth length disagrees": _patched(GOOD_DATA, C.RETH_OFFSET + 12, "!I", 9),
+    "trimmed flag on full packet": _patched(GOOD_DATA, C.MRCH_OFFSET, "!B", C.MRCH_FLAG_TRIMMED),
+    "sack too long": _patched(_patched(GOOD_SACK + b"\0" * 4, C.IPV6_OFFSET + 4, "!H", 52),
+                              C.UDP_OFFSET + 4, "!H", 52),
+    "sack opcode on data frame": _patched(GOOD_DATA, C.BTH_OFFSET, "!B", C.OP_SACK),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_frames_raise_malformed_packet_with_reason(name):
+    with pytest.raises(MalformedPacket) as err:
+        codec.decode(MALFORMED[name])
+    assert err.value.reason
+
+
+def test_untrimmed_data_without_icrc_is_malformed():
+    headers_only = _patched(_patched(GOOD_DATA[:C.DATA_HEADERS_LEN], C.IPV6_OFFSET + 4, "!H", 48),
+                            C.UDP_OFFSET + 4, "!H", 48)
+    with pytest.raises(MalformedPacket, match="ICRC"):
+        codec.decode(headers_only)
+
+
+def test_zero_length_payload_is_a_valid_data_packet():
+    pkt = data_packet(payload=b"")
+    frame = codec.encode(pkt, SRC_MAC, DST_MAC)
+    assert len(frame) == C.DATA_HEADERS_LEN + C.ICRC_LEN
+    assert codec.decode(frame) == pkt
