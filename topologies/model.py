@@ -258,7 +258,7 @@ class Topology:
         return sorted({s.tier for s in self.switches})
 
     def without_links(self, down) -> "Topology":
-        """A copy without the given links (Link objects or (node, node) pairs)."""
+        """A copy without the given links (Link objects, (node, node) or (switch, port) pairs)."""
         dead = {self._resolve_link(item) for item in down}
         kept = tuple(link for link in self.links if link not in dead)
         return Topology(self.name, self.hosts, self.switches, kept)
@@ -269,6 +269,8 @@ class Topology:
                 raise KeyError(f"link {item.label} is not in topology {self.name!r}")
             return item
         x, y = item
+        if isinstance(y, int) and not isinstance(y, bool):
+            return self.link_at(x, y)
         return self.link_between(x, y)
 
     # --- validation -----------------------------------------------------------------------
