@@ -1,0 +1,236 @@
+"""The switch pipeline of docs/design.md ("Switch pipeline contract") as a function of tables and queue state.
+
+`Pipeline.process(frame, in_port, queued_low)` returns where a raw Ethernet frame goes:
+`(egress_port, frame_out, priority)`, or None when it is dropped (and counted). It reads the
+tables of a `TableStore`, the per-port count of queued low-priority packets (the queue
+estimate of the contract), and draws fault drops from a seeded RNG. Counters are named as in
+the P4Info and indexed by port (packets and bytes).
+"""
+from __future__ import annotations
+
+import random
+import struct
+
+from host_agent import constants as C
+from refswitch.tables import TableStore
+
+COUNTER_SIZE = 512
+# Counters of the P4 program (P4Info names) plus the model-only tail-drop count.
+P4_COUNTERS = ("MrcIngress.rx", "MrcIngress.malformed_drops", "MrcIngress.no_route_drops",
+               "MrcIngress.fault_drops", "MrcIngress.trimmed", "MrcIngress.ecn_marked", "MrcEgress.tx")
+QUEUE_DROPS = "queue_drops"
+
+PPM = 1_000_000
+_TC_OFFSET = C.IPV6_OFFSET                  # version(4) traffic class(8) flow label(20)
+_PLEN_OFFSET = C.IPV6_OFFSET + 4
+_NH_OFFSET = C.IPV6_OFFSET + 6
+_SRC_OFFSET = C.IPV6_OFFSET + 8
+_DST_OFFSET = C.IPV6_OFFSET + 24
+_MRCH_FLAGS_OFFSET = C.MRCH_OFFSET
+_CONTROL = frozenset(C.CONTROL_OPCODES)
+_HIGH_DSCP = frozenset(C.HIGH_PRIORITY_DSCP)
+_TRIMMABLE_DSCP = frozenset(C.TRIMMABLE_DSCP)
+_ECT = frozenset((0b01, C.ECN_ECT0))
+_ETHERTYPE_IPV6 = C.ETHERTYPE_IPV6.to_bytes(2, "big")
+_TRIMMED_LENGTHS = struct.pack("!H", C.TRIMMED_UDP_LEN)
+
+_unpack_len_nh = struct.Struct("!HB").unpack_from       # payload length, next header
+_unpack_udp = struct.Struct("!HHH").unpack_from          # sport, dport, length
+
+
+def _crc16_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC16_TABLE = _crc16_table()
+
+
+def crc16(data: bytes) -> int:
+    """CRC-16/ARC (BMv2 `HashAlgorithm.crc16`): poly 0x8005 reflected, init 0, no final xor."""
+    crc = 0
+    table = _CRC16_TABLE
+    for b in data:
+        crc = (crc >> 8) ^ table[(crc ^ b) & 0xFF]
+    return crc
+
+
+def ecmp_hash_input(src: bytes, dst: bytes, next_header: int, sport: int, dport: int) -> bytes:
+    """The 37 bytes the ECMP hash covers: src addr, dst addr, next header, UDP sport, UDP dport."""
+    return src + dst + struct.pack("!BHH", next_header, sport, dport)
+
+
+def ecmp_index(src: bytes, dst: bytes, next_header: int, sport: int, dport: int, size: int) -> int:
+    """The ECMP member index the P4 program picks for these header fields in a group of `size`."""
+    if size == 0:
+        return 0
+    return crc16(ecmp_hash_input(src, dst, next_header, sport, dport)) % size
+
+
+class Counters:
+    """Packet and byte counts by counter name and port."""
+
+    def __init__(self, names=P4_COUNTERS + (QUEUE_DROPS,), size: int = COUNTER_SIZE):
+        self.size = size
+        self.packets: dict[str, list[int]] = {n: [0] * size for n in names}
+        self.bytes: dict[str, list[int]] = {n: [0] * size for n in names}
+
+    def read(self, name: str, index: int) -> tuple[int, int]:
+        """(packets, bytes) of counter `name` at `index`."""
+        return self.packets[name][index], self.bytes[name][index]
+
+    def nonzero(self) -> dict[str, dict[int, tuple[int, int]]]:
+        """Every non-zero cell: {counter: {port: (packets, bytes)}}."""
+        out = {}
+        for name, pk in self.packets.items():
+            cells = {i: (p, self.bytes[name][i]) for i, p in enumerate(pk) if p}
+            if cells:
+                out[name] = cells
+        return out
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        for name in self.packets:
+            self.packets[name] = [0] * self.size
+            self.bytes[name] = [0] * self.size
+
+
+class Pipeline:
+    """Parse, uSID shift, routing/ECMP, port fault, trim/ECN decision and counters."""
+
+    def __init__(self, tables: TableStore, seed: int = 0):
+        self.tables = tables
+        self.counters = Counters()
+        self.rng = random.Random(seed)
+        self._usid = tables.table("MrcIngress.usid_local")
+        self._routing = tables.table("MrcIngress.routing")
+        self._ecmp = tables.table("MrcIngress.ecmp_member")
+        self._fault = tables.table("MrcIngress.port_fault")
+        self._config = tables.table("MrcIngress.port_config")
+        self._bind_counters()
+
+    def _bind_counters(self) -> None:
+        p, b = self.counters.packets, self.counters.bytes
+        self._rx = (p["MrcIngress.rx"], b["MrcIngress.rx"])
+        self._malformed = (p["MrcIngress.malformed_drops"], b["MrcIngress.malformed_drops"])
+        self._no_route = (p["MrcIngress.no_route_drops"], b["MrcIngress.no_route_drops"])
+        self._fault_drops = (p["MrcIngress.fault_drops"], b["MrcIngress.fault_drops"])
+        self._trimmed = (p["MrcIngress.trimmed"], b["MrcIngress.trimmed"])
+        self._ecn = (p["MrcIngress.ecn_marked"], b["MrcIngress.ecn_marked"])
+        self._tx = (p["MrcEgress.tx"], b["MrcEgress.tx"])
+        self._qdrops = (p[QUEUE_DROPS], b[QUEUE_DROPS])
+
+    def reset_counters(self) -> None:
+        """Zero all counters."""
+        self.counters.reset()
+        self._bind_counters()
+
+    def seed(self, seed: int) -> None:
+        """Restart the fault-drop RNG from `seed`."""
+        self.rng.seed(seed)
+
+    # --- egress-side counts (called by the queues' owner) ---------------------------------
+    def count_tx(self, port: int, length: int) -> None:
+        """Count a frame leaving `port` (MrcEgress.tx)."""
+        self._tx[0][port] += 1
+        self._tx[1][port] += length
+
+    def count_queue_drop(self, port: int, length: int) -> None:
+        """Count a frame tail-dropped at the egress queue of `port`."""
+        self._qdrops[0][port] += 1
+        self._qdrops[1][port] += length
+
+    # --- the pipeline ------------------------------------------------------------------------
+    def process(self, frame: bytes, in_port: int, queued_low) -> tuple[int, bytes, int] | None:
+        """Run one frame through ingress; `queued_low[port]` is the low-priority queue length of a port."""
+        n = len(frame)
+        rx = self._rx
+        rx[0][in_port] += 1
+        rx[1][in_port] += n
+        # 1. parse and validate
+        if n < C.BTH_OFFSET or frame[12:14] != _ETHERTYPE_IPV6 or frame[14] >> 4 != 6:
+            return self._drop(self._malformed, in_port, n)
+        plen, nh = _unpack_len_nh(frame, _PLEN_OFFSET)
+        if nh != C.IPPROTO_UDP or plen != n - C.UDP_OFFSET:
+            return self._drop(self._malformed, in_port, n)
+        sport, dport, ulen = _unpack_udp(frame, C.UDP_OFFSET)
+        if ulen != plen:
+            return self._drop(self._malformed, in_port, n)
+        opcode = -1
+        if dport == C.ROCEV2_UDP_PORT:
+            if n < C.RETH_OFFSET:
+                return self._drop(self._malformed, in_port, n)
+            opcode = frame[C.BTH_OFFSET]
+            if opcode == C.OP_RC_WRITE_ONLY and n < C.DATA_HEADERS_LEN:
+                return self._drop(self._malformed, in_port, n)
+        # 2. uSID shift
+        dst = frame[_DST_OFFSET:_DST_OFFSET + 16]
+        hit = self._usid.exact.get(int.from_bytes(dst[:6], "big"))
+        if hit is not None and hit[0] == "MrcIngress.usid_shift":
+            dst = dst[:4] + dst[6:] + b"\x00\x00"
+            frame = frame[:_DST_OFFSET] + dst + frame[_DST_OFFSET + 16:]
+        # 3./4. routing, ECMP
+        action, params = self._routing.lookup_lpm(int.from_bytes(dst, "big"))
+        if action == "MrcIngress.ecmp_select":
+            size = params["size"]
+            index = 0 if size == 0 else crc16(
+                frame[_SRC_OFFSET:_SRC_OFFSET + 16] + dst + frame[_NH_OFFSET:_NH_OFFSET + 1]
+                + frame[C.UDP_OFFSET:C.UDP_OFFSET + 4]) % size
+            action, params = self._ecmp.lookup_exact((params["group"], index))
+        if action != "MrcIngress.forward":
+            return self._drop(self._no_route, in_port, n)
+        port = params["port"]
+        # 5. port fault
+        fault = self._fault.exact.get(port)
+        if fault is not None:
+            if fault[0] == "MrcIngress.fault_drop" or (
+                    fault[0] == "MrcIngress.fault_drop_random"
+                    and self.rng.randrange(PPM) < fault[1]["drop_ppm"]):
+                return self._drop(self._fault_drops, port, n)
+        # 6./7. port config, queue estimate, trim / ECN / priority
+        tc_hi = frame[_TC_OFFSET]
+        tc = ((tc_hi & 0x0F) << 4) | (frame[_TC_OFFSET + 1] >> 4)
+        dscp = tc >> 2
+        if opcode in _CONTROL or dscp in _HIGH_DSCP:
+            return port, frame, C.PRIORITY_HIGH
+        config = self._config.exact.get(port)
+        if config is None or config[0] != "MrcIngress.set_port_config":
+            return port, frame, C.PRIORITY_LOW
+        cfg = config[1]
+        q = queued_low[port]
+        if (opcode == C.OP_RC_WRITE_ONLY and dscp in _TRIMMABLE_DSCP
+                and not frame[_MRCH_FLAGS_OFFSET] & C.MRCH_FLAG_TRIMMED and q >= cfg["trim_threshold"]):
+            self._trimmed[0][port] += 1
+            self._trimmed[1][port] += n
+            return port, self._trim(frame, tc, cfg["host_facing"]), C.PRIORITY_HIGH
+        if (tc & 3) in _ECT and not cfg["host_facing"] and q >= cfg["ecn_threshold"]:
+            self._ecn[0][port] += 1
+            self._ecn[1][port] += n
+            frame = bytearray(frame)
+            frame[_TC_OFFSET + 1] |= C.ECN_CE << 4
+            frame = bytes(frame)
+        return port, frame, C.PRIORITY_LOW
+
+    @staticmethod
+    def _trim(frame: bytes, tc: int, host_facing: int) -> bytes:
+        out = bytearray(frame[:C.DATA_HEADERS_LEN])
+        dscp = C.DSCP_TRIMMED_LASTHOP if host_facing else C.DSCP_TRIMMED
+        tc = (dscp << 2) | (tc & 3)
+        out[_TC_OFFSET] = (out[_TC_OFFSET] & 0xF0) | (tc >> 4)
+        out[_TC_OFFSET + 1] = ((tc & 0x0F) << 4) | (out[_TC_OFFSET + 1] & 0x0F)
+        out[_PLEN_OFFSET:_PLEN_OFFSET + 2] = _TRIMMED_LENGTHS
+        out[C.UDP_OFFSET + 4:C.UDP_OFFSET + 6] = _TRIMMED_LENGTHS
+        out[C.UDP_OFFSET + 6:C.UDP_OFFSET + 8] = b"\x00\x00"
+        out[_MRCH_FLAGS_OFFSET] |= C.MRCH_FLAG_TRIMMED
+        return bytes(out)
+
+    @staticmethod
+    def _drop(counter, index: int, length: int) -> None:
+        counter[0][index] += 1
+        counter[1][index] += length
+        return None

@@ -1,0 +1,209 @@
+"""The reference switch: pipeline + egress queues (SwitchCore) and the process around them (Switch).
+
+`SwitchCore` holds the programmable state (P4Info, tables, pipeline, counters) and the egress
+queues, without any I/O: frames go in with `receive`, leave through the `transmit` callback
+when their queue lets them. `Switch` adds raw-socket ports, one epoll event loop with pacing
+timers, and the P4Runtime server.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from p4.config.v1 import p4info_pb2
+
+from refswitch.p4info import P4InfoIndex
+from refswitch.pipeline import Pipeline
+from refswitch.ports import RawPort
+from refswitch.queues import EgressQueues
+from refswitch.tables import TableStore
+
+log = logging.getLogger("mrc.refswitch")
+
+RECV_BATCH = 64          # frames read from one port before looking at the others
+
+
+class SwitchCore:
+    """Programmable state and egress queues of one switch; `transmit(port, frame) -> bool` sends."""
+
+    def __init__(self, transmit: Callable[[int, bytes], bool], p4info: Optional[p4info_pb2.P4Info] = None,
+                 seed: int = 0, clock: Callable[[], float] = time.monotonic):
+        self.transmit = transmit
+        self.seed = seed
+        self.clock = clock
+        self.queues = EgressQueues()
+        self.p4info: Optional[p4info_pb2.P4Info] = None
+        self.index: Optional[P4InfoIndex] = None
+        self.tables: Optional[TableStore] = None
+        self.pipeline: Optional[Pipeline] = None
+        self.cookie = 0
+        if p4info is not None:
+            self.set_p4info(p4info)
+
+    def set_p4info(self, p4info: p4info_pb2.P4Info, cookie: int = 0) -> None:
+        """Load a pipeline: fresh tables and counters for this P4Info."""
+        index = P4InfoIndex.from_proto(p4info)
+        tables = TableStore(index)
+        pipeline = Pipeline(tables, seed=self.seed)
+        self.p4info, self.index, self.tables, self.cookie = p4info, index, tables, cookie
+        self.pipeline = pipeline          # the event loop picks up the new pipeline from here
+        log.info("pipeline loaded: %d tables, %d counters", len(index.tables), len(index.counters))
+
+    def receive(self, frame: bytes, in_port: int) -> None:
+        """Run a frame through the pipeline and queue (or send) what comes out."""
+        pipeline = self.pipeline
+        if pipeline is None:
+            return
+        result = pipeline.process(frame, in_port, self.queues.low_lengths)
+        if result is None:
+            return
+        port, out, priority = result
+        q = self.queues.ports.get(port) or self.queues.queue(port)
+        if not q.paused and not q.fifos[0] and not q.fifos[1]:
+            now = self.clock()
+            if q.next_time <= now:
+                q.charge(len(out), now)
+                self._send(pipeline, port, out)
+                return
+        if not q.enqueue(out, priority):
+            pipeline.count_queue_drop(port, len(out))
+
+    def drain(self) -> Optional[float]:
+        """Send every frame whose time has come; return when the next one is due (None: nothing waits)."""
+        pipeline = self.pipeline
+        next_due = None
+        for port, q in self.queues.ports.items():
+            while True:
+                due = q.ready_at()
+                if due is None:
+                    break
+                now = self.clock()
+                if due > now:
+                    next_due = due if next_due is None else min(next_due, due)
+                    break
+                frame = q.dequeue(now)
+                if pipeline is not None:
+                    self._send(pipeline, port, frame)
+        return next_due
+
+    def _send(self, pipeline: Pipeline, port: int, frame: bytes) -> None:
+        if self.transmit(port, frame):
+            pipeline.count_tx(port, len(frame))
+        else:
+            pipeline.count_queue_drop(port, len(frame))
+
+
+@dataclass
+class SwitchConfig:
+    """What one switch process is started with."""
+
+    name: str = "s1"
+    device_id: int = 1
+    ports: dict[int, str] = field(default_factory=dict)            # P4 port -> interface name
+    queues: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # port -> (rate_bps, rate_pps, depth)
+    grpc_address: str = "127.0.0.1:9559"
+    p4info_path: Optional[str] = None
+    seed: int = 0
+    ready_file: Optional[str] = None
+
+
+class Switch:
+    """The switch process: ports, one event loop, the P4Runtime server."""
+
+    def __init__(self, config: SwitchConfig, p4info: Optional[p4info_pb2.P4Info] = None):
+        self.config = config
+        self.ports: dict[int, RawPort] = {n: RawPort(n, ifname) for n, ifname in sorted(config.ports.items())}
+        self.core = SwitchCore(self._transmit, p4info, seed=config.seed)
+        for port, (rate_bps, rate_pps, depth) in config.queues.items():
+            self.core.queues.configure(port, depth=depth, rate_bps=rate_bps, rate_pps=rate_pps)
+        self.server = None
+        self._stop_r, self._stop_w = os.pipe()
+        self._running = False
+
+    def _transmit(self, port: int, frame: bytes) -> bool:
+        p = self.ports.get(port)
+        return p is not None and p.send(frame)
+
+    def start(self) -> None:
+        """Open ports and start the P4Runtime server."""
+        from refswitch.p4runtime_server import P4RuntimeServer
+        for p in self.ports.values():
+            p.open()
+        self.server = P4RuntimeServer(self.core, self.config.device_id, self.config.grpc_address)
+        self.server.start()
+        log.info("switch %s: %d ports, P4Runtime on %s", self.config.name, len(self.ports), self.server.address)
+        if self.config.ready_file:
+            tmp = self.config.ready_file + ".tmp"
+            Path(tmp).write_text(f"{os.getpid()} {self.server.address}\n")
+            os.replace(tmp, self.config.ready_file)
+
+    def stop(self) -> None:
+        """Ask the event loop to return (safe from a signal handler or another thread)."""
+        self._running = False
+        try:
+            os.write(self._stop_w, b"x")
+        except OSError:
+            pass
+
+    def run(self) -> None:
+        """The event loop: read ports in batches, run the pipeline, drain queues on time."""
+        ep = select.epoll()
+        by_fd = {p.fileno(): p for p in self.ports.values()}
+        for fd in by_fd:
+            ep.register(fd, select.EPOLLIN)
+        ep.register(self._stop_r, select.EPOLLIN)
+        core = self.core
+        self._running = True
+        timeout = -1.0
+        try:
+            while self._running:
+                for fd, _ in ep.poll(timeout):
+                    port = by_fd.get(fd)
+                    if port is None:
+                        continue
+                    number, recv, receive = port.number, port.recv, core.receive
+                    for _ in range(RECV_BATCH):
+                        frame = recv()
+                        if frame is None:
+                            break
+                        receive(frame, number)
+                next_due = core.drain()
+                timeout = -1.0 if next_due is None else max(0.0, next_due - time.monotonic())
+        finally:
+            ep.close()
+
+    def close(self) -> None:
+        """Stop the server, close ports, log the counters."""
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        for p in self.ports.values():
+            p.close()
+        if self.core.pipeline is not None:
+            log.info("switch %s counters: %s", self.config.name, self.core.pipeline.counters.nonzero())
+        if self.config.ready_file:
+            try:
+                os.unlink(self.config.ready_file)
+            except FileNotFoundError:
+                pass
+        for fd in (self._stop_r, self._stop_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def serve_forever(self) -> None:
+        """Start, run until SIGTERM/SIGINT, close."""
+        signal.signal(signal.SIGTERM, lambda *_: self.stop())
+        signal.signal(signal.SIGINT, lambda *_: self.stop())
+        try:
+            self.start()
+            self.run()
+        finally:
+            self.close()
