@@ -1,0 +1,160 @@
+"""Collective state machines over an in-memory message exchange that reorders deliveries.
+
+These check the collectives' own logic (ordering, pipelining, checking); the tests on the
+in-process network (test_collectives_netsim.py) run them over the real transport.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from host_agent.collectives import (AllToAll, CollectiveError, RingAllReduce, Transfer,
+                                    make_collective)
+from host_agent.collectives.base import TAG
+
+
+class ShuffledExchange:
+    """Delivers queued messages one at a time in random order; acknowledges each on delivery."""
+
+    def __init__(self, world: int, seed: int = 0, tamper=None):
+        self.rng = random.Random(seed)
+        self.queue: list[tuple[int, int, bytes]] = []
+        self.ranks: dict[int, object] = {}
+        self.tamper = tamper            # function(src, dst, data) -> list of datas to deliver
+        self.now = 0.0
+
+    def messenger(self, rank: int):
+        exchange = self
+
+        class _Messenger:
+            def send(self, peer: int, data: bytes) -> None:
+                exchange.queue.append((rank, peer, bytes(data)))
+        return _Messenger()
+
+    def run(self, collectives: list) -> None:
+        for c in collectives:
+            self.ranks[c.rank] = c
+        for c in collectives:
+            c.start(self.now)
+        while self.queue:
+            src, dst, data = self.queue.pop(self.rng.randrange(len(self.queue)))
+            self.now += 1e-6
+            deliveries = self.tamper(src, dst, data) if self.tamper else [data]
+            for d in deliveries:
+                self.ranks[dst].on_message(src, d, self.now)
+            self.ranks[src].on_send_complete(dst, self.now)
+
+
+def run_allreduce(world, elements, dtype="float32", chunk_bytes=64, seed=3, tamper=None):
+    ex = ShuffledExchange(world, seed=seed, tamper=tamper)
+    ranks = [RingAllReduce(r, world, ex.messenger(r), elements=elements, dtype=dtype,
+                           chunk_bytes=chunk_bytes, seed=seed) for r in range(world)]
+    ex.run(ranks)
+    return ranks
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_ring_allreduce_is_bit_exact_under_reordering(world, dtype):
+    ranks = run_allreduce(world, elements=1000, dtype=dtype)
+    expected = ranks[0].expected()
+    for r in ranks:
+        res = r.result()
+        assert res.ok, res
+        assert res.mismatches == 0 and res.bytes == 1000 * np.dtype(dtype).itemsize
+        assert r.buffer.tobytes() == expected.tobytes()
+
+
+def test_allreduce_expected_is_the_sum_of_all_inputs():
+    ranks = run_allreduce(4, elements=4096, dtype="int64")
+    from host_agent.collectives.data import rank_array
+    total = sum(rank_array(3, r, 4096, "int64") for r in range(4))
+    assert np.array_equal(ranks[2].buffer, total)
+    floats = run_allreduce(4, elements=4096, dtype="float64")
+    naive = sum(rank_array(3, r, 4096, "float64") for r in range(4))
+    assert np.allclose(floats[1].buffer, naive, rtol=1e-12)
+
+
+def test_allreduce_with_fewer_elements_than_ranks_and_odd_chunks():
+    for elements, chunk in ((3, 4), (7, 12), (1, 1)):
+        for r in run_allreduce(5, elements=elements, chunk_bytes=chunk):
+            assert r.result().ok
+
+
+def test_allreduce_sub_chunks_are_pipelined_message_counts():
+    ranks = run_allreduce(4, elements=1024, dtype="float32", chunk_bytes=256)
+    # each chunk: 256 elements = 1024 bytes = 4 sub-chunks; 2(N-1) = 6 steps.
+    assert all(r.messages_sent == 6 * 4 and r.messages_received == 6 * 4 for r in ranks)
+
+
+def test_corrupted_payload_is_counted_as_mismatch():
+    def corrupt(src, dst, data):
+        if src == 1 and TAG.unpack_from(data)[2] == 0:     # step 0 from rank 1
+            data = bytearray(data)
+            data[-1] ^= 0x40
+        return [bytes(data)]
+    ranks = run_allreduce(4, elements=256, dtype="float32", chunk_bytes=1024, tamper=corrupt)
+    results = [r.result() for r in ranks]
+    assert not all(res.ok for res in results)
+    assert sum(res.mismatches for res in results) > 0
+
+
+def test_duplicated_and_lost_messages_are_reported():
+    dup = run_allreduce(3, elements=90, tamper=lambda s, d, data: [data, data] if s == 0 else [data])
+    assert not dup[1].result().ok and "twice" in dup[1].result().detail
+    dropped = []
+
+    def drop_one(src, dst, data):
+        if not dropped:
+            dropped.append(data)
+            return []
+        return [data]
+    lost = run_allreduce(3, elements=90, tamper=drop_one)
+    assert not all(r.result().ok for r in lost)
+    assert any("not finished" in r.result().detail for r in lost)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_alltoall_is_bit_exact(world):
+    ex = ShuffledExchange(world, seed=9)
+    ranks = [AllToAll(r, world, ex.messenger(r), block_bytes=1000, chunk_bytes=300, seed=9)
+             for r in range(world)]
+    ex.run(ranks)
+    for r in ranks:
+        res = r.result()
+        assert res.ok and res.bytes == 1000 * (world - 1), res
+    assert ranks[0].received[1] != ranks[0].received[world - 1] or world == 2
+
+
+def test_alltoall_detects_a_swapped_block():
+    def swap(src, dst, data):
+        return [data[:-1] + bytes([data[-1] ^ 1])] if (src, dst) == (2, 0) else [data]
+    ex = ShuffledExchange(4, tamper=swap)
+    ranks = [AllToAll(r, 4, ex.messenger(r), block_bytes=100, chunk_bytes=100) for r in range(4)]
+    ex.run(ranks)
+    assert ranks[0].result().mismatches == 1 and not ranks[0].result().ok
+    assert ranks[1].result().ok
+
+
+def test_transfer_between_two_of_three_ranks():
+    ex = ShuffledExchange(3)
+    ranks = [make_collective("transfer", r, 3, ex.messenger(r), src=2, dst=0, nbytes=5000,
+                             chunk_bytes=1024, seed=4) for r in range(3)]
+    ex.run(ranks)
+    assert [r.result().ok for r in ranks] == [True, True, True]
+    assert ranks[0].messages_received == 5 and ranks[1].messages_sent == 0
+    assert isinstance(ranks[0], Transfer)
+
+
+def test_bad_parameters_name_the_problem():
+    ex = ShuffledExchange(2)
+    with pytest.raises(CollectiveError, match="rank 4"):
+        RingAllReduce(4, 2, ex.messenger(4), elements=10)
+    with pytest.raises(CollectiveError, match="dtype"):
+        RingAllReduce(0, 2, ex.messenger(0), elements=10, dtype="float16")
+    with pytest.raises(CollectiveError, match="unknown collective"):
+        make_collective("broadcast", 0, 2, ex.messenger(0))
+    with pytest.raises(CollectiveError, match="src and dst"):
+        Transfer(0, 2, ex.messenger(0), src=1, dst=1, nbytes=10)
