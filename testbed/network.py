@@ -1,0 +1,252 @@
+"""Bring a `topologies.Topology` up as a Mininet network of P4 switches, program it, tear it down.
+
+Stages (one progress line each, with its duration):
+
+1. hosts     — a Mininet host per topology host (own namespace, IPv6 off);
+2. switches  — a switch node per topology switch (own namespace, IPv6 off), model or BMv2;
+3. links     — one veth pair per topology link, no tc shaping (the bottleneck is the switch's
+               egress queue); host NICs named and addressed as docs/design.md says;
+4. start     — every switch process launched, then waited for (P4Runtime ready);
+5. program   — the static programs from `controller.routes.compute_programs` installed over
+               P4Runtime and read back; egress queues configured.
+
+Everything created is recorded in a `testbed.registry.RunRegistry` first, so that
+`mrc-testbed clean` can remove it if this process dies. `stop()` always runs the whole tear-down.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from mininet.link import Link
+from mininet.net import Mininet
+
+from controller.convergence import DEFAULT_DELAY_S, ConvergingControlPlane
+from controller.installer import Pipeline, install
+from controller.p4runtime_client import CounterValue, P4RuntimeClient
+from controller.routes import compute_programs
+from testbed import nodes
+from testbed.registry import RunRegistry, leftovers, state_dir
+
+log = logging.getLogger("mrc.testbed")
+
+STAGES = ("hosts", "switches", "links", "start", "program")
+
+
+class BringUpError(RuntimeError):
+    """The network could not be brought up; the message names the stage and the cause."""
+
+
+class TestbedNetwork:
+    """One running testbed: Mininet nodes, switch processes, P4Runtime sessions."""
+
+    __test__ = False        # not a pytest test class
+
+    def __init__(self, topology, target: str = "model", run_dir: str | Path = "runs/latest",
+                 pipeline: Pipeline | None = None, pcap: bool = False,
+                 convergence_delay: float | None = None,
+                 progress: Callable[[str], None] | None = None, run_id: str | None = None):
+        if target not in nodes.TARGETS:
+            raise ValueError(f"unknown target {target!r}: choose one of {', '.join(nodes.TARGETS)}")
+        self.topology = topology
+        self.target = target
+        self.run_dir = Path(run_dir).resolve()
+        self.pipeline = pipeline
+        self.pcap = pcap
+        self.convergence_delay = convergence_delay
+        self.progress = progress or (lambda line: log.info("%s", line))
+        self.run_id = run_id
+        self.registry: RunRegistry | None = None
+        self.net: Mininet | None = None
+        self.programs = compute_programs(topology)
+        self.clients: dict[str, P4RuntimeClient] = {}
+        self.control_plane: ConvergingControlPlane | None = None
+        self.stage_times: dict[str, float] = {}
+        self.bring_up_s: float = 0.0
+
+    # --- bring-up -----------------------------------------------------------------------------
+    def start(self) -> "TestbedNetwork":
+        """Bring everything up; on any failure tear down what exists and raise BringUpError."""
+        began = time.monotonic()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.registry = RunRegistry(self.run_id)
+        self.sock_dir = state_dir() / self.registry.state.run_id
+        self.sock_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            if self.pipeline is None:
+                self.pipeline = Pipeline.load()
+            self.net = Mininet(topo=None, build=False, controller=None, link=Link,
+                               autoSetMacs=False, autoStaticArp=False, waitConnected=False)
+            for number, (stage, step) in enumerate(zip(STAGES, (
+                    self._add_hosts, self._add_switches, self._add_links,
+                    self._start_switches, self._program)), start=1):
+                t0 = time.monotonic()
+                detail = step()
+                self.stage_times[stage] = time.monotonic() - t0
+                self.progress(f"[{number}/{len(STAGES)}] {stage:<9} {detail} "
+                              f"({self.stage_times[stage]:.2f} s)")
+        except BaseException as exc:
+            self.stop()
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise BringUpError(f"bring-up of {self.topology.name} on {self.target} failed: {exc}") \
+                from exc
+        self.bring_up_s = time.monotonic() - began
+        self.progress(f"network {self.topology.name} up on {self.target} in {self.bring_up_s:.2f} s")
+        return self
+
+    def __enter__(self) -> "TestbedNetwork":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _add_hosts(self) -> str:
+        for host in self.topology.hosts:
+            node = self.net.addHost(host.name, cls=nodes.MrcHost, ip=None)
+            self.registry.record_process(node.pid, f"host shell {host.name}", group=True)
+        return f"{len(self.topology.hosts)} hosts"
+
+    def _add_switches(self) -> str:
+        switch_cls = nodes.TARGETS[self.target]
+        for switch in self.topology.switches:
+            program = self.programs[switch.name]
+            extra = {"queues": program.queues} if switch_cls is nodes.RefSwitch else {}
+            self.net.addSwitch(switch.name, cls=switch_cls, device_id=program.device_id,
+                               run_dir=str(self.run_dir), sock_dir=str(self.sock_dir),
+                               topo_name=switch.name, pcap=self.pcap, registry=self.registry,
+                               **extra)
+        return f"{len(self.topology.switches)} {self.target} switches"
+
+    def _add_links(self) -> str:
+        for link in self.topology.links:
+            a, b = link.a, link.b
+            if self.topology.is_host(b):           # host end first: its NIC gets name and MAC
+                a, b = b, a
+            params = {}
+            if self.topology.is_host(a):
+                nic = self.topology.host_nic(a, link.port_of(a))
+                params = {"intfName1": nic.ifname, "addr1": nic.mac}
+            self.net.addLink(self.net[a], self.net[b], port1=link.port_of(a), port2=link.port_of(b),
+                             **params)
+        self.net.build()
+        for host in self.net.hosts:
+            nodes.disable_ipv6(host, [i.name for i in host.intfList() if i.name != "lo"])
+        return f"{len(self.topology.links)} links"
+
+    def _start_switches(self) -> str:
+        for switch in self.net.switches:
+            switch.start([])
+        for switch in self.net.switches:
+            switch.wait_ready()
+        return f"{len(self.net.switches)} switch processes ready"
+
+    def _program(self) -> str:
+        def program_one(name: str) -> int:
+            switch = self.net[name]
+            program = self.programs[name]
+            client = P4RuntimeClient(switch.grpc_address, program.device_id, name=name).connect()
+            self.clients[name] = client
+            report = install(client, program, self.pipeline)
+            switch.configure_queues(program.queues)
+            return report.installed
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            counts = list(pool.map(program_one, [s.name for s in self.topology.switches]))
+        if self.convergence_delay is not None:
+            self.enable_convergence(self.convergence_delay)
+        return f"{sum(counts)} entries installed and verified"
+
+    # --- use ------------------------------------------------------------------------------------
+    def enable_convergence(self, delay: float = DEFAULT_DELAY_S) -> ConvergingControlPlane:
+        """Turn on the emulated converging control plane (reroute `delay` s after a link event)."""
+        if self.control_plane is None:
+            self.control_plane = ConvergingControlPlane(self.topology, self.clients, self.programs,
+                                                        delay=delay)
+        return self.control_plane
+
+    def host(self, name: str):
+        """The Mininet host called `name`."""
+        return self.net[name]
+
+    def switch(self, name: str) -> nodes.P4Switch:
+        """The Mininet switch node called `name`."""
+        return self.net[name]
+
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        """Take the link between nodes `a` and `b` down or up (both interfaces)."""
+        link = self.topology.link_between(a, b)
+        status = "up" if up else "down"
+        for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
+            mn = self.net[node]
+            intf = mn.intfs[port]
+            out = mn.cmd(f"ip link set {intf.name} {status}")
+            if out.strip():
+                raise RuntimeError(f"ip link set {intf.name} {status} on {node}: {out.strip()}")
+        if self.control_plane is not None:
+            (self.control_plane.link_up if up else self.control_plane.link_down)(link)
+
+    def link_down(self, a: str, b: str) -> None:
+        self.set_link(a, b, up=False)
+
+    def link_up(self, a: str, b: str) -> None:
+        self.set_link(a, b, up=True)
+
+    def counters(self, switch: str, port: int | None = None) -> dict[str, dict[int, CounterValue]]:
+        """Every counter of one switch read over P4Runtime: {counter: {port: value}}, non-zero."""
+        client = self.clients[switch]
+        result = {}
+        for name in client.counter_names():
+            cells = client.read_counter(name, port)
+            result[name] = {p: v for p, v in cells.items() if v.packets or v.bytes}
+        return result
+
+    def popen(self, host: str, cmd: list[str], **kwargs):
+        """Start a process in a host's namespace, recorded for clean-up."""
+        proc = self.net[host].popen(cmd, **kwargs)
+        self.registry.record_process(proc.pid, f"{cmd[0]} on {host}")
+        return proc
+
+    # --- tear-down ------------------------------------------------------------------------------
+    def stop(self) -> list[str]:
+        """Tear everything down (always completes); return what could not be removed."""
+        if self.control_plane is not None:
+            self.control_plane.stop()
+        for client in self.clients.values():
+            try:
+                client.close()
+            except Exception:        # noqa: BLE001 - tear-down goes on
+                pass
+        self.clients = {}
+        if self.net is not None:
+            for switch in self.net.switches:
+                try:
+                    switch.stop_process()
+                except Exception as exc:     # noqa: BLE001
+                    log.warning("stopping %s: %s", switch.name, exc)
+            try:
+                self.net.stop()
+            except Exception as exc:         # noqa: BLE001
+                log.warning("mininet stop: %s", exc)
+            self.net = None
+        remaining: list[str] = []
+        if self.registry is not None:
+            from testbed.registry import clean_run
+            remaining = leftovers(self.registry.state)
+            if remaining:                     # e.g. processes a user started in a host
+                clean_run(self.registry.state)
+                remaining = leftovers(self.registry.state)
+            if not remaining:
+                self.registry.close()
+            self.registry = None
+        if getattr(self, "sock_dir", None) is not None:
+            for sock in self.sock_dir.glob("*.sock"):
+                sock.unlink(missing_ok=True)
+            try:
+                self.sock_dir.rmdir()
+            except OSError:
+                pass
+        return remaining

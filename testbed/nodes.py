@@ -1,0 +1,277 @@
+"""Mininet node classes for the two switch targets: the reference model and BMv2.
+
+Each switch node is a Mininet `Switch` in its own network namespace (so its port names, its
+thrift server and its IPv6 settings never touch the root namespace), running one switch process:
+
+- `RefSwitch`: `python -m refswitch.main` (the pure-Python model), P4Runtime on a unix socket;
+- `Bmv2Switch`: `simple_switch_grpc ... -- --priority-queues 2`, P4Runtime on a unix socket,
+  thrift (for `simple_switch_CLI`: queue rate and depth) inside the switch's namespace.
+
+Both have the same life cycle: `start()` launches the process (log in `<run_dir>/<name>.log`,
+optional pcap per port), `wait_ready()` waits for the process to serve P4Runtime (with a deadline),
+`configure_queues()` applies the egress queue settings, `stop()` ends the process by PID.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from mininet.node import Host, Switch
+
+from controller.entries import PortQueue
+from host_agent import constants as C
+
+REPO = Path(__file__).resolve().parent.parent
+
+# BMv2's set_queue_rate is in packets/s: a link's bit rate is turned into packets of this size
+# (a 1 KB-payload MRC data frame, 1126 bytes on the wire).
+RATE_PACKET_BYTES = C.DATA_HEADERS_LEN + 1024 + C.ICRC_LEN
+
+
+class SwitchStartError(RuntimeError):
+    """A switch process did not start or did not become ready; the message names it and its log."""
+
+
+def disable_ipv6(node, interfaces=()) -> None:
+    """Turn IPv6 off in a node's namespace (all, default, and each named interface)."""
+    keys = ["all", "default", *interfaces]
+    node.cmd("sysctl -q " + " ".join(f"-w net.ipv6.conf.{k}.disable_ipv6=1" for k in keys))
+
+
+class MrcHost(Host):
+    """A Mininet host with IPv6 off in its namespace (agents use raw sockets only)."""
+
+    def __init__(self, name, **params):
+        super().__init__(name, **params)
+        disable_ipv6(self)
+
+    def configDefault(self, **moreParams):
+        """No IPv4 address, no default route: only bring the interfaces up."""
+        self.cmd("ip link set lo up")
+        for intf in self.intfList():
+            self.cmd(f"ip link set {intf.name} up")
+
+
+class P4Switch(Switch):
+    """Common life cycle of a switch process in its own namespace, reached over P4Runtime."""
+
+    target = "?"
+
+    def __init__(self, name, device_id: int = 1, run_dir: str = "/tmp", sock_dir: str | None = None,
+                 topo_name: str = "", pcap: bool = False, registry=None, ready_timeout: float = 20.0,
+                 **params):
+        params.setdefault("inNamespace", True)
+        super().__init__(name, dpid=f"{device_id:x}", **params)
+        disable_ipv6(self)
+        self.device_id = device_id
+        self.topo_name = topo_name or name
+        self.run_dir = Path(run_dir)
+        self.pcap = pcap
+        self.registry = registry
+        self.ready_timeout = ready_timeout
+        self.process: subprocess.Popen | None = None
+        self.captures: list[subprocess.Popen] = []
+        sock_dir = Path(sock_dir) if sock_dir else self.run_dir     # unix socket paths are short
+        self.grpc_address = f"unix:{sock_dir / (self.topo_name + '.grpc.sock')}"
+        self.log_path = self.run_dir / f"{self.topo_name}.log"
+        if registry is not None:
+            registry.record_process(self.pid, f"{self.target} switch shell {name}", group=True)
+
+    # --- what subclasses define ----------------------------------------------------------
+    def command(self) -> list[str]:
+        """The switch process's command line."""
+        raise NotImplementedError
+
+    def configure_queues(self, queues: list[PortQueue]) -> None:
+        """Apply egress queue rate and depth per port (after the pipeline is installed)."""
+        raise NotImplementedError
+
+    # --- life cycle ---------------------------------------------------------------------------
+    def data_ports(self) -> dict[int, str]:
+        """P4 port number -> interface name, for every data port."""
+        return {port: intf.name for port, intf in sorted(self.intfs.items())
+                if intf.name != "lo" and port > 0}
+
+    def start(self, controllers=()) -> None:
+        """Launch the switch process (and a capture per port when pcap is on)."""
+        if self.process is not None:
+            return
+        disable_ipv6(self, self.data_ports().values())
+        sock = self.grpc_address[len("unix:"):]
+        if os.path.exists(sock):
+            os.unlink(sock)
+        log = open(self.log_path, "ab")
+        try:
+            self.process = self.popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=subprocess.STDOUT, cwd=str(REPO))
+        finally:
+            log.close()
+        if self.registry is not None:
+            self.registry.record_process(self.process.pid, f"{self.target} switch {self.name}")
+        if self.pcap:
+            self._start_captures()
+
+    def _start_captures(self) -> None:
+        tcpdump = shutil.which("tcpdump")
+        if tcpdump is None:
+            raise SwitchStartError(f"{self.name}: pcap asked for but tcpdump is not on PATH")
+        for port, ifname in self.data_ports().items():
+            out = self.run_dir / f"{self.topo_name}-port{port}.pcap"
+            proc = self.popen([tcpdump, "-i", ifname, "-U", "-w", str(out), "-s", "256"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.captures.append(proc)
+            if self.registry is not None:
+                self.registry.record_process(proc.pid, f"tcpdump {ifname}")
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until the process serves P4Runtime; raise SwitchStartError with its log if not."""
+        deadline = time.monotonic() + (self.ready_timeout if timeout is None else timeout)
+        sock = self.grpc_address[len("unix:"):]
+        while not os.path.exists(sock):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise SwitchStartError(self._failure("no P4Runtime socket " + sock))
+            time.sleep(0.02)
+        channel = grpc.insecure_channel(self.grpc_address)
+        try:
+            grpc.channel_ready_future(channel).result(timeout=max(0.1, deadline - time.monotonic()))
+        except grpc.FutureTimeoutError:
+            raise SwitchStartError(self._failure("P4Runtime not answering")) from None
+        finally:
+            channel.close()
+        self._check_alive()
+
+    def _check_alive(self) -> None:
+        if self.process is None:
+            raise SwitchStartError(f"{self.name}: not started")
+        if self.process.poll() is not None:
+            raise SwitchStartError(self._failure(f"exited with status {self.process.returncode}"))
+
+    def _failure(self, what: str) -> str:
+        tail = ""
+        if self.log_path.exists():
+            tail = "\n".join(self.log_path.read_text(errors="replace").splitlines()[-15:])
+        return f"{self.target} switch {self.name}: {what} (log {self.log_path}):\n{tail}"
+
+    def alive(self) -> bool:
+        """True while the switch process runs."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop_process(self, grace: float = 3.0) -> None:
+        """End the switch process and captures by PID: SIGTERM, then SIGKILL after `grace` s."""
+        for proc in [self.process, *self.captures]:
+            if proc is None:
+                continue
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(grace)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(grace)
+            if self.registry is not None:
+                self.registry.forget_process(proc.pid)
+        self.process, self.captures = None, []
+
+    def stop(self, deleteIntfs=True) -> None:
+        """Stop the switch process, then the node (its namespace goes with its shell)."""
+        self.stop_process()
+        super().stop(deleteIntfs)
+
+
+class RefSwitch(P4Switch):
+    """The reference model: `python -m refswitch.main` with one raw-socket port per interface."""
+
+    target = "model"
+
+    def __init__(self, name, queues: list[PortQueue] = (), **params):
+        super().__init__(name, **params)
+        self.queues = list(queues)
+        self.ready_file = self.run_dir / f"{self.topo_name}.ready"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "refswitch.main", "--name", self.topo_name,
+               "--device-id", str(self.device_id), "--grpc-addr", self.grpc_address,
+               "--ready-file", str(self.ready_file)]
+        for port, ifname in self.data_ports().items():
+            cmd += ["--port", f"{port}={ifname}"]
+        for q in self.queues:
+            cmd += ["--queue", f"{q.port}:{q.rate_bps}:{q.depth_pkts}"]
+        return cmd
+
+    def start(self, controllers=()) -> None:
+        self.ready_file.unlink(missing_ok=True)
+        super().start(controllers)
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait for the model's ready file (ports open, server up), then for P4Runtime itself."""
+        deadline = time.monotonic() + (self.ready_timeout if timeout is None else timeout)
+        while not self.ready_file.exists():
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise SwitchStartError(self._failure(f"no ready file {self.ready_file}"))
+            time.sleep(0.02)
+        super().wait_ready(max(0.1, deadline - time.monotonic()))
+
+    def configure_queues(self, queues: list[PortQueue]) -> None:
+        """The model takes its queues on its command line; check they are the ones asked for."""
+        if sorted(queues, key=lambda q: q.port) != sorted(self.queues, key=lambda q: q.port):
+            raise ValueError(f"{self.name}: queues differ from those the model was started with")
+
+
+class Bmv2Switch(P4Switch):
+    """BMv2 `simple_switch_grpc` with two strict-priority queues per port."""
+
+    target = "bmv2"
+    THRIFT_PORT = 9090            # inside the switch's own namespace: every switch can use it
+
+    def command(self) -> list[str]:
+        binary = shutil.which("simple_switch_grpc")
+        if binary is None:
+            raise SwitchStartError("simple_switch_grpc is not on PATH (source /opt/p4/env.sh?)")
+        cmd = [binary, "--device-id", str(self.device_id), "--thrift-port", str(self.THRIFT_PORT),
+               "--log-level", "warn", "--log-file", str(self.run_dir / f"{self.topo_name}.bmv2")]
+        for port, ifname in self.data_ports().items():
+            cmd += ["-i", f"{port}@{ifname}"]
+        cmd += ["--no-p4", "--", "--grpc-server-addr", self.grpc_address,
+                "--priority-queues", str(C.NUM_PRIORITIES)]
+        return cmd
+
+    def runtime_cli(self, commands: list[str]) -> str:
+        """Run `simple_switch_CLI` commands against this switch; raise on error."""
+        binary = shutil.which("simple_switch_CLI")
+        if binary is None:
+            raise SwitchStartError("simple_switch_CLI is not on PATH (source /opt/p4/env.sh?)")
+        proc = self.popen([binary, "--thrift-port", str(self.THRIFT_PORT)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out, _ = proc.communicate("\n".join(commands).encode() + b"\n", timeout=30)
+        text = out.decode(errors="replace")
+        if proc.returncode != 0 or "Error" in text or "Invalid" in text:
+            raise SwitchStartError(f"{self.name}: simple_switch_CLI failed on {commands}:\n{text}")
+        return text
+
+    def configure_queues(self, queues: list[PortQueue]) -> None:
+        """set_queue_depth / set_queue_rate (packets/s from bits/s) per port and priority."""
+        commands = []
+        for q in queues:
+            for prio in range(C.NUM_PRIORITIES):
+                commands.append(f"set_queue_depth {q.depth_pkts} {q.port} {prio}")
+                if q.rate_bps:
+                    pps = max(1, q.rate_bps // (8 * RATE_PACKET_BYTES))
+                    commands.append(f"set_queue_rate {pps} {q.port} {prio}")
+        if commands:
+            self.runtime_cli(commands)
+
+
+TARGETS = {"model": RefSwitch, "bmv2": Bmv2Switch}
+
+
+def default_target() -> str:
+    """'bmv2' when simple_switch_grpc is on PATH, else 'model'."""
+    return "bmv2" if shutil.which("simple_switch_grpc") else "model"

@@ -1,0 +1,182 @@
+"""Per-path reachability: a PROBE on every path from every source NIC, and which ones arrive.
+
+`usid_probes(topo)` lists one probe per (source host, destination host, uSID path);
+`ecmp_probes(topo, evs)` lists probes to destination NIC addresses (routed by ECMP in the switches);
+`run_probes(net, probes)` runs one `testbed.prober` process in every host of a running
+`TestbedNetwork`, sends every probe and returns where each one arrived.
+"""
+from __future__ import annotations
+
+import json
+import selectors
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from topologies.paths import all_pairs_paths
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """One probe: from a source NIC, to an address, expected at a destination host."""
+
+    probe_id: int
+    src_host: str
+    nic: str                     # source interface name
+    src: str                     # source NIC address
+    dst: str                     # uSID path address or destination NIC address
+    dst_mac: str
+    dst_host: str
+    ev: int
+    switches: tuple = ()         # the uSID path's switches (empty for ECMP probes)
+    plane: int = 0
+
+    def crosses(self, a: str, b: str) -> bool:
+        """True when this probe's uSID path uses the link between nodes a and b."""
+        hops = (self.src_host, *self.switches, self.dst_host)
+        return any({x, y} == {a, b} for x, y in zip(hops, hops[1:]))
+
+
+def usid_probes(topo) -> list[ProbeSpec]:
+    """A probe on every uSID path of every ordered host pair, on every plane."""
+    probes = []
+    for (src, dst), paths in all_pairs_paths(topo).items():
+        for path in paths:
+            dst_nic = topo.host_nic(dst, path.plane)
+            probes.append(ProbeSpec(len(probes) + 1, src, path.src_nic.ifname, str(path.src_nic.address),
+                                    str(path.address), dst_nic.mac, dst, ev=len(probes) + 1,
+                                    switches=tuple(path.switches), plane=path.plane))
+    return probes
+
+
+def ecmp_probes(topo, evs=range(1, 9)) -> list[ProbeSpec]:
+    """Probes to each destination NIC address (the baseline's ECMP routing), one per EV."""
+    probes = []
+    for src in topo.hosts:
+        for dst in topo.hosts:
+            if src.name == dst.name:
+                continue
+            for src_nic in topo.host_nics(src.name):
+                dst_nic = topo.host_nic(dst.name, src_nic.plane)
+                for ev in evs:
+                    probes.append(ProbeSpec(len(probes) + 1, src.name, src_nic.ifname,
+                                            str(src_nic.address), str(dst_nic.address), dst_nic.mac,
+                                            dst.name, ev=ev, plane=src_nic.plane))
+    return probes
+
+
+@dataclass
+class ProbeResult:
+    """Where each probe arrived: {probe_id: (host, nic)}; and the probes that were sent."""
+
+    sent: list[ProbeSpec]
+    arrived: dict
+
+    def delivered(self, probe: ProbeSpec) -> bool:
+        """True when `probe` arrived at its destination host (on the NIC of its plane)."""
+        where = self.arrived.get(probe.probe_id)
+        return where is not None and where[0] == probe.dst_host
+
+    def failed(self) -> list[ProbeSpec]:
+        return [p for p in self.sent if not self.delivered(p)]
+
+    def misdelivered(self) -> list[ProbeSpec]:
+        return [p for p in self.sent if p.probe_id in self.arrived and not self.delivered(p)]
+
+
+def run_probes(net, probes: list[ProbeSpec], timeout: float = 15.0,
+               expect: set[int] | None = None) -> ProbeResult:
+    """Send `probes` in a running network; wait until the `expect`ed ones (default: all) arrived
+    or `timeout` passed, and return where every probe arrived."""
+    topo = net.topology
+    expect = {p.probe_id for p in probes} if expect is None else set(expect)
+    spec_dir = net.run_dir / "probes"
+    spec_dir.mkdir(exist_ok=True)
+    procs: dict[str, subprocess.Popen] = {}
+    selector = selectors.DefaultSelector()
+    arrived: dict[int, tuple[str, str]] = {}
+    try:
+        for host in topo.hosts:
+            spec = {"nics": {nic.ifname: nic.mac for nic in topo.host_nics(host.name)},
+                    "send": [p.__dict__ | {"switches": list(p.switches)}
+                             for p in probes if p.src_host == host.name]}
+            path = spec_dir / f"{host.name}.json"
+            path.write_text(json.dumps(spec))
+            proc = net.popen(host.name, [sys.executable, "-m", "testbed.prober", str(path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             cwd=str(REPO), bufsize=0)
+            procs[host.name] = proc
+            selector.register(proc.stdout, selectors.EVENT_READ, host.name)
+        deadline = time.monotonic() + timeout
+        lines = _Lines(selector)
+        ready = set()
+        while len(ready) < len(procs):
+            if time.monotonic() > deadline:
+                raise TimeoutError("probers not ready in time: " + lines.stderr(procs))
+            for host, line in lines.read(deadline, procs):
+                if line == "ready":
+                    ready.add(host)
+        for proc in procs.values():
+            proc.stdin.write(b"send\n")
+        while not expect <= arrived.keys() and time.monotonic() < deadline:
+            for host, line in lines.read(deadline, procs):
+                if line.startswith("rx "):
+                    _, pid, nic, _ev = line.split()
+                    arrived.setdefault(int(pid), (host, nic))
+        for proc in procs.values():
+            proc.stdin.write(b"stop\n")
+        done = set()
+        stop_deadline = time.monotonic() + 5
+        while len(done) < len(procs) and time.monotonic() < stop_deadline:
+            for host, line in lines.read(stop_deadline, procs):
+                if line == "done":
+                    done.add(host)
+                elif line.startswith("rx "):
+                    _, pid, nic, _ev = line.split()
+                    arrived.setdefault(int(pid), (host, nic))
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(5)
+            net.registry.forget_process(proc.pid) if net.registry else None
+        selector.close()
+    return ProbeResult(probes, arrived)
+
+
+class _Lines:
+    """Complete lines from several prober processes' stdout."""
+
+    def __init__(self, selector: selectors.BaseSelector):
+        self.selector = selector
+        self.partial: dict[str, bytes] = {}
+
+    def read(self, deadline: float, procs: dict) -> list[tuple[str, str]]:
+        left = deadline - time.monotonic()
+        out = []
+        if left <= 0:
+            return out
+        for key, _ in self.selector.select(min(left, 0.5)):
+            data = key.fileobj.read(65536)
+            if not data:
+                self.selector.unregister(key.fileobj)
+                if procs[key.data].poll() not in (None, 0):
+                    raise RuntimeError(f"prober on {key.data} failed: " + self.stderr(procs))
+                continue
+            buf = self.partial.get(key.data, b"") + data
+            *complete, rest = buf.split(b"\n")
+            self.partial[key.data] = rest
+            out += [(key.data, line.decode().strip()) for line in complete]
+        return out
+
+    @staticmethod
+    def stderr(procs: dict) -> str:
+        texts = []
+        for host, proc in procs.items():
+            if proc.poll() is not None and proc.stderr is not None:
+                texts.append(f"{host}: {proc.stderr.read().decode(errors='replace')[-500:]}")
+        return "; ".join(texts) or "no prober exited"

@@ -1,0 +1,128 @@
+"""A minimal per-path prober run inside a Mininet host: send PROBEs, report the PROBEs that arrive.
+
+    python -m testbed.prober SPEC.json
+
+SPEC: {"nics": {"h1-eth0": "02:00:00:00:00:00", ...},      # this host's NICs and their MACs
+       "send": [{"nic": "h1-eth0", "src": "fc00:0:1000::", "dst": "fc00:0:100:102:1001::",
+                 "dst_mac": "02:00:00:00:00:01", "ev": 7, "probe_id": 12}, ...]}
+
+Protocol on stdin/stdout (one line each): the prober prints `ready` once its raw sockets are open;
+on `send` it sends every probe of the spec and prints `sent N`; every PROBE it receives is printed
+as `rx <probe_id> <nic> <ev>` at once; on `stop` (or end of input) it prints `done` and exits.
+Frames that are not MRC packets (or not PROBEs) are ignored.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import sys
+import time
+
+from host_agent import codec
+from host_agent.packets import Probe
+
+ETH_P_ALL = 0x0003
+
+
+def mac_bytes(text: str) -> bytes:
+    """'02:00:..' -> 6 bytes."""
+    return bytes(int(part, 16) for part in text.split(":"))
+
+
+def open_nic(ifname: str) -> socket.socket:
+    """A raw socket bound to one interface, receiving every frame on it."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    sock.bind((ifname, 0))
+    sock.setblocking(False)
+    return sock
+
+
+def probe_frame(item: dict, src_mac: bytes) -> bytes:
+    """The Ethernet frame of one spec'd probe."""
+    import ipaddress
+    probe = Probe(src=ipaddress.IPv6Address(item["src"]).packed,
+                  dst=ipaddress.IPv6Address(item["dst"]).packed,
+                  ev=item["ev"], qp=0, probe_id=item["probe_id"], tsval=0)
+    return codec.encode(probe, src_mac, mac_bytes(item["dst_mac"]))
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def run(spec: dict) -> int:
+    socks = {name: open_nic(name) for name in spec["nics"]}
+    by_fd = {s.fileno(): (name, s) for name, s in socks.items()}
+    stdin = sys.stdin.fileno()
+    say("ready")
+    poller = select.poll()
+    poller.register(stdin, select.POLLIN)
+    for fd in by_fd:
+        poller.register(fd, select.POLLIN)
+    buffered = b""
+    while True:
+        for fd, _ in poller.poll(1000):
+            if fd == stdin:
+                data = os.read(stdin, 4096)
+                if not data:
+                    say("done")
+                    return 0
+                buffered += data
+                while b"\n" in buffered:
+                    line, buffered = buffered.split(b"\n", 1)
+                    command = line.decode().strip()
+                    if command == "send":
+                        say(f"sent {send_all(spec, socks)}")
+                    elif command == "stop":
+                        say("done")
+                        return 0
+                continue
+            name, sock = by_fd[fd]
+            while True:
+                try:
+                    frame, addr = sock.recvfrom(2048)
+                except BlockingIOError:
+                    break
+                if addr[2] == socket.PACKET_OUTGOING:
+                    continue
+                try:
+                    packet = codec.decode(frame)
+                except codec.MalformedPacket:
+                    continue
+                if isinstance(packet, Probe):
+                    say(f"rx {packet.probe_id} {name} {packet.ev}")
+
+
+def send_all(spec: dict, socks: dict) -> int:
+    """Send every probe of the spec from its NIC; return how many were sent."""
+    sent = 0
+    for item in spec["send"]:
+        frame = probe_frame(item, mac_bytes(spec["nics"][item["nic"]]))
+        for attempt in range(50):
+            try:
+                socks[item["nic"]].send(frame)
+                sent += 1
+                break
+            except BlockingIOError:      # socket buffer full: let it drain
+                select.select([], [socks[item["nic"]]], [], 0.1)
+            except OSError:              # e.g. the NIC's link is down
+                break
+        if sent % 16 == 0:
+            time.sleep(0.001)            # pace bursts so a Python switch is not flooded
+    return sent
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(argv[0]) as f:
+        return run(json.load(f))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""A record of everything one run creates, so that `mrc-testbed clean` can remove it after a crash.
+
+Each run writes a JSON state file under /run/mrc-testbed/ (or /tmp/mrc-testbed/ when /run is not
+writable): the run's own PID, and every process (with its kernel start time, so that a reused PID
+is never mistaken for ours), network namespace and interface it creates. Entries are written
+*before* the thing is created where possible (interfaces) and right after otherwise (processes),
+and the file is replaced atomically on every change. Clean-up acts on recorded PIDs and names only.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STATE_DIRS = (Path("/run/mrc-testbed"), Path("/tmp/mrc-testbed"))
+
+
+def state_dir() -> Path:
+    """The first writable state directory (created if needed)."""
+    for candidate in STATE_DIRS:
+        try:
+            candidate.mkdir(parents=True, exist_ok=True)
+            if os.access(candidate, os.W_OK):
+                return candidate
+        except OSError:
+            continue
+    raise PermissionError(f"none of {', '.join(map(str, STATE_DIRS))} is writable")
+
+
+def process_start_time(pid: int) -> int | None:
+    """The kernel start time of `pid` (clock ticks since boot), or None if it is not running."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] == "Z":        # a zombie holds nothing any more
+        return None
+    return int(fields[19])
+
+
+def is_same_process(pid: int, start_time: int) -> bool:
+    """True when `pid` is still the process that was recorded (same start time)."""
+    return process_start_time(pid) == start_time
+
+
+@dataclass
+class RunState:
+    """What one run has created; the content of its state file."""
+
+    run_id: str
+    owner_pid: int
+    owner_start: int
+    created: float
+    processes: list[dict] = field(default_factory=list)    # {pid, start, name, group}
+    interfaces: list[str] = field(default_factory=list)   # root-namespace interface names
+    netns: list[str] = field(default_factory=list)        # named namespaces (ip netns)
+    path: Path | None = None
+
+    def owner_alive(self) -> bool:
+        """True when the run that wrote this state is still running."""
+        return is_same_process(self.owner_pid, self.owner_start)
+
+    def to_json(self) -> str:
+        data = {k: v for k, v in self.__dict__.items() if k != "path"}
+        return json.dumps(data, indent=1)
+
+    @classmethod
+    def load(cls, path: Path) -> "RunState":
+        data = json.loads(path.read_text())
+        return cls(path=path, **data)
+
+
+class RunRegistry:
+    """The state file of the current run: record, forget, and remove it at a clean exit."""
+
+    def __init__(self, run_id: str | None = None, directory: Path | None = None):
+        directory = directory or state_dir()
+        run_id = run_id or f"run-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.state = RunState(run_id=run_id, owner_pid=os.getpid(),
+                              owner_start=process_start_time(os.getpid()) or 0,
+                              created=time.time(), path=directory / f"{run_id}.json")
+        self._save()
+
+    @property
+    def path(self) -> Path:
+        return self.state.path
+
+    def _save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(self.state.to_json())
+        os.replace(tmp, self.path)
+
+    def record_process(self, pid: int, name: str, group: bool = False) -> None:
+        """Remember a process we started (`group`: it leads a process group to end as a whole)."""
+        start = process_start_time(pid)
+        if start is None:
+            return
+        self.state.processes.append({"pid": pid, "start": start, "name": name, "group": group})
+        self._save()
+
+    def forget_process(self, pid: int) -> None:
+        """A process we ended ourselves."""
+        self.state.processes = [p for p in self.state.processes if p["pid"] != pid]
+        self._save()
+
+    def record_interface(self, name: str) -> None:
+        """Remember an interface about to be created in the root namespace."""
+        if name not in self.state.interfaces:
+            self.state.interfaces.append(name)
+            self._save()
+
+    def record_netns(self, name: str) -> None:
+        """Remember a named network namespace about to be created."""
+        if name not in self.state.netns:
+            self.state.netns.append(name)
+            self._save()
+
+    def close(self) -> None:
+        """The run ended cleanly: its state file is no longer needed."""
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def list_runs(directory: Path | None = None) -> list[RunState]:
+    """Every recorded run in the state directories (unreadable files are skipped)."""
+    dirs = [directory] if directory else [d for d in STATE_DIRS if d.is_dir()]
+    runs = []
+    for d in dirs:
+        for path in sorted(d.glob("*.json")):
+            try:
+                runs.append(RunState.load(path))
+            except (OSError, ValueError, TypeError):
+                continue
+    return runs
+
+
+@dataclass
+class CleanReport:
+    """What a clean-up removed."""
+
+    run_id: str
+    killed: list[str] = field(default_factory=list)
+    interfaces: list[str] = field(default_factory=list)
+    netns: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return (f"{self.run_id}: ended {len(self.killed)} processes, removed "
+                f"{len(self.interfaces)} interfaces and {len(self.netns)} namespaces")
+
+
+def interface_exists(name: str) -> bool:
+    """True when a root-namespace interface `name` exists."""
+    return Path("/sys/class/net", name).exists()
+
+
+def _signal(proc: dict, sig: int) -> None:
+    try:
+        if proc.get("group"):
+            os.killpg(proc["pid"], sig)
+        else:
+            os.kill(proc["pid"], sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def end_processes(processes: list[dict], grace: float = 2.0) -> list[str]:
+    """SIGTERM the recorded processes that are still ours, SIGKILL those left after `grace` s."""
+    alive = [p for p in processes if is_same_process(p["pid"], p["start"])]
+    for proc in alive:
+        _signal(proc, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(is_same_process(p["pid"], p["start"]) for p in alive):
+        time.sleep(0.05)
+    for proc in alive:
+        if is_same_process(proc["pid"], proc["start"]):
+            _signal(proc, signal.SIGKILL)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(is_same_process(p["pid"], p["start"]) for p in alive):
+        time.sleep(0.05)
+    return [f"{p['name']} (pid {p['pid']})" for p in alive]
+
+
+def clean_run(state: RunState) -> CleanReport:
+    """Remove what one run recorded: its processes, root-namespace interfaces and namespaces."""
+    report = CleanReport(state.run_id)
+    report.killed = end_processes(state.processes)
+    for name in state.interfaces:
+        if interface_exists(name):
+            subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+            report.interfaces.append(name)
+    for name in state.netns:
+        if Path("/run/netns", name).exists():
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+            report.netns.append(name)
+    if state.path is not None:
+        try:
+            state.path.unlink()
+        except FileNotFoundError:
+            pass
+    return report
+
+
+def leftovers(state: RunState) -> list[str]:
+    """What of a run's record still exists (processes, interfaces, namespaces); empty when clean."""
+    found = [f"process {p['name']} (pid {p['pid']})" for p in state.processes
+             if is_same_process(p["pid"], p["start"])]
+    found += [f"interface {n}" for n in state.interfaces if interface_exists(n)]
+    found += [f"namespace {n}" for n in state.netns if Path("/run/netns", n).exists()]
+    return found
