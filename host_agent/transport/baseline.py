@@ -1,0 +1,265 @@
+"""RoCE-style baseline: one fixed path, in-order delivery, go-back-N on loss, RTO with backoff.
+
+This is what MRC is compared with. The connection uses one EV on its first path, whose
+destination is the peer NIC address, so switches pick its route by ECMP; data is DSCP NO_TRIM
+(tail-dropped, never trimmed). The receiver accepts only the next expected PSN and answers the
+first out-of-sequence packet of a gap with a NACK carrying the expected PSN (RoCE's "PSN
+sequence error", here reason NACK_PSN_OUT_OF_WINDOW); the sender then resends everything from
+there. With no progress for one RTO the sender goes back to the cumulative ack and doubles
+the RTO. There is no path failover: a dead path stalls the connection until it returns.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from host_agent import constants as C
+from host_agent.packets import DataPacket, Nack, Sack
+from host_agent.transport import events as E
+from host_agent.transport.message import OutMessage, Segment, segment_count, ts_age, ts_now
+from host_agent.transport.psn import from_wire, to_wire
+
+SEQUENCE_ERROR = C.NACK_PSN_OUT_OF_WINDOW
+
+
+class BaselineSender:
+    """Go-back-N sender over one EV."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.cfg = conn.config
+        self.pending: deque[OutMessage] = deque()
+        self.segments: dict[int, Segment] = {}      # cum_acked <= seq < high_seq
+        self.cum_acked = 0
+        self.next_seq = 0                           # next seq to (re)transmit
+        self.high_seq = 0                           # one past the highest seq ever sent
+        self._backoff = 1
+        self._deadline: float | None = None
+        self._cause = E.CAUSE_TIMEOUT
+        self._last_nack: tuple[int, float] | None = None
+        self._next_msg_id = 0
+
+    def send_message(self, data, on_complete=None) -> int:
+        """Queue a message; return its 16-bit id."""
+        view = memoryview(data).cast("B")
+        msg_id = self._next_msg_id
+        self._next_msg_id = (self._next_msg_id + 1) & 0xFFFF
+        self.pending.append(OutMessage(msg_id, view, segment_count(len(view), self.cfg.mtu_payload), on_complete))
+        return msg_id
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing is queued or unacknowledged."""
+        return not self.pending and self.cum_acked == self.high_seq
+
+    @property
+    def rto(self) -> float:
+        """The current RTO including backoff."""
+        return min(self.cfg.rto_max, self.conn.rtt.rto * self._backoff)
+
+    def _outstanding_bytes(self) -> int:
+        return (self.next_seq - self.cum_acked) * (self.cfg.mtu_payload + C.DATA_HEADERS_LEN + C.ICRC_LEN)
+
+    def _ready(self) -> bool:
+        return self.next_seq < self.high_seq or bool(self.pending)
+
+    def _window_allows(self) -> bool:
+        return self.next_seq == self.cum_acked or self._outstanding_bytes() < self.conn.cc.cwnd
+
+    def next_wakeup(self) -> float | None:
+        """The RTO deadline, or the pacing clock when a packet may go."""
+        times = [self._deadline] if self._deadline is not None else []
+        if self._ready() and self._window_allows():
+            times.append(self.conn.cc.next_send)
+        return min(times) if times else None
+
+    def expire(self, now: float) -> None:
+        """No progress for an RTO: go back to the cumulative ack and double the RTO."""
+        if self._deadline is None or now < self._deadline:
+            return
+        if self.cum_acked == self.high_seq:
+            self._deadline = None
+            return
+        self.conn.stats["timeouts"] += 1
+        self._backoff = min(self._backoff * 2, 1 << 16)
+        self._go_back(now, self.cum_acked, E.CAUSE_TIMEOUT)
+        self.conn.cc.on_trim_or_loss(now)
+        self._deadline = now + self.rto
+
+    def _go_back(self, now: float, seq: int, cause: str) -> None:
+        self.conn.log(now, E.GO_BACK, psn=to_wire(seq, self.cfg.initial_psn), cause=cause)
+        self.next_seq = seq
+        self._cause = cause
+
+    def poll(self, now: float, out: list) -> None:
+        """Append the data packets the window and the pacing clock allow now."""
+        cc = self.conn.cc
+        while self._ready() and cc.may_send(now) and self._window_allows():
+            if self.next_seq < self.high_seq:
+                seg, cause = self.segments[self.next_seq], self._cause
+            else:
+                seg, cause = self._new_segment(), None
+            self.next_seq += 1
+            out.append(self._transmit(now, seg, cause))
+            cc.sent(now, seg.wire_bytes, 1)
+            if self._deadline is None:
+                self._deadline = now + self.rto
+
+    def _new_segment(self) -> Segment:
+        msg = self.pending[0]
+        length = min(self.cfg.mtu_payload, msg.length - msg.next_offset)
+        seg = Segment(self.high_seq, msg, msg.next_offset, length)
+        self.segments[seg.seq] = seg
+        self.high_seq += 1
+        msg.next_offset += length
+        msg.segments_made += 1
+        if msg.fully_segmented:
+            self.pending.popleft()
+        return seg
+
+    def _transmit(self, now: float, seg: Segment, cause: str | None):
+        ev = self.conn.evset.slots[0].current
+        path = self.conn.evset.path_of(ev)
+        seg.ev, seg.sent_at = ev, now
+        seg.transmissions += 1
+        retx = cause is not None
+        stats = self.conn.stats
+        stats["data_sent"] += 1
+        stats["data_bytes_sent"] += seg.length
+        if retx:
+            stats["retransmitted"] += 1
+            stats[f"retx_{cause}"] += 1
+            self.conn.log(now, E.RETRANSMIT, psn=to_wire(seg.seq, self.cfg.initial_psn), cause=cause,
+                          ev=ev.value, old_ev=ev.value)
+        msg = seg.msg
+        return path.nic, DataPacket(
+            src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp,
+            psn=to_wire(seg.seq, self.cfg.initial_psn), va=seg.offset, rkey=self.conn.rkey,
+            length=seg.length, msg_id=msg.msg_id, msg_len=msg.length, tsval=ts_now(now),
+            payload=seg.payload(), flags=C.MRCH_FLAG_RETX if retx else 0, dscp=C.DSCP_NO_TRIM,
+            ecn=C.ECN_ECT0, ack_req=seg.seq == self.high_seq - 1 and not self.pending)
+
+    def _advance(self, now: float, cum: int) -> int:
+        if not self.cum_acked < cum <= self.high_seq:
+            return 0
+        acked = 0
+        while self.cum_acked < cum:
+            seg = self.segments.pop(self.cum_acked)
+            self.cum_acked += 1
+            acked += seg.wire_bytes
+            msg = seg.msg
+            msg.segments_acked += 1
+            if msg.segments_acked == msg.num_segments and not msg.done:
+                msg.done = True
+                self.conn.stats["messages_sent"] += 1
+                self.conn.log(now, E.SEND_COMPLETE, msg_id=msg.msg_id, bytes=msg.length)
+                if msg.on_complete is not None:
+                    msg.on_complete(msg.msg_id)
+        self.next_seq = max(self.next_seq, self.cum_acked)
+        self._backoff = 1
+        self._deadline = now + self.rto if self.cum_acked < self.high_seq else None
+        return acked
+
+    def on_sack(self, now: float, sack: Sack) -> None:
+        """Cumulative acknowledgement."""
+        self.conn.stats["sacks_received"] += 1
+        cum = from_wire(sack.cum_psn, self.cfg.initial_psn, self.cum_acked)
+        acked = self._advance(now, cum)
+        rtt = ts_age(now, sack.ts_echo)
+        self.conn.rtt.sample(rtt)
+        self.conn.cc.on_ack(now, acked, sack.ecn_echo, rtt)
+
+    def on_nack(self, now: float, nack: Nack) -> None:
+        """Out-of-sequence (or trim) NACK: resend everything from the PSN asked for."""
+        self.conn.stats["nacks_received"] += 1
+        seq = from_wire(nack.psn, self.cfg.initial_psn, self.cum_acked)
+        self._advance(now, seq)
+        if not self.cum_acked <= seq < self.next_seq:
+            return
+        if self._last_nack and self._last_nack[0] == seq and now - self._last_nack[1] < self.conn.rtt.srtt:
+            return                       # the rewind for this gap is already under way
+        self._last_nack = (seq, now)
+        self._go_back(now, seq, E.CAUSE_NACK)
+        self.conn.cc.on_trim_or_loss(now)
+
+
+class BaselineReceiver:
+    """In-order receiver: accepts only the expected PSN, NACKs the first packet past a gap."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.cfg = conn.config
+        self.expected = 0
+        self._nacked = False
+        self._buffers: dict[int, bytearray] = {}
+        self._unacked = 0
+        self._ack_deadline: float | None = None
+        self._last: DataPacket | None = None
+        self._last_ce = False
+        self.last_data_at = -1.0
+
+    def on_data(self, now: float, plane: int, pkt: DataPacket, out: list) -> None:
+        """Take one data packet; append any SACK/NACK to send at once to `out`."""
+        stats = self.conn.stats
+        self.last_data_at = now
+        seq = from_wire(pkt.psn, self.cfg.initial_psn, self.expected)
+        self._last = pkt
+        self._last_ce = self._last_ce or pkt.ecn == C.ECN_CE
+        if seq < self.expected:
+            stats["duplicates"] += 1
+            out.append(self._sack())
+            return
+        if seq > self.expected or pkt.trimmed:
+            stats["out_of_sequence"] += 1
+            if not self._nacked:
+                self._nacked = True
+                out.append(self._nack(pkt))
+            return
+        self._nacked = False
+        self.expected += 1
+        stats["data_received"] += 1
+        stats["payload_bytes_received"] += pkt.length
+        buf = self._buffers.get(pkt.msg_id)
+        if buf is None:
+            buf = self._buffers[pkt.msg_id] = bytearray()
+        buf += pkt.payload
+        if len(buf) >= pkt.msg_len:
+            del self._buffers[pkt.msg_id]
+            stats["messages_received"] += 1
+            self.conn.log(now, E.RECV_COMPLETE, msg_id=pkt.msg_id, bytes=len(buf))
+            self.conn.deliver(pkt.msg_id, bytes(buf))
+        self._unacked += 1
+        if self._unacked >= self.cfg.ack_coalesce or pkt.ack_req or pkt.ecn == C.ECN_CE:
+            out.append(self._sack())
+        elif self._ack_deadline is None:
+            self._ack_deadline = now + self.cfg.ack_delay
+
+    def next_wakeup(self) -> float | None:
+        """When a coalesced SACK is due."""
+        return self._ack_deadline
+
+    def poll(self, now: float, out: list) -> None:
+        """Send the coalesced SACK when its delay has run out."""
+        if self._ack_deadline is not None and now >= self._ack_deadline:
+            out.append(self._sack())
+
+    def _route(self):
+        ev = self.conn.evset.slots[0].current
+        return ev, self.conn.evset.path_of(ev)
+
+    def _sack(self):
+        ev, path = self._route()
+        cum = to_wire(self.expected, self.cfg.initial_psn)
+        self._unacked, self._ack_deadline = 0, None
+        ce, self._last_ce = self._last_ce, False
+        self.conn.stats["sacks_sent"] += 1
+        return path.nic, Sack(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp, cum_psn=cum,
+                              sack_base=cum, bitmap=0, ev_echo=self._last.ev, ts_echo=self._last.tsval,
+                              ecn_echo=ce)
+
+    def _nack(self, pkt: DataPacket):
+        ev, path = self._route()
+        self.conn.stats["nacks_sent"] += 1
+        cum = to_wire(self.expected, self.cfg.initial_psn)
+        reason = C.NACK_TRIMMED if pkt.trimmed else SEQUENCE_ERROR
+        return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp, psn=cum,
+                              cum_psn=cum, reason=reason, ev_echo=pkt.ev, ts_echo=pkt.tsval)

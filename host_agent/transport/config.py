@@ -1,0 +1,80 @@
+"""Connection paths and transport parameters."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODES = ("mrc", "roce")
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    """One path from this host to a peer.
+
+    For MRC, `dst` is the uSID path address (``fc00:<plane>:<switch uSIDs>:<host uSID>::``);
+    for the baseline it is the peer NIC address, which switches route by ECMP.
+    """
+
+    plane: int
+    nic: int          # local NIC index the packets leave by
+    src: bytes        # 16-byte address of that local NIC
+    dst: bytes        # 16-byte destination address
+
+
+@dataclass
+class TransportConfig:
+    """Parameters of one endpoint's connections (times in seconds, sizes in bytes).
+
+    docs/transport.md explains each group. Defaults suit a Mininet testbed (RTTs of about a
+    millisecond); the in-process network uses microsecond values.
+    """
+
+    mode: str = "mrc"                 # "mrc" | "roce"
+    # --- EV set ---------------------------------------------------------------
+    num_evs: int = 128                # EVs per connection, split evenly across planes (16..256)
+    min_active_evs: int = 16          # floor: never spray over fewer EVs than this
+    share_fate_by_path: bool = True   # EVs mapping to the same uSID path are retired/reinstated together
+    # --- packets and reliability ---------------------------------------------------
+    mtu_payload: int = 1024           # payload bytes per data packet
+    initial_psn: int = 0              # first PSN of every connection (both ends agree)
+    ooo_window: int = 64              # max PSNs in flight beyond the cumulative ack (<= 64: SACK bitmap)
+    rto_min: float = 2e-3
+    rto_max: float = 1.0
+    rto_linear_retries: int = 2       # retransmissions of one packet at the base RTO before doubling
+    initial_rtt: float = 1e-3         # RTT estimate before the first sample
+    # --- receiver ------------------------------------------------------------------
+    ack_coalesce: int = 2             # one SACK every this many in-order data packets
+    ack_delay: float = 50e-6          # longest a pending SACK waits
+    # --- probes ----------------------------------------------------------------------
+    probe_interval: float = 2e-3      # period of background probes on ASSUMED_BAD EVs
+    probe_successes: int = 3          # consecutive clean probe replies that reinstate an EV
+    keepalive_probes: bool = True     # a connection that only acknowledges probes its own paths
+    # --- congestion control (NSCC-like, docs/transport.md) ----------------------------
+    cc: bool = True                   # False: fixed window = cwnd_max_pkts
+    init_cwnd_pkts: int = 16
+    cwnd_min_pkts: float = 1.0
+    cwnd_max_pkts: int = 64
+    base_rtt: float = 0.0             # 0: the smallest RTT sample seen
+    target_qdelay_frac: float = 0.75  # target queueing delay, as a fraction of the base RTT
+    pi_gain: float = 1.0              # proportional increase gain
+    fi_gain: float = 1.0              # fair increase: packets per RTT
+    md_gain: float = 1.0              # multiplicative decrease gain
+    md_max: float = 0.5               # largest single decrease (fraction of cwnd)
+    pacing_gain: float = 1.25         # pace at this times cwnd / srtt
+    line_rate_bps: float = 0.0        # per-NIC line rate; 0: unknown (no cap on the pacing rate)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"TransportConfig.mode: {self.mode!r} is not one of {MODES}")
+        if not 16 <= self.num_evs <= 256:
+            raise ValueError(f"TransportConfig.num_evs: {self.num_evs} is outside 16..256")
+        if not 1 <= self.ooo_window <= 64:
+            raise ValueError(f"TransportConfig.ooo_window: {self.ooo_window} is outside 1..64")
+        if self.mtu_payload <= 0:
+            raise ValueError(f"TransportConfig.mtu_payload: {self.mtu_payload} must be positive")
+        if self.ack_coalesce < 1:
+            raise ValueError(f"TransportConfig.ack_coalesce: {self.ack_coalesce} must be >= 1")
+        if self.min_active_evs < 1:
+            raise ValueError(f"TransportConfig.min_active_evs: {self.min_active_evs} must be >= 1")
+        if self.rto_min <= 0 or self.rto_max < self.rto_min:
+            raise ValueError("TransportConfig.rto_min/rto_max: need 0 < rto_min <= rto_max")

@@ -1,0 +1,130 @@
+"""Window-based congestion control in the spirit of UEC NSCC, with pacing.
+
+Each acknowledgement brings the bytes it newly acknowledges, whether the acknowledged packet
+was ECN-marked, and an RTT sample (from the echoed timestamp). With q = RTT - base RTT and the
+target queueing delay t = target_qdelay_frac x base RTT:
+
+| ECN | q < t                        | q >= t                                   |
+|-----|------------------------------|------------------------------------------|
+| no  | proportional increase        | fair increase (about fi_gain MTU per RTT)|
+| yes | hold                         | multiplicative decrease (once per RTT)   |
+
+Trims and timeouts trigger "quick adapt" (once per RTT): the window drops to what was actually
+acknowledged over the last RTT. The sender paces packets at pacing_gain x cwnd / srtt.
+docs/transport.md gives the formulas and parameters.
+"""
+from __future__ import annotations
+
+from host_agent.transport.config import TransportConfig
+
+
+class RttEstimator:
+    """Smoothed RTT, its variation, the smallest sample, and the retransmission timeout."""
+
+    def __init__(self, config: TransportConfig) -> None:
+        self._cfg = config
+        self.srtt = config.initial_rtt
+        self.rttvar = config.initial_rtt / 2
+        self.min_rtt = config.base_rtt or float("inf")
+        self.samples = 0
+
+    def sample(self, rtt: float) -> None:
+        """Fold in one RTT sample (seconds)."""
+        if rtt <= 0:
+            return
+        if self.samples == 0:
+            self.srtt, self.rttvar = rtt, rtt / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.samples += 1
+        if not self._cfg.base_rtt:
+            self.min_rtt = min(self.min_rtt, rtt)
+
+    @property
+    def base_rtt(self) -> float:
+        """Configured base RTT, else the smallest sample, else the initial estimate."""
+        return self.min_rtt if self.min_rtt != float("inf") else self._cfg.initial_rtt
+
+    @property
+    def rto(self) -> float:
+        """srtt + 4 rttvar, clamped to [rto_min, rto_max]."""
+        return min(self._cfg.rto_max, max(self._cfg.rto_min, self.srtt + 4 * self.rttvar))
+
+
+class NsccWindow:
+    """The congestion window (bytes) and the pacing clock of one sender."""
+
+    def __init__(self, config: TransportConfig, rtt: RttEstimator, packet_bytes: int) -> None:
+        self._cfg = config
+        self._rtt = rtt
+        self.mss = packet_bytes
+        self.cwnd_min = config.cwnd_min_pkts * packet_bytes
+        self.cwnd_max = config.cwnd_max_pkts * packet_bytes
+        self.cwnd = float(min(self.cwnd_max, config.init_cwnd_pkts * packet_bytes)) if config.cc else self.cwnd_max
+        self.next_send = 0.0
+        self._last_md = -1.0
+        self._last_qa = -1.0
+        self._acked_since = 0          # bytes acknowledged since _window_start
+        self._window_start = 0.0
+        self._acked_last_rtt = None    # bytes acknowledged over the last full RTT window
+        self.decreases = 0
+        self.quick_adapts = 0
+
+    # --- signals ---------------------------------------------------------------------------
+    def on_ack(self, now: float, acked_bytes: int, ecn: bool, rtt: float | None) -> None:
+        """React to an acknowledgement of `acked_bytes` new bytes."""
+        self._count_acked(now, acked_bytes)
+        if not self._cfg.cc:
+            return
+        base = self._rtt.base_rtt
+        target = self._cfg.target_qdelay_frac * base
+        qdelay = max(0.0, (rtt if rtt is not None else self._rtt.srtt) - base)
+        if not ecn:
+            if qdelay < target:
+                self.cwnd += self._cfg.pi_gain * acked_bytes * (target - qdelay) / target if target > 0 else 0
+            else:
+                self.cwnd += self._cfg.fi_gain * self.mss * acked_bytes / self.cwnd
+        elif qdelay >= target and now - self._last_md >= self._rtt.srtt:
+            cut = min(self._cfg.md_max, self._cfg.md_gain * (qdelay - target) / max(qdelay, 1e-12))
+            self.cwnd *= 1.0 - cut
+            self._last_md = now
+            self.decreases += 1
+        self._clamp()
+
+    def on_trim_or_loss(self, now: float) -> None:
+        """Quick adapt: shrink to what the path delivered over the last RTT (once per RTT)."""
+        if not self._cfg.cc or now - self._last_qa < self._rtt.srtt:
+            return
+        achieved = self._acked_last_rtt if self._acked_last_rtt is not None else self._acked_since
+        self.cwnd = min(self.cwnd, max(achieved, self.cwnd / 2))
+        self._last_qa = now
+        self.quick_adapts += 1
+        self._clamp()
+
+    def _count_acked(self, now: float, acked_bytes: int) -> None:
+        if now - self._window_start >= self._rtt.srtt:
+            self._acked_last_rtt = self._acked_since
+            self._acked_since = 0
+            self._window_start = now
+        self._acked_since += acked_bytes
+
+    def _clamp(self) -> None:
+        self.cwnd = min(self.cwnd_max, max(self.cwnd_min, self.cwnd))
+
+    # --- pacing ------------------------------------------------------------------------------
+    def pacing_rate(self, nics: int) -> float:
+        """Bytes per second the sender may emit."""
+        rate = self._cfg.pacing_gain * self.cwnd / max(self._rtt.srtt, 1e-9)
+        if self._cfg.line_rate_bps:
+            rate = min(rate, self._cfg.line_rate_bps * nics / 8)
+        return rate
+
+    def may_send(self, now: float) -> bool:
+        """True when the pacing clock allows a packet now."""
+        return now >= self.next_send
+
+    def sent(self, now: float, nbytes: int, nics: int) -> None:
+        """Advance the pacing clock after sending `nbytes`."""
+        start = max(now, self.next_send)
+        self.next_send = start + nbytes / self.pacing_rate(nics)

@@ -1,0 +1,244 @@
+"""The EV set of one connection: entropy values, their paths and their states.
+
+Every data packet goes out on the next usable EV of a rotation over `num_evs` slots split
+evenly across planes. An EV maps to a path algorithmically: a hash of the EV modulo the number
+of paths of its plane. States (docs/transport.md, "EV states"):
+
+- GOOD: in the rotation.
+- SKIP: passed over once at its next turn (ECN echo or trim NACK), then GOOD again.
+- ASSUMED_BAD: out of the rotation (a timeout without trim); its slot is given a backup EV of the
+  same plane on a path not known bad; background probes reinstate it after enough clean replies,
+  and it takes its slot back.
+
+A floor of `min_active_evs` keeps the rotation from shrinking below that many slots: when fewer
+slots hold usable EVs, the most long-standing bad EVs are used as well.
+"""
+from __future__ import annotations
+
+import enum
+import random
+from dataclasses import dataclass
+
+from host_agent.transport.config import PathInfo
+
+
+class EvState(str, enum.Enum):
+    """State of one EV."""
+
+    GOOD = "GOOD"
+    SKIP = "SKIP"
+    ASSUMED_BAD = "ASSUMED_BAD"
+
+
+def ev_path_index(ev: int, num_paths: int) -> int:
+    """Path index (within its plane) of entropy value `ev`: a 32-bit mix, modulo the path count."""
+    x = (ev ^ (ev >> 16)) * 0x45D9F3B & 0xFFFFFFFF
+    x = (x ^ (x >> 16)) * 0x45D9F3B & 0xFFFFFFFF
+    return (x ^ (x >> 16)) % num_paths
+
+
+@dataclass(eq=False)
+class Ev:
+    """One entropy value and what the sender knows about it."""
+
+    value: int
+    plane: int
+    path_key: int                   # index into EvSet.paths
+    state: EvState = EvState.GOOD
+    home: bool = True               # part of the initial set (False: a backup)
+    bad_since: float = 0.0
+    probe_successes: int = 0
+
+    @property
+    def usable(self) -> bool:
+        """True unless ASSUMED_BAD."""
+        return self.state is not EvState.ASSUMED_BAD
+
+
+@dataclass(eq=False)
+class Slot:
+    """One position of the rotation: its home EV and the EV now standing in it."""
+
+    home: Ev
+    current: Ev
+
+
+class EvSet:
+    """EVs of one connection, their rotation and their states.
+
+    State changes are reported through `on_change(ev, old_state, cause)` and
+    `on_backup(new_ev, replaced_ev)`.
+    """
+
+    def __init__(self, paths: list[PathInfo], num_evs: int, min_active: int, rng: random.Random,
+                 share_fate_by_path: bool = True, on_change=None, on_backup=None) -> None:
+        if not paths:
+            raise ValueError("EvSet: a connection needs at least one path")
+        self.paths = list(paths)
+        self.min_active = min_active
+        self.share_fate = share_fate_by_path
+        self._rng = rng
+        self._on_change = on_change or (lambda ev, old, cause: None)
+        self._on_backup = on_backup or (lambda new, old: None)
+        self.planes = sorted({p.plane for p in paths})
+        self.plane_paths = {pl: [i for i, p in enumerate(paths) if p.plane == pl] for pl in self.planes}
+        self.by_value: dict[int, Ev] = {}
+        self.slots: list[Slot] = []
+        per_plane = {pl: num_evs // len(self.planes) for pl in self.planes}
+        for pl in self.planes[: num_evs % len(self.planes)]:
+            per_plane[pl] += 1
+        columns = {pl: [self._new_ev(pl, home=True) for _ in range(per_plane[pl])] for pl in self.planes}
+        for i in range(max(per_plane.values())):          # interleave planes in the rotation
+            for pl in self.planes:
+                if i < len(columns[pl]):
+                    ev = columns[pl][i]
+                    self.slots.append(Slot(ev, ev))
+        self._pos = 0
+        self._ctrl_pos = 0
+        self._rotation: list[Slot] | None = None
+
+    # --- construction ---------------------------------------------------------------
+    def _new_ev(self, plane: int, home: bool, avoid_bad_paths: bool = False) -> Ev | None:
+        """A fresh EV of `plane` not already in use (on a path not known bad when asked)."""
+        candidates = self.plane_paths[plane]
+        good_paths = [k for k in candidates if not self.path_is_bad(k)] if avoid_bad_paths else candidates
+        if not good_paths:
+            return None
+        for _ in range(256):
+            value = self._rng.getrandbits(32)
+            if value in self.by_value:
+                continue
+            key = candidates[ev_path_index(value, len(candidates))]
+            if key in good_paths:
+                ev = Ev(value, plane, key, home=home)
+                self.by_value[value] = ev
+                return ev
+        return None
+
+    # --- queries -------------------------------------------------------------------------
+    def path_of(self, ev: Ev) -> PathInfo:
+        """The path packets on `ev` take."""
+        return self.paths[ev.path_key]
+
+    def get(self, value: int) -> Ev | None:
+        """The EV with this value, or None when it is not (or no longer) ours."""
+        return self.by_value.get(value)
+
+    def path_is_bad(self, key: int) -> bool:
+        """True when a home EV on path `key` is ASSUMED_BAD."""
+        return any(s.home.path_key == key and s.home.state is EvState.ASSUMED_BAD for s in self.slots)
+
+    def home_evs(self) -> list[Ev]:
+        """The initial EVs, in rotation order."""
+        return [s.home for s in self.slots]
+
+    def active_evs(self) -> list[Ev]:
+        """EVs that data is sprayed on now (usable, or kept by the floor)."""
+        return [s.current for s in self._rotation_slots()]
+
+    def bad_home_evs(self) -> list[Ev]:
+        """Home EVs that are ASSUMED_BAD (the ones background probes work on)."""
+        return [s.home for s in self.slots if s.home.state is EvState.ASSUMED_BAD]
+
+    def counts(self) -> dict:
+        """Number of slots per state of their current EV."""
+        out = {st.value: 0 for st in EvState}
+        for s in self.slots:
+            out[s.current.state.value] += 1
+        return out
+
+    # --- rotation ------------------------------------------------------------------------
+    def _rotation_slots(self) -> list[Slot]:
+        if self._rotation is None:
+            usable = [s for s in self.slots if s.current.usable]
+            if len(usable) < self.min_active:
+                bad = sorted((s for s in self.slots if not s.current.usable), key=lambda s: s.current.bad_since)
+                keep = set(map(id, usable + bad[: self.min_active - len(usable)]))
+                usable = [s for s in self.slots if id(s) in keep]
+            self._rotation = usable
+        return self._rotation
+
+    def _dirty(self) -> None:
+        self._rotation = None
+
+    def next_data_ev(self) -> Ev:
+        """The EV for the next data packet: the next slot in rotation, passing SKIP EVs over once."""
+        rotation = self._rotation_slots()
+        n = len(rotation)
+        for _ in range(n):
+            slot = rotation[self._pos % n]
+            self._pos = (self._pos + 1) % n
+            ev = slot.current
+            if ev.state is EvState.SKIP:
+                self._set(ev, EvState.GOOD, "skipped_once")
+                continue
+            return ev
+        return rotation[self._pos % n].current      # everything was skipped: use the next one anyway
+
+    def next_control_ev(self, plane: int | None = None) -> Ev:
+        """An EV for an acknowledgement or probe reply: rotates over usable EVs, preferring `plane`."""
+        rotation = self._rotation_slots()
+        n = len(rotation)
+        for _ in range(n):
+            ev = rotation[self._ctrl_pos % n].current
+            self._ctrl_pos = (self._ctrl_pos + 1) % n
+            if ev.usable and (plane is None or ev.plane == plane):
+                return ev
+        if plane is not None:
+            return self.next_control_ev(None)
+        return rotation[self._ctrl_pos % n].current
+
+    # --- state changes ---------------------------------------------------------------------
+    def _set(self, ev: Ev, state: EvState, cause: str) -> None:
+        if ev.state is state:
+            return
+        old = ev.state
+        ev.state = state
+        self._dirty()
+        self._on_change(ev, old, cause)
+
+    def skip(self, ev: Ev, cause: str) -> None:
+        """Pass `ev` over at its next turn (ECN echo, trim NACK)."""
+        if ev.state is EvState.GOOD:
+            self._set(ev, EvState.SKIP, cause)
+
+    def mark_bad(self, ev: Ev, now: float, cause: str) -> list[Ev]:
+        """Retire `ev` (and, when fates are shared, every EV on its path); return the EVs retired."""
+        if self.share_fate:
+            victims = [e for e in self.by_value.values() if e.path_key == ev.path_key and e.usable]
+        else:
+            victims = [ev] if ev.usable else []
+        for e in victims:
+            e.bad_since = now
+            e.probe_successes = 0
+            self._set(e, EvState.ASSUMED_BAD, cause)
+        for e in victims:
+            self._replace(e)
+        for e in victims:                      # backups that failed are forgotten, not probed
+            if not e.home:
+                del self.by_value[e.value]
+        return victims
+
+    def _replace(self, ev: Ev) -> None:
+        for slot in self.slots:
+            if slot.current is ev:
+                backup = self._new_ev(ev.plane, home=False, avoid_bad_paths=True)
+                if backup is not None:
+                    slot.current = backup
+                    self._dirty()
+                    self._on_backup(backup, ev)
+
+    def reinstate(self, ev: Ev, cause: str) -> list[Ev]:
+        """Make `ev` (and, when fates are shared, its path's home EVs) GOOD; return them."""
+        if self.share_fate:
+            evs = [s.home for s in self.slots if s.home.path_key == ev.path_key and not s.home.usable]
+        else:
+            evs = [ev] if not ev.usable else []
+        for e in evs:
+            self._set(e, EvState.GOOD, cause)
+            for slot in self.slots:
+                if slot.home is e and slot.current is not e:
+                    self.by_value.pop(slot.current.value, None)      # the backup steps down
+                    slot.current = e
+        self._dirty()
+        return evs

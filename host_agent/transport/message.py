@@ -1,0 +1,74 @@
+"""Messages and their packets on the sending side."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from host_agent import constants as C
+
+DATA_OVERHEAD = C.DATA_HEADERS_LEN + C.ICRC_LEN     # bytes on the wire around a data payload
+
+
+@dataclass(eq=False)
+class OutMessage:
+    """One message being sent: its bytes, how far it is cut into packets, how much is acknowledged."""
+
+    msg_id: int
+    data: memoryview
+    num_segments: int
+    on_complete: object = None
+    next_offset: int = 0
+    segments_made: int = 0
+    segments_acked: int = 0
+    done: bool = False
+
+    @property
+    def length(self) -> int:
+        """Message length in bytes."""
+        return len(self.data)
+
+    @property
+    def fully_segmented(self) -> bool:
+        """True when every packet of the message has a PSN."""
+        return self.segments_made == self.num_segments
+
+
+@dataclass(eq=False, slots=True)
+class Segment:
+    """One data packet (one PSN) of a message, across all its transmissions."""
+
+    seq: int
+    msg: OutMessage
+    offset: int
+    length: int
+    ev: object = None          # Ev of the latest transmission
+    sent_at: float = 0.0       # time of the latest transmission
+    transmissions: int = 0
+    timeouts: int = 0
+    in_flight: bool = False
+    acked: bool = False
+    queued: bool = False       # waiting in the retransmission queue
+    trimmed: bool = False      # the latest transmission came back as a trim NACK
+
+    @property
+    def wire_bytes(self) -> int:
+        """Bytes of the packet on the wire."""
+        return self.length + DATA_OVERHEAD
+
+    def payload(self) -> bytes:
+        """The payload bytes of this packet."""
+        return bytes(self.msg.data[self.offset:self.offset + self.length])
+
+
+def segment_count(length: int, mtu: int) -> int:
+    """Packets needed for a message of `length` bytes (a zero-length message still takes one)."""
+    return max(1, -(-length // mtu))
+
+
+def ts_now(now: float) -> int:
+    """Microsecond timestamp, modulo 2**32, as carried in MRCH and echoed in control packets."""
+    return int(now * 1e6) & 0xFFFFFFFF
+
+
+def ts_age(now: float, ts_echo: int) -> float:
+    """Seconds since the echoed timestamp `ts_echo` was taken."""
+    return ((ts_now(now) - ts_echo) & 0xFFFFFFFF) / 1e6

@@ -1,0 +1,119 @@
+"""Background probes: reinstate ASSUMED_BAD EVs, and check the paths of a connection that only acknowledges."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from host_agent.packets import Probe, ProbeReply
+from host_agent.transport.message import ts_age, ts_now
+
+REINSTATE = "reinstate"     # probe on an ASSUMED_BAD EV: enough clean replies make it GOOD
+KEEPALIVE = "keepalive"     # probe on a GOOD EV of a connection sending no data: a timeout retires it
+
+
+@dataclass
+class Outstanding:
+    """A probe waiting for its reply."""
+
+    ev: object
+    sent_at: float
+    purpose: str
+
+
+class Prober:
+    """Sends probes once per `probe_interval` and judges their replies (or their absence)."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.cfg = conn.config
+        self.outstanding: dict[int, Outstanding] = {}
+        self._next_id = 1
+        self._next_round: float | None = None
+        self._keepalive_path = 0
+
+    def _wanted(self, now: float) -> bool:
+        return bool(self.conn.evset.bad_home_evs()) or self._keepalive_due(now)
+
+    def _keepalive_due(self, now: float) -> bool:
+        rx = self.conn.receiver
+        return (self.cfg.keepalive_probes and self.conn.mode == "mrc" and self.conn.sender.idle
+                and rx.last_data_at >= 0 and now - rx.last_data_at <= 2 * self.cfg.probe_interval)
+
+    def next_wakeup(self, now_hint: float | None = None) -> float | None:
+        """Next probe round (when there is something to probe) or the earliest probe timeout."""
+        times = []
+        if self._next_round is not None:
+            times.append(self._next_round)
+        if self.outstanding:
+            times.append(min(o.sent_at for o in self.outstanding.values()) + self.conn.rtt.rto)
+        return min(times) if times else None
+
+    def schedule(self, now: float) -> None:
+        """Arm the probe round timer when something needs probing."""
+        if self._next_round is None and self._wanted(now):
+            self._next_round = now + self.cfg.probe_interval
+
+    def poll(self, now: float, out: list) -> None:
+        """Expire unanswered probes; send a round of probes when it is due."""
+        rto = self.conn.rtt.rto
+        for pid, o in list(self.outstanding.items()):
+            if now - o.sent_at >= rto:
+                del self.outstanding[pid]
+                self.conn.stats["probe_timeouts"] += 1
+                if o.purpose == REINSTATE:
+                    o.ev.probe_successes = 0
+                elif o.ev.usable and self.conn.evset.get(o.ev.value) is o.ev:
+                    self.conn.evset.mark_bad(o.ev, now, "probe_timeout")
+        if self._next_round is not None and now >= self._next_round:
+            self._next_round = None
+            self._round(now, out)
+        self.schedule(now)
+
+    def _round(self, now: float, out: list) -> None:
+        evset = self.conn.evset
+        busy = {id(o.ev) for o in self.outstanding.values()}
+        seen_paths = set()
+        for ev in evset.bad_home_evs():
+            if self.cfg.share_fate_by_path:
+                if ev.path_key in seen_paths:
+                    continue
+                seen_paths.add(ev.path_key)
+            if id(ev) not in busy:
+                out.append(self._probe(now, ev, REINSTATE))
+        if self._keepalive_due(now):
+            active = [e for e in evset.active_evs() if e.usable]
+            keys = sorted({e.path_key for e in active})
+            if keys:
+                key = keys[self._keepalive_path % len(keys)]
+                self._keepalive_path += 1
+                ev = next(e for e in active if e.path_key == key)
+                if id(ev) not in busy:
+                    out.append(self._probe(now, ev, KEEPALIVE))
+
+    def _probe(self, now: float, ev, purpose: str):
+        pid = self._next_id
+        self._next_id = (self._next_id + 1) & 0xFFFFFFFF or 1
+        self.outstanding[pid] = Outstanding(ev, now, purpose)
+        path = self.conn.evset.path_of(ev)
+        self.conn.stats["probes_sent"] += 1
+        return path.nic, Probe(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp,
+                               probe_id=pid, tsval=ts_now(now))
+
+    def on_reply(self, now: float, reply: ProbeReply) -> None:
+        """A reply to one of our probes: count a success for its EV."""
+        o = self.outstanding.pop(reply.probe_id, None)
+        if o is None or o.ev.value != reply.ev_echo:
+            return
+        self.conn.stats["probe_replies"] += 1
+        self.conn.rtt.sample(ts_age(now, reply.ts_echo))
+        if o.purpose == REINSTATE and not o.ev.usable:
+            o.ev.probe_successes += 1
+            if o.ev.probe_successes >= self.cfg.probe_successes:
+                self.conn.evset.reinstate(o.ev, "probe")
+
+    def answer(self, plane: int, probe: Probe):
+        """The reply to a peer's probe, on one of our own EVs (preferring the probe's plane)."""
+        ev = self.conn.evset.next_control_ev(plane)
+        path = self.conn.evset.path_of(ev)
+        self.conn.stats["probe_replies_sent"] += 1
+        return path.nic, ProbeReply(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp,
+                                    probe_id=probe.probe_id, ev_echo=probe.ev, ts_echo=probe.tsval)

@@ -1,0 +1,25 @@
+"""24-bit packet sequence numbers: the transport counts with unbounded integers and wraps on the wire."""
+from __future__ import annotations
+
+PSN_BITS = 24
+PSN_MOD = 1 << PSN_BITS
+PSN_MASK = PSN_MOD - 1
+_HALF = PSN_MOD >> 1
+
+
+def to_wire(seq: int, initial_psn: int) -> int:
+    """The 24-bit PSN carried for sequence number `seq` (0 = first packet)."""
+    return (initial_psn + seq) & PSN_MASK
+
+
+def from_wire(psn: int, initial_psn: int, near: int) -> int:
+    """The sequence number nearest to `near` whose wire PSN is `psn` (wrap-safe)."""
+    diff = (psn - to_wire(near, initial_psn)) & PSN_MASK
+    if diff >= _HALF:
+        diff -= PSN_MOD
+    return near + diff
+
+
+def psn_lt(a: int, b: int) -> bool:
+    """True when 24-bit PSN `a` comes before `b` (serial-number arithmetic)."""
+    return a != b and ((b - a) & PSN_MASK) < _HALF

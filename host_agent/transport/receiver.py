@@ -1,0 +1,133 @@
+"""MRC receiver: places packets by offset, suppresses duplicates, answers with SACKs and trim NACKs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from host_agent import constants as C
+from host_agent.packets import DataPacket, Nack, Sack
+from host_agent.transport import events as E
+from host_agent.transport.psn import from_wire, to_wire
+
+BITMAP_BITS = 64
+
+
+@dataclass(eq=False)
+class InMessage:
+    """One message being received: its buffer and how many bytes have landed."""
+
+    msg_id: int
+    buffer: bytearray
+    received: int = 0
+
+
+class MrcReceiver:
+    """The receiving half of one MRC connection.
+
+    `expected` is the first sequence number not yet received; `_ooo` has bit i set when
+    `expected + i` has been received. Each PSN is accepted once: later copies are duplicates,
+    answered with a SACK and otherwise ignored.
+    """
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.cfg = conn.config
+        self.expected = 0
+        self._ooo = 0
+        self.messages: dict[int, InMessage] = {}
+        self._unacked = 0                 # in-order packets not yet acknowledged
+        self._ack_deadline: float | None = None
+        self._last: DataPacket | None = None
+        self._last_ce = False
+        self._last_plane: int | None = None
+        self.last_data_at = -1.0
+
+    # --- data ---------------------------------------------------------------------------------
+    def on_data(self, now: float, plane: int, pkt: DataPacket, out: list) -> None:
+        """Take one data packet; append any SACK/NACK to send at once to `out`."""
+        stats = self.conn.stats
+        self.last_data_at = now
+        seq = from_wire(pkt.psn, self.cfg.initial_psn, self.expected)
+        if pkt.trimmed:
+            stats["trimmed_received"] += 1
+            reason = C.NACK_TRIMMED_LASTHOP if pkt.dscp == C.DSCP_TRIMMED_LASTHOP else C.NACK_TRIMMED
+            out.append(self._nack(plane, pkt, reason))
+            return
+        offset = seq - self.expected
+        if offset >= self.cfg.ooo_window:
+            stats["out_of_window"] += 1
+            out.append(self._nack(plane, pkt, C.NACK_PSN_OUT_OF_WINDOW))
+            return
+        ce = pkt.ecn == C.ECN_CE
+        if ce:
+            stats["ce_received"] += 1
+        if offset < 0 or (self._ooo >> offset) & 1:
+            stats["duplicates"] += 1
+            self._remember(pkt, ce, plane)
+            out.append(self._sack(plane))
+            return
+        self._place(now, pkt)
+        self._ooo |= 1 << offset
+        while self._ooo & 1:
+            self._ooo >>= 1
+            self.expected += 1
+        self._remember(pkt, ce, plane)
+        self._unacked += 1
+        urgent = offset != 0 or self._ooo or ce or pkt.flags & C.MRCH_FLAG_RETX or pkt.ack_req
+        if urgent or self._unacked >= self.cfg.ack_coalesce:
+            out.append(self._sack(plane))
+        elif self._ack_deadline is None:
+            self._ack_deadline = now + self.cfg.ack_delay
+
+    def _remember(self, pkt: DataPacket, ce: bool, plane: int) -> None:
+        self._last, self._last_ce, self._last_plane = pkt, self._last_ce or ce, plane
+
+    def _place(self, now: float, pkt: DataPacket) -> None:
+        stats = self.conn.stats
+        stats["data_received"] += 1
+        stats["payload_bytes_received"] += pkt.length
+        msg = self.messages.get(pkt.msg_id)
+        if msg is None:
+            msg = self.messages[pkt.msg_id] = InMessage(pkt.msg_id, bytearray(pkt.msg_len))
+        offset = pkt.va
+        if offset + len(pkt.payload) > len(msg.buffer):
+            raise ValueError(f"{self.conn.name}: data packet psn {pkt.psn} of message {pkt.msg_id} ends at "
+                             f"{offset + len(pkt.payload)}, past the message length {len(msg.buffer)}")
+        msg.buffer[offset:offset + len(pkt.payload)] = pkt.payload
+        msg.received += len(pkt.payload)
+        if msg.received == len(msg.buffer):
+            del self.messages[pkt.msg_id]
+            stats["messages_received"] += 1
+            self.conn.log(now, E.RECV_COMPLETE, msg_id=msg.msg_id, bytes=len(msg.buffer))
+            self.conn.deliver(msg.msg_id, bytes(msg.buffer))
+
+    # --- acknowledgements -----------------------------------------------------------------------
+    def next_wakeup(self) -> float | None:
+        """When a coalesced SACK is due."""
+        return self._ack_deadline
+
+    def poll(self, now: float, out: list) -> None:
+        """Send the coalesced SACK when its delay has run out."""
+        if self._ack_deadline is not None and now >= self._ack_deadline:
+            out.append(self._sack(self._last_plane))
+
+    def _sack(self, plane: int | None):
+        pkt = self._last
+        ev = self.conn.evset.next_control_ev(plane)
+        path = self.conn.evset.path_of(ev)
+        cum = to_wire(self.expected, self.cfg.initial_psn)
+        sack = Sack(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp, cum_psn=cum,
+                    sack_base=cum, bitmap=self._ooo & ((1 << BITMAP_BITS) - 1),
+                    ev_echo=pkt.ev, ts_echo=pkt.tsval, ecn_echo=self._last_ce)
+        self._unacked = 0
+        self._ack_deadline = None
+        self._last_ce = False
+        self.conn.stats["sacks_sent"] += 1
+        return path.nic, sack
+
+    def _nack(self, plane: int, pkt: DataPacket, reason: int):
+        ev = self.conn.evset.next_control_ev(plane)
+        path = self.conn.evset.path_of(ev)
+        self.conn.stats["nacks_sent"] += 1
+        return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp, psn=pkt.psn,
+                              cum_psn=to_wire(self.expected, self.cfg.initial_psn), reason=reason,
+                              ev_echo=pkt.ev, ts_echo=pkt.tsval)

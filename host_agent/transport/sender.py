@@ -1,0 +1,258 @@
+"""MRC sender: sprays packets over the EV set, recovers by SACK, trim NACK and per-packet timeout."""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from host_agent import constants as C
+from host_agent.packets import DataPacket, Nack, Sack
+from host_agent.transport import events as E
+from host_agent.transport.message import OutMessage, Segment, segment_count, ts_age, ts_now
+from host_agent.transport.psn import from_wire, to_wire
+
+BITMAP_BITS = 64
+
+
+class MrcSender:
+    """The sending half of one MRC connection.
+
+    Sequence numbers are unbounded integers (`seq`); the wire carries them as 24-bit PSNs.
+    Invariants: every seq below `cum_acked` is acknowledged; no seq at or beyond
+    `cum_acked + ooo_window` is ever sent (the receiver's SACK bitmap could not express it).
+    """
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.cfg = conn.config
+        self.pending: deque[OutMessage] = deque()        # messages not yet fully cut into packets
+        self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
+        self.next_seq = 0
+        self.cum_acked = 0
+        self.inflight_bytes = 0
+        self._retx: list[tuple[int, int]] = []           # heap of (priority, seq); trims before timeouts
+        self._retx_cause: dict[int, str] = {}
+        self._timers: list[tuple[float, int, int]] = []  # heap of (deadline, seq, transmission number)
+        self._next_msg_id = 0
+
+    # --- application side ------------------------------------------------------------------
+    def send_message(self, data, on_complete=None) -> int:
+        """Queue a message; return its 16-bit id."""
+        view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data.cast("B")
+        msg_id = self._next_msg_id
+        self._next_msg_id = (self._next_msg_id + 1) & 0xFFFF
+        self.pending.append(OutMessage(msg_id, view, segment_count(len(view), self.cfg.mtu_payload), on_complete))
+        return msg_id
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing is queued or unacknowledged."""
+        return not self.pending and self.cum_acked == self.next_seq
+
+    # --- timers ---------------------------------------------------------------------------------
+    def next_wakeup(self) -> float | None:
+        """Earliest per-packet deadline, or the pacing clock when a packet is ready to go."""
+        self._drop_stale_timers()
+        times = [self._timers[0][0]] if self._timers else []
+        if self._has_ready_packet() and self._window_allows(self._peek_bytes()):
+            times.append(self.conn.cc.next_send)
+        return min(times) if times else None
+
+    def _drop_stale_timers(self) -> None:
+        while self._timers:
+            _, seq, tx = self._timers[0]
+            seg = self.segments.get(seq)
+            if seg is not None and seg.in_flight and seg.transmissions == tx:
+                return
+            heapq.heappop(self._timers)
+
+    def _timeout_for(self, seg: Segment) -> float:
+        backoff = seg.timeouts - self.cfg.rto_linear_retries
+        return min(self.cfg.rto_max, self.conn.rtt.rto * (2 ** backoff if backoff > 0 else 1))
+
+    def expire(self, now: float) -> None:
+        """Handle every per-packet timeout due by `now`: retire the EV and queue a retransmission."""
+        while True:
+            self._drop_stale_timers()
+            if not self._timers or self._timers[0][0] > now:
+                return
+            _, seq, _ = heapq.heappop(self._timers)
+            seg = self.segments[seq]
+            seg.in_flight = False
+            self.inflight_bytes -= seg.wire_bytes
+            seg.timeouts += 1
+            self.conn.stats["timeouts"] += 1
+            ev = seg.ev
+            if self.conn.evset.get(ev.value) is ev and ev.usable:
+                self.conn.evset.mark_bad(ev, now, "timeout")
+            self.conn.cc.on_trim_or_loss(now)
+            self._queue_retx(seq, E.CAUSE_TIMEOUT)
+
+    # --- transmission -------------------------------------------------------------------------
+    def _queue_retx(self, seq: int, cause: str) -> None:
+        seg = self.segments[seq]
+        if seg.queued or seg.acked:
+            return
+        seg.queued = True
+        self._retx_cause[seq] = cause
+        heapq.heappush(self._retx, (0 if cause == E.CAUSE_TRIM else 1, seq))
+
+    def _pop_stale_retx(self) -> None:
+        while self._retx:
+            seq = self._retx[0][1]
+            seg = self.segments.get(seq)
+            if seg is not None and seg.queued and not seg.acked:
+                return
+            heapq.heappop(self._retx)
+            if seg is not None:
+                seg.queued = False
+
+    def _has_ready_packet(self) -> bool:
+        self._pop_stale_retx()
+        if self._retx:
+            return True
+        return bool(self.pending) and self.next_seq < self.cum_acked + self.cfg.ooo_window
+
+    def _peek_bytes(self) -> int:
+        if self._retx:
+            return self.segments[self._retx[0][1]].wire_bytes
+        msg = self.pending[0]
+        return min(self.cfg.mtu_payload, msg.length - msg.next_offset) + C.DATA_HEADERS_LEN + C.ICRC_LEN
+
+    def _window_allows(self, nbytes: int) -> bool:
+        return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.conn.cc.cwnd
+
+    def poll(self, now: float, out: list) -> None:
+        """Append the data packets the window and the pacing clock allow now."""
+        cc = self.conn.cc
+        while self._has_ready_packet() and cc.may_send(now) and self._window_allows(self._peek_bytes()):
+            if self._retx:
+                _, seq = heapq.heappop(self._retx)
+                seg = self.segments[seq]
+                seg.queued = False
+                cause = self._retx_cause.pop(seq)
+            else:
+                seg = self._new_segment()
+                cause = None
+            out.append(self._transmit(now, seg, cause))
+            cc.sent(now, seg.wire_bytes, self.conn.num_nics)
+
+    def _new_segment(self) -> Segment:
+        msg = self.pending[0]
+        length = min(self.cfg.mtu_payload, msg.length - msg.next_offset)
+        seg = Segment(self.next_seq, msg, msg.next_offset, length)
+        self.segments[seg.seq] = seg
+        self.next_seq += 1
+        msg.next_offset += length
+        msg.segments_made += 1
+        if msg.fully_segmented:
+            self.pending.popleft()
+        return seg
+
+    def _transmit(self, now: float, seg: Segment, cause: str | None) -> tuple[int, DataPacket]:
+        evset = self.conn.evset
+        ev = evset.next_data_ev()
+        if cause is not None and ev is seg.ev and len(evset.active_evs()) > 1:
+            ev = evset.next_data_ev()                      # a retransmission goes on another EV
+        path = evset.path_of(ev)
+        old_ev = seg.ev
+        seg.ev, seg.sent_at, seg.in_flight, seg.trimmed = ev, now, True, False
+        seg.transmissions += 1
+        self.inflight_bytes += seg.wire_bytes
+        heapq.heappush(self._timers, (now + self._timeout_for(seg), seg.seq, seg.transmissions))
+        stats = self.conn.stats
+        stats["data_sent"] += 1
+        stats["data_bytes_sent"] += seg.length
+        retx = cause is not None
+        if retx:
+            stats["retransmitted"] += 1
+            stats[f"retx_{cause}"] += 1
+            self.conn.log(now, E.RETRANSMIT, psn=to_wire(seg.seq, self.cfg.initial_psn), cause=cause,
+                          ev=ev.value, old_ev=old_ev.value if old_ev else None)
+        msg = seg.msg
+        pkt = DataPacket(
+            src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp,
+            psn=to_wire(seg.seq, self.cfg.initial_psn), va=seg.offset, rkey=self.conn.rkey,
+            length=seg.length, msg_id=msg.msg_id, msg_len=msg.length, tsval=ts_now(now),
+            payload=seg.payload(), flags=C.MRCH_FLAG_RETX if retx else 0,
+            dscp=C.DSCP_TRIMMABLE_RETX if retx else C.DSCP_TRIMMABLE, ecn=C.ECN_ECT0,
+            ack_req=seg.seq == self.next_seq - 1 and not self.pending)
+        return path.nic, pkt
+
+    # --- feedback -------------------------------------------------------------------------------
+    def _ack(self, seg: Segment, now: float) -> int:
+        if seg.acked:
+            return 0
+        seg.acked = True
+        if seg.in_flight:
+            seg.in_flight = False
+            self.inflight_bytes -= seg.wire_bytes
+        msg = seg.msg
+        msg.segments_acked += 1
+        if msg.segments_acked == msg.num_segments and not msg.done:
+            msg.done = True
+            self.conn.stats["messages_sent"] += 1
+            self.conn.log(now, E.SEND_COMPLETE, msg_id=msg.msg_id, bytes=msg.length)
+            if msg.on_complete is not None:
+                msg.on_complete(msg.msg_id)
+        return seg.wire_bytes
+
+    def _advance_cum(self, cum: int, now: float) -> int:
+        acked = 0
+        cum = min(cum, self.next_seq)
+        while self.cum_acked < cum:
+            acked += self._ack(self.segments.pop(self.cum_acked), now)
+            self.cum_acked += 1
+        while self.cum_acked < self.next_seq and self.segments[self.cum_acked].acked:
+            del self.segments[self.cum_acked]
+            self.cum_acked += 1
+        return acked
+
+    def on_sack(self, now: float, sack: Sack) -> None:
+        """Acknowledge what a SACK covers; feed ECN and delay to the EV set and the window."""
+        self.conn.stats["sacks_received"] += 1
+        ipsn = self.cfg.initial_psn
+        cum = from_wire(sack.cum_psn, ipsn, self.cum_acked)
+        if cum < self.cum_acked or cum > self.next_seq:
+            cum = self.cum_acked                    # stale or bogus: only the bitmap may help
+        base = from_wire(sack.sack_base, ipsn, cum)
+        acked = 0
+        bits = sack.bitmap
+        while bits:
+            low = bits & -bits
+            seq = base + low.bit_length() - 1
+            bits ^= low
+            seg = self.segments.get(seq)
+            if seg is not None:
+                acked += self._ack(seg, now)
+        acked += self._advance_cum(cum, now)
+        rtt = ts_age(now, sack.ts_echo)
+        self.conn.rtt.sample(rtt)
+        if sack.ecn_echo:
+            self.conn.stats["ecn_echoes"] += 1
+            ev = self.conn.evset.get(sack.ev_echo)
+            if ev is not None:
+                self.conn.evset.skip(ev, "ecn")
+        self.conn.cc.on_ack(now, acked, sack.ecn_echo, rtt)
+
+    def on_nack(self, now: float, nack: Nack) -> None:
+        """A trim NACK: queue the packet for immediate retransmission on another EV."""
+        self.conn.stats["nacks_received"] += 1
+        ipsn = self.cfg.initial_psn
+        cum = from_wire(nack.cum_psn, ipsn, self.cum_acked)
+        if self.cum_acked <= cum <= self.next_seq:
+            self._advance_cum(cum, now)
+        if nack.reason not in (C.NACK_TRIMMED, C.NACK_TRIMMED_LASTHOP):
+            return
+        seq = from_wire(nack.psn, ipsn, self.cum_acked)
+        seg = self.segments.get(seq)
+        if seg is None or seg.acked or not seg.in_flight or seg.ev is None or seg.ev.value != nack.ev_echo:
+            return                                   # answered already, or about an older transmission
+        seg.in_flight = False
+        seg.trimmed = True
+        self.inflight_bytes -= seg.wire_bytes
+        self.conn.stats["trims"] += 1
+        if nack.reason == C.NACK_TRIMMED:            # fabric congestion: avoid that path for a rotation
+            self.conn.evset.skip(seg.ev, "trim")
+        self.conn.rtt.sample(ts_age(now, nack.ts_echo))
+        self.conn.cc.on_trim_or_loss(now)
+        self._queue_retx(seq, E.CAUSE_TRIM)

@@ -1,0 +1,56 @@
+"""A host: one Endpoint and its NICs, driven by the simulator's clock."""
+from __future__ import annotations
+
+from netsim.wire import priority_of
+
+
+class Host:
+    """Feeds arriving packets to its endpoint and transmits what `poll` returns.
+
+    `nics[i]` is the egress link of NIC i (one per plane). The host wakes itself at the
+    endpoint's `next_wakeup()`.
+    """
+
+    def __init__(self, sim, name: str, index: int) -> None:
+        self.sim = sim
+        self.name = name
+        self.index = index
+        self.nics: dict[int, object] = {}
+        self.nic_addr: dict[int, bytes] = {}
+        self.usid = 0
+        self.endpoint = None
+        self._wake_at: float | None = None
+
+    def attach(self, endpoint) -> None:
+        """Drive `endpoint` from now on."""
+        self.endpoint = endpoint
+        self.service()
+
+    def receive(self, pkt, nic: int) -> None:
+        """A packet arrived on NIC `nic`."""
+        if self.endpoint is None:
+            return
+        self.endpoint.receive(self.sim.now, nic, pkt)
+        self.service()
+
+    def service(self) -> None:
+        """Poll the endpoint, transmit its packets and set the next wake-up."""
+        now = self.sim.now
+        for nic, pkt in self.endpoint.poll(now):
+            link = self.nics.get(nic)
+            if link is None:
+                raise KeyError(f"host {self.name}: endpoint sent on NIC {nic}, which this host does not have")
+            link.send(pkt, priority_of(pkt))
+        t = self.endpoint.next_wakeup()
+        if t is None:
+            return
+        t = max(t, now + 1e-9)
+        if self._wake_at is None or t < self._wake_at or self._wake_at <= now:
+            self._wake_at = t
+            self.sim.at(t, self._wake, t)
+
+    def _wake(self, t: float) -> None:
+        if self._wake_at != t:
+            return
+        self._wake_at = None
+        self.service()

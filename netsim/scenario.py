@@ -1,0 +1,185 @@
+"""Run transfers over a simulated network and collect what happened."""
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from host_agent.transport import Endpoint, TransportConfig
+from netsim.build import Network
+
+
+@dataclass
+class Transfer:
+    """`size` bytes from host `src` to host `dst`, in messages of at most `message_size`, from `start`."""
+
+    src: str
+    dst: str
+    size: int
+    start: float = 0.0
+    message_size: int | None = None
+    mode: str | None = None            # None: the endpoint config's mode
+
+
+@dataclass
+class TransferResult:
+    """Outcome of one transfer."""
+
+    transfer: Transfer
+    messages: int
+    delivered: int = 0                 # messages whose received bytes equal the sent bytes
+    corrupted: int = 0                 # messages received with other bytes
+    duplicates: int = 0                # messages handed to the application more than once
+    acked: int = 0                     # messages the sender saw fully acknowledged
+    finish: float | None = None        # time the last message was delivered
+    sender_stats: dict = field(default_factory=dict)
+    receiver_stats: dict = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Every message delivered exactly once, intact, and acknowledged."""
+        return (self.delivered == self.messages and not self.corrupted and not self.duplicates
+                and self.acked == self.messages)
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to the last delivery."""
+        return None if self.finish is None else self.finish - self.transfer.start
+
+
+@dataclass
+class ScenarioResult:
+    """Per-transfer results, goodput samples and the endpoints' events."""
+
+    transfers: list[TransferResult]
+    goodput: list[tuple[float, list[float]]]      # (time, bit/s of each transfer over the last interval)
+    events: list[dict]                             # Event.as_dict() plus "host"
+    end: float
+
+    @property
+    def all_complete(self) -> bool:
+        """True when every transfer completed."""
+        return all(t.complete for t in self.transfers)
+
+
+class _Session:
+    """Endpoints, connections and bookkeeping of one scenario."""
+
+    def __init__(self, net: Network, config: TransportConfig, seed: int) -> None:
+        self.net = net
+        self.config = config
+        self.endpoints: dict[str, Endpoint] = {}
+        self.expected: dict[tuple, bytes] = {}
+        self.received: Counter = Counter()
+        self.results: list[TransferResult] = []
+        self.rx_conn: list = []
+        self.tx_conn: list = []
+        self.events: list[dict] = []
+        self._rng = random.Random(seed)
+        self._qp = 0x100
+
+    def endpoint(self, host: str, mode: str) -> Endpoint:
+        key = f"{host}/{mode}"
+        if key not in self.endpoints:
+            cfg = self.config if mode == self.config.mode else _with_mode(self.config, mode)
+            ep = Endpoint(host, cfg, rng_seed=self._rng.getrandbits(32))
+            ep.on_message(self._on_message)
+            self.endpoints[key] = ep
+            if self.net.hosts[host].endpoint is None:
+                self.net.hosts[host].attach(ep)
+            else:
+                raise ValueError(f"host {host}: one transport mode per host in a scenario")
+        return self.endpoints[key]
+
+    def _on_message(self, conn, msg_id: int, data: bytes) -> None:
+        idx = conn.transfer_index
+        res = self.results[idx]
+        key = (idx, msg_id)
+        self.received[key] += 1
+        if self.received[key] > 1:
+            res.duplicates += 1
+        elif self.expected.get(key) == data:
+            res.delivered += 1
+        else:
+            res.corrupted += 1
+        res.finish = self.net.sim.now
+
+    def add(self, index: int, t: Transfer) -> None:
+        mode = t.mode or self.config.mode
+        a, b = self.endpoint(t.src, mode), self.endpoint(t.dst, mode)
+        qa, qb = self._qp, self._qp + 1
+        self._qp += 2
+        ca = a.connect(t.dst, qa, qb, self.net.paths(t.src, t.dst, mode), self.net.paths(t.dst, t.src, mode))
+        cb = b.connect(t.src, qb, qa, self.net.paths(t.dst, t.src, mode), self.net.paths(t.src, t.dst, mode))
+        ca.transfer_index = cb.transfer_index = index
+        msg_size = t.message_size or max(t.size, 1)
+        chunks = [t.size - off if t.size - off < msg_size else msg_size for off in range(0, max(t.size, 1), msg_size)]
+        res = TransferResult(t, len(chunks))
+        self.results.append(res)
+        self.tx_conn.append(ca)
+        self.rx_conn.append(cb)
+        payloads = [self._rng.randbytes(n) for n in chunks]
+
+        def start():
+            for data in payloads:
+                msg_id = a.send_message(ca, data, on_complete=lambda _m, r=res: setattr(r, "acked", r.acked + 1))
+                self.expected[(index, msg_id)] = data
+            self.net.hosts[t.src].service()
+
+        self.net.at(t.start, start)
+
+
+def _with_mode(config: TransportConfig, mode: str) -> TransportConfig:
+    from dataclasses import replace
+    return replace(config, mode=mode)
+
+
+def run_transfers(net: Network, transfers: list[Transfer], config: TransportConfig | None = None,
+                  until: float = 1.0, sample_interval: float = 100e-6, seed: int = 0,
+                  stop_when_done: bool = True) -> ScenarioResult:
+    """Run `transfers` on `net` until they all complete (or `until`); return results.
+
+    Faults and repairs are scheduled beforehand with `net.at(t, ...)`. Deterministic for a
+    given network, config and seed.
+    """
+    config = config or TransportConfig()
+    session = _Session(net, config, seed)
+    for i, t in enumerate(transfers):
+        session.add(i, t)
+    sim = net.sim
+    goodput: list[tuple[float, list[float]]] = []
+    last = [0] * len(transfers)
+
+    def sample():
+        now = sim.now
+        cur = [c.stats["payload_bytes_received"] for c in session.rx_conn]
+        goodput.append((now, [(c - l) * 8 / sample_interval for c, l in zip(cur, last)]))
+        last[:] = cur
+        session.drain(now)
+        if not (stop_when_done and session.done()):
+            sim.after(sample_interval, sample)
+
+    sim.after(sample_interval, sample)
+    sim.run(until=until, stop=(session.done if stop_when_done else None))
+    session.drain(sim.now)
+    for res, ca, cb in zip(session.results, session.tx_conn, session.rx_conn):
+        res.sender_stats = dict(ca.stats)
+        res.receiver_stats = dict(cb.stats)
+    return ScenarioResult(session.results, goodput, session.events, sim.now)
+
+
+def _done(self) -> bool:
+    return all(r.delivered + r.corrupted >= r.messages and r.acked >= r.messages for r in self.results)
+
+
+def _drain(self, now: float) -> None:
+    for key, ep in self.endpoints.items():
+        host = key.split("/")[0]
+        for ev in ep.drain_events():
+            d = ev.as_dict()
+            d["host"] = host
+            self.events.append(d)
+
+
+_Session.done = _done
+_Session.drain = _drain

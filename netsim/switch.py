@@ -1,0 +1,129 @@
+"""A switch following the pipeline contract of docs/design.md, on decoded packet objects."""
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+
+from host_agent import constants as C
+from host_agent.packets import DataPacket
+
+ADDR_BITS = 128
+_LOW80 = (1 << 80) - 1
+_TOP32 = ((1 << 32) - 1) << 96
+
+
+@dataclass
+class PortConfig:
+    """Trim and ECN thresholds (packets in the LOW queue) of one egress port."""
+
+    trim_threshold: int
+    ecn_threshold: int
+    host_facing: bool = False
+
+
+@dataclass
+class PortFault:
+    """A fault on an egress port: drop everything, or drop with probability `drop_prob`."""
+
+    drop_all: bool = False
+    drop_prob: float = 0.0
+
+
+def usid_shift(dst: int) -> int:
+    """dst = (dst[127:96], dst[79:0] << 16): consume the uSID after the locator."""
+    return (dst & _TOP32) | ((dst & _LOW80) << 16)
+
+
+def ecmp_hash(pkt) -> int:
+    """Hash of the 5-tuple (src, dst, next header, UDP source port, UDP destination port)."""
+    sport = pkt.ev & 0xFFFF
+    key = pkt.src + pkt.dst + bytes((C.IPPROTO_UDP,)) + sport.to_bytes(2, "big") + C.ROCEV2_UDP_PORT.to_bytes(2, "big")
+    return zlib.crc32(key) & 0xFFFF
+
+
+class Switch:
+    """Ports are numbered from 1; `links[port]` is the egress link of that port.
+
+    Tables (filled by `netsim.build`): `usid_local` (48-bit prefixes this switch consumes),
+    `routes` (LPM: prefix length -> {prefix value: action}), `ecmp_groups` (group -> ports);
+    an action is ("forward", port) or ("ecmp", group).
+    """
+
+    def __init__(self, sim, name: str, usid: int) -> None:
+        self.sim = sim
+        self.name = name
+        self.usid = usid
+        self.links: dict[int, object] = {}
+        self.usid_local: set[int] = set()
+        self.routes: dict[int, dict[int, tuple]] = {}
+        self.ecmp_groups: dict[int, list[int]] = {}
+        self.port_config: dict[int, PortConfig] = {}
+        self.faults: dict[int, PortFault] = {}
+        self.counters: Counter = Counter()
+        self._lengths: list[int] = []
+
+    # --- tables ----------------------------------------------------------------------------------
+    def add_route(self, prefix: int, length: int, action: tuple) -> None:
+        """LPM entry: `prefix` is the full 128-bit value with its top `length` bits significant."""
+        self.routes.setdefault(length, {})[prefix >> (ADDR_BITS - length)] = action
+        self._lengths = sorted(self.routes, reverse=True)
+
+    def lookup(self, dst: int) -> tuple | None:
+        """The action of the longest matching prefix, or None."""
+        for length in self._lengths:
+            action = self.routes[length].get(dst >> (ADDR_BITS - length))
+            if action is not None:
+                return action
+        return None
+
+    def set_fault(self, port: int, drop_all: bool = False, drop_prob: float = 0.0) -> None:
+        """Install (or, with the defaults, clear) a fault on egress `port`."""
+        if not drop_all and not drop_prob:
+            self.faults.pop(port, None)
+        else:
+            self.faults[port] = PortFault(drop_all, drop_prob)
+
+    # --- pipeline ------------------------------------------------------------------------------------
+    def receive(self, pkt, in_port: int) -> None:
+        """Ingress: uSID shift, routing, ECMP, faults, trim/ECN, then the egress queue."""
+        self.counters["rx"] += 1
+        dst = int.from_bytes(pkt.dst, "big")
+        if dst >> 80 in self.usid_local:
+            dst = usid_shift(dst)
+            pkt.dst = dst.to_bytes(16, "big")
+        action = self.lookup(dst)
+        if action is None:
+            self.counters["no_route_drops"] += 1
+            return
+        if action[0] == "ecmp":
+            members = self.ecmp_groups[action[1]]
+            port = members[ecmp_hash(pkt) % len(members)]
+        else:
+            port = action[1]
+        fault = self.faults.get(port)
+        if fault is not None and (fault.drop_all or self.sim.rng.random() < fault.drop_prob):
+            self.counters["fault_drops"] += 1
+            return
+        link = self.links[port]
+        priority = self._classify(pkt, port, link.low_depth_now)
+        if not link.send(pkt, priority):
+            self.counters["queue_drops"] += 1
+
+    def _classify(self, pkt, port: int, queued: int) -> int:
+        """Trim or mark `pkt` by the LOW queue occupancy `queued`; return its egress priority."""
+        if pkt.dscp in C.HIGH_PRIORITY_DSCP or not isinstance(pkt, DataPacket):
+            return C.PRIORITY_HIGH
+        cfg = self.port_config.get(port)
+        if cfg is None:
+            return C.PRIORITY_LOW
+        if pkt.dscp in C.TRIMMABLE_DSCP and not pkt.trimmed and queued >= cfg.trim_threshold:
+            pkt.payload = b""
+            pkt.flags |= C.MRCH_FLAG_TRIMMED
+            pkt.dscp = C.DSCP_TRIMMED_LASTHOP if cfg.host_facing else C.DSCP_TRIMMED
+            self.counters["trimmed"] += 1
+            return C.PRIORITY_HIGH
+        if pkt.ecn != C.ECN_NOT_ECT and not cfg.host_facing and queued >= cfg.ecn_threshold:
+            pkt.ecn = C.ECN_CE
+            self.counters["ecn_marked"] += 1
+        return C.PRIORITY_LOW
