@@ -4,6 +4,7 @@ import ipaddress
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from controller import routes as R
 from topologies import addressing
@@ -244,3 +245,27 @@ def test_unreachable_hosts_get_no_route():
     dsts = {e.match["dst_addr"][0] for e in s1.entries_of(R.ROUTING)}
     assert int(topo.host_nic("h2", 0).address) not in dsts
     assert int(topo.host_nic("h1", 0).address) in dsts
+
+
+@settings(max_examples=12, deadline=None)
+@given(planes=st.integers(1, 2), leaves=st.integers(1, 4), spines=st.integers(1, 3), hosts=st.integers(1, 2),
+       cut_index=st.integers(0, 10**6))
+def test_property_any_small_clos_delivers_and_reroutes(planes, leaves, spines, hosts, cut_index):
+    topo = multi_plane(planes, leaves, spines, hosts)
+    if len(topo.hosts) < 2:
+        return
+    net = ContractInterpreter(topo, R.compute_programs(topo))
+    for (src, dst), paths in all_pairs_paths(topo).items():
+        for path in paths:
+            (visited, reached), = net.walk(path.src_nic.switch, path.address)
+            assert reached == (dst, path.plane) and visited == path.switches
+    fabric = [l for l in topo.links if topo.is_switch(l.a) and topo.is_switch(l.b)]
+    if not fabric:
+        return
+    cut = fabric[cut_index % len(fabric)]
+    rerouted = ContractInterpreter(topo, R.rerouted_programs(topo, [cut]))
+    for (src, dst), paths in all_pairs_paths(topo).items():
+        for path in paths:
+            crosses = any(cut.joins(a, b) for a, b in zip(path.switches, path.switches[1:]))
+            (_, reached), = rerouted.walk(path.src_nic.switch, path.address)
+            assert (reached is None) == crosses

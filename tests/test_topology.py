@@ -89,6 +89,9 @@ def test_validate_names_bad_nodes():
         Topology("t", [Host("h1", 1)], [], []).validate()
     with pytest.raises(TopologyError, match="tier 5"):
         Topology("t", [], [Switch("s1", 0, tier=5)], []).validate()
+    with pytest.raises(TopologyError, match="host h2 has no link") as info:
+        tiny([Link("h1", 0, "s1", 1)]).validate()
+    assert (info.value.kind, info.value.index) == ("host", 1)
     with pytest.raises(TopologyError, match="uSID 0x999"):
         Topology("t", [], [Switch("s1", 0, usid=0x999)], []).validate()
 

@@ -278,6 +278,9 @@ class Topology:
         """Check consistency; raise TopologyError naming the offending element. Returns self."""
         self._validate_nodes()
         self._validate_links()
+        for position, host in enumerate(self.hosts):
+            if not self.links_of(host.name):
+                raise TopologyError(f"host {host.name} has no link", "host", position)
         return self
 
     def _validate_nodes(self) -> None:
