@@ -10,8 +10,7 @@ from controller import routes as R
 from topologies import addressing
 from topologies.builders import dumbbell, fat_tree, leaf_spine, multi_plane
 from topologies.graph import PlaneGraph
-from topologies.model import Host, Link, Switch, Topology
-from topologies.paths import all_pairs_paths, host_paths
+from topologies.paths import all_pairs_paths
 
 MAX_HOPS = 16
 LOW_96 = (1 << 96) - 1

@@ -3,7 +3,6 @@ import ipaddress
 
 import pytest
 
-from topologies import addressing
 from topologies.builders import (TopologySpecError, dumbbell, fat_tree, leaf_spine, multi_plane,
                                  topology_from_spec)
 from topologies.model import (DEFAULT_ECN_THRESHOLD, DEFAULT_QUEUE_DEPTH, DEFAULT_RATE_BPS,
