@@ -1,6 +1,7 @@
 """Static routes: the computed tables, followed hop by hop with a tiny interpreter of the switch
 pipeline contract (docs/design.md), deliver every uSID path and every baseline ECMP branch."""
 import ipaddress
+import os
 from collections import Counter
 
 import pytest
@@ -11,6 +12,7 @@ from topologies import addressing
 from topologies.builders import dumbbell, fat_tree, leaf_spine, multi_plane
 from topologies.graph import PlaneGraph
 from topologies.paths import all_pairs_paths
+from topologies.yamlfile import load_topology
 
 MAX_HOPS = 16
 LOW_96 = (1 << 96) - 1
@@ -75,6 +77,8 @@ BUILDERS = {
     "leafspine": lambda: leaf_spine(3, 2, 2),
     "fattree4": lambda: fat_tree(4),
     "multiplane": lambda: multi_plane(2, 3, 2, 2),
+    "triangle": lambda: load_topology(os.path.join(os.path.dirname(__file__), os.pardir,
+                                                   "topologies", "examples", "triangle.yaml")),
 }
 
 
