@@ -1,0 +1,333 @@
+"""The MRC host agent: runs one job on one host, over raw sockets, and logs what happens.
+
+    mrc-testbed agent --job job.json [--log events.jsonl]
+    python -m host_agent.agent --job job.json
+
+Inside a Mininet host (or any network namespace) the agent opens one raw socket per NIC of the
+job, disables IPv6 on those interfaces so the kernel stays silent, connects the transport
+Endpoint to every peer the workload needs, runs the collective and writes a JSON-lines event log
+(`host_agent.eventlog` lists the records). The loop is single-threaded and never blocks longer
+than the next transport timer or goodput sample.
+
+Exit status: 0 the collective finished and its result is bit-exact; 1 it failed or timed out;
+2 the job or a NIC is unusable; 128 + signal number when stopped by SIGTERM/SIGINT before the
+collective finished.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from collections import Counter
+
+from host_agent.codec import MalformedPacket, decode, encode
+from host_agent.collectives import CollectiveError, make_collective
+from host_agent.collectives.driver import EndpointMessenger
+from host_agent.eventlog import EventLog
+from host_agent.job import Job, JobError, load_job
+from host_agent.nic import NicError, RawNic, interface_mtu, quiet_kernel
+from host_agent.transport import Endpoint, PathInfo
+from host_agent.transport import events as E
+from host_agent.transport.message import DATA_OVERHEAD
+
+log = logging.getLogger("mrc.agent")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_JOB = 2
+SPIN_BELOW = 0.0005          # waits shorter than this are spun (epoll sleeps in whole milliseconds)
+MAX_MALFORMED_RECORDS = 20   # malformed frames logged one by one; the rest only counted
+DEFAULT_LINGER = 0.5         # seconds to keep answering after finishing (peers may need our acks)
+
+
+class Agent:
+    """One job on one host: NICs, Endpoint, collective, event log and the I/O loop."""
+
+    def __init__(self, job: Job, events: EventLog, linger: float = DEFAULT_LINGER) -> None:
+        self.job = job
+        self.events = events
+        self.linger = linger
+        self.config = job.transport_config()
+        self.name = job.host or f"rank{job.rank}"
+        self._mono0 = time.monotonic()
+        self._wall0 = time.time()
+        self.counters: Counter = Counter()
+        self.nics: list[RawNic] = []
+        self.kernel_quiet: dict[str, bool] = {}
+        self._stop_signal: int | None = None
+        self._macs: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        self.endpoint = Endpoint(self.name, self.config, rng_seed=job.rank)
+        self.messenger: EndpointMessenger | None = None
+        self.collective = None
+
+    # --- clock -------------------------------------------------------------------------------------
+    def now(self) -> float:
+        """Transport time: seconds since the agent started (monotonic)."""
+        return time.monotonic() - self._mono0
+
+    def wall(self, t: float) -> float:
+        """UNIX time of transport time `t`."""
+        return self._wall0 + t
+
+    # --- set-up --------------------------------------------------------------------------------------
+    def open_nics(self) -> None:
+        """Open a raw socket on every NIC of the job and silence the kernel on it."""
+        for index, spec in enumerate(self.job.nics):
+            mtu = interface_mtu(spec.name)
+            need = self.config.mtu_payload + DATA_OVERHEAD - 14
+            if need > mtu:
+                raise NicError(f"interface {spec.name}: MTU {mtu} is too small for mtu_payload "
+                               f"{self.config.mtu_payload} (needs {need})")
+            self.kernel_quiet[spec.name] = quiet_kernel(spec.name)
+            if not self.kernel_quiet[spec.name]:
+                log.warning("%s: could not disable IPv6; the kernel may answer MRC packets", spec.name)
+            self.nics.append(RawNic(index, spec.name, spec.mac_bytes))
+
+    def _paths_to(self, peer) -> list[PathInfo]:
+        paths = []
+        for index, nic in enumerate(self.job.nics):
+            peer_nic = peer.nic_on(nic.plane)
+            if peer_nic is None:
+                continue
+            if self.config.mode == "mrc":
+                dsts = peer.paths.get(nic.plane, ())
+            else:
+                dsts = (peer_nic.address,)
+            for dst in dsts:
+                paths.append(PathInfo(plane=nic.plane, nic=index, src=nic.address_bytes,
+                                      dst=socket.inet_pton(socket.AF_INET6, dst)))
+            self._macs[(index, peer.remote_qp)] = (nic.mac_bytes, peer_nic.mac_bytes)
+        return paths
+
+    def connect(self) -> None:
+        """Create the collective and connect the Endpoint to every peer it needs."""
+        w = self.job.workload
+        params = dict(w.params)
+        if w.kind == "transfer":
+            params["nbytes"] = params.pop("bytes")
+        self.messenger = EndpointMessenger(self.endpoint, self.now)
+        self.collective = make_collective(w.kind, self.job.rank, self.job.world_size, self.messenger, **params)
+        for rank in self.collective.peers():
+            peer = self.job.peer(rank)
+            conn = self.endpoint.connect(f"rank{rank}", local_qp=peer.qp, remote_qp=peer.remote_qp,
+                                         paths=self._paths_to(peer))
+            self.messenger.add_peer(rank, conn)
+        self.messenger.attach(self.collective)
+
+    # --- the loop ------------------------------------------------------------------------------------------
+    def request_stop(self, signum: int) -> None:
+        """Ask the loop to stop (from a signal handler)."""
+        self._stop_signal = signum
+
+    def run(self) -> int:
+        """Run the workload to completion (or timeout, or signal); return the exit status."""
+        self._log_start()
+        poller = select.epoll()
+        by_fd = {}
+        for nic in self.nics:
+            poller.register(nic.fileno(), select.EPOLLIN)
+            by_fd[nic.fileno()] = nic
+        wake_r, wake_w = socket.socketpair()
+        wake_r.setblocking(False)
+        wake_w.setblocking(False)
+        poller.register(wake_r.fileno(), select.EPOLLIN)
+        old_fd = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+        try:
+            status, reason = self._loop(poller, by_fd, wake_r.fileno())
+        finally:
+            signal.set_wakeup_fd(old_fd)
+            poller.close()
+            wake_r.close()
+            wake_w.close()
+        self._log_end(status, reason)
+        return status
+
+    def _loop(self, poller, by_fd: dict, wake_fd: int) -> tuple[int, str]:
+        endpoint, collective = self.endpoint, self.collective
+        sample_every = self.job.goodput_interval
+        now = self.now()
+        collective.start(now)
+        deadline = now + self.job.timeout
+        next_sample = now + sample_every
+        last_rx = last_tx = 0
+        last_sample = now
+        finished_at = None
+        while True:
+            now = self.now()
+            self._transmit(endpoint.poll(now))
+            if now >= next_sample:
+                rx, tx = self.messenger.rx_bytes, self.messenger.tx_acked_bytes
+                interval = now - last_sample
+                last_sample = now
+                self.events.write(self.wall(now), "goodput", interval=interval,
+                                  rx_bytes=rx - last_rx, tx_bytes=tx - last_tx,
+                                  rx_bps=8 * (rx - last_rx) / interval, tx_bps=8 * (tx - last_tx) / interval)
+                last_rx, last_tx = rx, tx
+                next_sample = now + sample_every
+                self._log_transport_events()
+            if collective.done and finished_at is None:
+                finished_at = now
+                self._log_transport_events()
+                self._log_result("finished")
+            if self._stop_signal is not None:
+                sig = signal.Signals(self._stop_signal).name
+                return (EXIT_OK if finished_at is not None and collective.result().ok
+                        else 128 + self._stop_signal), f"signal {sig}"
+            if finished_at is not None and now >= finished_at + self.linger:
+                return (EXIT_OK if collective.result().ok else EXIT_FAILED), "finished"
+            if finished_at is None and now >= deadline:
+                return EXIT_FAILED, f"timeout after {self.job.timeout} s"
+            wake = endpoint.next_wakeup()
+            limit = min(next_sample, deadline if finished_at is None else finished_at + self.linger)
+            wait = max(0.0, min(limit, wake if wake is not None else math.inf) - self.now())
+            ready = poller.poll(wait if wait >= SPIN_BELOW else 0)
+            for fd, _ in ready:
+                if fd == wake_fd:
+                    _drain(fd)
+                else:
+                    self._receive(by_fd[fd])
+
+    def _transmit(self, out) -> None:
+        macs, nics = self._macs, self.nics
+        for nic_index, pkt in out:
+            pair = macs.get((nic_index, pkt.qp))
+            if pair is None:
+                self.counters["tx_no_route"] += 1
+                continue
+            nics[nic_index].send(encode(pkt, pair[0], pair[1]))
+
+    def _receive(self, nic: RawNic) -> None:
+        now = self.now()
+        receive = self.endpoint.receive
+        index = nic.index
+        for frame in nic.receive():
+            try:
+                pkt = decode(frame)
+            except MalformedPacket as bad:
+                self.counters["rx_malformed"] += 1
+                if self.counters["rx_malformed"] <= MAX_MALFORMED_RECORDS:
+                    self.events.write(self.wall(now), "malformed", nic=nic.ifname, reason=bad.reason,
+                                      length=len(frame))
+                continue
+            receive(now, index, pkt)
+
+    # --- logging ---------------------------------------------------------------------------------------
+    def _log_start(self) -> None:
+        job = self.job
+        self.events.write(self.wall(self.now()), "start", rank=job.rank, world_size=job.world_size,
+                          host=self.name, mode=job.mode, pid=os.getpid(),
+                          workload={"kind": job.workload.kind, **job.workload.params},
+                          nics=[{"name": n.name, "plane": n.plane, "address": n.address,
+                                 "ipv6_disabled": self.kernel_quiet.get(n.name, False)} for n in job.nics],
+                          peers=self.collective.peers() if self.collective else [])
+        self.events.flush()
+
+    def _log_transport_events(self) -> None:
+        for ev in self.endpoint.drain_events():
+            if ev.kind == E.RETRANSMIT:
+                self.counters[f"retransmit_{ev.info.get('cause', 'unknown')}"] += 1
+            self.events.write(self.wall(ev.t), ev.kind, conn=ev.conn, **ev.info)
+
+    def _log_result(self, why: str) -> None:
+        result = self.collective.result()
+        self.events.write(self.wall(self.now()), "result", kind_of=self.job.workload.kind, why=why,
+                          **result.as_dict())
+        self.events.flush()
+
+    def _log_end(self, status: int, reason: str) -> None:
+        now = self.now()
+        self._log_transport_events()
+        if not self.collective.done:
+            self._log_result(reason)
+        stats = self.endpoint.stats()
+        stats.pop("connections", None)
+        self.events.write(self.wall(now), "counters", agent=dict(self.counters),
+                          nics=[n.counters() for n in self.nics], transport=stats,
+                          messages={"sent": self.collective.messages_sent,
+                                    "acked": self.collective.messages_acked,
+                                    "received": self.collective.messages_received})
+        self.events.write(self.wall(now), "stop", reason=reason, status=status)
+        self.events.flush()
+
+    def close(self) -> None:
+        """Close the NICs."""
+        for nic in self.nics:
+            nic.close()
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+# --- command line ---------------------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `mrc-testbed agent`."""
+    parser.add_argument("--job", required=True, help="job file (JSON, see host_agent/job.py)")
+    parser.add_argument("--log", help="event log (JSON lines); default: the job's \"log\" field, "
+                                      "else <job file>.events.jsonl")
+    parser.add_argument("--timeout", type=float, help="seconds before giving up (overrides the job)")
+    parser.add_argument("--linger", type=float, default=DEFAULT_LINGER,
+                        help="seconds to keep answering peers after finishing (default %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one agent; return its exit status."""
+    try:
+        job = load_job(args.job)
+    except JobError as err:
+        print(f"mrc-testbed agent: {err}", file=sys.stderr)
+        return EXIT_BAD_JOB
+    if args.timeout is not None:
+        if args.timeout <= 0:
+            print(f"mrc-testbed agent: --timeout {args.timeout} must be > 0", file=sys.stderr)
+            return EXIT_BAD_JOB
+        job = _with_timeout(job, args.timeout)
+    log_path = args.log or job.log or f"{args.job}.events.jsonl"
+    try:
+        events = EventLog.open(log_path)
+    except OSError as err:
+        print(f"mrc-testbed agent: cannot write the event log {log_path}: {err.strerror}", file=sys.stderr)
+        return EXIT_BAD_JOB
+    agent = Agent(job, events, linger=args.linger)
+    previous = {s: signal.signal(s, lambda signum, _frame: agent.request_stop(signum))
+                for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            agent.open_nics()
+            agent.connect()
+        except (NicError, CollectiveError, ValueError) as err:
+            events.write(time.time(), "stop", reason=f"set-up failed: {err}", status=EXIT_BAD_JOB)
+            print(f"mrc-testbed agent: {err}", file=sys.stderr)
+            return EXIT_BAD_JOB
+        return agent.run()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        agent.close()
+        events.close()
+
+
+def _with_timeout(job: Job, timeout: float) -> Job:
+    import dataclasses
+    return dataclasses.replace(job, timeout=timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m host_agent.agent", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

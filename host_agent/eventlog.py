@@ -1,0 +1,74 @@
+"""The agent's event log: one JSON object per line.
+
+Every record has `t` (UNIX time in seconds, float, so that logs of several agents line up) and
+`kind`. Kinds written by the agent:
+
+- `start`: rank, host, mode, workload, NICs.
+- `ev_state`, `ev_backup`, `retransmit`, `go_back`, `send_complete`, `recv_complete`: transport
+  events (`host_agent.transport.events`), with their fields (`retransmit` has `cause`).
+- `goodput`: every `goodput_interval`: `interval` (s), `rx_bytes`/`tx_bytes` (payload bytes of
+  messages completed in the interval), `rx_bps`/`tx_bps`.
+- `counters`: frames sent/received, malformed and stray frames dropped, retransmissions by cause.
+- `result`: the collective's CollectiveResult fields.
+- `stop`: why the agent stopped (`reason`) and its exit status.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import math
+from typing import IO, Any
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe value: NaN/inf become None, bytes become hex, sets become lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, (set, frozenset, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, enum.Enum):
+        return value.value          # EvState and the like
+    return value
+
+
+class EventLog:
+    """Appends JSON-lines records to a file (or any text stream)."""
+
+    def __init__(self, stream: IO[str], close: bool = False) -> None:
+        self._stream = stream
+        self._close = close
+        self.records = 0
+
+    @classmethod
+    def open(cls, path: str) -> "EventLog":
+        """A log writing to `path` (truncated), line-buffered-ish: flushed by `flush`/`close`."""
+        return cls(open(path, "w", buffering=1 << 16), close=True)
+
+    def write(self, t: float, kind: str, **fields: Any) -> None:
+        """Append one record."""
+        record = {"t": t, "kind": kind}
+        record.update(fields)
+        self._stream.write(json.dumps(_clean(record), separators=(",", ":")) + "\n")
+        self.records += 1
+
+    def flush(self) -> None:
+        """Push buffered records to the file."""
+        self._stream.flush()
+
+    def close(self) -> None:
+        """Flush and, when the log owns its file, close it."""
+        self.flush()
+        if self._close:
+            self._stream.close()
+
+
+def read_log(path: str) -> list[dict]:
+    """Every record of a JSON-lines log (for tests and the experiment summaries)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
