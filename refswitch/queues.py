@@ -65,8 +65,8 @@ class EgressQueue:
             return None
         return self.next_time
 
-    def dequeue(self, now: float) -> bytes | None:
-        """Take the next frame (highest priority first) and advance the pacing clock."""
+    def dequeue(self, now: float) -> tuple[int, bytes] | None:
+        """Take the next (priority, frame), highest priority first, and advance the pacing clock."""
         if self.paused:
             return None
         for priority in range(C.NUM_PRIORITIES - 1, -1, -1):
@@ -76,7 +76,7 @@ class EgressQueue:
                 if priority == C.PRIORITY_LOW:
                     self.low_lengths[self.port] -= 1
                 self.charge(len(frame), now)
-                return frame
+                return priority, frame
         return None
 
     def charge(self, length: int, now: float) -> None:

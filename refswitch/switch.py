@@ -30,9 +30,9 @@ RECV_BATCH = 64          # frames read from one port before looking at the other
 
 
 class SwitchCore:
-    """Programmable state and egress queues of one switch; `transmit(port, frame) -> bool` sends."""
+    """Programmable state and egress queues of one switch; `transmit(port, frame, priority) -> bool` sends."""
 
-    def __init__(self, transmit: Callable[[int, bytes], bool], p4info: Optional[p4info_pb2.P4Info] = None,
+    def __init__(self, transmit: Callable[[int, bytes, int], bool], p4info: Optional[p4info_pb2.P4Info] = None,
                  seed: int = 0, clock: Callable[[], float] = time.monotonic):
         self.transmit = transmit
         self.seed = seed
@@ -69,7 +69,7 @@ class SwitchCore:
             now = self.clock()
             if q.next_time <= now:
                 q.charge(len(out), now)
-                self._send(pipeline, port, out)
+                self._send(pipeline, port, out, priority)
                 return
         if not q.enqueue(out, priority):
             pipeline.count_queue_drop(port, len(out))
@@ -87,13 +87,13 @@ class SwitchCore:
                 if due > now:
                     next_due = due if next_due is None else min(next_due, due)
                     break
-                frame = q.dequeue(now)
+                priority, frame = q.dequeue(now)
                 if pipeline is not None:
-                    self._send(pipeline, port, frame)
+                    self._send(pipeline, port, frame, priority)
         return next_due
 
-    def _send(self, pipeline: Pipeline, port: int, frame: bytes) -> None:
-        if self.transmit(port, frame):
+    def _send(self, pipeline: Pipeline, port: int, frame: bytes, priority: int) -> None:
+        if self.transmit(port, frame, priority):
             pipeline.count_tx(port, len(frame))
         else:
             pipeline.count_queue_drop(port, len(frame))
@@ -126,7 +126,7 @@ class Switch:
         self._stop_r, self._stop_w = os.pipe()
         self._running = False
 
-    def _transmit(self, port: int, frame: bytes) -> bool:
+    def _transmit(self, port: int, frame: bytes, priority: int) -> bool:
         p = self.ports.get(port)
         return p is not None and p.send(frame)
 

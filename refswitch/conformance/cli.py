@@ -1,0 +1,92 @@
+"""`mrc-testbed conformance`: run the switch conformance cases and print pass/fail per case and target.
+
+    mrc-testbed conformance                      # the in-process model
+    mrc-testbed conformance --target all -k trim # model, model process on veths, BMv2 (when installed)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from refswitch.conformance.case import CASES_DIR, CaseError, load_cases
+from refswitch.conformance.runner import CaseResult, run_cases
+
+TARGETS = ("model", "model-proc", "bmv2")
+
+
+def make_target(name: str, args: argparse.Namespace):
+    """The target object called `name`."""
+    if name == "model":
+        from refswitch.conformance.targets import ModelTarget
+        return ModelTarget(args.p4info)
+    from refswitch.conformance.process_targets import Bmv2Target, ModelProcessTarget
+    if name == "model-proc":
+        return ModelProcessTarget(args.p4info)
+    return Bmv2Target(args.p4info, args.bmv2_json)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the conformance subcommand."""
+    parser.add_argument("--target", choices=TARGETS + ("all",), default="model",
+                        help="where to run the cases (default: model; all = every target, "
+                             "unavailable ones are skipped with the reason)")
+    parser.add_argument("-k", dest="select", metavar="TEXT", help="only cases whose name contains TEXT")
+    parser.add_argument("--cases", default=str(CASES_DIR), help="folder of case files (*.yaml)")
+    parser.add_argument("--p4info", help="text P4Info (default: p4/build/mrc.p4info.txtpb)")
+    parser.add_argument("--bmv2-json", help="BMv2 JSON for the bmv2 target (default: p4/build/mrc.json)")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+
+
+def format_table(results: list[CaseResult]) -> str:
+    """One line per case and target: status, time, and why it failed."""
+    width = max([len(r.case) for r in results] + [4])
+    lines = [f"{'case':<{width}}  {'target':<10}  {'result':<6}  {'time':>6}  detail"]
+    for r in results:
+        lines.append(f"{r.case:<{width}}  {r.target:<10}  {r.status.upper():<6}  {r.seconds:5.2f}s  {r.message}")
+    return "\n".join(lines)
+
+
+def summary(results: list[CaseResult]) -> str:
+    """Counts of each status per target."""
+    parts = []
+    for target in dict.fromkeys(r.target for r in results):
+        mine = [r for r in results if r.target == target]
+        counts = {s: sum(r.status == s for r in mine) for s in ("pass", "fail", "error", "skip")}
+        parts.append(f"{target}: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    return "; ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the cases; exit status 1 when any case failed or errored."""
+    from pathlib import Path
+    try:
+        cases = load_cases(Path(args.cases), args.select)
+    except CaseError as exc:
+        print(f"conformance: {exc}", file=sys.stderr)
+        return 2
+    if not cases:
+        print(f"conformance: no case matches {args.select!r}", file=sys.stderr)
+        return 2
+    if args.list:
+        for c in cases:
+            print(f"{c.name:<40} {c.source:<16} {c.about}")
+        return 0
+    names = TARGETS if args.target == "all" else (args.target,)
+    results: list[CaseResult] = []
+    for name in names:
+        results += run_cases(cases, make_target(name, args))
+    print(format_table(results))
+    print(summary(results))
+    return 1 if any(r.status in ("fail", "error") for r in results) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m refswitch.conformance.cli`."""
+    parser = argparse.ArgumentParser(prog="mrc-testbed conformance", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

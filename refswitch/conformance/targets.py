@@ -1,0 +1,81 @@
+"""Conformance targets: the reference model in-process, and switch processes on veths (model or BMv2).
+
+Every target offers the same steps, which the runner calls for each case:
+`reset(seed)`, `install(entries)`, `configure_queue(port, rate_bps, depth)`,
+`preload(port, in_port, frames)` (leave len(frames) low-priority packets standing in the egress
+queue of `port`), `send(in_port, frame)`, `finish(expected) -> [Output]`, `read_counters(names)`.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from controller.entries import TableEntry
+from refswitch.conformance.runner import Output
+from refswitch.p4info import load_p4info
+from refswitch.switch import SwitchCore
+
+
+class ModelTarget:
+    """The reference pipeline and queues in this process, on a virtual clock."""
+
+    name = "model"
+
+    def __init__(self, p4info_path: Optional[str] = None):
+        self.p4info = load_p4info(p4info_path)
+        self.now = 0.0
+        self.outputs: list[Output] = []
+        self.core: Optional[SwitchCore] = None
+
+    def unavailable(self) -> Optional[str]:
+        """Always available."""
+        return None
+
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+    def _transmit(self, port: int, frame: bytes, priority: int) -> bool:
+        self.outputs.append(Output(port, frame, priority))
+        return True
+
+    def reset(self, seed: int) -> None:
+        """A fresh switch: empty tables, zero counters, default queues."""
+        self.now = 0.0
+        self.outputs = []
+        self.core = SwitchCore(self._transmit, self.p4info, seed=seed, clock=lambda: self.now)
+
+    def install(self, entries: list[TableEntry]) -> None:
+        """Insert the entries, as the controller would over P4Runtime."""
+        self.core.tables.install(entries)
+
+    def configure_queue(self, port: int, rate_bps: int, depth: int) -> None:
+        """Set one egress queue's rate and depth."""
+        self.core.queues.configure(port, depth=depth, rate_bps=rate_bps)
+
+    def preload(self, port: int, in_port: int, frames: list[bytes]) -> None:
+        """Pause the egress queue of `port` and queue the frames there."""
+        self.core.queues.queue(port).paused = True
+        for frame in frames:
+            self.core.receive(frame, in_port)
+
+    def send(self, in_port: int, frame: bytes) -> None:
+        """One frame in."""
+        self.core.receive(frame, in_port)
+
+    def finish(self, expected: Optional[int] = None) -> list[Output]:
+        """Release paused queues and run the clock until every queue is empty."""
+        for q in self.core.queues.ports.values():
+            q.paused = False
+        while True:
+            due = self.core.drain()
+            if due is None:
+                break
+            self.now = max(self.now, due)
+        return list(self.outputs)
+
+    def read_counters(self, names: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
+        """Non-zero cells of the named counters."""
+        counters = self.core.pipeline.counters
+        return {n: {i: counters.read(n, i) for i, p in enumerate(counters.packets[n]) if p} for n in names}
