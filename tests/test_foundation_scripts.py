@@ -117,6 +117,14 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert ci_lines.index("bash scripts/setup.sh") < ci_lines.index(test_command)
 
 
+def test_make_test_runs_the_readme_test_command():
+    if not shutil.which("make"):
+        pytest.skip("needs make on PATH")
+    done = subprocess.run(["make", "-n", "-C", str(REPO), "--no-print-directory", "test"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == readme_quick_start()[-1]
+
+
 def test_readme_first_screen_is_clone_setup_experiment_tests():
     lines = readme_quick_start()
     assert len(lines) == 4
