@@ -152,14 +152,18 @@ class Agent:
         endpoint, collective = self.endpoint, self.collective
         sample_every = self.job.goodput_interval
         now = self.now()
-        collective.start(now)
-        deadline = now + self.job.timeout
+        start = max(now, self.job.start_at - self._wall0)
+        started = False
+        deadline = start + self.job.timeout
         next_sample = now + sample_every
         last_rx = last_tx = 0
         last_sample = now
         finished_at = None
         while True:
             now = self.now()
+            if not started and now >= start:
+                collective.start(now)
+                started = True
             self._transmit(endpoint.poll(now))
             if now >= next_sample:
                 rx, tx = self.messenger.rx_bytes, self.messenger.tx_acked_bytes
@@ -184,7 +188,8 @@ class Agent:
             if finished_at is None and now >= deadline:
                 return EXIT_FAILED, f"timeout after {self.job.timeout} s"
             wake = endpoint.next_wakeup()
-            limit = min(next_sample, deadline if finished_at is None else finished_at + self.linger)
+            limit = min(next_sample, deadline if finished_at is None else finished_at + self.linger,
+                        math.inf if started else start)
             wait = max(0.0, min(limit, wake if wake is not None else math.inf) - self.now())
             ready = poller.poll(wait if wait >= SPIN_BELOW else 0)
             for fd, _ in ready:

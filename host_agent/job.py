@@ -12,7 +12,7 @@ A job tells one agent who it is, which NICs it owns, how to reach each peer and 
       }],
       "transport": {"mode": "mrc", "config": {"num_evs": 64}},
       "workload": {"kind": "allreduce", "elements": 262144, "dtype": "float32", "chunk_bytes": 65536, "seed": 1},
-      "timeout": 60.0, "goodput_interval": 0.01, "log": "h0.jsonl"
+      "timeout": 60.0, "goodput_interval": 0.01, "log": "h0.jsonl", "start_at": 0
     }
 
 - `qp` is this agent's QP of the connection (the BTH dest QP of what the peer sends it);
@@ -24,6 +24,8 @@ A job tells one agent who it is, which NICs it owns, how to reach each peer and 
 - `transport.config` holds `host_agent.transport.TransportConfig` fields (times in seconds).
 - `workload.kind` is "allreduce" (elements, dtype, chunk_bytes, seed), "alltoall" (block_bytes,
   chunk_bytes, seed) or "transfer" (src, dst, bytes, chunk_bytes, seed).
+- `timeout` (s) bounds the workload; `start_at` (UNIX time, 0 = at once) lets the agents of a
+  run open their sockets first and start the workload together.
 Every error names the file and the field (`peers[0].nics[1].mac: ...`).
 """
 from __future__ import annotations
@@ -112,6 +114,7 @@ class Job:
     timeout: float = 60.0
     goodput_interval: float = 0.01
     log: str = ""
+    start_at: float = 0.0
 
     def transport_config(self) -> TransportConfig:
         """The TransportConfig of this job (mode plus the given fields)."""
@@ -139,6 +142,7 @@ class Job:
             "transport": {"mode": self.mode, "config": dict(self.config)},
             "workload": {"kind": self.workload.kind, **self.workload.params},
             "timeout": self.timeout, "goodput_interval": self.goodput_interval, "log": self.log,
+            "start_at": self.start_at,
         }
 
 
@@ -167,7 +171,7 @@ class _Fields:
         ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, float, (int, float)))
         if not ok:
             names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise self.error(key, f"{value!r} is not a {names}")
+            raise self.error(key, f"{value!r} must be of type {names}")
         if check is not None:
             problem = check(value)
             if problem:
@@ -274,7 +278,7 @@ def _parse_transport(obj: Any, source: str) -> tuple[str, dict]:
         else:
             ok = True
         if not ok:
-            raise JobError(f"{source}: transport.config.{key}: {value!r} is not a {type(default).__name__}")
+            raise JobError(f"{source}: transport.config.{key}: {value!r} must be of type {type(default).__name__}")
     try:
         TransportConfig(mode=mode, **config)
     except (TypeError, ValueError) as err:
@@ -286,7 +290,7 @@ def parse_job(data: Any, source: str = "job") -> Job:
     """Check a decoded JSON job and return it; JobError names `source` and the bad field."""
     f = _Fields(data, "", source)
     f.unknown(("rank", "world_size", "host", "nics", "peers", "transport", "workload", "timeout",
-               "goodput_interval", "log"))
+               "goodput_interval", "log", "start_at"))
     world = f.get("world_size", int, check=lambda v: None if v >= 1 else "must be >= 1")
     rank = f.get("rank", int, check=lambda v: None if 0 <= v < world else f"is outside 0..{world - 1}")
     nics_raw = f.get("nics", list, check=lambda v: None if v else "must list at least one NIC")
@@ -321,7 +325,8 @@ def parse_job(data: Any, source: str = "job") -> Job:
                config=config, host=f.get("host", str, ""),
                timeout=float(f.get("timeout", (int, float), 60.0, check=_positive)),
                goodput_interval=float(f.get("goodput_interval", (int, float), 0.01, check=_positive)),
-               log=f.get("log", str, ""))
+               log=f.get("log", str, ""),
+               start_at=float(f.get("start_at", (int, float), 0.0, check=_nonneg)))
 
 
 def _check_workload_peers(workload: WorkloadSpec, rank: int, world: int, peers: set[int], source: str) -> None:
