@@ -201,10 +201,12 @@ def clean_run(state: RunState) -> CleanReport:
             subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
             report.netns.append(name)
     if state.path is not None:
-        try:
-            state.path.unlink()
-        except FileNotFoundError:
-            pass
+        run_dir = state.path.parent / state.run_id       # the run's unix sockets
+        if run_dir.is_dir():
+            for item in run_dir.iterdir():
+                item.unlink(missing_ok=True)
+            run_dir.rmdir()
+        state.path.unlink(missing_ok=True)
     return report
 
 

@@ -1,0 +1,35 @@
+"""`mrc-testbed clean`: remove what crashed runs left (processes, namespaces, interfaces).
+
+Acts only on what runs recorded in their state files (testbed/registry.py), by PID (checked
+against the recorded start time) and by recorded name. A run whose process is still alive is
+left alone unless --force is given.
+"""
+from __future__ import annotations
+
+import argparse
+
+from testbed.registry import clean_run, list_runs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true",
+                        help="also clean runs whose testbed process is still running")
+    parser.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+
+
+def run(args: argparse.Namespace) -> int:
+    runs = list_runs()
+    cleaned = 0
+    for state in runs:
+        if state.owner_alive() and not args.force:
+            print(f"{state.run_id}: still running (pid {state.owner_pid}); skipped (use --force)")
+            continue
+        if args.dry_run:
+            print(f"{state.run_id}: {len(state.processes)} processes, {len(state.interfaces)} "
+                  f"interfaces, {len(state.netns)} namespaces recorded")
+            continue
+        print(clean_run(state).describe())
+        cleaned += 1
+    if not runs:
+        print("nothing to clean")
+    return 0

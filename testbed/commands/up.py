@@ -1,0 +1,178 @@
+"""`mrc-testbed up`: bring a topology up on a switch target, program it, open the Mininet CLI.
+
+    mrc-testbed up --topo leafspine:4x2x2 --target model
+
+Extra CLI commands (besides Mininet's own): `link_down A B`, `link_up A B`,
+`transfer SRC DST SIZE [mrc|roce]`, `evs HOST`, `counters SWITCH`, `paths SRC DST`.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import time
+from pathlib import Path
+
+from mininet.cli import CLI
+
+from testbed import nodes
+from testbed.logs import setup_logging
+from testbed.network import BringUpError, TestbedNetwork
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topo", default="leafspine:4x2x2",
+                        help="topology spec (e.g. leafspine:4x2x2, fattree:4) or YAML file "
+                             "(default leafspine:4x2x2)")
+    parser.add_argument("--target", choices=sorted(nodes.TARGETS),
+                        help="switch target (default: bmv2 when simple_switch_grpc is on PATH, "
+                             "else model)")
+    parser.add_argument("--run-dir", help="folder for logs, pcaps and agent logs "
+                                          "(default runs/up-<time>)")
+    parser.add_argument("--pcap", action="store_true", help="capture every switch port to pcap")
+    parser.add_argument("--convergence-delay", type=float, metavar="SECONDS",
+                        help="emulate a converging control plane: reroute around a dead link "
+                             "this long after it goes down (default: off, routing is static)")
+    parser.add_argument("--no-cli", action="store_true",
+                        help="do not open the CLI: keep the network up until SIGTERM/Ctrl-C")
+
+
+def choose_target(requested: str | None) -> tuple[str, str]:
+    """The target to use and a one-line reason."""
+    if requested:
+        return requested, f"target: {requested} (--target)"
+    target = nodes.default_target()
+    why = "simple_switch_grpc found" if target == "bmv2" else "simple_switch_grpc not on PATH"
+    return target, f"target: {target} ({why})"
+
+
+class TestbedCLI(CLI):
+    """Mininet's CLI plus the testbed's commands."""
+
+    prompt = "mrc> "
+
+    def __init__(self, testbed: TestbedNetwork, **kwargs):
+        self.testbed = testbed
+        super().__init__(testbed.net, **kwargs)
+
+    def _args(self, line: str, count: int, usage: str) -> list[str] | None:
+        words = line.split()
+        if len(words) < count:
+            print(f"usage: {usage}")
+            return None
+        return words
+
+    def _guard(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except (KeyError, ValueError, RuntimeError, OSError) as exc:
+            print(f"error: {exc}")
+
+    def do_link_down(self, line: str) -> None:
+        """link_down A B: take the link between nodes A and B down."""
+        words = self._args(line, 2, "link_down A B")
+        if words:
+            self._guard(self.testbed.link_down, words[0], words[1])
+
+    def do_link_up(self, line: str) -> None:
+        """link_up A B: bring the link between nodes A and B back up."""
+        words = self._args(line, 2, "link_up A B")
+        if words:
+            self._guard(self.testbed.link_up, words[0], words[1])
+
+    def do_transfer(self, line: str) -> None:
+        """transfer SRC DST SIZE [mrc|roce]: send SIZE bytes with the host agents, print goodput."""
+        words = self._args(line, 3, "transfer SRC DST SIZE [mrc|roce]")
+        if not words:
+            return
+        from testbed.transfer import run_transfer
+
+        def go():
+            mode = words[3] if len(words) > 3 else "mrc"
+            print(run_transfer(self.testbed, words[0], words[1], int(words[2]), mode).describe())
+        self._guard(go)
+
+    def do_evs(self, line: str) -> None:
+        """evs HOST: the EV states of HOST's last agent run."""
+        words = self._args(line, 1, "evs HOST")
+        if not words:
+            return
+        from testbed.transfer import ev_states
+        log = self.testbed.run_dir / "agents" / f"{words[0]}.jsonl"
+        states = ev_states(log)
+        if not states:
+            print(f"no EV state changes recorded for {words[0]} (log {log}); run a transfer first")
+            return
+        by_state: dict[str, list[int]] = {}
+        for ev, state in sorted(states.items()):
+            by_state.setdefault(state, []).append(ev)
+        for state, evs in sorted(by_state.items()):
+            print(f"{state:<12} {len(evs):4d}  {' '.join(f'{e:#x}' for e in evs[:16])}"
+                  f"{' ...' if len(evs) > 16 else ''}")
+
+    def do_counters(self, line: str) -> None:
+        """counters SWITCH: every non-zero counter of SWITCH, read over P4Runtime."""
+        words = self._args(line, 1, "counters SWITCH")
+        if not words:
+            return
+
+        def show():
+            shown = 0
+            for name, cells in self.testbed.counters(words[0]).items():
+                for port, value in sorted(cells.items()):
+                    print(f"{name:<28} port {port:3d}  {value.packets:10d} pkts {value.bytes:12d} B")
+                    shown += 1
+            if not shown:
+                print(f"{words[0]}: every counter is zero")
+        self._guard(show)
+
+    def do_paths(self, line: str) -> None:
+        """paths SRC DST: the uSID paths between two hosts."""
+        words = self._args(line, 2, "paths SRC DST")
+        if not words:
+            return
+        from topologies.paths import host_paths
+
+        def show():
+            for path in host_paths(self.testbed.topology, words[0], words[1]):
+                print(f"plane {path.plane}: {' '.join(path.switches):<20} {path.address}")
+        self._guard(show)
+
+
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def run(args: argparse.Namespace) -> int:
+    from topologies.builders import topology_from_spec
+    target, line = choose_target(args.target)
+    print(line, flush=True)
+    try:
+        topo = topology_from_spec(args.topo)
+    except (ValueError, OSError) as exc:
+        print(f"mrc-testbed up: {exc}")
+        return 2
+    run_dir = Path(args.run_dir or f"runs/up-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    setup_logging(args.verbosity, run_dir)
+    signal.signal(signal.SIGTERM, _raise_exit)
+    testbed = TestbedNetwork(topo, target, run_dir=run_dir, pcap=args.pcap,
+                             convergence_delay=args.convergence_delay,
+                             progress=lambda text: print(text, flush=True))
+    try:
+        testbed.start()
+        print(f"logs in {run_dir}", flush=True)
+        if args.no_cli:
+            print("network up; Ctrl-C or SIGTERM to stop", flush=True)
+            signal.pause()
+        else:
+            TestbedCLI(testbed)
+    except BringUpError as exc:
+        print(f"mrc-testbed up: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        left = testbed.stop()
+        if left:
+            print("could not remove: " + ", ".join(left) + " (run mrc-testbed clean)")
+    return 0
