@@ -9,7 +9,8 @@ top-level folder (or a well-known part of it)::
     mrc.topologies    topology loading, addressing, drawing
     mrc.controller    route computation and P4Runtime installation
     mrc.refswitch     the reference switch model and its P4Runtime server
-    mrc.host_agent    the MRC transport, the baseline and the agent process
+    mrc.host_agent    the MRC transport, the baseline and the collectives
+    mrc.agent         the host agent process running on a Mininet host
     mrc.experiments   scenario runs, results and reports
     mrc.benchmarks    speed measurements
 
