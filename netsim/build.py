@@ -79,6 +79,11 @@ class Network:
         c = self.cable(a, b)
         return c.ab if c.a == a else c.ba
 
+    def port(self, switch: str, neighbour: str) -> int:
+        """The port of `switch` that faces `neighbour`."""
+        link = self.link(switch, neighbour)
+        return next(p for p, l in self.switches[switch].links.items() if l is link)
+
     def mrc_paths(self, src: str, dst: str) -> list[PathInfo]:
         """Every uSID path from host `src` to host `dst`, plane by plane."""
         out = []

@@ -104,6 +104,8 @@ class Switch:
         fault = self.faults.get(port)
         if fault is not None and (fault.drop_all or self.sim.rng.random() < fault.drop_prob):
             self.counters["fault_drops"] += 1
+            if isinstance(pkt, DataPacket):
+                self.counters["fault_drops_data"] += 1
             return
         link = self.links[port]
         priority = self._classify(pkt, port, link.low_depth_now)

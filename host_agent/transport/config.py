@@ -60,6 +60,7 @@ class TransportConfig:
     md_gain: float = 1.0              # multiplicative decrease gain
     md_max: float = 0.5               # largest single decrease (fraction of cwnd)
     pacing_gain: float = 1.25         # pace at this times cwnd / srtt
+    pacing_burst_pkts: int = 1        # packets an idle sender may emit back to back
     line_rate_bps: float = 0.0        # per-NIC line rate; 0: unknown (no cap on the pacing rate)
     seed: int = 0
 
@@ -76,5 +77,7 @@ class TransportConfig:
             raise ValueError(f"TransportConfig.ack_coalesce: {self.ack_coalesce} must be >= 1")
         if self.min_active_evs < 1:
             raise ValueError(f"TransportConfig.min_active_evs: {self.min_active_evs} must be >= 1")
+        if self.pacing_burst_pkts < 1:
+            raise ValueError(f"TransportConfig.pacing_burst_pkts: {self.pacing_burst_pkts} must be >= 1")
         if self.rto_min <= 0 or self.rto_max < self.rto_min:
             raise ValueError("TransportConfig.rto_min/rto_max: need 0 < rto_min <= rto_max")

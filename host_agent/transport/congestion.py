@@ -125,6 +125,10 @@ class NsccWindow:
         return now >= self.next_send
 
     def sent(self, now: float, nbytes: int, nics: int) -> None:
-        """Advance the pacing clock after sending `nbytes`."""
-        start = max(now, self.next_send)
-        self.next_send = start + nbytes / self.pacing_rate(nics)
+        """Advance the pacing clock after sending `nbytes`.
+
+        The clock may lag `now` by up to pacing_burst_pkts - 1 packet times, so that an idle
+        sender can emit a short burst (a token bucket of that depth)."""
+        rate = self.pacing_rate(nics)
+        slack = (self._cfg.pacing_burst_pkts - 1) * self.mss / rate
+        self.next_send = max(self.next_send, now - slack) + nbytes / rate

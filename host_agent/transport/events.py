@@ -10,6 +10,7 @@ RETRANSMIT = "retransmit"      # psn, cause (one of RETX_CAUSES), ev (the EV it 
 SEND_COMPLETE = "send_complete"    # msg_id, bytes: every byte acknowledged
 RECV_COMPLETE = "recv_complete"    # msg_id, bytes: whole message received
 GO_BACK = "go_back"            # baseline rewound to psn, cause
+TRIM_NACK = "trim_nack"        # a trim NACK arrived for psn (reason, ev it was sent on)
 
 # Retransmission causes.
 CAUSE_TRIM = "trim"            # trim NACK

@@ -93,6 +93,7 @@ class EvSet:
                 if i < len(columns[pl]):
                     ev = columns[pl][i]
                     self.slots.append(Slot(ev, ev))
+        self._bad_homes: dict[int, Ev] = {}              # id -> home EV that is ASSUMED_BAD (ordered)
         self._pos = 0
         self._ctrl_pos = 0
         self._rotation: list[Slot] | None = None
@@ -126,7 +127,7 @@ class EvSet:
 
     def path_is_bad(self, key: int) -> bool:
         """True when a home EV on path `key` is ASSUMED_BAD."""
-        return any(s.home.path_key == key and s.home.state is EvState.ASSUMED_BAD for s in self.slots)
+        return any(ev.path_key == key for ev in self._bad_homes.values())
 
     def home_evs(self) -> list[Ev]:
         """The initial EVs, in rotation order."""
@@ -138,7 +139,12 @@ class EvSet:
 
     def bad_home_evs(self) -> list[Ev]:
         """Home EVs that are ASSUMED_BAD (the ones background probes work on)."""
-        return [s.home for s in self.slots if s.home.state is EvState.ASSUMED_BAD]
+        return list(self._bad_homes.values()) if self._bad_homes else []
+
+    @property
+    def any_bad(self) -> bool:
+        """True when some home EV is ASSUMED_BAD."""
+        return bool(self._bad_homes)
 
     def counts(self) -> dict:
         """Number of slots per state of their current EV."""
@@ -194,6 +200,11 @@ class EvSet:
             return
         old = ev.state
         ev.state = state
+        if ev.home:
+            if state is EvState.ASSUMED_BAD:
+                self._bad_homes[id(ev)] = ev
+            else:
+                self._bad_homes.pop(id(ev), None)
         self._dirty()
         self._on_change(ev, old, cause)
 

@@ -31,7 +31,7 @@ class Prober:
         self._keepalive_path = 0
 
     def _wanted(self, now: float) -> bool:
-        return bool(self.conn.evset.bad_home_evs()) or self._keepalive_due(now)
+        return self.conn.evset.any_bad or self._keepalive_due(now)
 
     def _keepalive_due(self, now: float) -> bool:
         rx = self.conn.receiver

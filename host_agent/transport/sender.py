@@ -53,8 +53,8 @@ class MrcSender:
         """Earliest per-packet deadline, or the pacing clock when a packet is ready to go."""
         self._drop_stale_timers()
         times = [self._timers[0][0]] if self._timers else []
-        if self._has_ready_packet() and self._window_allows(self._peek_bytes()):
-            times.append(self.conn.cc.next_send)
+        if self._has_ready_packet() and self._head_allowed():
+            times.append(self.conn.endpoint._now if self._trim_first() else self.conn.cc.next_send)
         return min(times) if times else None
 
     def _drop_stale_timers(self) -> None:
@@ -121,10 +121,18 @@ class MrcSender:
     def _window_allows(self, nbytes: int) -> bool:
         return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.conn.cc.cwnd
 
+    def _trim_first(self) -> bool:
+        return bool(self._retx) and self._retx[0][0] == 0
+
+    def _head_allowed(self) -> bool:
+        """May the next packet go, window-wise? A trim retransmission always may: it takes the
+        place of the trimmed packet, whose payload has left the network."""
+        return self._trim_first() or self._window_allows(self._peek_bytes())
+
     def poll(self, now: float, out: list) -> None:
         """Append the data packets the window and the pacing clock allow now."""
         cc = self.conn.cc
-        while self._has_ready_packet() and cc.may_send(now) and self._window_allows(self._peek_bytes()):
+        while self._has_ready_packet() and (self._trim_first() or cc.may_send(now) and self._head_allowed()):
             if self._retx:
                 _, seq = heapq.heappop(self._retx)
                 seg = self.segments[seq]
@@ -251,6 +259,7 @@ class MrcSender:
         seg.trimmed = True
         self.inflight_bytes -= seg.wire_bytes
         self.conn.stats["trims"] += 1
+        self.conn.log(now, E.TRIM_NACK, psn=nack.psn, reason=nack.reason, ev=nack.ev_echo, srtt=self.conn.rtt.srtt)
         if nack.reason == C.NACK_TRIMMED:            # fabric congestion: avoid that path for a rotation
             self.conn.evset.skip(seg.ev, "trim")
         self.conn.rtt.sample(ts_age(now, nack.ts_echo))

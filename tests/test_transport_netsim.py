@@ -1,0 +1,159 @@
+"""The transport's done-when criteria, each an assertion on the in-process network (netsim).
+
+Fabric: leaf_spine with 2 planes x 2 leaves x 2 spines, 10 Gbit/s links of 1 us; h0 sits under
+leaf 0 and h1 under leaf 1, so h0 -> h1 has two uSID paths per plane. Each test runs in well
+under a few seconds of CPU.
+"""
+from __future__ import annotations
+
+import pytest
+
+from host_agent.transport import TransportConfig
+from netsim import Simulator, Transfer, leaf_spine, run_transfers
+
+FAST = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+MB = 1_000_000
+
+
+def fabric(seed=1, hosts=2, planes=2):
+    return leaf_spine(Simulator(seed), hosts=hosts, planes=planes, leaves=2, spines=2)
+
+
+def ev_events(result, host, **match):
+    return [e for e in result.events if e["host"] == host and e["kind"] == "ev_state"
+            and all(e.get(k) == v for k, v in match.items())]
+
+
+def on_path(net, event, switch):
+    return switch in net.path_of_address(event["plane"], bytes.fromhex(event["dst"]))
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.01, 0.2])
+def test_random_loss_on_one_path_delivers_everything_exactly_once(loss):
+    net = fabric(seed=7)
+    net.switches["p0leaf0"].set_fault(net.port("p0leaf0", "p0spine0"), drop_prob=loss)
+    res = run_transfers(net, [Transfer("h0", "h1", MB, message_size=100_000)], TransportConfig(**FAST), until=0.05)
+    tr = res.transfers[0]
+    assert tr.complete, tr
+    assert tr.receiver_stats["payload_bytes_received"] == MB          # each byte placed once
+    dropped = net.switches["p0leaf0"].counters["fault_drops_data"]
+    if loss == 0:
+        assert dropped == 0 and tr.sender_stats.get("retransmitted", 0) == 0
+    else:
+        assert dropped > 0
+        assert tr.sender_stats["retx_timeout"] >= dropped                # every loss was repaired
+        assert tr.receiver_stats.get("duplicates", 0) <= tr.sender_stats["retransmitted"]
+
+
+def test_killed_path_evs_retired_within_3_rto_unused_then_reinstated_by_probes():
+    net = fabric(seed=3)
+    cable = net.cable("p0leaf0", "p0spine0")
+    cable.ab.trace_data = True
+    kill, repair = 100e-6, 600e-6
+    rto_at_kill = {}
+    net.at(kill, cable.set_up, False)
+    net.at(kill, lambda: rto_at_kill.update(rto=net.hosts["h0"].endpoint.connections[0x100].rtt.rto))
+    net.at(repair, cable.set_up, True)
+    res = run_transfers(net, [Transfer("h0", "h1", 3 * MB, message_size=100_000)], TransportConfig(**FAST), until=0.05)
+    tr = res.transfers[0]
+    assert tr.complete and tr.finish > repair                           # the kill hit mid-transfer
+    conn = net.hosts["h0"].endpoint.connections[0x100]
+    doomed = {ev.value for ev in conn.evset.home_evs() if "p0spine0" in net.path_of_address(
+        ev.plane, conn.evset.path_of(ev).dst)}
+    assert len(doomed) >= 8
+    retired = {e["ev"]: e["t"] for e in ev_events(res, "h0", new="ASSUMED_BAD") if e["t"] >= kill}
+    assert doomed <= set(retired)                                       # every EV of the path retired
+    deadline = kill + 3 * rto_at_kill["rto"]
+    assert max(retired[v] for v in doomed) <= deadline
+    assert not any(not on_path(net, e, "p0spine0") for e in ev_events(res, "h0", new="ASSUMED_BAD"))
+    sent_while_dead = [t for t in cable.ab.data_offered_at if deadline < t < repair]
+    assert sent_while_dead == []                                        # no data on them afterwards
+    back = {e["ev"]: e["t"] for e in ev_events(res, "h0", new="GOOD", cause="probe")}
+    assert doomed <= set(back) and min(back.values()) > repair          # probes reinstated them
+    assert any(t > max(back.values()) for t in cable.ab.data_offered_at)   # and data uses them again
+
+
+def test_receiver_retires_its_dead_reverse_paths_by_keepalive_probes():
+    net = fabric(seed=4)
+    net.at(50e-6, net.cable("p0leaf1", "p0spine1").set_up, False)
+    res = run_transfers(net, [Transfer("h0", "h1", 2 * MB, message_size=200_000)], TransportConfig(**FAST), until=0.05)
+    assert res.all_complete
+    h1_bad = ev_events(res, "h1", new="ASSUMED_BAD")
+    assert h1_bad and all(on_path(net, e, "p0spine1") for e in h1_bad)
+    assert {e["cause"] for e in h1_bad} == {"probe_timeout"}
+
+
+def test_trim_nack_triggers_retransmission_within_one_rtt_and_incast_loses_nothing():
+    net = fabric(seed=5, hosts=5, planes=1)
+    transfers = [Transfer(f"h{i}", "h0", 400_000, message_size=100_000) for i in range(1, 5)]
+    res = run_transfers(net, transfers, TransportConfig(**FAST), until=0.05)
+    assert res.all_complete
+    assert net.switches["p0leaf0"].counters["trimmed"] > 20            # the 4->1 incast did trim
+    assert sum(s.counters["queue_drops"] for s in net.switches.values()) == 0
+    pending, delays = {}, []
+    for e in sorted(res.events, key=lambda e: e["t"]):
+        key = (e["host"], e.get("psn"))
+        if e["kind"] == "trim_nack":
+            pending[key] = e
+        elif e["kind"] == "retransmit" and e["cause"] == "trim":
+            nack = pending.pop(key)
+            delays.append((e["t"] - nack["t"], nack["srtt"]))
+    assert len(delays) == sum(t.sender_stats.get("trims", 0) for t in res.transfers) > 20
+    assert not pending                                                  # every trim NACK was answered
+    assert all(d <= srtt for d, srtt in delays)
+    for tr in res.transfers:
+        assert tr.receiver_stats["payload_bytes_received"] == 400_000
+
+
+def test_baseline_stalls_on_a_killed_path_and_recovers_only_when_it_returns():
+    cfg = TransportConfig(mode="roce", **FAST)
+    outcome = {}
+    for repair in (1e-3, None):
+        net = fabric(seed=3)
+        uplinks = [net.cable("p0leaf0", s) for s in ("p0spine0", "p0spine1")]
+        state = {}
+
+        def kill():
+            state["cable"] = max(uplinks, key=lambda c: c.ab.counters["data_offered"])   # the ECMP choice
+            state["cable"].set_up(False)
+
+        net.at(100e-6, kill)
+        if repair:
+            net.at(repair, lambda: state["cable"].set_up(True))
+        res = run_transfers(net, [Transfer("h0", "h1", MB, message_size=100_000)], cfg, until=4e-3)
+        outcome[repair] = res
+        tr = res.transfers[0]
+        stalled = [sum(g) for t, g in res.goodput if 300e-6 <= t <= (repair or res.end)]
+        assert stalled and max(stalled) == 0                          # nothing moves while the path is dead
+        assert tr.sender_stats["retx_timeout"] > 0
+        assert not ev_events(res, "h0")                               # no EV state machine, no failover
+    assert outcome[1e-3].transfers[0].complete
+    assert outcome[1e-3].transfers[0].finish > 1e-3
+    assert not outcome[None].transfers[0].complete
+
+
+def test_mrc_survives_what_stalls_the_baseline():
+    net = fabric(seed=3)
+    net.at(100e-6, net.cable("p0leaf0", "p0spine0").set_up, False)
+    net.at(100e-6, net.cable("p0leaf0", "p0spine1").set_up, False)   # all of h0's plane-0 uplinks
+    res = run_transfers(net, [Transfer("h0", "h1", MB, message_size=100_000)], TransportConfig(**FAST), until=4e-3)
+    assert res.all_complete and res.transfers[0].finish < 1e-3
+
+
+@pytest.mark.parametrize("mode", ["mrc", "roce"])
+def test_psn_wraps_around_24_bits(mode):
+    net = fabric(seed=9)
+    net.switches["p0leaf0"].set_fault(net.port("p0leaf0", "p0spine0"), drop_prob=0.05)
+    cfg = TransportConfig(mode=mode, initial_psn=(1 << 24) - 150, **FAST)
+    res = run_transfers(net, [Transfer("h0", "h1", 400_000, message_size=50_000)], cfg, until=0.05)
+    assert res.all_complete
+
+
+def test_same_seed_same_run():
+    def run():
+        net = fabric(seed=11)
+        net.switches["p0leaf0"].set_fault(net.port("p0leaf0", "p0spine0"), drop_prob=0.1)
+        res = run_transfers(net, [Transfer("h0", "h1", 300_000, message_size=30_000)], TransportConfig(**FAST),
+                            until=0.05, seed=2)
+        return res.events, res.goodput, res.end
+    assert run() == run()
