@@ -13,15 +13,18 @@ MIN_PYTHON="3.10"
 
 # Debian packages the testbed needs at run time (README.md, "Set-up" lists the same).
 APT_PACKAGES=(mininet iproute2 iputils-ping ethtool tcpdump tshark procps)
+# With --dev: tools of the static checks in tests/ (shell scripts, Vagrantfile); CI uses them.
+DEV_PACKAGES=(shellcheck ruby)
 
 usage() {
     cat <<EOF
-usage: scripts/setup.sh [--user-only]
+usage: scripts/setup.sh [--user-only] [--dev]
 
 Installs the Debian packages the testbed needs (as root), creates the Python virtual
 environment $VENV and installs the project in it with its test extras.
 
   --user-only   only build the virtual environment (no root, no Debian packages)
+  --dev         also install ${DEV_PACKAGES[*]} (the tests' static checks use them)
   -h, --help    show this help
 
 Environment: PYTHON (interpreter for the venv, default python3), MRC_VENV (venv folder).
@@ -34,9 +37,11 @@ die() { printf 'setup.sh: error: %s\n' "$*" >&2; exit 1; }
 
 parse_args() {
     USER_ONLY=0
+    DEV=0
     while [ $# -gt 0 ]; do
         case "$1" in
             --user-only) USER_ONLY=1 ;;
+            --dev) DEV=1 ;;
             -h|--help) usage; exit 0 ;;
             *) usage >&2; die "unknown option: $1" ;;
         esac
@@ -71,6 +76,9 @@ install_debian_packages() {
     local wanted=("${APT_PACKAGES[@]}") missing=() pkg
     if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
         wanted+=(python3-venv)
+    fi
+    if [ "$DEV" -eq 1 ]; then
+        wanted+=("${DEV_PACKAGES[@]}")
     fi
     for pkg in "${wanted[@]}"; do
         is_installed "$pkg" || missing+=("$pkg")

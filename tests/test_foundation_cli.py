@@ -38,6 +38,7 @@ def restore_logging():
     root.handlers[:] = saved[0]
     root.setLevel(saved[1])
     mrc.setLevel(saved[2])
+    logging.captureWarnings(False)
 
 
 @pytest.fixture

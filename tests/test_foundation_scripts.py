@@ -96,7 +96,7 @@ def test_setup_refuses_to_run_without_root():
 
 def test_setup_installs_the_packages_readme_lists():
     text = README.read_text()
-    match = re.search(r"installs the Debian packages\n`([^`]+)`", text)
+    match = re.search(r"installs the Debian packages\n\s*`([^`]+)`", text)
     assert match, "README.md no longer lists the Debian packages of scripts/setup.sh"
     assert match.group(1).split() == bash_array(SETUP, "APT_PACKAGES")
 
@@ -113,8 +113,8 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert test_command == ".venv/bin/python -m pytest -q tests"
     ci_lines = [line.strip() for line in CI_RUN.read_text().splitlines()]
     assert test_command in ci_lines
-    assert "bash scripts/setup.sh" in ci_lines
-    assert ci_lines.index("bash scripts/setup.sh") < ci_lines.index(test_command)
+    setup_line = next(i for i, line in enumerate(ci_lines) if line.startswith("bash scripts/setup.sh"))
+    assert setup_line < ci_lines.index(test_command)
 
 
 def test_make_test_runs_the_readme_test_command():
