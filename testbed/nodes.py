@@ -39,9 +39,13 @@ class SwitchStartError(RuntimeError):
 
 
 def disable_ipv6(node, interfaces=()) -> None:
-    """Turn IPv6 off in a node's namespace (all, default, and each named interface)."""
-    keys = ["all", "default", *interfaces]
-    node.cmd("sysctl -q " + " ".join(f"-w net.ipv6.conf.{k}.disable_ipv6=1" for k in keys))
+    """Turn IPv6 off on the named interfaces, and namespace-wide (all, default) only when the node
+    has a namespace of its own: the root namespace is never switched off as a whole."""
+    keys = list(interfaces)
+    if node.inNamespace:
+        keys = ["all", "default", *keys]
+    if keys:
+        node.cmd("sysctl -q " + " ".join(f"-w net.ipv6.conf.{k}.disable_ipv6=1" for k in keys))
 
 
 class MrcHost(Host):
@@ -66,7 +70,7 @@ class P4Switch(Switch):
     def __init__(self, name, device_id: int = 1, run_dir: str = "/tmp", sock_dir: str | None = None,
                  topo_name: str = "", pcap: bool = False, registry=None, ready_timeout: float = 20.0,
                  **params):
-        params.setdefault("inNamespace", True)
+        params["inNamespace"] = True      # overrides Mininet's default (root namespace)
         super().__init__(name, dpid=f"{device_id:x}", **params)
         disable_ipv6(self)
         self.device_id = device_id

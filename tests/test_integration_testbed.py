@@ -1,0 +1,223 @@
+"""Integration: the 4-leaf/2-spine, 8-host network on real switch processes in Mininet.
+
+One network per target per module (model always; BMv2 when `simple_switch_grpc` is installed).
+Checks: bring-up stages, every uSID path of every host pair delivers a PROBE, counters read back
+over P4Runtime match the probes, a dead link fails exactly the paths through it, the emulated
+converging control plane reroutes ECMP after its delay and restores the baseline routes, and
+tear-down leaves no process, namespace or interface behind. Run serially (Mininet).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import requires_bmv2, requires_mininet
+from controller.installer import verify
+from controller.routes import compute_programs
+from testbed.network import STAGES, BringUpError, TestbedNetwork
+from testbed.pathprobe import ecmp_probes, run_probes, usid_probes
+from testbed.registry import RunState, leftovers, list_runs
+from topologies.builders import leaf_spine
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, requires_mininet]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of running processes that contain `text` (e.g. a run folder)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{proc.name}: {cmdline.strip()}")
+    return found
+
+
+def root_ipv6_settings() -> dict[str, str]:
+    """disable_ipv6 of the root namespace (all, default and every interface)."""
+    conf = Path("/proc/sys/net/ipv6/conf")
+    return {d.name: (d / "disable_ipv6").read_text().strip() for d in conf.iterdir()}
+
+
+def assert_nothing_left(state: RunState, run_dir: Path) -> None:
+    assert leftovers(state) == []
+    assert processes_mentioning(str(run_dir)) == []
+    assert not (state.path and state.path.exists()), "state file of a cleanly stopped run remains"
+
+
+@pytest.fixture(scope="module", params=["model", pytest.param("bmv2", marks=requires_bmv2)])
+def network(request, tmp_path_factory):
+    """A running leafspine:4x2x2 network on one target; torn down and checked after the module."""
+    run_dir = tmp_path_factory.mktemp(f"net-{request.param}")
+    lines: list[str] = []
+    root_before = root_ipv6_settings()
+    net = TestbedNetwork(leaf_spine(4, 2, 2), request.param, run_dir=run_dir, progress=lines.append)
+    try:
+        net.start()
+        state = net.registry.state
+        net.progress_lines = lines
+        net.root_before = (root_before, None)
+        print(f"\n{request.param}: bring-up {net.bring_up_s:.2f} s: " + "; ".join(lines))
+        yield net
+    finally:
+        remaining = net.stop()
+    assert remaining == []
+    assert_nothing_left(state, run_dir)
+    assert root_ipv6_settings() == root_before
+
+
+def test_root_namespace_is_untouched(network):
+    """Switch ports live in the switches' namespaces; root IPv6 settings are never changed."""
+    settings, _ = network.root_before
+    ports = {intf.name for node in network.net.switches + network.net.hosts for intf in node.intfList()}
+    assert ports and not ports & set(os.listdir("/sys/class/net"))
+    assert root_ipv6_settings() == settings
+
+
+def test_bring_up_reports_every_stage(network):
+    topo = network.topology
+    assert len(topo.hosts) == 8 and len(topo.switches) == 6
+    assert [line.split()[1] for line in network.progress_lines[:len(STAGES)]] == list(STAGES)
+    assert network.progress_lines[-1].startswith(f"network {topo.name} up on {network.target}")
+    assert all(network.switch(s.name).alive() for s in topo.switches)
+    for host in topo.hosts:        # IPv6 is off in every host namespace: the kernel stays silent
+        out = network.host(host.name).cmd("sysctl -n net.ipv6.conf.all.disable_ipv6")
+        assert out.strip() == "1"
+
+
+def test_every_host_pair_reaches_every_other_on_every_usid_path(network):
+    probes = usid_probes(network.topology)
+    assert len(probes) == 8 * 7 + 48          # same-leaf pairs: 1 path; other pairs: 2 spines
+    result = run_probes(network, probes)
+    assert result.failed() == []
+    assert result.misdelivered() == []
+
+
+def test_counters_read_back_match_the_probes(network):
+    before = {s.name: network.counters(s.name) for s in network.topology.switches}
+    probes = usid_probes(network.topology)
+    assert run_probes(network, probes).failed() == []
+    hops = sum(len(p.switches) for p in probes)
+
+    def total(name, counters):
+        return sum(v.packets for v in counters.get(name, {}).values())
+    after = {s.name: network.counters(s.name) for s in network.topology.switches}
+    for counter in ("MrcIngress.rx", "MrcEgress.tx"):
+        grown = sum(total(counter, after[s]) - total(counter, before[s]) for s in after)
+        assert grown == hops, counter
+    drops = sum(total(c, after[s]) for s in after for c in
+                ("MrcIngress.no_route_drops", "MrcIngress.malformed_drops", "MrcIngress.fault_drops"))
+    assert drops == 0
+
+
+def test_dead_link_fails_exactly_the_paths_through_it(network):
+    probes = usid_probes(network.topology)
+    through = {p.probe_id for p in probes if p.crosses("s1", "s5")}
+    assert 0 < len(through) < len(probes)
+    network.link_down("s1", "s5")
+    try:
+        result = run_probes(network, probes, expect={p.probe_id for p in probes} - through)
+        assert {p.probe_id for p in result.failed()} == through
+    finally:
+        network.link_up("s1", "s5")
+    assert run_probes(network, probes).failed() == []
+
+
+def test_converging_control_plane_reroutes_after_delay_and_restores(network):
+    topo = network.topology
+    probes = ecmp_probes(topo, evs=range(1, 5))
+    assert run_probes(network, probes).failed() == []
+    leaf_s1 = {"h1", "h2"}                       # only their traffic can use the link s1-s5
+    untouched = {p.probe_id for p in probes if not {p.src_host, p.dst_host} & leaf_s1}
+    plane = network.enable_convergence(delay=2.0)
+    link_down = False
+    try:
+        network.link_down("s1", "s5")
+        link_down = True
+        before = run_probes(network, probes, timeout=1.5, expect=untouched)
+        assert plane.history == [], "probing took longer than the convergence delay"
+        lost = {p.probe_id for p in before.failed()}
+        assert lost and not lost & untouched    # ECMP flows hashed onto s1-s5 stall until reroute
+        assert plane.wait_idle(timeout=10)
+        assert not plane.errors
+        record = plane.history[-1]
+        assert record.done_at - record.notified_at >= plane.delay
+        assert record.updates["s1"] > 0
+        assert run_probes(network, probes).failed() == []       # ECMP routes around s1-s5 now
+        network.link_up("s1", "s5")
+        link_down = False
+        assert plane.wait_idle(timeout=10)
+        baseline = compute_programs(topo)
+        reports = [verify(network.clients[n], p) for n, p in baseline.items()]
+        assert all(r.ok for r in reports), "\n".join(r.describe() for r in reports)
+        assert run_probes(network, usid_probes(topo)).failed() == []
+    finally:
+        plane.stop()
+        network.control_plane = None
+        if link_down:
+            network.link_up("s1", "s5")
+    print(f"\nECMP probes lost before reconvergence: {len(lost)} of {len(probes)}")
+
+
+def test_failed_bring_up_leaves_nothing(tmp_path, monkeypatch):
+    """A switch process that cannot start: BringUpError naming it, and a full tear-down."""
+    from testbed import nodes
+    original = nodes.RefSwitch.command
+    monkeypatch.setattr(nodes.RefSwitch, "command", lambda self: original(self) + ["--no-such-option"])
+    net = TestbedNetwork(leaf_spine(2, 1, 1), "model", run_dir=tmp_path, progress=lambda _: None)
+    with pytest.raises(BringUpError, match=r"model switch s\d: exited"):
+        net.start()
+    assert net.net is None
+    assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_clean_removes_what_a_sigkilled_run_left(tmp_path):
+    """Start `mrc-testbed up` in a subprocess, SIGKILL it mid-run, `mrc-testbed clean`, check."""
+    known = {state.run_id for state in list_runs()}
+    run_dir = tmp_path / "killed"
+    up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "--topo", "leafspine:2x2x1",
+                           "--target", "model", "--run-dir", str(run_dir), "--no-cli"],
+                          cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          start_new_session=True)
+    state = None
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and up.poll() is None:
+            mine = [s for s in list_runs() if s.run_id not in known and s.owner_pid == up.pid]
+            if mine and any("switch s" in p["name"] and "shell" not in p["name"]
+                            for p in mine[0].processes):
+                state = mine[0]
+                break
+            time.sleep(0.05)
+        assert state is not None, "bring-up never started a switch: " + \
+            (up.stdout.read().decode() if up.poll() is not None else "")
+        up.kill()                                    # SIGKILL: no tear-down runs
+        up.wait(10)
+        state = RunState.load(state.path)            # everything recorded up to the kill
+        assert leftovers(state), "a SIGKILLed run should leave processes behind"
+        clean = subprocess.run([sys.executable, "-m", "testbed.cli", "clean"], cwd=str(REPO),
+                               capture_output=True, text=True, timeout=60)
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        assert state.run_id in clean.stdout
+        assert leftovers(state) == []
+        assert processes_mentioning(str(run_dir)) == []
+        assert not state.path.exists()
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait(10)
+        if state is not None and leftovers(state):
+            from testbed.registry import clean_run
+            clean_run(state)
