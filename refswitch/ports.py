@@ -13,6 +13,7 @@ log = logging.getLogger("mrc.refswitch")
 ETH_P_ALL = 0x0003
 PACKET_IGNORE_OUTGOING = 23     # linux/if_packet.h, Linux >= 4.20
 PACKET_OUTGOING = 4             # sll_pkttype of frames this host sent
+SOL_PACKET = 263               # linux/socket.h
 SOCKET_BUFFER = 4 * 1024 * 1024
 MAX_FRAME = 65536
 
@@ -42,7 +43,7 @@ class RawPort:
             sock.close()
             raise PortError(f"port {self.number}: cannot bind interface {self.ifname!r}: {exc.strerror}") from None
         try:
-            sock.setsockopt(socket.SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         except OSError:
             self._filter_outgoing = True
         for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):

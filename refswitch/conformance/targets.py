@@ -1,9 +1,10 @@
 """Conformance targets: the reference model in-process, and switch processes on veths (model or BMv2).
 
 Every target offers the same steps, which the runner calls for each case:
-`reset(seed)`, `install(entries)`, `configure_queue(port, rate_bps, depth)`,
-`preload(port, in_port, frames)` (leave len(frames) low-priority packets standing in the egress
-queue of `port`), `send(in_port, frame)`, `finish(expected) -> [Output]`, `read_counters(names)`.
+`reset(seed, queues, hold_port)` (a fresh switch; `queues` = [{port, rate_bps, depth}]; `hold_port`
+is the port whose queue the case will preload), `install(entries)`, `preload(port, in_port, frames)`
+(leave len(frames) low-priority packets standing in the egress queue of `port`),
+`send(in_port, frame)`, `finish(expected) -> [Output]`, `read_counters(names)`.
 """
 from __future__ import annotations
 
@@ -40,19 +41,18 @@ class ModelTarget:
         self.outputs.append(Output(port, frame, priority))
         return True
 
-    def reset(self, seed: int) -> None:
-        """A fresh switch: empty tables, zero counters, default queues."""
+    def reset(self, seed: int, queues: list[dict] = (), hold_port: Optional[int] = None) -> None:
+        """A fresh switch: empty tables, zero counters, the given queue settings."""
         self.now = 0.0
         self.outputs = []
         self.core = SwitchCore(self._transmit, self.p4info, seed=seed, clock=lambda: self.now)
+        for q in queues:
+            self.core.queues.configure(int(q["port"]), depth=int(q.get("depth", 64)),
+                                       rate_bps=int(q.get("rate_bps", 0)), rate_pps=int(q.get("rate_pps", 0)))
 
     def install(self, entries: list[TableEntry]) -> None:
         """Insert the entries, as the controller would over P4Runtime."""
         self.core.tables.install(entries)
-
-    def configure_queue(self, port: int, rate_bps: int, depth: int) -> None:
-        """Set one egress queue's rate and depth."""
-        self.core.queues.configure(port, depth=depth, rate_bps=rate_bps)
 
     def preload(self, port: int, in_port: int, frames: list[bytes]) -> None:
         """Pause the egress queue of `port` and queue the frames there."""
@@ -74,6 +74,10 @@ class ModelTarget:
                 break
             self.now = max(self.now, due)
         return list(self.outputs)
+
+    def counter_offsets(self) -> dict[str, dict[int, int]]:
+        """Packets this target added to counters beyond the case's own (none)."""
+        return {}
 
     def read_counters(self, names: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
         """Non-zero cells of the named counters."""

@@ -1,0 +1,302 @@
+"""Conformance targets that run a real switch process on veths: the model process and BMv2.
+
+Both are programmed exactly as the testbed programs them: over P4Runtime on a unix socket with
+the controller's client. Packets are sent and received on raw sockets at the host ends of the
+veths (refswitch.vethlab). A standing queue is built by slowing the held port's egress queue to
+HOLD_PPS packets/s and sending one extra filler first (it leaves at once, the others wait); BMv2
+gets its normal rate back when the case's packets are in, the model process drains at HOLD_PPS.
+Egress priority is not observable here (outputs carry priority None).
+"""
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from controller.entries import TableEntry
+from refswitch.conformance.runner import Output
+from refswitch.p4info import REPO_ROOT, load_p4info
+from refswitch.vethlab import VethLab
+
+NPORTS = 8                 # ports 1..8, enough for every case
+HOLD_PPS = 10              # egress rate of a held port while a case builds its standing queue
+RELEASE_PPS = 1_000_000    # BMv2 rate after the hold
+QUIET = 0.3                # seconds without a frame after which a case is considered finished
+LINGER = 0.1               # seconds to wait for extra frames once the expected number arrived
+START_TIMEOUT = 15.0
+DEFAULT_BMV2_JSON = REPO_ROOT / "p4" / "build" / "mrc.json"
+
+
+class TargetError(RuntimeError):
+    """A switch process could not be started or programmed."""
+
+
+class ProcessTarget:
+    """Common part: the lab, the host-side sockets, the P4Runtime client, collecting outputs."""
+
+    name = "process"
+
+    def __init__(self, p4info_path: Optional[str] = None):
+        self.p4info = load_p4info(p4info_path)
+        self.lab: Optional[VethLab] = None
+        self.ports = {}
+        self.proc: Optional[subprocess.Popen] = None
+        self.client = None
+        self.tmp: Optional[str] = None
+        self.hold_port: Optional[int] = None
+        self.sent_fillers = 0
+        self.offsets: dict[str, dict[int, int]] = {}
+        self.log_path: Optional[str] = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def unavailable(self) -> Optional[str]:
+        """Why this target cannot run here, or None."""
+        if os.geteuid() != 0:
+            return "needs root (network namespaces and raw sockets)"
+        if not shutil.which("ip"):
+            return "needs the ip command (iproute2)"
+        return None
+
+    def start(self) -> None:
+        """Create the lab and open the host-side ports."""
+        self.tmp = tempfile.mkdtemp(prefix="mrc-conf-")
+        self.lab = VethLab(f"rc{os.getpid() % 10000}", NPORTS).create()
+        try:
+            self.ports = {n: self.lab.open_port(n, "host") for n in range(1, NPORTS + 1)}
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the switch, close the ports, remove the lab."""
+        self._stop_switch()
+        for p in self.ports.values():
+            p.close()
+        self.ports = {}
+        if self.lab is not None:
+            self.lab.destroy()
+            self.lab = None
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+    def _stop_switch(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            self.proc = None
+
+    # --- per case ----------------------------------------------------------------------
+    def reset(self, seed: int, queues: list[dict] = (), hold_port: Optional[int] = None) -> None:
+        """A fresh switch process, programmed with the P4Info, queues set, nothing queued."""
+        from controller.p4runtime_client import P4RuntimeClient
+        self._stop_switch()
+        self.hold_port = hold_port
+        self.sent_fillers = 0
+        self.offsets = {}
+        sock = os.path.join(self.tmp, "p4rt.sock")
+        if os.path.exists(sock):
+            os.unlink(sock)
+        self.log_path = os.path.join(self.tmp, "switch.log")
+        self.proc = self._launch(seed, queues, hold_port, f"unix:{sock}")
+        self._wait_socket(sock)
+        self.client = P4RuntimeClient(f"unix:{sock}", device_id=1, name=self.name, timeout=START_TIMEOUT)
+        self.client.connect()
+        self.client.set_pipeline(self.p4info, self._device_config())
+        self._configure(queues, hold_port)
+        for p in self.ports.values():        # anything left from an earlier case
+            while p.recv() is not None:
+                pass
+
+    def install(self, entries: list[TableEntry]) -> None:
+        """INSERT the entries over P4Runtime."""
+        self.client.insert(entries)
+
+    def preload(self, port: int, in_port: int, frames: list[bytes]) -> None:
+        """Send one extra filler (it leaves at once) then the fillers, which wait in the slow queue."""
+        for frame in [frames[0]] + frames:
+            self.ports[in_port].send(frame)
+        self.sent_fillers = len(frames) + 1
+        self.offsets = {"MrcIngress.rx": {in_port: 1}, "MrcEgress.tx": {port: 1}}
+        self._wait_arrivals(port, 1)
+
+    def send(self, in_port: int, frame: bytes) -> None:
+        """One frame in on `in_port`."""
+        if not self.ports[in_port].send(frame):
+            raise TargetError(f"{self.name}: could not send on port {in_port}")
+
+    def finish(self, expected: Optional[int] = None) -> list[Output]:
+        """Release the held queue and gather every frame that comes out."""
+        self._release()
+        outputs: list[Output] = []
+        total = expected                 # the filler that left during preload is already consumed
+        deadline = time.monotonic() + 10.0 + self.sent_fillers / HOLD_PPS
+        fds = {p.fileno(): p for p in self.ports.values()}
+        ep = select.epoll()
+        for fd in fds:
+            ep.register(fd, select.EPOLLIN)
+        try:
+            last = time.monotonic()
+            done_at = None
+            while time.monotonic() < deadline:
+                now = time.monotonic()
+                if done_at is not None and now >= done_at:
+                    break
+                if done_at is None and now - last >= QUIET and (total is None or len(outputs) >= total):
+                    break
+                for fd, _ in ep.poll(0.02):
+                    port = fds[fd]
+                    while True:
+                        frame = port.recv()
+                        if frame is None:
+                            break
+                        outputs.append(Output(port.number, frame, None))
+                        last = time.monotonic()
+                if total is not None and len(outputs) >= total and done_at is None:
+                    done_at = time.monotonic() + LINGER
+        finally:
+            ep.close()
+        self._check_alive()
+        return outputs
+
+    def counter_offsets(self) -> dict[str, dict[int, int]]:
+        """The extra filler sent by preload, in rx of its in port and tx of the held port."""
+        return self.offsets
+
+    def read_counters(self, names: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
+        """Non-zero cells of the named counters, read over P4Runtime."""
+        out = {}
+        for name in names:
+            if name not in self.client.counter_names():
+                out[name] = {}
+                continue
+            cells = self.client.read_counter(name)
+            out[name] = {i: (v.packets, v.bytes) for i, v in cells.items() if v.packets or v.bytes}
+        return out
+
+    # --- helpers -------------------------------------------------------------------------
+    def _wait_socket(self, sock: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not os.path.exists(sock):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise TargetError(f"{self.name}: no P4Runtime socket {sock} after {START_TIMEOUT:.0f} s")
+            time.sleep(0.02)
+
+    def _wait_arrivals(self, port: int, count: int) -> None:
+        """Wait until `count` frames came out of `port` (the filler that leaves at once)."""
+        p = self.ports[port]
+        deadline = time.monotonic() + 5.0
+        seen = 0
+        while seen < count and time.monotonic() < deadline:
+            select.select([p.fileno()], [], [], 0.05)
+            while p.recv() is not None:
+                seen += 1
+        self.sent_fillers -= seen   # those have left; the rest stand in the queue
+
+    def _check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            log = Path(self.log_path).read_text()[-2000:] if self.log_path and os.path.exists(self.log_path) else ""
+            raise TargetError(f"{self.name}: switch process exited with status {self.proc.returncode}: {log}")
+
+    def _device_config(self) -> bytes:
+        return b""
+
+    def _configure(self, queues: list[dict], hold_port: Optional[int]) -> None:
+        """Queue settings that are made after start (BMv2)."""
+
+    def _release(self) -> None:
+        """Let the held queue drain at full speed when the target can."""
+
+    def _launch(self, seed: int, queues, hold_port, address: str) -> subprocess.Popen:
+        raise NotImplementedError
+
+
+class ModelProcessTarget(ProcessTarget):
+    """The reference switch process (python -m refswitch.main) on the veths."""
+
+    name = "model-proc"
+
+    def _launch(self, seed, queues, hold_port, address) -> subprocess.Popen:
+        argv = [sys.executable, "-m", "refswitch.main", "--grpc-addr", address, "--seed", str(seed),
+                "--log-level", "WARNING"]
+        for n in range(1, NPORTS + 1):
+            argv += ["--port", f"{n}={self.lab.switch_if(n)}"]
+        for q in queues:
+            argv += ["--queue", f"{int(q['port'])}:{int(q.get('rate_bps', 0))}:{int(q.get('depth', 64))}"
+                                f":{int(q.get('rate_pps', 0))}"]
+        if hold_port is not None:
+            argv += ["--queue", f"{hold_port}:0:64:{HOLD_PPS}"]
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+        with open(self.log_path, "ab") as log:
+            return self.lab.popen("switch", argv, cwd=str(REPO_ROOT), env=env, stdout=log, stderr=log)
+
+
+class Bmv2Target(ProcessTarget):
+    """BMv2 simple_switch_grpc running p4/build/mrc.json, with two strict-priority queues per port."""
+
+    name = "bmv2"
+    THRIFT_PORT = 9090          # inside the lab's own namespace: no clash with other switches
+
+    def __init__(self, p4info_path: Optional[str] = None, bmv2_json: Optional[str] = None):
+        super().__init__(p4info_path)
+        self.bmv2_json = Path(bmv2_json) if bmv2_json else DEFAULT_BMV2_JSON
+
+    def unavailable(self) -> Optional[str]:
+        """Root, simple_switch_grpc and simple_switch_CLI on PATH, and the compiled JSON."""
+        reason = super().unavailable()
+        if reason:
+            return reason
+        for program in ("simple_switch_grpc", "simple_switch_CLI"):
+            if not shutil.which(program):
+                return f"needs {program} on PATH (BMv2; try 'source /opt/p4/env.sh')"
+        if not self.bmv2_json.exists():
+            return f"needs the compiled program {self.bmv2_json} (make -C p4)"
+        return None
+
+    def _device_config(self) -> bytes:
+        return self.bmv2_json.read_bytes()
+
+    def _launch(self, seed, queues, hold_port, address) -> subprocess.Popen:
+        argv = ["simple_switch_grpc", "--device-id", "1", "--no-p4", "--thrift-port", str(self.THRIFT_PORT)]
+        for n in range(1, NPORTS + 1):
+            argv += ["-i", f"{n}@{self.lab.switch_if(n)}"]
+        argv += ["--", "--grpc-server-addr", address, "--priority-queues", "2"]
+        with open(self.log_path, "ab") as log:
+            return self.lab.popen("switch", argv, stdout=log, stderr=log)
+
+    def _cli(self, commands: list[str]) -> None:
+        done = subprocess.run(["ip", "netns", "exec", self.lab.switch_ns, "simple_switch_CLI",
+                               "--thrift-port", str(self.THRIFT_PORT)],
+                              input="\n".join(commands) + "\n", capture_output=True, text=True, timeout=30)
+        if done.returncode != 0 or "Error" in done.stdout:
+            raise TargetError(f"simple_switch_CLI {commands}: {done.stdout[-500:]} {done.stderr[-500:]}")
+
+    def _configure(self, queues, hold_port) -> None:
+        commands = []
+        for q in queues:
+            commands.append(f"set_queue_depth {int(q.get('depth', 64))} {int(q['port'])}")
+            if q.get("rate_pps"):
+                commands.append(f"set_queue_rate {int(q['rate_pps'])} {int(q['port'])}")
+        if hold_port is not None:
+            commands.append(f"set_queue_rate {HOLD_PPS} {hold_port}")
+        if commands:
+            self._cli(commands)
+
+    def _release(self) -> None:
+        if self.hold_port is not None:
+            self._cli([f"set_queue_rate {RELEASE_PPS} {self.hold_port}"])
