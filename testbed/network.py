@@ -78,6 +78,9 @@ class TestbedNetwork:
         try:
             if self.pipeline is None:
                 self.pipeline = Pipeline.load()
+            if self.target == "bmv2" and not self.pipeline.device_config:
+                raise BringUpError("BMv2 needs the compiled program p4/build/mrc.json "
+                                   "(run `make -C p4` where p4c is installed)")
             self.net = Mininet(topo=None, build=False, controller=None, link=Link,
                                autoSetMacs=False, autoStaticArp=False, waitConnected=False)
             for number, (stage, step) in enumerate(zip(STAGES, (

@@ -86,6 +86,13 @@ def test_root_namespace_is_untouched(network):
     assert root_ipv6_settings() == settings
 
 
+def assert_switches_alive(network) -> None:
+    for switch in network.net.switches:
+        if not switch.alive():
+            tail = switch.log_path.read_text(errors="replace").splitlines()[-6:]
+            pytest.fail(f"switch {switch.name} died; its log ends:\n" + "\n".join(tail))
+
+
 def test_bring_up_reports_every_stage(network):
     topo = network.topology
     assert len(topo.hosts) == 8 and len(topo.switches) == 6
@@ -129,6 +136,7 @@ def test_dead_link_fails_exactly_the_paths_through_it(network):
     network.link_down("s1", "s5")
     try:
         result = run_probes(network, probes, expect={p.probe_id for p in probes} - through)
+        assert_switches_alive(network)                   # a link going down must not kill a switch
         assert {p.probe_id for p in result.failed()} == through
     finally:
         network.link_up("s1", "s5")
