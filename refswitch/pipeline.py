@@ -31,11 +31,13 @@ _CONTROL = frozenset(C.CONTROL_OPCODES)
 _HIGH_DSCP = frozenset(C.HIGH_PRIORITY_DSCP)
 _TRIMMABLE_DSCP = frozenset(C.TRIMMABLE_DSCP)
 _ECT = frozenset((0b01, C.ECN_ECT0))
-_ETHERTYPE_IPV6 = C.ETHERTYPE_IPV6.to_bytes(2, "big")
-_TRIMMED_LENGTHS = struct.pack("!H", C.TRIMMED_UDP_LEN)
 
-_unpack_len_nh = struct.Struct("!HB").unpack_from       # payload length, next header
-_unpack_udp = struct.Struct("!HHH").unpack_from          # sport, dport, length
+# From byte 12: EtherType, first two IPv6 bytes (version, traffic class), payload length, next header,
+# then UDP source port, destination port, length.
+_unpack_head = struct.Struct("!HBB2xHB33xHHH").unpack_from
+_pack_tc = struct.Struct("!BB").pack_into
+_pack_u16 = struct.Struct("!H").pack_into
+_pack_u16x2 = struct.Struct("!HH").pack_into
 
 
 def _crc16_table() -> list[int]:
@@ -70,6 +72,18 @@ def ecmp_index(src: bytes, dst: bytes, next_header: int, sport: int, dport: int,
     if size == 0:
         return 0
     return crc16(ecmp_hash_input(src, dst, next_header, sport, dport)) % size
+
+
+def _trim(frame: bytes, b14: int, b15: int, host_facing: int) -> bytes:
+    """The first 102 bytes of a data frame, marked trimmed, with its length fields rewritten."""
+    out = bytearray(frame[:C.DATA_HEADERS_LEN])
+    dscp = C.DSCP_TRIMMED_LASTHOP if host_facing else C.DSCP_TRIMMED
+    # traffic class = dscp(6) ecn(2) spans the low nibble of byte 14 and the high nibble of byte 15
+    _pack_tc(out, _TC_OFFSET, (b14 & 0xF0) | (dscp >> 2), ((dscp & 0x3) << 6) | (b15 & 0x3F))
+    _pack_u16(out, _PLEN_OFFSET, C.TRIMMED_UDP_LEN)
+    _pack_u16x2(out, C.UDP_OFFSET + 4, C.TRIMMED_UDP_LEN, 0)      # UDP length, checksum
+    out[_MRCH_FLAGS_OFFSET] |= C.MRCH_FLAG_TRIMMED
+    return bytes(out)
 
 
 class Counters:
@@ -153,13 +167,11 @@ class Pipeline:
         rx[0][in_port] += 1
         rx[1][in_port] += n
         # 1. parse and validate
-        if n < C.BTH_OFFSET or frame[12:14] != _ETHERTYPE_IPV6 or frame[14] >> 4 != 6:
+        if n < C.BTH_OFFSET:
             return self._drop(self._malformed, in_port, n)
-        plen, nh = _unpack_len_nh(frame, _PLEN_OFFSET)
-        if nh != C.IPPROTO_UDP or plen != n - C.UDP_OFFSET:
-            return self._drop(self._malformed, in_port, n)
-        sport, dport, ulen = _unpack_udp(frame, C.UDP_OFFSET)
-        if ulen != plen:
+        ethertype, b14, b15, plen, nh, sport, dport, ulen = _unpack_head(frame, 12)
+        if (ethertype != C.ETHERTYPE_IPV6 or b14 >> 4 != 6 or nh != C.IPPROTO_UDP
+                or plen != n - C.UDP_OFFSET or ulen != plen):
             return self._drop(self._malformed, in_port, n)
         opcode = -1
         if dport == C.ROCEV2_UDP_PORT:
@@ -193,8 +205,7 @@ class Pipeline:
                     and self.rng.randrange(PPM) < fault[1]["drop_ppm"]):
                 return self._drop(self._fault_drops, port, n)
         # 6./7. port config, queue estimate, trim / ECN / priority
-        tc_hi = frame[_TC_OFFSET]
-        tc = ((tc_hi & 0x0F) << 4) | (frame[_TC_OFFSET + 1] >> 4)
+        tc = ((b14 & 0x0F) << 4) | (b15 >> 4)
         dscp = tc >> 2
         if opcode in _CONTROL or dscp in _HIGH_DSCP:
             return port, frame, C.PRIORITY_HIGH
@@ -207,7 +218,7 @@ class Pipeline:
                 and not frame[_MRCH_FLAGS_OFFSET] & C.MRCH_FLAG_TRIMMED and q >= cfg["trim_threshold"]):
             self._trimmed[0][port] += 1
             self._trimmed[1][port] += n
-            return port, self._trim(frame, tc, cfg["host_facing"]), C.PRIORITY_HIGH
+            return port, _trim(frame, b14, b15, cfg["host_facing"]), C.PRIORITY_HIGH
         if (tc & 3) in _ECT and not cfg["host_facing"] and q >= cfg["ecn_threshold"]:
             self._ecn[0][port] += 1
             self._ecn[1][port] += n
@@ -215,19 +226,6 @@ class Pipeline:
             frame[_TC_OFFSET + 1] |= C.ECN_CE << 4
             frame = bytes(frame)
         return port, frame, C.PRIORITY_LOW
-
-    @staticmethod
-    def _trim(frame: bytes, tc: int, host_facing: int) -> bytes:
-        out = bytearray(frame[:C.DATA_HEADERS_LEN])
-        dscp = C.DSCP_TRIMMED_LASTHOP if host_facing else C.DSCP_TRIMMED
-        tc = (dscp << 2) | (tc & 3)
-        out[_TC_OFFSET] = (out[_TC_OFFSET] & 0xF0) | (tc >> 4)
-        out[_TC_OFFSET + 1] = ((tc & 0x0F) << 4) | (out[_TC_OFFSET + 1] & 0x0F)
-        out[_PLEN_OFFSET:_PLEN_OFFSET + 2] = _TRIMMED_LENGTHS
-        out[C.UDP_OFFSET + 4:C.UDP_OFFSET + 6] = _TRIMMED_LENGTHS
-        out[C.UDP_OFFSET + 6:C.UDP_OFFSET + 8] = b"\x00\x00"
-        out[_MRCH_FLAGS_OFFSET] |= C.MRCH_FLAG_TRIMMED
-        return bytes(out)
 
     @staticmethod
     def _drop(counter, index: int, length: int) -> None:

@@ -47,7 +47,7 @@ class EgressQueue:
     @property
     def unlimited(self) -> bool:
         """True when the queue is not rate limited."""
-        return not self.rate_bps and not self.rate_pps
+        return not (self.rate_bps or self.rate_pps)
 
     def enqueue(self, frame: bytes, priority: int) -> bool:
         """Queue a frame; False when its priority FIFO is full (tail drop)."""

@@ -66,6 +66,9 @@ class SwitchCore:
         port, out, priority = result
         q = self.queues.ports.get(port) or self.queues.queue(port)
         if not q.paused and not q.fifos[0] and not q.fifos[1]:
+            if q.unlimited:                       # the common case: straight out
+                self._send(pipeline, port, out, priority)
+                return
             now = self.clock()
             if q.next_time <= now:
                 q.charge(len(out), now)

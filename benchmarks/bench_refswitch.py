@@ -1,0 +1,207 @@
+"""Forwarding rate of the reference switch process next to a plain raw-socket forwarding loop.
+
+    sudo .venv/bin/python benchmarks/bench_refswitch.py [--seconds 3] [--frame 1024]
+
+Builds two veth pairs between namespaces (refswitch.vethlab; removed at the end whatever
+happens), then measures, with a traffic process blasting 1 KB MRC data frames into port 1 and
+counting what leaves port 2:
+  plain   - a minimal Python loop that reads port 1 and writes port 2 (the ceiling for raw sockets here)
+  model   - the reference switch (python -m refswitch.main), programmed over P4Runtime, forwarding
+  trim    - the same with port 2's trim threshold at 0, so every packet is trimmed
+Prints packets/s for each, the model/plain ratio, and saves JSON under benchmarks/results/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from host_agent import codec, constants as C                      # noqa: E402
+from host_agent.packets import DataPacket                         # noqa: E402
+
+DST = bytes.fromhex("fc000001100100000000000000000000")          # fc00:1:1001::
+SRC = bytes.fromhex("fc000001100000000000000000000000")          # fc00:1:1000::
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def data_frame(frame_len: int) -> bytes:
+    """An MRC data frame of `frame_len` bytes (trimmable, ECT(0)) to fc00:1:1001::."""
+    payload = frame_len - C.DATA_HEADERS_LEN - C.ICRC_LEN
+    pkt = DataPacket(src=SRC, dst=DST, ev=0x1234, qp=1, psn=0, va=0, rkey=1, length=payload, msg_id=1,
+                     msg_len=payload, tsval=0, payload=bytes(payload))
+    return codec.encode(pkt, bytes.fromhex("020001000000"), bytes.fromhex("020001000001"))
+
+
+# --- helper modes, run inside a namespace ------------------------------------------------------
+
+def traffic(tx_if: str, rx_if: str, frame_len: int, warmup: float, seconds: float) -> dict:
+    """Blast frames into tx_if; count frames arriving on rx_if during the measured window."""
+    from refswitch.ports import RawPort
+    tx, rx = RawPort(1, tx_if).open(), RawPort(2, rx_if).open()
+    frame = data_frame(frame_len)
+    sent = received = 0
+    lengths = set()
+    start = time.monotonic()
+    t_measure, t_end = start + warmup, start + warmup + seconds
+    measuring = False
+    while True:
+        now = time.monotonic()
+        if now >= t_end:
+            break
+        if not measuring and now >= t_measure:
+            measuring, sent, received = True, 0, 0
+        for _ in range(16):
+            if tx.send(frame):
+                sent += 1
+        while True:
+            got = rx.recv()
+            if got is None:
+                break
+            received += 1
+            if len(lengths) < 4:
+                lengths.add(len(got))
+    return {"sent": sent, "received": received, "seconds": seconds, "pps": received / seconds,
+            "out_lengths": sorted(lengths)}
+
+
+def plain_forward(in_if: str, out_if: str) -> None:
+    """Copy every frame from in_if to out_if until SIGTERM: the raw-socket ceiling."""
+    import select
+    import signal
+    from refswitch.ports import RawPort
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    a, b = RawPort(1, in_if).open(), RawPort(2, out_if).open()
+    ep = select.epoll()
+    ep.register(a.fileno(), select.EPOLLIN)
+    recv, send = a.recv, b.send
+    while True:
+        ep.poll()
+        for _ in range(64):
+            frame = recv()
+            if frame is None:
+                break
+            send(frame)
+
+
+# --- orchestration (root) ----------------------------------------------------------------------
+
+def run_traffic(lab, args) -> dict:
+    done = lab.popen("host", [sys.executable, __file__, "--mode", "traffic", lab.host_if(1), lab.host_if(2),
+                              "--frame", str(args.frame), "--seconds", str(args.seconds)],
+                     stdout=subprocess.PIPE, cwd=str(REPO))
+    out, _ = done.communicate(timeout=args.seconds + 30)
+    if done.returncode != 0:
+        raise RuntimeError(f"traffic process failed with status {done.returncode}")
+    return json.loads(out)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_for(path: str, proc: subprocess.Popen, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if proc.poll() is not None:
+            raise RuntimeError(f"switch exited with status {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"switch not ready after {timeout} s")
+        time.sleep(0.05)
+
+
+def measure_model(lab, args, tmp: str, trim: bool) -> dict:
+    from controller.entries import TableEntry
+    from controller.p4runtime_client import P4RuntimeClient
+    from refswitch.p4info import load_p4info
+    sock, ready = os.path.join(tmp, "s.sock"), os.path.join(tmp, "ready")
+    proc = lab.popen("switch", [sys.executable, "-m", "refswitch.main", "--port", f"1={lab.switch_if(1)}",
+                                "--port", f"2={lab.switch_if(2)}", "--grpc-addr", f"unix:{sock}",
+                                "--ready-file", ready, "--log-level", "WARNING"], cwd=str(REPO))
+    try:
+        wait_for(ready, proc)
+        entries = [TableEntry("MrcIngress.routing", {"dst_addr": (int.from_bytes(DST, "big"), 48)},
+                              "MrcIngress.forward", {"port": 2})]
+        if trim:
+            entries.append(TableEntry("MrcIngress.port_config", {"port": 2}, "MrcIngress.set_port_config",
+                                      {"trim_threshold": 0, "ecn_threshold": 0, "host_facing": 0}))
+        with P4RuntimeClient(f"unix:{sock}", 1, "bench") as client:
+            client.set_pipeline(load_p4info())
+            client.insert(entries)
+            result = run_traffic(lab, args)
+            result["trimmed_counter"] = client.read_counter("MrcIngress.trimmed", 2)[2].packets
+            result["tx_counter"] = client.read_counter("MrcEgress.tx", 2)[2].packets
+        return result
+    finally:
+        stop(proc)
+        for p in (sock, ready):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+def measure_plain(lab, args) -> dict:
+    proc = lab.popen("switch", [sys.executable, __file__, "--mode", "plain", lab.switch_if(1), lab.switch_if(2)],
+                     cwd=str(REPO))
+    try:
+        time.sleep(0.5)   # no readiness signal from this tiny loop; it only has to open two sockets
+        if proc.poll() is not None:
+            raise RuntimeError("plain forwarder exited")
+        return run_traffic(lab, args)
+    finally:
+        stop(proc)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=("bench", "traffic", "plain"), default="bench", help=argparse.SUPPRESS)
+    parser.add_argument("ifaces", nargs="*", help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, default=3.0, help="measured window per run (default 3)")
+    parser.add_argument("--frame", type=int, default=1024, help="frame length in bytes (default 1024)")
+    args = parser.parse_args(argv)
+    if args.mode == "traffic":
+        print(json.dumps(traffic(args.ifaces[0], args.ifaces[1], args.frame, 0.5, args.seconds)))
+        return 0
+    if args.mode == "plain":
+        plain_forward(args.ifaces[0], args.ifaces[1])
+        return 0
+    if os.geteuid() != 0:
+        print("bench_refswitch: needs root (network namespaces, raw sockets)", file=sys.stderr)
+        return 2
+    from refswitch.vethlab import VethLab
+    results: dict = {"frame_bytes": args.frame, "seconds": args.seconds, "host": platform.node(),
+                     "cpus": os.cpu_count(), "python": platform.python_version(),
+                     "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with tempfile.TemporaryDirectory(prefix="mrc-bench-") as tmp, VethLab(f"b{os.getpid() % 1000}", 2) as lab:
+        results["plain"] = measure_plain(lab, args)
+        results["model"] = measure_model(lab, args, tmp, trim=False)
+        results["model_trim"] = measure_model(lab, args, tmp, trim=True)
+    plain, model, trim = (results[k]["pps"] for k in ("plain", "model", "model_trim"))
+    results["ratio_model_to_plain"] = model / plain if plain else None
+    print(f"frames of {args.frame} bytes, {args.seconds:.0f} s windows, {os.cpu_count()} CPUs")
+    print(f"  plain raw-socket loop : {plain:10.0f} pkt/s")
+    print(f"  reference switch      : {model:10.0f} pkt/s   ({results['ratio_model_to_plain']:.2f} of plain)")
+    print(f"  reference, all trimmed: {trim:10.0f} pkt/s   (out lengths {results['model_trim']['out_lengths']})")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"refswitch-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"saved {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
