@@ -18,7 +18,7 @@ import logging
 import sys
 
 from refswitch.p4info import P4InfoError, load_p4info
-from refswitch.p4runtime_server import AddressError
+from refswitch.p4runtime_server import AddressError, check_address
 from refswitch.ports import PortError
 from refswitch.switch import Switch, SwitchConfig
 
@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = build_config(args)
     try:
+        check_address(cfg.grpc_address)          # before any port is opened
         p4info = load_p4info(cfg.p4info_path) if cfg.p4info_path else None
         switch = Switch(cfg, p4info)
         switch.serve_forever()
