@@ -1,0 +1,142 @@
+"""The switch conformance suite: every case on the in-process model, on BMv2 when installed.
+
+The same YAML cases run on every target (refswitch/conformance/cases/). The model process on veths
+(`model-proc`) runs a few representative cases as an integration test; `mrc-testbed conformance
+--target all` runs them all.
+"""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from refswitch.conformance import cli
+from refswitch.conformance.case import CaseError, load_cases, parse_case
+from refswitch.conformance.process_targets import Bmv2Target, ModelProcessTarget
+from refswitch.conformance.runner import check, run_case, run_cases
+from refswitch.conformance.targets import ModelTarget
+from refswitch import pipeline as pipeline_module
+
+CASES = load_cases()
+BY_NAME = {c.name: c for c in CASES}
+
+
+def test_suite_covers_the_required_behaviours():
+    names = set(BY_NAME)
+    required = {"usid_t0_first_hop", "usid_t1_hop", "usid_t2_hop_five_switch_path", "usid_last_hop_delivery",
+                "ecmp_flow_stable", "ecmp_spread_across_flows", "ecmp_hash_is_documented_crc16",
+                "trim_not_below_threshold", "trim_exactly_at_threshold", "trim_lasthop_class",
+                "control_packets_never_trimmed", "no_double_trim", "ecn_marked_at_threshold",
+                "ecn_last_hop_exempt", "fault_drop_all", "fault_drop_random_statistical",
+                "malformed_short_frame", "malformed_wrong_ip_version", "malformed_ipv6_payload_length",
+                "malformed_udp_length"}
+    assert required <= names
+
+
+@pytest.fixture(scope="module")
+def model():
+    return ModelTarget()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_on_model(model, case):
+    result = run_case(case, model)
+    assert result.status == "pass", result.message
+
+
+@pytest.fixture(scope="module")
+def bmv2():
+    target = Bmv2Target()
+    reason = target.unavailable()
+    if reason:
+        pytest.skip(f"BMv2 target: {reason}")
+    target.start()
+    try:
+        yield target
+    finally:
+        target.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_on_bmv2(bmv2, case):
+    result = run_case(case, bmv2)
+    assert result.status == "pass", result.message
+
+
+MODEL_PROC_CASES = ["usid_t0_first_hop", "trim_exactly_at_threshold", "ecn_marked_at_threshold",
+                    "malformed_udp_length", "fault_drop_all", "ecmp_hash_is_documented_crc16"]
+
+
+@pytest.mark.integration
+@pytest.mark.requires_root
+def test_representative_cases_on_model_process():
+    results = run_cases([BY_NAME[n] for n in MODEL_PROC_CASES], ModelProcessTarget())
+    assert [(r.case, r.status, r.message) for r in results] == [(n, "pass", "") for n in MODEL_PROC_CASES]
+
+
+# --- the suite detects a broken pipeline --------------------------------------------------------
+
+def test_a_pipeline_that_never_trims_fails_the_trim_cases(monkeypatch):
+    monkeypatch.setattr(pipeline_module, "_trim", lambda frame, b14, b15, host_facing: frame)
+    results = {c.name: run_case(c, ModelTarget()) for c in CASES if "trim" in c.name}
+    assert results["trim_exactly_at_threshold"].status == "fail"
+    assert results["trim_lasthop_class"].status == "fail"
+    assert results["trim_not_below_threshold"].status == "pass"
+
+
+def test_an_off_by_one_threshold_fails_the_boundary_case(monkeypatch):
+    original = pipeline_module.Pipeline.process
+
+    def late_by_one(self, frame, in_port, queued_low):
+        return original(self, frame, in_port, [max(0, q - 1) for q in queued_low])
+    monkeypatch.setattr(pipeline_module.Pipeline, "process", late_by_one)
+    result = run_case(BY_NAME["trim_exactly_at_threshold"], ModelTarget())
+    assert result.status == "fail"
+
+
+def test_check_reports_missing_extra_and_wrong_fields():
+    case = BY_NAME["usid_t0_first_hop"]
+    inputs = case.inputs()
+    assert check(case, inputs, [], {}) != []
+    from refswitch.conformance.runner import Output
+    wrong = Output(3, inputs[0][1], 0)                       # not shifted
+    failures = check(case, inputs, [wrong], {"MrcIngress.rx": {1: (1, 1)}, "MrcEgress.tx": {3: (1, 1)}})
+    assert any("bytes differ" in f for f in failures)
+
+
+# --- case files --------------------------------------------------------------------------------
+
+def test_case_files_are_checked():
+    good = {"name": "x", "send": [{"port": 1, "packet": {"src": "fc00::", "dst": "fc00::1"}}]}
+    parse_case(good, {}, "t.yaml")
+    with pytest.raises(CaseError, match="unknown keys"):
+        parse_case(dict(good, sendd=[]), {}, "t.yaml")
+    with pytest.raises(CaseError, match="unknown expect keys"):
+        parse_case(dict(good, expect={"packet": []}), {}, "t.yaml")
+    with pytest.raises(CaseError, match="nothing to send"):
+        parse_case({"name": "y"}, {}, "t.yaml")
+    with pytest.raises(CaseError, match="bad entry"):
+        parse_case(dict(good, entries=[{"table": "MrcIngress.routing", "match": {"dst_addr": "fc00::1/16"}}]),
+                   {}, "t.yaml")
+
+
+def test_cli_prints_a_table_and_fails_on_failure(capsys, monkeypatch):
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    assert cli.run(parser.parse_args(["-k", "usid_t1"])) == 0
+    out = capsys.readouterr().out
+    assert "usid_t1_hop" in out and "PASS" in out and "model: 1 pass" in out
+    monkeypatch.setattr(pipeline_module, "_trim", lambda frame, b14, b15, host_facing: frame)
+    assert cli.run(parser.parse_args(["-k", "trim_lasthop"])) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_cli_skips_bmv2_with_the_reason_when_absent(capsys):
+    if Bmv2Target().unavailable() is None:
+        pytest.skip("BMv2 is installed here")
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    assert cli.run(parser.parse_args(["--target", "bmv2", "-k", "usid_t1"])) == 0
+    assert "SKIP" in capsys.readouterr().out
