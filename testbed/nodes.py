@@ -127,8 +127,10 @@ class P4Switch(Switch):
             raise SwitchStartError(f"{self.name}: pcap asked for but tcpdump is not on PATH")
         for port, ifname in self.data_ports().items():
             out = self.run_dir / f"{self.topo_name}-port{port}.pcap"
-            proc = self.popen([tcpdump, "-i", ifname, "-U", "-w", str(out), "-s", "256"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(self.run_dir / f"{self.topo_name}-port{port}.tcpdump.log", "wb") as err:
+                proc = self.popen([tcpdump, "-i", ifname, "--immediate-mode", "-U", "-w", str(out),
+                                   "-s", "256"],
+                                  stdout=subprocess.DEVNULL, stderr=err)
             self.captures.append(proc)
             if self.registry is not None:
                 self.registry.record_process(proc.pid, f"tcpdump {ifname}")
@@ -150,6 +152,17 @@ class P4Switch(Switch):
         finally:
             channel.close()
         self._check_alive()
+        self._wait_captures(deadline)
+
+    def _wait_captures(self, deadline: float) -> None:
+        """Wait until every tcpdump of this switch says it is listening."""
+        for port in self.data_ports() if self.captures else ():
+            log = self.run_dir / f"{self.topo_name}-port{port}.tcpdump.log"
+            while "listening on" not in (log.read_text(errors="replace") if log.exists() else ""):
+                if time.monotonic() > deadline:
+                    raise SwitchStartError(f"{self.name}: tcpdump on port {port} not listening "
+                                           f"(log {log})")
+                time.sleep(0.02)
 
     def _check_alive(self) -> None:
         if self.process is None:

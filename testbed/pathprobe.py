@@ -2,8 +2,8 @@
 
 `usid_probes(topo)` lists one probe per (source host, destination host, uSID path);
 `ecmp_probes(topo, evs)` lists probes to destination NIC addresses (routed by ECMP in the switches);
-`run_probes(net, probes)` runs one `testbed.prober` process in every host of a running
-`TestbedNetwork`, sends every probe and returns where each one arrived.
+`ProbeSession(net)` runs one `testbed.prober` process in every host of a running `TestbedNetwork`;
+each `run(probes)` sends every probe and returns where each one arrived (`run_probes`: one round).
 """
 from __future__ import annotations
 
@@ -88,64 +88,101 @@ class ProbeResult:
         return [p for p in self.sent if p.probe_id in self.arrived and not self.delivered(p)]
 
 
-def run_probes(net, probes: list[ProbeSpec], timeout: float = 15.0,
-               expect: set[int] | None = None) -> ProbeResult:
-    """Send `probes` in a running network; wait until the `expect`ed ones (default: all) arrived
-    or `timeout` passed, and return where every probe arrived."""
-    topo = net.topology
-    expect = {p.probe_id for p in probes} if expect is None else set(expect)
-    spec_dir = net.run_dir / "probes"
-    spec_dir.mkdir(exist_ok=True)
-    procs: dict[str, subprocess.Popen] = {}
-    selector = selectors.DefaultSelector()
-    arrived: dict[int, tuple[str, str]] = {}
-    try:
-        for host in topo.hosts:
-            spec = {"nics": {nic.ifname: nic.mac for nic in topo.host_nics(host.name)},
-                    "send": [p.__dict__ | {"switches": list(p.switches)}
-                             for p in probes if p.src_host == host.name]}
-            path = spec_dir / f"{host.name}.json"
-            path.write_text(json.dumps(spec))
-            proc = net.popen(host.name, [sys.executable, "-m", "testbed.prober", str(path)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             cwd=str(REPO), bufsize=0)
-            procs[host.name] = proc
-            selector.register(proc.stdout, selectors.EVENT_READ, host.name)
+class ProbeSession:
+    """One `testbed.prober` process per host of a running network, reused for several rounds.
+
+    Each round offsets its probe ids, so a late PROBE of an earlier round is never counted.
+    """
+
+    ROUND_STRIDE = 1 << 20
+
+    def __init__(self, net, ready_timeout: float = 30.0):
+        self.net = net
+        self.ready_timeout = ready_timeout
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.selector = selectors.DefaultSelector()
+        self.lines = _Lines(self.selector)
+        self.spec_dir = net.run_dir / "probes"
+        self.round = 0
+
+    def __enter__(self) -> "ProbeSession":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> "ProbeSession":
+        """Start every host's prober and wait until all have their sockets open."""
+        self.spec_dir.mkdir(exist_ok=True)
+        try:
+            for host in self.net.topology.hosts:
+                spec = {"nics": {nic.ifname: nic.mac for nic in self.net.topology.host_nics(host.name)}}
+                path = self.spec_dir / f"{host.name}.json"
+                path.write_text(json.dumps(spec))
+                proc = self.net.popen(host.name, [sys.executable, "-m", "testbed.prober", str(path)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, cwd=str(REPO), bufsize=0)
+                self.procs[host.name] = proc
+                self.selector.register(proc.stdout, selectors.EVENT_READ, host.name)
+            deadline = time.monotonic() + self.ready_timeout
+            ready: set[str] = set()
+            while len(ready) < len(self.procs):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("probers not ready in time: " + self.lines.stderr(self.procs))
+                ready.update(h for h, line in self.lines.read(deadline, self.procs) if line == "ready")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def run(self, probes: list[ProbeSpec], timeout: float = 15.0,
+            expect: set[int] | None = None) -> ProbeResult:
+        """Send `probes`; wait until the `expect`ed ones (default: all) arrived or `timeout` passed;
+        return where every probe arrived."""
+        self.round += 1
+        offset = self.round * self.ROUND_STRIDE
+        expect = {p.probe_id for p in probes} if expect is None else set(expect)
+        for host, proc in self.procs.items():
+            items = [{"nic": p.nic, "src": p.src, "dst": p.dst, "dst_mac": p.dst_mac, "ev": p.ev,
+                      "probe_id": offset + p.probe_id} for p in probes if p.src_host == host]
+            path = self.spec_dir / f"{host}.round{self.round}.json"
+            path.write_text(json.dumps(items))
+            proc.stdin.write(f"send {path}\n".encode())
+        arrived: dict[int, tuple[str, str]] = {}
         deadline = time.monotonic() + timeout
-        lines = _Lines(selector)
-        ready = set()
-        while len(ready) < len(procs):
-            if time.monotonic() > deadline:
-                raise TimeoutError("probers not ready in time: " + lines.stderr(procs))
-            for host, line in lines.read(deadline, procs):
-                if line == "ready":
-                    ready.add(host)
-        for proc in procs.values():
-            proc.stdin.write(b"send\n")
         while not expect <= arrived.keys() and time.monotonic() < deadline:
-            for host, line in lines.read(deadline, procs):
+            for host, line in self.lines.read(deadline, self.procs):
                 if line.startswith("rx "):
                     _, pid, nic, _ev = line.split()
-                    arrived.setdefault(int(pid), (host, nic))
-        for proc in procs.values():
-            proc.stdin.write(b"stop\n")
-        done = set()
-        stop_deadline = time.monotonic() + 5
-        while len(done) < len(procs) and time.monotonic() < stop_deadline:
-            for host, line in lines.read(stop_deadline, procs):
-                if line == "done":
-                    done.add(host)
-                elif line.startswith("rx "):
-                    _, pid, nic, _ev = line.split()
-                    arrived.setdefault(int(pid), (host, nic))
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
+                    if int(pid) // self.ROUND_STRIDE == self.round:
+                        arrived.setdefault(int(pid) - offset, (host, nic))
+        return ProbeResult(probes, arrived)
+
+    def close(self) -> None:
+        """Stop every prober (by PID)."""
+        for proc in self.procs.values():
+            try:
+                proc.stdin.write(b"stop\n")
+                proc.stdin.close()
+            except OSError:
+                pass
+        for proc in self.procs.values():
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
                 proc.kill()
-            proc.wait(5)
-            net.registry.forget_process(proc.pid) if net.registry else None
-        selector.close()
-    return ProbeResult(probes, arrived)
+                proc.wait(5)
+            if self.net.registry is not None:
+                self.net.registry.forget_process(proc.pid)
+        self.procs = {}
+        self.selector.close()
+
+
+def run_probes(net, probes: list[ProbeSpec], timeout: float = 15.0,
+               expect: set[int] | None = None) -> ProbeResult:
+    """One round of `probes` in a fresh ProbeSession (see ProbeSession.run)."""
+    with ProbeSession(net) as session:
+        return session.run(probes, timeout, expect)
 
 
 class _Lines:

@@ -2,13 +2,13 @@
 
     python -m testbed.prober SPEC.json
 
-SPEC: {"nics": {"h1-eth0": "02:00:00:00:00:00", ...},      # this host's NICs and their MACs
-       "send": [{"nic": "h1-eth0", "src": "fc00:0:1000::", "dst": "fc00:0:100:102:1001::",
-                 "dst_mac": "02:00:00:00:00:01", "ev": 7, "probe_id": 12}, ...]}
+SPEC: {"nics": {"h1-eth0": "02:00:00:00:00:00", ...}}     # this host's NICs and their MACs
+A probe list file: [{"nic": "h1-eth0", "src": "fc00:0:1000::", "dst": "fc00:0:100:102:1001::",
+                     "dst_mac": "02:00:00:00:00:01", "ev": 7, "probe_id": 12}, ...]
 
 Protocol on stdin/stdout (one line each): the prober prints `ready` once its raw sockets are open;
-on `send` it sends every probe of the spec and prints `sent N`; every PROBE it receives is printed
-as `rx <probe_id> <nic> <ev>` at once; on `stop` (or end of input) it prints `done` and exits.
+on `send FILE` it sends every probe listed in FILE and prints `sent N`; every PROBE it receives is
+printed as `rx <probe_id> <nic> <ev>` at once; on `stop` (or end of input) it prints `done` and exits.
 Frames that are not MRC packets (or not PROBEs) are ignored.
 """
 from __future__ import annotations
@@ -74,8 +74,9 @@ def run(spec: dict) -> int:
                 while b"\n" in buffered:
                     line, buffered = buffered.split(b"\n", 1)
                     command = line.decode().strip()
-                    if command == "send":
-                        say(f"sent {send_all(spec, socks)}")
+                    if command.startswith("send "):
+                        with open(command[len("send "):]) as f:
+                            say(f"sent {send_all(spec, json.load(f), socks)}")
                     elif command == "stop":
                         say("done")
                         return 0
@@ -96,10 +97,10 @@ def run(spec: dict) -> int:
                     say(f"rx {packet.probe_id} {name} {packet.ev}")
 
 
-def send_all(spec: dict, socks: dict) -> int:
-    """Send every probe of the spec from its NIC; return how many were sent."""
+def send_all(spec: dict, probes: list[dict], socks: dict) -> int:
+    """Send every listed probe from its NIC; return how many were sent."""
     sent = 0
-    for item in spec["send"]:
+    for item in probes:
         frame = probe_frame(item, mac_bytes(spec["nics"][item["nic"]]))
         for attempt in range(50):
             try:

@@ -21,7 +21,7 @@ from conftest import requires_bmv2, requires_mininet
 from controller.installer import verify
 from controller.routes import compute_programs
 from testbed.network import STAGES, BringUpError, TestbedNetwork
-from testbed.pathprobe import ecmp_probes, run_probes, usid_probes
+from testbed.pathprobe import ProbeSession, ecmp_probes, run_probes, usid_probes
 from testbed.registry import RunState, leftovers, list_runs
 from topologies.builders import leaf_spine
 
@@ -86,6 +86,13 @@ def test_root_namespace_is_untouched(network):
     assert root_ipv6_settings() == settings
 
 
+@pytest.fixture(scope="module")
+def prober(network):
+    """A prober process in every host of the module's network, reused by every test."""
+    with ProbeSession(network) as session:
+        yield session
+
+
 def assert_switches_alive(network) -> None:
     for switch in network.net.switches:
         if not switch.alive():
@@ -104,18 +111,18 @@ def test_bring_up_reports_every_stage(network):
         assert out.strip() == "1"
 
 
-def test_every_host_pair_reaches_every_other_on_every_usid_path(network):
+def test_every_host_pair_reaches_every_other_on_every_usid_path(network, prober):
     probes = usid_probes(network.topology)
     assert len(probes) == 8 * 7 + 48          # same-leaf pairs: 1 path; other pairs: 2 spines
-    result = run_probes(network, probes)
+    result = prober.run(probes)
     assert result.failed() == []
     assert result.misdelivered() == []
 
 
-def test_counters_read_back_match_the_probes(network):
+def test_counters_read_back_match_the_probes(network, prober):
     before = {s.name: network.counters(s.name) for s in network.topology.switches}
     probes = usid_probes(network.topology)
-    assert run_probes(network, probes).failed() == []
+    assert prober.run(probes).failed() == []
     hops = sum(len(p.switches) for p in probes)
 
     def total(name, counters):
@@ -129,24 +136,24 @@ def test_counters_read_back_match_the_probes(network):
     assert drops == 0
 
 
-def test_dead_link_fails_exactly_the_paths_through_it(network):
+def test_dead_link_fails_exactly_the_paths_through_it(network, prober):
     probes = usid_probes(network.topology)
     through = {p.probe_id for p in probes if p.crosses("s1", "s5")}
     assert 0 < len(through) < len(probes)
     network.link_down("s1", "s5")
     try:
-        result = run_probes(network, probes, expect={p.probe_id for p in probes} - through)
+        result = prober.run(probes, expect={p.probe_id for p in probes} - through)
         assert_switches_alive(network)                   # a link going down must not kill a switch
         assert {p.probe_id for p in result.failed()} == through
     finally:
         network.link_up("s1", "s5")
-    assert run_probes(network, probes).failed() == []
+    assert prober.run(probes).failed() == []
 
 
-def test_converging_control_plane_reroutes_after_delay_and_restores(network):
+def test_converging_control_plane_reroutes_after_delay_and_restores(network, prober):
     topo = network.topology
     probes = ecmp_probes(topo, evs=range(1, 5))
-    assert run_probes(network, probes).failed() == []
+    assert prober.run(probes).failed() == []
     leaf_s1 = {"h1", "h2"}                       # only their traffic can use the link s1-s5
     untouched = {p.probe_id for p in probes if not {p.src_host, p.dst_host} & leaf_s1}
     plane = network.enable_convergence(delay=2.0)
@@ -154,7 +161,7 @@ def test_converging_control_plane_reroutes_after_delay_and_restores(network):
     try:
         network.link_down("s1", "s5")
         link_down = True
-        before = run_probes(network, probes, timeout=1.5, expect=untouched)
+        before = prober.run(probes, timeout=1.5, expect=untouched)
         assert plane.history == [], "probing took longer than the convergence delay"
         lost = {p.probe_id for p in before.failed()}
         assert lost and not lost & untouched    # ECMP flows hashed onto s1-s5 stall until reroute
@@ -163,14 +170,14 @@ def test_converging_control_plane_reroutes_after_delay_and_restores(network):
         record = plane.history[-1]
         assert record.done_at - record.notified_at >= plane.delay
         assert record.updates["s1"] > 0
-        assert run_probes(network, probes).failed() == []       # ECMP routes around s1-s5 now
+        assert prober.run(probes).failed() == []       # ECMP routes around s1-s5 now
         network.link_up("s1", "s5")
         link_down = False
         assert plane.wait_idle(timeout=10)
         baseline = compute_programs(topo)
         reports = [verify(network.clients[n], p) for n, p in baseline.items()]
         assert all(r.ok for r in reports), "\n".join(r.describe() for r in reports)
-        assert run_probes(network, usid_probes(topo)).failed() == []
+        assert prober.run(usid_probes(topo)).failed() == []
     finally:
         plane.stop()
         network.control_plane = None
@@ -229,3 +236,20 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path):
         if state is not None and leftovers(state):
             from testbed.registry import clean_run
             clean_run(state)
+
+
+def test_pcap_per_switch_port(tmp_path):
+    """With pcap on, every switch port has a capture holding the probes that crossed it."""
+    topo = leaf_spine(2, 1, 1)
+    net = TestbedNetwork(topo, "model", run_dir=tmp_path, pcap=True, progress=lambda _: None)
+    try:
+        net.start()
+        assert run_probes(net, usid_probes(topo)).failed() == []
+    finally:
+        assert net.stop() == []
+    from scapy.utils import rdpcap
+    for switch in topo.switches:
+        for port in topo.ports_of(switch.name):
+            frames = rdpcap(str(tmp_path / f"{switch.name}-port{port}.pcap"))
+            assert len(frames) >= 2, f"{switch.name} port {port}"   # one probe each way at least
+    assert processes_mentioning(str(tmp_path)) == []
