@@ -56,7 +56,7 @@ class Prober:
         """Expire unanswered probes; send a round of probes when it is due."""
         rto = self.conn.rtt.rto
         for pid, o in list(self.outstanding.items()):
-            if now - o.sent_at >= rto:
+            if now >= o.sent_at + rto:
                 del self.outstanding[pid]
                 self.conn.stats["probe_timeouts"] += 1
                 if o.purpose == REINSTATE:

@@ -1,0 +1,234 @@
+"""Unit tests of the transport's parts: PSN arithmetic, EV set, receiver, window."""
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from host_agent import constants as C
+from host_agent.packets import DataPacket, Nack, Sack
+from host_agent.transport import Endpoint, EvState, PathInfo, TransportConfig
+from host_agent.transport.congestion import NsccWindow, RttEstimator
+from host_agent.transport.evset import EvSet, ev_path_index
+from host_agent.transport.psn import PSN_MOD, from_wire, psn_lt, to_wire
+
+
+def paths(planes=2, per_plane=4):
+    return [PathInfo(p, p, bytes([0xFC, 0, 0, p]) + bytes(12), bytes([0xFC, 0, 0, p, 1, i]) + bytes(10))
+            for p in range(planes) for i in range(per_plane)]
+
+
+# --- PSN ----------------------------------------------------------------------------------------
+@given(st.integers(0, PSN_MOD - 1), st.integers(0, 10**9), st.integers(-(1 << 22), 1 << 22))
+def test_psn_round_trips_near_any_reference(initial, near, delta):
+    seq = max(0, near + delta)
+    assert from_wire(to_wire(seq, initial), initial, near) == seq
+
+
+def test_psn_compare_is_wrap_safe():
+    assert psn_lt(PSN_MOD - 1, 0) and not psn_lt(0, PSN_MOD - 1)
+    assert psn_lt(5, 6) and not psn_lt(6, 5) and not psn_lt(7, 7)
+
+
+# --- EV set -----------------------------------------------------------------------------------------
+def make_evset(num=128, planes=2, per_plane=4, floor=16, share=True, seed=1):
+    changes = []
+    evs = EvSet(paths(planes, per_plane), num, floor, random.Random(seed), share,
+                on_change=lambda ev, old, cause: changes.append((ev.value, old, ev.state, cause)))
+    return evs, changes
+
+
+def test_evs_split_evenly_across_planes_and_map_to_paths_by_hash():
+    evs, _ = make_evset(num=128, planes=2, per_plane=4)
+    homes = evs.home_evs()
+    assert len(homes) == 128 and len({e.value for e in homes}) == 128
+    assert Counter(e.plane for e in homes) == {0: 64, 1: 64}
+    for e in homes:
+        plane_paths = evs.plane_paths[e.plane]
+        assert e.path_key == plane_paths[ev_path_index(e.value, len(plane_paths))]
+    used = Counter(e.path_key for e in homes)
+    assert len(used) == 8                        # every path gets EVs
+
+
+def test_every_packet_gets_a_different_ev_and_a_rotation_covers_the_set():
+    evs, _ = make_evset(num=32)
+    seq = [evs.next_data_ev() for _ in range(64)]
+    assert all(a is not b for a, b in zip(seq, seq[1:]))
+    assert {id(e) for e in seq[:32]} == {id(e) for e in evs.home_evs()}
+    assert [e.plane for e in seq[:4]] == [0, 1, 0, 1]              # planes interleave
+
+
+def test_skip_passes_an_ev_over_for_exactly_one_rotation():
+    evs, changes = make_evset(num=16, planes=1, floor=4)
+    first = evs.next_data_ev()
+    for _ in range(15):
+        evs.next_data_ev()
+    evs.skip(first, "ecn")
+    assert first.state is EvState.SKIP
+    rotation = [evs.next_data_ev() for _ in range(15)]
+    assert first not in rotation and first.state is EvState.GOOD
+    assert evs.next_data_ev() is first
+    assert (first.value, EvState.GOOD, EvState.SKIP, "ecn") in changes
+
+
+def test_timeout_retires_the_path_and_backups_of_the_same_plane_avoid_it():
+    evs, _ = make_evset(num=64, planes=2, per_plane=2)
+    victim = evs.home_evs()[0]
+    retired = evs.mark_bad(victim, 1.0, "timeout")
+    assert victim in retired and all(e.path_key == victim.path_key for e in retired)
+    assert all(e.state is EvState.ASSUMED_BAD for e in retired)
+    active = evs.active_evs()
+    assert len(active) == 64                                        # every slot got a backup
+    assert all(e.path_key != victim.path_key for e in active)
+    assert Counter(e.plane for e in active) == {0: 32, 1: 32}       # planes stay equally loaded
+    for _ in range(200):
+        assert evs.next_data_ev().path_key != victim.path_key
+    assert set(map(id, evs.bad_home_evs())) == set(map(id, retired))
+    evs.reinstate(victim, "probe")
+    assert evs.active_evs() == evs.home_evs()                       # home EVs take their slots back
+
+
+def test_without_fate_sharing_only_the_timed_out_ev_is_retired():
+    evs, _ = make_evset(num=64, share=False)
+    victim = evs.home_evs()[0]
+    assert evs.mark_bad(victim, 0.0, "timeout") == [victim]
+    assert sum(e.state is EvState.ASSUMED_BAD for e in evs.home_evs()) == 1
+
+
+def test_floor_keeps_min_active_evs_in_the_rotation():
+    evs, _ = make_evset(num=16, planes=1, per_plane=2, floor=12)
+    a, b = evs.plane_paths[0]
+    for e in list(evs.home_evs()):
+        evs.mark_bad(e, 0.0, "timeout")                            # both paths of the only plane die
+    assert all(not e.usable for e in evs.active_evs())
+    assert len(evs.active_evs()) == 12
+
+
+# --- receiver (through an Endpoint, packets crafted by hand) --------------------------------------------
+CFG = TransportConfig(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6)
+
+
+def receiver_endpoint(**overrides):
+    cfg = TransportConfig(**{**CFG.__dict__, **overrides})
+    ep = Endpoint("rx", cfg)
+    conn = ep.connect("tx", 2, 1, paths(1, 2))
+    got = []
+    ep.on_message(lambda c, mid, data: got.append((mid, data)))
+    return ep, conn, got
+
+
+def data(psn, va, payload, msg_len, msg_id=0, **kw):
+    return DataPacket(src=bytes(16), dst=bytes(16), ev=0x1234 + psn, qp=2, psn=psn, va=va, rkey=0,
+                      length=len(payload), msg_id=msg_id, msg_len=msg_len, tsval=psn, payload=payload, **kw)
+
+
+def test_receiver_places_out_of_order_suppresses_duplicates_and_sacks_gaps():
+    ep, conn, got = receiver_endpoint()
+    ep.receive(0.0, 0, data(2, 20, b"c" * 10, 30))
+    out = ep.poll(0.0)
+    sacks = [p for _, p in out if isinstance(p, Sack)]
+    assert len(sacks) == 1 and sacks[0].cum_psn == 0 and sacks[0].bitmap == 0b100   # a gap: SACK at once
+    assert sacks[0].ev_echo == 0x1234 + 2 and sacks[0].ts_echo == 2
+    ep.receive(0.0, 0, data(0, 0, b"a" * 10, 30))
+    ep.receive(0.0, 0, data(0, 0, b"a" * 10, 30))                 # duplicate
+    ep.receive(0.0, 0, data(1, 10, b"b" * 10, 30))
+    assert got == [(0, b"a" * 10 + b"b" * 10 + b"c" * 10)]
+    assert ep.stats()["duplicates"] == 1
+    ep.receive(0.0, 0, data(1, 10, b"b" * 10, 30))                # late duplicate after completion
+    assert len(got) == 1
+    last = [p for _, p in ep.poll(0.0) if isinstance(p, Sack)][-1]
+    assert last.cum_psn == 3 and last.bitmap == 0
+
+
+def test_receiver_coalesces_in_order_sacks_and_flushes_on_its_timer():
+    ep, conn, _ = receiver_endpoint(ack_coalesce=2)
+    ep.receive(0.0, 0, data(0, 0, b"x" * 10, 100))
+    assert ep.poll(0.0) == [] and ep.next_wakeup() == pytest.approx(5e-6)
+    ep.receive(1e-6, 0, data(1, 10, b"x" * 10, 100))
+    assert [type(p) for _, p in ep.poll(1e-6)] == [Sack]
+    ep.receive(2e-6, 0, data(2, 20, b"x" * 10, 100))
+    assert ep.poll(3e-6) == []
+    flushed = ep.poll(8e-6)
+    assert len(flushed) == 1 and flushed[0][1].cum_psn == 3
+
+
+def test_receiver_echoes_ce_at_once():
+    ep, conn, _ = receiver_endpoint(ack_coalesce=8)
+    ep.receive(0.0, 0, data(0, 0, b"x", 100, ecn=C.ECN_CE))
+    (nic, sack), = ep.poll(0.0)
+    assert sack.ecn_echo and sack.ev_echo == 0x1234
+
+
+@pytest.mark.parametrize("dscp,reason", [(C.DSCP_TRIMMED, C.NACK_TRIMMED),
+                                         (C.DSCP_TRIMMED_LASTHOP, C.NACK_TRIMMED_LASTHOP)])
+def test_trimmed_header_gets_a_nack_with_the_reason_of_its_dscp(dscp, reason):
+    ep, conn, got = receiver_endpoint()
+    pkt = data(0, 0, b"", 100, flags=C.MRCH_FLAG_TRIMMED, dscp=dscp)
+    pkt.length = 100
+    ep.receive(0.0, 0, pkt)
+    (nic, nack), = ep.poll(0.0)
+    assert isinstance(nack, Nack) and nack.reason == reason and nack.psn == 0 and nack.ev_echo == 0x1234
+    assert got == [] and conn.receiver.expected == 0
+
+
+def test_packet_beyond_the_bitmap_is_refused():
+    ep, conn, _ = receiver_endpoint()
+    ep.receive(0.0, 0, data(64, 0, b"x", 100))
+    (nic, nack), = ep.poll(0.0)
+    assert nack.reason == C.NACK_PSN_OUT_OF_WINDOW and ep.stats()["out_of_window"] == 1
+
+
+def test_sender_never_sends_beyond_the_bitmap_window():
+    cfg = TransportConfig(**{**CFG.__dict__, "cwnd_max_pkts": 1000, "init_cwnd_pkts": 1000, "cc": False,
+                             "rto_min": 1.0})
+    ep = Endpoint("tx", cfg)
+    conn = ep.connect("rx", 1, 2, paths())
+    ep.send_message(conn, bytes(200 * 1024))
+    sent = [p for t in range(200) for _, p in ep.poll(t * 1e-6)]
+    assert len(sent) == 64 and max(p.psn for p in sent) == 63
+
+
+# --- congestion window -------------------------------------------------------------------------------
+def window(**kw):
+    cfg = TransportConfig(**{**CFG.__dict__, "base_rtt": 10e-6, "init_cwnd_pkts": 32, **kw})
+    rtt = RttEstimator(cfg)
+    rtt.sample(12e-6)
+    return NsccWindow(cfg, rtt, 1000)
+
+
+def test_window_quadrants():
+    w = window()
+    start = w.cwnd
+    w.on_ack(1.0, 1000, ecn=False, rtt=10e-6)             # no ECN, no queue: proportional increase
+    assert w.cwnd == pytest.approx(start + 1000)
+    c = w.cwnd
+    w.on_ack(1.0, 1000, ecn=False, rtt=30e-6)             # no ECN, high delay: fair increase
+    assert c < w.cwnd < c + 100
+    c = w.cwnd
+    w.on_ack(1.0, 1000, ecn=True, rtt=11e-6)              # ECN, low delay: hold
+    assert w.cwnd == c
+    w.on_ack(1.0, 1000, ecn=True, rtt=40e-6)              # ECN, high delay: multiplicative decrease
+    assert w.cwnd < c * 0.9
+    c = w.cwnd
+    w.on_ack(1.0 + 1e-6, 1000, ecn=True, rtt=40e-6)       # at most once per RTT
+    assert w.cwnd == c
+
+
+def test_quick_adapt_on_trim_shrinks_towards_what_was_acknowledged():
+    w = window()
+    for i in range(10):
+        w.on_ack(i * 12e-6, 4000, ecn=True, rtt=11e-6)   # 4000 bytes per RTT acknowledged, window held
+    before = w.cwnd
+    w.on_trim_or_loss(1e-3)
+    assert w.cwnd == pytest.approx(max(4000, before / 2))
+    w.on_trim_or_loss(1e-3 + 1e-6)                        # once per RTT
+    assert w.cwnd == pytest.approx(max(4000, before / 2))
+
+
+def test_pacing_spaces_packets_by_window_over_rtt():
+    w = window(pacing_gain=1.0, cc=False, cwnd_max_pkts=10)
+    assert w.pacing_rate(1) == pytest.approx(10 * 1000 / 12e-6)
+    w.sent(0.0, 1000, 1)
+    assert not w.may_send(1.1e-6) and w.may_send(1.3e-6)
