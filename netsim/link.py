@@ -86,6 +86,8 @@ class Link:
             self.counters["tx"] += 1
             self.counters["tx_bytes"] += wire_size(pkt)
             self.sim.after(self.delay, self._arrive, pkt, epoch)
+        else:
+            self.counters["dropped_down"] += 1
         self._start()
 
     def _arrive(self, pkt, epoch: int) -> None:

@@ -1,0 +1,162 @@
+"""The in-process network: links, the switch pipeline contract, the leaf-spine builder."""
+from __future__ import annotations
+
+import pytest
+
+from host_agent import constants as C
+from host_agent.packets import DataPacket, Probe
+from netsim import Link, Simulator, Switch, leaf_spine
+from netsim.build import prefix48, usid_address
+from netsim.switch import PortConfig, usid_shift
+from netsim.wire import wire_size
+
+
+class Sink:
+    """Records what arrives."""
+
+    def __init__(self, sim):
+        self.sim, self.got = sim, []
+
+    def receive(self, pkt, port):
+        self.got.append((self.sim.now, port, pkt))
+
+
+def data_pkt(dst, ev=1, payload=b"x" * 1000, dscp=C.DSCP_TRIMMABLE, src=bytes(16)):
+    return DataPacket(src=src, dst=dst, ev=ev, qp=1, psn=0, va=0, rkey=0, length=len(payload), msg_id=0,
+                      msg_len=len(payload), tsval=0, payload=payload, dscp=dscp)
+
+
+def test_usid_shift_consumes_the_first_usid():
+    dst = int.from_bytes(usid_address(1, [0x0101, 0x0102, 0x1003]), "big")
+    assert usid_shift(dst).to_bytes(16, "big") == usid_address(1, [0x0102, 0x1003])
+
+
+def test_link_serialises_then_propagates_and_serves_high_priority_first():
+    sim = Simulator()
+    sink = Sink(sim)
+    link = Link(sim, "l", rate_bps=8e9, delay=1e-6, depth=10)
+    link.connect(sink, 7)
+    low = [data_pkt(bytes(16), payload=bytes(894)) for _ in range(3)]        # 1000 bytes: 1 us each
+    for p in low:
+        link.send(p, C.PRIORITY_LOW)
+    high = Probe(src=bytes(16), dst=bytes(16), ev=0, qp=1, probe_id=9, tsval=0)
+    link.send(high, C.PRIORITY_HIGH)
+    sim.run()
+    assert wire_size(low[0]) == 1000
+    order = [p for _, _, p in sink.got]
+    assert order == [low[0], high, low[1], low[2]]                   # the probe overtakes the queue
+    assert sink.got[0][0] == pytest.approx(2e-6) and sink.got[0][1] == 7
+
+
+def test_link_tail_drops_and_down_link_loses_everything():
+    sim = Simulator()
+    sink = Sink(sim)
+    link = Link(sim, "l", 1e9, 1e-6, depth=2)
+    link.connect(sink, 1)
+    sent = [link.send(data_pkt(bytes(16)), C.PRIORITY_LOW) for _ in range(5)]
+    assert sent == [True, True, True, False, False]                  # one on the wire, two queued
+    sim.at(1e-6, link.set_up, False)
+    sim.run()
+    assert sink.got == [] and link.counters["dropped_down"] == 3
+    link.set_up(True)
+    link.send(data_pkt(bytes(16)), C.PRIORITY_LOW)
+    sim.run()
+    assert len(sink.got) == 1
+
+
+def one_switch(trim=2, ecn=1, host_facing=False):
+    sim = Simulator(3)
+    sw = Switch(sim, "s", 0x0100)
+    sw.usid_local.add(prefix48(0, 0x0100) >> 80)
+    sink = Sink(sim)
+    link = Link(sim, "s->x", 1e9, 1e-6, depth=100)
+    link.connect(sink, 1)
+    sw.links[1] = link
+    sw.port_config[1] = PortConfig(trim, ecn, host_facing)
+    sw.add_route(prefix48(0, 0x1001), 48, ("forward", 1))
+    return sim, sw, sink
+
+
+@pytest.mark.parametrize("host_facing,dscp", [(False, C.DSCP_TRIMMED), (True, C.DSCP_TRIMMED_LASTHOP)])
+def test_switch_trims_at_the_threshold_and_marks_ecn_only_in_the_fabric(host_facing, dscp):
+    sim, sw, sink = one_switch(trim=3, ecn=1, host_facing=host_facing)
+    dst = usid_address(0, [0x0100, 0x1001])
+    pkts = [data_pkt(dst) for _ in range(6)]
+    for p in pkts:
+        sw.receive(p, 2)
+    sim.run()
+    # 1st on the wire, then queue 0,1,2 -> 2nd..4th queued (ECN from queue 1 on), 5th and 6th trimmed
+    trimmed = [p for p in pkts if p.trimmed]
+    assert trimmed == pkts[4:]
+    assert all(p.payload == b"" and p.dscp == dscp and p.length == 1000 for p in trimmed)
+    assert wire_size(trimmed[0]) == C.DATA_HEADERS_LEN
+    marked = [p.ecn == C.ECN_CE for p in pkts[:4]]
+    assert marked == ([False] * 4 if host_facing else [False, False, True, True])
+    arrival = [p for _, _, p in sink.got]
+    assert arrival[:3] == [pkts[0], pkts[4], pkts[5]]                # trimmed headers jump the queue
+    assert all(p.dst == usid_address(0, [0x1001]) for p in pkts)     # the switch consumed its uSID
+
+
+def test_switch_never_trims_no_trim_or_control_and_drops_unroutable():
+    sim, sw, sink = one_switch(trim=0, ecn=100)
+    dst = usid_address(0, [0x0100, 0x1001])
+    keep = data_pkt(dst, dscp=C.DSCP_NO_TRIM)
+    sw.receive(keep, 2)
+    sw.receive(data_pkt(usid_address(0, [0x0100, 0x1999])), 2)
+    sim.run()
+    assert not keep.trimmed and [p for _, _, p in sink.got] == [keep]
+    assert sw.counters["no_route_drops"] == 1
+
+
+def test_switch_faults_drop_all_or_a_fraction():
+    sim, sw, sink = one_switch(trim=10_000, ecn=10_000)
+    dst = usid_address(0, [0x1001])
+    sw.set_fault(1, drop_all=True)
+    sw.receive(data_pkt(dst), 2)
+    sw.set_fault(1, drop_prob=0.25)
+    for _ in range(2000):
+        sw.receive(data_pkt(dst, payload=b""), 2)
+    sim.run()
+    assert 400 < sw.counters["fault_drops"] - 1 < 600
+    sw.set_fault(1)
+    sw.receive(data_pkt(dst), 2)
+    assert 1 not in sw.faults
+
+
+def test_leaf_spine_usid_paths_cross_exactly_their_switches():
+    net = leaf_spine(Simulator(), hosts=4, planes=2, leaves=2, spines=3)
+    paths = net.mrc_paths("h0", "h1")
+    assert len(paths) == 6 and {p.plane for p in paths} == {0, 1}
+    h1 = net.hosts["h1"]
+    h1.endpoint = Sink(net.sim)
+    h1.endpoint.receive = lambda now, nic, pkt: h1.endpoint.got.append((nic, pkt))
+    h1.service = lambda: None
+    for path in paths:
+        before = {n: s.counters["rx"] for n, s in net.switches.items()}
+        net.hosts["h0"].nics[path.nic].send(data_pkt(path.dst, src=path.src), C.PRIORITY_LOW)
+        net.sim.run()
+        crossed = [n for n, s in net.switches.items() if s.counters["rx"] != before[n]]
+        assert sorted(crossed) == sorted(net.path_of_address(path.plane, path.dst))
+        nic, pkt = h1.endpoint.got[-1]
+        assert nic == path.plane and pkt.dst == h1.nic_addr[path.plane]
+    same_leaf = net.mrc_paths("h0", "h2")
+    assert [net.path_of_address(p.plane, p.dst) for p in same_leaf] == [["p0leaf0"], ["p1leaf0"]]
+
+
+def test_baseline_is_routed_by_ecmp_on_the_five_tuple():
+    net = leaf_spine(Simulator(), hosts=2, planes=1, leaves=2, spines=4)
+    (path,) = net.baseline_path("h0", "h1")
+    net.hosts["h1"].endpoint = type("E", (), {"receive": lambda *a: None, "next_wakeup": lambda s: None,
+                                               "poll": lambda s, now: []})()
+    spines = [net.switches[f"p0spine{i}"] for i in range(4)]
+
+    def spine_for(ev):
+        before = [s.counters["rx"] for s in spines]
+        net.hosts["h0"].nics[0].send(data_pkt(path.dst, ev=ev, src=path.src), C.PRIORITY_LOW)
+        net.sim.run()
+        (i,) = [i for i, s in enumerate(spines) if s.counters["rx"] != before[i]]
+        return i
+
+    chosen = [spine_for(ev) for ev in range(40)]
+    assert len(set(chosen)) >= 3                                        # different flows spread
+    assert [spine_for(ev) for ev in range(40)] == chosen                # the same flow stays put
