@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                          "SetForwardingPipelineConfig)")
     parser.add_argument("--seed", type=int, help="seed of the fault-drop RNG (default 0)")
     parser.add_argument("--ready-file", help="write '<pid> <address>' here when ready")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--log-level", help="level of the mrc.refswitch logger (DEBUG, INFO, WARNING, ...)")
 
 
 def build_config(args: argparse.Namespace) -> SwitchConfig:
@@ -109,8 +109,12 @@ def build_config(args: argparse.Namespace) -> SwitchConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Run the switch until SIGTERM; return the exit status."""
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.log_level:
+        level = logging.getLevelName(str(args.log_level).upper())
+        if not isinstance(level, int):
+            raise SystemExit(f"switch: --log-level {args.log_level!r} is not a logging level")
+        log.setLevel(level)
     cfg = build_config(args)
     try:
         check_address(cfg.grpc_address)          # before any port is opened

@@ -213,6 +213,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             if request.action == A.VERIFY_AND_COMMIT:
                 with self.lock:
                     self.core.set_p4info(request.config.p4info, request.config.cookie.cookie)
+                log.info("P4Runtime: pipeline config committed (%d tables)", len(request.config.p4info.tables))
         elif request.action == A.COMMIT:
             raise _Abort(grpc.StatusCode.UNIMPLEMENTED, "COMMIT without VERIFY_AND_COMMIT is not supported")
         else:

@@ -53,7 +53,7 @@ class SwitchCore:
         pipeline = Pipeline(tables, seed=self.seed)
         self.p4info, self.index, self.tables, self.cookie = p4info, index, tables, cookie
         self.pipeline = pipeline          # the event loop picks up the new pipeline from here
-        log.info("pipeline loaded: %d tables, %d counters", len(index.tables), len(index.counters))
+        log.debug("pipeline loaded: %d tables, %d counters", len(index.tables), len(index.counters))
 
     def receive(self, frame: bytes, in_port: int) -> None:
         """Run a frame through the pipeline and queue (or send) what comes out."""

@@ -129,6 +129,10 @@ def test_raw_requests_get_statuses_not_crashes(switch, client):
             table_entry=p4runtime_pb2.TableEntry(table_id=every[0].table_entry.table_id, is_default_action=True))]))
             for e in r.entities]
         assert len(default) == 1 and default[0].table_entry.is_default_action
+        # every counter, every index (counter_id 0, no index)
+        cells = [e for r in stub.Read(p4runtime_pb2.ReadRequest(device_id=DEVICE, entities=[
+            p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry())])) for e in r.entities]
+        assert len(cells) == 512 * len(got.config.p4info.counters)
         # unsupported things: a status with a message
         with pytest.raises(grpc.RpcError) as err:
             list(stub.Read(p4runtime_pb2.ReadRequest(device_id=DEVICE, entities=[
