@@ -15,6 +15,7 @@ Everything created is recorded in a `testbed.registry.RunRegistry` first, so tha
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -99,6 +100,10 @@ class TestbedNetwork:
                 from exc
         self.bring_up_s = time.monotonic() - began
         self.progress(f"network {self.topology.name} up on {self.target} in {self.bring_up_s:.2f} s")
+        (self.run_dir / "bringup.json").write_text(json.dumps({
+            "topology": self.topology.name, "target": self.target, "hosts": len(self.topology.hosts),
+            "switches": len(self.topology.switches), "seconds": round(self.bring_up_s, 3),
+            "stages": {k: round(v, 3) for k, v in self.stage_times.items()}}, indent=1))
         return self
 
     def __enter__(self) -> "TestbedNetwork":

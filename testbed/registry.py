@@ -5,6 +5,11 @@ writable): the run's own PID, and every process (with its kernel start time, so 
 is never mistaken for ours), network namespace and interface it creates. Entries are written
 *before* the thing is created where possible (interfaces) and right after otherwise (processes),
 and the file is replaced atomically on every change. Clean-up acts on recorded PIDs and names only.
+
+Mininet's namespaces are anonymous: each lives as long as a process in it. They are recorded as
+the node shells that hold them (process groups: what a user starts from the CLI dies with them)
+plus every process the testbed starts inside them; ending those removes the namespaces and the
+veths in them. Interfaces and named namespaces in the root namespace can be recorded too.
 """
 from __future__ import annotations
 

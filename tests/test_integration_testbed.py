@@ -8,6 +8,7 @@ tear-down leaves no process, namespace or interface behind. Run serially (Minine
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -106,6 +107,8 @@ def test_bring_up_reports_every_stage(network):
     assert [line.split()[1] for line in network.progress_lines[:len(STAGES)]] == list(STAGES)
     assert network.progress_lines[-1].startswith(f"network {topo.name} up on {network.target}")
     assert all(network.switch(s.name).alive() for s in topo.switches)
+    figures = json.loads((network.run_dir / "bringup.json").read_text())
+    assert figures["hosts"] == 8 and set(figures["stages"]) == set(STAGES)
     for host in topo.hosts:        # IPv6 is off in every host namespace: the kernel stays silent
         out = network.host(host.name).cmd("sysctl -n net.ipv6.conf.all.disable_ipv6")
         assert out.strip() == "1"
