@@ -11,6 +11,7 @@ from netsim.switch import Switch
 from netsim.host import Host
 from netsim.build import Network, leaf_spine
 from netsim.scenario import Transfer, TransferResult, ScenarioResult, run_transfers
+from netsim.topology import from_topology
 
 __all__ = ["Host", "Link", "Network", "ScenarioResult", "Simulator", "Switch", "Transfer", "TransferResult",
-           "leaf_spine", "run_transfers"]
+           "from_topology", "leaf_spine", "run_transfers"]

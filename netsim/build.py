@@ -66,6 +66,7 @@ class Network:
     host_leaf: dict[tuple[str, int], str] = field(default_factory=dict)     # (host, plane) -> leaf
     spines: dict[int, list[str]] = field(default_factory=dict)              # plane -> spine names
     planes: list[int] = field(default_factory=list)
+    path_finder: object = None          # (src, dst) -> [(plane, switch names, address)], when not leaf_spine
 
     def cable(self, a: str, b: str) -> Cable:
         """The cable between nodes `a` and `b` (in either order)."""
@@ -86,6 +87,9 @@ class Network:
 
     def mrc_paths(self, src: str, dst: str) -> list[PathInfo]:
         """Every uSID path from host `src` to host `dst`, plane by plane."""
+        if self.path_finder is not None:
+            return [PathInfo(plane, plane, self.hosts[src].nic_addr[plane], address)
+                    for plane, _, address in self.path_finder(src, dst)]
         out = []
         for plane in self.planes:
             for names in self.switch_paths(src, dst, plane):

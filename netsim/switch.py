@@ -77,6 +77,34 @@ class Switch:
                 return action
         return None
 
+    def install(self, entries) -> None:
+        """Apply controller TableEntry objects (docs/design.md table and action names)."""
+        for e in entries:
+            if e.table == "MrcIngress.usid_local":
+                self.usid_local.add(e.match["dst_usid_prefix"])
+            elif e.table == "MrcIngress.routing":
+                value, length = e.match["dst_addr"]
+                if e.action == "MrcIngress.forward":
+                    self.add_route(value, length, ("forward", e.params["port"]))
+                elif e.action == "MrcIngress.ecmp_select":
+                    self.add_route(value, length, ("ecmp", e.params["group"]))
+                else:
+                    raise ValueError(f"switch {self.name}: routing action {e.action} is not in the contract")
+            elif e.table == "MrcIngress.ecmp_member":
+                members = self.ecmp_groups.setdefault(e.match["group"], [])
+                index = e.match["index"]
+                members.extend([0] * (index + 1 - len(members)))
+                members[index] = e.params["port"]
+            elif e.table == "MrcIngress.port_config":
+                p = e.params
+                self.port_config[e.match["port"]] = PortConfig(p["trim_threshold"], p["ecn_threshold"],
+                                                               bool(p["host_facing"]))
+            elif e.table == "MrcIngress.port_fault":
+                drop = e.params.get("drop_ppm")
+                self.set_fault(e.match["port"], drop_all=drop is None, drop_prob=(drop or 0) / 1e6)
+            else:
+                raise ValueError(f"switch {self.name}: table {e.table} is not in the contract")
+
     def set_fault(self, port: int, drop_all: bool = False, drop_prob: float = 0.0) -> None:
         """Install (or, with the defaults, clear) a fault on egress `port`."""
         if not drop_all and not drop_prob:

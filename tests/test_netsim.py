@@ -160,3 +160,24 @@ def test_baseline_is_routed_by_ecmp_on_the_five_tuple():
     chosen = [spine_for(ev) for ev in range(40)]
     assert len(set(chosen)) >= 3                                        # different flows spread
     assert [spine_for(ev) for ev in range(40)] == chosen                # the same flow stays put
+
+
+@pytest.mark.parametrize("mode", ["mrc", "roce"])
+def test_network_from_a_topology_runs_the_controllers_tables(mode):
+    from host_agent.transport import TransportConfig
+    from netsim import Transfer, from_topology, run_transfers
+    from topologies.builders import fat_tree
+
+    topo = fat_tree(4)
+    net = from_topology(topo, Simulator(2), rate_bps=10e9)
+    first, last = topo.hosts[0].name, topo.hosts[-1].name
+    paths = net.mrc_paths(first, last)
+    assert len(paths) == 4 and all(len(net.path_of_address(p.plane, p.dst)) == 5 for p in paths)
+    if mode == "mrc":
+        net.at(30e-6, net.cable(*net.path_of_address(0, paths[0].dst)[1:3]).set_up, False)
+    cfg = TransportConfig(mode=mode, rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6,
+                          line_rate_bps=10e9)
+    res = run_transfers(net, [Transfer(first, last, 200_000, message_size=50_000),
+                              Transfer(topo.hosts[1].name, topo.hosts[-2].name, 100_000)], cfg, until=0.01)
+    assert res.all_complete
+    assert sum(s.counters["no_route_drops"] for s in net.switches.values()) == 0
