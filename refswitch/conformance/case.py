@@ -12,7 +12,7 @@ A case file holds `common:` (entries shared by its cases) and `cases:`, a list o
         packets: [{port: 2, priority: low, fields: {MRCH.flags: 0}}, ...]
         counters: {MrcIngress.trimmed: {2: 1}}
 
-See docs/conformance.md-style comments in the case files for every expectation key.
+The expectation keys are listed in refswitch/conformance/runner.py; packet specs in packets.py.
 """
 from __future__ import annotations
 
