@@ -105,8 +105,9 @@ def compare(switch: str, sent: list[TableEntry], read_back: list[TableEntry]) ->
 
 
 def verify(client: P4RuntimeClient, program: SwitchProgram) -> VerifyReport:
-    """Read back every table the program uses and compare it with the program."""
-    tables = sorted({e.table for e in program.entries})
+    """Read back every table of the P4Info and compare it with the program (so an entry the
+    program does not have, in any table, is reported as unexpected)."""
+    tables = sorted(set(client.index.tables) if client.index else {e.table for e in program.entries})
     read_back = [e for table in tables for e in client.read_table(table)]
     return compare(program.switch, program.entries, read_back)
 

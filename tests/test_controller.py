@@ -320,3 +320,12 @@ def test_control_plane_reports_failed_reprogramming(server, client, pipeline):
     assert plane.wait_idle(timeout=5)
     assert plane.errors and "no route to h9" in plane.errors[0]
     assert plane.history == []
+
+
+def test_verify_reports_entries_in_tables_the_program_does_not_use(server, client, pipeline):
+    install(client, small_program(), pipeline)
+    fault = TableEntry("MrcIngress.port_fault", {"port": 2}, "MrcIngress.fault_drop")
+    client.insert([fault])
+    report = verify(client, small_program())
+    assert report.unexpected == [fault] and not report.missing
+    assert "unexpected MrcIngress.port_fault[port=2] -> MrcIngress.fault_drop()" in report.describe()
