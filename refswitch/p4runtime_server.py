@@ -18,7 +18,8 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller.entries import TableEntry
 from refswitch.p4info import MATCH_EXACT, MATCH_LPM, P4InfoError, P4InfoIndex
-from refswitch.tables import TableError
+from refswitch.pipeline import Pipeline
+from refswitch.tables import TableError, TableStore
 
 log = logging.getLogger("mrc.refswitch")
 
@@ -207,9 +208,10 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         A = p4runtime_pb2.SetForwardingPipelineConfigRequest
         if request.action in (A.VERIFY, A.VERIFY_AND_SAVE, A.VERIFY_AND_COMMIT):
             try:
-                P4InfoIndex.from_proto(request.config.p4info)
-            except Exception as exc:  # a P4Info we cannot index
-                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"P4Info rejected: {exc}") from None
+                Pipeline(TableStore(P4InfoIndex.from_proto(request.config.p4info)))
+            except Exception as exc:  # a P4Info without the tables and actions of the contract
+                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"P4Info rejected (this switch runs the MRC pipeline of docs/design.md): {exc}") from None
             if request.action == A.VERIFY_AND_COMMIT:
                 with self.lock:
                     self.core.set_p4info(request.config.p4info, request.config.cookie.cookie)

@@ -102,6 +102,16 @@ def test_write_errors_come_back_per_update(client):
     assert client.read_table("MrcIngress.routing") == []
 
 
+def test_a_foreign_p4info_is_rejected(switch):
+    from p4.config.v1 import p4info_pb2
+    _, server, _ = switch
+    with P4RuntimeClient(server.address, DEVICE, name="s-test", timeout=5) as c:
+        foreign = p4info_pb2.P4Info()
+        foreign.tables.add().preamble.name = "Other.table"
+        with pytest.raises(P4RuntimeError, match="INVALID_ARGUMENT.*P4Info rejected"):
+            c.set_pipeline(foreign)
+
+
 def test_second_controller_is_not_primary_and_cannot_write(switch, client):
     _, server, _ = switch
     backup = P4RuntimeClient(server.address, DEVICE, name="backup", election_id=0, timeout=5)
