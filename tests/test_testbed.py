@@ -203,3 +203,16 @@ def test_ev_states_keep_the_last_state_of_each_ev(tmp_path):
     log.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     assert ev_states(log) == {5: "ASSUMED_BAD", 9: "GOOD"}
     assert ev_states(tmp_path / "missing.jsonl") == {}
+
+
+def test_up_explains_a_missing_mnexec(tmp_path, monkeypatch, capsys):
+    from testbed.commands import up
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(up.os, "geteuid", lambda: 0)
+    args = argparse.Namespace(topo="leafspine:2x1x1", target="model", run_dir=str(tmp_path), pcap=False,
+                              convergence_delay=None, no_cli=True, verbosity=0)
+    assert up.run(args) == 2
+    assert "needs mnexec on PATH" in capsys.readouterr().out
+    monkeypatch.setattr(up.os, "geteuid", lambda: 1000)
+    assert up.run(args) == 2
+    assert "needs root" in capsys.readouterr().out

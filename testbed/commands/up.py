@@ -8,6 +8,8 @@ Extra CLI commands (besides Mininet's own): `link_down A B`, `link_up A B`,
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -142,8 +144,21 @@ def _raise_exit(signum, frame):
     raise SystemExit(128 + signum)
 
 
+def missing_prerequisite() -> str | None:
+    """Why Mininet cannot run here (not root, no mnexec), or None."""
+    if os.geteuid() != 0:
+        return "needs root (Mininet creates namespaces and veths): run it with sudo"
+    if shutil.which("mnexec") is None:
+        return "needs mnexec on PATH (Debian package mininet; scripts/setup.sh installs it)"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from topologies.builders import topology_from_spec
+    problem = missing_prerequisite()
+    if problem:
+        print(f"mrc-testbed up: {problem}")
+        return 2
     target, line = choose_target(args.target)
     print(line, flush=True)
     try:
