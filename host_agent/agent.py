@@ -43,6 +43,7 @@ EXIT_FAILED = 1
 EXIT_BAD_JOB = 2
 SPIN_BELOW = 0.0005          # waits shorter than this are spun (epoll sleeps in whole milliseconds)
 MAX_MALFORMED_RECORDS = 20   # malformed frames logged one by one; the rest only counted
+FLUSH_EVERY = 0.2            # seconds between flushes of the event log while running
 DEFAULT_LINGER = 0.5         # seconds to keep answering after finishing (peers may need our acks)
 
 
@@ -157,7 +158,7 @@ class Agent:
         deadline = start + self.job.timeout
         next_sample = now + sample_every
         last_rx = last_tx = 0
-        last_sample = now
+        last_sample = last_flush = now
         finished_at = None
         while True:
             now = self.now()
@@ -175,6 +176,9 @@ class Agent:
                 last_rx, last_tx = rx, tx
                 next_sample = now + sample_every
                 self._log_transport_events()
+                if now - last_flush >= FLUSH_EVERY:
+                    self.events.flush()
+                    last_flush = now
             if collective.done and finished_at is None:
                 finished_at = now
                 self._log_transport_events()
