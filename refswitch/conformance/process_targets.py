@@ -25,7 +25,7 @@ from refswitch.p4info import REPO_ROOT, load_p4info
 from refswitch.vethlab import VethLab
 
 NPORTS = 8                 # ports 1..8, enough for every case
-HOLD_PPS = 10              # egress rate of a held port while a case builds its standing queue
+HOLD_PPS = 5                # egress rate of a held port while a case builds its standing queue
 RELEASE_PPS = 1_000_000    # BMv2 rate after the hold
 QUIET = 0.3                # seconds without a frame after which a case is considered finished
 LINGER = 0.1               # seconds to wait for extra frames once the expected number arrived
