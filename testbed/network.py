@@ -205,6 +205,8 @@ class TestbedNetwork:
 
     def counters(self, switch: str, port: int | None = None) -> dict[str, dict[int, CounterValue]]:
         """Every counter of one switch read over P4Runtime: {counter: {port: value}}, non-zero."""
+        if switch not in self.clients:
+            raise KeyError(f"no switch named {switch!r} (switches: {', '.join(self.clients)})")
         client = self.clients[switch]
         result = {}
         for name in client.counter_names():

@@ -3,7 +3,8 @@
     mrc-testbed up --topo leafspine:4x2x2 --target model
 
 Extra CLI commands (besides Mininet's own): `link_down A B`, `link_up A B`,
-`transfer SRC DST SIZE [mrc|roce]`, `evs HOST`, `counters SWITCH`, `paths SRC DST`.
+`transfer SRC DST SIZE [mrc|roce]`, `evs HOST`, `counters SWITCH`, `paths SRC DST`,
+`probe [ecmp]`.
 """
 from __future__ import annotations
 
@@ -66,7 +67,9 @@ class TestbedCLI(CLI):
     def _guard(self, fn, *args) -> None:
         try:
             fn(*args)
-        except (KeyError, ValueError, RuntimeError, OSError) as exc:
+        except KeyError as exc:
+            print(f"error: {exc.args[0] if exc.args else exc}")
+        except (ValueError, RuntimeError, OSError, TimeoutError) as exc:
             print(f"error: {exc}")
 
     def do_link_down(self, line: str) -> None:
@@ -126,6 +129,21 @@ class TestbedCLI(CLI):
             if not shown:
                 print(f"{words[0]}: every counter is zero")
         self._guard(show)
+
+    def do_probe(self, line: str) -> None:
+        """probe [ecmp]: send a PROBE on every uSID path (or ECMP route) of every host pair and
+        list the ones that do not arrive."""
+        from testbed.pathprobe import ecmp_probes, run_probes, usid_probes
+
+        def go():
+            topo = self.testbed.topology
+            probes = ecmp_probes(topo) if line.strip() == "ecmp" else usid_probes(topo)
+            failed = run_probes(self.testbed, probes, timeout=10).failed()
+            print(f"{len(probes) - len(failed)}/{len(probes)} probes arrived")
+            for p in failed[:20]:
+                via = " ".join(p.switches) if p.switches else f"ECMP to {p.dst} (EV {p.ev:#x})"
+                print(f"  lost {p.src_host} -> {p.dst_host} via {via}")
+        self._guard(go)
 
     def do_paths(self, line: str) -> None:
         """paths SRC DST: the uSID paths between two hosts."""
