@@ -54,7 +54,7 @@ class TransportConfig:
     cwnd_min_pkts: float = 1.0
     cwnd_max_pkts: int = 64
     base_rtt: float = 0.0             # 0: the smallest RTT sample seen
-    target_qdelay_frac: float = 0.75  # target queueing delay, as a fraction of the base RTT
+    target_qdelay_frac: float = 0.3   # target queueing delay, as a fraction of the base RTT (docs: why not 0.75)
     pi_gain: float = 1.0              # proportional increase gain
     fi_gain: float = 1.0              # fair increase: packets per RTT
     md_gain: float = 1.0              # multiplicative decrease gain
