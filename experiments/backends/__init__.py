@@ -1,0 +1,72 @@
+"""Backends run one case of a scenario and return its `CaseRecord`.
+
+- `netsim`: the in-process, deterministic network (netsim/) driving the sans-IO transport and the
+  collectives directly; fast, needs nothing, used by the tests.
+- `mininet`: the real testbed (testbed/network.py): Mininet hosts running host_agent/agent.py,
+  switches on the model or BMv2 target, faults applied to the live network.
+
+Every backend offers the same small interface::
+
+    backend = make_backend("netsim")            # or "mininet", target="model"|"bmv2"
+    record = backend.run_case(case, progress)   # progress(fraction 0..1) while it runs
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from typing import Callable, Optional, Protocol
+
+from experiments.record import CaseRecord
+from experiments.scenario import Case
+
+BACKENDS = ("netsim", "mininet")
+TARGETS = ("model", "bmv2")
+
+
+class Backend(Protocol):
+    """Runs cases."""
+
+    name: str
+
+    def run_case(self, case: Case, progress: Callable[[float], None]) -> CaseRecord:
+        """Run one case to completion (or its horizon) and return what was measured."""
+
+
+def mininet_unavailable() -> Optional[str]:
+    """Why the mininet backend cannot run here, or None when it can."""
+    reasons = []
+    if os.geteuid() != 0:
+        reasons.append("root")
+    if not shutil.which("mnexec"):
+        reasons.append("mnexec on PATH (Debian package mininet)")
+    for module in ("mininet", "testbed.network", "host_agent.agent"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:
+            found = False
+        if not found:
+            reasons.append(f"the module {module}")
+    return "the mininet backend needs " + ", ".join(reasons) if reasons else None
+
+
+def default_backend() -> tuple[str, Optional[str]]:
+    """("mininet", None) where the real testbed can run, else ("netsim", why not)."""
+    why = mininet_unavailable()
+    return ("netsim", why) if why else ("mininet", None)
+
+
+def make_backend(name: str, target: str = "model") -> Backend:
+    """The backend called `name` ("netsim" or "mininet"; `target` only for mininet)."""
+    if name == "netsim":
+        from experiments.backends.netsim_backend import NetsimBackend
+        return NetsimBackend()
+    if name == "mininet":
+        if target not in TARGETS:
+            raise ValueError(f"--target {target!r}: expected one of {', '.join(TARGETS)}")
+        why = mininet_unavailable()
+        if why:
+            raise RuntimeError(why)
+        from experiments.backends.mininet_backend import MininetBackend
+        return MininetBackend(target)
+    raise ValueError(f"--backend {name!r}: expected one of {', '.join(BACKENDS)}")

@@ -1,0 +1,158 @@
+"""Numbers from one case's record: goodput over time, completion, recovery, losses, balance.
+
+Definitions (the same for every backend):
+
+- goodput: transport payload bytes received (first copies only) per sampling interval, in bit/s,
+  summed over every flow of the case.
+- completion time: from the start of the workload until every rank/flow finished (None: never,
+  within the horizon).
+- time to recover: from the first failure instant until goodput, averaged over a window of
+  `RECOVERY_WINDOW_S`, is back to 90 % of its average over the same window before the failure.
+  None when it never is (or when there was no goodput before the failure to compare with).
+- EVs retired: EV transitions to ASSUMED_BAD (each one, including EVs retired again after a probe
+  reinstated them).
+- retransmissions by cause: trim (trim NACK), timeout, nack (baseline go-back-N).
+- per-flow throughput: a flow's payload bits over the time it took (or the whole run if it never
+  finished); spread = max / min.
+- link utilisation: bits sent on a switch-to-switch link direction over (rate x duration);
+  imbalance = max / mean over the fabric's link directions.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from experiments.record import CaseRecord
+from host_agent.transport.events import RETX_CAUSES
+
+RECOVERY_FRACTION = 0.9
+RECOVERY_WINDOW_S = 0.02
+
+
+def goodput_series(record: CaseRecord, flows: Optional[list[int]] = None) -> tuple[list[float], list[float]]:
+    """(bin end times, goodput in bit/s) over the run; `flows` picks flow indexes (default all)."""
+    times, rates = [], []
+    prev_t, prev_b = None, None
+    for t, per_flow in record.samples:
+        total = sum(per_flow[i] for i in flows) if flows is not None else sum(per_flow)
+        if prev_t is not None and t > prev_t:
+            times.append(t)
+            rates.append((total - prev_b) * 8 / (t - prev_t))
+        if prev_t is None or t > prev_t:
+            prev_t, prev_b = t, total
+    return times, rates
+
+
+def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
+                    window: float = RECOVERY_WINDOW_S) -> Optional[float]:
+    """Seconds from the first failure until goodput is back to `fraction` of before (None: never)."""
+    t_fail = record.failure_time
+    if t_fail is None:
+        return None
+    times, rates = goodput_series(record)
+    if not times:
+        return None
+    bins = [(t - dt, t, g) for t, dt, g in zip(times, _widths(record, times), rates)]
+    before = [g for start, end, g in bins if end <= t_fail + 1e-12 and start >= t_fail - window - 1e-12]
+    if not before or sum(before) <= 0:
+        return None
+    target = fraction * sum(before) / len(before)
+    end_of_work = record.completion_time if record.completion_time is not None else record.end
+    after = [(start, end, g) for start, end, g in bins if start >= t_fail - 1e-12 and end <= end_of_work + 1e-12]
+    for i, (start, _, _) in enumerate(after):
+        span = [g for s, e, g in after[i:] if e <= start + window + 1e-12]
+        if not span:
+            break
+        full = after[i + len(span) - 1][1] - start >= window - 1e-9
+        if (full or after[i + len(span) - 1][1] >= end_of_work - 1e-9) and sum(span) / len(span) >= target:
+            return max(0.0, start - t_fail)
+    return None
+
+
+def _widths(record: CaseRecord, times: list[float]) -> list[float]:
+    widths, prev = [], None
+    for t in times:
+        widths.append(record.sample_interval if prev is None else t - prev)
+        prev = t
+    return widths
+
+
+def retransmissions(record: CaseRecord) -> dict[str, int]:
+    """Retransmitted data packets by cause."""
+    return {cause: int(record.transport_stats.get(f"retx_{cause}", 0)) for cause in RETX_CAUSES}
+
+
+def flow_throughputs(record: CaseRecord) -> list[float]:
+    """Bit/s of each flow over its own duration (the whole run when it never finished)."""
+    out = []
+    for flow in record.flows:
+        end = flow.finish if flow.finish is not None else record.end
+        duration = max(end - record.start, 1e-9)
+        out.append(flow.received_bytes * 8 / duration)
+    return out
+
+
+def link_utilisation(record: CaseRecord) -> list[float]:
+    """Utilisation (0..1) of every switch-to-switch link direction over the workload's duration."""
+    duration = (record.completion_time if record.completion_time is not None else record.end) - record.start
+    if duration <= 0:
+        return [0.0 for _ in record.links]
+    return [link.tx_bytes * 8 / (link.rate_bps * duration) for link in record.links]
+
+
+def imbalance(values: list[float]) -> Optional[float]:
+    """max / mean of `values` (None when they are all zero)."""
+    if not values or sum(values) <= 0:
+        return None
+    return max(values) / (sum(values) / len(values))
+
+
+def summarise(record: CaseRecord) -> dict:
+    """The case's headline numbers, as JSON-ready values."""
+    throughputs = flow_throughputs(record)
+    utilisation = link_utilisation(record)
+    roles = {}
+    for flow, bps in zip(record.flows, throughputs):
+        roles.setdefault(flow.role, []).append(bps)
+    times, rates = goodput_series(record)
+    finished = [t for t in throughputs if t > 0]
+    return {
+        "scenario": record.scenario,
+        "variant": record.variant,
+        "transport": record.transport,
+        "mode": record.mode,
+        "backend": record.backend,
+        "seed": record.seed,
+        "topology": record.topology,
+        "hosts": record.hosts,
+        "workload": record.workload,
+        "completed": record.completed,
+        "completion_time_s": record.completion_time,
+        "failure_time_s": record.failure_time,
+        "time_to_recover_s": time_to_recover(record),
+        "reroute_times_s": list(record.reroutes),
+        "bit_exact": record.bit_exact,
+        "app_duplicates": record.app_duplicates,
+        "app_missing": record.app_missing,
+        "evs_retired": int(record.transport_stats.get("evs_retired", 0)),
+        "evs_reinstated": int(record.transport_stats.get("evs_reinstated", 0)),
+        "retransmissions": retransmissions(record),
+        "packets_dropped_queue_full": int(record.switch_stats.get("queue_full_drops", 0)),
+        "packets_trimmed": int(record.switch_stats.get("trimmed", 0)),
+        "packets_dropped_by_faults": int(record.switch_stats.get("fault_drops", 0)),
+        "mean_goodput_bps": (sum(rates) / len(rates)) if rates else 0.0,
+        "flow_throughput_bps": {"min": min(throughputs, default=0.0), "mean": _mean(throughputs),
+                                "max": max(throughputs, default=0.0),
+                                "spread_max_over_min": (max(finished) / min(finished)) if finished else None},
+        "throughput_by_role_bps": {role: _mean(v) for role, v in roles.items()},
+        "link_utilisation": {"max": max(utilisation, default=0.0), "mean": _mean(utilisation),
+                             "max_over_mean": imbalance(utilisation)},
+        "end_s": record.end,
+        "samples": len(times),
+    }
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+SUMMARY_FIELDS = tuple(summarise(CaseRecord("s", "v", "t", "mrc", "netsim", 0, "topo", 0, "w")).keys())

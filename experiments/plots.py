@@ -1,0 +1,308 @@
+"""Figures of one scenario's results, as PNG files a student can read.
+
+Every figure has a title, axes labelled with units, a legend, and marks the failure instant.
+`make_figures(records, summaries, folder)` picks the figures that fit the data:
+
+- goodput.png      goodput over time per transport, one row per variant (whole run + a zoom
+                   around the failure), failure and reroute instants marked;
+- completion.png   completion time and time to recover per transport and variant;
+- ev_states.png    per-EV state timeline (GOOD / SKIP / ASSUMED_BAD) of MRC under a gray link;
+- scale.png        completion and recovery time against the number of hosts;
+- flows.png        per-flow throughput and link utilisation (incast, permutation).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from experiments import metrics  # noqa: E402
+from experiments.record import CaseRecord  # noqa: E402
+
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
+STATE_COLOURS = {"GOOD": "#2ca02c", "SKIP": "#f2c12e", "ASSUMED_BAD": "#d62728"}
+ZOOM_BEFORE_S = 0.05
+ZOOM_AFTER_S = 0.25
+SMOOTH_S = 0.02
+
+
+def make_figures(records: list[CaseRecord], summaries: list[dict], folder: Path, title: str) -> list[Path]:
+    """Write every figure that fits these results into `folder`; return their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    colour = _colours(records)
+    out = [goodput_figure(records, colour, folder / "goodput.png", title),
+           completion_figure(summaries, colour, folder / "completion.png", title)]
+    if any(r.mode == "mrc" and r.ev_events for r in records) and _has_fault(records, "loss on"):
+        out.append(ev_state_figure(records, folder / "ev_states.png", title))
+    if len({s["hosts"] for s in summaries}) > 1:
+        out.append(scale_figure(summaries, colour, folder / "scale.png", title))
+    if any(r.workload in ("incast", "permutation") for r in records):
+        out.append(flows_figure(records, colour, folder / "flows.png", title))
+    return out
+
+
+def _colours(records: list[CaseRecord]) -> dict[str, str]:
+    names = list(OrderedDict.fromkeys(r.transport for r in records))
+    return {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(names)}
+
+
+def _has_fault(records: list[CaseRecord], words: str) -> bool:
+    return any(words in f.what for r in records for f in r.faults)
+
+
+def _variants(records: list[CaseRecord]) -> "OrderedDict[str, list[CaseRecord]]":
+    groups: OrderedDict[str, list[CaseRecord]] = OrderedDict()
+    for r in records:
+        groups.setdefault(r.variant, []).append(r)
+    return groups
+
+
+def _smooth(times: list[float], values: list[float], width: float) -> list[float]:
+    out, start, acc = [], 0, 0.0
+    for i, t in enumerate(times):
+        acc += values[i]
+        while times[start] < t - width + 1e-12:
+            acc -= values[start]
+            start += 1
+        out.append(acc / (i - start + 1))
+    return out
+
+
+def _mark_faults(ax, record: CaseRecord, labelled: set) -> None:
+    """Failure instants (red dashed), repairs (grey dotted), reroutes (purple dash-dot)."""
+    downs = [f for f in record.faults if f.breaks]
+    ups = [f for f in record.faults if not f.breaks]
+    for i, f in enumerate(downs):
+        label = f"failure: {f.what} ({f.target})" if "failure" not in labelled else None
+        labelled.add("failure")
+        ax.axvline(f.t * 1e3, color="red", linestyle="--", linewidth=1.2, label=label, zorder=1)
+    for f in ups:
+        label = f"repair: {f.what}" if "repair" not in labelled else None
+        labelled.add("repair")
+        ax.axvline(f.t * 1e3, color="grey", linestyle=":", linewidth=1, label=label, zorder=1)
+    for t in record.reroutes:
+        label = "control plane rerouted" if "reroute" not in labelled else None
+        labelled.add("reroute")
+        ax.axvline(t * 1e3, color="purple", linestyle="-.", linewidth=1.2, label=label, zorder=1)
+
+
+def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: str) -> Path:
+    """Goodput over time per transport, a row per variant; a zoom on the failure when there is one."""
+    groups = _variants(records)
+    has_failure = any(r.failure_time is not None for r in records)
+    cols = 2 if has_failure else 1
+    fig, axes = plt.subplots(len(groups), cols, figsize=(7 * cols, 3.4 * len(groups)), squeeze=False)
+    for row, (variant, recs) in enumerate(groups.items()):
+        whole, labelled = axes[row][0], set()
+        for r in recs:
+            times, rates = metrics.goodput_series(r)
+            if not times:
+                continue
+            smooth = _smooth(times, rates, SMOOTH_S)
+            end = "" if r.completed else " (did not finish)"
+            whole.plot([t * 1e3 for t in times], [g / 1e6 for g in smooth], color=colour[r.transport],
+                       linewidth=1.4, label=f"{r.transport}{end}")
+        if recs:
+            _mark_faults(whole, recs[0], labelled)
+            for r in recs[1:]:
+                for t in r.reroutes:
+                    whole.axvline(t * 1e3, color="purple", linestyle="-.", linewidth=1.2,
+                                  label=None if "reroute" in labelled else "control plane rerouted")
+                    labelled.add("reroute")
+        whole.set_title(f"{variant}: whole run ({SMOOTH_S * 1e3:g} ms average)")
+        whole.set_xlabel("time since the workload started (ms)")
+        whole.set_ylabel("goodput (Mbit/s)")
+        whole.set_ylim(bottom=0)
+        whole.grid(alpha=0.3)
+        whole.legend(fontsize=8, loc="best")
+        if cols == 2:
+            zoom = axes[row][1]
+            t_fail = min((r.failure_time for r in recs if r.failure_time is not None), default=None)
+            if t_fail is None:
+                zoom.set_visible(False)
+                continue
+            zl = set()
+            for r in recs:
+                times, rates = metrics.goodput_series(r)
+                pts = [(t, g) for t, g in zip(times, rates) if t_fail - ZOOM_BEFORE_S <= t <= t_fail + ZOOM_AFTER_S]
+                if pts:
+                    zoom.step([(t - t_fail) * 1e3 for t, _ in pts], [g / 1e6 for _, g in pts], where="pre",
+                              color=colour[r.transport], linewidth=1.3, label=r.transport)
+            zoom.axvline(0, color="red", linestyle="--", linewidth=1.2, label="failure")
+            zl.add("failure")
+            zoom.set_title(f"{variant}: around the failure (raw {recs[0].sample_interval * 1e3:g} ms samples)")
+            zoom.set_xlabel("time since the failure (ms)")
+            zoom.set_ylabel("goodput (Mbit/s)")
+            zoom.set_ylim(bottom=0)
+            zoom.grid(alpha=0.3)
+            zoom.legend(fontsize=8, loc="best")
+    fig.suptitle(f"{title}: goodput over time", fontsize=13)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def completion_figure(summaries: list[dict], colour: dict, path: Path, title: str) -> Path:
+    """Bars: completion time and time to recover per transport, grouped by variant."""
+    variants = list(OrderedDict.fromkeys(s["variant"] for s in summaries))
+    transports = list(OrderedDict.fromkeys(s["transport"] for s in summaries))
+    by = {(s["variant"], s["transport"]): s for s in summaries}
+    horizon = max((s["end_s"] for s in summaries), default=1.0)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    width = 0.8 / max(1, len(transports))
+    for panel, (key, label) in enumerate((("completion_time_s", "completion time (s)"),
+                                          ("time_to_recover_s", "time to recover (ms)"))):
+        ax = axes[panel]
+        scale = 1e3 if key == "time_to_recover_s" else 1.0
+        top = 0.0
+        for j, tname in enumerate(transports):
+            for i, v in enumerate(variants):
+                s = by.get((v, tname))
+                if s is None:
+                    continue
+                x = i + (j - (len(transports) - 1) / 2) * width
+                value = s[key]
+                if value is None:
+                    h = (horizon if key == "completion_time_s" else 0) * scale
+                    ax.bar(x, h, width, color="white", edgecolor=colour[tname], hatch="//")
+                    ax.text(x, h, "never" if key == "completion_time_s" or s["failure_time_s"] is not None else "n/a",
+                            ha="center", va="bottom", fontsize=7, rotation=90)
+                    top = max(top, h)
+                else:
+                    ax.bar(x, value * scale, width, color=colour[tname])
+                    ax.text(x, value * scale, f"{value * scale:.3g}", ha="center", va="bottom", fontsize=7)
+                    top = max(top, value * scale)
+        ax.set_xticks(range(len(variants)))
+        ax.set_xticklabels(variants, fontsize=8)
+        ax.set_ylabel(label)
+        ax.set_ylim(0, top * 1.25 + (1e-3 if top == 0 else 0))
+        ax.set_title("completion time (hatched: did not finish within the horizon)" if panel == 0
+                     else "time to recover to 90 % of goodput after the failure")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(handles=[Patch(color=colour[t], label=t) for t in transports], fontsize=8)
+    fig.suptitle(f"{title}: completion and recovery", fontsize=13)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
+    """Per-EV state over time for one MRC connection per variant (the one with most retirements)."""
+    recs = [r for r in records if r.mode == "mrc" and r.ev_events]
+    fig, axes = plt.subplots(len(recs), 1, figsize=(11, 3.6 * len(recs)), squeeze=False)
+    for ax, r in zip(axes[:, 0], recs):
+        bad = {}
+        for e in r.ev_events:
+            if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD":
+                bad[e["conn"]] = bad.get(e["conn"], 0) + 1
+        conn = max(bad, key=bad.get) if bad else r.ev_events[0]["conn"]
+        events = [e for e in r.ev_events if e["conn"] == conn and e["kind"] == "ev_state"]
+        evs = sorted({e["ev"] for e in events}, key=lambda ev: (min(x["path"] for x in events if x["ev"] == ev), ev))
+        row = {ev: i for i, ev in enumerate(evs)}
+        end = r.end
+        state = {ev: ("GOOD", 0.0) for ev in evs}
+        spans = {k: [] for k in STATE_COLOURS}
+        for e in events:
+            old, since = state[e["ev"]]
+            spans.setdefault(old, []).append((row[e["ev"]], since, e["t"]))
+            state[e["ev"]] = (e["new"], e["t"])
+        for ev, (st, since) in state.items():
+            spans.setdefault(st, []).append((row[ev], since, end))
+        for st, items in spans.items():
+            for y, t0, t1 in items:
+                if t1 > t0 and st != "GOOD":
+                    ax.broken_barh([(t0 * 1e3, max((t1 - t0) * 1e3, 0.3))], (y - 0.4, 0.8),
+                                   facecolors=STATE_COLOURS.get(st, "black"))
+        if evs:
+            ax.broken_barh([(0, end * 1e3)], (-0.5, len(evs)), facecolors=STATE_COLOURS["GOOD"], alpha=0.15, zorder=0)
+        labelled: set = set()
+        _mark_faults(ax, r, labelled)
+        ax.set_xlim(0, end * 1e3)
+        ax.set_ylim(-0.5, max(1, len(evs)) - 0.5)
+        ax.set_xlabel("time since the workload started (ms)")
+        ax.set_ylabel(f"EV (sorted by path)\n{len(evs)} EVs that changed state")
+        ax.set_title(f"{r.variant} / {r.transport}: EV states of connection {conn}")
+        handles = [Patch(color=c, alpha=0.15 if s == "GOOD" else 1, label=s) for s, c in STATE_COLOURS.items()]
+        handles += [h for h in ax.get_legend_handles_labels()[0]]
+        ax.legend(handles=handles, fontsize=8, loc="upper right")
+    fig.suptitle(f"{title}: per-EV state timeline (bad EVs retired, probed back to GOOD)", fontsize=13)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def scale_figure(summaries: list[dict], colour: dict, path: Path, title: str) -> Path:
+    """Completion time and time to recover against the number of hosts, a line per transport."""
+    transports = list(OrderedDict.fromkeys(s["transport"] for s in summaries))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for ax, key, label, scale in ((axes[0], "completion_time_s", "completion time (s)", 1.0),
+                                  (axes[1], "time_to_recover_s", "time to recover (ms)", 1e3)):
+        for t in transports:
+            pts = sorted((s["hosts"], s[key]) for s in summaries if s["transport"] == t)
+            xs = [h for h, v in pts if v is not None]
+            ys = [v * scale for h, v in pts if v is not None]
+            ax.plot(xs, ys, marker="o", color=colour[t], label=t)
+            for h, v in pts:
+                if v is None:
+                    ax.plot([h], [0], marker="x", color=colour[t], markersize=9, linestyle="none")
+        ax.set_xlabel("hosts in the ring (count)")
+        ax.set_ylabel(label)
+        ax.set_xticks(sorted({s["hosts"] for s in summaries}))
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, title="x on the axis: never", title_fontsize=7)
+    axes[0].set_title("completion time per size")
+    axes[1].set_title("recovery time per size")
+    fig.suptitle(f"{title}: how cost grows with the number of hosts", fontsize=13)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def flows_figure(records: list[CaseRecord], colour: dict, path: Path, title: str) -> Path:
+    """Per-flow throughput (victim marked) and per-link utilisation, per variant and transport."""
+    groups = _variants(records)
+    fig, axes = plt.subplots(len(groups), 2, figsize=(13, 3.8 * len(groups)), squeeze=False)
+    for row, (variant, recs) in enumerate(groups.items()):
+        ax_f, ax_l = axes[row]
+        width = 0.8 / max(1, len(recs))
+        for j, r in enumerate(recs):
+            tps = metrics.flow_throughputs(r)
+            xs = [i + (j - (len(recs) - 1) / 2) * width for i in range(len(tps))]
+            ax_f.bar(xs, [t / 1e6 for t in tps], width, color=colour[r.transport], label=r.transport,
+                     edgecolor=["black" if f.role == "victim" else colour[r.transport] for f in r.flows],
+                     linewidth=[2 if f.role == "victim" else 0.5 for f in r.flows])
+            util = metrics.link_utilisation(r)
+            lx = [i + (j - (len(recs) - 1) / 2) * width for i in range(len(util))]
+            ratio = metrics.imbalance(util)
+            ax_l.bar(lx, [u * 100 for u in util], width, color=colour[r.transport],
+                     label=f"{r.transport} (max/mean {ratio:.2f})" if ratio else r.transport)
+        if recs:
+            ax_f.set_xticks(range(len(recs[0].flows)))
+            ax_f.set_xticklabels([f"{f.src}→{f.dst}" + (" (victim)" if f.role == "victim" else "")
+                                  for f in recs[0].flows], rotation=45, ha="right", fontsize=7)
+            ax_l.set_xticks(range(len(recs[0].links)))
+            ax_l.set_xticklabels([link.name for link in recs[0].links], rotation=60, ha="right", fontsize=6)
+        ax_f.set_ylabel("throughput (Mbit/s)")
+        ax_f.set_title(f"{variant}: per-flow throughput (black edge: victim flow)")
+        ax_f.grid(axis="y", alpha=0.3)
+        ax_f.legend(fontsize=8)
+        ax_l.set_ylabel("utilisation (% of link rate)")
+        ax_l.set_title(f"{variant}: switch-to-switch link utilisation")
+        ax_l.grid(axis="y", alpha=0.3)
+        ax_l.legend(fontsize=8)
+    fig.suptitle(f"{title}: flows and links", fontsize=13)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,84 @@
+"""What one case produced, as plain data: the raw material of metrics, plots and results.
+
+A backend fills a `CaseRecord`; `metrics.summarise` reduces it to numbers; `results` writes it as
+JSON lines. Times are seconds from the start of the workload.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+
+@dataclass
+class FlowRecord:
+    """One directed stream of data between two hosts."""
+
+    src: str
+    dst: str
+    expected_bytes: int            # payload the flow must carry
+    role: str = "data"             # "data", "incast", "victim"
+    received_bytes: int = 0        # transport payload bytes received (first copies only)
+    finish: Optional[float] = None  # when its last byte arrived (None: never)
+
+
+@dataclass
+class LinkRecord:
+    """Counters of one switch-to-switch link direction."""
+
+    name: str
+    rate_bps: float
+    tx_bytes: int
+    dropped_queue: int = 0
+    dropped_down: int = 0
+
+
+@dataclass
+class FaultEvent:
+    """A fault action as it happened."""
+
+    t: float
+    what: str
+    target: str
+    breaks: bool
+
+
+@dataclass
+class CaseRecord:
+    """Everything measured in one case (a variant with one transport)."""
+
+    scenario: str
+    variant: str
+    transport: str
+    mode: str
+    backend: str
+    seed: int
+    topology: str
+    hosts: int
+    workload: str
+    start: float = 0.0
+    end: float = 0.0                       # when the run stopped (completion or horizon)
+    horizon: float = 0.0
+    completed: bool = False                # every flow / rank finished
+    completion_time: Optional[float] = None
+    bit_exact: bool = False                # every byte the application got is the expected one
+    app_duplicates: int = 0                # messages handed to the application twice
+    app_missing: int = 0                   # messages never handed to the application
+    sample_interval: float = 0.01
+    samples: list = field(default_factory=list)        # [t, [cumulative bytes per flow]]
+    flows: list = field(default_factory=list)          # FlowRecord
+    links: list = field(default_factory=list)          # LinkRecord (fabric links)
+    faults: list = field(default_factory=list)         # FaultEvent
+    reroutes: list = field(default_factory=list)       # times the control plane reprogrammed routes
+    ev_events: list = field(default_factory=list)      # ev_state / ev_backup events (dicts)
+    transport_stats: dict = field(default_factory=dict)  # summed counters of every connection
+    switch_stats: dict = field(default_factory=dict)     # summed switch counters
+    notes: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def failure_time(self) -> Optional[float]:
+        """The first instant a fault made things worse, or None."""
+        times = [f.t for f in self.faults if f.breaks]
+        return min(times) if times else None

@@ -1,0 +1,131 @@
+"""The results folder of one run, and the comparison table.
+
+    <folder>/raw.jsonl     one JSON object per line: a "case" line per case (its record without the
+                           time series), then its "sample" lines (time, cumulative bytes per flow)
+                           and "ev" lines (EV state changes)
+    <folder>/summary.json  scenario, backend, seed, and the summary of every case (metrics.summarise)
+    <folder>/*.png         figures (plots.py)
+    <folder>/summary.md    the table and the figures, for people
+    <folder>/run.log       the log of the run (testbed.logs)
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+from experiments.record import CaseRecord
+
+SUMMARY_JSON = "summary.json"
+RAW_JSONL = "raw.jsonl"
+SUMMARY_MD = "summary.md"
+
+
+def default_folder(name: str, root: Path = Path("results")) -> Path:
+    """results/<scenario>-<UTC date and time>."""
+    return root / f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+
+
+def write_raw(records: list[CaseRecord], folder: Path) -> Path:
+    """Every record as JSON lines."""
+    path = Path(folder) / RAW_JSONL
+    with path.open("w", encoding="utf-8") as out:
+        for index, record in enumerate(records):
+            d = record.as_dict()
+            samples, events = d.pop("samples"), d.pop("ev_events")
+            out.write(json.dumps({"type": "case", "case": index, **d}) + "\n")
+            for t, per_flow in samples:
+                out.write(json.dumps({"type": "sample", "case": index, "t": t, "bytes": per_flow}) + "\n")
+            for e in events:
+                out.write(json.dumps({"type": "ev", "case": index, **e}) + "\n")
+    return path
+
+
+def write_summary(meta: dict, summaries: list[dict], figures: list[Path], folder: Path) -> Path:
+    """summary.json: the run's metadata, every case's summary, the figure file names."""
+    path = Path(folder) / SUMMARY_JSON
+    doc = {**meta, "cases": summaries, "figures": [Path(f).name for f in figures]}
+    path.write_text(json.dumps(doc, indent=2, default=_jsonable) + "\n", encoding="utf-8")
+    return path
+
+
+def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folder: Path) -> Path:
+    """summary.md: what ran, the comparison table, the figures."""
+    lines = [f"# {meta['title']}", "", meta.get("description", "").strip(), "",
+             f"Scenario `{meta['scenario_file']}`, backend **{meta['backend']}**"
+             + (f" (target {meta['target']})" if meta.get("target") else "")
+             + f", seed {meta['seed']}{', quick' if meta.get('quick') else ''}, {meta['created']}.", ""]
+    lines += markdown_table(summaries)
+    lines += ["", "Definitions: docs in `experiments/metrics.py` (time to recover = failure until goodput, "
+              "averaged over 20 ms, is back to 90 % of before).", ""]
+    for fig in figures:
+        lines += [f"![{Path(fig).stem}]({Path(fig).name})", ""]
+    path = Path(folder) / SUMMARY_MD
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the comparison table (columns that say nothing are left out)."""
+    flows = any(s["workload"] in ("incast", "permutation") for s in summaries)
+    header = ["variant", "transport", "done", "completion", "recover", "EVs retired",
+              "retx trim/timeout/nack", "bit-exact"]
+    if flows:
+        header += ["flow Mb/s min/max", "victim Mb/s", "link max/mean", "queue drops"]
+    rows = []
+    for s in summaries:
+        r = s["retransmissions"]
+        row = [s["variant"], s["transport"], "yes" if s["completed"] else "NO",
+               _seconds(s["completion_time_s"]), _millis(s["time_to_recover_s"], s["failure_time_s"]),
+               str(s["evs_retired"]), f"{r['trim']}/{r['timeout']}/{r['nack']}",
+               "yes" if s["bit_exact"] else "NO"]
+        if flows:
+            ft = s["flow_throughput_bps"]
+            victim = s["throughput_by_role_bps"].get("victim")
+            ratio = s["link_utilisation"]["max_over_mean"]
+            row += [f"{ft['min'] / 1e6:.1f}/{ft['max'] / 1e6:.1f}",
+                    "-" if victim is None else f"{victim / 1e6:.1f}",
+                    "-" if ratio is None else f"{ratio:.2f}", str(s["packets_dropped_queue_full"])]
+        rows.append(row)
+    return header, rows
+
+
+def format_table(summaries: list[dict]) -> str:
+    """The comparison table as aligned text for the terminal."""
+    header, rows = table_rows(summaries)
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
+
+
+def markdown_table(summaries: list[dict]) -> list[str]:
+    """The comparison table as markdown lines."""
+    header, rows = table_rows(summaries)
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def read_summary(folder: Path) -> Optional[dict]:
+    """The summary.json of a results folder, or None when it has none (or an unreadable one)."""
+    path = Path(folder) / SUMMARY_JSON
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _seconds(value: Optional[float]) -> str:
+    return "never" if value is None else f"{value:.3f} s"
+
+
+def _millis(value: Optional[float], failure: Optional[float]) -> str:
+    if failure is None:
+        return "-"
+    return "never" if value is None else f"{value * 1e3:.0f} ms"
+
+
+def _jsonable(value):
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

@@ -1,0 +1,141 @@
+"""`mrc-testbed run experiments/<name>.yaml`: run every case of a scenario, save and print results.
+
+    mrc-testbed run experiments/failover.yaml                 # default backend (see below)
+    mrc-testbed run experiments/failover.yaml --backend netsim --quick --seed 7 --out /tmp/f
+
+The default backend is `mininet` (the model target) when this process is root, `mnexec` is
+installed and the testbed modules import; otherwise `netsim`, with one line saying so. A progress
+bar runs on stderr; the comparison table is printed on stdout at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Optional, TextIO
+
+from experiments import metrics, plots, results
+from experiments.backends import BACKENDS, TARGETS, default_backend, make_backend
+from experiments.scenario import ScenarioError, Scenario, load_scenario
+
+log = logging.getLogger("mrc.experiments")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `mrc-testbed run`."""
+    parser.add_argument("scenario", help="scenario file, e.g. experiments/failover.yaml")
+    parser.add_argument("--backend", choices=BACKENDS, default=None,
+                        help="netsim (in-process network, simulated time) or mininet (the real testbed); "
+                             "default: mininet when root with mnexec, else netsim")
+    parser.add_argument("--target", choices=TARGETS, default="model",
+                        help="switch target of the mininet backend (default: model)")
+    parser.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results folder (default: results/<scenario>-<date-time>)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the scenario's small, fast version (its `quick:` overrides)")
+
+
+class ProgressBar:
+    """A one-line progress bar on a stream; plain lines when the stream is not a terminal."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
+        self.total = max(1, total)
+        self.stream = stream
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.index = 0
+        self.label = ""
+        self._last = -1.0
+
+    def case(self, index: int, label: str) -> None:
+        """Case `index` (0-based) called `label` starts."""
+        self.index, self.label, self._last = index, label, -1.0
+        if not self.tty:
+            self.stream.write(f"[{index + 1}/{self.total}] {label} ...\n")
+            self.stream.flush()
+        self.update(0.0)
+
+    def update(self, fraction: float) -> None:
+        """The current case is `fraction` (0..1) done."""
+        if not self.tty or fraction - self._last < 0.01:
+            return
+        self._last = fraction
+        overall = (self.index + min(1.0, fraction)) / self.total
+        filled = int(overall * self.WIDTH)
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {overall:4.0%}  "
+                          f"case {self.index + 1}/{self.total}: {self.label[:50]:<50}")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty:
+            self.stream.write("\r" + " " * (self.WIDTH + 70) + "\r")
+            self.stream.flush()
+
+
+def choose_backend(requested: Optional[str]) -> str:
+    """The backend to use: the one asked for, else the default (saying why when it falls back)."""
+    if requested:
+        return requested
+    name, why = default_backend()
+    if why:
+        print(f"mrc-testbed run: using the netsim backend ({why})", file=sys.stderr)
+    return name
+
+
+def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
+                 progress_stream: TextIO = sys.stderr) -> tuple[list[dict], list[Path]]:
+    """Run every case, write the results folder; return (summaries, figure paths)."""
+    backend = make_backend(backend_name, target)
+    cases = scenario.cases()
+    bar = ProgressBar(len(cases), progress_stream)
+    records = []
+    started = time.monotonic()
+    for i, case in enumerate(cases):
+        bar.case(i, case.label)
+        t0 = time.monotonic()
+        record = backend.run_case(case, bar.update)
+        log.info("%s: %s in %.1f s of wall time", case.label,
+                 "completed" if record.completed else "did not complete", time.monotonic() - t0)
+        records.append(record)
+    bar.done()
+    folder.mkdir(parents=True, exist_ok=True)
+    summaries = [metrics.summarise(r) for r in records]
+    figures = plots.make_figures(records, summaries, folder, scenario.title)
+    meta = {"scenario": scenario.name, "title": scenario.title, "description": scenario.description,
+            "scenario_file": scenario.path, "backend": backend_name,
+            "target": target if backend_name == "mininet" else None, "seed": scenario.seed, "quick": quick,
+            "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "wall_time_s": round(time.monotonic() - started, 2)}
+    results.write_raw(records, folder)
+    results.write_summary(meta, summaries, figures, folder)
+    results.write_markdown(meta, summaries, figures, folder)
+    return summaries, figures
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of `mrc-testbed run`."""
+    try:
+        scenario = load_scenario(args.scenario, quick=args.quick, seed=args.seed)
+    except ScenarioError as error:
+        print(f"mrc-testbed run: {error}", file=sys.stderr)
+        return 2
+    backend_name = choose_backend(args.backend)
+    folder = args.out or results.default_folder(scenario.name)
+    try:
+        from testbed.logs import setup_logging
+        setup_logging(getattr(args, "verbosity", 0), folder)
+    except ImportError:
+        pass
+    try:
+        summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick)
+    except (RuntimeError, ValueError, KeyError) as error:
+        print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
+        return 1
+    print(f"{scenario.title} ({backend_name} backend, seed {scenario.seed})")
+    print(results.format_table(summaries))
+    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl)")
+    return 0
