@@ -8,6 +8,7 @@ counting what leaves port 2:
   plain   - a minimal Python loop that reads port 1 and writes port 2 (the ceiling for raw sockets here)
   model   - the reference switch (python -m refswitch.main), programmed over P4Runtime, forwarding
   trim    - the same with port 2's trim threshold at 0, so every packet is trimmed
+  paced   - the same with port 2's egress queue at 100 Mbit/s (checks the pacing timers)
 Prints packets/s for each, the model/plain ratio, and saves JSON under benchmarks/results/.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ from host_agent.packets import DataPacket                         # noqa: E402
 DST = bytes.fromhex("fc000001100100000000000000000000")          # fc00:1:1001::
 SRC = bytes.fromhex("fc000001100000000000000000000000")          # fc00:1:1000::
 RESULTS = REPO / "benchmarks" / "results"
+PACED_BPS = 100_000_000          # egress rate of the paced run
 
 
 def data_frame(frame_len: int) -> bytes:
@@ -125,14 +127,15 @@ def wait_for(path: str, proc: subprocess.Popen, timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
-def measure_model(lab, args, tmp: str, trim: bool) -> dict:
+def measure_model(lab, args, tmp: str, trim: bool, queue: str | None = None) -> dict:
     from controller.entries import TableEntry
     from controller.p4runtime_client import P4RuntimeClient
     from refswitch.p4info import load_p4info
     sock, ready = os.path.join(tmp, "s.sock"), os.path.join(tmp, "ready")
     proc = lab.popen("switch", [sys.executable, "-m", "refswitch.main", "--port", f"1={lab.switch_if(1)}",
                                 "--port", f"2={lab.switch_if(2)}", "--grpc-addr", f"unix:{sock}",
-                                "--ready-file", ready, "--log-level", "WARNING"], cwd=str(REPO))
+                                "--ready-file", ready, "--log-level", "WARNING"]
+                     + (["--queue", queue] if queue else []), cwd=str(REPO))
     try:
         wait_for(ready, proc)
         entries = [TableEntry("MrcIngress.routing", {"dst_addr": (int.from_bytes(DST, "big"), 48)},
@@ -190,6 +193,8 @@ def main(argv=None) -> int:
         results["plain"] = measure_plain(lab, args)
         results["model"] = measure_model(lab, args, tmp, trim=False)
         results["model_trim"] = measure_model(lab, args, tmp, trim=True)
+        results["paced_rate_bps"] = PACED_BPS
+        results["model_paced"] = measure_model(lab, args, tmp, trim=False, queue=f"2:{PACED_BPS}:1000")
     plain, model, trim = (results[k]["pps"] for k in ("plain", "model", "model_trim"))
     results["ratio_model_to_plain"] = model / plain if plain else None
     print(f"frames of {args.frame} bytes, {args.seconds:.0f} s windows, {os.cpu_count()} CPUs")
@@ -199,6 +204,9 @@ def main(argv=None) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"refswitch-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(results, indent=2) + "\n")
+    paced = results["model_paced"]["pps"]
+    want = PACED_BPS / (8 * args.frame)
+    print(f"  paced at {PACED_BPS / 1e6:.0f} Mbit/s   : {paced:10.0f} pkt/s   (configured {want:.0f} pkt/s)")
     print(f"saved {path.relative_to(REPO)}")
     return 0
 

@@ -14,6 +14,7 @@ from host_agent import constants as C
 
 DEFAULT_DEPTH = 64          # packets per priority, as BMv2's default queue depth
 MAX_PORTS = 512
+MAX_LAG = 0.02              # seconds a late event loop may catch up on for a backlogged queue
 
 
 class EgressQueue:
@@ -75,12 +76,17 @@ class EgressQueue:
                 frame = fifo.popleft()
                 if priority == C.PRIORITY_LOW:
                     self.low_lengths[self.port] -= 1
-                self.charge(len(frame), now)
+                self.charge(len(frame), now, backlogged=True)
                 return priority, frame
         return None
 
-    def charge(self, length: int, now: float) -> None:
-        """Account for a frame of `length` bytes sent at `now` in the pacing clock."""
+    def charge(self, length: int, now: float, backlogged: bool = False) -> None:
+        """Account for a frame of `length` bytes sent at `now` in the pacing clock.
+
+        A frame that waited in the queue keeps the schedule even when the event loop runs late (timer
+        granularity, a busy CPU), up to MAX_LAG behind; a frame sent straight from an idle queue starts
+        a fresh schedule, so an idle port never saves up credit for a burst.
+        """
         if self.unlimited:
             return
         cost = 0.0
@@ -88,7 +94,8 @@ class EgressQueue:
             cost = length * 8 / self.rate_bps
         if self.rate_pps:
             cost = max(cost, 1.0 / self.rate_pps)
-        self.next_time = max(self.next_time, now) + cost
+        floor = now - MAX_LAG if backlogged else now
+        self.next_time = max(self.next_time, floor) + cost
 
     def clear(self) -> None:
         """Drop every queued frame."""

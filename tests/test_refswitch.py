@@ -244,10 +244,15 @@ def test_strict_priority_and_tail_drop_per_priority():
 
 
 def test_pacing_by_packets_and_bits():
+    from refswitch.queues import MAX_LAG
     q = EgressQueues().queue(1)
     q.configure(rate_pps=10)
-    q.charge(1000, now=5.0)
+    q.charge(1000, now=5.0)                                        # from an idle queue: a fresh schedule
     assert q.next_time == pytest.approx(5.1)
+    q.charge(1000, now=5.11, backlogged=True)                      # loop woke up late: keep the schedule
+    assert q.next_time == pytest.approx(5.2)
+    q.charge(1000, now=9.0, backlogged=True)                       # far too late: at most MAX_LAG behind
+    assert q.next_time == pytest.approx(9.0 - MAX_LAG + 0.1)
     q.configure(rate_pps=0, rate_bps=8_000_000)
     q.next_time = 0.0
     q.charge(1000, now=1.0)                                        # 8000 bits at 8 Mbit/s = 1 ms
@@ -272,6 +277,23 @@ def test_switch_core_paces_a_rate_limited_port_and_counts_tail_drops():
         times.append(due)
     assert [t for t, _ in sent] == pytest.approx([0.0, 0.01, 0.02, 0.03])
     assert core.pipeline.counters.read("MrcEgress.tx", 2)[0] == 4
+
+
+def test_rate_holds_when_the_loop_wakes_up_only_every_millisecond():
+    now = [0.0]
+    sent = []
+    core = SwitchCore(lambda port, frame, prio: sent.append(len(frame)) or True, load_p4info(),
+                      clock=lambda: now[0])
+    core.tables.insert(route("fc00:1:1001::/48", 2))
+    core.queues.configure(2, depth=10_000, rate_bps=100_000_000)
+    frame = data_frame(payload=1000)                               # 1106 bytes: 88.48 us at 100 Mbit/s
+    for _ in range(3000):
+        core.receive(frame, 1)
+    for step in range(1, 101):                                     # 100 ms in 1 ms wake-ups
+        now[0] = step / 1000
+        core.drain()
+    expected = 0.1 * 100_000_000 / (len(frame) * 8)                # 1130 packets
+    assert abs(len(sent) - expected) <= 2
 
 
 # --- command line ------------------------------------------------------------------------------
