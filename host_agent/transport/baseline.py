@@ -100,7 +100,7 @@ class BaselineSender:
                 seg, cause = self._new_segment(), None
             self.next_seq += 1
             out.append(self._transmit(now, seg, cause))
-            cc.sent(now, seg.wire_bytes, 1)
+            cc.sent(now, seg.wire, 1)
             if self._deadline is None:
                 self._deadline = now + self.rto
 
@@ -145,7 +145,7 @@ class BaselineSender:
         while self.cum_acked < cum:
             seg = self.segments.pop(self.cum_acked)
             self.cum_acked += 1
-            acked += seg.wire_bytes
+            acked += seg.wire
             msg = seg.msg
             msg.segments_acked += 1
             if msg.segments_acked == msg.num_segments and not msg.done:

@@ -27,6 +27,7 @@ class RttEstimator:
         self.rttvar = config.initial_rtt / 2
         self.min_rtt = config.base_rtt or float("inf")
         self.samples = 0
+        self.rto = self._compute_rto()
 
     def sample(self, rtt: float) -> None:
         """Fold in one RTT sample (seconds)."""
@@ -38,16 +39,16 @@ class RttEstimator:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
         self.samples += 1
-        if not self._cfg.base_rtt:
-            self.min_rtt = min(self.min_rtt, rtt)
+        if not self._cfg.base_rtt and rtt < self.min_rtt:
+            self.min_rtt = rtt
+        self.rto = self._compute_rto()
 
     @property
     def base_rtt(self) -> float:
         """Configured base RTT, else the smallest sample, else the initial estimate."""
         return self.min_rtt if self.min_rtt != float("inf") else self._cfg.initial_rtt
 
-    @property
-    def rto(self) -> float:
+    def _compute_rto(self) -> float:
         """srtt + 4 rttvar, clamped to [rto_min, rto_max]."""
         return min(self._cfg.rto_max, max(self._cfg.rto_min, self.srtt + 4 * self.rttvar))
 

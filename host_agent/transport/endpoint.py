@@ -121,9 +121,11 @@ class Connection:
 
     def next_wakeup(self) -> float | None:
         """The earliest deadline of this connection."""
-        times = [t for t in (self.sender.next_wakeup(), self.receiver.next_wakeup(), self.prober.next_wakeup())
-                 if t is not None]
-        return min(times) if times else None
+        best = self.sender.next_wakeup()
+        for t in (self.receiver.next_wakeup(), self.prober.next_wakeup()):
+            if t is not None and (best is None or t < best):
+                best = t
+        return best
 
     def describe(self) -> dict:
         """A snapshot of this connection's state, for logs and tests."""
@@ -206,8 +208,12 @@ class Endpoint:
         """Earliest time `poll` has something to do (a timer or the pacing clock), or None."""
         if self._urgent:
             return self._now
-        times = [t for t in (c.next_wakeup() for c in self.connections.values()) if t is not None]
-        return min(times) if times else None
+        best = None
+        for c in self.connections.values():
+            t = c.next_wakeup()
+            if t is not None and (best is None or t < best):
+                best = t
+        return best
 
     def drain_events(self) -> list[Event]:
         """EV state changes, retransmissions by cause, completions, recorded since the last call."""

@@ -16,15 +16,14 @@ class OutMessage:
     data: memoryview
     num_segments: int
     on_complete: object = None
+    length: int = -1           # message length in bytes (set from data)
     next_offset: int = 0
     segments_made: int = 0
     segments_acked: int = 0
     done: bool = False
 
-    @property
-    def length(self) -> int:
-        """Message length in bytes."""
-        return len(self.data)
+    def __post_init__(self) -> None:
+        self.length = len(self.data)
 
     @property
     def fully_segmented(self) -> bool:
@@ -40,6 +39,7 @@ class Segment:
     msg: OutMessage
     offset: int
     length: int
+    wire: int = 0              # bytes of the packet on the wire
     ev: object = None          # Ev of the latest transmission
     sent_at: float = 0.0       # time of the latest transmission
     transmissions: int = 0
@@ -49,10 +49,9 @@ class Segment:
     queued: bool = False       # waiting in the retransmission queue
     trimmed: bool = False      # the latest transmission came back as a trim NACK
 
-    @property
-    def wire_bytes(self) -> int:
-        """Bytes of the packet on the wire."""
-        return self.length + DATA_OVERHEAD
+    def __post_init__(self) -> None:
+        if not self.wire:
+            self.wire = self.length + DATA_OVERHEAD
 
     def payload(self) -> bytes:
         """The payload bytes of this packet."""

@@ -7,7 +7,7 @@ from collections import deque
 from host_agent import constants as C
 from host_agent.packets import DataPacket, Nack, Sack
 from host_agent.transport import events as E
-from host_agent.transport.message import OutMessage, Segment, segment_count, ts_age, ts_now
+from host_agent.transport.message import DATA_OVERHEAD, OutMessage, Segment, segment_count, ts_age, ts_now
 from host_agent.transport.psn import from_wire, to_wire
 
 BITMAP_BITS = 64
@@ -52,10 +52,12 @@ class MrcSender:
     def next_wakeup(self) -> float | None:
         """Earliest per-packet deadline, or the pacing clock when a packet is ready to go."""
         self._drop_stale_timers()
-        times = [self._timers[0][0]] if self._timers else []
-        if self._has_ready_packet() and self._head_allowed():
-            times.append(self.conn.endpoint._now if self._trim_first() else self.conn.cc.next_send)
-        return min(times) if times else None
+        t = self._timers[0][0] if self._timers else None
+        nxt = self._next_packet(None)
+        if nxt is not None:
+            ready = self.conn.endpoint._now if nxt[1] == E.CAUSE_TRIM else self.conn.cc.next_send
+            t = ready if t is None or ready < t else t
+        return t
 
     def _drop_stale_timers(self) -> None:
         while self._timers:
@@ -78,7 +80,7 @@ class MrcSender:
             _, seq, _ = heapq.heappop(self._timers)
             seg = self.segments[seq]
             seg.in_flight = False
-            self.inflight_bytes -= seg.wire_bytes
+            self.inflight_bytes -= seg.wire
             seg.timeouts += 1
             self.conn.stats["timeouts"] += 1
             ev = seg.ev
@@ -106,48 +108,57 @@ class MrcSender:
             if seg is not None:
                 seg.queued = False
 
-    def _has_ready_packet(self) -> bool:
-        self._pop_stale_retx()
-        if self._retx:
-            return True
-        return bool(self.pending) and self.next_seq < self.cum_acked + self.cfg.ooo_window
-
-    def _peek_bytes(self) -> int:
-        if self._retx:
-            return self.segments[self._retx[0][1]].wire_bytes
-        msg = self.pending[0]
-        return min(self.cfg.mtu_payload, msg.length - msg.next_offset) + C.DATA_HEADERS_LEN + C.ICRC_LEN
-
     def _window_allows(self, nbytes: int) -> bool:
         return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.conn.cc.cwnd
 
-    def _trim_first(self) -> bool:
-        return bool(self._retx) and self._retx[0][0] == 0
+    def _next_packet(self, now: float | None):
+        """What may go next: (segment or None for new data, cause) or None when nothing may.
 
-    def _head_allowed(self) -> bool:
-        """May the next packet go, window-wise? A trim retransmission always may: it takes the
-        place of the trimmed packet, whose payload has left the network."""
-        return self._trim_first() or self._window_allows(self._peek_bytes())
+        A trim retransmission always may (it takes the place of the trimmed packet, whose
+        payload has left the network). Anything else waits for the pacing clock (unless `now`
+        is None: the question is then only whether the window allows it) and for the window;
+        new data also for the out-of-order bound."""
+        self._pop_stale_retx()
+        retx = self._retx
+        if retx:
+            prio, seq = retx[0]
+            seg = self.segments[seq]
+            if prio == 0:
+                return seg, E.CAUSE_TRIM
+            if (now is None or now >= self.conn.cc.next_send) and self._window_allows(seg.wire):
+                return seg, self._retx_cause[seq]
+            return None
+        if not self.pending or self.next_seq >= self.cum_acked + self.cfg.ooo_window:
+            return None
+        if now is not None and now < self.conn.cc.next_send:
+            return None
+        msg = self.pending[0]
+        if not self._window_allows(min(self.cfg.mtu_payload, msg.length - msg.next_offset) + DATA_OVERHEAD):
+            return None
+        return None, None
 
     def poll(self, now: float, out: list) -> None:
         """Append the data packets the window and the pacing clock allow now."""
         cc = self.conn.cc
-        while self._has_ready_packet() and (self._trim_first() or cc.may_send(now) and self._head_allowed()):
-            if self._retx:
-                _, seq = heapq.heappop(self._retx)
-                seg = self.segments[seq]
-                seg.queued = False
-                cause = self._retx_cause.pop(seq)
-            else:
+        nics = self.conn.num_nics
+        while True:
+            nxt = self._next_packet(now)
+            if nxt is None:
+                return
+            seg, cause = nxt
+            if seg is None:
                 seg = self._new_segment()
-                cause = None
+            else:
+                heapq.heappop(self._retx)
+                seg.queued = False
+                del self._retx_cause[seg.seq]
             out.append(self._transmit(now, seg, cause))
-            cc.sent(now, seg.wire_bytes, self.conn.num_nics)
+            cc.sent(now, seg.wire, nics)
 
     def _new_segment(self) -> Segment:
         msg = self.pending[0]
         length = min(self.cfg.mtu_payload, msg.length - msg.next_offset)
-        seg = Segment(self.next_seq, msg, msg.next_offset, length)
+        seg = Segment(self.next_seq, msg, msg.next_offset, length, length + DATA_OVERHEAD)
         self.segments[seg.seq] = seg
         self.next_seq += 1
         msg.next_offset += length
@@ -165,7 +176,7 @@ class MrcSender:
         old_ev = seg.ev
         seg.ev, seg.sent_at, seg.in_flight, seg.trimmed = ev, now, True, False
         seg.transmissions += 1
-        self.inflight_bytes += seg.wire_bytes
+        self.inflight_bytes += seg.wire
         heapq.heappush(self._timers, (now + self._timeout_for(seg), seg.seq, seg.transmissions))
         stats = self.conn.stats
         stats["data_sent"] += 1
@@ -193,7 +204,7 @@ class MrcSender:
         seg.acked = True
         if seg.in_flight:
             seg.in_flight = False
-            self.inflight_bytes -= seg.wire_bytes
+            self.inflight_bytes -= seg.wire
         msg = seg.msg
         msg.segments_acked += 1
         if msg.segments_acked == msg.num_segments and not msg.done:
@@ -202,7 +213,7 @@ class MrcSender:
             self.conn.log(now, E.SEND_COMPLETE, msg_id=msg.msg_id, bytes=msg.length)
             if msg.on_complete is not None:
                 msg.on_complete(msg.msg_id)
-        return seg.wire_bytes
+        return seg.wire
 
     def _advance_cum(self, cum: int, now: float) -> int:
         acked = 0
@@ -257,7 +268,7 @@ class MrcSender:
             return                                   # answered already, or about an older transmission
         seg.in_flight = False
         seg.trimmed = True
-        self.inflight_bytes -= seg.wire_bytes
+        self.inflight_bytes -= seg.wire
         self.conn.stats["trims"] += 1
         self.conn.log(now, E.TRIM_NACK, psn=nack.psn, reason=nack.reason, ev=nack.ev_echo, srtt=self.conn.rtt.srtt)
         if nack.reason == C.NACK_TRIMMED:            # fabric congestion: avoid that path for a rotation
