@@ -114,7 +114,8 @@ class TestbedNetwork:
 
     def _add_hosts(self) -> str:
         for host in self.topology.hosts:
-            node = self.net.addHost(host.name, cls=nodes.MrcHost, ip=None)
+            node = self.net.addHost(host.name, cls=nodes.MrcHost, ip=None,
+                                    run_id=self.registry.state.run_id)
             self.registry.record_process(node.pid, f"host shell {host.name}", group=True)
         return f"{len(self.topology.hosts)} hosts"
 

@@ -25,6 +25,7 @@ import grpc
 from mininet.node import Host, Switch
 
 from controller.entries import PortQueue
+from testbed.registry import marked_env
 from host_agent import constants as C
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,10 +49,22 @@ def disable_ipv6(node, interfaces=()) -> None:
         node.cmd("sysctl -q " + " ".join(f"-w net.ipv6.conf.{k}.disable_ipv6=1" for k in keys))
 
 
-class MrcHost(Host):
+class RunMarked:
+    """Mixin: every process a node spawns (its shell included) carries the run's marker."""
+
+    run_id: str | None = None
+
+    def _popen(self, cmd, **params):
+        if self.run_id:
+            params["env"] = marked_env(self.run_id, params.get("env"))
+        return super()._popen(cmd, **params)
+
+
+class MrcHost(RunMarked, Host):
     """A Mininet host with IPv6 off in its namespace (agents use raw sockets only)."""
 
-    def __init__(self, name, **params):
+    def __init__(self, name, run_id: str | None = None, **params):
+        self.run_id = run_id
         super().__init__(name, **params)
         disable_ipv6(self)
 
@@ -62,14 +75,15 @@ class MrcHost(Host):
             self.cmd(f"ip link set {intf.name} up")
 
 
-class P4Switch(Switch):
+class P4Switch(RunMarked, Switch):
     """Common life cycle of a switch process in its own namespace, reached over P4Runtime."""
 
     target = "?"
 
     def __init__(self, name, device_id: int = 1, run_dir: str = "/tmp", sock_dir: str | None = None,
                  topo_name: str = "", pcap: bool = False, registry=None, ready_timeout: float = 20.0,
-                 **params):
+                 run_id: str | None = None, **params):
+        self.run_id = run_id or (registry.state.run_id if registry is not None else None)
         params["inNamespace"] = True      # overrides Mininet's default (root namespace)
         super().__init__(name, dpid=f"{device_id:x}", **params)
         disable_ipv6(self)

@@ -10,6 +10,10 @@ Mininet's namespaces are anonymous: each lives as long as a process in it. They 
 the node shells that hold them (process groups: what a user starts from the CLI dies with them)
 plus every process the testbed starts inside them; ending those removes the namespaces and the
 veths in them. Interfaces and named namespaces in the root namespace can be recorded too.
+
+A process killed between being spawned and being recorded would escape the record, so every process
+a run starts also carries `MRC_TESTBED_RUN=<run id>` in its environment (`marked_env`); clean-up
+ends recorded processes and processes carrying the run's marker.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STATE_DIRS = (Path("/run/mrc-testbed"), Path("/tmp/mrc-testbed"))
+RUN_ENV = "MRC_TESTBED_RUN"      # environment marker carried by every process a run starts
 
 
 def state_dir() -> Path:
@@ -52,6 +57,30 @@ def process_start_time(pid: int) -> int | None:
 def is_same_process(pid: int, start_time: int) -> bool:
     """True when `pid` is still the process that was recorded (same start time)."""
     return process_start_time(pid) == start_time
+
+
+def marked_env(run_id: str, env: dict | None = None) -> dict:
+    """An environment (default: ours) with the run's marker added."""
+    return {**(os.environ if env is None else env), RUN_ENV: run_id}
+
+
+def marked_processes(run_id: str) -> list[dict]:
+    """Running processes (other than this one) whose environment carries the run's marker."""
+    needle = f"{RUN_ENV}={run_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if needle in environ:
+            start = process_start_time(int(entry.name))
+            if start is not None:
+                found.append({"pid": int(entry.name), "start": start, "name": comm, "group": False})
+    return found
 
 
 @dataclass
@@ -196,7 +225,9 @@ def end_processes(processes: list[dict], grace: float = 2.0) -> list[str]:
 def clean_run(state: RunState) -> CleanReport:
     """Remove what one run recorded: its processes, root-namespace interfaces and namespaces."""
     report = CleanReport(state.run_id)
-    report.killed = end_processes(state.processes)
+    recorded = {p["pid"] for p in state.processes}
+    unrecorded = [p for p in marked_processes(state.run_id) if p["pid"] not in recorded]
+    report.killed = end_processes(state.processes + unrecorded)
     for name in state.interfaces:
         if interface_exists(name):
             subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
@@ -217,8 +248,11 @@ def clean_run(state: RunState) -> CleanReport:
 
 def leftovers(state: RunState) -> list[str]:
     """What of a run's record still exists (processes, interfaces, namespaces); empty when clean."""
+    recorded = {p["pid"] for p in state.processes}
     found = [f"process {p['name']} (pid {p['pid']})" for p in state.processes
              if is_same_process(p["pid"], p["start"])]
+    found += [f"process {p['name']} (pid {p['pid']}, unrecorded)"
+              for p in marked_processes(state.run_id) if p["pid"] not in recorded]
     found += [f"interface {n}" for n in state.interfaces if interface_exists(n)]
     found += [f"namespace {n}" for n in state.netns if Path("/run/netns", n).exists()]
     return found

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from conftest import requires_bmv2, requires_mininet
-from controller.installer import verify
+from controller.installer import DEFAULT_BMV2_JSON, verify
 from controller.routes import compute_programs
 from testbed.network import STAGES, BringUpError, TestbedNetwork
 from testbed.pathprobe import ProbeSession, ecmp_probes, run_probes, usid_probes
-from testbed.registry import RunState, leftovers, list_runs
+from testbed.registry import RunState, leftovers, list_runs, marked_processes
 from topologies.builders import leaf_spine
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, requires_mininet]
@@ -61,6 +61,8 @@ def assert_nothing_left(state: RunState, run_dir: Path) -> None:
 @pytest.fixture(scope="module", params=["model", pytest.param("bmv2", marks=requires_bmv2)])
 def network(request, tmp_path_factory):
     """A running leafspine:4x2x2 network on one target; torn down and checked after the module."""
+    if request.param == "bmv2" and not DEFAULT_BMV2_JSON.exists():
+        pytest.skip(f"BMv2 needs the compiled program {DEFAULT_BMV2_JSON} (make -C p4)")
     run_dir = tmp_path_factory.mktemp(f"net-{request.param}")
     lines: list[str] = []
     root_before = root_ipv6_settings()
@@ -107,6 +109,9 @@ def test_bring_up_reports_every_stage(network):
     assert [line.split()[1] for line in network.progress_lines[:len(STAGES)]] == list(STAGES)
     assert network.progress_lines[-1].startswith(f"network {topo.name} up on {network.target}")
     assert all(network.switch(s.name).alive() for s in topo.switches)
+    state = network.registry.state          # every process of the run carries its marker
+    marked = {p["pid"] for p in marked_processes(state.run_id)}
+    assert {p["pid"] for p in state.processes} <= marked
     figures = json.loads((network.run_dir / "bringup.json").read_text())
     assert figures["hosts"] == 8 and set(figures["stages"]) == set(STAGES)
     for host in topo.hosts:        # IPv6 is off in every host namespace: the kernel stays silent

@@ -216,3 +216,21 @@ def test_up_explains_a_missing_mnexec(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(up.os, "geteuid", lambda: 1000)
     assert up.run(args) == 2
     assert "needs root" in capsys.readouterr().out
+
+
+def test_clean_run_also_ends_unrecorded_processes_carrying_the_run_marker(tmp_path):
+    run_id = f"{PREFIX}-marker-{os.getpid()}"
+    reg = registry.RunRegistry(run_id, directory=tmp_path)
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             env=registry.marked_env(run_id))
+    try:
+        assert [p["pid"] for p in registry.marked_processes(run_id)] == [stray.pid]
+        state = registry.RunState.load(reg.path)
+        left = registry.leftovers(state)
+        assert len(left) == 1 and left[0].endswith(f"(pid {stray.pid}, unrecorded)")
+        registry.clean_run(state)
+        assert stray.wait(5) is not None
+        assert registry.marked_processes(run_id) == []
+    finally:
+        stray.kill()
+        stray.wait()
