@@ -25,6 +25,9 @@ from experiments import metrics  # noqa: E402
 from experiments.record import CaseRecord  # noqa: E402
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
+# Later transports are drawn thinner on top of earlier ones, so lines that coincide stay visible.
+WIDTHS = [3.2, 2.2, 1.3, 1.0, 0.8, 0.7]
+STYLES = ["-", "--", "-", "-.", ":", "-"]
 STATE_COLOURS = {"GOOD": "#2ca02c", "SKIP": "#f2c12e", "ASSUMED_BAD": "#d62728"}
 ZOOM_BEFORE_S = 0.05
 ZOOM_AFTER_S = 0.25
@@ -100,14 +103,15 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
     fig, axes = plt.subplots(len(groups), cols, figsize=(7 * cols, 3.4 * len(groups)), squeeze=False)
     for row, (variant, recs) in enumerate(groups.items()):
         whole, labelled = axes[row][0], set()
-        for r in recs:
+        for k, r in enumerate(recs):
             times, rates = metrics.goodput_series(r)
             if not times:
                 continue
             smooth = _smooth(times, rates, SMOOTH_S)
             end = "" if r.completed else " (did not finish)"
             whole.plot([t * 1e3 for t in times], [g / 1e6 for g in smooth], color=colour[r.transport],
-                       linewidth=1.4, label=f"{r.transport}{end}")
+                       linewidth=WIDTHS[k % len(WIDTHS)], linestyle=STYLES[k % len(STYLES)],
+                       label=f"{r.transport}{end}")
         if recs:
             _mark_faults(whole, recs[0], labelled)
             for r in recs[1:]:
@@ -128,12 +132,13 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
                 zoom.set_visible(False)
                 continue
             zl = set()
-            for r in recs:
+            for k, r in enumerate(recs):
                 times, rates = metrics.goodput_series(r)
                 pts = [(t, g) for t, g in zip(times, rates) if t_fail - ZOOM_BEFORE_S <= t <= t_fail + ZOOM_AFTER_S]
                 if pts:
                     zoom.step([(t - t_fail) * 1e3 for t, _ in pts], [g / 1e6 for _, g in pts], where="pre",
-                              color=colour[r.transport], linewidth=1.3, label=r.transport)
+                              color=colour[r.transport], linewidth=WIDTHS[k % len(WIDTHS)],
+                              linestyle=STYLES[k % len(STYLES)], label=r.transport)
             zoom.axvline(0, color="red", linestyle="--", linewidth=1.2, label="failure")
             zl.add("failure")
             zoom.set_title(f"{variant}: around the failure (raw {recs[0].sample_interval * 1e3:g} ms samples)")

@@ -116,7 +116,7 @@ def read_summary(folder: Path) -> Optional[dict]:
 
 
 def _seconds(value: Optional[float]) -> str:
-    return "never" if value is None else f"{value:.3f} s"
+    return "never" if value is None else f"{value:.4g} s"
 
 
 def _millis(value: Optional[float], failure: Optional[float]) -> str:

@@ -1,0 +1,123 @@
+"""`mrc-testbed report`: gather every results folder into one HTML or markdown page.
+
+    mrc-testbed report                              # results/ -> results/report.html
+    mrc-testbed report --results /tmp/runs -o report.md
+
+A results folder is any folder holding a summary.json (written by `mrc-testbed run`); folders are
+searched recursively under --results and shown newest first, each with its comparison table and
+every figure. Figures are linked by relative path, so the page and the folders move together.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import sys
+from pathlib import Path
+
+from experiments import results
+
+DEFAULT_ROOT = Path("results")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `mrc-testbed report`."""
+    parser.add_argument("--results", type=Path, default=DEFAULT_ROOT,
+                        help="folder holding results folders (default: results)")
+    parser.add_argument("-o", "--output", type=Path, default=None,
+                        help="report file, .html or .md (default: <results>/report.html)")
+
+
+def find_runs(root: Path) -> list[tuple[Path, dict]]:
+    """(folder, summary) of every results folder under `root`, newest first."""
+    runs = []
+    for summary_path in sorted(Path(root).rglob(results.SUMMARY_JSON)):
+        summary = results.read_summary(summary_path.parent)
+        if summary is not None and isinstance(summary.get("cases"), list):
+            runs.append((summary_path.parent, summary))
+    runs.sort(key=lambda item: (item[1].get("created", ""), str(item[0])), reverse=True)
+    return runs
+
+
+def _rel(target: Path, page: Path) -> str:
+    return Path(os.path.relpath(target.resolve(), page.resolve().parent)).as_posix()
+
+
+def _figures(folder: Path, summary: dict) -> list[Path]:
+    names = summary.get("figures") or sorted(p.name for p in folder.glob("*.png"))
+    return [folder / n for n in names if (folder / n).exists()]
+
+
+def render_markdown(runs: list[tuple[Path, dict]], page: Path) -> str:
+    """The report as markdown."""
+    lines = ["# MRC testbed: experiment report", "", f"{len(runs)} results folder(s).", ""]
+    for folder, s in runs:
+        lines += [f"## {s.get('title', s.get('scenario', folder.name))}", "",
+                  s.get("description", "").strip(), "",
+                  f"`{_rel(folder, page)}` — backend {s.get('backend')}, seed {s.get('seed')}"
+                  f"{', quick' if s.get('quick') else ''}, {s.get('created', '')}", ""]
+        lines += results.markdown_table(s["cases"]) + [""]
+        for fig in _figures(folder, s):
+            lines += [f"![{fig.stem}]({_rel(fig, page)})", ""]
+    return "\n".join(lines)
+
+
+def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
+    """The report as one HTML page."""
+    e = html.escape
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>MRC testbed report</title>",
+             "<style>body{font-family:sans-serif;max-width:1500px;margin:auto;padding:1em}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 7px}"
+             "th{background:#eee}img{max-width:100%;border:1px solid #ddd;margin:8px 0}"
+             ".meta{color:#555}</style></head><body>",
+             "<h1>MRC testbed: experiment report</h1>", f"<p>{len(runs)} results folder(s).</p>"]
+    if runs:
+        parts.append("<ul>" + "".join(f"<li><a href='#run{i}'>{e(s.get('title', folder.name))}</a> "
+                                      f"<span class='meta'>({e(str(s.get('created', '')))})</span></li>"
+                                      for i, (folder, s) in enumerate(runs)) + "</ul>")
+    for i, (folder, s) in enumerate(runs):
+        header, rows = results.table_rows(s["cases"])
+        parts += [f"<h2 id='run{i}'>{e(s.get('title', s.get('scenario', folder.name)))}</h2>",
+                  f"<p>{e(s.get('description', ''))}</p>",
+                  f"<p class='meta'>{e(_rel(folder, page))} — backend {e(str(s.get('backend')))}, "
+                  f"seed {e(str(s.get('seed')))}{', quick' if s.get('quick') else ''}, "
+                  f"{e(str(s.get('created', '')))}</p>",
+                  "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
+                  + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows)
+                  + "</table>"]
+        for fig in _figures(folder, s):
+            parts.append(f"<div><img src='{e(_rel(fig, page))}' alt='{e(fig.stem)}'></div>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(root: Path, output: Path) -> tuple[Path, int]:
+    """Write the report of every results folder under `root` to `output`; return (path, folders)."""
+    runs = find_runs(root)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if output.suffix.lower() in (".md", ".markdown"):
+        text = render_markdown(runs, output)
+    elif output.suffix.lower() in (".html", ".htm"):
+        text = render_html(runs, output)
+    else:
+        raise ValueError(f"-o {output}: the report must end in .html or .md")
+    output.write_text(text, encoding="utf-8")
+    return output, len(runs)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of `mrc-testbed report`."""
+    root = args.results
+    if not root.is_dir():
+        print(f"mrc-testbed report: --results {root}: no such folder (run an experiment first)", file=sys.stderr)
+        return 2
+    output = args.output or root / "report.html"
+    try:
+        path, count = write_report(root, output)
+    except ValueError as error:
+        print(f"mrc-testbed report: {error}", file=sys.stderr)
+        return 2
+    if count == 0:
+        print(f"mrc-testbed report: no results folder (with summary.json) under {root}", file=sys.stderr)
+    print(f"report of {count} results folder(s): {path}")
+    return 0
