@@ -30,6 +30,8 @@ RELEASE_PPS = 1_000_000    # BMv2 rate after the hold
 QUIET = 0.3                # seconds without a frame after which a case is considered finished
 LINGER = 0.1               # seconds to wait for extra frames once the expected number arrived
 START_TIMEOUT = 15.0
+SEND_BURST = 32            # frames sent back to back ...
+SEND_GAP = 0.002           # ... then this pause (about 16k frames/s: below BMv2's and the model's speed)
 DEFAULT_BMV2_JSON = REPO_ROOT / "p4" / "build" / "mrc.json"
 
 
@@ -51,6 +53,7 @@ class ProcessTarget:
         self.tmp: Optional[str] = None
         self.hold_port: Optional[int] = None
         self.sent_fillers = 0
+        self.sent = 0
         self.offsets: dict[str, dict[int, int]] = {}
         self.log_path: Optional[str] = None
 
@@ -107,6 +110,7 @@ class ProcessTarget:
         self._stop_switch()
         self.hold_port = hold_port
         self.sent_fillers = 0
+        self.sent = 0
         self.offsets = {}
         sock = os.path.join(self.tmp, "p4rt.sock")
         if os.path.exists(sock):
@@ -135,9 +139,12 @@ class ProcessTarget:
         self._wait_arrivals(port, 1)
 
     def send(self, in_port: int, frame: bytes) -> None:
-        """One frame in on `in_port`."""
+        """One frame in on `in_port`; long runs are injected at about SEND_BURST frames per SEND_GAP."""
         if not self.ports[in_port].send(frame):
             raise TargetError(f"{self.name}: could not send on port {in_port}")
+        self.sent += 1
+        if self.sent % SEND_BURST == 0:
+            time.sleep(SEND_GAP)     # injection rate: keep a many-packet case below the switch's speed
 
     def finish(self, expected: Optional[int] = None) -> list[Output]:
         """Release the held queue and gather every frame that comes out."""
