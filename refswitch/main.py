@@ -23,6 +23,7 @@ from refswitch.ports import PortError
 from refswitch.switch import Switch, SwitchConfig
 
 log = logging.getLogger("mrc.refswitch")
+MAX_PORT = 510
 
 
 def parse_port(text: str) -> tuple[int, str]:
@@ -30,6 +31,8 @@ def parse_port(text: str) -> tuple[int, str]:
     number, sep, ifname = text.partition("=")
     if not sep or not number.isdigit() or not ifname:
         raise argparse.ArgumentTypeError(f"--port {text!r}: expected N=IFNAME, e.g. 1=s1-eth1")
+    if not 1 <= int(number) <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"--port {text!r}: port number must be 1..{MAX_PORT} (bit<9>, 511 drops)")
     return int(number), ifname
 
 
@@ -78,7 +81,10 @@ def build_config(args: argparse.Namespace) -> SwitchConfig:
             raise SystemExit(f"switch: config {args.config}: unknown keys {sorted(unknown)}")
         cfg.name = data.get("name", cfg.name)
         cfg.device_id = int(data.get("device_id", cfg.device_id))
-        cfg.ports = {int(k): v for k, v in data.get("ports", {}).items()}
+        try:
+            cfg.ports = dict(parse_port(f"{k}={v}") for k, v in data.get("ports", {}).items())
+        except argparse.ArgumentTypeError as exc:
+            raise SystemExit(f"switch: config {args.config}: {exc}")
         for q in data.get("queues", []):
             cfg.queues[int(q["port"])] = (int(q.get("rate_bps", 0)), int(q.get("rate_pps", 0)),
                                           int(q.get("depth", 64)))

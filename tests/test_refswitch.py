@@ -317,7 +317,8 @@ def test_switch_options_and_json_config_merge(tmp_path):
     assert cfg.grpc_address == "127.0.0.1:50001"
 
 
-@pytest.mark.parametrize("argv", [["--port", "x=eth0"], ["--queue", "1:2"], ["--queue", "1:100:0"]])
+@pytest.mark.parametrize("argv", [["--port", "x=eth0"], ["--port", "511=eth0"], ["--port", "0=eth0"],
+                                  ["--queue", "1:2"], ["--queue", "1:100:0"]])
 def test_bad_switch_options_are_refused(argv):
     with pytest.raises(SystemExit):
         parse(argv)
