@@ -261,3 +261,21 @@ def test_pcap_per_switch_port(tmp_path):
             frames = rdpcap(str(tmp_path / f"{switch.name}-port{port}.pcap"))
             assert len(frames) >= 2, f"{switch.name} port {port}"   # one probe each way at least
     assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_up_command_cli_end_to_end(tmp_path):
+    """`mrc-testbed up` with its CLI driven on stdin: probe, counters, transfer, evs, exit."""
+    commands = "probe\ncounters s1\ntransfer h1 h2 50000\nevs h1\nlink_down s1 s9\nexit\n"
+    run_dir = tmp_path / "up"
+    done = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "--topo", "leafspine:2x1x1",
+                           "--target", "model", "--run-dir", str(run_dir)], input=commands,
+                          cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert out.splitlines()[0] == "target: model (--target)"
+    assert "[5/5] program" in out and "up on model in" in out
+    assert "2/2 probes arrived" in out
+    assert "MrcIngress.rx" in out                       # counters of s1 after the probes
+    assert "h1 -> h2: 50000 bytes in" in out and "goodput" in out
+    assert "error: no link between s1 and s9" in out
+    assert processes_mentioning(str(run_dir)) == []
