@@ -48,6 +48,7 @@ class TransportConfig:
     probe_interval: float = 2e-3      # period of background probes on ASSUMED_BAD EVs
     probe_successes: int = 3          # consecutive clean probe replies that reinstate an EV
     keepalive_probes: bool = True     # a connection that only acknowledges probes its own paths
+    keepalive_misses: int = 2         # consecutive unanswered keepalive probes that retire a path
     # --- congestion control (NSCC-like, docs/transport.md) ----------------------------
     cc: bool = True                   # False: fixed window = cwnd_max_pkts
     init_cwnd_pkts: int = 16

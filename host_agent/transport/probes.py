@@ -7,7 +7,7 @@ from host_agent.packets import Probe, ProbeReply
 from host_agent.transport.message import ts_age, ts_now
 
 REINSTATE = "reinstate"     # probe on an ASSUMED_BAD EV: enough clean replies make it GOOD
-KEEPALIVE = "keepalive"     # probe on a GOOD EV of a connection sending no data: a timeout retires it
+KEEPALIVE = "keepalive"     # probe on a GOOD EV of a connection sending no data: misses retire it
 
 
 @dataclass
@@ -29,6 +29,8 @@ class Prober:
         self._next_id = 1
         self._next_round: float | None = None
         self._keepalive_path = 0
+        self._keepalive_misses: dict[int, int] = {}    # path -> consecutive unanswered keepalives
+        self._retry: list = []                          # EVs to probe again at once
 
     def _wanted(self, now: float) -> bool:
         return self.conn.evset.any_bad or self._keepalive_due(now)
@@ -62,7 +64,17 @@ class Prober:
                 if o.purpose == REINSTATE:
                     o.ev.probe_successes = 0
                 elif o.ev.usable and self.conn.evset.get(o.ev.value) is o.ev:
-                    self.conn.evset.mark_bad(o.ev, now, "probe_timeout")
+                    misses = self._keepalive_misses.get(o.ev.path_key, 0) + 1
+                    if misses >= self.cfg.keepalive_misses:
+                        self._keepalive_misses.pop(o.ev.path_key, None)
+                        self.conn.evset.mark_bad(o.ev, now, "probe_timeout")
+                    else:                        # the reply may have been lost on the peer's path: ask again
+                        self._keepalive_misses[o.ev.path_key] = misses
+                        self._retry.append(o.ev)
+        while self._retry:
+            ev = self._retry.pop(0)
+            if ev.usable:
+                out.append(self._probe(now, ev, KEEPALIVE))
         if self._next_round is not None and now >= self._next_round:
             self._next_round = None
             self._round(now, out)
@@ -105,6 +117,8 @@ class Prober:
             return
         self.conn.stats["probe_replies"] += 1
         self.conn.rtt.sample(ts_age(now, reply.ts_echo))
+        if o.purpose == KEEPALIVE:
+            self._keepalive_misses.pop(o.ev.path_key, None)
         if o.purpose == REINSTATE and not o.ev.usable:
             o.ev.probe_successes += 1
             if o.ev.probe_successes >= self.cfg.probe_successes:

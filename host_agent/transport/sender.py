@@ -105,6 +105,7 @@ class MrcSender:
             if seg is not None and seg.queued and not seg.acked:
                 return
             heapq.heappop(self._retx)
+            self._retx_cause.pop(seq, None)
             if seg is not None:
                 seg.queued = False
 
