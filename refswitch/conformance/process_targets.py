@@ -3,8 +3,9 @@
 Both are programmed exactly as the testbed programs them: over P4Runtime on a unix socket with
 the controller's client. Packets are sent and received on raw sockets at the host ends of the
 veths (refswitch.vethlab). A standing queue is built by slowing the held port's egress queue to
-HOLD_PPS packets/s and sending one extra filler first (it leaves at once, the others wait); BMv2
-gets its normal rate back when the case's packets are in, the model process drains at HOLD_PPS.
+HOLD_PPS packets/s and sending one extra filler first; once that one has come out (BMv2 may hold it
+for up to one interval) the others are known to be waiting and the case's packets go in. BMv2 gets
+its normal rate back when the case's packets are in; the model process drains at HOLD_PPS.
 Egress priority is not observable here (outputs carry priority None).
 """
 from __future__ import annotations
@@ -131,7 +132,7 @@ class ProcessTarget:
         self.client.insert(entries)
 
     def preload(self, port: int, in_port: int, frames: list[bytes]) -> None:
-        """Send one extra filler (it leaves at once) then the fillers, which wait in the slow queue."""
+        """Send one extra filler and the fillers; wait until the extra one has left: the rest stand queued."""
         for frame in [frames[0]] + frames:
             self.ports[in_port].send(frame)
         self.sent_fillers = len(frames) + 1
