@@ -87,6 +87,7 @@ class P4Switch(RunMarked, Switch):
         params["inNamespace"] = True      # overrides Mininet's default (root namespace)
         super().__init__(name, dpid=f"{device_id:x}", **params)
         disable_ipv6(self)
+        self.cmd("ip link set lo up")           # thrift (BMv2) listens on the namespace's loopback
         self.device_id = device_id
         self.topo_name = topo_name or name
         self.run_dir = Path(run_dir)
