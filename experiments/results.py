@@ -6,7 +6,7 @@
     <folder>/summary.json  scenario, backend, seed, and the summary of every case (metrics.summarise)
     <folder>/*.png         figures (plots.py)
     <folder>/summary.md    the table and the figures, for people
-    <folder>/run.log       the log of the run (testbed.logs)
+    <folder>/testbed.log   the log of the run (testbed.logs)
 """
 from __future__ import annotations
 

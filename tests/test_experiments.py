@@ -1,0 +1,112 @@
+"""Experiments on the netsim backend: the expected outcomes of issue 4, each as an assertion.
+
+Fast versions: the shipped scenario files with their `quick:` overrides, a variant or two each.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from experiments import metrics
+from experiments.backends.netsim_backend import NetsimBackend
+from experiments.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = sorted((ROOT / "experiments").glob("*.yaml"))
+
+
+def run_cases(name: str, variant: int = 0, transports=None) -> dict:
+    """Summaries (and records) of one quick scenario variant, by transport name."""
+    scenario = load_scenario(ROOT / "experiments" / f"{name}.yaml", quick=True)
+    out = {}
+    for case in scenario.cases():
+        if case.variant != scenario.variants[variant]:
+            continue
+        if transports is not None and case.transport.name not in transports:
+            continue
+        record = NetsimBackend().run_case(case)
+        out[case.transport.name] = (metrics.summarise(record), record)
+    return out
+
+
+@pytest.fixture(scope="module")
+def failover():
+    return run_cases("failover")
+
+
+def test_shipped_scenarios_are_the_seven_of_the_issue():
+    assert {p.stem for p in SCENARIOS} >= {"failover", "flap", "blackhole", "gray", "incast", "permutation", "scale"}
+    for path in SCENARIOS:
+        for quick in (False, True):
+            scenario = load_scenario(path, quick=quick)
+            assert scenario.cases(), path
+
+
+def test_failover_mrc_recovers_within_50ms_and_is_bit_exact(failover):
+    mrc, record = failover["MRC"]
+    assert mrc["failure_time_s"] is not None and mrc["failure_time_s"] > 0        # the kill happened mid-run
+    assert mrc["completed"] and mrc["bit_exact"], mrc
+    assert mrc["app_duplicates"] == 0 and mrc["app_missing"] == 0
+    assert mrc["failure_time_s"] < mrc["completion_time_s"]
+    assert mrc["time_to_recover_s"] is not None and mrc["time_to_recover_s"] <= 0.05, mrc["time_to_recover_s"]
+    assert any(f.what == "link down" for f in record.faults)
+
+
+def test_failover_baseline_stalls_until_reroute_or_never_completes(failover):
+    plain, _ = failover["RoCE"]
+    assert not plain["completed"] and not plain["bit_exact"]          # no reroute: stuck until the horizon
+    assert plain["time_to_recover_s"] is None
+    rerouted, record = failover["RoCE + reroute 1 s"]
+    assert rerouted["completed"] and rerouted["bit_exact"]
+    t_fail = rerouted["failure_time_s"]
+    assert record.reroutes and record.reroutes[0] == pytest.approx(t_fail + 1.0)
+    # it stalls until the control plane moves the routes: recovery takes at least the reroute delay
+    assert rerouted["time_to_recover_s"] is not None and rerouted["time_to_recover_s"] >= 1.0 - 0.02
+    assert rerouted["completion_time_s"] > t_fail + 1.0
+    mrc, _ = failover["MRC"]
+    assert mrc["completion_time_s"] < rerouted["completion_time_s"]
+
+
+def test_incast_trimming_loses_nothing_and_beats_drop_tail():
+    runs = run_cases("incast", transports=("MRC + trimming", "MRC drop-tail"))
+    trim, _ = runs["MRC + trimming"]
+    tail, _ = runs["MRC drop-tail"]
+    assert trim["completed"] and trim["bit_exact"]
+    assert trim["packets_dropped_queue_full"] == 0 and trim["packets_trimmed"] > 0
+    assert trim["retransmissions"]["timeout"] == 0 and trim["retransmissions"]["trim"] > 0
+    assert tail["packets_dropped_queue_full"] > 0 and tail["packets_trimmed"] == 0
+    assert trim["completion_time_s"] < tail["completion_time_s"]
+    assert "victim" in trim["throughput_by_role_bps"]
+
+
+def test_permutation_spraying_balances_links_better_than_ecmp():
+    runs = run_cases("permutation")
+    spray, _ = runs["MRC spraying"]
+    ecmp, _ = runs["RoCE ECMP"]
+    assert spray["completed"] and spray["bit_exact"] and ecmp["completed"]
+    assert spray["link_utilisation"]["max_over_mean"] < ecmp["link_utilisation"]["max_over_mean"]
+    assert spray["flow_throughput_bps"]["spread_max_over_min"] < ecmp["flow_throughput_bps"]["spread_max_over_min"]
+
+
+@pytest.mark.parametrize("name", ["flap", "blackhole", "gray", "scale"])
+def test_mrc_completes_bit_exact_in_every_scenario(name):
+    scenario = load_scenario(ROOT / "experiments" / f"{name}.yaml", quick=True)
+    mrc = [c for c in scenario.cases() if c.transport.mode == "mrc"]
+    assert mrc
+    for case in mrc[:2]:
+        record = NetsimBackend().run_case(case)
+        s = metrics.summarise(record)
+        assert record.faults, f"{case.label}: no fault happened"
+        assert s["completed"] and s["bit_exact"], (case.label, s)
+        assert s["app_duplicates"] == 0 and s["app_missing"] == 0
+
+
+def test_same_seed_same_result():
+    scenario = load_scenario(ROOT / "experiments" / "permutation.yaml", quick=True)
+    case = scenario.cases()[0]
+    a, b = NetsimBackend().run_case(case), NetsimBackend().run_case(case)
+    assert a.samples == b.samples and a.completion_time == b.completion_time
+    other = dataclasses.replace(case, scenario=dataclasses.replace(scenario, seed=scenario.seed + 1))
+    assert NetsimBackend().run_case(other).samples != a.samples

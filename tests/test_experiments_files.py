@@ -1,0 +1,157 @@
+"""Scenario files, the results folder, the comparison table and the report."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments import metrics, report, runner
+from experiments.scenario import ScenarioError, load_scenario, parse_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = {
+    "name": "tiny",
+    "title": "Tiny failover",
+    "topology": "leafspine:2x2x1",
+    "link": {"rate_bps": 100_000_000},
+    "horizon_s": 1.5,
+    "sample_interval_s": 0.002,
+    "workload": {"kind": "allreduce", "bytes": 131072, "chunk_bytes": 16384},
+    "faults": [{"kind": "link_kill", "link": "auto", "at": "30%"}],
+    "transports": [{"name": "MRC", "mode": "mrc"}, {"name": "RoCE + reroute", "mode": "roce",
+                                                     "reroute_delay_s": 0.2}],
+}
+
+
+def write(tmp_path: Path, doc, name="s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc) if not isinstance(doc, str) else doc)
+    return path
+
+
+@pytest.mark.parametrize("change, field, reason", [
+    (lambda d: d["workload"].update(kind="broadcast"), "workload.kind", "not one of"),
+    (lambda d: d["workload"].pop("bytes"), "workload.bytes", "missing"),
+    (lambda d: d["faults"][0].update(at="thirty"), "faults[0].at", "neither seconds"),
+    (lambda d: d["faults"][0].update(loss=2.0), "faults[0].loss", "probability"),
+    (lambda d: d["faults"][0].update(kind="meteor"), "faults[0].kind", "not one of"),
+    (lambda d: d["faults"][0].update(switch="s3"), "faults[0].switch", "names a link"),
+    (lambda d: d["transports"][0].update(mode="tcp"), "transports[0].mode", "not one of"),
+    (lambda d: d["transports"][0].update(params={"num_evs": 999}), "transports[0].params", "num_evs"),
+    (lambda d: d["transports"][0].update(params={"warp": 9}), "transports[0].params.warp", "not a transport"),
+    (lambda d: d["transports"][0].update(reroute_delay_s=1.0), "transports[0].reroute_delay_s", "baseline"),
+    (lambda d: d.update(topology="ring:5"), "topology", "unknown kind"),
+    (lambda d: d.update(colour="blue"), "colour", "unknown field"),
+    (lambda d: d.update(horizon_s=-1), "horizon_s", "positive"),
+    (lambda d: d.update(variants=[{"label": "a", "linkk": {}}]), "variants[0].linkk", "unknown field"),
+    (lambda d: d.update(variants=[{"label": "a", "workload": {"bytes": "big"}}]), "variants[0].workload.bytes",
+     "integer"),
+    (lambda d: d.update(link={"rate_bps": 0}), "link.rate_bps", "minimum"),
+    (lambda d: d.pop("transports"), "transports", "missing"),
+])
+def test_a_bad_scenario_file_gets_an_error_naming_the_file_and_field(tmp_path, change, field, reason):
+    doc = json.loads(json.dumps(TINY))
+    change(doc)
+    path = write(tmp_path, doc)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.field == field
+    assert str(path) in str(info.value) and field in str(info.value) and reason in str(info.value)
+
+
+def test_unreadable_and_malformed_files(tmp_path):
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario(tmp_path / "missing.yaml")
+    with pytest.raises(ScenarioError, match="line 2"):
+        load_scenario(write(tmp_path, "name: x\n  bad: [indent\n"))
+    with pytest.raises(ScenarioError, match="mapping"):
+        load_scenario(write(tmp_path, "- just\n- a list\n"))
+
+
+def test_variants_override_and_quick_merges():
+    doc = dict(TINY, variants=[{"label": "a"}, {"label": "b", "topology": "multiplane:2x2x2x1",
+                                                "workload": {"bytes": 65536}}],
+               quick={"workload": {"bytes": 32768}, "horizon_s": 1.0})
+    full = parse_scenario(doc)
+    assert [v.workload.bytes for v in full.variants] == [131072, 65536]
+    assert full.variants[1].topology == "multiplane:2x2x2x1" and full.variants[1].workload.kind == "allreduce"
+    assert len(full.cases()) == 4
+    quick = parse_scenario(doc, quick=True, seed=9)
+    assert quick.horizon_s == 1.0 and quick.variants[0].workload.bytes == 32768 and quick.seed == 9
+
+
+def test_run_command_writes_the_results_folder_and_prints_the_table(tmp_path, capsys):
+    scenario = write(tmp_path, TINY, "tiny.yaml")
+    out = tmp_path / "out"
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = parser.parse_args([str(scenario), "--backend", "netsim", "--out", str(out), "--seed", "3"])
+    assert runner.run(args) == 0
+    printed = capsys.readouterr()
+    assert "completion" in printed.out and "MRC" in printed.out and "RoCE + reroute" in printed.out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seed"] == 3 and summary["backend"] == "netsim" and len(summary["cases"]) == 2
+    for case in summary["cases"]:
+        assert set(metrics.SUMMARY_FIELDS) <= set(case)
+        for key in ("completion_time_s", "time_to_recover_s", "evs_retired", "retransmissions", "bit_exact"):
+            assert key in case
+    assert summary["figures"] == ["goodput.png", "completion.png"]
+    for name in summary["figures"]:
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    lines = [json.loads(line) for line in (out / "raw.jsonl").read_text().splitlines()]
+    assert {line["type"] for line in lines} >= {"case", "sample"}
+    assert sum(line["type"] == "case" for line in lines) == 2
+    assert "goodput.png" in (out / "summary.md").read_text()
+    assert (out / "testbed.log").exists()
+
+    page = tmp_path / "report.html"
+    assert report.run(argparse.Namespace(results=tmp_path, output=page)) == 0
+    text = page.read_text()
+    assert "Tiny failover" in text and "out/goodput.png" in text and "<table>" in text
+    md = tmp_path / "report.md"
+    assert report.run(argparse.Namespace(results=tmp_path, output=md)) == 0
+    assert "![completion](out/completion.png)" in md.read_text()
+
+
+def test_run_command_rejects_a_bad_scenario_with_status_2(tmp_path, capsys):
+    bad = write(tmp_path, dict(TINY, workload={"kind": "allreduce"}))
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    assert runner.run(parser.parse_args([str(bad), "--backend", "netsim", "--out", str(tmp_path / "o")])) == 2
+    assert "workload.bytes" in capsys.readouterr().err
+
+
+def test_report_without_results(tmp_path, capsys):
+    assert report.run(argparse.Namespace(results=tmp_path / "none", output=None)) == 2
+    assert report.run(argparse.Namespace(results=tmp_path, output=tmp_path / "r.pdf")) == 2
+
+
+def test_default_backend_falls_back_to_netsim_with_a_reason(monkeypatch, capsys):
+    from experiments import backends
+    monkeypatch.setattr(backends, "mininet_unavailable", lambda: "the mininet backend needs root")
+    assert runner.choose_backend(None) == "netsim"
+    assert "needs root" in capsys.readouterr().err
+    assert runner.choose_backend("netsim") == "netsim"
+
+
+def test_time_to_recover_definition():
+    from experiments.record import CaseRecord, FaultEvent
+    rec = CaseRecord("s", "v", "t", "mrc", "netsim", 0, "topo", 2, "allreduce", sample_interval=0.01)
+    rate = 1000                       # bytes per 10 ms before the failure
+    cum, samples = 0, []
+    for k in range(0, 41):
+        t = k * 0.01
+        if k and not (10 < k <= 15):  # goodput stops for 50 ms after the failure at 0.1 s
+            cum += rate
+        samples.append([t, [cum]])
+    rec.samples = samples
+    rec.faults = [FaultEvent(0.1, "link down", "s1-s3", True)]
+    rec.completion_time = rec.end = 0.4
+    assert metrics.time_to_recover(rec) == pytest.approx(0.05)
+    rec.samples = [[t, [min(c, 11 * rate)]] for t, (c,) in samples]     # never again
+    assert metrics.time_to_recover(rec) is None
