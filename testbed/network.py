@@ -86,7 +86,7 @@ class TestbedNetwork:
                                autoSetMacs=False, autoStaticArp=False, waitConnected=False)
             for number, (stage, step) in enumerate(zip(STAGES, (
                     self._add_hosts, self._add_switches, self._add_links,
-                    self._start_switches, self._program)), start=1):
+                    self._start_switches, self._program), strict=True), start=1):
                 t0 = time.monotonic()
                 detail = step()
                 self.stage_times[stage] = time.monotonic() - t0

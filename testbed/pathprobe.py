@@ -38,7 +38,7 @@ class ProbeSpec:
     def crosses(self, a: str, b: str) -> bool:
         """True when this probe's uSID path uses the link between nodes a and b."""
         hops = (self.src_host, *self.switches, self.dst_host)
-        return any({x, y} == {a, b} for x, y in zip(hops, hops[1:]))
+        return any({x, y} == {a, b} for x, y in zip(hops, hops[1:], strict=False))
 
 
 def usid_probes(topo) -> list[ProbeSpec]:

@@ -102,7 +102,7 @@ def send_all(spec: dict, probes: list[dict], socks: dict) -> int:
     sent = 0
     for item in probes:
         frame = probe_frame(item, mac_bytes(spec["nics"][item["nic"]]))
-        for attempt in range(50):
+        for _ in range(50):
             try:
                 socks[item["nic"]].send(frame)
                 sent += 1

@@ -7,13 +7,11 @@ wire protocol; the same client is run against the real switches in tests/test_in
 """
 from __future__ import annotations
 
-import threading
-import time
 from concurrent import futures
 
 import grpc
 import pytest
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller import convergence
