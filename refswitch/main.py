@@ -9,6 +9,8 @@ A JSON config (`--config FILE`) gives the same settings:
      "p4info": "p4/build/mrc.p4info.txtpb", "seed": 0, "ready_file": "/tmp/s1.ready"}
 Command-line options override the file. The process writes `<pid> <grpc address>` to the ready
 file once its ports are open and the P4Runtime server answers, and removes it on exit (SIGTERM).
+With `--stats-file`, it writes its counters as JSON at exit, tail drops (`queue_drops`) included:
+BMv2 does not count those and P4Runtime cannot read them.
 """
 from __future__ import annotations
 
@@ -64,6 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                          "SetForwardingPipelineConfig)")
     parser.add_argument("--seed", type=int, help="seed of the fault-drop RNG (default 0)")
     parser.add_argument("--ready-file", help="write '<pid> <address>' here when ready")
+    parser.add_argument("--stats-file", help="write every non-zero counter (queue_drops included) here as JSON "
+                                             "at exit")
     parser.add_argument("--log-level", help="level of the mrc.refswitch logger (DEBUG, INFO, WARNING, ...)")
 
 
@@ -76,7 +80,8 @@ def build_config(args: argparse.Namespace) -> SwitchConfig:
                 data = json.load(f)
         except (OSError, json.JSONDecodeError) as exc:
             raise SystemExit(f"switch: cannot read config {args.config}: {exc}")
-        unknown = set(data) - {"name", "device_id", "ports", "queues", "grpc_address", "p4info", "seed", "ready_file"}
+        unknown = set(data) - {"name", "device_id", "ports", "queues", "grpc_address", "p4info", "seed", "ready_file",
+                             "stats_file"}
         if unknown:
             raise SystemExit(f"switch: config {args.config}: unknown keys {sorted(unknown)}")
         cfg.name = data.get("name", cfg.name)
@@ -92,6 +97,7 @@ def build_config(args: argparse.Namespace) -> SwitchConfig:
         cfg.p4info_path = data.get("p4info")
         cfg.seed = int(data.get("seed", 0))
         cfg.ready_file = data.get("ready_file")
+        cfg.stats_file = data.get("stats_file")
     if args.name:
         cfg.name = args.name
     if args.device_id is not None:
@@ -108,6 +114,8 @@ def build_config(args: argparse.Namespace) -> SwitchConfig:
         cfg.seed = args.seed
     if args.ready_file:
         cfg.ready_file = args.ready_file
+    if args.stats_file:
+        cfg.stats_file = args.stats_file
     if not cfg.ports:
         raise SystemExit("switch: no ports given (use --port N=IFNAME or a config file)")
     return cfg

@@ -7,6 +7,7 @@ timers, and the P4Runtime server.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import select
@@ -114,6 +115,7 @@ class SwitchConfig:
     p4info_path: Optional[str] = None
     seed: int = 0
     ready_file: Optional[str] = None
+    stats_file: Optional[str] = None      # counters as JSON, written at exit (queue_drops included)
 
 
 class Switch:
@@ -189,7 +191,10 @@ class Switch:
         for p in self.ports.values():
             p.close()
         if self.core.pipeline is not None:
-            log.info("switch %s counters: %s", self.config.name, self.core.pipeline.counters.nonzero())
+            counters = self.core.pipeline.counters.nonzero()
+            log.info("switch %s counters: %s", self.config.name, counters)
+            if self.config.stats_file:
+                self.write_stats(counters)
         if self.config.ready_file:
             try:
                 os.unlink(self.config.ready_file)
@@ -200,6 +205,14 @@ class Switch:
                 os.close(fd)
             except OSError:
                 pass
+
+    def write_stats(self, counters: dict) -> None:
+        """Write {counter: {port: [packets, bytes]}} of the non-zero cells to the stats file."""
+        doc = {"switch": self.config.name, "counters": {name: {str(port): list(cell) for port, cell in cells.items()}
+                                                        for name, cells in counters.items()}}
+        tmp = self.config.stats_file + ".tmp"
+        Path(tmp).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, self.config.stats_file)
 
     def serve_forever(self) -> None:
         """Start, run until SIGTERM/SIGINT, close."""

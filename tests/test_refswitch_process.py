@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import select
 import signal
@@ -50,7 +51,8 @@ def test_switch_process_forwards_and_exits_cleanly_on_sigterm(lab, tmp_path):
     ready, sock = tmp_path / "ready", tmp_path / "p4rt.sock"
     proc = lab.popen("switch", [sys.executable, "-m", "refswitch.main", "--port", f"1={lab.switch_if(1)}",
                                 "--port", f"2={lab.switch_if(2)}", "--grpc-addr", f"unix:{sock}",
-                                "--ready-file", str(ready), "--queue", "2:0:32:0"],
+                                "--ready-file", str(ready), "--queue", "2:0:32:0",
+                                "--stats-file", str(tmp_path / "stats.json")],
                      cwd=str(REPO_ROOT), stderr=subprocess.PIPE)
     host1, host2 = lab.open_port(1), lab.open_port(2)
     try:
@@ -73,6 +75,8 @@ def test_switch_process_forwards_and_exits_cleanly_on_sigterm(lab, tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
         assert not ready.exists()
+        stats = json.loads((tmp_path / "stats.json").read_text())["counters"]
+        assert stats["MrcIngress.rx"]["1"] == [1, len(frame)] and stats["MrcEgress.tx"]["2"][0] == 1
     finally:
         host1.close()
         host2.close()
