@@ -199,10 +199,23 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
     return path
 
 
+def _path_label(dst_hex: str) -> str:
+    """'via s1-s3-s2' for a uSID path address given in hex."""
+    from ipaddress import IPv6Address
+    from host_agent import constants as C
+    from topologies.addressing import AddressingError, parse_usid_address
+    try:
+        plane, usids = parse_usid_address(IPv6Address(bytes.fromhex(dst_hex)))
+    except (AddressingError, ValueError):
+        return dst_hex[:12]
+    names = [f"s{u - C.SWITCH_USID_BASE + 1}" for u in usids if u < C.HOST_USID_BASE]
+    return f"plane {plane} via {'-'.join(names)}"
+
+
 def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
     """Per-EV state over time for one MRC connection per variant (the one with most retirements)."""
     recs = [r for r in records if r.mode == "mrc" and r.ev_events]
-    fig, axes = plt.subplots(len(recs), 1, figsize=(11, 3.6 * len(recs)), squeeze=False)
+    fig, axes = plt.subplots(len(recs), 1, figsize=(11, 3.8 * len(recs)), squeeze=False)
     for ax, r in zip(axes[:, 0], recs):
         bad = {}
         for e in r.ev_events:
@@ -210,34 +223,43 @@ def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
                 bad[e["conn"]] = bad.get(e["conn"], 0) + 1
         conn = max(bad, key=bad.get) if bad else r.ev_events[0]["conn"]
         events = [e for e in r.ev_events if e["conn"] == conn and e["kind"] == "ev_state"]
-        evs = sorted({e["ev"] for e in events}, key=lambda ev: (min(x["path"] for x in events if x["ev"] == ev), ev))
+        path_of = {e["ev"]: (e["path"], e.get("dst", "")) for e in events}
+        evs = sorted(path_of, key=lambda ev: (path_of[ev][0], ev))
         row = {ev: i for i, ev in enumerate(evs)}
         end = r.end
         state = {ev: ("GOOD", 0.0) for ev in evs}
-        spans = {k: [] for k in STATE_COLOURS}
+        spans = []
         for e in events:
             old, since = state[e["ev"]]
-            spans.setdefault(old, []).append((row[e["ev"]], since, e["t"]))
+            spans.append((old, row[e["ev"]], since, e["t"]))
             state[e["ev"]] = (e["new"], e["t"])
-        for ev, (st, since) in state.items():
-            spans.setdefault(st, []).append((row[ev], since, end))
-        for st, items in spans.items():
-            for y, t0, t1 in items:
-                if t1 > t0 and st != "GOOD":
-                    ax.broken_barh([(t0 * 1e3, max((t1 - t0) * 1e3, 0.3))], (y - 0.4, 0.8),
-                                   facecolors=STATE_COLOURS.get(st, "black"))
-        if evs:
-            ax.broken_barh([(0, end * 1e3)], (-0.5, len(evs)), facecolors=STATE_COLOURS["GOOD"], alpha=0.15, zorder=0)
-        labelled: set = set()
-        _mark_faults(ax, r, labelled)
+        spans += [(st, row[ev], since, end) for ev, (st, since) in state.items()]
+        ax.broken_barh([(0, end * 1e3)], (-0.5, max(1, len(evs))), facecolors=STATE_COLOURS["GOOD"], alpha=0.25,
+                       zorder=0)
+        for st, y, t0, t1 in spans:
+            if t1 > t0 and st != "GOOD":
+                ax.broken_barh([(t0 * 1e3, max((t1 - t0) * 1e3, end * 1e3 * 0.002))], (y - 0.45, 0.9),
+                               facecolors=STATE_COLOURS.get(st, "black"), zorder=2)
+        ticks, labels, first = [], [], 0
+        for i, ev in enumerate(evs + [None]):
+            if ev is None or (i and path_of[ev][0] != path_of[evs[i - 1]][0]):
+                ax.axhline(i - 0.5, color="black", linewidth=0.8, zorder=3)
+                ticks.append((first + i - 1) / 2)
+                labels.append(f"{_path_label(path_of[evs[i - 1]][1])}\n{i - first} EVs")
+                first = i
+        ax.set_yticks(ticks)
+        ax.set_yticklabels(labels, fontsize=7)
+        for f in r.faults:
+            ax.axvline(f.t * 1e3, color="black" if f.breaks else "grey", linestyle="--", linewidth=2, zorder=4,
+                       label=f"{'failure' if f.breaks else 'repair'}: {f.what} ({f.target})")
         ax.set_xlim(0, end * 1e3)
         ax.set_ylim(-0.5, max(1, len(evs)) - 0.5)
         ax.set_xlabel("time since the workload started (ms)")
-        ax.set_ylabel(f"EV (sorted by path)\n{len(evs)} EVs that changed state")
+        ax.set_ylabel("EVs that changed state, by path")
         ax.set_title(f"{r.variant} / {r.transport}: EV states of connection {conn}")
-        handles = [Patch(color=c, alpha=0.15 if s == "GOOD" else 1, label=s) for s, c in STATE_COLOURS.items()]
-        handles += [h for h in ax.get_legend_handles_labels()[0]]
-        ax.legend(handles=handles, fontsize=8, loc="upper right")
+        handles = [Patch(color=c, alpha=0.25 if s == "GOOD" else 1, label=s) for s, c in STATE_COLOURS.items()]
+        handles += ax.get_legend_handles_labels()[0]
+        ax.legend(handles=handles, fontsize=8, loc="upper right", framealpha=0.9)
     fig.suptitle(f"{title}: per-EV state timeline (bad EVs retired, probed back to GOOD)", fontsize=13)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
