@@ -3,9 +3,10 @@
 Both are programmed exactly as the testbed programs them: over P4Runtime on a unix socket with
 the controller's client. Packets are sent and received on raw sockets at the host ends of the
 veths (refswitch.vethlab). A standing queue is built by slowing the held port's egress queue to
-HOLD_PPS packets/s and sending one extra filler first; once that one has come out (BMv2 may hold it
-for up to one interval) the others are known to be waiting and the case's packets go in. BMv2 gets
-its normal rate back when the case's packets are in; the model process drains at HOLD_PPS.
+HOLD_PPS packets/s and sending one extra filler first (the primer); once it has come out (BMv2 may
+hold it for up to one interval), the next departure is a whole interval away, so the fillers and then
+the case's packets go in while the queue stands still. BMv2 gets its normal rate back when the case's
+packets are in; the model process drains at HOLD_PPS.
 Egress priority is not observable here (outputs carry priority None).
 """
 from __future__ import annotations
@@ -132,12 +133,13 @@ class ProcessTarget:
         self.client.insert(entries)
 
     def preload(self, port: int, in_port: int, frames: list[bytes]) -> None:
-        """Send one extra filler and the fillers; wait until the extra one has left: the rest stand queued."""
-        for frame in [frames[0]] + frames:
-            self.ports[in_port].send(frame)
-        self.sent_fillers = len(frames) + 1
+        """Prime the slow queue with one extra filler; once it has left, queue the fillers behind it."""
+        self.ports[in_port].send(frames[0])
         self.offsets = {"MrcIngress.rx": {in_port: 1}, "MrcEgress.tx": {port: 1}}
-        self._wait_arrivals(port, 1)
+        self._wait_departure(port)
+        for frame in frames:          # the next departure is one HOLD_PPS interval after the primer's
+            self.ports[in_port].send(frame)
+        self.sent_fillers = len(frames)
 
     def send(self, in_port: int, frame: bytes) -> None:
         """One frame in on `in_port`; long runs are injected at about SEND_BURST frames per SEND_GAP."""
@@ -205,16 +207,15 @@ class ProcessTarget:
                 raise TargetError(f"{self.name}: no P4Runtime socket {sock} after {START_TIMEOUT:.0f} s")
             time.sleep(0.02)
 
-    def _wait_arrivals(self, port: int, count: int) -> None:
-        """Wait until `count` frames came out of `port` (the filler that leaves at once)."""
+    def _wait_departure(self, port: int) -> None:
+        """Wait until the primer frame has come out of `port`."""
         p = self.ports[port]
         deadline = time.monotonic() + 5.0
-        seen = 0
-        while seen < count and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             select.select([p.fileno()], [], [], 0.05)
-            while p.recv() is not None:
-                seen += 1
-        self.sent_fillers -= seen   # those have left; the rest stand in the queue
+            if p.recv() is not None:
+                return
+        raise TargetError(f"{self.name}: the queue primer never left port {port}")
 
     def _check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
@@ -244,11 +245,15 @@ class ModelProcessTarget(ProcessTarget):
                 "--log-level", "WARNING"]
         for n in range(1, NPORTS + 1):
             argv += ["--port", f"{n}={self.lab.switch_if(n)}"]
+        held_depth = 64
         for q in queues:
+            if int(q["port"]) == hold_port:
+                held_depth = int(q.get("depth", 64))
+                continue
             argv += ["--queue", f"{int(q['port'])}:{int(q.get('rate_bps', 0))}:{int(q.get('depth', 64))}"
                                 f":{int(q.get('rate_pps', 0))}"]
         if hold_port is not None:
-            argv += ["--queue", f"{hold_port}:0:64:{HOLD_PPS}"]
+            argv += ["--queue", f"{hold_port}:0:{held_depth}:{HOLD_PPS}"]
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
         with open(self.log_path, "ab") as log:
             return self.lab.popen("switch", argv, cwd=str(REPO_ROOT), env=env, stdout=log, stderr=log)
