@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -186,6 +187,7 @@ def main(argv=None) -> int:
         print("bench_refswitch: needs root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
     from refswitch.vethlab import VethLab
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # unwind: the lab is always removed
     results: dict = {"frame_bytes": args.frame, "seconds": args.seconds, "host": platform.node(),
                      "cpus": os.cpu_count(), "python": platform.python_version(),
                      "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

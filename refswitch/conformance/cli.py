@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from refswitch.conformance.case import CASES_DIR, CaseError, load_cases
@@ -71,10 +72,15 @@ def run(args: argparse.Namespace) -> int:
         for c in cases:
             print(f"{c.name:<40} {c.source:<16} {c.about}")
         return 0
-    names = TARGETS if args.target == "all" else (args.target,)
-    results: list[CaseResult] = []
-    for name in names:
-        results += run_cases(cases, make_target(name, args))
+    # SIGTERM unwinds like Ctrl-C, so that a target's namespaces and switch process are removed
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        names = TARGETS if args.target == "all" else (args.target,)
+        results: list[CaseResult] = []
+        for name in names:
+            results += run_cases(cases, make_target(name, args))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(format_table(results))
     print(summary(results))
     return 1 if any(r.status in ("fail", "error") for r in results) else 0
