@@ -7,10 +7,12 @@ check them bit for bit.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 
-from experiments.scenario import WorkloadSpec
+from experiments.scenario import Variant, WorkloadSpec
+from topologies import topology_from_spec
 from topologies.model import Topology
 
 COLLECTIVES = ("allreduce", "alltoall")
@@ -24,6 +26,15 @@ class PlannedFlow:
     dst: str
     nbytes: int
     role: str = "data"
+
+
+def variant_topology(variant: Variant) -> Topology:
+    """The variant's topology with its link overrides applied to every link."""
+    topo = topology_from_spec(variant.topology)
+    if not variant.link:
+        return topo
+    links = [dataclasses.replace(link, **variant.link) for link in topo.links]
+    return Topology(topo.name, topo.hosts, topo.switches, links).validate()
 
 
 def leaf_of(topo: Topology, host: str) -> str:

@@ -17,7 +17,7 @@ from experiments import faults as F
 from experiments.backends.netsim_fabric import Fabric, build_fabric
 from experiments.record import CaseRecord, FaultEvent, FlowRecord, LinkRecord
 from experiments.scenario import Case, Variant
-from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows
+from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows, variant_topology
 from host_agent.collectives import make_collective
 from host_agent.collectives.data import block_bytes
 from host_agent.collectives.driver import EndpointMessenger
@@ -25,20 +25,10 @@ from host_agent.transport import Endpoint, TransportConfig
 from host_agent.transport import events as E
 from netsim.sim import Simulator
 from netsim.switch import Switch, ecmp_hash, usid_shift
-from topologies import topology_from_spec
 from topologies.model import TIER_LEAF, Topology
 
 KEPT_EVENTS = (E.EV_STATE, E.EV_BACKUP)
 QP_BASE = 0x100
-
-
-def variant_topology(variant: Variant) -> Topology:
-    """The variant's topology with its link overrides applied to every link."""
-    topo = topology_from_spec(variant.topology)
-    if not variant.link:
-        return topo
-    links = [dataclasses.replace(link, **variant.link) for link in topo.links]
-    return Topology(topo.name, topo.hosts, topo.switches, links).validate()
 
 
 def transport_config(case: Case, topo: Topology) -> TransportConfig:
