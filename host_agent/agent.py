@@ -41,7 +41,7 @@ log = logging.getLogger("mrc.agent")
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_JOB = 2
-SPIN_BELOW = 0.0005          # waits shorter than this are spun (epoll sleeps in whole milliseconds)
+RECEIVE_BATCH = 64           # frames taken from one NIC before the transport is polled again
 MAX_MALFORMED_RECORDS = 20   # malformed frames logged one by one; the rest only counted
 FLUSH_EVERY = 0.2            # seconds between flushes of the event log while running
 DEFAULT_LINGER = 0.5         # seconds to keep answering after finishing (peers may need our acks)
@@ -62,6 +62,8 @@ class Agent:
         self.nics: list[RawNic] = []
         self.kernel_quiet: dict[str, bool] = {}
         self._stop_signal: int | None = None
+        self._cpu_at_start = 0.0
+        self.run_cpu: float | None = None      # CPU seconds from the workload's start to its end
         self._macs: dict[tuple[int, int], tuple[bytes, bytes]] = {}
         self.endpoint = Endpoint(self.name, self.config, rng_seed=job.rank)
         self.messenger: EndpointMessenger | None = None
@@ -129,58 +131,49 @@ class Agent:
     def run(self) -> int:
         """Run the workload to completion (or timeout, or signal); return the exit status."""
         self._log_start()
-        poller = select.epoll()
-        by_fd = {}
-        for nic in self.nics:
-            poller.register(nic.fileno(), select.EPOLLIN)
-            by_fd[nic.fileno()] = nic
+        _fine_timer_slack()
         wake_r, wake_w = socket.socketpair()
         wake_r.setblocking(False)
         wake_w.setblocking(False)
-        poller.register(wake_r.fileno(), select.EPOLLIN)
         old_fd = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
         try:
-            status, reason = self._loop(poller, by_fd, wake_r.fileno())
+            status, reason = self._loop(wake_r.fileno())
         finally:
             signal.set_wakeup_fd(old_fd)
-            poller.close()
             wake_r.close()
             wake_w.close()
         self._log_end(status, reason)
         return status
 
-    def _loop(self, poller, by_fd: dict, wake_fd: int) -> tuple[int, str]:
+    def _loop(self, wake_fd: int) -> tuple[int, str]:
+        """Poll the transport, transmit, receive; sleep (select, microsecond timeout) only when idle."""
         endpoint, collective = self.endpoint, self.collective
-        sample_every = self.job.goodput_interval
-        now = self.now()
+        by_fd = {nic.fileno(): nic for nic in self.nics}
+        fds = [*by_fd, wake_fd]
+        monotonic, mono0 = time.monotonic, self._mono0
+        now = monotonic() - mono0
         start = max(now, self.job.start_at - self._wall0)
         started = False
         deadline = start + self.job.timeout
-        next_sample = now + sample_every
-        last_rx = last_tx = 0
-        last_sample = last_flush = now
+        sampler = _GoodputSampler(self, now)
         finished_at = None
+        busy = False
+        iterations = sleeps = 0
         while True:
-            now = self.now()
+            iterations += 1
+            now = monotonic() - mono0
             if not started and now >= start:
+                self._cpu_at_start = time.process_time()
                 collective.start(now)
                 started = True
-            self._transmit(endpoint.poll(now))
-            if now >= next_sample:
-                rx, tx = self.messenger.rx_bytes, self.messenger.tx_acked_bytes
-                interval = now - last_sample
-                last_sample = now
-                self.events.write(self.wall(now), "goodput", interval=interval,
-                                  rx_bytes=rx - last_rx, tx_bytes=tx - last_tx,
-                                  rx_bps=8 * (rx - last_rx) / interval, tx_bps=8 * (tx - last_tx) / interval)
-                last_rx, last_tx = rx, tx
-                next_sample = now + sample_every
-                self._log_transport_events()
-                if now - last_flush >= FLUSH_EVERY:
-                    self.events.flush()
-                    last_flush = now
-            if collective.done and finished_at is None:
+            out = endpoint.poll(now)
+            if out:
+                self._transmit(out)
+            if now >= sampler.next_at:
+                sampler.sample(now)
+            if finished_at is None and collective.done:
                 finished_at = now
+                self.run_cpu = time.process_time() - self._cpu_at_start
                 self._log_transport_events()
                 self._log_result("finished")
             if self._stop_signal is not None:
@@ -191,16 +184,24 @@ class Agent:
                 return (EXIT_OK if collective.result().ok else EXIT_FAILED), "finished"
             if finished_at is None and now >= deadline:
                 return EXIT_FAILED, f"timeout after {self.job.timeout} s"
-            wake = endpoint.next_wakeup()
-            limit = min(next_sample, deadline if finished_at is None else finished_at + self.linger,
-                        math.inf if started else start)
-            wait = max(0.0, min(limit, wake if wake is not None else math.inf) - self.now())
-            ready = poller.poll(wait if wait >= SPIN_BELOW else 0)
-            for fd, _ in ready:
+            if out or busy:
+                wait = 0.0                       # busy: only look at the sockets
+            else:
+                wake = endpoint.next_wakeup()
+                limit = min(sampler.next_at, deadline if finished_at is None else finished_at + self.linger,
+                            math.inf if started else start)
+                if wake is not None and wake < limit:
+                    limit = wake
+                wait = max(0.0, limit - (monotonic() - mono0))
+                sleeps += 1
+                self.counters["loop_iterations"], self.counters["loop_sleeps"] = iterations, sleeps
+            readable = select.select(fds, (), (), wait)[0]
+            busy = False
+            for fd in readable:
                 if fd == wake_fd:
                     _drain(fd)
                 else:
-                    self._receive(by_fd[fd])
+                    busy = self._receive(by_fd[fd]) or busy
 
     def _transmit(self, out) -> None:
         macs, nics = self._macs, self.nics
@@ -211,11 +212,14 @@ class Agent:
                 continue
             nics[nic_index].send(encode(pkt, pair[0], pair[1]))
 
-    def _receive(self, nic: RawNic) -> None:
+    def _receive(self, nic: RawNic) -> bool:
+        """Feed every waiting frame of `nic` (up to a batch) to the endpoint; True if there were any."""
         now = self.now()
         receive = self.endpoint.receive
         index = nic.index
-        for frame in nic.receive():
+        taken = False
+        for frame in nic.receive(RECEIVE_BATCH):
+            taken = True
             try:
                 pkt = decode(frame)
             except MalformedPacket as bad:
@@ -225,6 +229,7 @@ class Agent:
                                       length=len(frame))
                 continue
             receive(now, index, pkt)
+        return taken
 
     # --- logging ---------------------------------------------------------------------------------------
     def _log_start(self) -> None:
@@ -246,7 +251,7 @@ class Agent:
     def _log_result(self, why: str) -> None:
         result = self.collective.result()
         self.events.write(self.wall(self.now()), "result", kind_of=self.job.workload.kind, why=why,
-                          **result.as_dict())
+                          cpu_s=self.run_cpu, **result.as_dict())
         self.events.flush()
 
     def _log_end(self, status: int, reason: str) -> None:
@@ -255,9 +260,9 @@ class Agent:
         if not self.collective.done:
             self._log_result(reason)
         stats = self.endpoint.stats()
-        stats.pop("connections", None)
+        connections = list(stats.pop("connections", {}).values())
         self.events.write(self.wall(now), "counters", agent=dict(self.counters),
-                          nics=[n.counters() for n in self.nics], transport=stats,
+                          nics=[n.counters() for n in self.nics], transport=stats, connections=connections,
                           messages={"sent": self.collective.messages_sent,
                                     "acked": self.collective.messages_acked,
                                     "received": self.collective.messages_received})
@@ -268,6 +273,40 @@ class Agent:
         """Close the NICs."""
         for nic in self.nics:
             nic.close()
+
+
+class _GoodputSampler:
+    """Goodput records every `goodput_interval`; also drains transport events and flushes the log."""
+
+    def __init__(self, agent: Agent, now: float) -> None:
+        self.agent = agent
+        self.every = agent.job.goodput_interval
+        self.next_at = now + self.every
+        self.last_at = self.last_flush = now
+        self.last_rx = self.last_tx = 0
+
+    def sample(self, now: float) -> None:
+        agent = self.agent
+        rx, tx = agent.messenger.rx_bytes, agent.messenger.tx_acked_bytes
+        interval = now - self.last_at
+        agent.events.write(agent.wall(now), "goodput", interval=interval,
+                           rx_bytes=rx - self.last_rx, tx_bytes=tx - self.last_tx,
+                           rx_bps=8 * (rx - self.last_rx) / interval, tx_bps=8 * (tx - self.last_tx) / interval)
+        self.last_rx, self.last_tx, self.last_at = rx, tx, now
+        self.next_at = now + self.every
+        agent._log_transport_events()
+        if now - self.last_flush >= FLUSH_EVERY:
+            agent.events.flush()
+            self.last_flush = now
+
+
+def _fine_timer_slack() -> None:
+    """Let short sleeps end on time (Linux rounds them up by 50 us by default); best effort."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)         # PR_SET_TIMERSLACK, 1 us
+    except (OSError, AttributeError):
+        pass
 
 
 def _drain(fd: int) -> None:

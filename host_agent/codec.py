@@ -11,6 +11,7 @@ was wrong, so the agent can count and drop such frames with a single `except`.
 from __future__ import annotations
 
 import struct
+from dataclasses import fields
 
 from host_agent import constants as C
 from host_agent.packets import DataPacket, Nack, Packet, Probe, ProbeReply, Sack
@@ -37,6 +38,13 @@ _NACK = struct.Struct(_PREFIX_FMT + "IIIB3xI")
 _PROBE = struct.Struct(_PREFIX_FMT + "II")
 _PROBE_REPLY = struct.Struct(_PREFIX_FMT + "III")
 
+# Decoding reads only what it needs: the fields to check, then the fields of the packet object.
+_CHECK = struct.Struct("!12xHIHB35xHH2xBB")      # ethertype, IPv6 word, plen, nh, dport, UDP len, opcode, BTH flags
+_DATA_IN = struct.Struct("!14xI4x16s16sH10xIIQIIBxHII")
+_SACK_IN = struct.Struct("!14xI4x16s16sH10xI4xIIQIB3xI")
+
+assert _CHECK.size == C.BTH_OFFSET + 2
+assert _DATA_IN.size == C.DATA_HEADERS_LEN and _SACK_IN.size == C.RETH_OFFSET + C.SACK_LEN
 assert _PREFIX.size == C.RETH_OFFSET
 assert _DATA.size == C.DATA_HEADERS_LEN
 assert _SACK.size == C.RETH_OFFSET + C.SACK_LEN
@@ -75,13 +83,13 @@ def frame_length(pkt: Packet) -> int:
 # --- encoding ------------------------------------------------------------------------------
 
 def _encode_data(p: DataPacket, src_mac: bytes, dst_mac: bytes) -> bytes:
+    payload = p.payload
     if p.flags & C.MRCH_FLAG_TRIMMED:
-        if p.payload:
+        if payload:
             raise ValueError("a trimmed DataPacket must have an empty payload")
-        tail = b""
+        udp_len = C.TRIMMED_UDP_LEN
     else:
-        tail = p.payload + _ICRC if p.payload else _ICRC
-    udp_len = C.TRIMMED_UDP_LEN + len(tail)
+        udp_len = C.TRIMMED_UDP_LEN + len(payload) + C.ICRC_LEN
     ev = p.ev
     header = _DATA.pack(
         dst_mac, src_mac, C.ETHERTYPE_IPV6,
@@ -91,7 +99,9 @@ def _encode_data(p: DataPacket, src_mac: bytes, dst_mac: bytes) -> bytes:
         (_ACK_REQ_BIT if p.ack_req else 0) | (p.psn & _PSN_MASK),
         p.va, p.rkey, p.length,
         p.flags, 0, p.msg_id, p.msg_len, p.tsval)
-    return header + tail if tail else header
+    if udp_len == C.TRIMMED_UDP_LEN:
+        return header
+    return b"".join((header, payload, _ICRC))
 
 
 def _control_prefix(p, opcode: int, psn: int, body_len: int, src_mac: bytes, dst_mac: bytes) -> tuple:
@@ -151,6 +161,18 @@ def encode(pkt: Packet, src_mac: bytes, dst_mac: bytes) -> bytes:
 
 # --- decoding ------------------------------------------------------------------------------
 
+# The decoders build packet objects positionally (faster than keywords on the hot path); these
+# are the field orders they rely on, checked against host_agent.packets at import.
+_FIELD_ORDER = {
+    DataPacket: ("src", "dst", "ev", "qp", "psn", "va", "rkey", "length", "msg_id", "msg_len", "tsval",
+                 "payload", "flags", "dscp", "ecn", "ack_req"),
+    Sack: ("src", "dst", "ev", "qp", "cum_psn", "sack_base", "bitmap", "ev_echo", "ts_echo", "ecn_echo",
+           "dscp", "ecn"),
+}
+for _cls, _order in _FIELD_ORDER.items():
+    assert tuple(f.name for f in fields(_cls)) == _order, f"host_agent.packets.{_cls.__name__} fields changed"
+
+
 def _traffic_class(ip_word: int) -> tuple[int, int]:
     tc = (ip_word >> 20) & 0xFF
     return tc >> 2, tc & 0x3
@@ -159,8 +181,8 @@ def _traffic_class(ip_word: int) -> tuple[int, int]:
 def _decode_data(frame, n: int) -> DataPacket:
     if n < C.DATA_HEADERS_LEN:
         raise MalformedPacket(f"data packet of {n} bytes is shorter than its {C.DATA_HEADERS_LEN} bytes of headers")
-    (_, _, _, ip_word, _, _, _, src, dst, sport, _, _, _, _, _, _, qp_word, psn_word,
-     va, rkey, length, flags, _, msg_id, msg_len, tsval) = _DATA.unpack_from(frame, 0)
+    (ip_word, src, dst, sport, qp_word, psn_word, va, rkey, length, flags, msg_id, msg_len,
+     tsval) = _DATA_IN.unpack_from(frame, 0)
     if flags & C.MRCH_FLAG_TRIMMED:
         if n != C.DATA_HEADERS_LEN:
             raise MalformedPacket(f"trimmed data packet is {n} bytes, not {C.DATA_HEADERS_LEN}")
@@ -172,21 +194,18 @@ def _decode_data(frame, n: int) -> DataPacket:
         payload = bytes(frame[C.DATA_HEADERS_LEN:end])
         if len(payload) != length:
             raise MalformedPacket(f"RETH DMA length {length} but the packet carries {len(payload)} payload bytes")
-    dscp, ecn = _traffic_class(ip_word)
-    return DataPacket(
-        src=src, dst=dst, ev=((ip_word & 0xFFFF) << 16) | sport, qp=qp_word & _QP_MASK,
-        psn=psn_word & _PSN_MASK, va=va, rkey=rkey, length=length, msg_id=msg_id,
-        msg_len=msg_len, tsval=tsval, payload=payload, flags=flags, dscp=dscp, ecn=ecn,
-        ack_req=bool(psn_word & _ACK_REQ_BIT))
+    tc = (ip_word >> 20) & 0xFF
+    return DataPacket(src, dst, ((ip_word & 0xFFFF) << 16) | sport, qp_word & _QP_MASK,
+                      psn_word & _PSN_MASK, va, rkey, length, msg_id, msg_len, tsval, payload, flags,
+                      tc >> 2, tc & 0x3, bool(psn_word & _ACK_REQ_BIT))
 
 
 def _decode_sack(frame) -> Sack:
-    (_, _, _, ip_word, _, _, _, src, dst, sport, _, _, _, _, _, _, qp_word, _,
-     cum_psn, sack_base, bitmap, ev_echo, flags, ts_echo) = _SACK.unpack_from(frame, 0)
-    dscp, ecn = _traffic_class(ip_word)
-    return Sack(src=src, dst=dst, ev=((ip_word & 0xFFFF) << 16) | sport, qp=qp_word & _QP_MASK,
-                cum_psn=cum_psn, sack_base=sack_base, bitmap=bitmap, ev_echo=ev_echo,
-                ts_echo=ts_echo, ecn_echo=bool(flags & C.SACK_FLAG_ECN_ECHO), dscp=dscp, ecn=ecn)
+    (ip_word, src, dst, sport, qp_word, cum_psn, sack_base, bitmap, ev_echo, flags,
+     ts_echo) = _SACK_IN.unpack_from(frame, 0)
+    tc = (ip_word >> 20) & 0xFF
+    return Sack(src, dst, ((ip_word & 0xFFFF) << 16) | sport, qp_word & _QP_MASK, cum_psn, sack_base,
+                bitmap, ev_echo, ts_echo, bool(flags & C.SACK_FLAG_ECN_ECHO), tc >> 2, tc & 0x3)
 
 
 def _decode_nack(frame) -> Nack:
@@ -234,8 +253,7 @@ def decode(frame: bytes | bytearray | memoryview) -> Packet:
     n = len(frame)
     if n < C.RETH_OFFSET:
         raise MalformedPacket(f"frame of {n} bytes is shorter than Eth/IPv6/UDP/BTH ({C.RETH_OFFSET} bytes)")
-    (_, _, ethertype, ip_word, plen, next_header, _, _, _,
-     _, dport, udp_len, _, opcode, bth_flags, _, _, _) = _PREFIX.unpack_from(frame, 0)
+    ethertype, ip_word, plen, next_header, dport, udp_len, opcode, bth_flags = _CHECK.unpack_from(frame, 0)
     if ethertype != C.ETHERTYPE_IPV6:
         raise MalformedPacket(f"ethertype 0x{ethertype:04x} is not IPv6")
     if ip_word >> 28 != 6:

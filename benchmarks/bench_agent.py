@@ -1,0 +1,256 @@
+"""Sustained send rate of the MRC host agent next to a plain raw-socket sender on the same veth.
+
+    sudo .venv/bin/python benchmarks/bench_agent.py [--bytes 20000000] [--seconds 2] [--repeat 2]
+
+Builds two network namespaces joined by a veth pair (removed at the end whatever happens), then
+measures, with 1 KB payloads (1130-byte frames):
+  raw    - a minimal Python loop sending one prebuilt MRC data frame over an AF_PACKET socket,
+           with a raw-socket reader counting frames on the other end (the ceiling for Python here)
+  agent  - `python -m host_agent.agent` sending a transfer of --bytes to a second agent on the
+           other end, which places the data and returns SACKs that the sender processes; rate =
+           data packets sent / transfer time, for each transport setting in SETTINGS
+Prints packets/s for each, the agent/raw ratio, the machine load, and saves JSON under
+benchmarks/results/. Not a test: figures depend on the machine and on what else runs on it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from host_agent import codec                                        # noqa: E402
+from host_agent.packets import DataPacket                           # noqa: E402
+
+RESULTS = REPO / "benchmarks" / "results"
+MACS = ("02:00:00:00:10:00", "02:00:00:00:10:01")
+ADDRS = ("fc00:0:1000::", "fc00:0:1001::")
+PAYLOAD = 1024
+# Transport settings measured (TransportConfig fields); "default" is what jobs get without config.
+SETTINGS = {
+    "default": {},
+    "fixed-window": {"cc": False, "cwnd_max_pkts": 64},
+}
+
+
+def frame() -> bytes:
+    """One MRC data frame with a 1 KB payload from side 0 to side 1."""
+    pkt = DataPacket(src=socket.inet_pton(socket.AF_INET6, ADDRS[0]), dst=socket.inet_pton(socket.AF_INET6, ADDRS[1]),
+                     ev=0x1234, qp=0x101, psn=0, va=0, rkey=1, length=PAYLOAD, msg_id=1, msg_len=PAYLOAD,
+                     tsval=0, payload=bytes(PAYLOAD))
+    return codec.encode(pkt, bytes.fromhex(MACS[0].replace(":", "")), bytes.fromhex(MACS[1].replace(":", "")))
+
+
+# --- helper modes (run inside a namespace) ----------------------------------------------------------
+
+def raw_send(ifname: str, seconds: float) -> dict:
+    """Send the frame in a tight loop for `seconds`; report packets/s and CPU use."""
+    data = frame()
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    sock.bind((ifname, 0))
+    sent, errors = 0, 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    end = t0 + seconds
+    while time.perf_counter() < end:
+        for _ in range(64):
+            try:
+                sock.send(data)
+                sent += 1
+            except OSError:
+                errors += 1
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"sent": sent, "errors": errors, "wall_s": wall, "cpu_s": cpu, "pps": sent / wall}
+
+
+def raw_count(ifname: str, seconds: float) -> dict:
+    """Count MRC frames arriving on `ifname` for `seconds` (same BPF filter as the agent's NICs)."""
+    from host_agent.nic import RawNic
+    nic = RawNic(0, ifname, b"\0" * 6)
+    import select
+    poller = select.epoll()
+    poller.register(nic.fileno(), select.EPOLLIN)
+    print("ready", flush=True)
+    end = time.perf_counter() + seconds
+    count = 0
+    while time.perf_counter() < end:
+        if poller.poll(0.05):
+            for _ in nic.receive():
+                count += 1
+    return {"received": count}
+
+
+# --- the lab ----------------------------------------------------------------------------------------
+
+class Lab:
+    """Two namespaces joined by one veth pair; `close` removes them."""
+
+    def __init__(self) -> None:
+        prefix = f"b{os.getpid() % 10000}"
+        self.ns = (f"{prefix}a", f"{prefix}b")
+        self.ifs = (f"{prefix}x0", f"{prefix}y0")
+        self._made: list[str] = []
+        try:
+            for ns in self.ns:
+                self._ip("netns", "add", ns)
+                self._made.append(ns)
+            self._ip("link", "add", self.ifs[0], "type", "veth", "peer", "name", self.ifs[1])
+            for i in (0, 1):
+                self._ip("link", "set", self.ifs[i], "netns", self.ns[i])
+                self._ip("-n", self.ns[i], "link", "set", self.ifs[i], "address", MACS[i], "up")
+        except Exception:
+            self.close()
+            raise
+
+    @staticmethod
+    def _ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+    def popen(self, side: int, *cmd: str) -> subprocess.Popen:
+        return subprocess.Popen(["ip", "netns", "exec", self.ns[side], *cmd], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def close(self) -> None:
+        for ns in self._made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+        self._made.clear()
+
+
+def _finish(proc: subprocess.Popen, timeout: float) -> str:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise RuntimeError(f"{proc.args} did not finish within {timeout} s")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{proc.args} exited {proc.returncode}: {err.strip()[-500:]}")
+    return out
+
+
+def measure_raw(lab: Lab, seconds: float) -> dict:
+    me = str(Path(__file__).resolve())
+    counter = lab.popen(1, sys.executable, me, "--raw-count", lab.ifs[1], str(seconds + 1.5))
+    if counter.stdout.readline().strip() != "ready":
+        raise RuntimeError(f"raw counter failed: {counter.communicate()[1].strip()[-500:]}")
+    sender = lab.popen(0, sys.executable, me, "--raw-send", lab.ifs[0], str(seconds))
+    result = json.loads(_finish(sender, seconds + 30))
+    result.update(json.loads(_finish(counter, seconds + 30)))
+    return result
+
+
+def _job(lab: Lab, rank: int, nbytes: int, config: dict, log: Path, start_at: float) -> dict:
+    other = 1 - rank
+    return {
+        "rank": rank, "world_size": 2, "host": f"bench{rank}",
+        "nics": [{"name": lab.ifs[rank], "mac": MACS[rank], "address": ADDRS[rank], "plane": 0}],
+        "peers": [{"rank": other, "qp": 0x100 + rank, "remote_qp": 0x100 + other,
+                   "nics": [{"plane": 0, "mac": MACS[other], "address": ADDRS[other]}],
+                   "paths": {"0": [ADDRS[other]]}}],
+        "transport": {"mode": "mrc", "config": {"mtu_payload": PAYLOAD, **config}},
+        "workload": {"kind": "transfer", "src": 0, "dst": 1, "bytes": nbytes, "chunk_bytes": 1 << 20},
+        "timeout": 120, "start_at": start_at, "log": str(log),
+    }
+
+
+def measure_agent(lab: Lab, tmp: Path, nbytes: int, config: dict, name: str) -> dict:
+    start_at = time.time() + 1.5
+    procs = []
+    for rank in (1, 0):
+        job = tmp / f"{name}-{rank}.json"
+        job.write_text(json.dumps(_job(lab, rank, nbytes, config, tmp / f"{name}-{rank}.jsonl", start_at)))
+        procs.append(lab.popen(rank, "/usr/bin/time", "-f", "%U %S %e", sys.executable, "-m",
+                               "host_agent.agent", "--job", str(job), "--linger", "0.3"))
+    cpu = {}
+    for rank, proc in zip((1, 0), procs):
+        try:
+            out, err = proc.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        if proc.returncode != 0:
+            raise RuntimeError(f"agent {rank} exited {proc.returncode}: {err.strip()[-500:]}")
+        user, system, elapsed = (float(x) for x in err.strip().splitlines()[-1].split())
+        cpu[rank] = {"user_s": user, "sys_s": system, "process_wall_s": elapsed}
+    records = [json.loads(line) for line in (tmp / f"{name}-0.jsonl").read_text().splitlines()]
+    result = next(r for r in records if r["kind"] == "result")
+    counters = next(r for r in records if r["kind"] == "counters")
+    transport = counters["transport"]
+    data_sent = transport.get("data_sent", 0)
+    return {
+        "setting": name, "config": config, "bytes": nbytes, "ok": result["ok"],
+        "transfer_s": result["elapsed"], "data_packets_sent": data_sent,
+        "pps": data_sent / result["elapsed"], "goodput_gbps": 8 * nbytes / result["elapsed"] / 1e9,
+        "sender_cpu_s": result.get("cpu_s"),
+        "sender_cpu_us_per_packet": 1e6 * result["cpu_s"] / data_sent if result.get("cpu_s") and data_sent else None,
+        "retransmitted": transport.get("retransmitted", 0), "timeouts": transport.get("timeouts", 0),
+        "sacks_received": transport.get("sacks_received", 0),
+        "connection": counters.get("connections", [{}])[0], "cpu": cpu,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bytes", type=int, default=20_000_000, help="transfer size per agent run")
+    parser.add_argument("--seconds", type=float, default=2.0, help="duration of the raw-socket run")
+    parser.add_argument("--repeat", type=int, default=2, help="agent runs per setting (best is reported)")
+    parser.add_argument("--raw-send", nargs=2, metavar=("IF", "SECONDS"), help=argparse.SUPPRESS)
+    parser.add_argument("--raw-count", nargs=2, metavar=("IF", "SECONDS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.raw_send:
+        print(json.dumps(raw_send(args.raw_send[0], float(args.raw_send[1]))))
+        return 0
+    if args.raw_count:
+        print(json.dumps(raw_count(args.raw_count[0], float(args.raw_count[1]))), flush=True)
+        return 0
+    if os.geteuid() != 0:
+        print("bench_agent: needs root (network namespaces and raw sockets)", file=sys.stderr)
+        return 2
+    results: dict = {"payload_bytes": PAYLOAD, "frame_bytes": len(frame()), "host": platform.node(),
+                     "cpus": os.cpu_count(), "load_before": os.getloadavg(), "python": platform.python_version(),
+                     "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    lab = Lab()
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench_agent.") as tmp:
+            results["raw"] = measure_raw(lab, args.seconds)
+            results["agent"] = {}
+            for name, config in SETTINGS.items():
+                runs = [measure_agent(lab, Path(tmp), args.bytes, config, f"{name}{i}") for i in range(args.repeat)]
+                results["agent"][name] = {"best": max(runs, key=lambda r: r["pps"]), "runs": runs}
+    finally:
+        lab.close()
+    results["load_after"] = os.getloadavg()
+    raw = results["raw"]["pps"]
+    print(f"agent benchmark ({PAYLOAD}-byte payloads, {results['frame_bytes']}-byte frames, "
+          f"{results['cpus']} CPUs, load {results['load_before'][0]:.1f})")
+    print(f"  raw-socket sender        : {raw:10.0f} pkt/s  (receiver counted {results['raw']['received']})")
+    for name, entry in results["agent"].items():
+        best = entry["best"]
+        best["ratio_to_raw"] = best["pps"] / raw if raw else None
+        print(f"  agent, {name:<18}: {best['pps']:10.0f} pkt/s  ({best['ratio_to_raw']:.3f} of raw; "
+              f"{best['goodput_gbps']:.3f} Gbit/s goodput, {best['retransmitted']} retransmitted, "
+              f"srtt {best['connection'].get('srtt', float('nan')) * 1e3:.2f} ms, ok={best['ok']})")
+        per_packet = min((r["sender_cpu_us_per_packet"] for r in entry["runs"] if r["sender_cpu_us_per_packet"]),
+                         default=None)
+        if per_packet:
+            entry["sender_cpu_us_per_packet"] = per_packet
+            print(f"      sender CPU per data packet (incl. SACK processing): {per_packet:.1f} us "
+                  f"-> {1e6 / per_packet:.0f} pkt/s on a core of its own")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"agent-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"  saved {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
