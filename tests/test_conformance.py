@@ -106,6 +106,15 @@ def test_check_reports_missing_extra_and_wrong_fields():
     assert any("bytes differ" in f for f in failures)
 
 
+def test_priority_is_inferred_from_overtaking_the_standing_queue():
+    from refswitch.conformance.runner import Output, infer_priorities
+    case = BY_NAME["trim_exactly_at_threshold"]
+    fillers, (a, b) = case.filler_frames(), [f for _, f in case.inputs()]
+    outs = infer_priorities([Output(2, b), Output(2, fillers[0]), Output(2, fillers[1]), Output(2, a),
+                             Output(3, a)], held_port=2)
+    assert [o.priority for o in outs] == [1, None, None, 0, None]
+
+
 # --- case files --------------------------------------------------------------------------------
 
 def test_case_files_are_checked():

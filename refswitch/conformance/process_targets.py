@@ -7,7 +7,7 @@ HOLD_PPS packets/s and sending one extra filler first (the primer); once it has 
 hold it for up to one interval), the next departure is a whole interval away, so the fillers and then
 the case's packets go in while the queue stands still. BMv2 gets its normal rate back when the case's
 packets are in; the model process drains at HOLD_PPS.
-Egress priority is not observable here (outputs carry priority None).
+Outputs carry no priority label; on a held port the runner infers it from overtaking (runner.py).
 """
 from __future__ import annotations
 
