@@ -70,6 +70,9 @@ class RawPort:
             return self.sock.recv(MAX_FRAME)
         except (BlockingIOError, InterruptedError):
             return None
+        except OSError as exc:       # e.g. ENETDOWN once when the link goes down: the port lives on
+            log.info("port %d (%s): %s", self.number, self.ifname, exc.strerror)
+            return None
 
     def send(self, frame: bytes) -> bool:
         """Send a frame; False when the kernel refused it (buffer full, interface down)."""
