@@ -39,8 +39,10 @@ PAYLOAD = 1024
 # Transport settings measured (TransportConfig fields); "default" is what jobs get without config.
 SETTINGS = {
     "default": {},
-    "fixed-window": {"cc": False, "cwnd_max_pkts": 64},
+    "rto_min=20ms": {"rto_min": 0.02},      # no spurious timeouts when the machine is busy
+    "rto_min=20ms,burst=16": {"rto_min": 0.02, "pacing_burst_pkts": 16},   # + short bursts per wake-up
 }
+PATHS = 4                                 # distinct path addresses (all reach the peer: no switch)
 
 
 def frame() -> bytes:
@@ -155,7 +157,7 @@ def _job(lab: Lab, rank: int, nbytes: int, config: dict, log: Path, start_at: fl
         "nics": [{"name": lab.ifs[rank], "mac": MACS[rank], "address": ADDRS[rank], "plane": 0}],
         "peers": [{"rank": other, "qp": 0x100 + rank, "remote_qp": 0x100 + other,
                    "nics": [{"plane": 0, "mac": MACS[other], "address": ADDRS[other]}],
-                   "paths": {"0": [ADDRS[other]]}}],
+                   "paths": {"0": [f"fc00:0:{0x100 + i:x}:{0x1000 + other:x}::" for i in range(PATHS)]}}],
         "transport": {"mode": "mrc", "config": {"mtu_payload": PAYLOAD, **config}},
         "workload": {"kind": "transfer", "src": 0, "dst": 1, "bytes": nbytes, "chunk_bytes": 1 << 20},
         "timeout": 120, "start_at": start_at, "log": str(log),

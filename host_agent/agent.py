@@ -228,7 +228,13 @@ class Agent:
                     self.events.write(self.wall(now), "malformed", nic=nic.ifname, reason=bad.reason,
                                       length=len(frame))
                 continue
-            receive(now, index, pkt)
+            try:
+                receive(now, index, pkt)
+            except (ValueError, KeyError, IndexError) as bad:      # well-formed but impossible: drop it
+                self.counters["rx_rejected"] += 1
+                if self.counters["rx_rejected"] <= MAX_MALFORMED_RECORDS:
+                    self.events.write(self.wall(now), "rejected", nic=nic.ifname, reason=str(bad),
+                                      packet=type(pkt).__name__)
         return taken
 
     # --- logging ---------------------------------------------------------------------------------------
@@ -283,16 +289,18 @@ class _GoodputSampler:
         self.every = agent.job.goodput_interval
         self.next_at = now + self.every
         self.last_at = self.last_flush = now
-        self.last_rx = self.last_tx = 0
+        self.last_rx = self.last_rx_msg = self.last_tx = 0
 
     def sample(self, now: float) -> None:
         agent = self.agent
-        rx, tx = agent.messenger.rx_bytes, agent.messenger.tx_acked_bytes
+        rx = sum(c.stats["payload_bytes_received"] for c in agent.endpoint.connections.values())
+        rx_msg, tx = agent.messenger.rx_bytes, agent.messenger.tx_acked_bytes
         interval = now - self.last_at
         agent.events.write(agent.wall(now), "goodput", interval=interval,
-                           rx_bytes=rx - self.last_rx, tx_bytes=tx - self.last_tx,
-                           rx_bps=8 * (rx - self.last_rx) / interval, tx_bps=8 * (tx - self.last_tx) / interval)
-        self.last_rx, self.last_tx, self.last_at = rx, tx, now
+                           rx_bytes=rx - self.last_rx, rx_msg_bytes=rx_msg - self.last_rx_msg,
+                           tx_bytes=tx - self.last_tx, rx_bps=8 * (rx - self.last_rx) / interval,
+                           tx_bps=8 * (tx - self.last_tx) / interval)
+        self.last_rx, self.last_rx_msg, self.last_tx, self.last_at = rx, rx_msg, tx, now
         self.next_at = now + self.every
         agent._log_transport_events()
         if now - self.last_flush >= FLUSH_EVERY:

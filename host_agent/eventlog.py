@@ -6,10 +6,14 @@ Every record has `t` (UNIX time in seconds, float, so that logs of several agent
 - `start`: rank, host, mode, workload, NICs.
 - `ev_state`, `ev_backup`, `retransmit`, `go_back`, `send_complete`, `recv_complete`: transport
   events (`host_agent.transport.events`), with their fields (`retransmit` has `cause`).
-- `goodput`: every `goodput_interval`: `interval` (s), `rx_bytes`/`tx_bytes` (payload bytes of
-  messages completed in the interval), `rx_bps`/`tx_bps`.
+- `goodput`: every `goodput_interval`: `interval` (s); `rx_bytes`: payload bytes the transport
+  placed (first copies, packet by packet); `rx_msg_bytes`: bytes of whole messages delivered;
+  `tx_bytes`: bytes of own messages fully acknowledged; `rx_bps`/`tx_bps` from rx_bytes/tx_bytes.
 - `counters`: frames sent/received, malformed and stray frames dropped, retransmissions by cause.
-- `result`: the collective's CollectiveResult fields.
+- `result`: the collective's CollectiveResult fields, plus `cpu_s` (agent CPU seconds from the
+  workload's start to its end).
+- `malformed`: the first few dropped malformed frames (`nic`, `reason`, `length`).
+- `rejected`: the first few well-formed packets the transport refused (`nic`, `reason`, `packet`).
 - `stop`: why the agent stopped (`reason`) and its exit status.
 """
 from __future__ import annotations
