@@ -31,6 +31,7 @@ class Link:
         self.counters: Counter = Counter()
         self.data_offered_at: list[float] = []  # time of every data packet offered (when tracing)
         self.trace_data = False
+        self.peak_queue = 0                     # most packets ever waiting (both priorities)
 
     def connect(self, node, port: int) -> None:
         """Deliver to `node.receive(pkt, port)`."""
@@ -67,6 +68,9 @@ class Link:
             self.counters["dropped_queue"] += 1
             return False
         q.append(pkt)
+        queued = len(self.queues[0]) + len(self.queues[1])
+        if queued > self.peak_queue:
+            self.peak_queue = queued
         if not self.busy:
             self._start()
         return True

@@ -2,19 +2,9 @@
 from __future__ import annotations
 
 from host_agent import constants as C
-from host_agent.packets import DataPacket, Nack, Probe, ProbeReply, Sack
+from host_agent.transport.message import wire_size
 
-CONTROL_HEADER_LEN = {Sack: 28, Nack: 20, Probe: 8, ProbeReply: 12}
-CONTROL_BASE = C.BTH_OFFSET + C.BTH_LEN
-
-
-def wire_size(pkt) -> int:
-    """Bytes of `pkt` as an Ethernet frame."""
-    if isinstance(pkt, DataPacket):
-        if pkt.trimmed:
-            return C.DATA_HEADERS_LEN
-        return C.DATA_HEADERS_LEN + len(pkt.payload) + C.ICRC_LEN
-    return CONTROL_BASE + CONTROL_HEADER_LEN[type(pkt)]
+__all__ = ["wire_size", "priority_of"]
 
 
 def priority_of(pkt) -> int:

@@ -157,3 +157,16 @@ def test_same_seed_same_run():
                             until=0.05, seed=2)
         return res.events, res.goodput, res.end
     assert run() == run()
+
+
+def test_senders_do_not_overrun_their_own_nic():
+    """Data plus the SACKs a host sends for incoming data never queue up in its NIC (NIC clock)."""
+    net = fabric(seed=6, planes=1)
+    cfg = TransportConfig(**FAST)
+    res = run_transfers(net, [Transfer("h0", "h1", MB, message_size=100_000),
+                              Transfer("h1", "h0", MB, message_size=100_000)], cfg, until=0.05)
+    assert res.all_complete
+    for host in ("h0", "h1"):
+        nic = net.hosts[host].nics[0]
+        assert nic.peak_queue <= cfg.nic_backlog_pkts + 4
+    assert all(t.sender_stats.get("retx_timeout", 0) == 0 for t in res.transfers)

@@ -150,8 +150,9 @@ def test_receiver_coalesces_in_order_sacks_and_flushes_on_its_timer():
     assert [type(p) for _, p in ep.poll(1e-6)] == [Sack]
     ep.receive(2e-6, 0, data(2, 20, b"x" * 10, 100))
     assert ep.poll(3e-6) == []
-    flushed = ep.poll(8e-6)
-    assert len(flushed) == 1 and flushed[0][1].cum_psn == 3
+    flushed = ep.poll(8e-6)                                       # the stream paused: a tail SACK,
+    assert [p.cum_psn for _, p in flushed] == [3, 3]               # sent on two distinct paths
+    assert len({p.dst for _, p in flushed}) == 2
 
 
 def test_receiver_echoes_ce_at_once():
@@ -232,3 +233,12 @@ def test_pacing_spaces_packets_by_window_over_rtt():
     assert w.pacing_rate(1) == pytest.approx(10 * 1000 / 12e-6)
     w.sent(0.0, 1000, 1)
     assert not w.may_send(1.1e-6) and w.may_send(1.3e-6)
+
+
+def test_probe_is_answered_on_several_distinct_paths():
+    ep, conn, _ = receiver_endpoint(probe_reply_fanout=4)      # the connection has 2 paths
+    from host_agent.packets import Probe, ProbeReply
+    ep.receive(0.0, 0, Probe(src=bytes(16), dst=bytes(16), ev=77, qp=2, probe_id=5, tsval=9))
+    replies = [p for _, p in ep.poll(0.0)]
+    assert all(isinstance(p, ProbeReply) and p.probe_id == 5 and p.ev_echo == 77 for p in replies)
+    assert len(replies) == 2 and len({p.dst for p in replies}) == 2

@@ -65,11 +65,16 @@ class BaselineSender:
     def _window_allows(self) -> bool:
         return self.next_seq == self.cum_acked or self._outstanding_bytes() < self.conn.cc.cwnd
 
+    def _ready_time(self) -> float:
+        """The pacing clock, or later when our NIC is still busy (line rate known)."""
+        nic = self.conn.evset.path_of(self.conn.evset.slots[0].current).nic
+        return max(self.conn.cc.next_send, self.conn.endpoint.nic_free_at(nic))
+
     def next_wakeup(self) -> float | None:
         """The RTO deadline, or the pacing clock when a packet may go."""
         times = [self._deadline] if self._deadline is not None else []
         if self._ready() and self._window_allows():
-            times.append(self.conn.cc.next_send)
+            times.append(self._ready_time())
         return min(times) if times else None
 
     def expire(self, now: float) -> None:
@@ -93,14 +98,17 @@ class BaselineSender:
     def poll(self, now: float, out: list) -> None:
         """Append the data packets the window and the pacing clock allow now."""
         cc = self.conn.cc
-        while self._ready() and cc.may_send(now) and self._window_allows():
+        ep = self.conn.endpoint
+        while self._ready() and now >= self._ready_time() and self._window_allows():
             if self.next_seq < self.high_seq:
                 seg, cause = self.segments[self.next_seq], self._cause
             else:
                 seg, cause = self._new_segment(), None
             self.next_seq += 1
-            out.append(self._transmit(now, seg, cause))
+            nic, pkt = self._transmit(now, seg, cause)
+            out.append((nic, pkt))
             cc.sent(now, seg.wire, 1)
+            ep.account(nic, seg.wire, now)
             if self._deadline is None:
                 self._deadline = now + self.rto
 

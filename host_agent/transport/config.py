@@ -44,11 +44,13 @@ class TransportConfig:
     # --- receiver ------------------------------------------------------------------
     ack_coalesce: int = 2             # one SACK every this many in-order data packets
     ack_delay: float = 50e-6          # longest a pending SACK waits
+    ack_fanout: int = 2               # copies (on distinct paths) of a SACK for a tail, a retransmission or a duplicate
     # --- probes ----------------------------------------------------------------------
     probe_interval: float = 2e-3      # period of background probes on ASSUMED_BAD EVs
     probe_successes: int = 3          # consecutive clean probe replies that reinstate an EV
     keepalive_probes: bool = True     # a connection that only acknowledges probes its own paths
     keepalive_misses: int = 2         # consecutive unanswered keepalive probes that retire a path
+    probe_reply_fanout: int = 4       # a probe is answered on up to this many distinct paths
     # --- congestion control (NSCC-like, docs/transport.md) ----------------------------
     cc: bool = True                   # False: fixed window = cwnd_max_pkts
     init_cwnd_pkts: int = 16
@@ -62,7 +64,8 @@ class TransportConfig:
     md_max: float = 0.5               # largest single decrease (fraction of cwnd)
     pacing_gain: float = 1.25         # pace at this times cwnd / srtt
     pacing_burst_pkts: int = 1        # packets an idle sender may emit back to back
-    line_rate_bps: float = 0.0        # per-NIC line rate; 0: unknown (no cap on the pacing rate)
+    line_rate_bps: float = 0.0        # per-NIC line rate; 0: unknown (no cap on the pacing rate, no NIC clock)
+    nic_backlog_pkts: int = 16         # data may be handed to a NIC while it has at most this many packets queued
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -28,7 +28,7 @@ from host_agent.transport.config import PathInfo, TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.events import Event, EventLog
 from host_agent.transport.evset import EvSet
-from host_agent.transport.message import DATA_OVERHEAD
+from host_agent.transport.message import DATA_OVERHEAD, wire_size
 from host_agent.transport.probes import Prober
 from host_agent.transport.receiver import MrcReceiver
 from host_agent.transport.sender import MrcSender
@@ -105,7 +105,7 @@ class Connection:
         elif isinstance(pkt, Nack):
             self.sender.on_nack(now, pkt)
         elif isinstance(pkt, Probe):
-            out.append(self.prober.answer(plane, pkt))
+            out.extend(self.prober.answer(plane, pkt))
         elif isinstance(pkt, ProbeReply):
             self.prober.on_reply(now, pkt)
         else:
@@ -115,8 +115,12 @@ class Connection:
     def poll(self, now: float, out: list) -> None:
         """Run due timers, then append what may be sent now."""
         self.sender.expire(now)
+        start = len(out)
         self.receiver.poll(now, out)
         self.prober.poll(now, out)
+        if self.endpoint.nic_rate:
+            for nic, pkt in out[start:]:
+                self.endpoint.account(nic, wire_size(pkt), now)
         self.sender.poll(now, out)
 
     def next_wakeup(self) -> float | None:
@@ -149,6 +153,21 @@ class Endpoint:
         self._stats: Counter = Counter()
         self._now = 0.0
         self._urgent: list = []                  # control packets produced by receive()
+        self.nic_rate = self.config.line_rate_bps / 8     # bytes/s of each NIC (0: unknown, no NIC clock)
+        self._nic_free: dict[int, float] = {}    # NIC -> when what we handed it will have left
+        self._nic_backlog = (self.config.nic_backlog_pkts * (self.config.mtu_payload + DATA_OVERHEAD)
+                             / self.nic_rate) if self.nic_rate else 0.0
+
+    # --- NIC clock -------------------------------------------------------------------------------
+    def account(self, nic: int, nbytes: int, now: float) -> None:
+        """Note `nbytes` handed to NIC `nic` at `now` (keeps data from overrunning the line)."""
+        if self.nic_rate:
+            self._nic_free[nic] = max(self._nic_free.get(nic, 0.0), now) + nbytes / self.nic_rate
+
+    def nic_free_at(self, nic: int) -> float:
+        """When NIC `nic` may take another data packet: when what was handed to it, less a
+        backlog of `nic_backlog_pkts` full packets, will have left (by our clock)."""
+        return self._nic_free.get(nic, 0.0) - self._nic_backlog
 
     # --- set-up ----------------------------------------------------------------------------------
     def connect(self, peer: str, local_qp: int, remote_qp: int, paths: list[PathInfo],
@@ -199,6 +218,9 @@ class Endpoint:
         """Run the timers due by `now`; return the (nic, packet) pairs to transmit now."""
         self._now = now
         out, self._urgent = self._urgent, []
+        if self.nic_rate:
+            for nic, pkt in out:
+                self.account(nic, wire_size(pkt), now)
         for conn in self.connections.values():
             conn.poll(now, out)
         self._stats["packets_sent"] += len(out)

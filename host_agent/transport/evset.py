@@ -11,7 +11,8 @@ of paths of its plane. States (docs/transport.md, "EV states"):
   and it takes its slot back.
 
 A floor of `min_active_evs` keeps the rotation from shrinking below that many slots: when fewer
-slots hold usable EVs, the most long-standing bad EVs are used as well.
+slots hold usable EVs, bad EVs are used as well, those with clean probe replies first, then the
+longest-standing.
 """
 from __future__ import annotations
 
@@ -137,6 +138,16 @@ class EvSet:
         """EVs that data is sprayed on now (usable, or kept by the floor)."""
         return [s.current for s in self._rotation_slots()]
 
+    def one_ev_per_path(self) -> list[Ev]:
+        """One EV on each path (usable EVs first, then bad ones), in path order within each group."""
+        best: dict[int, Ev] = {}
+        for s in self.slots:
+            for ev in (s.current, s.home):
+                have = best.get(ev.path_key)
+                if have is None or (ev.usable and not have.usable):
+                    best[ev.path_key] = ev
+        return sorted(best.values(), key=lambda e: (not e.usable, e.path_key))
+
     def bad_home_evs(self) -> list[Ev]:
         """Home EVs that are ASSUMED_BAD (the ones background probes work on)."""
         return list(self._bad_homes.values()) if self._bad_homes else []
@@ -158,7 +169,8 @@ class EvSet:
         if self._rotation is None:
             usable = [s for s in self.slots if s.current.usable]
             if len(usable) < self.min_active:
-                bad = sorted((s for s in self.slots if not s.current.usable), key=lambda s: s.current.bad_since)
+                bad = sorted((s for s in self.slots if not s.current.usable),
+                             key=lambda s: (-s.current.probe_successes, s.current.bad_since))
                 keep = set(map(id, usable + bad[: self.min_active - len(usable)]))
                 usable = [s for s in self.slots if id(s) in keep]
             self._rotation = usable
@@ -180,6 +192,16 @@ class EvSet:
                 continue
             return ev
         return rotation[self._pos % n].current      # everything was skipped: use the next one anyway
+
+    def peek_data_ev(self) -> Ev:
+        """The EV `next_data_ev` would return now, without moving the rotation."""
+        rotation = self._rotation_slots()
+        n = len(rotation)
+        for i in range(n):
+            ev = rotation[(self._pos + i) % n].current
+            if ev.state is not EvState.SKIP:
+                return ev
+        return rotation[self._pos % n].current
 
     def next_control_ev(self, plane: int | None = None) -> Ev:
         """An EV for an acknowledgement or probe reply: rotates over usable EVs, preferring `plane`."""
@@ -212,6 +234,12 @@ class EvSet:
         """Pass `ev` over at its next turn (ECN echo, trim NACK)."""
         if ev.state is EvState.GOOD:
             self._set(ev, EvState.SKIP, cause)
+
+    def note_probe(self, ev: Ev, answered: bool) -> None:
+        """Count a clean probe reply for a bad EV, or reset the count on an unanswered probe."""
+        ev.probe_successes = ev.probe_successes + 1 if answered else 0
+        if self._rotation is not None and len(self._rotation) < len(self.slots):
+            self._dirty()                      # the floor ranks bad EVs by their probe record
 
     def mark_bad(self, ev: Ev, now: float, cause: str) -> list[Ev]:
         """Retire `ev` (and, when fates are shared, every EV on its path); return the EVs retired."""

@@ -62,7 +62,7 @@ class Prober:
                 del self.outstanding[pid]
                 self.conn.stats["probe_timeouts"] += 1
                 if o.purpose == REINSTATE:
-                    o.ev.probe_successes = 0
+                    self.conn.evset.note_probe(o.ev, False)
                 elif o.ev.usable and self.conn.evset.get(o.ev.value) is o.ev:
                     misses = self._keepalive_misses.get(o.ev.path_key, 0) + 1
                     if misses >= self.cfg.keepalive_misses:
@@ -120,14 +120,31 @@ class Prober:
         if o.purpose == KEEPALIVE:
             self._keepalive_misses.pop(o.ev.path_key, None)
         if o.purpose == REINSTATE and not o.ev.usable:
-            o.ev.probe_successes += 1
+            self.conn.evset.note_probe(o.ev, True)
             if o.ev.probe_successes >= self.cfg.probe_successes:
                 self.conn.evset.reinstate(o.ev, "probe")
 
-    def answer(self, plane: int, probe: Probe):
-        """The reply to a peer's probe, on one of our own EVs (preferring the probe's plane)."""
-        ev = self.conn.evset.next_control_ev(plane)
-        path = self.conn.evset.path_of(ev)
-        self.conn.stats["probe_replies_sent"] += 1
-        return path.nic, ProbeReply(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp,
-                                    probe_id=probe.probe_id, ev_echo=probe.ev, ts_echo=probe.tsval)
+    def answer(self, plane: int, probe: Probe) -> list:
+        """Replies to a peer's probe, on our own EVs: the next control EV (preferring the probe's
+        plane), then one EV on each other distinct path, up to `probe_reply_fanout` replies.
+
+        One reply that gets through is enough (the prober ignores copies); sending several keeps
+        a dead path of ours from making the peer's good path look dead."""
+        evset = self.conn.evset
+        first = evset.next_control_ev(plane)
+        chosen = [first]
+        if self.cfg.probe_reply_fanout > 1:
+            seen = {first.path_key}
+            for ev in evset.one_ev_per_path():
+                if len(chosen) >= self.cfg.probe_reply_fanout:
+                    break
+                if ev.path_key not in seen:
+                    seen.add(ev.path_key)
+                    chosen.append(ev)
+        out = []
+        for ev in chosen:
+            path = evset.path_of(ev)
+            self.conn.stats["probe_replies_sent"] += 1
+            out.append((path.nic, ProbeReply(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp,
+                                             probe_id=probe.probe_id, ev_echo=probe.ev, ts_echo=probe.tsval)))
+        return out

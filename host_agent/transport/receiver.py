@@ -63,7 +63,7 @@ class MrcReceiver:
         if offset < 0 or (self._ooo >> offset) & 1:
             stats["duplicates"] += 1
             self._remember(pkt, ce, plane)
-            out.append(self._sack(plane))
+            out.extend(self._sacks(plane, self.cfg.ack_fanout))      # our earlier SACK may be lost
             return
         self._place(now, pkt)
         self._ooo |= 1 << offset
@@ -72,9 +72,11 @@ class MrcReceiver:
             self.expected += 1
         self._remember(pkt, ce, plane)
         self._unacked += 1
-        urgent = offset != 0 or self._ooo or ce or pkt.flags & C.MRCH_FLAG_RETX or pkt.ack_req
-        if urgent or self._unacked >= self.cfg.ack_coalesce:
-            out.append(self._sack(plane))
+        precious = pkt.flags & C.MRCH_FLAG_RETX or pkt.ack_req      # a retransmission, or the sender's tail
+        if precious:
+            out.extend(self._sacks(plane, self.cfg.ack_fanout))
+        elif offset != 0 or self._ooo or ce or self._unacked >= self.cfg.ack_coalesce:
+            out.extend(self._sacks(plane, 1))
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.cfg.ack_delay
 
@@ -108,11 +110,25 @@ class MrcReceiver:
     def poll(self, now: float, out: list) -> None:
         """Send the coalesced SACK when its delay has run out."""
         if self._ack_deadline is not None and now >= self._ack_deadline:
-            out.append(self._sack(self._last_plane))
+            out.extend(self._sacks(self._last_plane, self.cfg.ack_fanout))   # the stream paused: a tail
 
-    def _sack(self, plane: int | None):
+    def _sacks(self, plane: int | None, copies: int) -> list:
+        """The current SACK on up to `copies` distinct paths (one that gets through is enough)."""
+        first = self._sack(plane)
+        out, used = [first], {first[2]}
+        if copies > 1:
+            for ev in self.conn.evset.one_ev_per_path():
+                if len(out) >= copies:
+                    break
+                if ev.usable and ev.path_key not in used:
+                    used.add(ev.path_key)
+                    out.append(self._sack(plane, ev))
+        self._last_ce = False
+        return [(nic, pkt) for nic, pkt, _ in out]
+
+    def _sack(self, plane: int | None, ev=None):
         pkt = self._last
-        ev = self.conn.evset.next_control_ev(plane)
+        ev = ev or self.conn.evset.next_control_ev(plane)
         path = self.conn.evset.path_of(ev)
         cum = to_wire(self.expected, self.cfg.initial_psn)
         sack = Sack(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp, cum_psn=cum,
@@ -120,9 +136,8 @@ class MrcReceiver:
                     ev_echo=pkt.ev, ts_echo=pkt.tsval, ecn_echo=self._last_ce)
         self._unacked = 0
         self._ack_deadline = None
-        self._last_ce = False
         self.conn.stats["sacks_sent"] += 1
-        return path.nic, sack
+        return path.nic, sack, ev.path_key
 
     def _nack(self, plane: int, pkt: DataPacket, reason: int):
         ev = self.conn.evset.next_control_ev(plane)

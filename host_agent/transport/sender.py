@@ -55,7 +55,7 @@ class MrcSender:
         t = self._timers[0][0] if self._timers else None
         nxt = self._next_packet(None)
         if nxt is not None:
-            ready = self.conn.endpoint._now if nxt[1] == E.CAUSE_TRIM else self.conn.cc.next_send
+            ready = self.conn.endpoint._now if nxt[1] == E.CAUSE_TRIM else nxt[2]
             t = ready if t is None or ready < t else t
         return t
 
@@ -113,48 +113,60 @@ class MrcSender:
         return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.conn.cc.cwnd
 
     def _next_packet(self, now: float | None):
-        """What may go next: (segment or None for new data, cause) or None when nothing may.
+        """What may go next: (segment or None for new data, cause, ready time), or None.
 
         A trim retransmission always may (it takes the place of the trimmed packet, whose
-        payload has left the network). Anything else waits for the pacing clock (unless `now`
-        is None: the question is then only whether the window allows it) and for the window;
-        new data also for the out-of-order bound."""
+        payload has left the network). Anything else needs the window (new data also the
+        out-of-order bound) and waits until its ready time: the pacing clock and, when the line
+        rate is known, the time the NIC of the next EV is free. With `now` None only the window
+        is asked about."""
         self._pop_stale_retx()
         retx = self._retx
         if retx:
             prio, seq = retx[0]
             seg = self.segments[seq]
             if prio == 0:
-                return seg, E.CAUSE_TRIM
-            if (now is None or now >= self.conn.cc.next_send) and self._window_allows(seg.wire):
-                return seg, self._retx_cause[seq]
+                return seg, E.CAUSE_TRIM, None
+            if not self._window_allows(seg.wire):
+                return None
+            cause = self._retx_cause[seq]
+        else:
+            if not self.pending or self.next_seq >= self.cum_acked + self.cfg.ooo_window:
+                return None
+            msg = self.pending[0]
+            if not self._window_allows(min(self.cfg.mtu_payload, msg.length - msg.next_offset) + DATA_OVERHEAD):
+                return None
+            seg = cause = None
+        ready = self.conn.cc.next_send
+        ep = self.conn.endpoint
+        if ep.nic_rate:
+            free = ep.nic_free_at(self.conn.evset.path_of(self.conn.evset.peek_data_ev()).nic)
+            if free > ready:
+                ready = free
+        if now is not None and now < ready:
             return None
-        if not self.pending or self.next_seq >= self.cum_acked + self.cfg.ooo_window:
-            return None
-        if now is not None and now < self.conn.cc.next_send:
-            return None
-        msg = self.pending[0]
-        if not self._window_allows(min(self.cfg.mtu_payload, msg.length - msg.next_offset) + DATA_OVERHEAD):
-            return None
-        return None, None
+        return seg, cause, ready
 
     def poll(self, now: float, out: list) -> None:
         """Append the data packets the window and the pacing clock allow now."""
         cc = self.conn.cc
+        ep = self.conn.endpoint
         nics = self.conn.num_nics
         while True:
             nxt = self._next_packet(now)
             if nxt is None:
                 return
-            seg, cause = nxt
+            seg, cause, _ = nxt
             if seg is None:
                 seg = self._new_segment()
             else:
                 heapq.heappop(self._retx)
                 seg.queued = False
                 del self._retx_cause[seg.seq]
-            out.append(self._transmit(now, seg, cause))
+            nic, pkt = self._transmit(now, seg, cause)
+            out.append((nic, pkt))
             cc.sent(now, seg.wire, nics)
+            ep.account(nic, seg.wire, now)
 
     def _new_segment(self) -> Segment:
         msg = self.pending[0]
