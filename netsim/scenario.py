@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import random
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 
 from host_agent.transport import Endpoint, TransportConfig
 from netsim.build import Network
@@ -91,6 +91,19 @@ class _Session:
                 raise ValueError(f"host {host}: one transport mode per host in a scenario")
         return self.endpoints[key]
 
+    def done(self) -> bool:
+        """True when every transfer has been delivered and acknowledged."""
+        return all(r.delivered + r.corrupted >= r.messages and r.acked >= r.messages for r in self.results)
+
+    def drain(self) -> None:
+        """Move the endpoints' events into `events`, each tagged with its host."""
+        for key, ep in self.endpoints.items():
+            host = key.split("/")[0]
+            for ev in ep.drain_events():
+                d = ev.as_dict()
+                d["host"] = host
+                self.events.append(d)
+
     def _on_message(self, conn, msg_id: int, data: bytes) -> None:
         idx = conn.transfer_index
         res = self.results[idx]
@@ -130,7 +143,6 @@ class _Session:
 
 
 def _with_mode(config: TransportConfig, mode: str) -> TransportConfig:
-    from dataclasses import replace
     return replace(config, mode=mode)
 
 
@@ -155,31 +167,14 @@ def run_transfers(net: Network, transfers: list[Transfer], config: TransportConf
         cur = [c.stats["payload_bytes_received"] for c in session.rx_conn]
         goodput.append((now, [(c - l) * 8 / sample_interval for c, l in zip(cur, last)]))
         last[:] = cur
-        session.drain(now)
+        session.drain()
         if not (stop_when_done and session.done()):
             sim.after(sample_interval, sample)
 
     sim.after(sample_interval, sample)
     sim.run(until=until, stop=(session.done if stop_when_done else None))
-    session.drain(sim.now)
+    session.drain()
     for res, ca, cb in zip(session.results, session.tx_conn, session.rx_conn):
         res.sender_stats = dict(ca.stats)
         res.receiver_stats = dict(cb.stats)
     return ScenarioResult(session.results, goodput, session.events, sim.now)
-
-
-def _done(self) -> bool:
-    return all(r.delivered + r.corrupted >= r.messages and r.acked >= r.messages for r in self.results)
-
-
-def _drain(self, now: float) -> None:
-    for key, ep in self.endpoints.items():
-        host = key.split("/")[0]
-        for ev in ep.drain_events():
-            d = ev.as_dict()
-            d["host"] = host
-            self.events.append(d)
-
-
-_Session.done = _done
-_Session.drain = _drain

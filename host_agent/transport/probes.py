@@ -40,7 +40,7 @@ class Prober:
         return (self.cfg.keepalive_probes and self.conn.mode == "mrc" and self.conn.sender.idle
                 and rx.last_data_at >= 0 and now - rx.last_data_at <= 2 * self.cfg.probe_interval)
 
-    def next_wakeup(self, now_hint: float | None = None) -> float | None:
+    def next_wakeup(self) -> float | None:
         """Next probe round (when there is something to probe) or the earliest probe timeout."""
         times = []
         if self._next_round is not None:
