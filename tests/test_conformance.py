@@ -14,7 +14,7 @@ from refswitch.conformance import cli
 from refswitch.conformance.case import CaseError, load_cases, parse_case
 from refswitch.conformance.process_targets import Bmv2Target, ModelProcessTarget
 from refswitch.conformance.runner import check, run_case, run_cases
-from refswitch.conformance.targets import ModelTarget
+from refswitch.conformance.targets import ModelGrpcTarget, ModelTarget
 from refswitch import pipeline as pipeline_module
 
 CASES = load_cases()
@@ -41,6 +41,22 @@ def model():
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case_on_model(model, case):
     result = run_case(case, model)
+    assert result.status == "pass", result.message
+
+
+@pytest.fixture(scope="module")
+def model_grpc():
+    target = ModelGrpcTarget()
+    target.start()
+    try:
+        yield target
+    finally:
+        target.stop()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_on_model_over_p4runtime(model_grpc, case):
+    result = run_case(case, model_grpc)
     assert result.status == "pass", result.message
 
 

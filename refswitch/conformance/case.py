@@ -72,17 +72,22 @@ class Case:
     preload: Optional[dict[str, Any]] = None
     queues: list[dict[str, int]] = field(default_factory=list)
     seed: int = 1
+    _built: dict = field(default_factory=dict, repr=False, compare=False)   # frames, built on first use
 
     def inputs(self) -> list[tuple[int, bytes]]:
-        """Every (in port, frame) the case sends after the preload, in order."""
-        return [(g.port, f) for g in self.send for f in g.frames()]
+        """Every (in port, frame) the case sends after the preload, in order (built once)."""
+        if "inputs" not in self._built:
+            self._built["inputs"] = [(g.port, f) for g in self.send for f in g.frames()]
+        return list(self._built["inputs"])
 
     def filler_frames(self) -> list[bytes]:
-        """The frames that build the standing queue of `preload`."""
+        """The frames that build the standing queue of `preload` (built once)."""
         if not self.preload:
             return []
-        spec = dict(self.preload["packet"], dscp=C.DSCP_NO_TRIM, ecn=C.ECN_NOT_ECT, msg_id=FILLER_MSG_ID)
-        return [build(spec, seq=i) for i in range(int(self.preload["count"]))]
+        if "fillers" not in self._built:
+            spec = dict(self.preload["packet"], dscp=C.DSCP_NO_TRIM, ecn=C.ECN_NOT_ECT, msg_id=FILLER_MSG_ID)
+            self._built["fillers"] = [build(spec, seq=i) for i in range(int(self.preload["count"]))]
+        return list(self._built["fillers"])
 
     def expected_outputs(self) -> Optional[int]:
         """How many non-filler packets should come out, when the case says exactly."""

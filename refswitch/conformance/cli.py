@@ -1,7 +1,8 @@
 """`mrc-testbed conformance`: run the switch conformance cases and print pass/fail per case and target.
 
     mrc-testbed conformance                      # the in-process model
-    mrc-testbed conformance --target all -k trim # model, model process on veths, BMv2 (when installed)
+    mrc-testbed conformance --target all -k trim # model, model over P4Runtime, model process on veths,
+                                                 # BMv2 (when installed)
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 from refswitch.conformance.case import CASES_DIR, CaseError, load_cases
 from refswitch.conformance.runner import CaseResult, run_cases
 
-TARGETS = ("model", "model-proc", "bmv2")
+TARGETS = ("model", "model-grpc", "model-proc", "bmv2")
 
 
 def make_target(name: str, args: argparse.Namespace):
@@ -20,6 +21,9 @@ def make_target(name: str, args: argparse.Namespace):
     if name == "model":
         from refswitch.conformance.targets import ModelTarget
         return ModelTarget(args.p4info)
+    if name == "model-grpc":
+        from refswitch.conformance.targets import ModelGrpcTarget
+        return ModelGrpcTarget(args.p4info)
     from refswitch.conformance.process_targets import Bmv2Target, ModelProcessTarget
     if name == "model-proc":
         return ModelProcessTarget(args.p4info)
