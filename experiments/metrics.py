@@ -148,6 +148,7 @@ def summarise(record: CaseRecord) -> dict:
                              "max_over_mean": imbalance(utilisation)},
         "end_s": record.end,
         "samples": len(times),
+        "notes": list(record.notes),
     }
 
 

@@ -36,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="results folder (default: results/<scenario>-<date-time>)")
     parser.add_argument("--quick", action="store_true",
                         help="the scenario's small, fast version (its `quick:` overrides)")
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL",
+                        help="run only this variant (repeatable)")
+    parser.add_argument("--transport", action="append", default=[], metavar="NAME",
+                        help="run only this transport (repeatable)")
 
 
 class ProgressBar:
@@ -86,11 +90,23 @@ def choose_backend(requested: Optional[str]) -> str:
     return name
 
 
+def select_cases(scenario: Scenario, variants: list[str], transports: list[str]) -> list:
+    """The scenario's cases, restricted to the named variants and transports (when given)."""
+    known_v = [v.label for v in scenario.variants]
+    known_t = [t.name for t in scenario.transports]
+    for name, known, what in [(v, known_v, "variant") for v in variants] + [(t, known_t, "transport") for t in transports]:
+        if name not in known:
+            raise ValueError(f"--{what} {name!r}: the scenario has {', '.join(map(repr, known))}")
+    return [c for c in scenario.cases()
+            if (not variants or c.variant.label in variants) and (not transports or c.transport.name in transports)]
+
+
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
-                 progress_stream: TextIO = sys.stderr) -> tuple[list[dict], list[Path]]:
-    """Run every case, write the results folder; return (summaries, figure paths)."""
+                 progress_stream: TextIO = sys.stderr, variants: list[str] = (),
+                 transports: list[str] = ()) -> tuple[list[dict], list[Path]]:
+    """Run every (selected) case, write the results folder; return (summaries, figure paths)."""
+    cases = select_cases(scenario, list(variants), list(transports))
     backend = make_backend(backend_name, target)
-    cases = scenario.cases()
     bar = ProgressBar(len(cases), progress_stream)
     records = []
     started = time.monotonic()
@@ -131,11 +147,15 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         pass
     try:
-        summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick)
+        summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
+                                          variants=args.variant, transports=args.transport)
     except (RuntimeError, ValueError, KeyError) as error:
         print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
         return 1
     print(f"{scenario.title} ({backend_name} backend, seed {scenario.seed})")
     print(results.format_table(summaries))
+    for s in summaries:
+        for note in s["notes"]:
+            print(f"note: {s['variant']} / {s['transport']}: {note}")
     print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl)")
     return 0

@@ -27,7 +27,7 @@ from p4.v1 import p4runtime_pb2
 
 from controller.entries import TableEntry
 from experiments import faults as F
-from experiments.backends.netsim_backend import busiest_targets
+from experiments.backends.netsim_backend import busiest_targets, p4_ecmp
 from experiments.record import CaseRecord, FaultEvent, FlowRecord, LinkRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, variant_topology
@@ -179,6 +179,10 @@ class MininetBackend:
             timers = self._schedule_faults(case, topo, LiveTarget(net), record, start_at)
             self._wait(procs, start_at, scenario.horizon_s, progress)
             self._read_counters(net, topo, record)
+            if net.control_plane is not None:
+                mono_start = time.monotonic() - (time.time() - start_at)
+                record.reroutes = [r.done_at - mono_start for r in net.control_plane.history]
+                record.notes += net.control_plane.errors
         finally:
             for timer in timers:
                 timer.cancel()
@@ -190,7 +194,9 @@ class MininetBackend:
                     except subprocess.TimeoutExpired:
                         proc.kill()
                         proc.wait(5)
-            net.stop()
+            remaining = net.stop()
+            if remaining:
+                record.notes.append(f"left behind after tear-down: {', '.join(map(str, remaining))}")
         self._read_logs(record, jobs, start_at, procs)
         progress(1.0)
         return record
@@ -216,11 +222,11 @@ class MininetBackend:
             link, switch = None, None
             if F.needs_link(fault):
                 if fault.link == "auto":
-                    auto = auto or busiest_targets(case, topo)
+                    auto = auto or busiest_targets(case, topo, p4_ecmp)
                 link = auto[0] if fault.link == "auto" else fault.link
             else:
                 if fault.switch == "auto":
-                    auto = auto or busiest_targets(case, topo)
+                    auto = auto or busiest_targets(case, topo, p4_ecmp)
                 switch = auto[1] if fault.switch == "auto" else fault.switch
             begin = fault.at.seconds if fault.at.seconds is not None else fault.at.fraction * ideal
             if fault.at.fraction is not None:

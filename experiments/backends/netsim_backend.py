@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 from controller.routes import rerouted_programs
 from experiments import faults as F
+from host_agent import constants as C
 from experiments.backends.netsim_fabric import Fabric, build_fabric
 from experiments.record import CaseRecord, FaultEvent, FlowRecord, LinkRecord
 from experiments.scenario import Case, Variant
@@ -245,8 +246,20 @@ class NetsimTarget:
             self.control.notify()
 
 
-def trace(fab: Fabric, src: str, path, ev: int) -> list[str]:
-    """Switches a packet from `src` on `path` with entropy `ev` crosses (without sending it)."""
+def netsim_ecmp(src: bytes, dst: bytes, ev: int, size: int) -> int:
+    """The ECMP member netsim's switches pick."""
+    return ecmp_hash(SimpleNamespace(src=src, dst=dst, ev=ev)) % size
+
+
+def p4_ecmp(src: bytes, dst: bytes, ev: int, size: int) -> int:
+    """The ECMP member the P4 program (BMv2 and the reference model) picks."""
+    from refswitch.pipeline import ecmp_index
+    return ecmp_index(src, dst, C.IPPROTO_UDP, ev & 0xFFFF, C.ROCEV2_UDP_PORT, size)
+
+
+def trace(fab: Fabric, src: str, path, ev: int, choose: Callable = netsim_ecmp) -> list[str]:
+    """Switches a packet from `src` on `path` with entropy `ev` crosses (without sending it);
+    `choose(src, dst, ev, group size)` is the ECMP member choice of the switches."""
     node = fab.hosts[src].nics[path.nic].dest[0]
     dst = int.from_bytes(path.dst, "big")
     names = []
@@ -259,14 +272,14 @@ def trace(fab: Fabric, src: str, path, ev: int) -> list[str]:
             break
         if action[0] == "ecmp":
             members = node.ecmp_groups[action[1]]
-            port = members[ecmp_hash(SimpleNamespace(src=path.src, dst=dst.to_bytes(16, "big"), ev=ev)) % len(members)]
+            port = members[choose(path.src, dst.to_bytes(16, "big"), ev, len(members))]
         else:
             port = action[1]
         node = node.links[port].dest[0]
     return names
 
 
-def busiest_targets(case: Case, topo: Topology) -> tuple[tuple[str, str], str]:
+def busiest_targets(case: Case, topo: Topology, choose: Callable = netsim_ecmp) -> tuple[tuple[str, str], str]:
     """(fabric link, spine) carrying most of the baseline's data in this variant.
 
     The baseline pins every flow to one ECMP path; a fault there is one the baseline feels. MRC
@@ -281,7 +294,7 @@ def busiest_targets(case: Case, topo: Topology) -> tuple[tuple[str, str], str]:
         conn = traffic.connection(flow.src, flow.dst)
         path = conn.evset.paths[0]
         ev = conn.evset.slots[0].current.value
-        hops = trace(fab, flow.src, path, ev)
+        hops = trace(fab, flow.src, path, ev, choose)
         for a, b in zip(hops, hops[1:]):
             links[tuple(sorted((a, b), key=lambda n: topo.switch(n).index))] += flow.expected_bytes
         for name in hops:

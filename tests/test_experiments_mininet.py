@@ -1,0 +1,55 @@
+"""The quick failover on the real testbed (Mininet + the reference-model switches).
+
+Root, mnexec and the mininet library are needed (skipped otherwise). Slow: two cases, each brings
+a network up, runs the agents, kills a link and tears everything down.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import requires_mininet
+from experiments import metrics
+from experiments.backends.mininet_backend import MininetBackend
+from experiments.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [requires_mininet, pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def failover(tmp_path_factory):
+    scenario = load_scenario(ROOT / "experiments" / "failover.yaml", quick=True)
+    backend = MininetBackend("model", run_root=tmp_path_factory.mktemp("runs"))
+    wanted = {"MRC", "RoCE + reroute 1 s"}
+    out = {}
+    for case in scenario.cases():
+        if case.variant == scenario.variants[0] and case.transport.name in wanted:
+            record = backend.run_case(case)
+            out[case.transport.name] = (metrics.summarise(record), record)
+    return out
+
+
+def test_quick_failover_on_the_model_target_kills_the_link_mid_collective(failover):
+    for name, (summary, record) in failover.items():
+        assert [f.what for f in record.faults][:1] == ["link down"], name
+        assert record.samples and record.ev_events is not None
+        assert summary["failure_time_s"] is not None and summary["failure_time_s"] > 0
+    _, rerouted = failover["RoCE + reroute 1 s"]
+    assert rerouted.transport_stats.get("retx_timeout", 0) > 0       # the baseline felt the dead link
+
+
+def test_quick_failover_on_the_model_target_mrc_is_bit_exact_and_baseline_waits_for_reroute(failover):
+    mrc, _ = failover["MRC"]
+    assert mrc["completed"] and mrc["bit_exact"], mrc
+    rerouted, _ = failover["RoCE + reroute 1 s"]
+    assert rerouted["completed"] and rerouted["bit_exact"], rerouted
+    assert rerouted["completion_time_s"] > rerouted["failure_time_s"] + 1.0
+    assert mrc["completion_time_s"] < rerouted["completion_time_s"]
+
+
+def test_nothing_is_left_behind(failover):
+    for name, (_, record) in failover.items():
+        assert not [n for n in record.notes if n.startswith("left behind")], (name, record.notes)
