@@ -106,6 +106,11 @@ def test_default_target_follows_simple_switch_grpc(tmp_path, monkeypatch):
     fake = tmp_path / "simple_switch_grpc"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    from controller import installer
+    monkeypatch.setattr(installer, "DEFAULT_BMV2_JSON", tmp_path / "mrc.json")
+    assert choose_target(None) == ("model", "target: model (simple_switch_grpc found, but mrc.json "
+                                            "is not built: make -C p4)")
+    (tmp_path / "mrc.json").write_text("{}")
     assert choose_target(None) == ("bmv2", "target: bmv2 (simple_switch_grpc found)")
     assert choose_target("model")[0] == "model"
 

@@ -43,9 +43,14 @@ def choose_target(requested: str | None) -> tuple[str, str]:
     """The target to use and a one-line reason."""
     if requested:
         return requested, f"target: {requested} (--target)"
+    from controller.installer import DEFAULT_BMV2_JSON
     target = nodes.default_target()
-    why = "simple_switch_grpc found" if target == "bmv2" else "simple_switch_grpc not on PATH"
-    return target, f"target: {target} ({why})"
+    if target == "model":
+        return target, "target: model (simple_switch_grpc not on PATH)"
+    if not DEFAULT_BMV2_JSON.exists():
+        return "model", (f"target: model (simple_switch_grpc found, but {DEFAULT_BMV2_JSON.name} "
+                         "is not built: make -C p4)")
+    return target, "target: bmv2 (simple_switch_grpc found)"
 
 
 class TestbedCLI(CLI):
