@@ -20,6 +20,7 @@ import pytest
 from conftest import requires_bmv2, requires_mininet
 from controller.installer import DEFAULT_BMV2_JSON, verify
 from controller.routes import compute_programs
+from testbed import nodes
 from testbed.network import STAGES, BringUpError, TestbedNetwork
 from testbed.pathprobe import ProbeSession, ecmp_probes, run_probes, usid_probes
 from testbed.registry import RunState, leftovers, list_runs, marked_processes
@@ -127,6 +128,19 @@ def test_bring_up_reports_every_stage(network):
     for host in topo.hosts:        # IPv6 is off in every host namespace: the kernel stays silent
         out = network.host(host.name).cmd("sysctl -n net.ipv6.conf.all.disable_ipv6")
         assert out.strip() == "1"
+
+
+def test_servers_listen_only_on_unix_sockets_or_inside_switch_namespaces(network):
+    """No process of the run listens on a TCP/UDP port of the root namespace; in a switch's own
+    namespace only BMv2's thrift port may listen (that namespace has no outside interface)."""
+    ours = {str(p["pid"]) for p in marked_processes(network.registry.state.run_id)}
+    root = subprocess.run(["ss", "-ltunpH"], capture_output=True, text=True, check=True).stdout
+    assert not [line for line in root.splitlines() if any(f"pid={pid}," in line for pid in ours)]
+    allowed = {f":{nodes.Bmv2Switch.THRIFT_PORT}"} if network.target == "bmv2" else set()
+    for switch in network.net.switches:
+        listening = switch.cmd("ss -ltunH").split("\n")
+        ports = {line.split()[4].rsplit(":", 1)[-1] for line in listening if line.strip()}
+        assert {f":{p}" for p in ports} <= allowed, f"{switch.name} listens on {ports}"
 
 
 def test_every_host_pair_reaches_every_other_on_every_usid_path(network, prober):
