@@ -117,8 +117,9 @@ class Connection:
         self.sender.expire(now)
         start = len(out)
         self.receiver.poll(now, out)
-        self.prober.poll(now, out)
-        if self.endpoint.nic_rate:
+        if self.prober.busy(now):
+            self.prober.poll(now, out)
+        if self.endpoint.nic_rate and len(out) > start:
             for nic, pkt in out[start:]:
                 self.endpoint.account(nic, wire_size(pkt), now)
         self.sender.poll(now, out)

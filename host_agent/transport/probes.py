@@ -54,6 +54,12 @@ class Prober:
         if self._next_round is None and self._wanted(now):
             self._next_round = now + self.cfg.probe_interval
 
+    def busy(self, now: float) -> bool:
+        """True when `poll` has something to do at `now` (cheap: called on every endpoint poll)."""
+        return bool(self.outstanding or self._retry) or (
+            self._next_round is not None and now >= self._next_round) or (
+            self._next_round is None and self.conn.evset.any_bad)
+
     def poll(self, now: float, out: list) -> None:
         """Expire unanswered probes; send a round of probes when it is due."""
         rto = self.conn.rtt.rto

@@ -9,6 +9,7 @@ from host_agent.transport import events as E
 from host_agent.transport.psn import from_wire, to_wire
 
 BITMAP_BITS = 64
+BITMAP_MASK = (1 << BITMAP_BITS) - 1
 
 
 @dataclass(eq=False)
@@ -131,9 +132,9 @@ class MrcReceiver:
         ev = ev or self.conn.evset.next_control_ev(plane)
         path = self.conn.evset.path_of(ev)
         cum = to_wire(self.expected, self.cfg.initial_psn)
-        sack = Sack(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp, cum_psn=cum,
-                    sack_base=cum, bitmap=self._ooo & ((1 << BITMAP_BITS) - 1),
-                    ev_echo=pkt.ev, ts_echo=pkt.tsval, ecn_echo=self._last_ce)
+        # positional: Sack(src, dst, ev, qp, cum_psn, sack_base, bitmap, ev_echo, ts_echo, ecn_echo)
+        sack = Sack(path.src, path.dst, ev.value, self.conn.remote_qp, cum, cum, self._ooo & BITMAP_MASK,
+                    pkt.ev, pkt.tsval, self._last_ce)
         self._unacked = 0
         self._ack_deadline = None
         self.conn.stats["sacks_sent"] += 1

@@ -8,7 +8,7 @@ from host_agent import constants as C
 from host_agent.packets import DataPacket, Nack, Sack
 from host_agent.transport import events as E
 from host_agent.transport.message import DATA_OVERHEAD, OutMessage, Segment, segment_count, ts_age, ts_now
-from host_agent.transport.psn import from_wire, to_wire
+from host_agent.transport.psn import PSN_MASK, from_wire, to_wire
 
 BITMAP_BITS = 64
 
@@ -183,31 +183,37 @@ class MrcSender:
     def _transmit(self, now: float, seg: Segment, cause: str | None) -> tuple[int, DataPacket]:
         evset = self.conn.evset
         ev = evset.next_data_ev()
-        if cause is not None and ev is seg.ev and len(evset.active_evs()) > 1:
-            ev = evset.next_data_ev()                      # a retransmission goes on another EV
-        path = evset.path_of(ev)
         old_ev = seg.ev
-        seg.ev, seg.sent_at, seg.in_flight, seg.trimmed = ev, now, True, False
+        if cause is not None and ev is old_ev and len(evset.active_evs()) > 1:
+            ev = evset.next_data_ev()                      # a retransmission goes on another EV
+        path = evset.paths[ev.path_key]
+        seg.ev = ev
+        seg.sent_at = now
+        seg.in_flight = True
+        seg.trimmed = False
         seg.transmissions += 1
         self.inflight_bytes += seg.wire
         heapq.heappush(self._timers, (now + self._timeout_for(seg), seg.seq, seg.transmissions))
         stats = self.conn.stats
         stats["data_sent"] += 1
         stats["data_bytes_sent"] += seg.length
-        retx = cause is not None
-        if retx:
+        psn = (self.cfg.initial_psn + seg.seq) & PSN_MASK
+        if cause is None:
+            flags, dscp = 0, C.DSCP_TRIMMABLE
+        else:
+            flags, dscp = C.MRCH_FLAG_RETX, C.DSCP_TRIMMABLE_RETX
             stats["retransmitted"] += 1
-            stats[f"retx_{cause}"] += 1
-            self.conn.log(now, E.RETRANSMIT, psn=to_wire(seg.seq, self.cfg.initial_psn), cause=cause,
-                          ev=ev.value, old_ev=old_ev.value if old_ev else None)
+            stats["retx_" + cause] += 1
+            self.conn.log(now, E.RETRANSMIT, psn=psn, cause=cause, ev=ev.value,
+                          old_ev=old_ev.value if old_ev else None)
         msg = seg.msg
-        pkt = DataPacket(
-            src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp,
-            psn=to_wire(seg.seq, self.cfg.initial_psn), va=seg.offset, rkey=self.conn.rkey,
-            length=seg.length, msg_id=msg.msg_id, msg_len=msg.length, tsval=ts_now(now),
-            payload=seg.payload(), flags=C.MRCH_FLAG_RETX if retx else 0,
-            dscp=C.DSCP_TRIMMABLE_RETX if retx else C.DSCP_TRIMMABLE, ecn=C.ECN_ECT0,
-            ack_req=seg.seq == self.next_seq - 1 and not self.pending)
+        offset = seg.offset
+        # positional: DataPacket(src, dst, ev, qp, psn, va, rkey, length, msg_id, msg_len, tsval,
+        #                        payload, flags, dscp, ecn, ack_req)
+        pkt = DataPacket(path.src, path.dst, ev.value, self.conn.remote_qp, psn, offset, self.conn.rkey,
+                         seg.length, msg.msg_id, msg.length, int(now * 1e6) & 0xFFFFFFFF,
+                         bytes(msg.data[offset:offset + seg.length]), flags, dscp, C.ECN_ECT0,
+                         seg.seq == self.next_seq - 1 and not self.pending)
         return path.nic, pkt
 
     # --- feedback -------------------------------------------------------------------------------
