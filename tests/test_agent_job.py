@@ -130,3 +130,14 @@ def test_event_log_writes_json_lines(tmp_path):
     records = read_log(str(path))
     assert records == [{"t": 1.5, "kind": "start", "rank": 0, "addr": "0102", "nan": None, "planes": [3]},
                        {"t": 2.0, "kind": "stop", "reason": "finished", "status": 0}]
+
+
+def test_agent_is_a_mrc_testbed_command():
+    from testbed.cli import COMMANDS, load_command
+    command = next(c for c in COMMANDS if c.name == "agent")
+    module = load_command(command)
+    import argparse
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    args = parser.parse_args(["--job", "j.json", "--timeout", "3"])
+    assert args.job == "j.json" and args.timeout == 3.0 and args.log is None

@@ -33,23 +33,37 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
 
 
-class VethPair:
-    """Two namespaces `<p>a`, `<p>b` joined by veth `<p>x0` <-> `<p>y0`; removed by `close`."""
+def nic_mac(side: int, plane: int) -> str:
+    """MAC of side 0/1's NIC on `plane` (plane 0: MACS)."""
+    return MACS[side] if plane == 0 else f"02:00:{plane:02x}:00:10:{side:02x}"
 
-    def __init__(self) -> None:
+
+def nic_addr(side: int, plane: int) -> str:
+    return ADDRS[side] if plane == 0 else f"fc00:{plane}:{0x1000 + side:x}::"
+
+
+class VethPair:
+    """Two namespaces `<p>a`, `<p>b` joined by one veth per plane, `<p>x<plane>` <-> `<p>y<plane>`.
+
+    `ifs` are the plane-0 interfaces; `plane_ifs[plane]` all of them. `close` removes everything.
+    """
+
+    def __init__(self, planes: int = 1) -> None:
         prefix = f"t{os.getpid() % 1000}g{next(_counter)}"
         self.ns = (f"{prefix}a", f"{prefix}b")
-        self.ifs = (f"{prefix}x0", f"{prefix}y0")
+        self.plane_ifs = [(f"{prefix}x{p}", f"{prefix}y{p}") for p in range(planes)]
+        self.ifs = self.plane_ifs[0]
         self.procs: list[subprocess.Popen] = []
         self._made: list[str] = []
         try:
             for ns in self.ns:
                 _ip("netns", "add", ns)
                 self._made.append(ns)
-            _ip("link", "add", self.ifs[0], "type", "veth", "peer", "name", self.ifs[1])
-            for i in (0, 1):
-                _ip("link", "set", self.ifs[i], "netns", self.ns[i])
-                _ip("-n", self.ns[i], "link", "set", self.ifs[i], "address", MACS[i], "up")
+            for plane, ifs in enumerate(self.plane_ifs):
+                _ip("link", "add", ifs[0], "type", "veth", "peer", "name", ifs[1])
+                for i in (0, 1):
+                    _ip("link", "set", ifs[i], "netns", self.ns[i])
+                    _ip("-n", self.ns[i], "link", "set", ifs[i], "address", nic_mac(i, plane), "up")
         except Exception:
             self.close()
             raise
@@ -83,18 +97,30 @@ def veth():
         pair.close()
 
 
+@pytest.fixture
+def veth2():
+    pair = VethPair(planes=2)
+    try:
+        yield pair
+    finally:
+        pair.close()
+
+
 def write_jobs(tmp_path: Path, pair: VethPair, workload: dict, mode: str = "mrc", start_in: float = 1.0,
                timeout: float = 20.0) -> list[Path]:
     start_at = time.time() + start_in
     paths = []
+    planes = range(len(pair.plane_ifs))
     for rank in (0, 1):
         other = 1 - rank
         job = {
             "rank": rank, "world_size": 2, "host": f"h{rank}",
-            "nics": [{"name": pair.ifs[rank], "mac": MACS[rank], "address": ADDRS[rank], "plane": 0}],
+            "nics": [{"name": pair.plane_ifs[p][rank], "mac": nic_mac(rank, p), "address": nic_addr(rank, p),
+                      "plane": p} for p in planes],
             "peers": [{"rank": other, "qp": 0x100 + rank, "remote_qp": 0x100 + other,
-                       "nics": [{"plane": 0, "mac": MACS[other], "address": ADDRS[other]}],
-                       "paths": {"0": [ADDRS[other]]}}],
+                       "nics": [{"plane": p, "mac": nic_mac(other, p), "address": nic_addr(other, p)}
+                                for p in planes],
+                       "paths": {str(p): [nic_addr(other, p)] for p in planes}}],
             "transport": {"mode": mode, "config": {"num_evs": 16, "min_active_evs": 4}},
             "workload": workload, "timeout": timeout, "start_at": start_at,
             "log": str(tmp_path / f"h{rank}.jsonl"),
@@ -163,6 +189,24 @@ def test_two_agents_complete_bit_exact_over_veth(tmp_path, veth, mode, workload)
         assert counters["agent"].get("rx_malformed", 0) == 0
         assert counters["nics"][0]["tx_frames"] > 0 and counters["nics"][0]["rx_frames"] > 0
         assert veth.run(rank, "cat", f"/proc/sys/net/ipv6/conf/{veth.ifs[rank]}/disable_ipv6").strip() == "1"
+
+
+def test_two_plane_agents_spray_over_both_nics(tmp_path, veth2):
+    workload = {"kind": "transfer", "src": 0, "dst": 1, "bytes": 600_000, "chunk_bytes": 60_000, "seed": 8}
+    jobs = write_jobs(tmp_path, veth2, workload)
+    procs = [veth2.start(r, *agent_cmd(jobs[r]), stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    for rank, proc in enumerate(procs):
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, f"agent {rank} exited {proc.returncode}: {err}"
+    for rank in (0, 1):
+        log = tmp_path / f"h{rank}.jsonl"
+        (result,) = records_of(log, "result")
+        assert result["ok"] is True, result
+        (counters,) = records_of(log, "counters")
+        nics = {n["ifname"]: n for n in counters["nics"]}
+        assert set(nics) == {veth2.plane_ifs[0][rank], veth2.plane_ifs[1][rank]}
+        for nic in nics.values():                 # data (rank 0) or SACKs (rank 1) left by both NICs
+            assert nic["tx_frames"] > 10 and nic["rx_frames"] > 10, nics
 
 
 INJECTOR = """
