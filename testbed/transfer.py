@@ -100,10 +100,10 @@ def run_transfer(net, src: str, dst: str, size: int, mode: str = "mrc",
             path = log_dir / f"{job['host']}.job.json"
             path.write_text(json.dumps(job, indent=1))
             Path(job["log"]).unlink(missing_ok=True)
-            procs[job["host"]] = net.popen(
-                job["host"], [sys.executable, "-m", "host_agent.agent", "--job", str(path)],
-                stdout=subprocess.DEVNULL, stderr=open(log_dir / f"{job['host']}.stderr", "wb"),
-                cwd=str(REPO))
+            with open(log_dir / f"{job['host']}.stderr", "wb") as err:
+                procs[job["host"]] = net.popen(
+                    job["host"], [sys.executable, "-m", "host_agent.agent", "--job", str(path)],
+                    stdout=subprocess.DEVNULL, stderr=err, cwd=str(REPO))
         codes = {host: proc.wait(timeout + 10) for host, proc in procs.items()}
     finally:
         for proc in procs.values():
