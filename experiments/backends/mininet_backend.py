@@ -7,9 +7,10 @@ every host, all starting together. Faults act on the live network: links go down
 `ip link`, port faults are written to `MrcIngress.port_fault` over P4Runtime, a killed switch's
 process is ended. The agents' JSON-lines logs become the case record.
 
-Limits: collectives only (all-reduce, all-to-all: one agent per host); a fault given as a share
-of the workload ("30%") starts at that share of the workload's ideal duration at line rate; link
-rates above what the Python model forwards are capped (a note in the record says so).
+A fault given as a share of the workload ("30%") starts when the agents' goodput records (flushed
+every 0.2 s) add up to that share of the workload's bytes. Limits: collectives only (all-reduce,
+all-to-all: one agent per host); link rates above what the Python model forwards are capped (a
+note in the record says so).
 """
 from __future__ import annotations
 
@@ -37,7 +38,6 @@ from topologies.paths import host_paths
 log = logging.getLogger("mrc.experiments")
 REPO = Path(__file__).resolve().parents[2]
 START_DELAY_S = 3.0              # agents open their NICs, then start the workload together
-EFFICIENCY = 0.7                 # share of line rate assumed when turning "30%" into a time
 PORT_FAULT = "MrcIngress.port_fault"
 MODEL_MAX_RATE_BPS = DEFAULT_RATE_BPS
 
@@ -84,6 +84,35 @@ def _nic(nic, own: bool) -> dict:
     if own:
         data["name"] = nic.ifname
     return data
+
+
+class Progress:
+    """The workload's progress, read live from the agents' event logs (their goodput records)."""
+
+    def __init__(self, logs: list[Path], expected_bytes: int) -> None:
+        self.logs = logs
+        self.expected = max(1, expected_bytes)
+        self._offsets = {path: 0 for path in logs}
+        self.received = 0
+
+    def fraction(self) -> float:
+        """Share of the expected bytes the agents have reported received so far."""
+        for path in self.logs:
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self._offsets[path])
+                    chunk = f.read()
+            except OSError:
+                continue
+            complete = chunk[:chunk.rfind(b"\n") + 1]
+            self._offsets[path] += len(complete)
+            for line in complete.splitlines():
+                if b'"goodput"' in line:
+                    try:
+                        self.received += json.loads(line).get("rx_bytes", 0)
+                    except ValueError:
+                        pass
+        return min(1.0, self.received / self.expected)
 
 
 class LiveTarget:
@@ -176,8 +205,18 @@ class MininetBackend:
                     job["host"], [sys.executable, "-m", "host_agent.agent", "--job", str(path)],
                     stdout=subprocess.DEVNULL, stderr=open(log_dir / f"{job['host']}.stderr", "wb"),
                     cwd=str(REPO))
-            timers = self._schedule_faults(case, topo, LiveTarget(net), record, start_at)
-            self._wait(procs, start_at, scenario.horizon_s, progress)
+            target = LiveTarget(net)
+            timers, pending = self._schedule_faults(case, topo, target, record, start_at)
+            live = Progress([Path(job["log"]) for job in jobs], sum(f.nbytes for f in flows))
+
+            def poll() -> float:
+                frac = live.fraction()
+                for item in [p for p in pending if p[0] <= frac]:
+                    pending.remove(item)
+                    timers.extend(self._start_actions(item[1], time.time(), target, record, start_at))
+                return frac
+
+            self._wait(procs, start_at, scenario.horizon_s, progress, poll)
             self._read_counters(net, topo, record)
             if net.control_plane is not None:
                 mono_start = time.monotonic() - (time.time() - start_at)
@@ -215,9 +254,10 @@ class MininetBackend:
         return topo, notes
 
     def _schedule_faults(self, case: Case, topo: Topology, target: LiveTarget, record: CaseRecord,
-                         start_at: float) -> list[threading.Timer]:
-        ideal = self._ideal_duration(case, topo)
-        timers, auto = [], None
+                         start_at: float) -> tuple[list[threading.Timer], list]:
+        """Start timers for time-triggered faults; return them and the (fraction, actions) of
+        progress-triggered ones."""
+        timers, pending, auto = [], [], None
         for fault in case.variant.faults:
             link, switch = None, None
             if F.needs_link(fault):
@@ -228,43 +268,41 @@ class MininetBackend:
                 if fault.switch == "auto":
                     auto = auto or busiest_targets(case, topo, p4_ecmp)
                 switch = auto[1] if fault.switch == "auto" else fault.switch
-            begin = fault.at.seconds if fault.at.seconds is not None else fault.at.fraction * ideal
+            actions = F.plan_actions(fault, link, switch, case.scenario.horizon_s)
             if fault.at.fraction is not None:
-                record.notes.append(f"{fault.kind} at {fault.at}: started {begin:.3f} s after the start "
-                                    f"({fault.at.fraction:.0%} of the ideal {ideal:.3f} s at {EFFICIENCY:.0%} of line rate)")
-            for action in F.plan_actions(fault, link, switch, case.scenario.horizon_s):
-                delay = start_at + begin + action.offset - time.time()
+                pending.append((fault.at.fraction, actions))
+            else:
+                timers += self._start_actions(actions, start_at + fault.at.seconds, target, record, start_at)
+        return timers, pending
 
-                def fire(action=action) -> None:
-                    try:
-                        action.apply(target)
-                        record.faults.append(FaultEvent(time.time() - start_at, action.what, action.target,
-                                                        action.breaks))
-                    except Exception as error:        # noqa: BLE001 - reported in the record
-                        record.notes.append(f"fault {action.what} on {action.target} failed: {error}")
+    @staticmethod
+    def _start_actions(actions: list, begin: float, target: LiveTarget, record: CaseRecord,
+                       start_at: float) -> list[threading.Timer]:
+        """Timers running `actions` at their offsets from the UNIX time `begin`."""
+        timers = []
+        for action in actions:
+            def fire(action=action) -> None:
+                try:
+                    action.apply(target)
+                    record.faults.append(FaultEvent(time.time() - start_at, action.what, action.target,
+                                                    action.breaks))
+                except Exception as error:        # noqa: BLE001 - reported in the record
+                    record.notes.append(f"fault {action.what} on {action.target} failed: {error}")
 
-                timer = threading.Timer(max(0.0, delay), fire)
-                timer.daemon = True
-                timer.start()
-                timers.append(timer)
+            timer = threading.Timer(max(0.0, begin + action.offset - time.time()), fire)
+            timer.daemon = True
+            timer.start()
+            timers.append(timer)
         return timers
 
     @staticmethod
-    def _ideal_duration(case: Case, topo: Topology) -> float:
-        flows = collective_flows(topo, case.variant.workload)
-        per_host = Counter()
-        for flow in flows:
-            per_host[flow.src] += flow.nbytes
-        rate = min(link.rate_bps for link in topo.links)
-        return max(per_host.values(), default=0) * 8 / rate / EFFICIENCY
-
-    @staticmethod
-    def _wait(procs: dict, start_at: float, horizon: float, progress) -> None:
+    def _wait(procs: dict, start_at: float, horizon: float, progress, poll: Callable[[], float]) -> None:
+        """Until every agent has exited (or well past the horizon), follow the workload's progress."""
         deadline = start_at + horizon + 15.0
         while time.time() < deadline:
             if all(p.poll() is not None for p in procs.values()):
                 return
-            progress(max(0.0, min(0.99, (time.time() - start_at) / horizon)))
+            progress(poll())
             for proc in procs.values():
                 if proc.poll() is None:
                     try:
