@@ -9,7 +9,9 @@ counting what leaves port 2:
   model   - the reference switch (python -m refswitch.main), programmed over P4Runtime, forwarding
   trim    - the same with port 2's trim threshold at 0, so every packet is trimmed
   paced   - the same with port 2's egress queue at 100 Mbit/s (checks the pacing timers)
-Prints packets/s for each, the model/plain ratio, and saves JSON under benchmarks/results/.
+Prints packets/s for each, the model/plain ratio, packets forwarded per CPU-second of the forwarding
+process (the single-core speed, steadier than wall-clock rates on a shared machine), and saves JSON
+under benchmarks/results/.
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def traffic(tx_if: str, rx_if: str, frame_len: int, warmup: float, seconds: floa
     from refswitch.ports import RawPort
     tx, rx = RawPort(1, tx_if).open(), RawPort(2, rx_if).open()
     frame = data_frame(frame_len)
-    sent = received = 0
+    sent = received = total = 0
     lengths = set()
     start = time.monotonic()
     t_measure, t_end = start + warmup, start + warmup + seconds
@@ -71,9 +73,11 @@ def traffic(tx_if: str, rx_if: str, frame_len: int, warmup: float, seconds: floa
             if got is None:
                 break
             received += 1
+            total += 1
             if len(lengths) < 4:
                 lengths.add(len(got))
-    return {"sent": sent, "received": received, "seconds": seconds, "pps": received / seconds,
+    return {"sent": sent, "received": received, "received_total": total, "seconds": seconds,
+            "pps": received / seconds,
             "out_lengths": sorted(lengths)}
 
 
@@ -98,14 +102,27 @@ def plain_forward(in_if: str, out_if: str) -> None:
 
 # --- orchestration (root) ----------------------------------------------------------------------
 
-def run_traffic(lab, args) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time used so far by process `pid`."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_traffic(lab, args, switch_pid: int | None = None) -> dict:
+    """Run the traffic process; with `switch_pid`, also the forwarder's packets per CPU-second."""
+    cpu_before = cpu_seconds(switch_pid) if switch_pid else None
     done = lab.popen("host", [sys.executable, __file__, "--mode", "traffic", lab.host_if(1), lab.host_if(2),
                               "--frame", str(args.frame), "--seconds", str(args.seconds)],
                      stdout=subprocess.PIPE, cwd=str(REPO))
     out, _ = done.communicate(timeout=args.seconds + 30)
     if done.returncode != 0:
         raise RuntimeError(f"traffic process failed with status {done.returncode}")
-    return json.loads(out)
+    result = json.loads(out)
+    if switch_pid:
+        cpu = cpu_seconds(switch_pid) - cpu_before
+        result["forwarder_cpu_seconds"] = cpu
+        result["pps_per_cpu_second"] = result["received_total"] / cpu if cpu else None
+    return result
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -147,7 +164,7 @@ def measure_model(lab, args, tmp: str, trim: bool, queue: str | None = None) -> 
         with P4RuntimeClient(f"unix:{sock}", 1, "bench") as client:
             client.set_pipeline(load_p4info())
             client.insert(entries)
-            result = run_traffic(lab, args)
+            result = run_traffic(lab, args, proc.pid)
             result["trimmed_counter"] = client.read_counter("MrcIngress.trimmed", 2)[2].packets
             result["tx_counter"] = client.read_counter("MrcEgress.tx", 2)[2].packets
         return result
@@ -165,7 +182,7 @@ def measure_plain(lab, args) -> dict:
         time.sleep(0.5)   # no readiness signal from this tiny loop; it only has to open two sockets
         if proc.poll() is not None:
             raise RuntimeError("plain forwarder exited")
-        return run_traffic(lab, args)
+        return run_traffic(lab, args, proc.pid)
     finally:
         stop(proc)
 
@@ -199,10 +216,19 @@ def main(argv=None) -> int:
         results["model_paced"] = measure_model(lab, args, tmp, trim=False, queue=f"2:{PACED_BPS}:1000")
     plain, model, trim = (results[k]["pps"] for k in ("plain", "model", "model_trim"))
     results["ratio_model_to_plain"] = model / plain if plain else None
-    print(f"frames of {args.frame} bytes, {args.seconds:.0f} s windows, {os.cpu_count()} CPUs")
-    print(f"  plain raw-socket loop : {plain:10.0f} pkt/s")
-    print(f"  reference switch      : {model:10.0f} pkt/s   ({results['ratio_model_to_plain']:.2f} of plain)")
-    print(f"  reference, all trimmed: {trim:10.0f} pkt/s   (out lengths {results['model_trim']['out_lengths']})")
+    load = os.getloadavg()[0]
+    results["load_average_1min"] = load
+
+    def per_cpu(key):
+        value = results[key].get("pps_per_cpu_second")
+        return f"{value:10.0f}" if value else "       n/a"
+    print(f"frames of {args.frame} bytes, {args.seconds:.0f} s windows, {os.cpu_count()} CPUs, load average {load:.1f}")
+    print("                          wall-clock rate      per CPU-second of the forwarder")
+    print(f"  plain raw-socket loop : {plain:10.0f} pkt/s   {per_cpu('plain')} pkt")
+    print(f"  reference switch      : {model:10.0f} pkt/s   {per_cpu('model')} pkt"
+          f"   ({results['ratio_model_to_plain']:.2f} of plain)")
+    print(f"  reference, all trimmed: {trim:10.0f} pkt/s   {per_cpu('model_trim')} pkt"
+          f"   (out lengths {results['model_trim']['out_lengths']})")
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"refswitch-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(results, indent=2) + "\n")

@@ -55,6 +55,12 @@ class RawPort:
         self.sock = sock
         return self
 
+    @property
+    def raw_recv(self):
+        """The socket's own recv (call with MAX_FRAME; raises BlockingIOError when empty), or None when
+        this kernel cannot filter out our own frames and `recv()` must be used."""
+        return None if self._filter_outgoing or self.sock is None else self.sock.recv
+
     def fileno(self) -> int:
         """The socket's file descriptor."""
         return self.sock.fileno()

@@ -21,7 +21,7 @@ from p4.config.v1 import p4info_pb2
 
 from refswitch.p4info import P4InfoIndex
 from refswitch.pipeline import Pipeline
-from refswitch.ports import RawPort
+from refswitch.ports import MAX_FRAME, RawPort
 from refswitch.queues import EgressQueues
 from refswitch.tables import TableStore
 
@@ -128,18 +128,26 @@ class Switch:
         for port, (rate_bps, rate_pps, depth) in config.queues.items():
             self.core.queues.configure(port, depth=depth, rate_bps=rate_bps, rate_pps=rate_pps)
         self.server = None
+        self._senders: dict = {}              # port -> bound send of its socket (the hot path)
         self._stop_r, self._stop_w = os.pipe()
         self._running = False
 
     def _transmit(self, port: int, frame: bytes, priority: int) -> bool:
-        p = self.ports.get(port)
-        return p is not None and p.send(frame)
+        send = self._senders.get(port)
+        if send is None:
+            return False
+        try:
+            send(frame)
+            return True
+        except OSError:            # buffer full, link down: counted as a queue drop by the core
+            return False
 
     def start(self) -> None:
         """Open ports and start the P4Runtime server."""
         from refswitch.p4runtime_server import P4RuntimeServer
         for p in self.ports.values():
             p.open()
+        self._senders = {n: p.sock.send for n, p in self.ports.items()}
         self.server = P4RuntimeServer(self.core, self.config.device_id, self.config.grpc_address)
         self.server.start()
         log.info("switch %s: %d ports, P4Runtime on %s", self.config.name, len(self.ports), self.server.address)
@@ -172,9 +180,19 @@ class Switch:
                     port = by_fd.get(fd)
                     if port is None:
                         continue
-                    number, recv, receive = port.number, port.recv, core.receive
+                    number, receive = port.number, core.receive
+                    raw_recv = port.raw_recv
+                    if raw_recv is not None:          # the kernel drops our own frames: read directly
+                        try:
+                            for _ in range(RECV_BATCH):
+                                receive(raw_recv(MAX_FRAME), number)
+                        except (BlockingIOError, InterruptedError):
+                            pass
+                        except OSError as exc:        # e.g. ENETDOWN once when the link goes down
+                            log.info("port %d (%s): %s", number, port.ifname, exc.strerror)
+                        continue
                     for _ in range(RECV_BATCH):
-                        frame = recv()
+                        frame = port.recv()
                         if frame is None:
                             break
                         receive(frame, number)
