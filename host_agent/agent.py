@@ -62,6 +62,7 @@ class Agent:
         self.nics: list[RawNic] = []
         self.kernel_quiet: dict[str, bool] = {}
         self._stop_signal: int | None = None
+        self.loop_counts = (0, 0)             # (loop iterations, of which slept), as of the last sleep
         self._cpu_at_start = 0.0
         self.run_cpu: float | None = None      # CPU seconds from the workload's start to its end
         self._macs: dict[tuple[int, int], tuple[bytes, bytes]] = {}
@@ -194,7 +195,7 @@ class Agent:
                     limit = wake
                 wait = max(0.0, limit - (monotonic() - mono0))
                 sleeps += 1
-                self.counters["loop_iterations"], self.counters["loop_sleeps"] = iterations, sleeps
+                self.loop_counts = (iterations, sleeps)
             readable = select.select(fds, (), (), wait)[0]
             busy = False
             for fd in readable:
@@ -267,6 +268,7 @@ class Agent:
             self._log_result(reason)
         stats = self.endpoint.stats()
         connections = list(stats.pop("connections", {}).values())
+        self.counters["loop_iterations"], self.counters["loop_sleeps"] = self.loop_counts
         self.events.write(self.wall(now), "counters", agent=dict(self.counters),
                           nics=[n.counters() for n in self.nics], transport=stats, connections=connections,
                           messages={"sent": self.collective.messages_sent,

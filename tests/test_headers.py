@@ -13,7 +13,7 @@ from scapy.utils import rdpcap, wrpcap
 from host_agent import codec
 from host_agent import constants as C
 from host_agent import headers as H
-from host_agent.packets import DataPacket, Nack
+from host_agent.packets import Nack
 from tests.test_codec import DST_MAC, SRC_MAC, control_packets, data_packet, switch_trim
 
 
