@@ -26,7 +26,7 @@ import sys
 import time
 from collections import Counter
 
-from host_agent.codec import MalformedPacket, decode, encode
+from host_agent.codec import FrameWriter, MalformedPacket, decode
 from host_agent.collectives import CollectiveError, make_collective
 from host_agent.collectives.driver import EndpointMessenger
 from host_agent.eventlog import EventLog
@@ -65,7 +65,7 @@ class Agent:
         self.loop_counts = (0, 0)             # (loop iterations, of which slept), as of the last sleep
         self._cpu_at_start = 0.0
         self.run_cpu: float | None = None      # CPU seconds from the workload's start to its end
-        self._macs: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        self._writers: dict[tuple[int, int], FrameWriter] = {}     # (NIC index, peer QP) -> writer
         self.endpoint = Endpoint(self.name, self.config, rng_seed=job.rank)
         self.messenger: EndpointMessenger | None = None
         self.collective = None
@@ -106,7 +106,8 @@ class Agent:
             for dst in dsts:
                 paths.append(PathInfo(plane=nic.plane, nic=index, src=nic.address_bytes,
                                       dst=socket.inet_pton(socket.AF_INET6, dst)))
-            self._macs[(index, peer.remote_qp)] = (nic.mac_bytes, peer_nic.mac_bytes)
+            self._writers[(index, peer.remote_qp)] = FrameWriter(nic.mac_bytes, peer_nic.mac_bytes,
+                                                                 max_payload=self.config.mtu_payload)
         return paths
 
     def connect(self) -> None:
@@ -205,13 +206,13 @@ class Agent:
                     busy = self._receive(by_fd[fd]) or busy
 
     def _transmit(self, out) -> None:
-        macs, nics = self._macs, self.nics
+        writers, nics = self._writers, self.nics
         for nic_index, pkt in out:
-            pair = macs.get((nic_index, pkt.qp))
-            if pair is None:
+            writer = writers.get((nic_index, pkt.qp))
+            if writer is None:
                 self.counters["tx_no_route"] += 1
                 continue
-            nics[nic_index].send(encode(pkt, pair[0], pair[1]))
+            nics[nic_index].send(writer.write(pkt))
 
     def _receive(self, nic: RawNic) -> bool:
         """Feed every waiting frame of `nic` (up to a batch) to the endpoint; True if there were any."""

@@ -16,7 +16,7 @@ from dataclasses import fields
 from host_agent import constants as C
 from host_agent.packets import DataPacket, Nack, Packet, Probe, ProbeReply, Sack
 
-__all__ = ["MalformedPacket", "encode", "decode", "frame_length"]
+__all__ = ["FrameWriter", "MalformedPacket", "encode", "decode", "frame_length"]
 
 
 class MalformedPacket(ValueError):
@@ -33,6 +33,8 @@ _PREFIX_FMT = "!6s6sH" "IHBB16s16s" "HHHH" "BBHII"
 _PREFIX = struct.Struct(_PREFIX_FMT)
 # ... RETH(va, rkey, dma length) MRCH(flags, resv, msg id, msg len, tsval)
 _DATA = struct.Struct(_PREFIX_FMT + "QII" "BBHII")
+_ETH = struct.Struct("!6s6sH")
+_DATA_OUT = struct.Struct("!" + _DATA.format[1 + len("6s6sH"):])     # _DATA without the Ethernet header
 _SACK = struct.Struct(_PREFIX_FMT + "IIQIB3xI")
 _NACK = struct.Struct(_PREFIX_FMT + "IIIB3xI")
 _PROBE = struct.Struct(_PREFIX_FMT + "II")
@@ -157,6 +159,52 @@ def encode(pkt: Packet, src_mac: bytes, dst_mac: bytes) -> bytes:
     except KeyError:
         raise TypeError(f"cannot encode {type(pkt).__name__}: not an MRC packet object") from None
     return encoder(pkt, src_mac, dst_mac)
+
+
+class FrameWriter:
+    """Encodes packets from one NIC to one neighbour MAC into a reusable buffer (the agent's send path).
+
+    The Ethernet header is written once; each `write` packs the rest of the headers with
+    `pack_into`, copies the payload behind them and returns a memoryview of the frame, valid until
+    the next `write`. The bytes are exactly those of `encode(pkt, src_mac, dst_mac)`.
+    """
+
+    def __init__(self, src_mac: bytes, dst_mac: bytes, max_payload: int = 9000) -> None:
+        self._buf = bytearray(C.DATA_HEADERS_LEN + max_payload + C.ICRC_LEN)
+        self._view = memoryview(self._buf)
+        self._max_payload = max_payload
+        self._src_mac, self._dst_mac = src_mac, dst_mac
+        _ETH.pack_into(self._buf, 0, dst_mac, src_mac, C.ETHERTYPE_IPV6)
+
+    def write(self, p: Packet) -> memoryview | bytes:
+        """The frame of `p` (a view into the buffer for data packets, bytes for control packets)."""
+        if type(p) is not DataPacket:
+            return encode(p, self._src_mac, self._dst_mac)
+        payload = p.payload
+        n = len(payload)
+        if p.flags & C.MRCH_FLAG_TRIMMED:
+            if n:
+                raise ValueError("a trimmed DataPacket must have an empty payload")
+            udp_len = C.TRIMMED_UDP_LEN
+        elif n > self._max_payload:
+            raise ValueError(f"payload of {n} bytes is larger than this writer's {self._max_payload}")
+        else:
+            udp_len = C.TRIMMED_UDP_LEN + n + C.ICRC_LEN
+        ev = p.ev
+        buf = self._buf
+        _DATA_OUT.pack_into(
+            buf, C.ETH_LEN,
+            _ip_word(p.dscp, p.ecn, ev), udp_len, C.IPPROTO_UDP, C.IPV6_HOP_LIMIT, p.src, p.dst,
+            ev & 0xFFFF, C.ROCEV2_UDP_PORT, udp_len, 0,
+            C.OP_RC_WRITE_ONLY, _BTH_FLAGS, C.BTH_PKEY_DEFAULT, p.qp & _QP_MASK,
+            (_ACK_REQ_BIT if p.ack_req else 0) | (p.psn & _PSN_MASK),
+            p.va, p.rkey, p.length, p.flags, 0, p.msg_id, p.msg_len, p.tsval)
+        if udp_len == C.TRIMMED_UDP_LEN:
+            return self._view[:C.DATA_HEADERS_LEN]
+        end = C.DATA_HEADERS_LEN + n
+        buf[C.DATA_HEADERS_LEN:end] = payload
+        buf[end:end + C.ICRC_LEN] = _ICRC
+        return self._view[:end + C.ICRC_LEN]
 
 
 # --- decoding ------------------------------------------------------------------------------

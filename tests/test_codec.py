@@ -155,3 +155,12 @@ def test_zero_length_payload_is_a_valid_data_packet():
     frame = codec.encode(pkt, SRC_MAC, DST_MAC)
     assert len(frame) == C.DATA_HEADERS_LEN + C.ICRC_LEN
     assert codec.decode(frame) == pkt
+
+
+def test_frame_writer_rejects_oversized_and_trimmed_with_payload():
+    writer = codec.FrameWriter(SRC_MAC, DST_MAC, max_payload=512)
+    with pytest.raises(ValueError, match="larger"):
+        writer.write(data_packet(payload=b"x" * 513))
+    with pytest.raises(ValueError, match="trimmed"):
+        writer.write(data_packet(flags=C.MRCH_FLAG_TRIMMED))
+    assert len(writer.write(data_packet(payload=b"x" * 512))) == C.DATA_HEADERS_LEN + 512 + C.ICRC_LEN
