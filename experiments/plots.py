@@ -89,6 +89,15 @@ def _mark_faults(ax, record: CaseRecord, labelled: set) -> None:
         label = f"repair: {f.what}" if "repair" not in labelled else None
         labelled.add("repair")
         ax.axvline(f.t * 1e3, color="grey", linestyle=":", linewidth=1, label=label, zorder=1)
+    down_since: dict = {}
+    for f in sorted(record.faults, key=lambda f: f.t):
+        if f.breaks:
+            down_since.setdefault(f.target, f.t)
+        elif f.target in down_since:
+            start = down_since.pop(f.target)
+            label = "fault in effect" if "span" not in labelled else None
+            labelled.add("span")
+            ax.axvspan(start * 1e3, f.t * 1e3, color="red", alpha=0.08, label=label, zorder=0)
     for t in record.reroutes:
         label = "control plane rerouted" if "reroute" not in labelled else None
         labelled.add("reroute")
@@ -113,8 +122,11 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
                        linewidth=WIDTHS[k % len(WIDTHS)], linestyle=STYLES[k % len(STYLES)],
                        label=f"{r.transport}{end}")
         if recs:
-            _mark_faults(whole, recs[0], labelled)
-            for r in recs[1:]:
+            longest = max(recs, key=lambda r: (len(r.faults), r.end))      # the faults of the longest run
+            _mark_faults(whole, longest, labelled)
+            for r in recs:
+                if r is longest:
+                    continue
                 for t in r.reroutes:
                     whole.axvline(t * 1e3, color="purple", linestyle="-.", linewidth=1.2,
                                   label=None if "reroute" in labelled else "control plane rerouted")
