@@ -235,7 +235,8 @@ def _foreign_frames() -> tuple[list[bytes], list[bytes]]:
     return malformed, stray
 
 
-def test_sigterm_stops_cleanly_counts_malformed_and_kernel_stays_silent(tmp_path, veth):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_stops_cleanly_counts_malformed_and_kernel_stays_silent(tmp_path, veth, signum):
     tcpdump = shutil.which("tcpdump")
     for side in (0, 1):      # addresses, routes, neighbours: with IPv6 on, the kernel would answer at once
         veth.run(side, "ip", "addr", "add", f"{ADDRS[side]}/32", "dev", veth.ifs[side], "nodad")
@@ -255,11 +256,12 @@ def test_sigterm_stops_cleanly_counts_malformed_and_kernel_stays_silent(tmp_path
     malformed, stray = _foreign_frames()
     veth.run(1, PYTHON, "-c", INJECTOR, veth.ifs[1], *(f.hex() for f in malformed + stray))
     wait_for(lambda: len(records_of(log, "malformed")) == len(malformed), 20, "malformed-frame records")
-    agent.send_signal(signal.SIGTERM)
+    agent.send_signal(signum)
     _, err = agent.communicate(timeout=20)
-    assert agent.returncode == 128 + signal.SIGTERM, err
+    assert agent.returncode == 128 + signum, err
     records = records_of(log)
-    assert records[-1] == {**records[-1], "kind": "stop", "reason": "signal SIGTERM", "status": 143}
+    assert records[-1] == {**records[-1], "kind": "stop", "reason": f"signal {signum.name}",
+                           "status": 128 + signum}
     (result,) = records_of(log, "result")
     assert result["ok"] is False and "not finished" in result["detail"]
     (counters,) = records_of(log, "counters")
