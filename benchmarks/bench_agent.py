@@ -37,10 +37,11 @@ MACS = ("02:00:00:00:10:00", "02:00:00:00:10:01")
 ADDRS = ("fc00:0:1000::", "fc00:0:1001::")
 PAYLOAD = 1024
 # Transport settings measured (TransportConfig fields); "default" is what jobs get without config.
-SETTINGS = {
-    "default": {},
-    "rto_min=20ms": {"rto_min": 0.02},      # no spurious timeouts when the machine is busy
-    "rto_min=20ms,burst=16": {"rto_min": 0.02, "pacing_burst_pkts": 16},   # + short bursts per wake-up
+SETTINGS = {   # name: (TransportConfig fields, agent options)
+    "default": ({}, []),
+    "rto_min=20ms": ({"rto_min": 0.02}, []),      # no spurious timeouts when the machine is busy
+    "rto_min=20ms,burst=16": ({"rto_min": 0.02, "pacing_burst_pkts": 16}, []),   # + bursts per wake-up
+    "rto_min=20ms,burst=16,spin": ({"rto_min": 0.02, "pacing_burst_pkts": 16}, ["--spin-us", "200"]),
 }
 PATHS = 4                                 # distinct path addresses (all reach the peer: no switch)
 
@@ -164,14 +165,15 @@ def _job(lab: Lab, rank: int, nbytes: int, config: dict, log: Path, start_at: fl
     }
 
 
-def measure_agent(lab: Lab, tmp: Path, nbytes: int, config: dict, name: str) -> dict:
+def measure_agent(lab: Lab, tmp: Path, nbytes: int, setting: tuple, name: str) -> dict:
+    config, options = setting
     start_at = time.time() + 1.5
     procs = []
     for rank in (1, 0):
         job = tmp / f"{name}-{rank}.json"
         job.write_text(json.dumps(_job(lab, rank, nbytes, config, tmp / f"{name}-{rank}.jsonl", start_at)))
         procs.append(lab.popen(rank, "/usr/bin/time", "-f", "%U %S %e", sys.executable, "-m",
-                               "host_agent.agent", "--job", str(job), "--linger", "0.3"))
+                               "host_agent.agent", "--job", str(job), "--linger", "0.3", *options))
     cpu = {}
     for rank, proc in zip((1, 0), procs):
         try:
@@ -185,15 +187,18 @@ def measure_agent(lab: Lab, tmp: Path, nbytes: int, config: dict, name: str) -> 
         cpu[rank] = {"user_s": user, "sys_s": system, "process_wall_s": elapsed}
     records = [json.loads(line) for line in (tmp / f"{name}-0.jsonl").read_text().splitlines()]
     result = next(r for r in records if r["kind"] == "result")
+    receiver = [json.loads(line) for line in (tmp / f"{name}-1.jsonl").read_text().splitlines()]
+    receiver_cpu = next(r for r in receiver if r["kind"] == "result").get("cpu_s")
     counters = next(r for r in records if r["kind"] == "counters")
     transport = counters["transport"]
     data_sent = transport.get("data_sent", 0)
     return {
-        "setting": name, "config": config, "bytes": nbytes, "ok": result["ok"],
+        "setting": name, "config": config, "agent_options": options, "bytes": nbytes, "ok": result["ok"],
         "transfer_s": result["elapsed"], "data_packets_sent": data_sent,
         "pps": data_sent / result["elapsed"], "goodput_gbps": 8 * nbytes / result["elapsed"] / 1e9,
         "sender_cpu_s": result.get("cpu_s"),
         "sender_cpu_us_per_packet": 1e6 * result["cpu_s"] / data_sent if result.get("cpu_s") and data_sent else None,
+        "receiver_cpu_us_per_packet": 1e6 * receiver_cpu / data_sent if receiver_cpu and data_sent else None,
         "retransmitted": transport.get("retransmitted", 0), "timeouts": transport.get("timeouts", 0),
         "sacks_received": transport.get("sacks_received", 0),
         "connection": counters.get("connections", [{}])[0], "cpu": cpu,
@@ -225,8 +230,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="bench_agent.") as tmp:
             results["raw"] = measure_raw(lab, args.seconds)
             results["agent"] = {}
-            for name, config in SETTINGS.items():
-                runs = [measure_agent(lab, Path(tmp), args.bytes, config, f"{name}{i}") for i in range(args.repeat)]
+            for name, setting in SETTINGS.items():
+                runs = [measure_agent(lab, Path(tmp), args.bytes, setting, f"run{i}") for i in range(args.repeat)]
                 results["agent"][name] = {"best": max(runs, key=lambda r: r["pps"]), "runs": runs}
     finally:
         lab.close()
@@ -243,10 +248,13 @@ def main() -> int:
               f"srtt {best['connection'].get('srtt', float('nan')) * 1e3:.2f} ms, ok={best['ok']})")
         per_packet = min((r["sender_cpu_us_per_packet"] for r in entry["runs"] if r["sender_cpu_us_per_packet"]),
                          default=None)
+        receiver = min((r["receiver_cpu_us_per_packet"] for r in entry["runs"] if r["receiver_cpu_us_per_packet"]),
+                       default=None)
         if per_packet:
             entry["sender_cpu_us_per_packet"] = per_packet
-            print(f"      sender CPU per data packet (incl. SACK processing): {per_packet:.1f} us "
-                  f"-> {1e6 / per_packet:.0f} pkt/s on a core of its own")
+            entry["receiver_cpu_us_per_packet"] = receiver
+            print(f"      CPU per data packet: sender {per_packet:.1f} us (incl. SACK processing) -> "
+                  f"{1e6 / per_packet:.0f} pkt/s on a core of its own; receiver {receiver or float('nan'):.1f} us")
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"agent-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(results, indent=2) + "\n")

@@ -50,10 +50,11 @@ DEFAULT_LINGER = 0.5         # seconds to keep answering after finishing (peers 
 class Agent:
     """One job on one host: NICs, Endpoint, collective, event log and the I/O loop."""
 
-    def __init__(self, job: Job, events: EventLog, linger: float = DEFAULT_LINGER) -> None:
+    def __init__(self, job: Job, events: EventLog, linger: float = DEFAULT_LINGER, spin: float = 0.0) -> None:
         self.job = job
         self.events = events
         self.linger = linger
+        self.spin = spin                       # waits shorter than this are busy-polled, not slept
         self.config = job.transport_config()
         self.name = job.host or f"rank{job.rank}"
         self._mono0 = time.monotonic()
@@ -195,8 +196,11 @@ class Agent:
                 if wake is not None and wake < limit:
                     limit = wake
                 wait = max(0.0, limit - (monotonic() - mono0))
-                sleeps += 1
-                self.loop_counts = (iterations, sleeps)
+                if wait < self.spin:
+                    wait = 0.0
+                else:
+                    sleeps += 1
+                    self.loop_counts = (iterations, sleeps)
             readable = select.select(fds, (), (), wait)[0]
             busy = False
             for fd in readable:
@@ -338,6 +342,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, help="seconds before giving up (overrides the job)")
     parser.add_argument("--linger", type=float, default=DEFAULT_LINGER,
                         help="seconds to keep answering peers after finishing (default %(default)s)")
+    parser.add_argument("--spin-us", type=float, default=0.0,
+                        help="busy-poll instead of sleeping for waits shorter than this many "
+                             "microseconds (default 0: always sleep; spinning agents share CPUs badly)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -358,7 +365,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"mrc-testbed agent: cannot write the event log {log_path}: {err.strerror}", file=sys.stderr)
         return EXIT_BAD_JOB
-    agent = Agent(job, events, linger=args.linger)
+    agent = Agent(job, events, linger=args.linger, spin=max(0.0, args.spin_us) * 1e-6)
     previous = {s: signal.signal(s, lambda signum, _frame: agent.request_stop(signum))
                 for s in (signal.SIGTERM, signal.SIGINT)}
     try:
