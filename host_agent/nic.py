@@ -124,7 +124,7 @@ class RawNic:
             self.tx_errors += 1
             return False
         except OSError as err:
-            if err.errno in (errno.ENOBUFS, errno.EAGAIN, errno.ENETDOWN, errno.ENXIO):
+            if err.errno in (errno.ENOBUFS, errno.EAGAIN, errno.ENETDOWN, errno.ENXIO, errno.ENODEV):
                 self.tx_errors += 1
                 return False
             raise
