@@ -50,3 +50,15 @@ def test_installed_versions_match_the_pins(name, version):
     except metadata.PackageNotFoundError:
         pytest.fail(f"{name} is not installed: run scripts/setup.sh")
     assert installed == version
+
+
+def test_every_top_level_package_is_installed():
+    """A new top-level package must be listed in pyproject.toml, or the installed mrc-testbed
+    command cannot import it (the editable install maps only the listed packages)."""
+    from fnmatch import fnmatch
+    include = pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = sorted(path.parent.name for path in REPO.glob("*/__init__.py")
+                      if path.parent.name != "tests")
+    assert packages, "no top-level package found"
+    missing = [name for name in packages if not any(fnmatch(name, pattern) for pattern in include)]
+    assert not missing, f"add {missing} to [tool.setuptools.packages.find] include in pyproject.toml"
