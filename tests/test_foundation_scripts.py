@@ -233,7 +233,7 @@ def vagrant_config(tmp_path, **env) -> dict:
     needs_ruby()
     stub = tmp_path / "vagrant_stub.rb"
     stub.write_text(RUBY_VAGRANT_STUB)
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MRC_VM_")}
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("MRC_VM_", "MRC_P4LANG_"))}
     environment.update(env)
     done = subprocess.run(["ruby", str(stub), str(VAGRANTFILE)], capture_output=True, text=True,
                           env=environment, timeout=60)
@@ -265,6 +265,14 @@ def test_vagrantfile_takes_cpus_and_memory_from_the_environment(tmp_path):
     for provider in config["vm"]["providers"].values():
         assert provider["settings"]["cpus"] == 2
         assert provider["settings"]["memory"] == 4096
+
+
+def test_vagrantfile_passes_the_p4lang_repository_override_to_provisioning(tmp_path):
+    def provision_env(config):
+        return [call for call in config["vm"]["calls"] if call[0] == "provision"][0][2]["env"]
+    assert "MRC_P4LANG_REPO_URL" not in provision_env(vagrant_config(tmp_path))
+    url = "https://mirror.invalid/p4lang/xUbuntu_22.04"
+    assert provision_env(vagrant_config(tmp_path, MRC_P4LANG_REPO_URL=url))["MRC_P4LANG_REPO_URL"] == url
 
 
 def test_vagrantfile_rejects_a_bad_cpu_count(tmp_path):

@@ -12,7 +12,8 @@ VM_USER="${MRC_VM_USER:-vagrant}"
 # The venv lives in the VM, not in the shared folder: a host-side .venv stays the host's own.
 VENV="${MRC_VENV:-/opt/mrc-testbed/venv}"
 
-P4LANG_URL="https://download.opensuse.org/repositories/home:/p4lang/xUbuntu_22.04"
+# MRC_P4LANG_REPO_URL overrides it (another OBS project of p4lang, or a mirror).
+P4LANG_URL="${MRC_P4LANG_REPO_URL:-https://download.opensuse.org/repositories/home:/p4lang/xUbuntu_22.04}"
 P4LANG_KEYRING="/etc/apt/keyrings/home-p4lang.gpg"
 P4LANG_LIST="/etc/apt/sources.list.d/home-p4lang.list"
 P4LANG_PIN="/etc/apt/preferences.d/home-p4lang"
