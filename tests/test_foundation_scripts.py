@@ -233,7 +233,8 @@ def vagrant_config(tmp_path, **env) -> dict:
     needs_ruby()
     stub = tmp_path / "vagrant_stub.rb"
     stub.write_text(RUBY_VAGRANT_STUB)
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("MRC_VM_", "MRC_P4LANG_"))}
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("MRC_VM_", "MRC_P4LANG_"))}
     environment.update(env)
     done = subprocess.run(["ruby", str(stub), str(VAGRANTFILE)], capture_output=True, text=True,
                           env=environment, timeout=60)
