@@ -25,6 +25,7 @@ SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23
 PACKET_OUTGOING = 4
 RECV_BUFFER = 1 << 16
+_LINK_ERRNOS = (errno.ENETDOWN, errno.ENXIO, errno.ENODEV)    # interface down or gone
 
 # BPF: accept IPv6 / UDP / destination port 4791, drop the rest.
 _BPF_PROGRAM = [
@@ -86,6 +87,7 @@ class RawNic:
         self.rx_frames = 0
         self.rx_bytes = 0
         self.rx_own = 0
+        self.rx_errors = 0
         try:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         except OSError as err:
@@ -124,7 +126,7 @@ class RawNic:
             self.tx_errors += 1
             return False
         except OSError as err:
-            if err.errno in (errno.ENOBUFS, errno.EAGAIN, errno.ENETDOWN, errno.ENXIO, errno.ENODEV):
+            if err.errno in _LINK_ERRNOS or err.errno in (errno.ENOBUFS, errno.EAGAIN):
                 self.tx_errors += 1
                 return False
             raise
@@ -146,6 +148,11 @@ class RawNic:
                     n = sock.recv_into(buf)
             except (BlockingIOError, InterruptedError):
                 return
+            except OSError as err:
+                if err.errno in _LINK_ERRNOS:        # the link went down: reported once, then quiet
+                    self.rx_errors += 1
+                    return
+                raise
             self.rx_frames += 1
             self.rx_bytes += n
             yield view[:n]
@@ -153,7 +160,8 @@ class RawNic:
     def counters(self) -> dict:
         """Frames and bytes sent and received, send errors."""
         return {"ifname": self.ifname, "tx_frames": self.tx_frames, "tx_bytes": self.tx_bytes,
-                "tx_errors": self.tx_errors, "rx_frames": self.rx_frames, "rx_bytes": self.rx_bytes}
+                "tx_errors": self.tx_errors, "rx_frames": self.rx_frames, "rx_bytes": self.rx_bytes,
+                "rx_errors": self.rx_errors}
 
     def close(self) -> None:
         self.sock.close()

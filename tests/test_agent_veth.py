@@ -209,6 +209,25 @@ def test_two_plane_agents_spray_over_both_nics(tmp_path, veth2):
             assert nic["tx_frames"] > 10 and nic["rx_frames"] > 10, nics
 
 
+def test_two_plane_agents_finish_over_one_plane_when_the_other_nic_is_down(tmp_path, veth2):
+    veth2.run(0, "ip", "link", "set", veth2.plane_ifs[0][0], "down")      # sender's plane-0 NIC
+    workload = {"kind": "transfer", "src": 0, "dst": 1, "bytes": 300_000, "chunk_bytes": 30_000, "seed": 9}
+    jobs = write_jobs(tmp_path, veth2, workload)
+    procs = [veth2.start(r, *agent_cmd(jobs[r]), stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    for rank, proc in enumerate(procs):
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, f"agent {rank} exited {proc.returncode}: {err}"
+    sender = tmp_path / "h0.jsonl"
+    (result,) = records_of(sender, "result")
+    assert result["ok"] is True
+    (counters,) = records_of(sender, "counters")
+    dead, alive = counters["nics"]
+    assert dead["tx_errors"] > 0 and dead["tx_frames"] == 0          # every send on it failed, none crashed
+    assert alive["tx_frames"] > 0
+    retired = {r["ev"] for r in records_of(sender, "ev_state") if r["new"] == "ASSUMED_BAD" and r["plane"] == 0}
+    assert retired                                   # the transport saw the dead plane
+
+
 INJECTOR = """
 import socket, sys
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
