@@ -155,3 +155,31 @@ def test_time_to_recover_definition():
     assert metrics.time_to_recover(rec) == pytest.approx(0.05)
     rec.samples = [[t, [min(c, 11 * rate)]] for t, (c,) in samples]     # never again
     assert metrics.time_to_recover(rec) is None
+
+
+def test_each_kind_of_figure_is_made_when_the_data_calls_for_it(tmp_path):
+    """ev_states.png for a gray link, scale.png across sizes, flows.png for incast and permutation."""
+    doc = {"name": "figs", "title": "Figures", "link": {"rate_bps": 100_000_000}, "horizon_s": 1.0,
+           "sample_interval_s": 0.002, "workload": {"kind": "alltoall", "bytes": 65536, "chunk_bytes": 16384},
+           "faults": [{"kind": "gray_loss", "loss": 0.2, "at": 0.001}],
+           "transports": [{"name": "MRC", "mode": "mrc"}],
+           "variants": [{"label": "2 hosts", "topology": "leafspine:2x2x1"},
+                        {"label": "4 hosts", "topology": "leafspine:2x2x2"},
+                        {"label": "incast", "topology": "leafspine:2x2x2", "faults": [],
+                         "workload": {"kind": "incast", "senders": 2, "victim": True}}]}
+    out = tmp_path / "figs"
+    summaries, figures = runner.run_scenario(parse_scenario(doc), "netsim", "model", out, quick=False)
+    names = sorted(f.name for f in figures)
+    assert names == ["completion.png", "ev_states.png", "flows.png", "goodput.png", "scale.png"]
+    for f in figures:
+        assert f.exists() and f.stat().st_size > 10_000
+    assert {s["hosts"] for s in summaries} == {2, 4}
+    assert summaries[2]["throughput_by_role_bps"].keys() == {"incast", "victim"}
+
+
+def test_variant_and_transport_filters(tmp_path):
+    scenario = load_scenario(ROOT / "experiments" / "failover.yaml", quick=True)
+    cases = runner.select_cases(scenario, ["multi-plane"], ["MRC"])
+    assert [(c.variant.label, c.transport.name) for c in cases] == [("multi-plane", "MRC")]
+    with pytest.raises(ValueError, match="--variant 'ring'"):
+        runner.select_cases(scenario, ["ring"], [])

@@ -17,7 +17,7 @@ from experiments import faults as F
 from host_agent import constants as C
 from experiments.backends.netsim_fabric import Fabric, build_fabric
 from experiments.record import CaseRecord, FaultEvent, FlowRecord, LinkRecord
-from experiments.scenario import Case, Variant
+from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows, variant_topology
 from host_agent.collectives import make_collective
 from host_agent.collectives.data import block_bytes

@@ -94,16 +94,14 @@ class Fabric:
                 for p in host_paths(self.topo, src, dst)]
 
     def baseline_paths(self, src: str, dst: str) -> list[PathInfo]:
-        """The baseline's one 'path': the peer's NIC address, routed by ECMP, on one plane.
+        """The baseline's 'paths': the peer's NIC address on every plane both hosts are on, by plane.
 
-        On a multi-plane network each host pair is pinned to plane (i + j) mod P, so that the
-        baseline's connections share the planes out instead of all crowding plane 0.
+        The baseline uses the first one only (one path per connection, routed by ECMP), exactly as
+        the agent process builds it (host_agent/agent.py), so both backends pin the same plane.
         """
-        s, d = self.topo.host(src), self.topo.host(dst)
-        planes = sorted({n.plane for n in self.topo.host_nics(src)} & {n.plane for n in self.topo.host_nics(dst)})
-        plane = planes[(s.index + d.index) % len(planes)]
-        return [PathInfo(plane, plane, self.topo.host_nic(src, plane).address.packed,
-                         self.topo.host_nic(dst, plane).address.packed)]
+        dst_nics = {n.plane: n for n in self.topo.host_nics(dst)}
+        return [PathInfo(n.plane, n.plane, n.address.packed, dst_nics[n.plane].address.packed)
+                for n in self.topo.host_nics(src) if n.plane in dst_nics]
 
     def paths(self, src: str, dst: str, mode: str) -> list[PathInfo]:
         return self.mrc_paths(src, dst) if mode == "mrc" else self.baseline_paths(src, dst)
