@@ -242,3 +242,23 @@ def test_probe_is_answered_on_several_distinct_paths():
     replies = [p for _, p in ep.poll(0.0)]
     assert all(isinstance(p, ProbeReply) and p.probe_id == 5 and p.ev_echo == 77 for p in replies)
     assert len(replies) == 2 and len({p.dst for p in replies}) == 2
+
+
+def test_spurious_timeout_is_taken_back():
+    """A SACK answering a packet sent before the retransmission proves the original arrived."""
+    cfg = TransportConfig(**{**CFG.__dict__, "rto_min": 50e-6})
+    ep = Endpoint("tx", cfg)
+    conn = ep.connect("rx", 1, 2, paths())
+    ep.send_message(conn, bytes(1000))
+    (nic, first), = ep.poll(0.0)
+    ep.poll(60e-6)                                               # the timer fires: EV retired
+    retired = [e for e in ep.drain_events() if e.kind == "ev_state" and e.info["new"] == "ASSUMED_BAD"]
+    assert retired and conn.evset.get(first.ev).state is EvState.ASSUMED_BAD
+    rto_before = conn.rtt.rto
+    late = Sack(src=bytes(16), dst=bytes(16), ev=5, qp=1, cum_psn=1, sack_base=1, bitmap=0,
+                ev_echo=first.ev, ts_echo=first.tsval)
+    ep.receive(70e-6, 0, late)
+    assert ep.stats()["spurious_timeouts"] == 1
+    assert conn.evset.get(first.ev).state is EvState.GOOD
+    assert conn.rtt.rto > rto_before
+    assert conn.sender.idle

@@ -40,6 +40,7 @@ class TransportConfig:
     rto_min: float = 2e-3
     rto_max: float = 1.0
     rto_linear_retries: int = 2       # retransmissions of one packet at the base RTO before doubling
+    rto_srtt_factor: float = 3.0      # the RTO is never below this many smoothed RTTs
     initial_rtt: float = 1e-3         # RTT estimate before the first sample
     # --- receiver ------------------------------------------------------------------
     ack_coalesce: int = 2             # one SACK every this many in-order data packets

@@ -27,6 +27,7 @@ class RttEstimator:
         self.rttvar = config.initial_rtt / 2
         self.min_rtt = config.base_rtt or float("inf")
         self.samples = 0
+        self.rto_scale = 1.0          # > 1 after spurious timeouts, decays back with samples
         self.rto = self._compute_rto()
 
     def sample(self, rtt: float) -> None:
@@ -41,6 +42,13 @@ class RttEstimator:
         self.samples += 1
         if not self._cfg.base_rtt and rtt < self.min_rtt:
             self.min_rtt = rtt
+        if self.rto_scale > 1.0:
+            self.rto_scale = max(1.0, self.rto_scale * 0.99)
+        self.rto = self._compute_rto()
+
+    def spurious(self) -> None:
+        """A timeout fired for a packet that had arrived: double the RTO's scale (at most 8)."""
+        self.rto_scale = min(8.0, self.rto_scale * 2)
         self.rto = self._compute_rto()
 
     @property
@@ -49,8 +57,9 @@ class RttEstimator:
         return self.min_rtt if self.min_rtt != float("inf") else self._cfg.initial_rtt
 
     def _compute_rto(self) -> float:
-        """srtt + 4 rttvar, clamped to [rto_min, rto_max]."""
-        return min(self._cfg.rto_max, max(self._cfg.rto_min, self.srtt + 4 * self.rttvar))
+        """max(srtt + 4 rttvar, rto_srtt_factor x srtt) x rto_scale, clamped to [rto_min, rto_max]."""
+        base = max(self.srtt + 4 * self.rttvar, self._cfg.rto_srtt_factor * self.srtt)
+        return min(self._cfg.rto_max, max(self._cfg.rto_min, base * self.rto_scale))
 
 
 class NsccWindow:

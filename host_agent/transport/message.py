@@ -58,6 +58,7 @@ class Segment:
     acked: bool = False
     queued: bool = False       # waiting in the retransmission queue
     trimmed: bool = False      # the latest transmission came back as a trim NACK
+    blamed: object = None      # the EV its latest timeout retired (taken back if the timeout was spurious)
 
     def __post_init__(self) -> None:
         if not self.wire:

@@ -11,6 +11,7 @@ from host_agent.transport.message import DATA_OVERHEAD, OutMessage, Segment, seg
 from host_agent.transport.psn import PSN_MASK, from_wire, to_wire
 
 BITMAP_BITS = 64
+TS_SLACK = 2e-6        # echoed timestamps count whole microseconds
 
 
 class MrcSender:
@@ -33,6 +34,7 @@ class MrcSender:
         self._retx_cause: dict[int, str] = {}
         self._timers: list[tuple[float, int, int]] = []  # heap of (deadline, seq, transmission number)
         self._next_msg_id = 0
+        self._trigger_sent: float | None = None          # set while a SACK is being processed
 
     # --- application side ------------------------------------------------------------------
     def send_message(self, data, on_complete=None) -> int:
@@ -86,6 +88,7 @@ class MrcSender:
             ev = seg.ev
             if self.conn.evset.get(ev.value) is ev and ev.usable:
                 self.conn.evset.mark_bad(ev, now, "timeout")
+                seg.blamed = ev
             self.conn.cc.on_trim_or_loss(now)
             self._queue_retx(seq, E.CAUSE_TIMEOUT)
 
@@ -205,7 +208,7 @@ class MrcSender:
             stats["retransmitted"] += 1
             stats["retx_" + cause] += 1
             self.conn.log(now, E.RETRANSMIT, psn=psn, cause=cause, ev=ev.value,
-                          old_ev=old_ev.value if old_ev else None)
+                          old_ev=old_ev.value if old_ev else None, srtt=self.conn.rtt.srtt, rto=self.conn.rtt.rto)
         msg = seg.msg
         offset = seg.offset
         # positional: DataPacket(src, dst, ev, qp, psn, va, rkey, length, msg_id, msg_len, tsval,
@@ -221,6 +224,8 @@ class MrcSender:
         if seg.acked:
             return 0
         seg.acked = True
+        if seg.timeouts and self._trigger_sent is not None and (seg.queued or self._trigger_sent < seg.sent_at - TS_SLACK):
+            self._spurious(seg, now)
         if seg.in_flight:
             seg.in_flight = False
             self.inflight_bytes -= seg.wire
@@ -245,9 +250,22 @@ class MrcSender:
             self.cum_acked += 1
         return acked
 
+    def _spurious(self, seg: Segment, now: float) -> None:
+        """The packet timed out although it had arrived: take back the blame and stretch the RTO.
+
+        Seen when the SACK covering it answers a packet sent before the retransmission (or the
+        retransmission has not even left yet)."""
+        self.conn.stats["spurious_timeouts"] += 1
+        self.conn.rtt.spurious()
+        ev, seg.blamed = seg.blamed, None
+        if ev is not None and not ev.usable and (ev.home or self.conn.evset.get(ev.value) is ev):
+            self.conn.evset.reinstate(ev, "spurious_timeout")
+
     def on_sack(self, now: float, sack: Sack) -> None:
         """Acknowledge what a SACK covers; feed ECN and delay to the EV set and the window."""
         self.conn.stats["sacks_received"] += 1
+        rtt = ts_age(now, sack.ts_echo)
+        self._trigger_sent = now - rtt          # when the packet this SACK answers was sent
         ipsn = self.cfg.initial_psn
         cum = from_wire(sack.cum_psn, ipsn, self.cum_acked)
         if cum < self.cum_acked or cum > self.next_seq:
@@ -263,7 +281,7 @@ class MrcSender:
             if seg is not None:
                 acked += self._ack(seg, now)
         acked += self._advance_cum(cum, now)
-        rtt = ts_age(now, sack.ts_echo)
+        self._trigger_sent = None
         self.conn.rtt.sample(rtt)
         if sack.ecn_echo:
             self.conn.stats["ecn_echoes"] += 1
