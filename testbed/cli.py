@@ -20,6 +20,7 @@ import argparse
 import importlib
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from types import ModuleType
 from typing import Optional, Sequence
 
@@ -84,6 +85,14 @@ def _add_verbosity_options(parser: argparse.ArgumentParser, prefix: str) -> None
                         help="less output (repeat for less)")
 
 
+def installed_version() -> str:
+    """The version of the installed mrc-testbed distribution."""
+    try:
+        return metadata.version("mrc-testbed")
+    except metadata.PackageNotFoundError:
+        return "(not installed: run scripts/setup.sh)"
+
+
 def build_parser(commands: Sequence[Command] = COMMANDS
                  ) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The top-level parser and one (still empty) sub-parser per command, by name."""
@@ -91,6 +100,7 @@ def build_parser(commands: Sequence[Command] = COMMANDS
         prog=PROG,
         description="Mininet + P4 testbed for MRC (Multipath Reliable Connection).",
         epilog=f"Run '{PROG} <command> --help' for the options of one command.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     _add_verbosity_options(parser, "")
     subparsers = parser.add_subparsers(dest="command", metavar="<command>", title="commands")
     subparsers.required = True

@@ -104,6 +104,13 @@ def test_help_imports_no_command_module():
     assert "LOADED []" in done.stderr, done.stderr
 
 
+def test_version(capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"mrc-testbed {cli.installed_version()}"
+
+
 def test_installed_console_script_is_the_cli():
     scripts = [e for e in metadata.entry_points(group="console_scripts") if e.name == "mrc-testbed"]
     if not scripts:
