@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import textwrap
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -93,6 +95,16 @@ def test_help_lists_every_command(capsys):
     for command in COMMANDS:
         assert command.name in out
         assert command.help in out
+
+
+def test_installed_command_help_lists_every_command():
+    script = Path(sys.executable).parent / "mrc-testbed"
+    if not script.exists():
+        pytest.skip(f"no {script}: run scripts/setup.sh")
+    done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    listed = re.findall(r"^    (\S+) {2,}", done.stdout, re.M)
+    assert listed == [command.name for command in COMMANDS]
 
 
 def test_help_imports_no_command_module():
