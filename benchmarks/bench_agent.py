@@ -8,9 +8,13 @@ measures, with 1 KB payloads (1130-byte frames):
            with a raw-socket reader counting frames on the other end (the ceiling for Python here)
   agent  - `python -m host_agent.agent` sending a transfer of --bytes to a second agent on the
            other end, which places the data and returns SACKs that the sender processes; rate =
-           data packets sent / transfer time, for each transport setting in SETTINGS
-Prints packets/s for each, the agent/raw ratio, the machine load, and saves JSON under
-benchmarks/results/. Not a test: figures depend on the machine and on what else runs on it.
+           data packets sent / transfer time, for each setting in SETTINGS (transport defaults;
+           rto_min 20 ms, which avoids spurious timeouts when the scheduler delays the peer;
+           plus pacing bursts of 16 packets; plus busy-polling short waits)
+Prints packets/s for each, the agent/raw ratio, the CPU time per data packet of each agent
+(from the agents' own accounting: the rate one agent could reach on a core of its own), the
+machine load, and saves JSON under benchmarks/results/. Not a test: figures depend on the
+machine and on what else runs on it (both agents share the machine's CPUs).
 """
 from __future__ import annotations
 
