@@ -156,6 +156,8 @@ class MrcSender:
         ep = self.conn.endpoint
         nics = self.conn.num_nics
         while True:
+            if not self._retx and now < cc.next_send:
+                return                                   # fast path: the pacing clock says not yet
             nxt = self._next_packet(now)
             if nxt is None:
                 return
