@@ -19,7 +19,6 @@ from typing import Optional, TextIO
 from experiments import metrics, plots, results
 from experiments.backends import BACKENDS, TARGETS, default_backend, make_backend
 from experiments.scenario import ScenarioError, Scenario, load_scenario
-from experiments.workloads import COLLECTIVES
 
 log = logging.getLogger("mrc.experiments")
 
@@ -81,15 +80,11 @@ class ProgressBar:
             self.stream.flush()
 
 
-def choose_backend(requested: Optional[str], scenario: Optional[Scenario] = None) -> str:
+def choose_backend(requested: Optional[str]) -> str:
     """The backend to use: the one asked for, else the default (saying why when it falls back)."""
     if requested:
         return requested
     name, why = default_backend()
-    if name == "mininet" and scenario is not None:
-        kinds = sorted({v.workload.kind for v in scenario.variants} - set(COLLECTIVES))
-        if kinds:
-            name, why = "netsim", f"the mininet backend runs collectives only, this scenario has {', '.join(kinds)}"
     if why:
         print(f"mrc-testbed run: using the netsim backend ({why})", file=sys.stderr)
     return name
@@ -144,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     except ScenarioError as error:
         print(f"mrc-testbed run: {error}", file=sys.stderr)
         return 2
-    backend_name = choose_backend(args.backend, scenario)
+    backend_name = choose_backend(args.backend)
     folder = args.out or results.default_folder(scenario.name)
     try:
         from testbed.logs import setup_logging

@@ -183,13 +183,3 @@ def test_variant_and_transport_filters(tmp_path):
     assert [(c.variant.label, c.transport.name) for c in cases] == [("multi-plane", "MRC")]
     with pytest.raises(ValueError, match="--variant 'ring'"):
         runner.select_cases(scenario, ["ring"], [])
-
-
-def test_default_backend_leaves_flow_workloads_to_netsim(monkeypatch, capsys):
-    from experiments import backends
-    monkeypatch.setattr(backends, "mininet_unavailable", lambda: None)
-    incast = load_scenario(ROOT / "experiments" / "incast.yaml")
-    failover = load_scenario(ROOT / "experiments" / "failover.yaml")
-    assert runner.choose_backend(None, failover) == "mininet"
-    assert runner.choose_backend(None, incast) == "netsim"
-    assert "collectives only" in capsys.readouterr().err

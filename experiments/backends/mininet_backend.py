@@ -7,10 +7,12 @@ every host, all starting together. Faults act on the live network: links go down
 `ip link`, port faults are written to `MrcIngress.port_fault` over P4Runtime, a killed switch's
 process is ended. The agents' JSON-lines logs become the case record.
 
-A fault given as a share of the workload ("30%") starts when the agents' goodput records (flushed
-every 0.2 s) add up to that share of the workload's bytes. Limits: collectives only (all-reduce,
-all-to-all: one agent per host); link rates above what the Python model forwards are capped (a
-note in the record says so).
+Collectives run one agent per host; incast and permutation run a two-rank transfer per flow (an
+agent pair; a host may run several agents side by side). A fault given as a share of the workload
+("30%") starts when the agents' goodput records (flushed every 0.2 s) add up to that share of the
+workload's bytes. Link rates above what the Python model forwards are capped (a note in the record
+says so). Goodput comes from the agents' records, which count whole messages (`chunk_bytes`), so
+it is coarser than on netsim.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from experiments import faults as F
 from experiments.backends.netsim_backend import busiest_targets, p4_ecmp
 from experiments.record import CaseRecord, FaultEvent, FlowRecord, LinkRecord
 from experiments.scenario import Case
-from experiments.workloads import COLLECTIVES, collective_flows, variant_topology
+from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows, variant_topology
 from topologies.model import DEFAULT_RATE_BPS, Topology
 from topologies.paths import host_paths
 
@@ -39,40 +41,75 @@ log = logging.getLogger("mrc.experiments")
 REPO = Path(__file__).resolve().parents[2]
 START_DELAY_S = 3.0              # agents open their NICs, then start the workload together
 PORT_FAULT = "MrcIngress.port_fault"
+TRIM_NEVER = (1 << 19) - 1      # largest trim threshold (bit<19>): trimming off
+FLOW_QP_BASE = 0x2000           # QPs of point-to-point flows (collectives use 0x100 + rank * 256 + peer)
 MODEL_MAX_RATE_BPS = DEFAULT_RATE_BPS
 
 
-def agent_jobs(topo: Topology, case: Case, log_dir: Path, start_at: float, timeout: float) -> list[dict]:
-    """One job per host: rank = host order, a connection to every other host, the collective."""
+def _workload_json(case: Case) -> dict:
     w = case.variant.workload
-    hosts = [h.name for h in topo.hosts]
-    world = len(hosts)
     if w.kind == "allreduce":
         size = 4 if w.dtype in ("float32", "int32") else 8
-        workload = {"kind": "allreduce", "elements": w.bytes // size, "dtype": w.dtype,
-                    "chunk_bytes": w.chunk_bytes, "seed": case.scenario.seed}
-    else:
-        workload = {"kind": "alltoall", "block_bytes": w.bytes, "chunk_bytes": w.chunk_bytes,
-                    "seed": case.scenario.seed}
+        return {"kind": "allreduce", "elements": w.bytes // size, "dtype": w.dtype,
+                "chunk_bytes": w.chunk_bytes, "seed": case.scenario.seed}
+    return {"kind": "alltoall", "block_bytes": w.bytes, "chunk_bytes": w.chunk_bytes, "seed": case.scenario.seed}
+
+
+def _transport_json(topo: Topology, case: Case) -> dict:
     host_rate = min(link.rate_bps for link in topo.links if topo.is_host(link.a) or topo.is_host(link.b))
     config = {"line_rate_bps": float(host_rate), "seed": case.scenario.seed, **case.transport.params}
-    jobs = []
-    for rank, host in enumerate(hosts):
-        peers = []
-        for other, peer in enumerate(hosts):
-            if other == rank:
-                continue
-            paths: dict[str, list[str]] = {}
-            for path in host_paths(topo, host, peer):
-                paths.setdefault(str(path.plane), []).append(str(path.address))
-            peers.append({"rank": other, "qp": _qp(rank, other), "remote_qp": _qp(other, rank),
-                          "nics": [_nic(n, own=False) for n in topo.host_nics(peer)], "paths": paths})
-        jobs.append({"rank": rank, "world_size": world, "host": host,
-                     "nics": [_nic(n, own=True) for n in topo.host_nics(host)], "peers": peers,
-                     "transport": {"mode": case.transport.mode, "config": config}, "workload": workload,
-                     "timeout": timeout, "goodput_interval": case.scenario.sample_interval_s,
-                     "log": str(log_dir / f"{host}.jsonl"), "start_at": start_at})
-    return jobs
+    return {"mode": case.transport.mode, "config": config}
+
+
+def _peer(topo: Topology, host: str, peer: str, rank: int, qp: int, remote_qp: int) -> dict:
+    paths: dict[str, list[str]] = {}
+    for path in host_paths(topo, host, peer):
+        paths.setdefault(str(path.plane), []).append(str(path.address))
+    return {"rank": rank, "qp": qp, "remote_qp": remote_qp,
+            "nics": [_nic(n, own=False) for n in topo.host_nics(peer)], "paths": paths}
+
+
+def agent_jobs(topo: Topology, case: Case, log_dir: Path, start_at: float, timeout: float
+               ) -> tuple[list[tuple[str, dict]], list[tuple[FlowRecord, Path]]]:
+    """The agents to start, as (name, job) with the job's host in it, and the flows with the log of
+    the agent that receives each.
+
+    A collective runs one agent per host (rank = host order, a connection to every other host);
+    incast and permutation run a pair of agents per flow (a two-rank transfer), so a host may run
+    several agents side by side, each with its own QPs.
+    """
+    w = case.variant.workload
+    common = {"transport": _transport_json(topo, case), "timeout": timeout,
+              "goodput_interval": case.scenario.sample_interval_s, "start_at": start_at}
+    hosts = [h.name for h in topo.hosts]
+    if w.kind in COLLECTIVES:
+        jobs = []
+        for rank, host in enumerate(hosts):
+            peers = [_peer(topo, host, peer, other, _qp(rank, other), _qp(other, rank))
+                     for other, peer in enumerate(hosts) if other != rank]
+            jobs.append((host, {"rank": rank, "world_size": len(hosts), "host": host,
+                                "nics": [_nic(n, own=True) for n in topo.host_nics(host)], "peers": peers,
+                                "workload": _workload_json(case), "log": str(log_dir / f"{host}.jsonl"),
+                                **common}))
+        received = Counter()
+        for flow in collective_flows(topo, w):
+            received[flow.dst] += flow.nbytes
+        flows = [(FlowRecord("*", host, received[host], "data"), log_dir / f"{host}.jsonl")
+                 for host in hosts if received[host]]
+        return jobs, flows
+    jobs, flows = [], []
+    for index, flow in enumerate(point_to_point_flows(topo, w, case.scenario.seed)):
+        qps = (FLOW_QP_BASE + 2 * index, FLOW_QP_BASE + 2 * index + 1)
+        workload = {"kind": "transfer", "src": 0, "dst": 1, "bytes": flow.nbytes, "chunk_bytes": w.chunk_bytes,
+                    "seed": case.scenario.seed}
+        for rank, (host, peer) in enumerate(((flow.src, flow.dst), (flow.dst, flow.src))):
+            name = f"{host}-flow{index}-{'tx' if rank == 0 else 'rx'}"
+            jobs.append((name, {"rank": rank, "world_size": 2, "host": host,
+                                "nics": [_nic(n, own=True) for n in topo.host_nics(host)],
+                                "peers": [_peer(topo, host, peer, 1 - rank, qps[rank], qps[1 - rank])],
+                                "workload": workload, "log": str(log_dir / f"{name}.jsonl"), **common}))
+        flows.append((FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role), log_dir / f"{flow.dst}-flow{index}-rx.jsonl"))
+    return jobs, flows
 
 
 def _qp(rank: int, peer: int) -> int:
@@ -173,9 +210,6 @@ class MininetBackend:
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         from testbed.network import TestbedNetwork
         scenario, variant, transport = case.scenario, case.variant, case.transport
-        if variant.workload.kind not in COLLECTIVES:
-            raise RuntimeError(f"{case.label}: the mininet backend runs collectives only "
-                               f"({', '.join(COLLECTIVES)}); use --backend netsim for {variant.workload.kind}")
         topo, notes = self._topology(case)
         run_dir = (self.run_root / f"{scenario.name}-{int(time.time())}-{_slug(case.label)}").resolve()
         log_dir = run_dir / "agents"
@@ -184,11 +218,6 @@ class MininetBackend:
                             f"{self.name}:{self.target}", scenario.seed, topo.name, len(topo.hosts),
                             variant.workload.kind, horizon=scenario.horizon_s,
                             sample_interval=scenario.sample_interval_s, notes=notes)
-        flows = collective_flows(topo, variant.workload)
-        received = Counter()
-        for flow in flows:
-            received[flow.dst] += flow.nbytes
-        record.flows = [FlowRecord("*", host, nbytes, "data") for host, nbytes in received.items()]
         net = TestbedNetwork(topo, target=self.target, run_dir=run_dir,
                              convergence_delay=transport.reroute_delay_s,
                              progress=lambda line: log.info("%s", line))
@@ -196,18 +225,20 @@ class MininetBackend:
         timers: list[threading.Timer] = []
         try:
             net.start()
-            start_at = time.time() + START_DELAY_S
-            jobs = agent_jobs(topo, case, log_dir, start_at, scenario.horizon_s)
-            for job in jobs:
-                path = log_dir / f"{job['host']}.job.json"
+            if not transport.trimming:
+                self._trimming_off(net)
+            start_at = time.time() + START_DELAY_S + 0.05 * len(topo.hosts)
+            jobs, flow_logs = agent_jobs(topo, case, log_dir, start_at, scenario.horizon_s)
+            record.flows = [flow for flow, _ in flow_logs]
+            for name, job in jobs:
+                path = log_dir / f"{name}.job.json"
                 path.write_text(json.dumps(job, indent=1))
-                procs[job["host"]] = net.popen(
-                    job["host"], [sys.executable, "-m", "host_agent.agent", "--job", str(path)],
-                    stdout=subprocess.DEVNULL, stderr=open(log_dir / f"{job['host']}.stderr", "wb"),
-                    cwd=str(REPO))
+                with open(log_dir / f"{name}.stderr", "wb") as stderr:
+                    procs[name] = net.popen(job["host"], [sys.executable, "-m", "host_agent.agent", "--job", str(path)],
+                                            stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(REPO))
             target = LiveTarget(net)
             timers, pending = self._schedule_faults(case, topo, target, record, start_at)
-            live = Progress([Path(job["log"]) for job in jobs], sum(f.nbytes for f in flows))
+            live = Progress([log for _, log in flow_logs], sum(f.expected_bytes for f in record.flows))
 
             def poll() -> float:
                 frac = live.fraction()
@@ -236,11 +267,23 @@ class MininetBackend:
             remaining = net.stop()
             if remaining:
                 record.notes.append(f"left behind after tear-down: {', '.join(map(str, remaining))}")
-        self._read_logs(record, jobs, start_at, procs)
+        self._read_logs(record, jobs, flow_logs, start_at, procs)
         progress(1.0)
         return record
 
     # --- set-up -----------------------------------------------------------------------------------
+    @staticmethod
+    def _trimming_off(net) -> None:
+        """Rewrite every port's trim threshold to a depth no queue reaches (drop-tail switches)."""
+        import dataclasses
+        from controller.routes import PORT_CONFIG
+        for name, program in net.programs.items():
+            changes = [(p4runtime_pb2.Update.MODIFY,
+                        dataclasses.replace(e, params={**e.params, "trim_threshold": TRIM_NEVER}))
+                       for e in program.entries_of(PORT_CONFIG)]
+            if changes:
+                net.clients[name].write(changes)
+
     def _topology(self, case: Case) -> tuple[Topology, list[str]]:
         topo = variant_topology(case.variant)
         notes = []
@@ -337,51 +380,56 @@ class MininetBackend:
         record.switch_stats["fault_drops"] = totals.get("fault_drops", 0)
 
     @staticmethod
-    def _read_logs(record: CaseRecord, jobs: list[dict], start_at: float, procs: dict) -> None:
+    def _read_logs(record: CaseRecord, jobs: list[tuple[str, dict]], flow_logs: list[tuple[FlowRecord, Path]],
+                   start_at: float, procs: dict) -> None:
+        """Results, transport counters and EV events of every agent; goodput of every flow."""
         from testbed.transfer import read_events
         interval = record.sample_interval
-        bins: dict[str, Counter] = {}
         stats: Counter = Counter()
-        finished, exact, end = [], True, 0.0
-        for job in jobs:
-            host = job["host"]
-            per_bin = bins.setdefault(host, Counter())
+        finished, exact = {}, True
+        for name, job in jobs:
             result = None
             for r in read_events(Path(job["log"])):
-                t = r.get("t", start_at) - start_at
                 kind = r.get("kind")
-                if kind == "goodput":
-                    per_bin[max(0, int(t / interval))] += r.get("rx_bytes", 0)
-                elif kind in ("ev_state", "ev_backup"):
-                    record.ev_events.append({**r, "t": t, "host": host})
+                t = r.get("t", start_at) - start_at
+                if kind in ("ev_state", "ev_backup"):
+                    record.ev_events.append({**r, "t": t, "host": job["host"]})
                 elif kind == "result":
                     result = r
                     if r.get("ok"):
-                        finished.append(t)
+                        finished[name] = t
                 elif kind == "counters":
                     transport = r.get("transport", {})
                     stats.update({k: v for k, v in transport.items() if isinstance(v, (int, float))})
-                end = max(end, t)
-            code = procs[host].returncode if host in procs else None
+            code = procs[name].returncode if name in procs else None
             if result is None or not result.get("ok") or code != 0:
                 exact = False
-                record.notes.append(f"{host}: agent exit {code}, result {result.get('detail') if result else 'none'}")
-        last = max((max(b, default=0) for b in bins.values()), default=0)
-        cumulative = {h: 0 for h in bins}
-        flow_hosts = [f.dst for f in record.flows]
-        record.samples = [[0.0, [0 for _ in flow_hosts]]]
+                record.notes.append(f"{name}: agent exit {code}, result "
+                                    f"{(result.get('detail') or 'not ok') if result else 'none'}")
+        bins = []
+        for flow, log_path in flow_logs:
+            per_bin: Counter = Counter()
+            for r in read_events(log_path):
+                if r.get("kind") == "goodput":
+                    per_bin[max(0, int((r["t"] - start_at) / interval))] += r.get("rx_bytes", 0)
+                elif r.get("kind") == "result" and r.get("ok"):
+                    flow.finish = r["t"] - start_at
+            bins.append(per_bin)
+        last = max((max(b, default=0) for b in bins), default=0)
+        cumulative = [0] * len(bins)
+        record.samples = [[0.0, list(cumulative)]]
         for k in range(last + 1):
-            for h in bins:
-                cumulative[h] += bins[h].get(k, 0)
-            record.samples.append([(k + 1) * interval, [cumulative.get(h, 0) for h in flow_hosts]])
-        for flow in record.flows:
-            flow.received_bytes = cumulative.get(flow.dst, 0)
+            for i, per_bin in enumerate(bins):
+                cumulative[i] += per_bin.get(k, 0)
+            record.samples.append([(k + 1) * interval, list(cumulative)])
+        for flow, got in zip(record.flows, cumulative):
+            flow.received_bytes = got
         record.completed = exact and len(finished) == len(jobs)
         record.bit_exact = exact
-        record.completion_time = max(finished) if record.completed else None
-        record.end = record.completion_time if record.completed else max(end, record.horizon)
+        record.completion_time = max(finished.values()) if record.completed else None
+        record.end = record.completion_time if record.completed else record.horizon
         record.transport_stats = dict(stats)
-        record.app_missing = 0 if record.completed else sum(1 for _ in jobs) - len(finished)
+        record.app_missing = len(jobs) - len(finished)
 
 
 def _slug(text: str) -> str:
