@@ -227,7 +227,7 @@ def _path_label(dst_hex: str) -> str:
 def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
     """Per-EV state over time for one MRC connection per variant (the one with most retirements)."""
     recs = [r for r in records if r.mode == "mrc" and r.ev_events]
-    fig, axes = plt.subplots(len(recs), 1, figsize=(11, 3.8 * len(recs)), squeeze=False)
+    fig, axes = plt.subplots(len(recs), 1, figsize=(13, 3.8 * len(recs)), squeeze=False)
     for ax, r in zip(axes[:, 0], recs):
         bad = {}
         for e in r.ev_events:
@@ -236,6 +236,10 @@ def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
         conn = max(bad, key=bad.get) if bad else r.ev_events[0]["conn"]
         events = [e for e in r.ev_events if e["conn"] == conn and e["kind"] == "ev_state"]
         path_of = {e["ev"]: (e["path"], e.get("dst", "")) for e in events}
+        for e in r.ev_events:               # EVs that never changed state, when the backend listed them
+            if e["kind"] == "ev_set" and e["conn"] == conn:
+                for item in e["evs"]:
+                    path_of.setdefault(item["ev"], (item["path"], item["dst"]))
         evs = sorted(path_of, key=lambda ev: (path_of[ev][0], ev))
         row = {ev: i for i, ev in enumerate(evs)}
         end = r.end
@@ -267,11 +271,11 @@ def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
         ax.set_xlim(0, end * 1e3)
         ax.set_ylim(-0.5, max(1, len(evs)) - 0.5)
         ax.set_xlabel("time since the workload started (ms)")
-        ax.set_ylabel("EVs that changed state, by path")
+        ax.set_ylabel("EVs of the connection, by path")
         ax.set_title(f"{r.variant} / {r.transport}: EV states of connection {conn}")
         handles = [Patch(color=c, alpha=0.25 if s == "GOOD" else 1, label=s) for s, c in STATE_COLOURS.items()]
         handles += ax.get_legend_handles_labels()[0]
-        ax.legend(handles=handles, fontsize=8, loc="upper right", framealpha=0.9)
+        ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"{title}: per-EV state timeline (bad EVs retired, probed back to GOOD)", fontsize=13)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

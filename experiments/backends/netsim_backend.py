@@ -187,6 +187,18 @@ class Traffic:
             if coll is not None and coll.finished_at is not None:
                 flow.finish = coll.finished_at
 
+    def ev_sets(self, now: float) -> list[dict]:
+        """One "ev_set" record per MRC connection: every EV it holds and the path of each."""
+        out = []
+        for host, ep in self.endpoints.items():
+            for conn in ep.connections.values():
+                if conn.mode != "mrc":
+                    continue
+                evs = [{"ev": ev.value, "path": ev.path_key, "dst": conn.evset.path_of(ev).dst.hex()}
+                       for ev in conn.evset.by_value.values()]
+                out.append({"t": now, "kind": "ev_set", "conn": conn.name, "host": host, "evs": evs})
+        return out
+
     def stats(self) -> dict:
         """Counters of every connection, summed."""
         total: Counter = Counter()
@@ -357,6 +369,7 @@ class NetsimBackend:
         record.completion_time = sim.now if record.completed else None
         record.bit_exact, record.app_duplicates, record.app_missing = traffic.outcome()
         record.transport_stats = traffic.stats()
+        record.ev_events.extend(traffic.ev_sets(sim.now))
         record.links = [LinkRecord(link.name, link.rate_bps, link.counters["tx_bytes"], link.counters["dropped_queue"],
                                    link.counters["dropped_down"]) for link in fab.fabric_links()]
         switch_stats: Counter = Counter()
