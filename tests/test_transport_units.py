@@ -5,7 +5,7 @@ import random
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from host_agent import constants as C
 from host_agent.packets import DataPacket, Nack, Sack
@@ -150,9 +150,11 @@ def test_receiver_coalesces_in_order_sacks_and_flushes_on_its_timer():
     assert [type(p) for _, p in ep.poll(1e-6)] == [Sack]
     ep.receive(2e-6, 0, data(2, 20, b"x" * 10, 100))
     assert ep.poll(3e-6) == []
-    flushed = ep.poll(8e-6)                                       # the stream paused: a tail SACK,
-    assert [p.cum_psn for _, p in flushed] == [3, 3]               # sent on two distinct paths
-    assert len({p.dst for _, p in flushed}) == 2
+    flushed = ep.poll(8e-6)
+    assert [p.cum_psn for _, p in flushed] == [3]
+    ep.receive(9e-6, 0, data(3, 30, b"x" * 10, 100, ack_req=True))   # the sender's tail:
+    tail = ep.poll(9e-6)                                            # SACKed at once, on two paths
+    assert [p.cum_psn for _, p in tail] == [4, 4] and len({p.dst for _, p in tail}) == 2
 
 
 def test_receiver_echoes_ce_at_once():

@@ -98,6 +98,7 @@ class EvSet:
         self._pos = 0
         self._ctrl_pos = 0
         self._rotation: list[Slot] | None = None
+        self._per_path: list[Ev] | None = None
 
     # --- construction ---------------------------------------------------------------
     def _new_ev(self, plane: int, home: bool, avoid_bad_paths: bool = False) -> Ev | None:
@@ -140,6 +141,11 @@ class EvSet:
 
     def one_ev_per_path(self) -> list[Ev]:
         """One EV on each path (usable EVs first, then bad ones), in path order within each group."""
+        if self._per_path is None:
+            self._per_path = self._pick_one_per_path()
+        return self._per_path
+
+    def _pick_one_per_path(self) -> list[Ev]:
         best: dict[int, Ev] = {}
         for s in self.slots:
             for ev in (s.current, s.home):
@@ -178,6 +184,7 @@ class EvSet:
 
     def _dirty(self) -> None:
         self._rotation = None
+        self._per_path = None
 
     def next_data_ev(self) -> Ev:
         """The EV for the next data packet: the next slot in rotation, passing SKIP EVs over once."""

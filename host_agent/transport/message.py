@@ -1,7 +1,7 @@
 """Messages and their packets on the sending side."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from host_agent import constants as C
 

@@ -111,7 +111,7 @@ class MrcReceiver:
     def poll(self, now: float, out: list) -> None:
         """Send the coalesced SACK when its delay has run out."""
         if self._ack_deadline is not None and now >= self._ack_deadline:
-            out.extend(self._sacks(self._last_plane, self.cfg.ack_fanout))   # the stream paused: a tail
+            out.extend(self._sacks(self._last_plane, 1))
 
     def _sacks(self, plane: int | None, copies: int) -> list:
         """The current SACK on up to `copies` distinct paths (one that gets through is enough)."""

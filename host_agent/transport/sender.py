@@ -7,10 +7,9 @@ from collections import deque
 from host_agent import constants as C
 from host_agent.packets import DataPacket, Nack, Sack
 from host_agent.transport import events as E
-from host_agent.transport.message import DATA_OVERHEAD, OutMessage, Segment, segment_count, ts_age, ts_now
-from host_agent.transport.psn import PSN_MASK, from_wire, to_wire
+from host_agent.transport.message import DATA_OVERHEAD, OutMessage, Segment, segment_count, ts_age
+from host_agent.transport.psn import PSN_MASK, from_wire
 
-BITMAP_BITS = 64
 TS_SLACK = 2e-6        # echoed timestamps count whole microseconds
 
 
