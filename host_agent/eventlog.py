@@ -41,6 +41,17 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _default(value: Any) -> Any:
+    """JSON form of what json does not know: bytes as hex, sets as lists, enums by value."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    raise TypeError(f"cannot write {type(value).__name__} to the event log")
+
+
 class EventLog:
     """Appends JSON-lines records to a file (or any text stream)."""
 
@@ -58,7 +69,11 @@ class EventLog:
         """Append one record."""
         record = {"t": t, "kind": kind}
         record.update(fields)
-        self._stream.write(json.dumps(_clean(record), separators=(",", ":")) + "\n")
+        try:                                   # fast path: plain values (bytes/sets/enums via _default)
+            line = json.dumps(record, separators=(",", ":"), default=_default, allow_nan=False)
+        except ValueError:                     # NaN or infinity somewhere: write them as null
+            line = json.dumps(_clean(record), separators=(",", ":"))
+        self._stream.write(line + "\n")
         self.records += 1
 
     def flush(self) -> None:
