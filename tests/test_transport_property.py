@@ -1,4 +1,5 @@
-"""Property: over a channel that drops, duplicates, reorders and trims, every message arrives once, intact."""
+"""Property: over a channel that drops, duplicates, reorders and trims (and, for MRC, with one of
+the two paths dead), every message arrives once, intact, and is acknowledged once."""
 from __future__ import annotations
 
 import dataclasses
@@ -23,12 +24,13 @@ def two_paths(src_host, dst_host):
 class ChaosChannel:
     """Delivers packets between two endpoints after a random delay; drops, duplicates and trims some."""
 
-    def __init__(self, rng, drop, dup, trim, trimmable):
+    def __init__(self, rng, drop, dup, trim, trimmable, dead_dst=None):
         self.rng, self.drop, self.dup, self.trim, self.trimmable = rng, drop, dup, trim, trimmable
+        self.dead_dst = dead_dst          # packets to this address vanish (a dead path)
         self.queue, self.seq = [], 0
 
     def send(self, now, dest, nic, pkt):
-        if self.rng.random() < self.drop:
+        if pkt.dst == self.dead_dst or self.rng.random() < self.drop:
             return
         copies = 2 if self.rng.random() < self.dup else 1
         for _ in range(copies):
@@ -44,8 +46,8 @@ class ChaosChannel:
 @given(mode=st.sampled_from(["mrc", "roce"]), seed=st.integers(0, 2**32 - 1),
        sizes=st.lists(st.integers(0, 20000), min_size=1, max_size=4),
        drop=st.sampled_from([0.0, 0.05, 0.2]), dup=st.sampled_from([0.0, 0.1]),
-       trim=st.sampled_from([0.0, 0.1]))
-def test_exactly_once_over_a_chaotic_channel(mode, seed, sizes, drop, dup, trim):
+       trim=st.sampled_from([0.0, 0.1]), dead_path=st.booleans())
+def test_exactly_once_over_a_chaotic_channel(mode, seed, sizes, drop, dup, trim, dead_path):
     rng = random.Random(seed)
     cfg = TransportConfig(mode=mode, **CFG)
     a, b = Endpoint("a", cfg, rng_seed=seed), Endpoint("b", cfg, rng_seed=seed + 1)
@@ -55,7 +57,8 @@ def test_exactly_once_over_a_chaotic_channel(mode, seed, sizes, drop, dup, trim)
     b.on_message(lambda conn, mid, data: got.append((mid, data)))
     payloads = [rng.randbytes(n) for n in sizes]
     sent = {a.send_message(ca, data, on_complete=done.append): data for data in payloads}
-    chan = ChaosChannel(rng, drop, dup, trim, trimmable=(mode == "mrc"))
+    dead = two_paths(0, 1)[1].dst if dead_path and mode == "mrc" else None     # a -> b on plane 1 is dead
+    chan = ChaosChannel(rng, drop, dup, trim, trimmable=(mode == "mrc"), dead_dst=dead)
     now, peer = 0.0, {a: b, b: a}
     for _ in range(200_000):
         for ep in (a, b):
