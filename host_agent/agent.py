@@ -63,11 +63,12 @@ class Agent:
         self.nics: list[RawNic] = []
         self.kernel_quiet: dict[str, bool] = {}
         self._stop_signal: int | None = None
-        self.loop_counts = (0, 0)             # (loop iterations, of which slept), as of the last sleep
+        self.loop_counts = (0, 0)             # (loop iterations, of which slept), as of the last idle one
         self._cpu_at_start = 0.0
         self.run_cpu: float | None = None      # CPU seconds from the workload's start to its end
         self._writers: dict[tuple[int, int], FrameWriter] = {}     # (NIC index, peer QP) -> writer
         self.endpoint = Endpoint(self.name, self.config, rng_seed=job.rank)
+        self._result = None                    # the collective's result, once it finished
         self.messenger: EndpointMessenger | None = None
         self.collective = None
 
@@ -181,10 +182,10 @@ class Agent:
                 self._log_result("finished")
             if self._stop_signal is not None:
                 sig = signal.Signals(self._stop_signal).name
-                return (EXIT_OK if finished_at is not None and collective.result().ok
+                return (EXIT_OK if finished_at is not None and self.result().ok
                         else 128 + self._stop_signal), f"signal {sig}"
             if finished_at is not None and now >= finished_at + self.linger:
-                return (EXIT_OK if collective.result().ok else EXIT_FAILED), "finished"
+                return (EXIT_OK if self.result().ok else EXIT_FAILED), "finished"
             if finished_at is None and now >= deadline:
                 return EXIT_FAILED, f"timeout after {self.job.timeout} s"
             if out or busy:
@@ -200,7 +201,7 @@ class Agent:
                     wait = 0.0
                 else:
                     sleeps += 1
-                    self.loop_counts = (iterations, sleeps)
+                self.loop_counts = (iterations, sleeps)
             readable = select.select(fds, (), (), wait)[0]
             busy = False
             for fd in readable:
@@ -243,6 +244,15 @@ class Agent:
                                       packet=type(pkt).__name__)
         return taken
 
+    def result(self):
+        """The collective's CollectiveResult (computed once when finished: checking can be costly)."""
+        if self._result is not None:
+            return self._result
+        result = self.collective.result()
+        if self.collective.done:
+            self._result = result
+        return result
+
     # --- logging ---------------------------------------------------------------------------------------
     def _log_start(self) -> None:
         job = self.job
@@ -261,7 +271,7 @@ class Agent:
             self.events.write(self.wall(ev.t), ev.kind, conn=ev.conn, **ev.info)
 
     def _log_result(self, why: str) -> None:
-        result = self.collective.result()
+        result = self.result()
         self.events.write(self.wall(self.now()), "result", kind_of=self.job.workload.kind, why=why,
                           cpu_s=self.run_cpu, **result.as_dict())
         self.events.flush()
