@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from host_agent.eventlog import read_log
+from host_agent.transport.events import RETX_CAUSES
 
 pytestmark = [pytest.mark.requires_root, pytest.mark.integration,
               pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2 (ip) on PATH")]
@@ -226,6 +227,10 @@ def test_two_plane_agents_finish_over_one_plane_when_the_other_nic_is_down(tmp_p
     assert alive["tx_frames"] > 0
     retired = {r["ev"] for r in records_of(sender, "ev_state") if r["new"] == "ASSUMED_BAD" and r["plane"] == 0}
     assert retired                                   # the transport saw the dead plane
+    retransmits = records_of(sender, "retransmit")   # what was sent into the dead NIC went again
+    assert retransmits and all(r["cause"] in RETX_CAUSES for r in retransmits)
+    by_cause = {k: v for k, v in counters["agent"].items() if k.startswith("retransmit_")}
+    assert sum(by_cause.values()) == len(retransmits) == counters["transport"]["retransmitted"]
 
 
 INJECTOR = """
