@@ -9,8 +9,8 @@ process is ended. The agents' JSON-lines logs become the case record.
 
 Collectives run one agent per host; incast and permutation run a two-rank transfer per flow (an
 agent pair; a host may run several agents side by side). A fault given as a share of the workload
-("30%") starts when the agents' goodput records (flushed every 0.2 s) add up to that share of the
-workload's bytes. Link rates above what the Python model forwards are capped (a note in the record
+("30%") starts when the agents' goodput records add up to that share of the workload's bytes
+(extrapolated at the rate so far, as the agents flush their logs every 0.2 s). Link rates above what the Python model forwards are capped (a note in the record
 says so). Goodput comes from the agents' records, which count whole messages (`chunk_bytes`), so
 it is coarser than on netsim.
 """
@@ -39,6 +39,7 @@ from topologies.paths import host_paths
 
 log = logging.getLogger("mrc.experiments")
 REPO = Path(__file__).resolve().parents[2]
+LOOKAHEAD_S = 0.3                # faults due within this long are timed by extrapolation (logs lag ~0.2 s)
 START_DELAY_S = 3.0              # agents open their NICs, then start the workload together
 PORT_FAULT = "MrcIngress.port_fault"
 TRIM_NEVER = (1 << 19) - 1      # largest trim threshold (bit<19>): trimming off
@@ -124,16 +125,22 @@ def _nic(nic, own: bool) -> dict:
 
 
 class Progress:
-    """The workload's progress, read live from the agents' event logs (their goodput records)."""
+    """The workload's progress, read live from the agents' event logs (their goodput records).
 
-    def __init__(self, logs: list[Path], expected_bytes: int) -> None:
+    Agents flush their logs every 0.2 s, so what is read lags; the records carry their own
+    times, so `eta` extrapolates when a share of the workload will be (or was) reached.
+    """
+
+    def __init__(self, logs: list[Path], expected_bytes: int, start_at: float) -> None:
         self.logs = logs
         self.expected = max(1, expected_bytes)
+        self.start_at = start_at
         self._offsets = {path: 0 for path in logs}
         self.received = 0
+        self.last_t = start_at
 
-    def fraction(self) -> float:
-        """Share of the expected bytes the agents have reported received so far."""
+    def read(self) -> float:
+        """Take in what the agents have written since; return the share received as of `last_t`."""
         for path in self.logs:
             try:
                 with open(path, "rb") as f:
@@ -144,12 +151,25 @@ class Progress:
             complete = chunk[:chunk.rfind(b"\n") + 1]
             self._offsets[path] += len(complete)
             for line in complete.splitlines():
-                if b'"goodput"' in line:
-                    try:
-                        self.received += json.loads(line).get("rx_bytes", 0)
-                    except ValueError:
-                        pass
+                if b'"goodput"' not in line:
+                    continue
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                self.received += r.get("rx_bytes", 0)
+                self.last_t = max(self.last_t, r.get("t", self.last_t))
         return min(1.0, self.received / self.expected)
+
+    def eta(self, fraction: float) -> float | None:
+        """UNIX time at which `fraction` of the workload is (or was) received, at the rate so far."""
+        target = fraction * self.expected
+        if self.received >= target:
+            return self.last_t
+        elapsed = self.last_t - self.start_at
+        if self.received <= 0 or elapsed <= 0:
+            return None
+        return self.last_t + (target - self.received) * elapsed / self.received
 
 
 class LiveTarget:
@@ -238,13 +258,15 @@ class MininetBackend:
                                             stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(REPO))
             target = LiveTarget(net)
             timers, pending = self._schedule_faults(case, topo, target, record, start_at)
-            live = Progress([log for _, log in flow_logs], sum(f.expected_bytes for f in record.flows))
+            live = Progress([log for _, log in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)
 
             def poll() -> float:
-                frac = live.fraction()
-                for item in [p for p in pending if p[0] <= frac]:
-                    pending.remove(item)
-                    timers.extend(self._start_actions(item[1], time.time(), target, record, start_at))
+                frac = live.read()
+                for item in list(pending):
+                    eta = live.eta(item[0])
+                    if eta is not None and eta <= time.time() + LOOKAHEAD_S:
+                        pending.remove(item)
+                        timers.extend(self._start_actions(item[1], max(eta, time.time()), target, record, start_at))
                 return frac
 
             self._wait(procs, start_at, scenario.horizon_s, progress, poll)
@@ -325,10 +347,10 @@ class MininetBackend:
         timers = []
         for action in actions:
             def fire(action=action) -> None:
+                began = time.time() - start_at
                 try:
                     action.apply(target)
-                    record.faults.append(FaultEvent(time.time() - start_at, action.what, action.target,
-                                                    action.breaks))
+                    record.faults.append(FaultEvent(began, action.what, action.target, action.breaks))
                 except Exception as error:        # noqa: BLE001 - reported in the record
                     record.notes.append(f"fault {action.what} on {action.target} failed: {error}")
 
@@ -349,7 +371,7 @@ class MininetBackend:
             for proc in procs.values():
                 if proc.poll() is None:
                     try:
-                        proc.wait(0.2)
+                        proc.wait(0.05)
                     except subprocess.TimeoutExpired:
                         pass
                     break
