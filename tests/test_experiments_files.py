@@ -183,3 +183,18 @@ def test_variant_and_transport_filters(tmp_path):
     assert [(c.variant.label, c.transport.name) for c in cases] == [("multi-plane", "MRC")]
     with pytest.raises(ValueError, match="--variant 'ring'"):
         runner.select_cases(scenario, ["ring"], [])
+
+
+def test_backend_errors_name_what_is_missing(monkeypatch):
+    from experiments import backends
+    with pytest.raises(ValueError, match="--backend 'ns3'"):
+        backends.make_backend("ns3")
+    with pytest.raises(ValueError, match="--target 'tofino'"):
+        backends.make_backend("mininet", "tofino")
+    monkeypatch.setattr(backends, "mininet_unavailable", lambda: "the mininet backend needs root")
+    with pytest.raises(RuntimeError, match="needs root"):
+        backends.make_backend("mininet")
+    monkeypatch.setattr(backends, "mininet_unavailable", lambda: None)
+    monkeypatch.setattr(backends.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="simple_switch_grpc"):
+        backends.make_backend("mininet", "bmv2")
