@@ -49,7 +49,7 @@ def test_evs_split_evenly_across_planes_and_map_to_paths_by_hash():
         plane_paths = evs.plane_paths[e.plane]
         assert e.path_key == plane_paths[ev_path_index(e.value, len(plane_paths))]
     used = Counter(e.path_key for e in homes)
-    assert len(used) == 8                        # every path gets EVs
+    assert len(used) == 8 and set(used.values()) == {16}        # every path gets its share
 
 
 def test_every_packet_gets_a_different_ev_and_a_rotation_covers_the_set():
@@ -83,6 +83,7 @@ def test_timeout_retires_the_path_and_backups_of_the_same_plane_avoid_it():
     assert len(active) == 64                                        # every slot got a backup
     assert all(e.path_key != victim.path_key for e in active)
     assert Counter(e.plane for e in active) == {0: 32, 1: 32}       # planes stay equally loaded
+    assert max(Counter(e.path_key for e in active if e.plane == victim.plane).values()) == 32
     for _ in range(200):
         assert evs.next_data_ev().path_key != victim.path_key
     assert set(map(id, evs.bad_home_evs())) == set(map(id, retired))

@@ -88,7 +88,7 @@ class EvSet:
         per_plane = {pl: num_evs // len(self.planes) for pl in self.planes}
         for pl in self.planes[: num_evs % len(self.planes)]:
             per_plane[pl] += 1
-        columns = {pl: [self._new_ev(pl, home=True) for _ in range(per_plane[pl])] for pl in self.planes}
+        columns = {pl: self._initial_evs(pl, per_plane[pl]) for pl in self.planes}
         for i in range(max(per_plane.values())):          # interleave planes in the rotation
             for pl in self.planes:
                 if i < len(columns[pl]):
@@ -101,22 +101,48 @@ class EvSet:
         self._per_path: list[Ev] | None = None
 
     # --- construction ---------------------------------------------------------------
-    def _new_ev(self, plane: int, home: bool, avoid_bad_paths: bool = False) -> Ev | None:
-        """A fresh EV of `plane` not already in use (on a path not known bad when asked)."""
+    def _initial_evs(self, plane: int, count: int) -> list[Ev]:
+        """`count` random EVs of `plane`, as evenly spread over its paths as the hash allows
+        (every path gets count // paths or one more)."""
+        keys = self.plane_paths[plane]
+        quota = -(-count // len(keys))
+        load = dict.fromkeys(keys, 0)
+        evs = []
+        for _ in range(count):
+            ev = self._new_ev(plane, True, {k for k in keys if load[k] < quota}) or self._new_ev(plane, True)
+            load[ev.path_key] += 1
+            evs.append(ev)
+        return evs
+
+    def _new_ev(self, plane: int, home: bool, allowed: set | None = None) -> Ev | None:
+        """A fresh random EV of `plane` not already in use, mapping to a path in `allowed`
+        (any path of the plane when None); None when none was found."""
         candidates = self.plane_paths[plane]
-        good_paths = [k for k in candidates if not self.path_is_bad(k)] if avoid_bad_paths else candidates
-        if not good_paths:
+        if allowed is not None and not allowed:
             return None
-        for _ in range(256):
+        for _ in range(64 * len(candidates)):
             value = self._rng.getrandbits(32)
             if value in self.by_value:
                 continue
             key = candidates[ev_path_index(value, len(candidates))]
-            if key in good_paths:
+            if allowed is None or key in allowed:
                 ev = Ev(value, plane, key, home=home)
                 self.by_value[value] = ev
                 return ev
         return None
+
+    def _backup_paths(self, plane: int) -> set:
+        """Paths of `plane` a backup EV may take: not known bad, and carrying the fewest usable EVs."""
+        good = [k for k in self.plane_paths[plane] if not self.path_is_bad(k)]
+        if not good:
+            return set()
+        load = dict.fromkeys(good, 0)
+        for slot in self.slots:
+            ev = slot.current
+            if ev.usable and ev.path_key in load:
+                load[ev.path_key] += 1
+        least = min(load.values())
+        return {k for k, n in load.items() if n == least}
 
     # --- queries -------------------------------------------------------------------------
     def path_of(self, ev: Ev) -> PathInfo:
@@ -268,7 +294,7 @@ class EvSet:
     def _replace(self, ev: Ev) -> None:
         for slot in self.slots:
             if slot.current is ev:
-                backup = self._new_ev(ev.plane, home=False, avoid_bad_paths=True)
+                backup = self._new_ev(ev.plane, False, self._backup_paths(ev.plane))
                 if backup is not None:
                     slot.current = backup
                     self._dirty()
