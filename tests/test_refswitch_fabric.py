@@ -101,3 +101,58 @@ def test_baseline_ecmp_packets_reach_their_nic_over_shortest_paths():
         assert len(fabric.visits) in shortest
         routes_used.add(tuple(fabric.visits))
     assert len(routes_used) > 1                                   # ECMP spreads flows over paths
+
+
+class TimedFabric(Fabric):
+    """A Fabric whose switches pace their egress queues at the links' rates on one virtual clock."""
+
+    def __init__(self, topo):
+        self.now = 0.0
+        super().__init__(topo)
+        for name, program in compute_programs(topo).items():
+            core = self.cores[name]
+            core.clock = lambda: self.now
+            for q in program.queues:
+                core.queues.configure(q.port, depth=q.depth_pkts, rate_bps=q.rate_bps)
+
+    def run(self) -> None:
+        """Deliver everything in flight, then advance the clock to each next departure until all is sent."""
+        while True:
+            while self.in_flight:
+                name, in_port, f = self.in_flight.popleft()
+                self.cores[name].receive(f, in_port)
+            dues = [d for d in (core.drain() for core in self.cores.values()) if d is not None]
+            if self.in_flight:
+                continue
+            if not dues:
+                return
+            self.now = max(self.now, min(dues))
+
+
+def test_incast_is_trimmed_at_the_last_hop_not_dropped():
+    topo = builders.leaf_spine(leaves=2, spines=2, hosts_per_leaf=3)
+    fabric = TimedFabric(topo)
+    hosts = [h.name for h in topo.hosts]
+    receiver, senders = hosts[0], hosts[3:]                 # three senders on the other leaf
+    dst_nic = topo.host_nics(receiver)[0]
+    sent = 0
+    for i, sender in enumerate(senders):
+        paths = all_pairs_paths(topo)[(sender, receiver)]
+        for k in range(40):                                 # a burst of 40 packets from each sender
+            path = paths[k % len(paths)]
+            fabric.in_flight.append((path.src_nic.switch, path.src_nic.switch_port,
+                                     frame(path.src_nic.address, path.address, ev=i * 1000 + k)))
+            sent += 1
+    fabric.run()
+    arrived = [codec.decode(f) for h, _, f in fabric.delivered if h == receiver]
+    assert len(arrived) == sent                            # nothing lost: the overflow is trimmed
+    lasthop = [p for p in arrived if p.trimmed and p.dscp == C.DSCP_TRIMMED_LASTHOP]
+    whole = [p for p in arrived if not p.trimmed]
+    assert lasthop and whole
+    assert all(len(p.payload) == 64 for p in whole) and all(p.length == 64 for p in lasthop)
+    leaf = dst_nic.switch
+    counters = fabric.cores[leaf].pipeline.counters
+    assert counters.read("MrcIngress.trimmed", dst_nic.switch_port)[0] == len(lasthop)
+    assert counters.read("MrcIngress.ecn_marked", dst_nic.switch_port)[0] == 0     # no ECN on the last hop
+    assert all(core.pipeline.counters.read("queue_drops", p)[0] == 0
+               for core in fabric.cores.values() for p in range(1, 8))
