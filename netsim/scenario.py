@@ -52,7 +52,7 @@ class ScenarioResult:
     """Per-transfer results, goodput samples and the endpoints' events."""
 
     transfers: list[TransferResult]
-    goodput: list[tuple[float, list[float]]]      # (time, bit/s of each transfer over the last interval)
+    goodput: list[tuple[float, list[float]]]      # (time, bit/s of each transfer since the previous sample)
     events: list[dict]                             # Event.as_dict() plus "host"
     end: float
 
@@ -161,18 +161,23 @@ def run_transfers(net: Network, transfers: list[Transfer], config: TransportConf
     sim = net.sim
     goodput: list[tuple[float, list[float]]] = []
     last = [0] * len(transfers)
+    last_t = [0.0]
 
-    def sample():
+    def sample(reschedule: bool = True):
         now = sim.now
         cur = [c.stats["payload_bytes_received"] for c in session.rx_conn]
-        goodput.append((now, [(c - l) * 8 / sample_interval for c, l in zip(cur, last)]))
+        if now > last_t[0]:
+            goodput.append((now, [(c - l) * 8 / (now - last_t[0]) for c, l in zip(cur, last)]))
         last[:] = cur
+        last_t[0] = now
         session.drain()
-        if not (stop_when_done and session.done()):
+        if reschedule and not (stop_when_done and session.done()):
             sim.after(sample_interval, sample)
 
     sim.after(sample_interval, sample)
     sim.run(until=until, stop=(session.done if stop_when_done else None))
+    if sim.now > last_t[0]:
+        sample(reschedule=False)                # the last, shorter interval
     session.drain()
     for res, ca, cb in zip(session.results, session.tx_conn, session.rx_conn):
         res.sender_stats = dict(ca.stats)

@@ -181,3 +181,22 @@ def test_network_from_a_topology_runs_the_controllers_tables(mode):
                               Transfer(topo.hosts[1].name, topo.hosts[-2].name, 100_000)], cfg, until=0.01)
     assert res.all_complete
     assert sum(s.counters["no_route_drops"] for s in net.switches.values()) == 0
+
+
+def test_scenario_goodput_series_accounts_for_every_byte():
+    from host_agent.transport import TransportConfig
+    from netsim import Transfer, run_transfers
+
+    net = leaf_spine(Simulator(4), hosts=4, planes=2)
+    cfg = TransportConfig(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+    res = run_transfers(net, [Transfer("h0", "h1", 300_000, message_size=100_000),
+                              Transfer("h2", "h3", 200_000, start=50e-6)], cfg, until=0.01, sample_interval=20e-6)
+    assert res.all_complete
+    times = [0.0] + [t for t, _ in res.goodput]
+    for i, size in enumerate((300_000, 200_000)):
+        got = sum(g[i] * (t - prev) / 8 for (t, g), prev in zip(res.goodput, times))
+        assert got == pytest.approx(size)
+    assert all(g[1] == 0 for t, g in res.goodput if t <= 50e-6)        # the second starts later
+    assert res.transfers[1].finish > 50e-6 and res.end >= max(t.finish for t in res.transfers)
+    peak = max(max(g) for _, g in res.goodput)
+    assert 5e9 < peak <= 2 * 10e9 * 1.01                               # two planes of 10 Gbit/s
