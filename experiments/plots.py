@@ -109,14 +109,17 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
     groups = _variants(records)
     has_failure = any(r.failure_time is not None for r in records)
     cols = 2 if has_failure else 1
-    fig, axes = plt.subplots(len(groups), cols, figsize=(7 * cols, 3.4 * len(groups)), squeeze=False)
+    fig, axes = plt.subplots(len(groups), cols, figsize=(7 * cols if cols == 2 else 10, 3.4 * len(groups)),
+                             squeeze=False)
     for row, (variant, recs) in enumerate(groups.items()):
         whole, labelled = axes[row][0], set()
+        longest = max((r.end for r in recs), default=1.0)
+        width = max(recs[0].sample_interval if recs else 0.0, min(SMOOTH_S, longest / 40))
         for k, r in enumerate(recs):
             times, rates = metrics.goodput_series(r)
             if not times:
                 continue
-            smooth = _smooth(times, rates, SMOOTH_S)
+            smooth = _smooth(times, rates, width)
             end = "" if r.completed else " (did not finish)"
             whole.plot([t * 1e3 for t in times], [g / 1e6 for g in smooth], color=colour[r.transport],
                        linewidth=WIDTHS[k % len(WIDTHS)], linestyle=STYLES[k % len(STYLES)],
@@ -131,7 +134,7 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
                     whole.axvline(t * 1e3, color="purple", linestyle="-.", linewidth=1.2,
                                   label=None if "reroute" in labelled else "control plane rerouted")
                     labelled.add("reroute")
-        whole.set_title(f"{variant}: whole run ({SMOOTH_S * 1e3:g} ms average)")
+        whole.set_title(f"{variant}: whole run ({width * 1e3:.2g} ms moving average)")
         whole.set_xlabel("time since the workload started (ms)")
         whole.set_ylabel("goodput (Mbit/s)")
         whole.set_ylim(bottom=0)
@@ -167,44 +170,75 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
 
 
 def completion_figure(summaries: list[dict], colour: dict, path: Path, title: str) -> Path:
-    """Bars: completion time and time to recover per transport, grouped by variant."""
+    """Bars per transport, grouped by variant: completion time, time to recover (when something
+    failed) and retransmissions by cause."""
     variants = list(OrderedDict.fromkeys(s["variant"] for s in summaries))
     transports = list(OrderedDict.fromkeys(s["transport"] for s in summaries))
     by = {(s["variant"], s["transport"]): s for s in summaries}
     horizon = max((s["end_s"] for s in summaries), default=1.0)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    failed = any(s["failure_time_s"] is not None for s in summaries)
+    done = [s["completion_time_s"] for s in summaries if s["completion_time_s"] is not None]
+    in_ms = max(done + ([horizon] if len(done) < len(summaries) else []), default=1.0) < 1.0
+    panels = [("completion_time_s", f"completion time ({'ms' if in_ms else 's'})", 1e3 if in_ms else 1.0,
+               "completion time (hatched: did not finish within the horizon)")]
+    if failed:
+        panels.append(("time_to_recover_s", "time to recover (ms)", 1e3,
+                       "time until goodput is back to 90 % after the failure"))
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(6 * (len(panels) + 1), 4.4), squeeze=False)
     width = 0.8 / max(1, len(transports))
-    for panel, (key, label) in enumerate((("completion_time_s", "completion time (s)"),
-                                          ("time_to_recover_s", "time to recover (ms)"))):
-        ax = axes[panel]
-        scale = 1e3 if key == "time_to_recover_s" else 1.0
+
+    def x_of(i: int, j: int) -> float:
+        return i + (j - (len(transports) - 1) / 2) * width
+
+    for ax, (key, label, scale, heading) in zip(axes[0], panels):
         top = 0.0
         for j, tname in enumerate(transports):
             for i, v in enumerate(variants):
                 s = by.get((v, tname))
                 if s is None:
                     continue
-                x = i + (j - (len(transports) - 1) / 2) * width
                 value = s[key]
                 if value is None:
-                    h = (horizon if key == "completion_time_s" else 0) * scale
-                    ax.bar(x, h, width, color="white", edgecolor=colour[tname], hatch="//")
-                    ax.text(x, h, "never" if key == "completion_time_s" or s["failure_time_s"] is not None else "n/a",
-                            ha="center", va="bottom", fontsize=7, rotation=90)
+                    never = key == "completion_time_s" or s["failure_time_s"] is not None
+                    h = horizon * scale if key == "completion_time_s" else 0.0
+                    ax.bar(x_of(i, j), h, width, color="white", edgecolor=colour[tname], hatch="//")
+                    ax.text(x_of(i, j), h, "never" if never else "n/a", ha="center", va="bottom", fontsize=7,
+                            rotation=90)
                     top = max(top, h)
                 else:
-                    ax.bar(x, value * scale, width, color=colour[tname])
-                    ax.text(x, value * scale, f"{value * scale:.3g}", ha="center", va="bottom", fontsize=7)
+                    ax.bar(x_of(i, j), value * scale, width, color=colour[tname])
+                    ax.text(x_of(i, j), value * scale, f"{value * scale:.3g}", ha="center", va="bottom", fontsize=7)
                     top = max(top, value * scale)
+        ax.set_ylabel(label)
+        ax.set_ylim(0, top * 1.25 if top > 0 else 1.0)
+        ax.set_title(heading, fontsize=10)
+    ax = axes[0][-1]
+    top = 0.0
+    hatches = {"trim": "", "timeout": "xx", "nack": ".."}
+    for j, tname in enumerate(transports):
+        for i, v in enumerate(variants):
+            s = by.get((v, tname))
+            if s is None:
+                continue
+            bottom = 0
+            for cause, count in s["retransmissions"].items():
+                if count:
+                    ax.bar(x_of(i, j), count, width, bottom=bottom, color=colour[tname], hatch=hatches.get(cause, ""),
+                           edgecolor="black", linewidth=0.5)
+                bottom += count
+            ax.text(x_of(i, j), bottom, str(bottom), ha="center", va="bottom", fontsize=7)
+            top = max(top, bottom)
+    ax.set_ylabel("retransmitted data packets (count)")
+    ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)
+    ax.set_title("retransmissions by cause", fontsize=10)
+    cause_handles = [Patch(facecolor="white", edgecolor="black", hatch=h, label=f"cause: {c}") for c, h in hatches.items()]
+    for ax in axes[0]:
         ax.set_xticks(range(len(variants)))
         ax.set_xticklabels(variants, fontsize=8)
-        ax.set_ylabel(label)
-        ax.set_ylim(0, top * 1.25 + (1e-3 if top == 0 else 0))
-        ax.set_title("completion time (hatched: did not finish within the horizon)" if panel == 0
-                     else "time to recover to 90 % of goodput after the failure")
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(handles=[Patch(color=colour[t], label=t) for t in transports], fontsize=8)
-    fig.suptitle(f"{title}: completion and recovery", fontsize=13)
+        handles = [Patch(color=colour[t], label=t) for t in transports]
+        ax.legend(handles=handles + (cause_handles if ax is axes[0][-1] else []), fontsize=7)
+    fig.suptitle(f"{title}: completion, recovery and retransmissions", fontsize=13)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
