@@ -72,3 +72,15 @@ def test_sans_io_round_trip_without_a_network():
     kinds = {e.kind for e in a.drain_events()}
     assert "send_complete" in kinds
     assert a.stats()["data_sent"] == 5
+
+
+def test_send_message_takes_any_contiguous_buffer_and_refuses_strided_ones():
+    import numpy as np
+
+    ep = Endpoint("h0", TransportConfig())
+    conn = ep.connect("h1", 1, 2, [PathInfo(0, 0, bytes(16), bytes(16))])
+    ep.send_message(conn, np.arange(1000, dtype=np.float32))
+    ep.send_message(conn, bytearray(b"abc"))
+    assert [m.length for m in conn.sender.pending] == [4000, 3]
+    with pytest.raises(ValueError, match="contiguous"):
+        ep.send_message(conn, np.arange(1000)[::2])

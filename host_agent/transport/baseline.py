@@ -15,7 +15,7 @@ from collections import deque
 from host_agent import constants as C
 from host_agent.packets import DataPacket, Nack, Sack
 from host_agent.transport import events as E
-from host_agent.transport.message import OutMessage, Segment, segment_count, ts_age, ts_now
+from host_agent.transport.message import OutMessage, Segment, new_message, ts_age, ts_now
 from host_agent.transport.psn import from_wire, to_wire
 
 SEQUENCE_ERROR = C.NACK_PSN_OUT_OF_WINDOW
@@ -40,10 +40,9 @@ class BaselineSender:
 
     def send_message(self, data, on_complete=None) -> int:
         """Queue a message; return its 16-bit id."""
-        view = memoryview(data).cast("B")
         msg_id = self._next_msg_id
-        self._next_msg_id = (self._next_msg_id + 1) & 0xFFFF
-        self.pending.append(OutMessage(msg_id, view, segment_count(len(view), self.cfg.mtu_payload), on_complete))
+        self.pending.append(new_message(msg_id, data, self.cfg.mtu_payload, on_complete))
+        self._next_msg_id = (msg_id + 1) & 0xFFFF
         return msg_id
 
     @property

@@ -69,6 +69,21 @@ class Segment:
         return bytes(self.msg.data[self.offset:self.offset + self.length])
 
 
+MAX_MESSAGE_BYTES = 0xFFFFFFFF          # MRCH message length is 32 bits
+
+
+def new_message(msg_id: int, data, mtu: int, on_complete=None) -> OutMessage:
+    """An OutMessage over the bytes of `data` (any contiguous bytes-like object, not copied)."""
+    view = memoryview(data)
+    if not view.contiguous:
+        raise ValueError(f"message {msg_id}: data must be contiguous (got a strided {type(data).__name__})")
+    view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+    if len(view) > MAX_MESSAGE_BYTES:
+        raise ValueError(f"message {msg_id}: {len(view)} bytes is more than the {MAX_MESSAGE_BYTES} "
+                         f"a 32-bit message length can carry")
+    return OutMessage(msg_id, view, segment_count(len(view), mtu), on_complete)
+
+
 def segment_count(length: int, mtu: int) -> int:
     """Packets needed for a message of `length` bytes (a zero-length message still takes one)."""
     return max(1, -(-length // mtu))
