@@ -9,6 +9,7 @@ message. Listens on `unix:/path` or `127.0.0.1:port` only.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from concurrent import futures
 
@@ -139,6 +140,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.device_id = device_id
         self.lock = threading.Lock()
         self.streams: dict[int, tuple[int, int]] = {}   # stream token -> election id (high, low)
+        self.outboxes: dict[int, queue.Queue] = {}      # stream token -> messages to send on it
         self._next_token = 0
 
     # --- arbitration ---------------------------------------------------------------------
@@ -156,12 +158,12 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         if device_id != self.device_id:
             raise _Abort(grpc.StatusCode.NOT_FOUND, f"unknown device id {device_id} (this is {self.device_id})")
 
-    def _arbitration_reply(self, token: int, device_id: int):
-        with self.lock:
-            eid = self.streams.get(token)
-            primary = self._primary()
+    def _arbitration_reply(self, token: int):
+        """The arbitration message telling stream `token` who is primary (call with the lock held)."""
+        eid = self.streams.get(token)
+        primary = self._primary()
         resp = p4runtime_pb2.StreamMessageResponse()
-        resp.arbitration.device_id = device_id
+        resp.arbitration.device_id = self.device_id
         if primary is not None:
             resp.arbitration.election_id.high, resp.arbitration.election_id.low = primary
         is_primary = eid is not None and eid == primary
@@ -169,33 +171,68 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         resp.arbitration.status.message = "is primary" if is_primary else "is not primary"
         return resp
 
-    def StreamChannel(self, request_iterator, context):
-        with self.lock:
-            token = self._next_token
-            self._next_token += 1
+    def _announce_primary(self, before, skip: int) -> None:
+        """When the primary changed, tell every other open stream (call with the lock held)."""
+        if self._primary() == before:
+            return
+        for token, outbox in self.outboxes.items():
+            if token != skip and token in self.streams:
+                outbox.put(self._arbitration_reply(token))
+
+    def _read_stream(self, token: int, request_iterator, outbox: queue.Queue) -> None:
+        """Handle one controller's stream messages; replies and errors go to its outbox."""
         try:
             for req in request_iterator:
                 kind = req.WhichOneof("update")
                 if kind == "arbitration":
                     arb = req.arbitration
                     if arb.device_id != self.device_id:
-                        context.abort(grpc.StatusCode.NOT_FOUND,
-                                      f"unknown device id {arb.device_id} (this is {self.device_id})")
+                        outbox.put(_Abort(grpc.StatusCode.NOT_FOUND,
+                                          f"unknown device id {arb.device_id} (this is {self.device_id})"))
+                        return
                     eid = (arb.election_id.high, arb.election_id.low)
                     with self.lock:
                         if any(t != token and e == eid for t, e in self.streams.items()):
-                            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                          f"election id {eid} is already used by another controller")
+                            outbox.put(_Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                              f"election id {eid} is already used by another controller"))
+                            return
+                        before = self._primary()
                         self.streams[token] = eid
+                        outbox.put(self._arbitration_reply(token))
+                        self._announce_primary(before, skip=token)
                     log.info("P4Runtime: stream %d arbitration, election id %s", token, eid)
-                    yield self._arbitration_reply(token, arb.device_id)
                 elif kind == "packet":
                     log.debug("P4Runtime: packet-out ignored (no CPU port in this pipeline)")
                 else:
                     log.debug("P4Runtime: stream message %s ignored", kind)
+        except grpc.RpcError:
+            pass                     # the controller went away
+        finally:
+            outbox.put(None)
+
+    def StreamChannel(self, request_iterator, context):
+        outbox: queue.Queue = queue.Queue()
+        with self.lock:
+            token = self._next_token
+            self._next_token += 1
+            self.outboxes[token] = outbox
+        context.add_callback(lambda: outbox.put(None))
+        threading.Thread(target=self._read_stream, args=(token, request_iterator, outbox),
+                         name=f"p4rt-stream-{token}", daemon=True).start()
+        try:
+            while True:
+                item = outbox.get()
+                if item is None:
+                    return
+                if isinstance(item, _Abort):
+                    context.abort(item.code, item.message)
+                yield item
         finally:
             with self.lock:
+                before = self._primary()
                 self.streams.pop(token, None)
+                self.outboxes.pop(token, None)
+                self._announce_primary(before, skip=token)
             log.info("P4Runtime: stream %d closed", token)
 
     # --- pipeline config -----------------------------------------------------------------
@@ -387,7 +424,8 @@ class P4RuntimeServer:
     def __init__(self, core, device_id: int, address: str):
         self.address = check_address(address)
         self.service = P4RuntimeService(core, device_id)
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="p4rt"))
+        # every open StreamChannel holds one worker thread for its lifetime
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="p4rt"))
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.service, self.server)
         port = self.server.add_insecure_port(self.address)
         if not self.address.startswith("unix:"):

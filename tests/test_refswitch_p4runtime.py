@@ -187,3 +187,35 @@ def test_trimmed_counter_visible_over_p4runtime(switch, client):
     core.receive(frame_to("fc00:1:1001::", payload=500), 1)
     assert len(sent[0][1]) == C.DATA_HEADERS_LEN
     assert client.read_counter("MrcIngress.trimmed", 2)[2].packets == 1
+
+
+def test_primary_changes_are_announced_to_every_stream(switch):
+    import queue as queue_module
+    _, server, _ = switch
+    channel = grpc.insecure_channel(server.address)
+    stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+
+    def open_stream(election_low):
+        requests: queue_module.Queue = queue_module.Queue()
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = DEVICE
+        req.arbitration.election_id.low = election_low
+        requests.put(req)
+        responses = stub.StreamChannel(iter(requests.get, None))
+        return requests, responses
+
+    def status(responses):
+        msg = next(responses)
+        return msg.arbitration.status.code, msg.arbitration.election_id.low
+
+    try:
+        a_requests, a = open_stream(1)
+        assert status(a) == (0, 1)                                  # OK: a is primary
+        b_requests, b = open_stream(5)
+        assert status(b) == (0, 5)                                  # b takes over ...
+        assert status(a) == (6, 5)                                  # ... and a hears it (ALREADY_EXISTS)
+        b_requests.put(None)                                        # b leaves
+        assert status(a) == (0, 1)                                  # a is primary again
+        a_requests.put(None)
+    finally:
+        channel.close()
