@@ -29,6 +29,7 @@ Every error names the file, the field (dotted path) and the reason.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -396,6 +397,8 @@ class _Checker:
     def number(self, value: Any, where: str, minimum: Optional[float] = None, positive: bool = False) -> float:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             self.fail(where, f"expected a number, got {_kind(value)}")
+        if not math.isfinite(value):
+            self.fail(where, f"{value} is not a finite number")
         if positive and value <= 0:
             self.fail(where, f"{value} must be positive")
         if minimum is not None and value < minimum:
