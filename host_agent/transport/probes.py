@@ -42,6 +42,8 @@ class Prober:
 
     def next_wakeup(self) -> float | None:
         """Next probe round (when there is something to probe) or the earliest probe timeout."""
+        if not self.outstanding:
+            return self._next_round
         times = []
         if self._next_round is not None:
             times.append(self._next_round)
