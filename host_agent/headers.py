@@ -67,6 +67,9 @@ class BTH(ScapyPacket):
         ThreeBytesField("psn", 0),
     ]
 
+    def mysummary(self):
+        return self.sprintf("BTH %opcode% qp=%dqpn% psn=%psn%")
+
 
 class RETH(ScapyPacket):
     """RDMA Extended Transport Header (16 bytes): where this packet's payload goes."""
@@ -101,6 +104,9 @@ class MRCH(ScapyPacket):
         IntField("tsval", 0),
     ]
 
+    def mysummary(self):
+        return self.sprintf("MRC data msg=%msg_id% len=%msg_len% flags=%flags%")
+
     def do_dissect_payload(self, s):
         """Split what follows into the payload (Raw) and the 4-byte ICRC trailer."""
         if int(self.flags) & C.MRCH_FLAG_TRIMMED or len(s) < C.ICRC_LEN:
@@ -133,6 +139,9 @@ class SackHdr(_ControlHeader):
         IntField("ts_echo", 0),
     ]
 
+    def mysummary(self):
+        return self.sprintf("SACK cum=%cum_psn% base=%sack_base% bitmap=%bitmap% ev=%ev_echo% %flags%")
+
 
 class NackHdr(_ControlHeader):
     """MRC negative acknowledgement (20 bytes)."""
@@ -147,6 +156,9 @@ class NackHdr(_ControlHeader):
         IntField("ts_echo", 0),
     ]
 
+    def mysummary(self):
+        return self.sprintf("NACK psn=%psn% %reason% ev=%ev_echo%")
+
 
 class ProbeHdr(_ControlHeader):
     """MRC path probe (8 bytes)."""
@@ -154,12 +166,18 @@ class ProbeHdr(_ControlHeader):
     name = "MRC PROBE"
     fields_desc = [IntField("probe_id", 0), IntField("tsval", 0)]
 
+    def mysummary(self):
+        return self.sprintf("PROBE id=%probe_id%")
+
 
 class ProbeReplyHdr(_ControlHeader):
     """MRC path probe reply (12 bytes)."""
 
     name = "MRC PROBE_REPLY"
     fields_desc = [IntField("probe_id", 0), XIntField("ev_echo", 0), IntField("ts_echo", 0)]
+
+    def mysummary(self):
+        return self.sprintf("PROBE_REPLY id=%probe_id% ev=%ev_echo%")
 
 
 bind_layers(UDP, BTH, dport=C.ROCEV2_UDP_PORT)

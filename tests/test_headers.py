@@ -88,3 +88,11 @@ def test_tshark_infiniband_dissector_decodes_data_packets(tmp_path, decode_as):
     assert ack.lower() in ("1", "true")
     assert int(psn, 0) == pkt.psn
     assert int(va, 0) == pkt.va and int(rkey, 0) == pkt.rkey and int(dmalen, 0) == 512
+
+
+def test_summaries_name_the_mrc_packet_kind():
+    data, trimmed, sack, nack, probe, reply = (Ether(f).summary() for f in sample_frames())
+    assert "MRC data" in data and "flags=TRIMMED" in trimmed
+    assert "SACK cum=100" in sack and "ECN_ECHO" in sack
+    assert "NACK psn=101 TRIMMED_LASTHOP" in nack
+    assert "PROBE id=3" in probe and "PROBE_REPLY id=3" in reply
