@@ -352,6 +352,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, help="seconds before giving up (overrides the job)")
     parser.add_argument("--linger", type=float, default=DEFAULT_LINGER,
                         help="seconds to keep answering peers after finishing (default %(default)s)")
+    parser.add_argument("--check", action="store_true",
+                        help="only check the job file, print what it asks for and exit (0: valid, 2: not)")
     parser.add_argument("--spin-us", type=float, default=0.0,
                         help="busy-poll instead of sleeping for waits shorter than this many "
                              "microseconds (default 0: always sleep; spinning agents share CPUs badly)")
@@ -364,6 +366,12 @@ def run(args: argparse.Namespace) -> int:
     except JobError as err:
         print(f"mrc-testbed agent: {err}", file=sys.stderr)
         return EXIT_BAD_JOB
+    if getattr(args, "check", False):
+        w = job.workload
+        print(f"{args.job}: valid job for rank {job.rank} of {job.world_size} ({job.host or 'no host name'}), "
+              f"mode {job.mode}, {w.kind} {w.params}, NICs {[n.name for n in job.nics]}, "
+              f"peers {[p.rank for p in job.peers]}")
+        return EXIT_OK
     if args.timeout is not None:
         if args.timeout <= 0:
             print(f"mrc-testbed agent: --timeout {args.timeout} must be > 0", file=sys.stderr)

@@ -141,3 +141,18 @@ def test_agent_is_a_mrc_testbed_command():
     module.add_arguments(parser)
     args = parser.parse_args(["--job", "j.json", "--timeout", "3"])
     assert args.job == "j.json" and args.timeout == 3.0 and args.log is None
+
+
+def test_agent_check_validates_without_running(tmp_path):
+    import subprocess
+    import sys
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(valid_job()))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_mutate("peers.0.qp", -1)))
+    ok = subprocess.run([sys.executable, "-m", "host_agent.agent", "--job", str(good), "--check"],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and "valid job for rank 0 of 2" in ok.stdout
+    no = subprocess.run([sys.executable, "-m", "host_agent.agent", "--job", str(bad), "--check"],
+                        capture_output=True, text=True, timeout=60)
+    assert no.returncode == 2 and "peers[0].qp: -1 is not a 24-bit QP number" in no.stderr
