@@ -39,8 +39,10 @@ def from_topology(topo, sim: Simulator | None = None, delay: float = 1e-6, rate_
         a, b = _node(net, link.a), _node(net, link.b)
         rate = rate_bps or link.rate_bps
         plane = a.plane if isinstance(a, Switch) else b.plane
-        ab = Link(sim, f"{link.a}->{link.b}", rate, delay, link.queue_depth if isinstance(a, Switch) else HOST_QUEUE_PKTS)
-        ba = Link(sim, f"{link.b}->{link.a}", rate, delay, link.queue_depth if isinstance(b, Switch) else HOST_QUEUE_PKTS)
+        depth_a = link.queue_depth if isinstance(a, Switch) else HOST_QUEUE_PKTS
+        depth_b = link.queue_depth if isinstance(b, Switch) else HOST_QUEUE_PKTS
+        ab = Link(sim, f"{link.a}->{link.b}", rate, delay, depth_a)
+        ba = Link(sim, f"{link.b}->{link.a}", rate, delay, depth_b)
         ab.connect(b, link.b_port)
         ba.connect(a, link.a_port)
         for node, port, egress in ((a, link.a_port, ab), (b, link.b_port, ba)):

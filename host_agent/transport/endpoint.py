@@ -134,8 +134,9 @@ class Connection:
 
     def describe(self) -> dict:
         """A snapshot of this connection's state, for logs and tests."""
-        d = {"name": self.name, "peer": self.peer, "mode": self.mode, "stats": dict(self.stats), "cwnd": self.cc.cwnd, "srtt": self.rtt.srtt,
-             "rto": self.rtt.rto, "cum_acked": self.sender.cum_acked, "inflight_idle": self.sender.idle}
+        d = {"name": self.name, "peer": self.peer, "mode": self.mode, "stats": dict(self.stats),
+             "cwnd": self.cc.cwnd, "srtt": self.rtt.srtt, "rto": self.rtt.rto,
+             "cum_acked": self.sender.cum_acked, "idle": self.sender.idle}
         if self.mode == "mrc":
             d["ev_states"] = self.evset.counts()
         return d

@@ -224,7 +224,8 @@ class MrcSender:
         if seg.acked:
             return 0
         seg.acked = True
-        if seg.timeouts and self._trigger_sent is not None and (seg.queued or self._trigger_sent < seg.sent_at - TS_SLACK):
+        trigger = self._trigger_sent
+        if seg.timeouts and trigger is not None and (seg.queued or trigger < seg.sent_at - TS_SLACK):
             self._spurious(seg, now)
         if seg.in_flight:
             seg.in_flight = False
