@@ -104,13 +104,13 @@ class Traffic:
     def _setup_flows(self) -> None:
         index = {h: i for i, h in enumerate(self.hosts)}
         self._plan = point_to_point_flows(self.fab.topo, self.workload, self.seed)
-        self._flow_of: dict[tuple[str, int], int] = {}
+        self._flow_of: dict[tuple[str, int], int] = {}     # (receiving host, its QP) -> flow index
+        self._payload: dict[int, bytes] = {}
         for i, flow in enumerate(self._plan):
             self.flows.append(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role))
             rx = self.connection(flow.dst, flow.src)
             self._rx_conn.append(rx)
             self._flow_of[(flow.dst, rx.local_qp)] = i
-            self._payload = getattr(self, "_payload", {})
             self._payload[i] = block_bytes(self.seed, index[flow.src], index[flow.dst], flow.nbytes)
         for host, ep in self.endpoints.items():
             ep.on_message(lambda conn, msg_id, data, host=host: self._on_message(host, conn, msg_id, data))
