@@ -269,7 +269,8 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path):
         up.wait(10)
         state = RunState.load(state.path)            # everything recorded up to the kill
         assert leftovers(state), "a SIGKILLed run should leave processes behind"
-        clean = subprocess.run([sys.executable, "-m", "testbed.cli", "clean"], cwd=str(REPO),
+        clean = subprocess.run([sys.executable, "-m", "testbed.cli", "clean", "--run", state.run_id],
+                               cwd=str(REPO),
                                capture_output=True, text=True, timeout=60)
         assert clean.returncode == 0, clean.stdout + clean.stderr
         assert state.run_id in clean.stdout

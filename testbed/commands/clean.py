@@ -15,10 +15,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="also clean runs whose testbed process is still running")
     parser.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    parser.add_argument("--run", metavar="RUN_ID", action="append",
+                        help="clean only this run (repeatable; default: every recorded run)")
 
 
 def run(args: argparse.Namespace) -> int:
     runs = list_runs()
+    if args.run:
+        unknown = set(args.run) - {state.run_id for state in runs}
+        for run_id in sorted(unknown):
+            print(f"{run_id}: no such recorded run")
+        runs = [state for state in runs if state.run_id in args.run]
     cleaned = 0
     for state in runs:
         if state.owner_alive() and not args.force:
