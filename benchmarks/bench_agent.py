@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -144,12 +145,22 @@ def _finish(proc: subprocess.Popen, timeout: float) -> str:
     return out
 
 
+PIN = True      # sender on CPU 0, receiver on CPU 1 (when there are two CPUs and taskset)
+
+
+def _pin(side: int) -> list[str]:
+    """taskset prefix putting side 0 (sender) and side 1 (receiver) on CPUs of their own."""
+    if PIN and (os.cpu_count() or 1) >= 2 and shutil.which("taskset"):
+        return ["taskset", "-c", str(side)]
+    return []
+
+
 def measure_raw(lab: Lab, seconds: float) -> dict:
     me = str(Path(__file__).resolve())
-    counter = lab.popen(1, sys.executable, me, "--raw-count", lab.ifs[1], str(seconds + 1.5))
+    counter = lab.popen(1, *_pin(1), sys.executable, me, "--raw-count", lab.ifs[1], str(seconds + 1.5))
     if counter.stdout.readline().strip() != "ready":
         raise RuntimeError(f"raw counter failed: {counter.communicate()[1].strip()[-500:]}")
-    sender = lab.popen(0, sys.executable, me, "--raw-send", lab.ifs[0], str(seconds))
+    sender = lab.popen(0, *_pin(0), sys.executable, me, "--raw-send", lab.ifs[0], str(seconds))
     result = json.loads(_finish(sender, seconds + 30))
     result.update(json.loads(_finish(counter, seconds + 30)))
     return result
@@ -176,7 +187,7 @@ def measure_agent(lab: Lab, tmp: Path, nbytes: int, setting: tuple, name: str) -
     for rank in (1, 0):
         job = tmp / f"{name}-{rank}.json"
         job.write_text(json.dumps(_job(lab, rank, nbytes, config, tmp / f"{name}-{rank}.jsonl", start_at)))
-        procs.append(lab.popen(rank, "/usr/bin/time", "-f", "%U %S %e", sys.executable, "-m",
+        procs.append(lab.popen(rank, *_pin(rank), "/usr/bin/time", "-f", "%U %S %e", sys.executable, "-m",
                                "host_agent.agent", "--job", str(job), "--linger", "0.3", *options))
     cpu = {}
     for rank, proc in zip((1, 0), procs):
@@ -214,6 +225,7 @@ def main() -> int:
     parser.add_argument("--bytes", type=int, default=20_000_000, help="transfer size per agent run")
     parser.add_argument("--seconds", type=float, default=2.0, help="duration of the raw-socket run")
     parser.add_argument("--repeat", type=int, default=2, help="agent runs per setting (best is reported)")
+    parser.add_argument("--no-pin", action="store_true", help="do not pin sender and receiver to CPUs 0 and 1")
     parser.add_argument("--raw-send", nargs=2, metavar=("IF", "SECONDS"), help=argparse.SUPPRESS)
     parser.add_argument("--raw-count", nargs=2, metavar=("IF", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -223,10 +235,13 @@ def main() -> int:
     if args.raw_count:
         print(json.dumps(raw_count(args.raw_count[0], float(args.raw_count[1]))), flush=True)
         return 0
+    global PIN
+    PIN = not args.no_pin
     if os.geteuid() != 0:
         print("bench_agent: needs root (network namespaces and raw sockets)", file=sys.stderr)
         return 2
     results: dict = {"payload_bytes": PAYLOAD, "frame_bytes": len(frame()), "host": platform.node(),
+                     "pinned": bool(_pin(0)),
                      "cpus": os.cpu_count(), "load_before": os.getloadavg(), "python": platform.python_version(),
                      "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     lab = Lab()
