@@ -299,19 +299,19 @@ control MrcIngress(inout headers_t hdr,
 
     /* --- drops ----------------------------------------------------------- */
 
-    action drop_malformed() {
+    @hidden action drop_malformed() {
         malformed_drops.count((bit<32>) standard_metadata.ingress_port);
         mark_to_drop(standard_metadata);
     }
 
-    action drop_fault() {
+    @hidden action drop_fault() {
         fault_drops.count((bit<32>) standard_metadata.egress_spec);
         mark_to_drop(standard_metadata);
     }
 
     /* --- queueing: trim, mark, or enqueue ------------------------------ */
 
-    action trim() {
+    @hidden action trim() {
         truncate(DATA_HEADERS_LEN);
         hdr.mrch.flags = hdr.mrch.flags | MRCH_FLAG_TRIMMED;
         hdr.ipv6.dscp = (meta.host_facing == 1) ? DSCP_TRIMMED_LASTHOP : DSCP_TRIMMED;
@@ -322,17 +322,17 @@ control MrcIngress(inout headers_t hdr,
         trimmed.count((bit<32>) standard_metadata.egress_spec);
     }
 
-    action mark_ecn() {
+    @hidden action mark_ecn() {
         hdr.ipv6.ecn = ECN_CE;
         ecn_marked.count((bit<32>) standard_metadata.egress_spec);
     }
 
-    action enqueue_high() {
+    @hidden action enqueue_high() {
         standard_metadata.priority = PRIORITY_HIGH;
     }
 
     /* Read and write in one action: BMv2 makes an action's register accesses atomic. */
-    action enqueue_low() {
+    @hidden action enqueue_low() {
         bit<32> port = (bit<32>) standard_metadata.egress_spec;
         bit<32> depth;
         queued_low.read(depth, port);
@@ -424,7 +424,7 @@ control MrcEgress(inout headers_t hdr,
      * ingress count and its enqueue), so that packets tail-dropped by a full
      * queue, which never reach egress, cannot inflate it for ever.
      */
-    action release_low_slot() {
+    @hidden action release_low_slot() {
         bit<32> port = (bit<32>) standard_metadata.egress_port;
         bit<32> depth;
         queued_low.read(depth, port);
