@@ -110,25 +110,33 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     bar = ProgressBar(len(cases), progress_stream)
     records = []
     started = time.monotonic()
+    interrupted = False
     for i, case in enumerate(cases):
         bar.case(i, case.label)
         t0 = time.monotonic()
-        record = backend.run_case(case, bar.update)
+        try:
+            record = backend.run_case(case, bar.update)
+        except KeyboardInterrupt:
+            interrupted = True               # keep what finished, then stop
+            break
         log.info("%s: %s in %.1f s of wall time", case.label,
                  "completed" if record.completed else "did not complete", time.monotonic() - t0)
         records.append(record)
     bar.done()
     folder.mkdir(parents=True, exist_ok=True)
     summaries = [metrics.summarise(r) for r in records]
-    figures = plots.make_figures(records, summaries, folder, scenario.title)
+    figures = plots.make_figures(records, summaries, folder, scenario.title) if records else []
     meta = {"scenario": scenario.name, "title": scenario.title, "description": scenario.description,
             "scenario_file": scenario.path, "backend": backend_name,
             "target": target if backend_name == "mininet" else None, "seed": scenario.seed, "quick": quick,
             "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "wall_time_s": round(time.monotonic() - started, 2)}
+            "wall_time_s": round(time.monotonic() - started, 2), "interrupted": interrupted}
     results.write_raw(records, folder)
     results.write_summary(meta, summaries, figures, folder)
     results.write_markdown(meta, summaries, figures, folder)
+    if interrupted:
+        print(f"mrc-testbed run: interrupted; the {len(records)} finished case(s) are in {folder}", file=sys.stderr)
+        raise KeyboardInterrupt
     return summaries, figures
 
 

@@ -198,3 +198,23 @@ def test_backend_errors_name_what_is_missing(monkeypatch):
     monkeypatch.setattr(backends.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="simple_switch_grpc"):
         backends.make_backend("mininet", "bmv2")
+
+
+def test_an_interrupted_run_keeps_the_cases_that_finished(tmp_path, monkeypatch):
+    from experiments.backends.netsim_backend import NetsimBackend
+    real = NetsimBackend.run_case
+    calls = []
+
+    def run_then_interrupt(self, case, progress=lambda f: None):
+        calls.append(case.label)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, case, progress)
+
+    monkeypatch.setattr(NetsimBackend, "run_case", run_then_interrupt)
+    out = tmp_path / "partial"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_scenario(parse_scenario(TINY), "netsim", "model", out, quick=False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and len(summary["cases"]) == 1
+    assert (out / "goodput.png").exists()
