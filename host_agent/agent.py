@@ -31,7 +31,7 @@ from host_agent.collectives import CollectiveError, make_collective
 from host_agent.collectives.driver import EndpointMessenger
 from host_agent.eventlog import EventLog
 from host_agent.job import Job, JobError, load_job
-from host_agent.nic import NicError, RawNic, interface_mtu, quiet_kernel
+from host_agent.nic import NicError, RawNic, interface_mac, interface_mtu, quiet_kernel
 from host_agent.transport import Endpoint, PathInfo
 from host_agent.transport import events as E
 from host_agent.transport.message import DATA_OVERHEAD
@@ -86,6 +86,10 @@ class Agent:
         """Open a raw socket on every NIC of the job and silence the kernel on it."""
         for index, spec in enumerate(self.job.nics):
             mtu = interface_mtu(spec.name)
+            actual = interface_mac(spec.name)
+            if actual != spec.mac_bytes:
+                raise NicError(f"interface {spec.name}: its MAC is {actual.hex(':')} but the job says "
+                               f"{spec.mac}; peers would send to a MAC this NIC does not receive")
             need = self.config.mtu_payload + DATA_OVERHEAD - 14
             if need > mtu:
                 raise NicError(f"interface {spec.name}: MTU {mtu} is too small for mtu_payload "

@@ -27,8 +27,14 @@ PACKET_OUTGOING = 4
 RECV_BUFFER = 1 << 16
 _LINK_ERRNOS = (errno.ENETDOWN, errno.ENXIO, errno.ENODEV)    # interface down or gone
 
-# BPF: accept IPv6 / UDP / destination port 4791, drop the rest.
+SKF_AD_PKTTYPE = -0x1000 + 4                            # BPF ancillary load: the packet type
+PACKET_HOST = 0                                         # addressed to this interface's MAC
+
+# BPF: accept frames addressed to this NIC (not broadcast, multicast, other hosts' or our own
+# outgoing ones) that are IPv6 / UDP / destination port 4791; drop the rest.
 _BPF_PROGRAM = [
+    (0x20, 0, 0, SKF_AD_PKTTYPE & 0xFFFFFFFF),          # ld #pkttype
+    (0x15, 0, 7, PACKET_HOST),                          # jeq #PACKET_HOST  else drop
     (0x28, 0, 0, 12),                                   # ldh [12]          ethertype
     (0x15, 0, 5, C.ETHERTYPE_IPV6),                     # jeq #0x86dd       else drop
     (0x30, 0, 0, C.IPV6_OFFSET + 6),                    # ldb [20]          IPv6 next header
@@ -51,6 +57,16 @@ def interface_mtu(ifname: str) -> int:
     except OSError as err:
         raise NicError(f"interface {ifname}: cannot read its MTU ({err.strerror}); does it exist "
                        f"in this network namespace?") from None
+
+
+def interface_mac(ifname: str) -> bytes:
+    """The MAC address of interface `ifname` (from /sys/class/net)."""
+    try:
+        text = Path(f"/sys/class/net/{ifname}/address").read_text().strip()
+    except OSError as err:
+        raise NicError(f"interface {ifname}: cannot read its MAC ({err.strerror}); does it exist "
+                       f"in this network namespace?") from None
+    return bytes.fromhex(text.replace(":", ""))
 
 
 def quiet_kernel(ifname: str) -> bool:

@@ -255,7 +255,11 @@ def _foreign_frames() -> tuple[list[bytes], list[bytes]]:
         bytes(base / UDP(sport=1236, dport=4791, len=200) / Raw(b"\xc0" + b"\0" * 39)),  # UDP length lies
     ]
     stray = [bytes(base / UDP(sport=53, dport=53) / Raw(b"\0" * 20)),
-             bytes(Ether(src=MACS[1], dst=MACS[0], type=0x0800) / Raw(b"\x45" + b"\0" * 40))]
+             bytes(Ether(src=MACS[1], dst=MACS[0], type=0x0800) / Raw(b"\x45" + b"\0" * 40)),
+             bytes(Ether(src=MACS[1], dst="02:00:00:00:99:99") / IPv6(src=ADDRS[1], dst=ADDRS[0])   # not our MAC
+                   / UDP(sport=1237, dport=4791) / Raw(b"\x0a" + b"\0" * 39)),
+             bytes(Ether(src=MACS[1], dst="ff:ff:ff:ff:ff:ff") / IPv6(src=ADDRS[1], dst=ADDRS[0])   # broadcast
+                   / UDP(sport=1238, dport=4791) / Raw(b"\x0a" + b"\0" * 39))]
     return malformed, stray
 
 
@@ -330,6 +334,17 @@ def test_bad_job_exits_2_naming_the_field(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "bad.json: nics: [] must list at least one NIC" in proc.stderr
+
+
+def test_wrong_mac_in_job_exits_2_naming_both(tmp_path, veth):
+    jobs = write_jobs(tmp_path, veth, {"kind": "allreduce", "elements": 10})
+    data = json.loads(jobs[0].read_text())
+    data["nics"][0]["mac"] = "02:00:00:00:77:77"
+    jobs[0].write_text(json.dumps(data))
+    proc = veth.start(0, *agent_cmd(jobs[0]), stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert veth.ifs[0] in err and "02:00:00:00:77:77" in err and MACS[0] in err
 
 
 def test_missing_interface_exits_2_naming_it(tmp_path, veth):
