@@ -109,7 +109,7 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
     groups = _variants(records)
     has_failure = any(r.failure_time is not None for r in records)
     cols = 2 if has_failure else 1
-    fig, axes = plt.subplots(len(groups), cols, figsize=(7 * cols if cols == 2 else 10, 3.4 * len(groups)),
+    fig, axes = plt.subplots(len(groups), cols, figsize=(7 * cols if cols == 2 else 10, 4.3 * len(groups)),
                              squeeze=False)
     for row, (variant, recs) in enumerate(groups.items()):
         whole, labelled = axes[row][0], set()
@@ -139,7 +139,7 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
         whole.set_ylabel("goodput (Mbit/s)")
         whole.set_ylim(bottom=0)
         whole.grid(alpha=0.3)
-        whole.legend(fontsize=8, loc="best")
+        whole.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
         if cols == 2:
             zoom = axes[row][1]
             t_fail = min((r.failure_time for r in recs if r.failure_time is not None), default=None)
@@ -161,7 +161,7 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
             zoom.set_ylabel("goodput (Mbit/s)")
             zoom.set_ylim(bottom=0)
             zoom.grid(alpha=0.3)
-            zoom.legend(fontsize=8, loc="best")
+            zoom.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, frameon=False)
     fig.suptitle(f"{title}: goodput over time", fontsize=13)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
