@@ -39,6 +39,8 @@ CLONE_NEWNET = 0x40000000
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23     # linux/if_packet.h: do not read back the frames we send
+SOCKET_BUFFER = 8 * 1024 * 1024 # a burst waiting to be read is not dropped by the kernel
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33     # asm-generic/socket.h (root may exceed rmem_max)
 START_TIMEOUT = 20.0
 
 
@@ -79,6 +81,8 @@ def open_raw_socket(netns: str, ifname: str) -> socket.socket:
         try:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, SOCKET_BUFFER)
+            sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SOCKET_BUFFER)
             sock.bind((ifname, 0))
         finally:
             if libc.setns(home.fileno(), CLONE_NEWNET) != 0:
