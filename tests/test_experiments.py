@@ -113,3 +113,14 @@ def test_same_seed_same_result():
     assert a.samples == b.samples and a.completion_time == b.completion_time
     other = dataclasses.replace(case, scenario=dataclasses.replace(scenario, seed=scenario.seed + 1))
     assert NetsimBackend().run_case(other).samples != a.samples
+
+
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_failover_mrc_recovery_holds_for_other_seeds(seed):
+    scenario = load_scenario(ROOT / "experiments" / "failover.yaml", quick=True, seed=seed)
+    for case in scenario.cases():
+        if case.transport.mode != "mrc":
+            continue
+        s = metrics.summarise(NetsimBackend().run_case(case))
+        assert s["completed"] and s["bit_exact"], (case.label, seed)
+        assert s["time_to_recover_s"] is not None and s["time_to_recover_s"] <= 0.05, (case.label, seed, s)
