@@ -1,0 +1,1 @@
+"""Speed measurements of the testbed (`mrc-testbed bench`, or `python -m benchmarks.run`)."""

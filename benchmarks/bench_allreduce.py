@@ -1,0 +1,89 @@
+"""Ring all-reduce algorithm bandwidth against the ideal bound, on 4 and 8 hosts.
+
+    .venv/bin/python -m benchmarks.bench_allreduce [--bytes 1048576] [--no-mininet]
+
+Each host all-reduces an array of `--bytes` (float32 sum, checked bit for bit) over MRC on a
+leaf-spine (2 spines, 2 hosts per leaf; 2 leaves for 4 hosts, 4 for 8). A ring all-reduce moves
+2(N-1)/N of the array over every host link, so it cannot finish before
+    T_ideal = 2(N-1)/N * size * 8 / link rate.
+Algorithm bandwidth = size / completion time; the ratio T_ideal / T is the share of the bound
+reached (below 1 by header overhead — about 8 % for 1 KB payloads — and by everything else).
+On netsim (simulated time, always) and on the Mininet model target (real time; root and mnexec).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional
+
+from benchmarks.cases import MODEL_RATE_BPS, NETSIM_RATE_BPS, host_link_rate, mininet_missing, run_cases
+from benchmarks.figures import Measurement
+
+NAME = "allreduce"
+DESCRIPTION = "ring all-reduce bandwidth vs 2(N-1)/N * size / link rate, 4 and 8 hosts"
+SIZES = {4: "leafspine:2x2x2", 8: "leafspine:4x2x2"}
+
+
+def ideal_seconds(hosts: int, size: int, rate_bps: float) -> float:
+    """The bound on a ring all-reduce of `size` bytes over `hosts` hosts with links of `rate_bps`."""
+    return 2 * (hosts - 1) / hosts * size * 8 / rate_bps
+
+
+def scenario(hosts: int, size: int, rate_bps: float, horizon: float) -> dict:
+    """One all-reduce on MRC, no fault."""
+    return {"name": f"bench-allreduce-{hosts}", "seed": 1, "horizon_s": horizon,
+            "sample_interval_s": min(0.005, horizon / 100), "topology": SIZES[hosts],
+            "link": {"rate_bps": rate_bps},
+            "workload": {"kind": "allreduce", "bytes": size, "chunk_bytes": 65536},
+            "transports": [{"name": "MRC", "mode": "mrc"}]}
+
+
+def measure_one(backend: str, hosts: int, size: int, rate_bps: float) -> dict:
+    """Completion time, algorithm bandwidth and ratio to the bound of one all-reduce."""
+    horizon = max(4.0, 20 * ideal_seconds(hosts, size, rate_bps))
+    [(case, record)] = run_cases(scenario(hosts, size, rate_bps, horizon), backend)
+    rate = host_link_rate(case)
+    ideal = ideal_seconds(hosts, size, rate)
+    took: Optional[float] = record.completion_time if record.completed else None
+    return {"hosts": hosts, "bytes": size, "link_rate_bps": rate, "completed": record.completed,
+            "bit_exact": record.bit_exact, "completion_s": took, "ideal_s": ideal,
+            "algbw_bps": size * 8 / took if took else None,
+            "ratio": ideal / took if took else None, "notes": list(record.notes)}
+
+
+def measure(options: argparse.Namespace) -> Measurement:
+    result = Measurement()
+    size = getattr(options, "bytes", None) or 1 << 20
+    backends = [("netsim", NETSIM_RATE_BPS)]
+    why = mininet_missing()
+    if getattr(options, "no_mininet", False):
+        result.skipped.append("mininet: --no-mininet")
+    elif why:
+        result.skipped.append(f"mininet: {why}")
+    else:
+        backends.append(("mininet", MODEL_RATE_BPS))
+    for backend, rate in backends:
+        for hosts in SIZES:
+            run = measure_one(backend, hosts, size, rate)
+            result.details[f"{backend}-{hosts}"] = run
+            where = f"{backend} {hosts} hosts"
+            note = "" if run["completed"] else "did not complete"
+            result.add(f"{where}: algbw", run["algbw_bps"] and run["algbw_bps"] / 1e6, "Mbit/s", note=note)
+            result.add(f"{where}: ratio to bound", run["ratio"], "", note=note)
+            if run["completed"] and not run["bit_exact"]:
+                result.add(f"{where}: NOT BIT-EXACT", None, "", note="result differs")
+    return result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bytes", type=int, default=1 << 20, help="array size per host (default 1 MiB)")
+    parser.add_argument("--no-mininet", action="store_true", help="netsim only")
+
+
+def main(argv=None) -> int:
+    from benchmarks.run import run_standalone
+    return run_standalone(sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

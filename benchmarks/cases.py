@@ -1,0 +1,40 @@
+"""Run experiment cases for a benchmark: a scenario given as a dict, on netsim or on Mininet."""
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+from experiments.backends import make_backend, mininet_unavailable
+from experiments.record import CaseRecord
+from experiments.scenario import Case, parse_scenario
+from experiments.workloads import variant_topology
+
+log = logging.getLogger("mrc.benchmarks")
+
+MODEL_RATE_BPS = 20_000_000          # link rate the Python switch model forwards (topologies default)
+NETSIM_RATE_BPS = 100_000_000        # link rate on netsim (simulated time: any rate costs the same CPU)
+
+
+def run_cases(doc: dict, backend: str, target: str = "model",
+              transports: Optional[list[str]] = None) -> list[tuple[Case, CaseRecord]]:
+    """Every case of the scenario `doc` (only the named transports, when given) on `backend`."""
+    scenario = parse_scenario(doc, path=f"<benchmark {doc['name']}>")
+    runner = make_backend(backend, target)
+    out = []
+    for case in scenario.cases():
+        if transports and case.transport.name not in transports:
+            continue
+        log.info("%s on %s: %s", scenario.name, backend, case.label)
+        out.append((case, runner.run_case(case)))
+    return out
+
+
+def host_link_rate(case: Case) -> float:
+    """Bit rate of the slowest host link of the case's topology."""
+    topo = variant_topology(case.variant)
+    return float(min(link.rate_bps for link in topo.links if topo.is_host(link.a) or topo.is_host(link.b)))
+
+
+def mininet_missing() -> Optional[str]:
+    """Why the Mininet model target cannot run here (root, mnexec), or None."""
+    return mininet_unavailable()

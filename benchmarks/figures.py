@@ -1,0 +1,105 @@
+"""What a benchmark measures (`Figure`), the machine it ran on, and saved results to compare with.
+
+A benchmark module exposes `NAME`, `DESCRIPTION` and `measure(options) -> Measurement`; it may
+also run on its own (`python -m benchmarks.bench_allreduce`). `benchmarks.run` runs them, prints
+one table and keeps the last result of each under `benchmarks/results/<name>.json`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+RESULTS = Path(__file__).resolve().parent / "results"
+REGRESSION_SHARE = 0.10          # a figure worse than the previous one by more than this is flagged
+
+
+@dataclass
+class Figure:
+    """One measured number: `better` says which way is good ("higher", "lower" or "" for neither)."""
+
+    name: str
+    value: Optional[float]
+    unit: str
+    better: str = "higher"
+    note: str = ""
+
+    def text(self) -> str:
+        """The value with its unit, or why there is none."""
+        if self.value is None:
+            return f"n/a {self.note}".strip()
+        value = self.value
+        if value == 0 or 0.01 <= abs(value) < 1e6:
+            shown = f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
+        else:
+            shown = f"{value:.3e}"
+        return f"{shown} {self.unit}".strip()
+
+
+@dataclass
+class Measurement:
+    """What one benchmark produced: its figures, details for the JSON file, and skipped parts."""
+
+    figures: list[Figure] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+    def add(self, name: str, value: Optional[float], unit: str, better: str = "higher",
+            note: str = "") -> None:
+        if value is not None and not math.isfinite(value):
+            value, note = None, note or "not finite"
+        self.figures.append(Figure(name, value, unit, better, note))
+
+
+def machine_info() -> dict:
+    """Where and when a measurement ran (figures depend on the machine and its load)."""
+    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform(), "load_average": list(os.getloadavg()),
+            "root": os.geteuid() == 0,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def result_path(name: str, folder: Path = RESULTS) -> Path:
+    return folder / f"{name}.json"
+
+
+def load_previous(name: str, folder: Path = RESULTS) -> Optional[dict]:
+    """The last saved result of benchmark `name`, or None (also when the file is unreadable)."""
+    path = result_path(name, folder)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def save(name: str, measurement: Measurement, seconds: float, folder: Path = RESULTS) -> Path:
+    """Write the result of benchmark `name` (machine info, time, figures, details)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = result_path(name, folder)
+    doc = {"benchmark": name, "machine": machine_info(), "wall_time_s": round(seconds, 2),
+           "figures": [asdict(f) for f in measurement.figures], "skipped": measurement.skipped,
+           "details": measurement.details}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def compare(figure: Figure, previous: Optional[dict]) -> tuple[str, bool]:
+    """(change against the previous saved value, True when it is a regression)."""
+    if previous is None or figure.value is None:
+        return "", False
+    old = next((f.get("value") for f in previous.get("figures", []) if f.get("name") == figure.name), None)
+    if old is None:
+        return "new", False
+    if old == 0:
+        return ("same", False) if figure.value == 0 else ("was 0", False)
+    change = (figure.value - old) / abs(old)
+    worse = (figure.better == "higher" and change < -REGRESSION_SHARE) or \
+            (figure.better == "lower" and change > REGRESSION_SHARE)
+    return f"{change:+.0%}", worse

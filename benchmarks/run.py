@@ -1,0 +1,233 @@
+"""`mrc-testbed bench`: run the benchmarks, print one table of figures, keep results to compare.
+
+    mrc-testbed bench                       # every benchmark (those needing root say so when skipped)
+    mrc-testbed bench --only allreduce --only failover --no-mininet
+    python -m benchmarks.run --list
+
+Each benchmark's figures are saved to `benchmarks/results/<name>.json` with the machine and the
+time; the previous file of the same name is read first, and the table shows the change against
+it, flagging a figure that got worse by more than 10 % as a REGRESSION. Figures depend on the
+machine and its load (printed with them): compare runs of the same machine.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from benchmarks.figures import RESULTS, Measurement, compare, load_previous, machine_info, save
+
+log = logging.getLogger("mrc.benchmarks")
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark: its name, what it measures, and how to run it."""
+
+    name: str
+    description: str
+    measure: Callable[[argparse.Namespace], Measurement]
+
+
+# --- the benchmarks written as scripts by their authors: run them, read the JSON they save ------
+
+def _script_results(prefix: str, since: float) -> Optional[dict]:
+    """The newest `<prefix>-*.json` a script saved in benchmarks/results after `since`."""
+    files = [p for p in RESULTS.glob(f"{prefix}-*.json") if p.stat().st_mtime >= since]
+    if not files:
+        return None
+    return json.loads(max(files, key=lambda p: p.stat().st_mtime).read_text())
+
+
+def _run_script(script: str, prefix: str, result: Measurement) -> Optional[dict]:
+    """Run benchmarks/<script> (it prints its own figures), return the JSON it saved."""
+    if os.geteuid() != 0:
+        result.skipped.append(f"{script}: needs root (network namespaces, raw sockets)")
+        return None
+    since = time.time() - 1
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / script)], cwd=str(REPO),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(done.stdout, end="", flush=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{script} exited with {done.returncode}: {done.stdout.strip()[-300:]}")
+    saved = _script_results(prefix, since)
+    if saved is None:
+        raise RuntimeError(f"{script} saved no {prefix}-*.json under {RESULTS}")
+    return saved
+
+
+def measure_agent(options: argparse.Namespace) -> Measurement:
+    """bench_agent.py: agent send rate next to a raw-socket sender on the same veth."""
+    result = Measurement()
+    saved = _run_script("bench_agent.py", "agent", result)
+    if saved:
+        raw = saved["raw"]["pps"]
+        result.add("raw-socket sender", raw, "pkt/s")
+        for name, entry in saved["agent"].items():
+            best = entry["best"]
+            result.add(f"agent {name}", best["pps"], "pkt/s")
+            result.add(f"agent {name}: ratio to raw", best["pps"] / raw if raw else None, "")
+            if entry.get("sender_cpu_us_per_packet"):
+                result.add(f"agent {name}: sender CPU", entry["sender_cpu_us_per_packet"], "us/pkt", "lower")
+        result.details = saved
+    return result
+
+
+def measure_refswitch(options: argparse.Namespace) -> Measurement:
+    """bench_refswitch.py: reference switch forwarding rate next to a raw-socket loop, and trimming."""
+    result = Measurement()
+    saved = _run_script("bench_refswitch.py", "refswitch", result)
+    if saved:
+        result.add("plain raw-socket loop", saved["plain"]["pps"], "pkt/s")
+        result.add("reference switch", saved["model"]["pps"], "pkt/s")
+        result.add("reference switch: ratio to plain", saved.get("ratio_model_to_plain"), "")
+        result.add("reference switch, all trimmed", saved["model_trim"]["pps"], "pkt/s")
+        result.add("reference switch per CPU-second", saved["model"].get("pps_per_cpu_second"), "pkt")
+        result.details = saved
+    return result
+
+
+def measure_transport_core(options: argparse.Namespace) -> Measurement:
+    """bench_transport_core.py: CPU cost of the sans-IO sender and receiver."""
+    from benchmarks import bench_transport_core as core
+    result = Measurement()
+    r = core.run(30000, 8)
+    n = r["data_packets"]
+    result.add("sender core", n / r["tx_s"] if r["tx_s"] else None, "pkt/s (CPU)")
+    result.add("receiver core", n / r["rx_s"] if r["rx_s"] else None, "pkt/s (CPU)")
+    result.details = r
+    return result
+
+
+def _module_benchmark(name: str) -> Benchmark:
+    module = importlib.import_module(f"benchmarks.bench_{name}")
+    return Benchmark(module.NAME, module.DESCRIPTION, module.measure)
+
+
+def benchmarks() -> list[Benchmark]:
+    """Every benchmark, cheapest first."""
+    return [Benchmark("transport_core", "CPU cost of the sans-IO transport core", measure_transport_core),
+            _module_benchmark("allreduce"), _module_benchmark("failover"),
+            Benchmark("agent", "host agent send rate vs a raw-socket sender (root)", measure_agent),
+            Benchmark("refswitch", "reference switch forwarding vs a raw-socket loop, trimming (root)",
+                      measure_refswitch),
+            _module_benchmark("bringup")]
+
+
+NAMES = ("transport_core", "allreduce", "failover", "agent", "refswitch", "bringup")
+
+
+# --- running and reporting ---------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """A benchmark that ran (or failed), with the previous saved result to compare with."""
+
+    benchmark: Benchmark
+    measurement: Measurement
+    previous: Optional[dict]
+    seconds: float
+    error: str = ""
+
+
+def run_one(bench: Benchmark, options: argparse.Namespace, folder: Path = RESULTS) -> Outcome:
+    """Run one benchmark, save its result (unless it failed), keep the previous one for comparison."""
+    previous = load_previous(bench.name, folder)
+    print(f"== {bench.name}: {bench.description}", flush=True)
+    t0 = time.monotonic()
+    try:
+        measurement = bench.measure(options)
+    except Exception as exc:            # noqa: BLE001 - one failing benchmark must not stop the rest
+        log.exception("benchmark %s failed", bench.name)
+        return Outcome(bench, Measurement(), previous, time.monotonic() - t0,
+                       error=f"{type(exc).__name__}: {exc}")
+    seconds = time.monotonic() - t0
+    if measurement.figures:
+        path = save(bench.name, measurement, seconds, folder)
+        print(f"   saved {path}", flush=True)
+    return Outcome(bench, measurement, previous, seconds)
+
+
+def table(outcomes: list[Outcome]) -> str:
+    """One table of every figure, with the previous value and the change."""
+    rows = [("benchmark", "figure", "value", "previous", "change")]
+    for out in outcomes:
+        name = out.benchmark.name
+        if out.error:
+            rows.append((name, "FAILED", out.error[:60], "", ""))
+        for figure in out.measurement.figures:
+            change, worse = compare(figure, out.previous)
+            old = ""
+            if out.previous:
+                old_f = next((f for f in out.previous.get("figures", []) if f.get("name") == figure.name), None)
+                if old_f and old_f.get("value") is not None:
+                    from benchmarks.figures import Figure
+                    old = Figure(**old_f).text()
+            rows.append((name, figure.name, figure.text(), old, change + ("  REGRESSION" if worse else "")))
+        for why in out.measurement.skipped:
+            rows.append((name, "skipped", why[:70], "", ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--only", action="append", choices=NAMES, metavar="NAME",
+                        help=f"run only this benchmark (repeatable): {', '.join(NAMES)}")
+    parser.add_argument("--no-mininet", action="store_true",
+                        help="skip the Mininet parts (netsim figures only where a benchmark has both)")
+    parser.add_argument("--results", type=Path, default=RESULTS,
+                        help=f"folder of saved results (default {RESULTS.relative_to(REPO)})")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    chosen = [b for b in benchmarks() if not args.only or b.name in args.only]
+    if args.list:
+        for bench in chosen:
+            print(f"{bench.name:<15} {bench.description}")
+        return 0
+    machine = machine_info()
+    outcomes = [run_one(bench, args, args.results) for bench in chosen]
+    print()
+    print(f"benchmarks on {machine['host']} ({machine['cpus']} CPUs, load average "
+          f"{machine['load_average'][0]:.1f} at start), {machine['time']}")
+    print(table(outcomes))
+    failed = [o.benchmark.name for o in outcomes if o.error]
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+def run_standalone(module, argv=None) -> int:
+    """`python -m benchmarks.bench_<name>`: run one benchmark module, print its table, save it."""
+    parser = argparse.ArgumentParser(description=(module.__doc__ or "").splitlines()[0])
+    parser.add_argument("--results", type=Path, default=RESULTS, help="folder of saved results")
+    module.add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    out = run_one(Benchmark(module.NAME, module.DESCRIPTION, module.measure), args, args.results)
+    print(table([out]))
+    return 1 if out.error else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
