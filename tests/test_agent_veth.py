@@ -161,7 +161,8 @@ def records_of(path: Path, kind: str | None = None) -> list[dict]:
     ("mrc", {"kind": "transfer", "src": 0, "dst": 1, "bytes": 1_000_000, "chunk_bytes": 100_000, "seed": 5}),
     ("mrc", {"kind": "allreduce", "elements": 200_000, "dtype": "float32", "chunk_bytes": 65536, "seed": 6}),
     ("roce", {"kind": "allreduce", "elements": 50_000, "dtype": "int64", "chunk_bytes": 32768, "seed": 7}),
-], ids=["mrc-transfer", "mrc-allreduce", "roce-allreduce"])
+    ("mrc", {"kind": "alltoall", "block_bytes": 300_000, "chunk_bytes": 50_000, "seed": 10}),
+], ids=["mrc-transfer", "mrc-allreduce", "roce-allreduce", "mrc-alltoall"])
 def test_two_agents_complete_bit_exact_over_veth(tmp_path, veth, mode, workload):
     jobs = write_jobs(tmp_path, veth, workload, mode=mode)
     procs = [veth.start(r, *agent_cmd(jobs[r]), stderr=subprocess.PIPE, text=True) for r in (0, 1)]
@@ -178,7 +179,10 @@ def test_two_agents_complete_bit_exact_over_veth(tmp_path, veth, mode, workload)
         (result,) = records_of(log, "result")
         assert result["ok"] is True and result["mismatches"] == 0, result
         assert result["elapsed"] > 0
-        expected_bytes = workload.get("bytes") or workload["elements"] * (4 if workload["dtype"] == "float32" else 8)
+        if workload["kind"] == "alltoall":
+            expected_bytes = workload["block_bytes"]            # one peer
+        else:
+            expected_bytes = workload.get("bytes") or workload["elements"] * (4 if workload["dtype"] == "float32" else 8)
         assert result["bytes"] == expected_bytes
         samples = records_of(log, "goodput")
         assert len(samples) >= 3
