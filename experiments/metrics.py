@@ -6,8 +6,9 @@ Definitions (the same for every backend):
   summed over every flow of the case.
 - completion time: from the start of the workload until every rank/flow finished (None: never,
   within the horizon).
-- time to recover: from the first failure instant until goodput, averaged over a window of
-  `RECOVERY_WINDOW_S`, is back to 90 % of its average over the same window before the failure.
+- time to recover: from the first failure instant until goodput, averaged over a window (20 ms,
+  `RECOVERY_WINDOW_S`, or the record's wider one), is back to 90 % of its average over the same
+  window before the failure.
   None when it never is (or when there was no goodput before the failure to compare with).
 - EVs retired: EV transitions to ASSUMED_BAD (each one, including EVs retired again after a probe
   reinstated them).
@@ -43,8 +44,12 @@ def goodput_series(record: CaseRecord, flows: Optional[list[int]] = None) -> tup
 
 
 def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
-                    window: float = RECOVERY_WINDOW_S) -> Optional[float]:
-    """Seconds from the first failure until goodput is back to `fraction` of before (None: never)."""
+                    window: Optional[float] = None) -> Optional[float]:
+    """Seconds from the first failure until goodput is back to `fraction` of before (None: never).
+
+    Goodput is averaged over `window` (default: the record's `recovery_window`, 20 ms on netsim,
+    at least two messages' worth on the mininet backend, whose goodput counts whole messages)."""
+    window = record.recovery_window if window is None else window
     t_fail = record.failure_time
     if t_fail is None:
         return None
@@ -136,7 +141,7 @@ def summarise(record: CaseRecord) -> dict:
         "evs_retired": int(record.transport_stats.get("evs_retired", 0)),
         "evs_reinstated": int(record.transport_stats.get("evs_reinstated", 0)),
         "retransmissions": retransmissions(record),
-        "packets_dropped_queue_full": int(record.switch_stats.get("queue_full_drops", 0)),
+        "packets_dropped_queue_full": _count(record.switch_stats.get("queue_full_drops")),
         "packets_trimmed": int(record.switch_stats.get("trimmed", 0)),
         "packets_dropped_by_faults": int(record.switch_stats.get("fault_drops", 0)),
         "mean_goodput_bps": (sum(rates) / len(rates)) if rates else 0.0,
@@ -146,10 +151,16 @@ def summarise(record: CaseRecord) -> dict:
         "throughput_by_role_bps": {role: _mean(v) for role, v in roles.items()},
         "link_utilisation": {"max": max(utilisation, default=0.0), "mean": _mean(utilisation),
                              "max_over_mean": imbalance(utilisation)},
+        "recovery_window_s": record.recovery_window,
         "end_s": record.end,
         "samples": len(times),
         "notes": list(record.notes),
     }
+
+
+def _count(value) -> Optional[int]:
+    """An integer counter, or None when the backend could not measure it."""
+    return None if value is None else int(value)
 
 
 def _mean(values: list[float]) -> float:

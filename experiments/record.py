@@ -64,6 +64,7 @@ class CaseRecord:
     app_duplicates: int = 0                # messages handed to the application twice
     app_missing: int = 0                   # messages never handed to the application
     sample_interval: float = 0.01
+    recovery_window: float = 0.02          # averaging window of the time-to-recover metric (s)
     samples: list = field(default_factory=list)        # [t, [cumulative bytes per flow]]
     flows: list = field(default_factory=list)          # FlowRecord
     links: list = field(default_factory=list)          # LinkRecord (fabric links)

@@ -86,7 +86,8 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
             ratio = s["link_utilisation"]["max_over_mean"]
             row += [f"{ft['min'] / 1e6:.1f}/{ft['max'] / 1e6:.1f}",
                     "-" if victim is None else f"{victim / 1e6:.1f}",
-                    "-" if ratio is None else f"{ratio:.2f}", str(s["packets_dropped_queue_full"])]
+                    "-" if ratio is None else f"{ratio:.2f}",
+                    "-" if s["packets_dropped_queue_full"] is None else str(s["packets_dropped_queue_full"])]
         rows.append(row)
     return header, rows
 

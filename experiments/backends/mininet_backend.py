@@ -30,6 +30,7 @@ from p4.v1 import p4runtime_pb2
 
 from controller.entries import TableEntry
 from experiments import faults as F
+from experiments.metrics import RECOVERY_WINDOW_S
 from experiments.backends.netsim_backend import busiest_targets, p4_ecmp
 from experiments.record import CaseRecord, FaultEvent, FlowRecord, LinkRecord
 from experiments.scenario import Case
@@ -237,7 +238,8 @@ class MininetBackend:
         record = CaseRecord(scenario.name, variant.label, transport.name, transport.mode,
                             f"{self.name}:{self.target}", scenario.seed, topo.name, len(topo.hosts),
                             variant.workload.kind, horizon=scenario.horizon_s,
-                            sample_interval=scenario.sample_interval_s, notes=notes)
+                            sample_interval=scenario.sample_interval_s, notes=notes,
+                            recovery_window=max(RECOVERY_WINDOW_S, 2 * self._message_time(case, topo)))
         net = TestbedNetwork(topo, target=self.target, run_dir=run_dir,
                              convergence_delay=transport.reroute_delay_s,
                              progress=lambda line: log.info("%s", line))
@@ -294,6 +296,12 @@ class MininetBackend:
         return record
 
     # --- set-up -----------------------------------------------------------------------------------
+    @staticmethod
+    def _message_time(case: Case, topo: Topology) -> float:
+        """Seconds one message (`chunk_bytes`) takes at the hosts' line rate."""
+        host_rate = min(link.rate_bps for link in topo.links if topo.is_host(link.a) or topo.is_host(link.b))
+        return case.variant.workload.chunk_bytes * 8 / host_rate
+
     @staticmethod
     def _trimming_off(net) -> None:
         """Rewrite every port's trim threshold to a depth no queue reaches (drop-tail switches)."""
