@@ -4,7 +4,8 @@
     mrc-testbed report --results /tmp/runs -o report.md
 
 A results folder is any folder holding a summary.json (written by `mrc-testbed run`); folders are
-searched recursively under --results and shown newest first, each with its comparison table and
+searched recursively under --results and shown scenario by scenario (failover, flap, blackhole,
+gray, incast, permutation, scale, then others), newest first, each with its comparison table and
 every figure. Figures are linked by relative path, so the page and the folders move together.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from experiments import results
 
 DEFAULT_ROOT = Path("results")
+# The shipped scenarios in the order of the story they tell; other scenarios follow.
+_ORDER = {name: i for i, name in enumerate(("failover", "flap", "blackhole", "gray", "incast", "permutation", "scale"))}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +38,8 @@ def find_runs(root: Path) -> list[tuple[Path, dict]]:
         summary = results.read_summary(summary_path.parent)
         if summary is not None and isinstance(summary.get("cases"), list):
             runs.append((summary_path.parent, summary))
-    runs.sort(key=lambda item: (item[1].get("created", ""), str(item[0])), reverse=True)
+    runs.sort(key=lambda item: (item[1].get("created", ""), str(item[0])), reverse=True)   # newest first
+    runs.sort(key=lambda item: _ORDER.get(item[1].get("scenario"), len(_ORDER)))            # stable: by scenario
     return runs
 
 
