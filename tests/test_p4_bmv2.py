@@ -241,3 +241,22 @@ def test_trimmed_headers_overtake_a_rate_limited_queue(switch):
     assert min(trimmed) > max(full[:TRIM_AT]), order          # the tail of the burst was cut
     first_trim = next(i for i, (kind, _) in enumerate(order) if kind == "T")
     assert any(psn < min(trimmed) for psn in full[first_trim:]), f"no overtaking: {order}"
+
+
+@pytest.mark.slow
+def test_tail_drops_do_not_inflate_the_queue_estimate(switch):
+    """Packets BMv2 tail-drops never reach egress; the estimate still returns to the real depth."""
+    burst = 30
+    switch.set_queue(FABRIC, rate_pps=200, depth=8)
+    try:
+        with_queue(switch, FABRIC, 0)
+        switch.drain(FABRIC)
+        frame = codec.encode(data_packet("fc00:1:1001::", payload=bytes(64), dscp=C.DSCP_NO_TRIM),
+                             SRC_MAC, DST_MAC)
+        for _ in range(burst):
+            switch.send(INGRESS, frame)
+        out = switch.receive(FABRIC, count=burst, timeout=1.0)
+    finally:
+        switch.set_queue(FABRIC, rate_pps=0, depth=64)
+    assert len(out) < burst, "no tail drop happened: the case proves nothing"
+    assert switch.register_read(QUEUED_LOW, FABRIC) <= 1
