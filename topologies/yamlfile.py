@@ -57,6 +57,8 @@ def parse_rate(value: Any) -> int:
         if not match:
             raise ValueError(f"rate {value!r} is not like 20Mbit, 1.5Gbit/s or 500000")
         rate = float(match.group(1)) * _RATE_UNITS[match.group(2).lower()]
+    if rate != rate or rate in (float("inf"), float("-inf")):
+        raise ValueError(f"rate {value!r} is not a finite number of bit/s")
     if rate != int(rate):
         raise ValueError(f"rate {value!r} is not a whole number of bit/s")
     return int(rate)
