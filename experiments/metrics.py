@@ -57,18 +57,17 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     if not times:
         return None
     bins = [(t - dt, t, g) for t, dt, g in zip(times, _widths(record, times), rates)]
-    before = [g for start, end, g in bins if end <= t_fail + 1e-12 and start >= t_fail - window - 1e-12]
+    before = [g for start, end, g in bins if end <= t_fail + 1e-12 and end > t_fail - window + 1e-12]
     if not before or sum(before) <= 0:
         return None
     target = fraction * sum(before) / len(before)
     end_of_work = record.completion_time if record.completion_time is not None else record.end
     after = [(start, end, g) for start, end, g in bins if start >= t_fail - 1e-12 and end <= end_of_work + 1e-12]
     for i, (start, _, _) in enumerate(after):
-        span = [g for s, e, g in after[i:] if e <= start + window + 1e-12]
-        if not span:
-            break
-        full = after[i + len(span) - 1][1] - start >= window - 1e-9
-        if (full or after[i + len(span) - 1][1] >= end_of_work - 1e-9) and sum(span) / len(span) >= target:
+        span = [(e, g) for s, e, g in after[i:] if s < start + window - 1e-12]   # bins starting in the window
+        last_end = span[-1][0]
+        full = last_end >= start + window - 1e-9
+        if (full or last_end >= end_of_work - 1e-9) and sum(g for _, g in span) / len(span) >= target:
             return max(0.0, start - t_fail)
     return None
 

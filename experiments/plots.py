@@ -127,6 +127,12 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
         if recs:
             longest = max(recs, key=lambda r: (len(r.faults), r.end))      # the faults of the longest run
             _mark_faults(whole, longest, labelled)
+            firsts = [r.failure_time for r in recs if r.failure_time is not None]
+            if firsts and max(firsts) - min(firsts) > 2 * recs[0].sample_interval:
+                for k, r in enumerate(recs):        # each run met its failure at its own instant
+                    if r.failure_time is not None and r is not longest:
+                        whole.axvline(r.failure_time * 1e3, color=colour[r.transport], linestyle=(0, (2, 2)),
+                                      linewidth=1.2, label=f"failure in the {r.transport} run")
             for r in recs:
                 if r is longest:
                     continue
@@ -149,15 +155,16 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
             zl = set()
             for k, r in enumerate(recs):
                 times, rates = metrics.goodput_series(r)
-                pts = [(t, g) for t, g in zip(times, rates) if t_fail - ZOOM_BEFORE_S <= t <= t_fail + ZOOM_AFTER_S]
+                own = r.failure_time if r.failure_time is not None else t_fail     # each run from its own failure
+                pts = [(t, g) for t, g in zip(times, rates) if own - ZOOM_BEFORE_S <= t <= own + ZOOM_AFTER_S]
                 if pts:
-                    zoom.step([(t - t_fail) * 1e3 for t, _ in pts], [g / 1e6 for _, g in pts], where="pre",
+                    zoom.step([(t - own) * 1e3 for t, _ in pts], [g / 1e6 for _, g in pts], where="pre",
                               color=colour[r.transport], linewidth=WIDTHS[k % len(WIDTHS)],
                               linestyle=STYLES[k % len(STYLES)], label=r.transport)
             zoom.axvline(0, color="red", linestyle="--", linewidth=1.2, label="failure")
             zl.add("failure")
             zoom.set_title(f"{variant}: around the failure (raw {recs[0].sample_interval * 1e3:g} ms samples)")
-            zoom.set_xlabel("time since the failure (ms)")
+            zoom.set_xlabel("time since the failure, in each run (ms)")
             zoom.set_ylabel("goodput (Mbit/s)")
             zoom.set_ylim(bottom=0)
             zoom.grid(alpha=0.3)
