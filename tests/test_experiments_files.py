@@ -153,6 +153,9 @@ def test_time_to_recover_definition():
     rec.faults = [FaultEvent(0.1, "link down", "s1-s3", True)]
     rec.completion_time = rec.end = 0.4
     assert metrics.time_to_recover(rec) == pytest.approx(0.05)
+    assert metrics.time_to_recover(rec, window=0.037) == pytest.approx(0.05)   # not a whole number of samples
+    rec.recovery_window = 0.052
+    assert metrics.time_to_recover(rec) == pytest.approx(0.05)
     rec.samples = [[t, [min(c, 11 * rate)]] for t, (c,) in samples]     # never again
     assert metrics.time_to_recover(rec) is None
 
