@@ -27,6 +27,14 @@ TINY = {
 }
 
 
+@pytest.fixture(autouse=True)
+def console_logging_only():
+    """`mrc-testbed run` logs into its results folder; put logging back to the console afterwards."""
+    yield
+    from testbed.logs import setup_logging
+    setup_logging(0)
+
+
 def write(tmp_path: Path, doc, name="s.yaml") -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(doc) if not isinstance(doc, str) else doc)
