@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
@@ -123,6 +125,19 @@ def _command_name(argv: Sequence[str], names: set[str]) -> Optional[str]:
     return None
 
 
+def _unwind_on_sigterm(signum, frame) -> None:
+    """SIGTERM unwinds the command like Ctrl-C does, so its clean-up (finally blocks) runs."""
+    raise SystemExit(128 + signum)
+
+
+def _catch_sigterm():
+    """Install _unwind_on_sigterm where SIGTERM still kills outright; return what it replaced."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, _unwind_on_sigterm)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parse the command line, set up logging, run one command; return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -143,11 +158,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.verbosity = args.verbose + args.sub_verbose - args.quiet - args.sub_quiet
     setup_logging(args.verbosity)
     assert module is not None   # parse_args exits when no known command was given
+    replaced = _catch_sigterm()             # a command may still install its own handler
     try:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if replaced is not None:
+            signal.signal(signal.SIGTERM, replaced)
 
 
 if __name__ == "__main__":
