@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import subprocess
 
 import pytest
 
@@ -20,7 +21,7 @@ from host_agent.packets import DataPacket, Sack
 
 pytestmark = [pytest.mark.integration]
 
-INGRESS, FABRIC, HOST, FAULTED = 1, 2, 3, 4
+INGRESS, FABRIC, HOST, FAULTED, PEER_DOWN = 1, 2, 3, 4, 5
 TRIM_AT, ECN_AT = 5, 3
 SRC_MAC, DST_MAC = bytes.fromhex("020001000000"), bytes.fromhex("020001000001")
 SRC = ipaddress.IPv6Address("fc00:1:1000::").packed
@@ -42,6 +43,7 @@ ENTRIES = [
     route("fc00:1:1002::", 48, "MrcIngress.forward", port=HOST),
     route("fc00:1:1003::", 48, "MrcIngress.forward", port=FAULTED),
     route("fc00:1:1004::", 48, "MrcIngress.ecmp_select", group=7, size=2),
+    route("fc00:1:1005::", 48, "MrcIngress.forward", port=PEER_DOWN),
     TableEntry("MrcIngress.ecmp_member", {"group": 7, "index": 0}, "MrcIngress.forward", {"port": FABRIC}),
     TableEntry("MrcIngress.ecmp_member", {"group": 7, "index": 1}, "MrcIngress.forward", {"port": HOST}),
     TableEntry("MrcIngress.port_config", {"port": FABRIC}, "MrcIngress.set_port_config",
@@ -57,7 +59,7 @@ def switch():
     reason = bmv2_harness.missing_requirements()
     if reason:
         pytest.skip(reason)
-    with bmv2_harness.Bmv2Switch(f"t{os.getpid() % 1000:03d}", num_ports=4) as sw:
+    with bmv2_harness.Bmv2Switch(f"t{os.getpid() % 1000:03d}", num_ports=5) as sw:
         client = sw.connect()
         client.insert(ENTRIES)
         sw.client = client
@@ -104,7 +106,7 @@ def test_crc16_arc_reference_value():
 def test_pipeline_is_installed(switch):
     installed = switch.client.get_p4info()
     assert {t.preamble.name for t in installed.tables} >= {"MrcIngress.routing", "MrcIngress.usid_local"}
-    assert len(switch.client.read_table("MrcIngress.routing")) == 4
+    assert len(switch.client.read_table("MrcIngress.routing")) == 5
 
 
 def test_usid_shift_and_forward(switch):
@@ -260,3 +262,18 @@ def test_tail_drops_do_not_inflate_the_queue_estimate(switch):
         switch.set_queue(FABRIC, rate_pps=0, depth=64)
     assert len(out) < burst, "no tail drop happened: the case proves nothing"
     assert switch.register_read(QUEUED_LOW, FABRIC) <= 1
+
+
+def test_a_dead_peer_blackholes_only_its_port(switch):
+    """The safe way to fail a BMv2 link: the veth end facing the switch's port goes down."""
+    peer = ["ip", "-n", switch.host_ns, "link", "set", switch.host_ifname(PEER_DOWN)]
+    before = counter(switch, "MrcEgress.tx", PEER_DOWN)
+    subprocess.run(peer + ["down"], check=True)
+    try:
+        switch.send(INGRESS, codec.encode(data_packet("fc00:1:1005::"), SRC_MAC, DST_MAC))
+        with_queue(switch, FABRIC, 0)
+        still = send_and_receive(switch, codec.encode(data_packet("fc00:1:1001::"), SRC_MAC, DST_MAC), FABRIC)
+    finally:
+        subprocess.run(peer + ["up"], check=True)
+    assert len(still) == 1, "a dead peer stopped the other ports"
+    assert counter(switch, "MrcEgress.tx", PEER_DOWN) == before + 1     # sent into the dead link
