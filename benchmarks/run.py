@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from benchmarks.figures import RESULTS, Measurement, compare, load_previous, machine_info, save
+from benchmarks.figures import RESULTS, Figure, Measurement, compare, load_previous, machine_info, save
 
 log = logging.getLogger("mrc.benchmarks")
 REPO = Path(__file__).resolve().parent.parent
@@ -157,6 +157,14 @@ def run_one(bench: Benchmark, options: argparse.Namespace, folder: Path = RESULT
     return Outcome(bench, measurement, previous, seconds)
 
 
+def previous_figure(name: str, previous: Optional[dict]) -> str:
+    """The figure called `name` in a previous saved result, as text ("" when absent)."""
+    for saved in (previous or {}).get("figures", []):
+        if saved.get("name") == name and saved.get("value") is not None:
+            return Figure(**saved).text()
+    return ""
+
+
 def table(outcomes: list[Outcome]) -> str:
     """One table of every figure, with the previous value and the change."""
     rows = [("benchmark", "figure", "value", "previous", "change")]
@@ -166,12 +174,7 @@ def table(outcomes: list[Outcome]) -> str:
             rows.append((name, "FAILED", out.error[:60], "", ""))
         for figure in out.measurement.figures:
             change, worse = compare(figure, out.previous)
-            old = ""
-            if out.previous:
-                old_f = next((f for f in out.previous.get("figures", []) if f.get("name") == figure.name), None)
-                if old_f and old_f.get("value") is not None:
-                    from benchmarks.figures import Figure
-                    old = Figure(**old_f).text()
+            old = previous_figure(figure.name, out.previous)
             rows.append((name, figure.name, figure.text(), old, change + ("  REGRESSION" if worse else "")))
         for why in out.measurement.skipped:
             rows.append((name, "skipped", why[:70], "", ""))
