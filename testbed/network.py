@@ -4,8 +4,10 @@ Stages (one progress line each, with its duration):
 
 1. hosts     — a Mininet host per topology host (own namespace, IPv6 off);
 2. switches  — a switch node per topology switch (own namespace, IPv6 off), model or BMv2;
-3. links     — one veth pair per topology link, no tc shaping (the bottleneck is the switch's
-               egress queue); host NICs named and addressed as docs/design.md says;
+3. links     — each topology link is port <-veth-> bridge <-veth-> port through a "wire"
+               namespace (cutting it drops carrier at both ends, as a real cable cut does), no tc
+               shaping (the bottleneck is the switch's egress queue); host NICs named and
+               addressed as docs/design.md says;
 4. start     — every switch process launched, then waited for (P4Runtime ready);
 5. program   — the static programs from `controller.routes.compute_programs` installed over
                P4Runtime and read back; egress queues configured.
@@ -35,6 +37,7 @@ from testbed.registry import RunRegistry, leftovers, state_dir
 log = logging.getLogger("mrc.testbed")
 
 STAGES = ("hosts", "switches", "links", "start", "program")
+WIRE = "wire"           # the namespace holding one bridge per link (testbed.nodes.WireNode)
 
 
 class BringUpError(RuntimeError):
@@ -62,6 +65,7 @@ class TestbedNetwork:
         self.run_id = run_id
         self.registry: RunRegistry | None = None
         self.net: Mininet | None = None
+        self.wire: nodes.WireNode | None = None
         self.programs = compute_programs(topology)
         self.clients: dict[str, P4RuntimeClient] = {}
         self.control_plane: ConvergingControlPlane | None = None
@@ -131,16 +135,17 @@ class TestbedNetwork:
         return f"{len(self.topology.switches)} {self.target} switches"
 
     def _add_links(self) -> str:
-        for link in self.topology.links:
-            a, b = link.a, link.b
-            if self.topology.is_host(b):           # host end first: its NIC gets name and MAC
-                a, b = b, a
-            params = {}
-            if self.topology.is_host(a):
-                nic = self.topology.host_nic(a, link.port_of(a))
-                params = {"intfName1": nic.ifname, "addr1": nic.mac}
-            self.net.addLink(self.net[a], self.net[b], port1=link.port_of(a), port2=link.port_of(b),
-                             **params)
+        self.wire = nodes.WireNode(WIRE, run_id=self.registry.state.run_id)
+        self.registry.record_process(self.wire.pid, "wire shell", group=True)
+        for index, link in enumerate(self.topology.links):
+            for end, (node, port) in enumerate(((link.a, link.a_port), (link.b, link.b_port))):
+                params = {"intfName2": nodes.WireNode.end_names(index)[end]}
+                if self.topology.is_host(node):     # host NICs: named and addressed per design
+                    nic = self.topology.host_nic(node, port)
+                    params.update(intfName1=nic.ifname, addr1=nic.mac)
+                self.net.addLink(self.net[node], self.wire, port1=port, port2=2 * index + end + 1,
+                                 **params)
+            self.wire.join(index)
         self.net.build()
         for host in self.net.hosts:
             nodes.disable_ipv6(host, [i.name for i in host.intfList() if i.name != "lo"])
@@ -186,15 +191,9 @@ class TestbedNetwork:
         return self.net[name]
 
     def set_link(self, a: str, b: str, up: bool) -> None:
-        """Take the link between nodes `a` and `b` down or up (both interfaces)."""
+        """Cut the link between nodes `a` and `b` (both ends lose carrier) or restore it."""
         link = self.topology.link_between(a, b)
-        status = "up" if up else "down"
-        for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
-            mn = self.net[node]
-            intf = mn.intfs[port]
-            out = mn.cmd(f"ip link set {intf.name} {status}")
-            if out.strip():
-                raise RuntimeError(f"ip link set {intf.name} {status} on {node}: {out.strip()}")
+        self.wire.set_link(self.topology.links.index(link), up)
         if self.control_plane is not None:
             (self.control_plane.link_up if up else self.control_plane.link_down)(link)
 
@@ -243,6 +242,9 @@ class TestbedNetwork:
             except Exception as exc:         # noqa: BLE001
                 log.warning("mininet stop: %s", exc)
             self.net = None
+        if self.wire is not None:
+            self.wire.terminate()
+            self.wire = None
         remaining: list[str] = []
         if self.registry is not None:
             from testbed.registry import clean_run

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import grpc
-from mininet.node import Host, Switch
+from mininet.node import Host, Node, Switch
 
 from controller.entries import PortQueue
 from testbed.registry import marked_env
@@ -73,6 +73,44 @@ class MrcHost(RunMarked, Host):
         self.cmd("ip link set lo up")
         for intf in self.intfList():
             self.cmd(f"ip link set {intf.name} up")
+
+
+class WireNode(RunMarked, Node):
+    """The namespace that carries every link: one Linux bridge per link joins its two ends.
+
+    A link is host/switch port <-veth-> bridge <-veth-> host/switch port. Taking the wire-side
+    interfaces down makes both ports lose carrier while they stay administratively up, as a cut
+    cable does: the switch keeps running (BMv2's pcap receive loop stalls, for every port, when one
+    of its interfaces is set down) and frames sent to a dead port simply vanish.
+    """
+
+    def __init__(self, name, run_id: str | None = None, **params):
+        self.run_id = run_id
+        super().__init__(name, inNamespace=True, **params)
+        disable_ipv6(self)
+
+    @staticmethod
+    def end_names(index: int) -> tuple[str, str]:
+        """Names of the wire-side interfaces of link `index` (towards its a and b ends)."""
+        return f"w{index}a", f"w{index}b"
+
+    def join(self, index: int) -> None:
+        """Bridge the two wire-side interfaces of link `index` (a hub: no learning, no STP)."""
+        a, b = self.end_names(index)
+        bridge = f"br{index}"
+        out = self.cmd(f"ip link add {bridge} type bridge ageing_time 0 stp_state 0 "
+                       f"mcast_snooping 0 && ip link set {a} master {bridge} && "
+                       f"ip link set {b} master {bridge} && ip link set {bridge} up && "
+                       f"ip link set {a} up && ip link set {b} up")
+        if out.strip():
+            raise RuntimeError(f"wire for link {index}: {out.strip()}")
+
+    def set_link(self, index: int, up: bool) -> None:
+        """Cut (up=False) or restore the link: both ends lose or regain carrier."""
+        status = "up" if up else "down"
+        out = self.cmd(" && ".join(f"ip link set {name} {status}" for name in self.end_names(index)))
+        if out.strip():
+            raise RuntimeError(f"wire for link {index}: {out.strip()}")
 
 
 class P4Switch(RunMarked, Switch):

@@ -141,6 +141,8 @@ def test_bring_up_reports_every_stage(network):
     for host in topo.hosts:        # IPv6 is off in every host namespace: the kernel stays silent
         out = network.host(host.name).cmd("sysctl -n net.ipv6.conf.all.disable_ipv6")
         assert out.strip() == "1"
+        for nic in topo.host_nics(host.name):   # NICs named and addressed per docs/design.md
+            assert network.host(host.name).intf(nic.ifname).MAC() == nic.mac
 
 
 def test_servers_listen_only_on_unix_sockets_or_inside_switch_namespaces(network):
