@@ -8,6 +8,14 @@ hold it for up to one interval), the next departure is a whole interval away, so
 the case's packets go in while the queue stands still. BMv2 gets its normal rate back when the case's
 packets are in; the model process drains at HOLD_PPS.
 Outputs carry no priority label; on a held port the runner infers it from overtaking (runner.py).
+
+Injection is paced by the switch itself: at most RX_WINDOW frames sent on one port may be not yet
+counted in its `MrcIngress.rx`; beyond that, sending waits (with a deadline) until the counter has
+caught up, and `finish` waits until it has counted every frame sent. This is BMv2's input limit:
+it reads each port through libpcap, whose capture ring (2 MB, in slots sized for 64 KB frames on a
+veth with segmentation offloads) holds about 32 frames; a longer back-to-back run loses the rest
+before the pipeline, and no counter shows it (measured: 400 frames sent at once, 32-33 reached
+`MrcIngress.rx`). A frame that never reaches the pipeline is a TargetError, not a silent loss.
 """
 from __future__ import annotations
 
@@ -32,8 +40,9 @@ RELEASE_PPS = 1_000_000    # BMv2 rate after the hold
 QUIET = 0.3                # seconds without a frame after which a case is considered finished
 LINGER = 0.1               # seconds to wait for extra frames once the expected number arrived
 START_TIMEOUT = 15.0
-SEND_BURST = 32            # frames sent back to back ...
-SEND_GAP = 0.002           # ... then this pause (about 16k frames/s: below BMv2's and the model's speed)
+RX_WINDOW = 16             # frames per port sent but not yet counted in MrcIngress.rx (BMv2's ring: ~32)
+RX_TIMEOUT = 5.0           # seconds for MrcIngress.rx to count a frame that was sent
+RX_POLL = 0.0005           # seconds between two reads of MrcIngress.rx while waiting
 DEFAULT_BMV2_JSON = REPO_ROOT / "p4" / "build" / "mrc.json"
 
 
@@ -55,7 +64,8 @@ class ProcessTarget:
         self.tmp: Optional[str] = None
         self.hold_port: Optional[int] = None
         self.sent_fillers = 0
-        self.sent = 0
+        self.injected: dict[int, int] = {}   # frames sent per in port since the switch started
+        self.counted: dict[int, int] = {}    # MrcIngress.rx per in port, as last read
         self.offsets: dict[str, dict[int, int]] = {}
         self.log_path: Optional[str] = None
 
@@ -112,7 +122,8 @@ class ProcessTarget:
         self._stop_switch()
         self.hold_port = hold_port
         self.sent_fillers = 0
-        self.sent = 0
+        self.injected = {}
+        self.counted = {}
         self.offsets = {}
         sock = os.path.join(self.tmp, "p4rt.sock")
         if os.path.exists(sock):
@@ -134,23 +145,22 @@ class ProcessTarget:
 
     def preload(self, port: int, in_port: int, frames: list[bytes]) -> None:
         """Prime the slow queue with one extra filler; once it has left, queue the fillers behind it."""
-        self.ports[in_port].send(frames[0])
+        self._inject(in_port, frames[0])
         self.offsets = {"MrcIngress.rx": {in_port: 1}, "MrcEgress.tx": {port: 1}}
         self._wait_departure(port)
         for frame in frames:          # the next departure is one HOLD_PPS interval after the primer's
-            self.ports[in_port].send(frame)
+            self._inject(in_port, frame)
         self.sent_fillers = len(frames)
 
     def send(self, in_port: int, frame: bytes) -> None:
-        """One frame in on `in_port`; long runs are injected at about SEND_BURST frames per SEND_GAP."""
-        if not self.ports[in_port].send(frame):
-            raise TargetError(f"{self.name}: could not send on port {in_port}")
-        self.sent += 1
-        if self.sent % SEND_BURST == 0:
-            time.sleep(SEND_GAP)     # injection rate: keep a many-packet case below the switch's speed
+        """One frame in on `in_port`, once the switch has counted all but RX_WINDOW of those before it."""
+        self._inject(in_port, frame)
 
     def finish(self, expected: Optional[int] = None) -> list[Output]:
-        """Release the held queue and gather every frame that comes out."""
+        """Wait until the switch has counted every frame sent, release the held queue, and gather every
+        frame that comes out."""
+        for port, sent in self.injected.items():
+            self._wait_counted(port, sent)
         self._release()
         outputs: list[Output] = []
         total = expected                 # the filler that left during preload is already consumed
@@ -197,6 +207,32 @@ class ProcessTarget:
             cells = self.client.read_counter(name)
             out[name] = {i: (v.packets, v.bytes) for i, v in cells.items() if v.packets or v.bytes}
         return out
+
+    # --- pacing --------------------------------------------------------------------------
+    def _inject(self, in_port: int, frame: bytes) -> None:
+        """Send one frame; first, when RX_WINDOW frames of this port are uncounted, wait for half of them."""
+        sent = self.injected.get(in_port, 0)
+        if sent - self.counted.get(in_port, 0) >= RX_WINDOW:
+            self._wait_counted(in_port, sent - RX_WINDOW // 2)
+        if not self.ports[in_port].send(frame):
+            raise TargetError(f"{self.name}: could not send on port {in_port}")
+        self.injected[in_port] = sent + 1
+
+    def _wait_counted(self, port: int, frames: int) -> None:
+        """Wait until MrcIngress.rx[port] has counted at least `frames` frames (RX_TIMEOUT deadline)."""
+        deadline = time.monotonic() + RX_TIMEOUT
+        while self.counted.get(port, 0) < frames:
+            cell = self.client.read_counter("MrcIngress.rx", port).get(port)
+            self.counted[port] = cell.packets if cell else 0
+            if self.counted[port] >= frames:
+                return
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise TargetError(
+                    f"{self.name}: MrcIngress.rx[{port}] = {self.counted[port]} after {RX_TIMEOUT:.0f} s, "
+                    f"but {self.injected.get(port, 0)} frames were sent on port {port}: the rest never "
+                    f"reached the pipeline")
+            time.sleep(RX_POLL)
 
     # --- helpers -------------------------------------------------------------------------
     def _wait_socket(self, sock: str) -> None:
@@ -284,13 +320,20 @@ class Bmv2Target(ProcessTarget):
     def _device_config(self) -> bytes:
         return self.bmv2_json.read_bytes()
 
-    def _launch(self, seed, queues, hold_port, address) -> subprocess.Popen:
-        argv = ["simple_switch_grpc", "--device-id", "1", "--no-p4", "--thrift-port", str(self.THRIFT_PORT)]
+    def command(self, address: str) -> list[str]:
+        """The simple_switch_grpc command line: P4Runtime on `address` (a unix socket), thrift on
+        THRIFT_PORT and notifications on an IPC socket in this target's temporary folder."""
+        argv = ["simple_switch_grpc", "--device-id", "1", "--no-p4", "--thrift-port", str(self.THRIFT_PORT),
+                "--notifications-addr", f"ipc://{os.path.join(self.tmp, 'notifications.ipc')}"]
         for n in range(1, NPORTS + 1):
             argv += ["-i", f"{n}@{self.lab.switch_if(n)}"]
-        argv += ["--", "--grpc-server-addr", address, "--priority-queues", "2"]
+        return argv + ["--", "--grpc-server-addr", address, "--priority-queues", "2"]
+
+    def _launch(self, seed, queues, hold_port, address) -> subprocess.Popen:
+        """BMv2 inside the lab's switch namespace: its thrift server binds every address of that
+        namespace only (BMv2 cannot bind it to one address)."""
         with open(self.log_path, "ab") as log:
-            return self.lab.popen("switch", argv, stdout=log, stderr=log)
+            return self.lab.popen("switch", self.command(address), stdout=log, stderr=log)
 
     def _cli(self, commands: list[str]) -> None:
         done = subprocess.run(["ip", "netns", "exec", self.lab.switch_ns, "simple_switch_CLI",
