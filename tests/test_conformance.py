@@ -7,12 +7,20 @@ The same YAML cases run on every target (refswitch/conformance/cases/). The mode
 from __future__ import annotations
 
 import argparse
+import re
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from controller.p4runtime_client import CounterValue
+from refswitch.conformance import process_targets
+
 from refswitch.conformance import cli
 from refswitch.conformance.case import CaseError, load_cases, parse_case
-from refswitch.conformance.process_targets import Bmv2Target, ModelProcessTarget
+from refswitch.conformance.packets import build
+from refswitch.conformance.process_targets import Bmv2Target, ModelProcessTarget, ProcessTarget, TargetError
 from refswitch.conformance.runner import check, run_case, run_cases
 from refswitch.conformance.targets import ModelGrpcTarget, ModelTarget
 from refswitch import pipeline as pipeline_module
@@ -79,6 +87,101 @@ def bmv2():
 def test_case_on_bmv2(bmv2, case):
     result = run_case(case, bmv2)
     assert result.status == "pass", result.message
+
+
+@pytest.mark.integration
+def test_bmv2_counts_every_frame_of_a_run_longer_than_its_capture_ring(bmv2):
+    """BMv2's capture ring holds ~32 frames per port; the target's pacing gets 300 through."""
+    bmv2.reset(1)                          # no routes: every frame is counted and dropped
+    frames = [build({"kind": "data", "src": "fc00:1:1000::", "dst": "fc00:1:1001::", "ev": i}) for i in range(300)]
+    for frame in frames:
+        bmv2.send(1, frame)
+    assert bmv2.finish(0) == []
+    counters = bmv2.read_counters(["MrcIngress.rx", "MrcIngress.no_route_drops"])
+    assert counters["MrcIngress.rx"][1][0] == 300
+    assert counters["MrcIngress.no_route_drops"][1][0] == 300
+
+
+def _listeners(pid: int, netns: str | None) -> list[str]:
+    """Listening TCP, UDP and unix sockets of process `pid`, as seen in `netns` (None: this namespace)."""
+    cmd = (["ip", "netns", "exec", netns] if netns else []) + ["ss", "-lntuxpH"]
+    lines = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()
+    return [line for line in lines if f"pid={pid}," in line]
+
+
+@pytest.mark.integration
+def test_bmv2_serves_p4runtime_on_a_unix_socket_and_thrift_only_inside_its_namespace(bmv2):
+    bmv2.reset(1)
+    pid, ns = bmv2.proc.pid, bmv2.lab.switch_ns
+    assert Path(f"/proc/{pid}/comm").read_text().startswith("simple_switch")
+    assert subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True).stdout.split() == [ns]
+    assert _listeners(pid, None) == []                     # nothing in the namespace tests run in
+    inside = _listeners(pid, ns)
+    tcp = [line for line in inside if line.startswith(("tcp", "udp"))]
+    assert len(tcp) == 1 and re.search(rf":{Bmv2Target.THRIFT_PORT}\s", tcp[0]), inside
+    assert any(line.startswith("u_str") and f"{bmv2.tmp}/p4rt.sock" in line for line in inside), inside
+    links = subprocess.run(["ip", "-n", ns, "-o", "link"], capture_output=True, text=True, check=True).stdout
+    names = {re.match(r"\d+: ([^:@]+)", line).group(1) for line in links.splitlines()}
+    assert names == {"lo"} | {bmv2.lab.switch_if(n) for n in range(1, process_targets.NPORTS + 1)}
+
+
+def test_bmv2_command_binds_grpc_and_notifications_to_sockets_in_its_folder():
+    target = Bmv2Target()
+    target.tmp = "/tmp/mrc-conf-x"
+    target.lab = SimpleNamespace(switch_if=lambda n: f"xs{n}")
+    argv = target.command("unix:/tmp/mrc-conf-x/p4rt.sock")
+    options = dict(zip(argv, argv[1:]))
+    assert options["--grpc-server-addr"] == "unix:/tmp/mrc-conf-x/p4rt.sock"
+    assert options["--notifications-addr"] == "ipc:///tmp/mrc-conf-x/notifications.ipc"
+    assert options["--thrift-port"] == str(Bmv2Target.THRIFT_PORT)
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "-i"] == [f"{n}@xs{n}" for n in range(1, 9)]
+
+
+# --- pacing of the process targets (fake switch: no root needed) --------------------------------
+
+class SlowPipeline:
+    """A switch whose MrcIngress.rx counts `per_read` more of the frames sent each time it is read."""
+
+    def __init__(self, per_read: int):
+        self.per_read = per_read
+        self.sent = 0
+        self.rx = 0
+        self.most_uncounted = 0
+
+    def read_counter(self, name, port=None):
+        assert name == "MrcIngress.rx" and port == 1
+        self.rx = min(self.sent, self.rx + self.per_read)
+        return {1: CounterValue(self.rx, 0)}
+
+    def send(self, frame: bytes) -> bool:
+        self.most_uncounted = max(self.most_uncounted, self.sent - self.rx)
+        self.sent += 1
+        return True
+
+
+def _paced_target(pipeline: SlowPipeline) -> ProcessTarget:
+    target = ProcessTarget()
+    target.client, target.ports = pipeline, {1: pipeline}
+    return target
+
+
+def test_process_targets_never_have_more_than_a_window_of_frames_uncounted():
+    pipeline = SlowPipeline(per_read=3)
+    target = _paced_target(pipeline)
+    for _ in range(200):
+        target.send(1, b"frame")
+    assert pipeline.sent == 200
+    assert pipeline.most_uncounted < process_targets.RX_WINDOW
+    target._wait_counted(1, 200)                           # what finish() does first
+    assert pipeline.rx == 200
+
+
+def test_frames_that_never_reach_the_pipeline_are_a_target_error(monkeypatch):
+    monkeypatch.setattr(process_targets, "RX_TIMEOUT", 0.05)
+    target = _paced_target(SlowPipeline(per_read=0))
+    with pytest.raises(TargetError, match=rf"MrcIngress.rx\[1\] = 0 .* {process_targets.RX_WINDOW} frames were sent"):
+        for _ in range(process_targets.RX_WINDOW + 1):
+            target.send(1, b"frame")
 
 
 MODEL_PROC_CASES = ["usid_t0_first_hop", "trim_exactly_at_threshold", "ecn_marked_at_threshold",
