@@ -79,10 +79,10 @@ class MemorySampler(threading.Thread):
         self.peak_bytes = 0
         self.peak_processes = 0
         self.samples = 0
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(SAMPLE_S):
+        while not self._done.wait(SAMPLE_S):
             pids = descendants(self.root)
             total = sum(rss_bytes(pid) for pid in pids)
             self.samples += 1
@@ -90,7 +90,7 @@ class MemorySampler(threading.Thread):
                 self.peak_bytes, self.peak_processes = total, len(pids)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
         self.join()
 
 
