@@ -19,6 +19,7 @@ before the pipeline, and no counter shows it (measured: 400 frames sent at once,
 """
 from __future__ import annotations
 
+import itertools
 import os
 import select
 import shutil
@@ -44,6 +45,7 @@ RX_WINDOW = 16             # frames per port sent but not yet counted in MrcIngr
 RX_TIMEOUT = 5.0           # seconds for MrcIngress.rx to count a frame that was sent
 RX_POLL = 0.0005           # seconds between two reads of MrcIngress.rx while waiting
 DEFAULT_BMV2_JSON = REPO_ROOT / "p4" / "build" / "mrc.json"
+_LAB_NUMBERS = itertools.count()    # several targets of one process (a pytest run) each get their own lab
 
 
 class TargetError(RuntimeError):
@@ -81,7 +83,7 @@ class ProcessTarget:
     def start(self) -> None:
         """Create the lab and open the host-side ports."""
         self.tmp = tempfile.mkdtemp(prefix="mrc-conf-")
-        self.lab = VethLab(f"rc{os.getpid() % 10000}", NPORTS).create()
+        self.lab = VethLab(f"rc{os.getpid() % 10000:04d}{next(_LAB_NUMBERS) % 100:02d}", NPORTS).create()
         try:
             self.ports = {n: self.lab.open_port(n, "host") for n in range(1, NPORTS + 1)}
         except Exception:
