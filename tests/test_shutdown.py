@@ -12,6 +12,7 @@ bring-up of `up`; here: SIGKILL of a running experiment.) Mininet: root and mnex
 """
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -246,23 +247,33 @@ def test_up_interrupted_leaves_nothing(how, stage, tmp_path):
 
 # --- mrc-testbed run --------------------------------------------------------------------------------
 def agents_running(runs_root: Path) -> bool:
-    """True once an agent of the experiment has logged goodput (the collective is under way)."""
+    """True once an agent of the experiment has received data (the collective is under way)."""
     for log in runs_root.glob("experiments/*/agents/*.jsonl"):
         try:
-            if '"goodput"' in log.read_text(errors="replace"):
-                return True
+            lines = log.read_text(errors="replace").splitlines()
         except OSError:
             continue
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:                 # a line still being written
+                continue
+            if record.get("kind") == "goodput" and record.get("rx_bytes", 0) > 0:
+                return True
     return False
 
 
-def start_experiment(tmp_path: Path) -> tuple[Command, Path]:
+def start_experiment(tmp_path: Path, until: str = "agents") -> tuple[Command, Path]:
     """`mrc-testbed run` of a small all-reduce on the mininet backend, run from tmp_path (its run
-    folders land under tmp_path/runs); returns once its agents are exchanging data."""
+    folders land under tmp_path/runs); returns once its agents are exchanging data, or (until=
+    "bring-up") once its network's switches are being made."""
     scenario = tmp_path / "shutdown.yaml"
     scenario.write_text(SCENARIO)
     cmd = Command(["run", str(scenario), "--backend", "mininet", "--target", "model",
                    "--out", str(tmp_path / "results")], tmp_path)
+    if until == "bring-up":
+        cmd.wait_for(r"\[1/5\] hosts")
+        return cmd, tmp_path / "runs"
     cmd.wait_for(r"network \S+ up on model")
     deadline = time.monotonic() + STAGE_TIMEOUT
     while not agents_running(tmp_path / "runs"):
@@ -272,17 +283,18 @@ def start_experiment(tmp_path: Path) -> tuple[Command, Path]:
     return cmd, tmp_path / "runs"
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
-def test_run_interrupted_mid_experiment_leaves_nothing(how, tmp_path):
+@pytest.mark.parametrize("how, stage", [("ctrl-c", "agents"), ("sigterm", "agents"), ("sigterm", "bring-up")])
+def test_run_interrupted_leaves_nothing(how, stage, tmp_path):
     before = Snapshot.take()
-    cmd, runs = start_experiment(tmp_path)
+    cmd, runs = start_experiment(tmp_path, until=stage)
     state = None
     try:
         state = cmd.run_state()
         assert state is not None, "the experiment's network has no state file"
         processes = descendants(cmd.proc.pid)
-        assert any("host_agent.agent" in line for line in still_running(processes)), \
-            "no agent was running when the signal was sent"
+        if stage == "agents":
+            assert any("host_agent.agent" in line for line in still_running(processes)), \
+                "no agent was running when the signal was sent"
         interrupt(cmd, how)
         status = stopped_in_time(cmd)
         assert status != 0, "an interrupted run must not report success"
