@@ -136,11 +136,12 @@ def feed(agent: Agent, batch: list[bytes]) -> None:
 
 
 def expected_outcome(frame: bytes) -> str:
+    """malformed, stray (decodes, but for a QP the agent does not have) or ours."""
     try:
-        codec.decode(frame)
+        pkt = codec.decode(frame)
     except codec.MalformedPacket:
         return "malformed"
-    return "decoded"
+    return "ours" if pkt.qp == LOCAL_QP else "stray"
 
 
 @pytest.mark.parametrize("kind", ["transfer", "allreduce"])
@@ -149,10 +150,12 @@ def test_agent_receive_path_takes_any_frames_and_counts_the_bad_ones(kind):
     @given(batch=frames)
     def check(batch):
         agent, log = make_agent(kind)
-        malformed = sum(expected_outcome(f) == "malformed" for f in batch)
+        outcomes = [expected_outcome(f) for f in batch]
+        malformed = outcomes.count("malformed")
         feed(agent, batch)                                   # nothing may escape
         stats = agent.endpoint.stats()
         assert agent.counters["rx_malformed"] == malformed
+        assert stats.get("unknown_qp", 0) == outcomes.count("stray")     # counted and dropped
         assert stats.get("packets_received", 0) == len(batch) - malformed   # every other frame reached it
         assert agent.counters["rx_rejected"] <= len(batch) - malformed
         records = [json.loads(line) for line in log.getvalue().splitlines()]
