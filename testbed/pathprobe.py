@@ -136,27 +136,42 @@ class ProbeSession:
         return self
 
     def run(self, probes: list[ProbeSpec], timeout: float = 15.0,
-            expect: set[int] | None = None) -> ProbeResult:
-        """Send `probes`; wait until the `expect`ed ones (default: all) arrived or `timeout` passed;
-        return where every probe arrived."""
+            expect: set[int] | None = None, attempts: int = 3) -> ProbeResult:
+        """Send `probes` and return where every probe arrived.
+
+        Waits until the `expect`ed probes (default: all) arrived; an expected probe still missing
+        after its attempt's share of `timeout` is sent again, up to `attempts` times (a lost frame
+        is not an unreachable path). Probes outside `expect` are sent once.
+        """
         self.round += 1
         offset = self.round * self.ROUND_STRIDE
         expect = {p.probe_id for p in probes} if expect is None else set(expect)
+        arrived: dict[int, tuple[str, str]] = {}
+        began = time.monotonic()
+        batch = probes
+        for attempt in range(1, attempts + 1):
+            self._send(batch, offset, attempt)
+            deadline = began + timeout * attempt / attempts
+            while not expect <= arrived.keys() and time.monotonic() < deadline:
+                for host, line in self.lines.read(deadline, self.procs):
+                    if line.startswith("rx "):
+                        _, pid, nic, _ev = line.split()
+                        if int(pid) // self.ROUND_STRIDE == self.round:
+                            arrived.setdefault(int(pid) - offset, (host, nic))
+            batch = [p for p in probes if p.probe_id in expect and p.probe_id not in arrived]
+            if not batch:
+                break
+        return ProbeResult(probes, arrived)
+
+    def _send(self, probes: list[ProbeSpec], offset: int, attempt: int) -> None:
         for host, proc in self.procs.items():
             items = [{"nic": p.nic, "src": p.src, "dst": p.dst, "dst_mac": p.dst_mac, "ev": p.ev,
                       "probe_id": offset + p.probe_id} for p in probes if p.src_host == host]
-            path = self.spec_dir / f"{host}.round{self.round}.json"
+            if not items:
+                continue
+            path = self.spec_dir / f"{host}.round{self.round}.{attempt}.json"
             path.write_text(json.dumps(items))
             proc.stdin.write(f"send {path}\n".encode())
-        arrived: dict[int, tuple[str, str]] = {}
-        deadline = time.monotonic() + timeout
-        while not expect <= arrived.keys() and time.monotonic() < deadline:
-            for host, line in self.lines.read(deadline, self.procs):
-                if line.startswith("rx "):
-                    _, pid, nic, _ev = line.split()
-                    if int(pid) // self.ROUND_STRIDE == self.round:
-                        arrived.setdefault(int(pid) - offset, (host, nic))
-        return ProbeResult(probes, arrived)
 
     def close(self) -> None:
         """Stop every prober (by PID)."""
