@@ -66,6 +66,7 @@ class TestbedNetwork:
         self.registry: RunRegistry | None = None
         self.net: Mininet | None = None
         self.wire: nodes.WireNode | None = None
+        self.sock_dir: Path | None = None          # the run's unix sockets (short paths)
         self.programs = compute_programs(topology)
         self.clients: dict[str, P4RuntimeClient] = {}
         self.control_plane: ConvergingControlPlane | None = None
@@ -255,7 +256,7 @@ class TestbedNetwork:
             if not remaining:
                 self.registry.close()
             self.registry = None
-        if getattr(self, "sock_dir", None) is not None:
+        if self.sock_dir is not None:
             for sock in self.sock_dir.glob("*.sock"):
                 sock.unlink(missing_ok=True)
             try:
