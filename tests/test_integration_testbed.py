@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -327,3 +328,31 @@ def test_up_command_cli_end_to_end(tmp_path):
     assert "h1 -> h2: 50000 bytes in" in out and "goodput" in out
     assert "error: no link between s1 and s9" in out
     assert processes_mentioning(str(run_dir)) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_up_stops_cleanly_on_a_signal(tmp_path, sig):
+    """`mrc-testbed up --no-cli` tears everything down on SIGTERM or Ctrl-C (SIGINT)."""
+    known = {state.run_id for state in list_runs()}
+    run_dir = tmp_path / "signalled"
+    up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "--topo", "leafspine:2x1x1",
+                           "--target", "model", "--run-dir", str(run_dir), "--no-cli"],
+                          cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in up.stdout:                       # ends if `up` exits early
+            lines.append(line)
+            if line.startswith("network up"):
+                break
+        assert lines and lines[-1].startswith("network up"), "".join(lines)
+        state = next(s for s in list_runs() if s.run_id not in known and s.owner_pid == up.pid)
+        assert state.processes
+        up.send_signal(sig)
+        assert up.wait(30) == (128 + sig if sig == signal.SIGTERM else 0)   # 143: terminated
+        assert leftovers(state) == []
+        assert not state.path.exists()
+        assert processes_mentioning(str(run_dir)) == []
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait(10)
