@@ -23,6 +23,7 @@ import itertools
 import os
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,7 @@ from typing import Optional
 from controller.entries import TableEntry
 from refswitch.conformance.runner import Output
 from refswitch.p4info import REPO_ROOT, load_p4info
-from refswitch.vethlab import VethLab
+from refswitch.vethlab import VethLab, in_netns
 
 NPORTS = 8                 # ports 1..8, enough for every case
 HOLD_PPS = 5                # egress rate of a held port while a case builds its standing queue
@@ -344,6 +345,25 @@ class Bmv2Target(ProcessTarget):
         if done.returncode != 0 or "Error" in done.stdout:
             raise TargetError(f"simple_switch_CLI {commands}: {done.stdout[-500:]} {done.stderr[-500:]}")
 
+    def _wait_thrift(self) -> None:
+        """Wait until the thrift server accepts connections: BMv2 starts it on a thread of its own, so
+        it may come up after P4Runtime answers."""
+        def connect() -> bool:
+            deadline = time.monotonic() + START_TIMEOUT
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", self.THRIFT_PORT), timeout=1.0).close()
+                    return True
+                except OSError:
+                    if self.proc.poll() is not None:
+                        return False
+                    time.sleep(0.02)
+            return False
+        if not in_netns(self.lab.switch_ns, connect):
+            self._check_alive()
+            raise TargetError(f"{self.name}: thrift server not listening on port {self.THRIFT_PORT} in "
+                              f"namespace {self.lab.switch_ns} after {START_TIMEOUT:.0f} s")
+
     def _configure(self, queues, hold_port) -> None:
         commands = []
         for q in queues:
@@ -353,6 +373,7 @@ class Bmv2Target(ProcessTarget):
         if hold_port is not None:
             commands.append(f"set_queue_rate {HOLD_PPS} {hold_port}")
         if commands:
+            self._wait_thrift()
             self._cli(commands)
 
     def _release(self) -> None:
