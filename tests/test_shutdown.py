@@ -100,13 +100,15 @@ class Command:
 
     argv: list[str]
     cwd: Path
+    interactive: bool = False              # keep stdin open (a CLI waiting for its user)
     lines: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._queue: queue.Queue = queue.Queue()
         self.proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", *self.argv], cwd=str(self.cwd),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.PIPE if self.interactive else subprocess.DEVNULL,
+                                     start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -135,6 +137,8 @@ class Command:
     def finish(self, timeout: float = 60.0) -> int:
         """Wait for the command to exit; drain its output."""
         status = self.proc.wait(timeout)
+        if self.proc.stdin:
+            self.proc.stdin.close()
         while True:
             try:
                 line = self._queue.get(timeout=5)
@@ -221,16 +225,18 @@ UP_STAGES = {
     "bring-up": r"^\[1/5\] hosts",             # signalled while switches and links are being made
     "programming": r"^\[4/5\] start",         # switch processes ready: programming has begun
     "running": r"^network up; Ctrl-C",        # up and idle (--no-cli)
+    "cli": r"^logs in ",                      # up, the Mininet CLI waiting for a command
 }
 
 
 @pytest.mark.parametrize("how, stage", [("ctrl-c", "bring-up"), ("sigterm", "programming"),
-                                        ("sigterm", "running")])
+                                        ("sigterm", "running"), ("sigterm", "cli")])
 def test_up_interrupted_leaves_nothing(how, stage, tmp_path):
     before = Snapshot.take()
     run_dir = tmp_path / "up"
-    cmd = Command(["up", "--topo", "leafspine:2x1x1", "--target", "model", "--run-dir", str(run_dir),
-                   "--no-cli"], REPO)
+    cli = stage == "cli"
+    cmd = Command(["up", "--topo", "leafspine:2x1x1", "--target", "model", "--run-dir", str(run_dir)]
+                  + ([] if cli else ["--no-cli"]), REPO, interactive=cli)
     state = None
     try:
         cmd.wait_for(UP_STAGES[stage])
