@@ -170,3 +170,50 @@ def test_senders_do_not_overrun_their_own_nic():
         nic = net.hosts[host].nics[0]
         assert nic.peak_queue <= cfg.nic_backlog_pkts + 4
     assert all(t.sender_stats.get("retx_timeout", 0) == 0 for t in res.transfers)
+
+
+def stall_host(net, host: str, start: float, end: float) -> list:
+    """From `start` to `end` the host's process does not run (as a descheduled agent): what arrives
+    waits in its socket buffer and its timers fire only at `end`. Returns the held packets' list."""
+    h = net.hosts[host]
+    held = []
+    receive, service = h.receive, h.service
+
+    def stalled() -> bool:
+        return start <= net.sim.now < end
+
+    def held_receive(pkt, nic):
+        if stalled():
+            held.append((pkt, nic))
+        else:
+            receive(pkt, nic)
+
+    def held_service():
+        if not stalled():
+            service()
+
+    def resume():
+        for pkt, nic in held:
+            receive(pkt, nic)
+        service()
+
+    h.receive, h.service = held_receive, held_service
+    net.at(end, resume)
+    return held
+
+
+def test_a_stalled_receiver_costs_retransmissions_but_retires_no_ev():
+    """Regression (Mininet failover: thousands of EVs retired spuriously): when the peer stops for
+    many RTOs, every packet in flight times out, but nothing sent after them arrived either, so the
+    timeouts are no evidence against their paths. Nothing is lost, no EV is retired, and the RTO is
+    not stretched (it would delay the detection of a real failure)."""
+    net = fabric(seed=8)
+    held = stall_host(net, "h1", 300e-6, 1.3e-3)                 # 20 x rto_min
+    res = run_transfers(net, [Transfer("h0", "h1", MB, message_size=100_000)], TransportConfig(**FAST), until=0.05)
+    tr = res.transfers[0]
+    assert held and tr.complete and tr.finish > 1.3e-3
+    assert tr.receiver_stats["payload_bytes_received"] == MB
+    assert tr.sender_stats["timeouts"] > 0                       # the stall did fire the timers
+    assert not ev_events(res, "h0", new="ASSUMED_BAD") and not ev_events(res, "h1", new="ASSUMED_BAD")
+    assert tr.sender_stats["timeouts_unattributed"] == tr.sender_stats["timeouts"]
+    assert net.hosts["h0"].endpoint.connections[0x100].rtt.rto_scale == 1.0

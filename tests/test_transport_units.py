@@ -238,6 +238,40 @@ def test_pacing_spaces_packets_by_window_over_rtt():
     assert not w.may_send(1.1e-6) and w.may_send(1.3e-6)
 
 
+def _sent_by_polls(cfg, times, message=bytes(200_000)):
+    ep = Endpoint("tx", cfg)
+    conn = ep.connect("rx", 1, 2, paths(1, 1))
+    ep.send_message(conn, message)
+    return [len(ep.poll(t)) for t in times]
+
+
+def test_pacing_keeps_its_rate_when_polled_late():
+    """The agent's select wakes up late on a busy machine (1 ms, while a packet takes 0.45 ms at
+    20 Mbit/s): a sender held back only by pacing catches up on the time it missed, up to
+    pacing_max_lag, instead of sending one packet per poll."""
+    cfg = TransportConfig(line_rate_bps=20e6, cc=False, pacing_gain=1.0)
+    packet_time = (1024 + 106) * 8 / 20e6
+    polls = [k * 1e-3 for k in range(21)]                         # 20 ms, one poll per ms
+    sent = _sent_by_polls(cfg, polls)
+    assert sum(sent) >= 0.95 * 20e-3 / packet_time               # the line rate, not 1 packet/ms
+    assert max(sent) <= 1e-3 / packet_time + 2                   # bursts no longer than the lag
+    one_each = _sent_by_polls(TransportConfig(line_rate_bps=20e6, cc=False, pacing_gain=1.0, pacing_max_lag=0.0),
+                              polls)
+    assert one_each[1:] == [1] * 20                              # without catching up: 1 per poll
+
+
+def test_an_idle_sender_saves_up_no_pacing_credit():
+    cfg = TransportConfig(line_rate_bps=20e6, cc=False, pacing_gain=1.0, pacing_burst_pkts=1)
+    ep = Endpoint("tx", cfg)
+    conn = ep.connect("rx", 1, 2, paths(1, 1))
+    ep.send_message(conn, bytes(1024))
+    (_, first), = ep.poll(0.0)
+    ep.receive(1e-3, 0, _sack(1, 0, first))
+    assert conn.sender.idle and not ep.poll(5e-3)                # nothing to send for 9 ms
+    ep.send_message(conn, bytes(10 * 1024))
+    assert len(ep.poll(10e-3)) == 1                               # a new message starts a fresh schedule
+
+
 def test_probe_is_answered_on_several_distinct_paths():
     ep, conn, _ = receiver_endpoint(probe_reply_fanout=4)      # the connection has 2 paths
     from host_agent.packets import Probe, ProbeReply
@@ -247,6 +281,11 @@ def test_probe_is_answered_on_several_distinct_paths():
     assert len(replies) == 2 and len({p.dst for p in replies}) == 2
 
 
+def _sack(psn_cum, bitmap, answering):
+    return Sack(src=bytes(16), dst=bytes(16), ev=5, qp=1, cum_psn=psn_cum, sack_base=psn_cum, bitmap=bitmap,
+                ev_echo=answering.ev, ts_echo=answering.tsval)
+
+
 def test_spurious_timeout_is_taken_back():
     """A SACK answering a packet sent before the retransmission proves the original arrived."""
     cfg = TransportConfig(**{**CFG.__dict__, "rto_min": 50e-6})
@@ -254,14 +293,37 @@ def test_spurious_timeout_is_taken_back():
     conn = ep.connect("rx", 1, 2, paths())
     ep.send_message(conn, bytes(1000))
     (nic, first), = ep.poll(0.0)
+    ep.send_message(conn, bytes(1000))
+    (_, second), = ep.poll(10e-6)
+    ep.receive(20e-6, 0, _sack(0, 0b10, second))                 # a later packet arrived: evidence
     ep.poll(60e-6)                                               # the timer fires: EV retired
     retired = [e for e in ep.drain_events() if e.kind == "ev_state" and e.info["new"] == "ASSUMED_BAD"]
     assert retired and conn.evset.get(first.ev).state is EvState.ASSUMED_BAD
     rto_before = conn.rtt.rto
-    late = Sack(src=bytes(16), dst=bytes(16), ev=5, qp=1, cum_psn=1, sack_base=1, bitmap=0,
-                ev_echo=first.ev, ts_echo=first.tsval)
-    ep.receive(70e-6, 0, late)
+    ep.receive(70e-6, 0, _sack(2, 0, first))
     assert ep.stats()["spurious_timeouts"] == 1
     assert conn.evset.get(first.ev).state is EvState.GOOD
     assert conn.rtt.rto > rto_before
+    assert conn.sender.idle
+
+
+def test_timeout_with_nothing_delivered_since_retransmits_without_blaming_the_path():
+    """A stall of everything (peer or fabric) is no evidence against the packet's path: the packet
+    is resent, no EV is retired, and when it turns out to have arrived the RTO is not stretched."""
+    cfg = TransportConfig(**{**CFG.__dict__, "rto_min": 50e-6})
+    ep = Endpoint("tx", cfg)
+    conn = ep.connect("rx", 1, 2, paths())
+    ep.send_message(conn, bytes(3000))
+    sent = [pkt for t in (0.0, 1e-6, 2e-6) for _, pkt in ep.poll(t)]
+    assert [p.psn for p in sent] == [0, 1, 2]
+    ep.receive(20e-6, 0, _sack(1, 0, sent[0]))                   # the first arrives; then silence
+    out = [pkt for t in (200e-6, 201e-6, 202e-6) for _, pkt in ep.poll(t)]     # the other two time out
+    assert {p.psn for p in out} == {1, 2} and all(p.flags & C.MRCH_FLAG_RETX for p in out)
+    assert not [e for e in ep.drain_events() if e.kind == "ev_state"]
+    assert all(conn.evset.get(p.ev).state is EvState.GOOD for p in sent)
+    stats = ep.stats()
+    assert stats["timeouts"] == 2 and stats["timeouts_unattributed"] == 2 and "evs_retired" not in stats
+    rto_before = conn.rtt.rto_scale
+    ep.receive(210e-6, 0, _sack(3, 0, sent[2]))                  # they had arrived after all
+    assert ep.stats()["spurious_timeouts"] == 2 and conn.rtt.rto_scale == rto_before
     assert conn.sender.idle

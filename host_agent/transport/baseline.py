@@ -110,6 +110,7 @@ class BaselineSender:
             ep.account(nic, seg.wire, now)
             if self._deadline is None:
                 self._deadline = now + self.rto
+        cc.backlogged = now < cc.next_send and self._ready() and self._window_allows()
 
     def _new_segment(self) -> Segment:
         msg = self.pending[0]

@@ -65,6 +65,7 @@ class TransportConfig:
     md_max: float = 0.5               # largest single decrease (fraction of cwnd)
     pacing_gain: float = 1.25         # pace at this times cwnd / srtt
     pacing_burst_pkts: int = 1        # packets an idle sender may emit back to back
+    pacing_max_lag: float = 1e-3      # sending time a sender held back only by pacing may catch up after a late poll
     line_rate_bps: float = 0.0        # per-NIC line rate; 0: unknown (no cap on the pacing rate, no NIC clock)
     nic_backlog_pkts: int = 16         # data may be handed to a NIC while it has at most this many packets queued
     seed: int = 0
@@ -84,5 +85,7 @@ class TransportConfig:
             raise ValueError(f"TransportConfig.min_active_evs: {self.min_active_evs} must be >= 1")
         if self.pacing_burst_pkts < 1:
             raise ValueError(f"TransportConfig.pacing_burst_pkts: {self.pacing_burst_pkts} must be >= 1")
+        if self.pacing_max_lag < 0:
+            raise ValueError(f"TransportConfig.pacing_max_lag: {self.pacing_max_lag} must be >= 0")
         if self.rto_min <= 0 or self.rto_max < self.rto_min:
             raise ValueError("TransportConfig.rto_min/rto_max: need 0 < rto_min <= rto_max")

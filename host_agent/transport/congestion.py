@@ -73,6 +73,7 @@ class NsccWindow:
         self.cwnd_max = config.cwnd_max_pkts * packet_bytes
         self.cwnd = float(min(self.cwnd_max, config.init_cwnd_pkts * packet_bytes)) if config.cc else self.cwnd_max
         self.next_send = 0.0
+        self.backlogged = False        # the sender's last poll ended held back by the pacing clock alone
         self._last_md = -1.0
         self._last_qa = -1.0
         self._acked_since = 0          # bytes acknowledged since _window_start
@@ -138,7 +139,12 @@ class NsccWindow:
         """Advance the pacing clock after sending `nbytes`.
 
         The clock may lag `now` by up to pacing_burst_pkts - 1 packet times, so that an idle
-        sender can emit a short burst (a token bucket of that depth)."""
+        sender can emit a short burst (a token bucket of that depth). A sender that was held back
+        by the pacing clock alone (`backlogged`) and is polled late keeps its schedule: it may
+        catch up on up to `pacing_max_lag` of sending time it missed (the driver's timers and
+        scheduler wake it late; without this every late poll would lower the rate for good)."""
         rate = self.pacing_rate(nics)
         slack = (self._cfg.pacing_burst_pkts - 1) * self.mss / rate
+        if self.backlogged and self._cfg.pacing_max_lag > slack:
+            slack = self._cfg.pacing_max_lag
         self.next_send = max(self.next_send, now - slack) + nbytes / rate

@@ -8,6 +8,7 @@ from host_agent.transport.message import ts_age, ts_now
 
 REINSTATE = "reinstate"     # probe on an ASSUMED_BAD EV: enough clean replies make it GOOD
 KEEPALIVE = "keepalive"     # probe on a GOOD EV of a connection sending no data: misses retire it
+MAX_SUSPECTS = 64           # unanswered keepalives kept for judgement
 
 
 @dataclass
@@ -31,6 +32,8 @@ class Prober:
         self._keepalive_path = 0
         self._keepalive_misses: dict[int, int] = {}    # path -> consecutive unanswered keepalives
         self._retry: list = []                          # EVs to probe again at once
+        self._answered_sent_at = float("-inf")          # send time of the latest probe answered
+        self._suspects: dict[int, Outstanding] = {}     # unanswered keepalives not yet judged (by id)
 
     def _wanted(self, now: float) -> bool:
         return self.conn.evset.any_bad or self._keepalive_due(now)
@@ -71,14 +74,10 @@ class Prober:
                 self.conn.stats["probe_timeouts"] += 1
                 if o.purpose == REINSTATE:
                     self.conn.evset.note_probe(o.ev, False)
-                elif o.ev.usable and self.conn.evset.get(o.ev.value) is o.ev:
-                    misses = self._keepalive_misses.get(o.ev.path_key, 0) + 1
-                    if misses >= self.cfg.keepalive_misses:
-                        self._keepalive_misses.pop(o.ev.path_key, None)
-                        self.conn.evset.mark_bad(o.ev, now, "probe_timeout")
-                    else:                        # the reply may have been lost on the peer's path: ask again
-                        self._keepalive_misses[o.ev.path_key] = misses
-                        self._retry.append(o.ev)
+                elif self._answered_sent_at > o.sent_at:
+                    self._miss(o, now)
+                else:
+                    self._suspect(pid, o)
         while self._retry:
             ev = self._retry.pop(0)
             if ev.usable:
@@ -87,6 +86,27 @@ class Prober:
             self._next_round = None
             self._round(now, out)
         self.schedule(now)
+
+    def _miss(self, o: Outstanding, now: float) -> None:
+        """A keepalive went unanswered while a probe sent after it was answered: its path may be
+        dead. `keepalive_misses` in a row retire it; before that it is asked again at once."""
+        if not (o.ev.usable and self.conn.evset.get(o.ev.value) is o.ev):
+            return
+        misses = self._keepalive_misses.get(o.ev.path_key, 0) + 1
+        if misses >= self.cfg.keepalive_misses:
+            self._keepalive_misses.pop(o.ev.path_key, None)
+            self.conn.evset.mark_bad(o.ev, now, "probe_timeout")
+        else:                        # the reply may have been lost on the peer's path: ask again
+            self._keepalive_misses[o.ev.path_key] = misses
+            self._retry.append(o.ev)
+
+    def _suspect(self, pid: int, o: Outstanding) -> None:
+        """A keepalive timed out before any probe sent after it was answered: nothing says yet
+        whether its path or everything (a stalled peer or fabric) is at fault. It becomes a miss
+        when a later probe is answered first, and is forgotten when its own reply comes late."""
+        self._suspects[pid] = o
+        if len(self._suspects) > MAX_SUSPECTS:
+            del self._suspects[next(iter(self._suspects))]
 
     def _round(self, now: float, out: list) -> None:
         evset = self.conn.evset
@@ -121,8 +141,19 @@ class Prober:
     def on_reply(self, now: float, reply: ProbeReply) -> None:
         """A reply to one of our probes: count a success for its EV."""
         o = self.outstanding.pop(reply.probe_id, None)
-        if o is None or o.ev.value != reply.ev_echo:
+        if o is None:
+            late = self._suspects.pop(reply.probe_id, None)
+            if late is not None and late.ev.value == reply.ev_echo:
+                self._keepalive_misses.pop(late.ev.path_key, None)     # slow, not dead
             return
+        if o.ev.value != reply.ev_echo:
+            return
+        if o.sent_at > self._answered_sent_at:
+            self._answered_sent_at = o.sent_at
+            for pid, suspect in list(self._suspects.items()):
+                if suspect.sent_at < o.sent_at:
+                    del self._suspects[pid]
+                    self._miss(suspect, now)
         self.conn.stats["probe_replies"] += 1
         self.conn.rtt.sample(ts_age(now, reply.ts_echo))
         if o.purpose == KEEPALIVE:

@@ -11,6 +11,7 @@ from host_agent.transport.message import DATA_OVERHEAD, OutMessage, Segment, new
 from host_agent.transport.psn import PSN_MASK, from_wire
 
 TS_SLACK = 2e-6        # echoed timestamps count whole microseconds
+REORDER_SRTT_FRACTION = 0.25   # a later packet counts as evidence of a loss when sent this many srtt later
 
 
 class MrcSender:
@@ -34,6 +35,7 @@ class MrcSender:
         self._timers: list[tuple[float, int, int]] = []  # heap of (deadline, seq, transmission number)
         self._next_msg_id = 0
         self._trigger_sent: float | None = None          # set while a SACK is being processed
+        self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
 
     # --- application side ------------------------------------------------------------------
     def send_message(self, data, on_complete=None) -> int:
@@ -72,7 +74,18 @@ class MrcSender:
         return min(self.cfg.rto_max, self.conn.rtt.rto * (2 ** backoff if backoff > 0 else 1))
 
     def expire(self, now: float) -> None:
-        """Handle every per-packet timeout due by `now`: retire the EV and queue a retransmission."""
+        """Handle every per-packet timeout due by `now`: queue a retransmission, and retire the EV
+        when the timeout is evidence against it.
+
+        A timeout says the packet's path lost it only when a packet sent after it (by more than a
+        quarter of the smoothed RTT, the reordering that spraying over paths of unequal delay
+        causes) has arrived, a SACK or NACK having echoed its timestamp: the network delivered
+        around it. With no
+        such evidence nothing has arrived since, on any path: a stalled peer or a stalled fabric
+        (on the Mininet testbed, processes waiting for a CPU), or the first packets of a
+        connection racing the initial RTT estimate. Retiring the EV would then blame one path for
+        what all of them suffer; the packet is only retransmitted (`timeouts_unattributed`).
+        """
         while True:
             self._drop_stale_timers()
             if not self._timers or self._timers[0][0] > now:
@@ -85,8 +98,11 @@ class MrcSender:
             self.conn.stats["timeouts"] += 1
             ev = seg.ev
             if self.conn.evset.get(ev.value) is ev and ev.usable:
-                self.conn.evset.mark_bad(ev, now, "timeout")
-                seg.blamed = ev
+                if self.delivered_sent_at > seg.sent_at + REORDER_SRTT_FRACTION * self.conn.rtt.srtt:
+                    self.conn.evset.mark_bad(ev, now, "timeout")
+                    seg.blamed = ev
+                else:
+                    self.conn.stats["timeouts_unattributed"] += 1
             self.conn.cc.on_trim_or_loss(now)
             self._queue_retx(seq, E.CAUSE_TIMEOUT)
 
@@ -155,9 +171,12 @@ class MrcSender:
         nics = self.conn.num_nics
         while True:
             if not self._retx and now < cc.next_send:
+                cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self.cfg.ooo_window
+                                 and self._window_allows(self.cfg.mtu_payload))
                 return                                   # fast path: the pacing clock says not yet
             nxt = self._next_packet(now)
             if nxt is None:
+                cc.backlogged = now < cc.next_send and self._next_packet(None) is not None
                 return
             seg, cause, _ = nxt
             if seg is None:
@@ -255,11 +274,16 @@ class MrcSender:
         """The packet timed out although it had arrived: take back the blame and stretch the RTO.
 
         Seen when the SACK covering it answers a packet sent before the retransmission (or the
-        retransmission has not even left yet)."""
+        retransmission has not even left yet). The RTO is stretched only when the timeout had
+        retired an EV: its path was slower than the RTO while later packets got through, the
+        variance the RTO must cover. An unattributed timeout (a stall of everything) says nothing
+        about that, and a long RTO would only delay the detection of a real failure."""
         self.conn.stats["spurious_timeouts"] += 1
-        self.conn.rtt.spurious()
         ev, seg.blamed = seg.blamed, None
-        if ev is not None and not ev.usable and (ev.home or self.conn.evset.get(ev.value) is ev):
+        if ev is None:
+            return
+        self.conn.rtt.spurious()
+        if not ev.usable and (ev.home or self.conn.evset.get(ev.value) is ev):
             self.conn.evset.reinstate(ev, "spurious_timeout")
 
     def on_sack(self, now: float, sack: Sack) -> None:
@@ -267,6 +291,8 @@ class MrcSender:
         self.conn.stats["sacks_received"] += 1
         rtt = ts_age(now, sack.ts_echo)
         self._trigger_sent = now - rtt          # when the packet this SACK answers was sent
+        if self._trigger_sent > self.delivered_sent_at:
+            self.delivered_sent_at = self._trigger_sent
         ipsn = self.cfg.initial_psn
         cum = from_wire(sack.cum_psn, ipsn, self.cum_acked)
         if cum < self.cum_acked or cum > self.next_seq:
@@ -294,6 +320,9 @@ class MrcSender:
     def on_nack(self, now: float, nack: Nack) -> None:
         """A trim NACK: queue the packet for immediate retransmission on another EV."""
         self.conn.stats["nacks_received"] += 1
+        header_sent = now - ts_age(now, nack.ts_echo)      # that packet's header arrived
+        if header_sent > self.delivered_sent_at:
+            self.delivered_sent_at = header_sent
         ipsn = self.cfg.initial_psn
         cum = from_wire(nack.cum_psn, ipsn, self.cum_acked)
         if self.cum_acked <= cum <= self.next_seq:
