@@ -84,8 +84,8 @@ class ProcessTarget:
     def start(self) -> None:
         """Create the lab and open the host-side ports."""
         self.tmp = tempfile.mkdtemp(prefix="mrc-conf-")
-        self.lab = VethLab(f"rc{os.getpid() % 10000:04d}{next(_LAB_NUMBERS) % 100:02d}", NPORTS).create()
         try:
+            self.lab = VethLab(f"rc{os.getpid() % 10000:04d}{next(_LAB_NUMBERS) % 100:02d}", NPORTS).create()
             self.ports = {n: self.lab.open_port(n, "host") for n in range(1, NPORTS + 1)}
         except Exception:
             self.stop()
