@@ -7,25 +7,9 @@ P4Info names (docs/design.md, "Switch pipeline contract").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
-# An exact or ternary-free match value is an int; an LPM match is (value, prefix_length).
-MatchValue = Union[int, tuple[int, int]]
-
-
-@dataclass(frozen=True)
-class TableEntry:
-    """One entry of one P4 table: match fields by name, an action and its parameters by name."""
-
-    table: str                                  # e.g. "MrcIngress.routing"
-    match: dict[str, MatchValue]                # e.g. {"dst_addr": (0xFC00..., 48)}
-    action: str                                 # e.g. "MrcIngress.forward"
-    params: dict[str, int] = field(default_factory=dict)   # e.g. {"port": 3}
-    priority: int = 0                           # only for ternary/range tables (none today)
-
-    def key(self) -> tuple:
-        """Identity of the entry within its table (what P4Runtime matches on for MODIFY/DELETE)."""
-        return (self.table, tuple(sorted(self.match.items())), self.priority)
+# A table entry is P4Runtime vocabulary shared with the switches; it is defined in pipeline_contract/.
+from pipeline_contract.entries import MatchValue, TableEntry  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)

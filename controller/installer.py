@@ -11,12 +11,10 @@ from pathlib import Path
 from p4.config.v1 import p4info_pb2
 
 from controller.entries import SwitchProgram, TableEntry
-from controller.p4info import load_p4info
 from controller.p4runtime_client import P4RuntimeClient
+from pipeline_contract.p4info import DEFAULT_P4INFO_PATH, REPO_ROOT, load_p4info
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_P4INFO = REPO / "p4" / "build" / "mrc.p4info.txtpb"
-DEFAULT_BMV2_JSON = REPO / "p4" / "build" / "mrc.json"
+DEFAULT_BMV2_JSON = REPO_ROOT / "p4" / "build" / "mrc.json"
 
 
 @dataclass
@@ -27,19 +25,12 @@ class Pipeline:
     device_config: bytes = b""
 
     @classmethod
-    def load(cls, p4info_path: str | Path = DEFAULT_P4INFO,
+    def load(cls, p4info_path: str | Path = DEFAULT_P4INFO_PATH,
              device_config_path: str | Path | None = DEFAULT_BMV2_JSON) -> "Pipeline":
-        """Read the P4Info and, when the file exists, the device config (BMv2 JSON).
-
-        Until p4c has produced `p4/build/mrc.p4info.txtpb`, the default falls back to the P4Info
-        of the design contract (refswitch.p4info.contract_p4info), which the reference model runs.
-        """
+        """Read the P4Info and, when the file exists, the device config (BMv2 JSON)."""
         config = b""
         if device_config_path is not None and Path(device_config_path).exists():
             config = Path(device_config_path).read_bytes()
-        if Path(p4info_path) == DEFAULT_P4INFO and not DEFAULT_P4INFO.exists():
-            from refswitch.p4info import contract_p4info
-            return cls(contract_p4info(), config)
         return cls(load_p4info(p4info_path), config)
 
 

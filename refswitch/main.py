@@ -19,7 +19,7 @@ import json
 import logging
 import sys
 
-from refswitch.p4info import P4InfoError, load_p4info
+from pipeline_contract.p4info import P4InfoError, load_p4info
 from refswitch.p4runtime_server import AddressError, check_address
 from refswitch.ports import PortError
 from refswitch.switch import Switch, SwitchConfig

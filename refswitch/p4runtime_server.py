@@ -17,8 +17,8 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller.entries import TableEntry
-from refswitch.p4info import MATCH_EXACT, MATCH_LPM, P4InfoError, P4InfoIndex
+from pipeline_contract.entries import TableEntry
+from pipeline_contract.p4info import P4InfoIndex
 from refswitch.pipeline import Pipeline
 from refswitch.tables import TableError, TableStore
 
@@ -45,15 +45,6 @@ def check_address(address: str) -> str:
                        "or 127.0.0.1:PORT")
 
 
-def _int(value: bytes) -> int:
-    return int.from_bytes(value, "big")
-
-
-def _bytes(value: int, bits: int) -> bytes:
-    """Canonical P4Runtime byte string (shortest, at least one byte)."""
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
-
-
 class _Abort(Exception):
     def __init__(self, code: grpc.StatusCode, message: str):
         super().__init__(message)
@@ -66,70 +57,26 @@ _CODES = {name: getattr(grpc.StatusCode, name) for name in
            "PERMISSION_DENIED", "OUT_OF_RANGE", "INTERNAL")}
 
 
-class EntryCodec:
-    """Translation between p4runtime TableEntry messages and controller.entries.TableEntry by P4Info."""
+def decode_entry(index: P4InfoIndex, msg: p4runtime_pb2.TableEntry) -> TableEntry:
+    """A TableEntry (names) from a written or queried protobuf entry; TableError when it is not valid."""
+    if msg.table_id not in index.tables_by_id:
+        raise TableError("NOT_FOUND", f"unknown table id {msg.table_id}")
+    if msg.HasField("action"):
+        if msg.action.WhichOneof("type") != "action":
+            raise TableError("UNIMPLEMENTED", f"table {index.name_of(msg.table_id)}: only direct actions are supported")
+        if msg.action.action.action_id not in index.actions_by_id:
+            raise TableError("NOT_FOUND", f"unknown action id {msg.action.action.action_id}")
+    try:
+        return index.from_proto(msg)
+    except ValueError as exc:          # P4InfoError included: an unknown field or parameter id
+        raise TableError("INVALID_ARGUMENT", str(exc)) from None
 
-    def __init__(self, index: P4InfoIndex):
-        self.index = index
 
-    def decode(self, msg: p4runtime_pb2.TableEntry) -> TableEntry:
-        """A TableEntry (names) from a protobuf entry; raises TableError on unknown ids."""
-        table = self.index.tables_by_id.get(msg.table_id)
-        if table is None:
-            raise TableError("NOT_FOUND", f"unknown table id {msg.table_id}")
-        match = {}
-        for fm in msg.match:
-            try:
-                info = table.field_by_id(fm.field_id)
-            except P4InfoError as exc:
-                raise TableError("INVALID_ARGUMENT", str(exc)) from None
-            kind = fm.WhichOneof("field_match_type")
-            if info.match_type == MATCH_EXACT and kind == "exact":
-                match[info.name] = _int(fm.exact.value)
-            elif info.match_type == MATCH_LPM and kind == "lpm":
-                match[info.name] = (_int(fm.lpm.value), fm.lpm.prefix_len)
-            else:
-                raise TableError("INVALID_ARGUMENT", f"table {table.name}: field {info.name} given as {kind}")
-        for info in table.match_fields:       # an omitted LPM field is "don't care"
-            if info.name not in match and info.match_type == MATCH_LPM:
-                match[info.name] = (0, 0)
-        action, params = "NoAction", {}
-        if msg.HasField("action"):
-            if msg.action.WhichOneof("type") != "action":
-                raise TableError("UNIMPLEMENTED", f"table {table.name}: only direct actions are supported")
-            a = self.index.actions_by_id.get(msg.action.action.action_id)
-            if a is None:
-                raise TableError("NOT_FOUND", f"unknown action id {msg.action.action.action_id}")
-            action = a.name
-            try:
-                params = {a.param_by_id(p.param_id).name: _int(p.value) for p in msg.action.action.params}
-            except P4InfoError as exc:
-                raise TableError("INVALID_ARGUMENT", str(exc)) from None
-        return TableEntry(table=table.name, match=match, action=action, params=params, priority=msg.priority)
-
-    def encode(self, entry: TableEntry, is_default: bool = False) -> p4runtime_pb2.TableEntry:
-        """A protobuf entry from a TableEntry."""
-        table = self.index.table(entry.table)
-        msg = p4runtime_pb2.TableEntry(table_id=table.id, priority=entry.priority, is_default_action=is_default)
-        for info in table.match_fields:
-            if info.name not in entry.match:
-                continue
-            value = entry.match[info.name]
-            fm = msg.match.add(field_id=info.id)
-            if info.match_type == MATCH_LPM:
-                v, length = (value, info.bitwidth) if isinstance(value, int) else value
-                if length == 0:
-                    del msg.match[-1]
-                    continue
-                fm.lpm.value = _bytes(v, info.bitwidth)
-                fm.lpm.prefix_len = length
-            else:
-                fm.exact.value = _bytes(value, info.bitwidth)
-        action = self.index.action(entry.action)
-        msg.action.action.action_id = action.id
-        for p in action.params:
-            msg.action.action.params.add(param_id=p.id, value=_bytes(entry.params.get(p.name, 0), p.bitwidth))
-        return msg
+def encode_entry(index: P4InfoIndex, entry: TableEntry, is_default: bool = False) -> p4runtime_pb2.TableEntry:
+    """The protobuf form of a stored entry (or of a table's default action)."""
+    msg = index.to_proto(entry)
+    msg.is_default_action = is_default
+    return msg
 
 
 class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
@@ -245,7 +192,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         A = p4runtime_pb2.SetForwardingPipelineConfigRequest
         if request.action in (A.VERIFY, A.VERIFY_AND_SAVE, A.VERIFY_AND_COMMIT):
             try:
-                Pipeline(TableStore(P4InfoIndex.from_proto(request.config.p4info)))
+                Pipeline(TableStore(P4InfoIndex(request.config.p4info)))
             except Exception as exc:  # a P4Info without the tables and actions of the contract
                 raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
                              f"P4Info rejected (this switch runs the MRC pipeline of docs/design.md): {exc}") from None
@@ -291,9 +238,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             raise _Abort(grpc.StatusCode.UNIMPLEMENTED, "only CONTINUE_ON_ERROR atomicity is supported")
         errors = []
         with self.lock:
-            codec = EntryCodec(self.core.index)
             for update in request.updates:
-                errors.append(self._apply(codec, update))
+                errors.append(self._apply(self.core.index, update))
         failed = [e for e in errors if e[0] != code_pb2.OK]
         if failed:
             status = status_pb2.Status(code=code_pb2.UNKNOWN, message=f"{len(failed)} of {len(errors)} updates failed")
@@ -304,13 +250,13 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             raise _Abort(grpc.StatusCode.UNKNOWN, "; ".join(m for c, m in failed))
         return p4runtime_pb2.WriteResponse()
 
-    def _apply(self, codec: EntryCodec, update) -> tuple[int, str]:
+    def _apply(self, index: P4InfoIndex, update) -> tuple[int, str]:
         U = p4runtime_pb2.Update
         if update.entity.WhichOneof("entity") != "table_entry":
             return code_pb2.UNIMPLEMENTED, f"writing {update.entity.WhichOneof('entity')} is not supported"
         try:
             msg = update.entity.table_entry
-            entry = codec.decode(msg)
+            entry = decode_entry(index, msg)
             tables = self.core.tables
             if msg.is_default_action:
                 if update.type != U.MODIFY:
@@ -352,28 +298,27 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _read_tables(self, query) -> list:
         index, tables = self.core.index, self.core.tables
-        codec = EntryCodec(index)
         if query.table_id == 0:
             names = list(tables.tables)
         else:
             info = index.tables_by_id.get(query.table_id)
             if info is None:
                 raise _Abort(grpc.StatusCode.NOT_FOUND, f"unknown table id {query.table_id}")
-            names = [info.name]
+            names = [info.preamble.name]
         out = []
         for name in names:
             table = tables.table(name)
             if query.is_default_action:
                 action, params = table.default
-                msg = codec.encode(TableEntry(name, {}, action, params), is_default=True)
+                msg = encode_entry(index, TableEntry(name, {}, action, params), is_default=True)
                 out.append(p4runtime_pb2.Entity(table_entry=msg))
                 continue
             wanted = None
             if query.match:
-                wanted = codec.decode(query).key()
+                wanted = decode_entry(index, query).key()
             for entry in list(table.entries.values()):
                 if wanted is None or entry.key() == wanted:
-                    out.append(p4runtime_pb2.Entity(table_entry=codec.encode(entry)))
+                    out.append(p4runtime_pb2.Entity(table_entry=encode_entry(index, entry)))
         return out
 
     def _read_counters(self, query) -> list:
@@ -387,21 +332,21 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             infos = [info]
         out = []
         for info in infos:
-            packets = pipeline.counters.packets.get(info.name)
-            octets = pipeline.counters.bytes.get(info.name)
+            packets = pipeline.counters.packets.get(info.preamble.name)
+            octets = pipeline.counters.bytes.get(info.preamble.name)
             if packets is None:
                 packets = octets = [0] * info.size
             if query.HasField("index"):
                 i = query.index.index
                 if not 0 <= i < info.size:
-                    raise _Abort(grpc.StatusCode.OUT_OF_RANGE, f"counter {info.name}: index {i} out of 0..{info.size - 1}")
+                    raise _Abort(grpc.StatusCode.OUT_OF_RANGE, f"counter {info.preamble.name}: index {i} out of 0..{info.size - 1}")
                 indices = [i]
             else:
                 indices = range(info.size)
             for i in indices:
                 e = p4runtime_pb2.Entity()
                 c = e.counter_entry
-                c.counter_id = info.id
+                c.counter_id = info.preamble.id
                 c.index.index = i
                 c.data.packet_count = packets[i] if i < len(packets) else 0
                 c.data.byte_count = octets[i] if i < len(octets) else 0

@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 from p4.config.v1 import p4info_pb2
 
-from refswitch.p4info import P4InfoIndex
+from pipeline_contract.p4info import P4InfoIndex
 from refswitch.pipeline import Pipeline
 from refswitch.ports import MAX_FRAME, RawPort
 from refswitch.queues import EgressQueues
@@ -49,7 +49,7 @@ class SwitchCore:
 
     def set_p4info(self, p4info: p4info_pb2.P4Info, cookie: int = 0) -> None:
         """Load a pipeline: fresh tables and counters for this P4Info."""
-        index = P4InfoIndex.from_proto(p4info)
+        index = P4InfoIndex(p4info)
         tables = TableStore(index)
         pipeline = Pipeline(tables, seed=self.seed)
         self.p4info, self.index, self.tables, self.cookie = p4info, index, tables, cookie

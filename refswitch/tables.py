@@ -1,6 +1,6 @@
 """Table store of the reference switch: entries by P4Info name, exact and LPM lookup.
 
-Entries are `controller.entries.TableEntry` objects (names, not ids); the P4Runtime server
+Entries are `pipeline_contract.entries.TableEntry` objects (names, not ids); the P4Runtime server
 translates protobuf entries into this form. Each table keeps the entries as written (for
 reads) and a lookup structure the pipeline reads directly on every packet.
 """
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from controller.entries import TableEntry
-from refswitch.p4info import MATCH_EXACT, MATCH_LPM, ActionInfo, P4InfoIndex, TableInfo
+from p4.config.v1 import p4info_pb2
+
+from pipeline_contract.entries import TableEntry
+from pipeline_contract.p4info import MATCH_EXACT, MATCH_LPM, P4InfoIndex, decode_value
 
 
 class TableError(Exception):
@@ -27,12 +29,13 @@ ActionCall = tuple[str, dict[str, int]]
 class Table:
     """One match-action table: exact (one or more fields) or a single LPM field."""
 
-    def __init__(self, info: TableInfo, actions: dict[int, ActionInfo], default: ActionCall):
+    def __init__(self, info: p4info_pb2.Table, actions: dict[int, p4info_pb2.Action], default: ActionCall):
         self.info = info
-        self.name = info.name
-        self.allowed_actions = {actions[a].name: actions[a] for a in info.action_ids if a in actions}
-        self.entry_actions = {actions[a].name for a in info.action_ids
-                              if a in actions and a not in info.default_only_ids}
+        self.name = info.preamble.name
+        refs = [r for r in info.action_refs if r.id in actions]
+        self.allowed_actions = {actions[r.id].preamble.name: actions[r.id] for r in refs}
+        self.entry_actions = {actions[r.id].preamble.name for r in refs
+                              if r.scope != p4info_pb2.ActionRef.DEFAULT_ONLY}
         self.const_default = bool(info.const_default_action_id)
         self.field_names = tuple(f.name for f in info.match_fields)
         self.field_bits = {f.name: f.bitwidth for f in info.match_fields}
@@ -177,20 +180,18 @@ class TableStore:
     def __init__(self, index: P4InfoIndex):
         self.index = index
         self.tables: dict[str, Table] = {}
-        for info in index.tables.values():
-            self.tables[info.name] = Table(info, index.actions_by_id, self._initial_default(info))
+        for name, info in index.tables.items():
+            self.tables[name] = Table(info, index.actions_by_id, self._initial_default(info))
 
-    def _initial_default(self, info: TableInfo) -> ActionCall:
-        action_id = info.const_default_action_id
-        init = self.index.p4info.tables
-        for t in init:
-            if t.preamble.id == info.id and t.HasField("initial_default_action"):
-                action_id = t.initial_default_action.action_id
-                args = {self.index.actions_by_id[action_id].param_by_id(a.param_id).name:
-                        int.from_bytes(a.value, "big") for a in t.initial_default_action.arguments}
-                return (self.index.actions_by_id[action_id].name, args)
-        if action_id:
-            return (self.index.actions_by_id[action_id].name, {})
+    def _initial_default(self, info: p4info_pb2.Table) -> ActionCall:
+        index = self.index
+        if info.HasField("initial_default_action"):
+            action = index.action_by_id(info.initial_default_action.action_id)
+            args = {index.action_param_by_id(action, a.param_id).name: decode_value(a.value)
+                    for a in info.initial_default_action.arguments}
+            return (action.preamble.name, args)
+        if info.const_default_action_id:
+            return (index.action_by_id(info.const_default_action_id).preamble.name, {})
         return ("NoAction", {})
 
     def table(self, name: str) -> Table:

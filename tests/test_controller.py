@@ -17,9 +17,8 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controller import convergence
 from controller.entries import SwitchProgram, TableEntry
 from controller.installer import InstallError, Pipeline, compare, install, verify
-from controller.p4info import P4InfoIndex, decode_value, encode_value
+from pipeline_contract.p4info import P4InfoIndex, decode_value, encode_value, load_p4info
 from controller.p4runtime_client import P4RuntimeClient, P4RuntimeError, check_local_address
-from refswitch.p4info import contract_p4info
 
 ROUTING = "MrcIngress.routing"
 MEMBER = "MrcIngress.ecmp_member"
@@ -121,7 +120,7 @@ def server(tmp_path):
 
 @pytest.fixture
 def pipeline():
-    return Pipeline(contract_p4info(), b"{}")
+    return Pipeline(load_p4info(), b"{}")
 
 
 @pytest.fixture
@@ -161,20 +160,20 @@ def test_values_are_canonical_and_range_checked():
 
 
 def test_entry_round_trips_through_p4runtime_message():
-    index = P4InfoIndex(contract_p4info())
+    index = P4InfoIndex(load_p4info())
     for entry in small_program().entries:
         assert index.from_proto(index.to_proto(entry)) == entry
 
 
 def test_lpm_value_is_masked_to_its_prefix():
-    index = P4InfoIndex(contract_p4info())
+    index = P4InfoIndex(load_p4info())
     msg = index.to_proto(TableEntry(ROUTING, {"dst_addr": ((1 << 128) - 1, 8)}, "MrcIngress.forward",
                                     {"port": 1}))
     assert decode_value(msg.match[0].lpm.value) == 0xFF << 120
 
 
 def test_bad_names_are_reported_by_name():
-    index = P4InfoIndex(contract_p4info())
+    index = P4InfoIndex(load_p4info())
     with pytest.raises(KeyError, match="no table named 'MrcIngress.nope'"):
         index.to_proto(TableEntry("MrcIngress.nope", {}, "MrcIngress.forward", {"port": 1}))
     with pytest.raises(KeyError, match="no match field 'dst'"):

@@ -192,7 +192,7 @@ def switch_pipeline(trim_threshold: int, fault: str | None, seed: int):
     import ipaddress
 
     from controller.entries import TableEntry
-    from refswitch.p4info import P4InfoIndex, load_p4info
+    from pipeline_contract.p4info import P4InfoIndex, load_p4info
     from refswitch.pipeline import Pipeline
     from refswitch.tables import TableStore
 
@@ -200,7 +200,7 @@ def switch_pipeline(trim_threshold: int, fault: str | None, seed: int):
         n = ipaddress.IPv6Network(text)
         return int(n.network_address), n.prefixlen
 
-    tables = TableStore(P4InfoIndex.from_proto(load_p4info()))
+    tables = TableStore(P4InfoIndex(load_p4info()))
     tables.insert(TableEntry("MrcIngress.usid_local", {"dst_usid_prefix": (0xFC000000 << 16) | SWITCH_USID},
                              "MrcIngress.usid_shift", {}))
     tables.insert(TableEntry("MrcIngress.routing", {"dst_addr": net("fc00:0:1001::/48")},

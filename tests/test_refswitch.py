@@ -13,7 +13,7 @@ from controller.entries import TableEntry
 from host_agent import codec, constants as C
 from host_agent.packets import DataPacket, Sack
 from refswitch import main as switch_main
-from refswitch.p4info import DEFAULT_P4INFO_PATH, P4InfoIndex, contract_p4info, load_p4info
+from pipeline_contract.p4info import P4InfoIndex, load_p4info
 from refswitch.pipeline import Pipeline, crc16, ecmp_hash_input, ecmp_index
 from refswitch.queues import EgressQueues
 from refswitch.switch import SwitchCore
@@ -50,7 +50,7 @@ def port_config(port: int, trim: int, ecn: int, host_facing: int = 0) -> TableEn
 
 @pytest.fixture
 def tables() -> TableStore:
-    return TableStore(P4InfoIndex.from_proto(load_p4info()))
+    return TableStore(P4InfoIndex(load_p4info()))
 
 
 # --- ECMP hash -----------------------------------------------------------------------------
@@ -67,20 +67,6 @@ def test_ecmp_hash_covers_37_bytes_in_contract_order():
     assert data == src + dst + bytes([17, 0x12, 0x34, 0x12, 0xB7])
     assert ecmp_index(src, dst, 17, 0x1234, 4791, 5) == crc16(data) % 5
     assert ecmp_index(src, dst, 17, 0x1234, 4791, 0) == 0
-
-
-# --- P4Info ----------------------------------------------------------------------------------
-
-@pytest.mark.skipif(not DEFAULT_P4INFO_PATH.exists(), reason="no committed p4/build/mrc.p4info.txtpb")
-def test_contract_p4info_names_match_compiled_p4info():
-    def names(info):
-        index = P4InfoIndex.from_proto(info)
-        tables = {t.name: ({f.name: (f.bitwidth, f.match_type) for f in t.match_fields},
-                           sorted(index.actions_by_id[a].name for a in t.action_ids))
-                  for t in index.tables.values()}
-        actions = {a.name: [(p.name, p.bitwidth) for p in a.params] for a in index.actions.values()}
-        return tables, actions, sorted(index.counters)
-    assert names(contract_p4info()) == names(load_p4info(DEFAULT_P4INFO_PATH))
 
 
 # --- tables ----------------------------------------------------------------------------------
@@ -209,7 +195,7 @@ def test_fault_drop_random_is_seeded_and_near_its_rate(tables):
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=0, max_size=200), st.integers(0, 199), st.integers(0, 255))
 def test_pipeline_never_raises_and_never_forwards_inconsistent_lengths(junk, where, value):
-    tables = TableStore(P4InfoIndex.from_proto(load_p4info()))
+    tables = TableStore(P4InfoIndex(load_p4info()))
     tables.insert(TableEntry("MrcIngress.routing", {"dst_addr": (0, 0)}, "MrcIngress.forward", {"port": 2}))
     tables.insert(port_config(2, trim=0, ecn=0))
     p = Pipeline(tables)

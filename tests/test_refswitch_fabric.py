@@ -14,7 +14,7 @@ import pytest
 from controller.routes import compute_programs
 from host_agent import codec, constants as C
 from host_agent.packets import DataPacket
-from refswitch.p4info import load_p4info
+from pipeline_contract.p4info import load_p4info
 from topologies import builders
 from topologies.paths import all_pairs_paths
 

@@ -11,7 +11,7 @@ from controller.entries import TableEntry
 from controller.p4runtime_client import P4RuntimeClient, P4RuntimeError
 from host_agent import codec, constants as C
 from host_agent.packets import DataPacket
-from refswitch.p4info import load_p4info
+from pipeline_contract.p4info import load_p4info
 from refswitch.p4runtime_server import P4RuntimeServer
 from refswitch.switch import SwitchCore
 

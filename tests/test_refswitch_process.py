@@ -16,7 +16,7 @@ from controller.entries import TableEntry
 from controller.p4runtime_client import P4RuntimeClient
 from host_agent import codec
 from host_agent.packets import DataPacket
-from refswitch.p4info import REPO_ROOT, load_p4info
+from pipeline_contract.p4info import REPO_ROOT, load_p4info
 from refswitch.vethlab import VethLab
 
 pytestmark = [pytest.mark.integration, pytest.mark.requires_root]

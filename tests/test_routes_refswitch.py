@@ -14,7 +14,7 @@ from topologies.paths import all_pairs_paths
 try:
     from host_agent import codec
     from host_agent.packets import Probe
-    from refswitch.p4info import P4InfoIndex, load_p4info
+    from pipeline_contract.p4info import P4InfoIndex, load_p4info
     from refswitch.pipeline import Pipeline
     from refswitch.tables import TableStore
 except ImportError as error:        # the model or codec is not there yet
@@ -25,7 +25,7 @@ MAX_HOPS = 8
 
 def model_network(programs):
     """One reference-model pipeline per switch, programmed with its entries."""
-    index = P4InfoIndex.from_proto(load_p4info())
+    index = P4InfoIndex(load_p4info())
     pipelines = {}
     for name, program in programs.items():
         tables = TableStore(index)

@@ -24,9 +24,9 @@ from typing import Any, Optional
 
 import yaml
 
-from controller.entries import TableEntry
-from refswitch.conformance.packets import FILLER_MSG_ID, build
 from host_agent import constants as C
+from pipeline_contract.entries import TableEntry
+from refswitch.conformance.packets import FILLER_MSG_ID, build
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 

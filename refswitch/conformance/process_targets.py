@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from controller.entries import TableEntry
+from pipeline_contract.entries import TableEntry
+from pipeline_contract.p4info import REPO_ROOT, load_p4info
 from refswitch.conformance.runner import Output
-from refswitch.p4info import REPO_ROOT, load_p4info
 from refswitch.vethlab import VethLab, in_netns
 
 NPORTS = 8                 # ports 1..8, enough for every case

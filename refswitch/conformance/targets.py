@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from controller.entries import TableEntry
+from pipeline_contract.entries import TableEntry
+from pipeline_contract.p4info import load_p4info
 from refswitch.conformance.runner import Output
-from refswitch.p4info import load_p4info
 from refswitch.switch import SwitchCore
 
 
