@@ -217,3 +217,21 @@ def test_a_stalled_receiver_costs_retransmissions_but_retires_no_ev():
     assert not ev_events(res, "h0", new="ASSUMED_BAD") and not ev_events(res, "h1", new="ASSUMED_BAD")
     assert tr.sender_stats["timeouts_unattributed"] == tr.sender_stats["timeouts"]
     assert net.hosts["h0"].endpoint.connections[0x100].rtt.rto_scale == 1.0
+
+
+def test_packets_in_flight_on_a_retired_path_are_resent_at_once():
+    """Regression (failover at 20 Mbit/s took two RTOs): when a timeout retires a path, the packets
+    sent on it after the timed-out one are resent at once, not each after its own RTO with their
+    bytes holding the window shut. The dead link costs one timeout."""
+    net = fabric(seed=3)
+    kill = 100e-6
+    net.at(kill, net.cable("p0leaf0", "p0spine0").set_up, False)
+    res = run_transfers(net, [Transfer("h0", "h1", 3 * MB, message_size=100_000)], TransportConfig(**FAST), until=0.05)
+    tr = res.transfers[0]
+    assert tr.complete and tr.receiver_stats["payload_bytes_received"] == 3 * MB
+    assert tr.sender_stats["timeouts"] == 1 and tr.sender_stats["stranded_resent"] > 0
+    retired_at = min(e["t"] for e in ev_events(res, "h0", new="ASSUMED_BAD"))
+    resent = [e for e in res.events if e["host"] == "h0" and e["kind"] == "retransmit"]
+    assert len(resent) == tr.sender_stats["retransmitted"] == 1 + tr.sender_stats["stranded_resent"]
+    rto = net.hosts["h0"].endpoint.connections[0x100].rtt.rto
+    assert all(retired_at <= e["t"] <= retired_at + rto / 2 for e in resent)

@@ -51,12 +51,12 @@ class MrcReceiver:
         if pkt.trimmed:
             stats["trimmed_received"] += 1
             reason = C.NACK_TRIMMED_LASTHOP if pkt.dscp == C.DSCP_TRIMMED_LASTHOP else C.NACK_TRIMMED
-            out.append(self._nack(plane, pkt, reason))
+            out.extend(self._trim_nacks(plane, pkt, reason))
             return
         offset = seq - self.expected
         if offset >= self.cfg.ooo_window:
             stats["out_of_window"] += 1
-            out.append(self._nack(plane, pkt, C.NACK_PSN_OUT_OF_WINDOW))
+            out.append(self._nack(plane, pkt, C.NACK_PSN_OUT_OF_WINDOW)[:2])
             return
         ce = pkt.ecn == C.ECN_CE
         if ce:
@@ -140,10 +140,26 @@ class MrcReceiver:
         self.conn.stats["sacks_sent"] += 1
         return path.nic, sack, ev.path_key
 
-    def _nack(self, plane: int, pkt: DataPacket, reason: int):
-        ev = self.conn.evset.next_control_ev(plane)
+    def _trim_nacks(self, plane: int, pkt: DataPacket, reason: int) -> list:
+        """The NACK of a trimmed packet on up to `ack_fanout` distinct paths.
+
+        A NACK lost on a dead path of ours would leave the sender to time the packet out while
+        later packets arrive: it would blame (retire) the path the packet was trimmed on, which
+        works. The sender ignores the copies."""
+        first = self._nack(plane, pkt, reason)
+        out, used = [first[:2]], {first[2]}
+        for ev in self.conn.evset.one_ev_per_path():
+            if len(out) >= self.cfg.ack_fanout:
+                break
+            if ev.usable and ev.path_key not in used:
+                used.add(ev.path_key)
+                out.append(self._nack(plane, pkt, reason, ev)[:2])
+        return out
+
+    def _nack(self, plane: int, pkt: DataPacket, reason: int, ev=None):
+        ev = ev or self.conn.evset.next_control_ev(plane)
         path = self.conn.evset.path_of(ev)
         self.conn.stats["nacks_sent"] += 1
         return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp, psn=pkt.psn,
                               cum_psn=to_wire(self.expected, self.cfg.initial_psn), reason=reason,
-                              ev_echo=pkt.ev, ts_echo=pkt.tsval)
+                              ev_echo=pkt.ev, ts_echo=pkt.tsval), ev.path_key

@@ -99,12 +99,27 @@ class MrcSender:
             ev = seg.ev
             if self.conn.evset.get(ev.value) is ev and ev.usable:
                 if self.delivered_sent_at > seg.sent_at + REORDER_SRTT_FRACTION * self.conn.rtt.srtt:
-                    self.conn.evset.mark_bad(ev, now, "timeout")
                     seg.blamed = ev
+                    self._resend_stranded(self.conn.evset.mark_bad(ev, now, "timeout"))
                 else:
                     self.conn.stats["timeouts_unattributed"] += 1
             self.conn.cc.on_trim_or_loss(now)
             self._queue_retx(seq, E.CAUSE_TIMEOUT)
+
+    def _resend_stranded(self, retired: list) -> None:
+        """Queue for retransmission every packet still in flight on an EV just retired.
+
+        They went out on the path that lost the timed-out packet, after it: waiting for each
+        one's own timer would take another RTO, with their bytes holding the window shut."""
+        if not retired:
+            return
+        gone = set(map(id, retired))
+        for seg in self.segments.values():
+            if seg.in_flight and id(seg.ev) in gone:
+                seg.in_flight = False
+                self.inflight_bytes -= seg.wire
+                self.conn.stats["stranded_resent"] += 1
+                self._queue_retx(seg.seq, E.CAUSE_TIMEOUT)
 
     # --- transmission -------------------------------------------------------------------------
     def _queue_retx(self, seq: int, cause: str) -> None:
