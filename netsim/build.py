@@ -14,7 +14,7 @@ from host_agent.transport.config import PathInfo
 from netsim.host import Host
 from netsim.link import Link
 from netsim.sim import Simulator
-from netsim.switch import PortConfig, Switch
+from netsim.switch import ROUTE_TABLES, PortConfig, Switch
 
 HOST_QUEUE_PKTS = 100_000       # a host NIC queues whatever its endpoint emits (pacing keeps it short)
 
@@ -48,6 +48,12 @@ class Cable:
     plane: int
     ab: Link
     ba: Link
+    fabric: bool = False          # True between two switches
+
+    @property
+    def up(self) -> bool:
+        """True while the cable carries packets."""
+        return self.ab.up
 
     def set_up(self, up: bool) -> None:
         """Bring both directions up or down."""
@@ -67,6 +73,7 @@ class Network:
     spines: dict[int, list[str]] = field(default_factory=dict)              # plane -> spine names
     planes: list[int] = field(default_factory=list)
     path_finder: object = None          # (src, dst) -> [(plane, switch names, address)], when not leaf_spine
+    topo: object = None                 # the topologies.Topology it was built from (from_topology)
 
     def cable(self, a: str, b: str) -> Cable:
         """The cable between nodes `a` and `b` (in either order)."""
@@ -74,6 +81,26 @@ class Network:
             if {c.a, c.b} == {a, b}:
                 return c
         raise KeyError(f"no cable between {a} and {b}")
+
+    def cables_of(self, node: str) -> list[Cable]:
+        """The cables of `node`, in creation order."""
+        return [c for c in self.cables if node in (c.a, c.b)]
+
+    def fabric_links(self) -> list[Link]:
+        """Every switch-to-switch link direction, in creation order."""
+        return [link for c in self.cables if c.fabric for link in (c.ab, c.ba)]
+
+    def down_links(self) -> list[tuple[str, str]]:
+        """(node, node) pairs of the cables that are down."""
+        return [(c.a, c.b) for c in self.cables if not c.up]
+
+    def reroute(self, programs) -> None:
+        """Replace every switch's routing and ECMP tables by those of `programs` ({switch: SwitchProgram}),
+        what a converging control plane rewrites; other tables stay."""
+        for name, program in programs.items():
+            sw = self.switches[name]
+            sw.clear_routes()
+            sw.install(e for e in program.entries if e.table in ROUTE_TABLES)
 
     def link(self, a: str, b: str) -> Link:
         """The direction a -> b of the cable between them."""
@@ -107,6 +134,13 @@ class Network:
     def baseline_path(self, src: str, dst: str, plane: int = 0) -> list[PathInfo]:
         """The baseline's single 'path': the peer NIC address on `plane`, routed by ECMP."""
         return [PathInfo(plane, plane, self.hosts[src].nic_addr[plane], self.hosts[dst].nic_addr[plane])]
+
+    def baseline_paths(self, src: str, dst: str) -> list[PathInfo]:
+        """The peer's NIC address on every plane both hosts are on, by plane: the baseline's 'paths'
+        as the agent process builds them (host_agent/agent.py); the baseline sends on the first."""
+        dst_nics = self.hosts[dst].nic_addr
+        return [PathInfo(plane, plane, addr, dst_nics[plane])
+                for plane, addr in sorted(self.hosts[src].nic_addr.items()) if plane in dst_nics]
 
     def paths(self, src: str, dst: str, mode: str) -> list[PathInfo]:
         """Paths for a connection in `mode` ("mrc" or "roce")."""
@@ -171,7 +205,7 @@ def leaf_spine(sim: Simulator, hosts: int = 4, planes: int = 1, leaves: int = 2,
                     node.port_config[port] = PortConfig(trim_pkts, ecn_pkts, facing)
                 else:
                     node.nics[port] = link
-            net.cables.append(Cable(a.name, b.name, p, ab, ba))
+            net.cables.append(Cable(a.name, b.name, p, ab, ba, isinstance(a, Switch) and isinstance(b, Switch)))
 
         next_port = {n: 1 for n in names}
 

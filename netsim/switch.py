@@ -9,6 +9,8 @@ from host_agent import constants as C
 from host_agent.packets import DataPacket
 
 ADDR_BITS = 128
+ROUTE_TABLES = ("MrcIngress.routing", "MrcIngress.ecmp_member")   # what rerouting rewrites
+TRIM_NEVER = 1 << 30             # a trim threshold no queue reaches: trimming off (drop-tail)
 _LOW80 = (1 << 80) - 1
 _TOP32 = ((1 << 32) - 1) << 96
 
@@ -68,6 +70,12 @@ class Switch:
         """LPM entry: `prefix` is the full 128-bit value with its top `length` bits significant."""
         self.routes.setdefault(length, {})[prefix >> (ADDR_BITS - length)] = action
         self._lengths = sorted(self.routes, reverse=True)
+
+    def clear_routes(self) -> None:
+        """Empty the routing and ECMP tables."""
+        self.routes = {}
+        self.ecmp_groups = {}
+        self._lengths = []
 
     def lookup(self, dst: int) -> tuple | None:
         """The action of the longest matching prefix, or None."""

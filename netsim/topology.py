@@ -10,21 +10,23 @@ from netsim.build import HOST_QUEUE_PKTS, Cable, Network
 from netsim.host import Host
 from netsim.link import Link
 from netsim.sim import Simulator
-from netsim.switch import Switch
+from netsim.switch import TRIM_NEVER, Switch
 
 
-def from_topology(topo, sim: Simulator | None = None, delay: float = 1e-6, rate_bps: float | None = None) -> Network:
+def from_topology(topo, sim: Simulator | None = None, delay: float = 1e-6, rate_bps: float | None = None,
+                  trimming: bool = True) -> Network:
     """A Network of `topo`: one Link per direction of every topology link, `delay` seconds each.
 
     `rate_bps` overrides every link's rate (the topology's defaults suit the Python switch
     model; the simulator is happy with faster links). Queue depths and thresholds come from
-    the topology's links, tables from the controller.
+    the topology's links, tables from the controller; without `trimming`, no port ever trims
+    (drop-tail).
     """
     from controller.routes import compute_programs
     from topologies.paths import host_paths
 
     sim = sim or Simulator()
-    net = Network(sim, planes=list(topo.planes))
+    net = Network(sim, planes=list(topo.planes), topo=topo)
     for h in topo.hosts:
         host = Host(sim, h.name, h.index)
         host.usid = h.usid
@@ -50,9 +52,12 @@ def from_topology(topo, sim: Simulator | None = None, delay: float = 1e-6, rate_
                 node.links[port] = egress
             else:
                 node.nics[port] = egress
-        net.cables.append(Cable(link.a, link.b, plane, ab, ba))
+        net.cables.append(Cable(link.a, link.b, plane, ab, ba, isinstance(a, Switch) and isinstance(b, Switch)))
     for name, program in compute_programs(topo).items():
         net.switches[name].install(program.entries)
+        if not trimming:
+            for config in net.switches[name].port_config.values():
+                config.trim_threshold = TRIM_NEVER
 
     def path_finder(src: str, dst: str):
         return [(p.plane, list(p.switches), p.address.packed) for p in host_paths(topo, src, dst)]

@@ -1,6 +1,6 @@
 """The netsim backend: a case on the in-process network, in simulated time.
 
-Builds the topology with the controller's static tables (`netsim_fabric`), one transport
+Builds the topology with the controller's static tables (`netsim.from_topology`), one transport
 Endpoint per host, the workload (a collective through `EndpointMessenger`, or checked
 point-to-point flows), schedules the faults (at a time, or when a share of the workload is done),
 optionally an emulated converging control plane, and samples goodput every `sample_interval_s`.
@@ -15,7 +15,6 @@ from typing import Callable, Optional
 from controller.routes import rerouted_programs
 from experiments import faults as F
 from host_agent import constants as C
-from experiments.backends.netsim_fabric import Fabric, build_fabric
 from experiments.record import CaseRecord, FaultEvent, FlowRecord, LinkRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows, variant_topology
@@ -24,12 +23,20 @@ from host_agent.collectives.data import block_bytes
 from host_agent.collectives.driver import EndpointMessenger
 from host_agent.transport import Endpoint, TransportConfig
 from host_agent.transport import events as E
+from netsim.build import Network
 from netsim.sim import Simulator
 from netsim.switch import Switch, ecmp_hash, usid_shift
+from netsim.topology import from_topology
 from topologies.model import TIER_LEAF, Topology
 
 KEPT_EVENTS = (E.EV_STATE, E.EV_BACKUP)
 QP_BASE = 0x100
+LINK_DELAY_S = 20e-6             # propagation delay of every cable (a veth pair plus a switch hop)
+
+
+def build_fabric(topo: Topology, sim: Simulator, trimming: bool = True) -> Network:
+    """The simulated network of `topo` in `sim`, programmed with the controller's static routes."""
+    return from_topology(topo, sim, delay=LINK_DELAY_S, trimming=trimming)
 
 
 def transport_config(case: Case, topo: Topology) -> TransportConfig:
@@ -42,7 +49,7 @@ def transport_config(case: Case, topo: Topology) -> TransportConfig:
 class Traffic:
     """Endpoints, connections and the workload of one case on a fabric."""
 
-    def __init__(self, fab: Fabric, case: Case, config: TransportConfig) -> None:
+    def __init__(self, fab: Network, case: Case, config: TransportConfig) -> None:
         self.fab = fab
         self.sim = fab.sim
         self.workload = case.variant.workload
@@ -72,11 +79,15 @@ class Traffic:
             a, b = key
             qa, qb = self._qp, self._qp + 1
             self._qp += 2
-            ca = self.endpoints[a].connect(b, qa, qb, self.fab.paths(a, b, self.mode), self.fab.paths(b, a, self.mode))
-            cb = self.endpoints[b].connect(a, qb, qa, self.fab.paths(b, a, self.mode), self.fab.paths(a, b, self.mode))
+            ca = self.endpoints[a].connect(b, qa, qb, self.paths(a, b), self.paths(b, a))
+            cb = self.endpoints[b].connect(a, qb, qa, self.paths(b, a), self.paths(a, b))
             self.pairs[key] = (ca, cb)
         ca, cb = self.pairs[key]
         return ca if src == key[0] else cb
+
+    def paths(self, src: str, dst: str) -> list:
+        """Every uSID path for MRC; for the baseline, the peer's NIC on each plane, as the agent builds them."""
+        return self.fab.mrc_paths(src, dst) if self.mode == "mrc" else self.fab.baseline_paths(src, dst)
 
     # --- collectives ----------------------------------------------------------------------------
     def _setup_collective(self) -> None:
@@ -211,7 +222,7 @@ class Traffic:
 class ControlPlane:
     """Emulated routing protocol: reroutes around down links `delay` seconds after a change."""
 
-    def __init__(self, fab: Fabric, delay: float, on_reroute: Callable[[float], None]) -> None:
+    def __init__(self, fab: Network, delay: float, on_reroute: Callable[[float], None]) -> None:
         self.fab = fab
         self.delay = delay
         self.on_reroute = on_reroute
@@ -228,7 +239,7 @@ class ControlPlane:
 class NetsimTarget:
     """The faults' view of a fabric (experiments.faults.FaultTarget)."""
 
-    def __init__(self, fab: Fabric, control: Optional[ControlPlane]) -> None:
+    def __init__(self, fab: Network, control: Optional[ControlPlane]) -> None:
         self.fab = fab
         self.control = control
 
@@ -253,7 +264,6 @@ class NetsimTarget:
     def set_switch_alive(self, switch: str, alive: bool) -> None:
         for cable in self.fab.cables_of(switch):
             cable.set_up(alive)
-        (self.fab.dead_switches.discard if alive else self.fab.dead_switches.add)(switch)
         if self.control:
             self.control.notify()
 
@@ -269,7 +279,7 @@ def p4_ecmp(src: bytes, dst: bytes, ev: int, size: int) -> int:
     return ecmp_index(src, dst, C.IPPROTO_UDP, ev & 0xFFFF, C.ROCEV2_UDP_PORT, size)
 
 
-def trace(fab: Fabric, src: str, path, ev: int, choose: Callable = netsim_ecmp) -> list[str]:
+def trace(fab: Network, src: str, path, ev: int, choose: Callable = netsim_ecmp) -> list[str]:
     """Switches a packet from `src` on `path` with entropy `ev` crosses (without sending it);
     `choose(src, dst, ev, group size)` is the ECMP member choice of the switches."""
     node = fab.hosts[src].nics[path.nic].dest[0]
