@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 
+from topologies.addressing import MAX_HOSTS, MAX_SWITCHES
 from topologies.model import (DEFAULT_ECN_THRESHOLD, DEFAULT_QUEUE_DEPTH, DEFAULT_RATE_BPS,
                               DEFAULT_TRIM_THRESHOLD, TIER_CORE, TIER_LEAF, TIER_SPINE, Host, Link,
                               Switch, Topology)
@@ -32,11 +33,15 @@ class TopologyBuilder:
         self._next_port: dict[str, int] = {}
 
     def add_host(self) -> str:
+        if len(self.hosts) >= MAX_HOSTS:          # fail before a huge count exhausts memory
+            raise ValueError(f"more than {MAX_HOSTS} hosts: the addressing plan has no uSID for more")
         host = Host(f"h{len(self.hosts) + 1}", len(self.hosts))
         self.hosts.append(host)
         return host.name
 
     def add_switch(self, tier: int, plane: int = 0) -> str:
+        if len(self.switches) >= MAX_SWITCHES:
+            raise ValueError(f"more than {MAX_SWITCHES} switches: the addressing plan has no uSID for more")
         switch = Switch(f"s{len(self.switches) + 1}", len(self.switches), tier, plane)
         self.switches.append(switch)
         self._next_port[switch.name] = 1
