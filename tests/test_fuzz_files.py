@@ -214,3 +214,14 @@ def test_the_valid_files_themselves_load(name, tmp_path):
         path = tmp_path / f"valid{kind.suffix}"
         path.write_text(text)
         kind.use(kind.load(str(path)))
+
+
+@pytest.mark.parametrize("params, field", [("{leaves: 4, spines: 2, hosts_per_leaf: 1180591620717411303424}", "hosts"),
+                                           ("{leaves: 99999, spines: 2, hosts_per_leaf: 1}", "hosts"),
+                                           ("{leaves: 4, spines: 99999, hosts_per_leaf: 1}", "switches")])
+def test_huge_builder_counts_are_refused_before_memory_runs_out(params, field, tmp_path):
+    """Found by the fuzzing above: counts beyond the addressing plan once built until memory ran out."""
+    path = tmp_path / "huge.yaml"
+    path.write_text(f"builder: leafspine\nparams: {params}\n")
+    with pytest.raises(TopologyFileError, match=rf"huge.yaml:2: .*more than \d+ {field}"):
+        load_topology(str(path))
