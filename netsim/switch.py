@@ -1,12 +1,12 @@
 """A switch following the pipeline contract of docs/design.md, on decoded packet objects."""
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from dataclasses import dataclass
 
 from host_agent import constants as C
 from host_agent.packets import DataPacket
+from refswitch.pipeline import ecmp_index
 
 ADDR_BITS = 128
 ROUTE_TABLES = ("MrcIngress.routing", "MrcIngress.ecmp_member")   # what rerouting rewrites
@@ -37,11 +37,11 @@ def usid_shift(dst: int) -> int:
     return (dst & _TOP32) | ((dst & _LOW80) << 16)
 
 
-def ecmp_hash(pkt) -> int:
-    """Hash of the 5-tuple (src, dst, next header, UDP source port, UDP destination port)."""
-    sport = pkt.ev & 0xFFFF
-    key = pkt.src + pkt.dst + bytes((C.IPPROTO_UDP,)) + sport.to_bytes(2, "big") + C.ROCEV2_UDP_PORT.to_bytes(2, "big")
-    return zlib.crc32(key) & 0xFFFF
+def ecmp_member(src: bytes, dst: bytes, ev: int, size: int) -> int:
+    """The member index of a group of `size` that a packet from `src` to `dst` (after any uSID shift)
+    with entropy `ev` takes: the P4 program's CRC-16/ARC of its 5-tuple (docs/design.md), so netsim,
+    the reference switch and BMv2 send a flow the same way."""
+    return ecmp_index(src, dst, C.IPPROTO_UDP, ev & 0xFFFF, C.ROCEV2_UDP_PORT, size)
 
 
 class Switch:
@@ -134,7 +134,7 @@ class Switch:
             return
         if action[0] == "ecmp":
             members = self.ecmp_groups[action[1]]
-            port = members[ecmp_hash(pkt) % len(members)]
+            port = members[ecmp_member(pkt.src, pkt.dst, pkt.ev, len(members))]
         else:
             port = action[1]
         fault = self.faults.get(port)

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from types import SimpleNamespace
 from typing import Callable, Optional
 
 from controller.routes import rerouted_programs
 from experiments import faults as F
-from host_agent import constants as C
 from experiments.record import CaseRecord, FaultEvent, FlowRecord, LinkRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows, variant_topology
@@ -25,7 +23,7 @@ from host_agent.transport import Endpoint, TransportConfig
 from host_agent.transport import events as E
 from netsim.build import Network
 from netsim.sim import Simulator
-from netsim.switch import Switch, ecmp_hash, usid_shift
+from netsim.switch import Switch, ecmp_member, usid_shift
 from netsim.topology import from_topology
 from topologies.model import TIER_LEAF, Topology
 
@@ -268,18 +266,11 @@ class NetsimTarget:
             self.control.notify()
 
 
-def netsim_ecmp(src: bytes, dst: bytes, ev: int, size: int) -> int:
-    """The ECMP member netsim's switches pick."""
-    return ecmp_hash(SimpleNamespace(src=src, dst=dst, ev=ev)) % size
+# The ECMP member every target picks (BMv2, the reference model and netsim share the hash).
+p4_ecmp = ecmp_member
 
 
-def p4_ecmp(src: bytes, dst: bytes, ev: int, size: int) -> int:
-    """The ECMP member the P4 program (BMv2 and the reference model) picks."""
-    from refswitch.pipeline import ecmp_index
-    return ecmp_index(src, dst, C.IPPROTO_UDP, ev & 0xFFFF, C.ROCEV2_UDP_PORT, size)
-
-
-def trace(fab: Network, src: str, path, ev: int, choose: Callable = netsim_ecmp) -> list[str]:
+def trace(fab: Network, src: str, path, ev: int, choose: Callable = ecmp_member) -> list[str]:
     """Switches a packet from `src` on `path` with entropy `ev` crosses (without sending it);
     `choose(src, dst, ev, group size)` is the ECMP member choice of the switches."""
     node = fab.hosts[src].nics[path.nic].dest[0]
@@ -301,7 +292,7 @@ def trace(fab: Network, src: str, path, ev: int, choose: Callable = netsim_ecmp)
     return names
 
 
-def busiest_targets(case: Case, topo: Topology, choose: Callable = netsim_ecmp) -> tuple[tuple[str, str], str]:
+def busiest_targets(case: Case, topo: Topology, choose: Callable = ecmp_member) -> tuple[tuple[str, str], str]:
     """(fabric link, spine) carrying most of the baseline's data in this variant.
 
     The baseline pins every flow to one ECMP path; a fault there is one the baseline feels. MRC
