@@ -274,6 +274,30 @@ def test_an_idle_sender_saves_up_no_pacing_credit():
     assert len(ep.poll(10e-3)) == 1                               # a new message starts a fresh schedule
 
 
+def test_base_rtt_comes_from_data_packets_only():
+    """Regression (Mininet leaf-spine: MRC slower than RoCE): a probe reply or a trim NACK makes
+    a short round trip (small, high priority); taken as the base RTT it turned every data RTT
+    into queueing delay, and every ECN mark into a halving of the window."""
+    cfg = TransportConfig(**{**CFG.__dict__, "rto_min": 50e-6})
+    ep = Endpoint("tx", cfg)
+    conn = ep.connect("rx", 1, 2, paths())
+    ep.send_message(conn, bytes(1000))
+    (_, first), = ep.poll(0.0)
+    ep.receive(40e-6, 0, _sack(1, 0, first))                     # a data round trip: 40 us
+    assert conn.rtt.base_rtt == pytest.approx(40e-6)
+    from host_agent.packets import ProbeReply
+    probe = conn.prober._probe(50e-6, conn.evset.home_evs()[0], "reinstate")
+    ep.receive(55e-6, 0, ProbeReply(src=bytes(16), dst=bytes(16), ev=9, qp=1, probe_id=probe[1].probe_id,
+                                    ev_echo=probe[1].ev, ts_echo=probe[1].tsval))
+    ep.send_message(conn, bytes(1000))
+    (_, second), = ep.poll(60e-6)
+    ep.receive(64e-6, 0, Nack(src=bytes(16), dst=bytes(16), ev=9, qp=1, psn=1, cum_psn=1, reason=C.NACK_TRIMMED,
+                              ev_echo=second.ev, ts_echo=second.tsval))
+    assert conn.stats["probe_replies"] == 1 and conn.stats["trims"] == 1
+    assert conn.rtt.base_rtt == pytest.approx(40e-6)             # 5 and 4 us samples: not the base
+    assert conn.rtt.srtt < 40e-6                                 # (they do count for the RTO)
+
+
 def test_probe_is_answered_on_several_distinct_paths():
     ep, conn, _ = receiver_endpoint(probe_reply_fanout=4)      # the connection has 2 paths
     from host_agent.packets import Probe, ProbeReply

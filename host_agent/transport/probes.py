@@ -155,7 +155,7 @@ class Prober:
                     del self._suspects[pid]
                     self._miss(suspect, now)
         self.conn.stats["probe_replies"] += 1
-        self.conn.rtt.sample(ts_age(now, reply.ts_echo))
+        self.conn.rtt.sample(ts_age(now, reply.ts_echo), full_size=False)
         if o.purpose == KEEPALIVE:
             self._keepalive_misses.pop(o.ev.path_key, None)
         if o.purpose == REINSTATE and not o.ev.usable:

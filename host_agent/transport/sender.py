@@ -355,6 +355,6 @@ class MrcSender:
         self.conn.log(now, E.TRIM_NACK, psn=nack.psn, reason=nack.reason, ev=nack.ev_echo, srtt=self.conn.rtt.srtt)
         if nack.reason == C.NACK_TRIMMED:            # fabric congestion: avoid that path for a rotation
             self.conn.evset.skip(seg.ev, "trim")
-        self.conn.rtt.sample(ts_age(now, nack.ts_echo))
+        self.conn.rtt.sample(ts_age(now, nack.ts_echo), full_size=False)
         self.conn.cc.on_trim_or_loss(now)
         self._queue_retx(seq, E.CAUSE_TRIM)
