@@ -54,11 +54,14 @@ def _run_script(script: str, prefix: str, result: Measurement) -> Optional[dict]
         result.skipped.append(f"{script}: needs root (network namespaces, raw sockets)")
         return None
     since = time.time() - 1
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / script)], cwd=str(REPO),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    print(done.stdout, end="", flush=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{script} exited with {done.returncode}: {done.stdout.strip()[-300:]}")
+    proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / script)], cwd=str(REPO),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    for line in proc.stdout:                  # its own figures, as they come
+        print(line, end="", flush=True)
+        tail = (tail + [line.rstrip()])[-5:]
+    if proc.wait() != 0:
+        raise RuntimeError(f"{script} exited with {proc.returncode}: {' | '.join(tail)[-300:]}")
     saved = _script_results(prefix, since)
     if saved is None:
         raise RuntimeError(f"{script} saved no {prefix}-*.json under {RESULTS}")
