@@ -104,6 +104,15 @@ def _mark_faults(ax, record: CaseRecord, labelled: set) -> None:
         ax.axvline(t * 1e3, color="purple", linestyle="-.", linewidth=1.2, label=label, zorder=1)
 
 
+def _save(fig, path: Path, suptitle: str) -> Path:
+    """Title `fig`, write it to `path` as PNG and free it; return `path`."""
+    fig.suptitle(suptitle, fontsize=13)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: str) -> Path:
     """Goodput over time per transport, a row per variant; a zoom on the failure when there is one."""
     groups = _variants(records)
@@ -169,11 +178,7 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
             zoom.set_ylim(bottom=0)
             zoom.grid(alpha=0.3)
             zoom.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, frameon=False)
-    fig.suptitle(f"{title}: goodput over time", fontsize=13)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, f"{title}: goodput over time")
 
 
 def completion_figure(summaries: list[dict], colour: dict, path: Path, title: str) -> Path:
@@ -245,11 +250,7 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
         ax.grid(axis="y", alpha=0.3)
         handles = [Patch(color=colour[t], label=t) for t in transports]
         ax.legend(handles=handles + (cause_handles if ax is axes[0][-1] else []), fontsize=7)
-    fig.suptitle(f"{title}: completion, recovery and retransmissions", fontsize=13)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, f"{title}: completion, recovery and retransmissions")
 
 
 def _path_label(dst_hex: str) -> str:
@@ -317,11 +318,7 @@ def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
         handles = [Patch(color=c, alpha=0.25 if s == "GOOD" else 1, label=s) for s, c in STATE_COLOURS.items()]
         handles += ax.get_legend_handles_labels()[0]
         ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"{title}: per-EV state timeline (bad EVs retired, probed back to GOOD)", fontsize=13)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, f"{title}: per-EV state timeline (bad EVs retired, probed back to GOOD)")
 
 
 def scale_figure(summaries: list[dict], colour: dict, path: Path, title: str) -> Path:
@@ -346,11 +343,7 @@ def scale_figure(summaries: list[dict], colour: dict, path: Path, title: str) ->
         ax.legend(fontsize=8, title="x on the axis: never", title_fontsize=7)
     axes[0].set_title("completion time per size")
     axes[1].set_title("recovery time per size")
-    fig.suptitle(f"{title}: how cost grows with the number of hosts", fontsize=13)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, f"{title}: how cost grows with the number of hosts")
 
 
 def flows_figure(records: list[CaseRecord], colour: dict, path: Path, title: str) -> Path:
@@ -385,8 +378,4 @@ def flows_figure(records: list[CaseRecord], colour: dict, path: Path, title: str
         ax_l.set_title(f"{variant}: switch-to-switch link utilisation")
         ax_l.grid(axis="y", alpha=0.3)
         ax_l.legend(fontsize=8)
-    fig.suptitle(f"{title}: flows and links", fontsize=13)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, f"{title}: flows and links")
