@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Optional
 
-from benchmarks.cases import MODEL_RATE_BPS, NETSIM_RATE_BPS, host_link_rate, mininet_missing, run_cases
+from benchmarks.cases import MODEL_RATE_BPS, NETSIM_RATE_BPS, host_link_rate, mininet_left_out, run_cases
 from benchmarks.figures import Measurement
 
 NAME = "allreduce"
@@ -55,11 +55,9 @@ def measure(options: argparse.Namespace) -> Measurement:
     result = Measurement()
     size = getattr(options, "bytes", None) or 1 << 20
     backends = [("netsim", NETSIM_RATE_BPS)]
-    why = mininet_missing()
-    if getattr(options, "no_mininet", False):
-        result.skipped.append("mininet: --no-mininet")
-    elif why:
-        result.skipped.append(f"mininet: {why}")
+    left_out = mininet_left_out(options)
+    if left_out:
+        result.skipped.append(left_out)
     else:
         backends.append(("mininet", MODEL_RATE_BPS))
     for backend, rate in backends:

@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmarks.cases import MODEL_RATE_BPS, host_link_rate, mininet_missing, run_cases
+from benchmarks.cases import MODEL_RATE_BPS, host_link_rate, mininet_left_out, run_cases
 from benchmarks.figures import Measurement
 from experiments import metrics
 from host_agent import constants as C
@@ -57,11 +57,9 @@ def measure(options: argparse.Namespace) -> Measurement:
     from experiments.backends.netsim_backend import LINK_DELAY_S
     result = Measurement()
     backends = ["netsim"]
-    why = mininet_missing()
-    if getattr(options, "no_mininet", False):
-        result.skipped.append("mininet: --no-mininet")
-    elif why:
-        result.skipped.append(f"mininet: {why}")
+    left_out = mininet_left_out(options)
+    if left_out:
+        result.skipped.append(left_out)
     else:
         backends.append("mininet")
     for backend in backends:

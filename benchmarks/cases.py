@@ -38,3 +38,12 @@ def host_link_rate(case: Case) -> float:
 def mininet_missing() -> Optional[str]:
     """Why the Mininet model target cannot run here (root, mnexec), or None."""
     return mininet_unavailable()
+
+
+def mininet_left_out(options) -> Optional[str]:
+    """Why this run leaves the Mininet backend out ('mininet: <reason>': --no-mininet, or it cannot
+    run here), or None when it runs."""
+    why = mininet_missing()
+    if getattr(options, "no_mininet", False):
+        return "mininet: --no-mininet"
+    return f"mininet: {why}" if why else None
