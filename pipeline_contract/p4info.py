@@ -63,6 +63,17 @@ def decode_value(data: bytes) -> int:
     return int.from_bytes(data, "big")
 
 
+def _member(items, key: str, value, owner: str, kind: str):
+    """The item of `items` (match fields, parameters) whose `key` ("name" or "id") is `value`."""
+    for item in items:
+        if getattr(item, key) == value:
+            return item
+    if key == "name":
+        known = ", ".join(item.name for item in items)
+        raise P4InfoError(f"{owner} has no {kind} {value!r} (has: {known})")
+    raise P4InfoError(f"{owner} has no {kind} id {value}")
+
+
 class P4InfoIndex:
     """Tables, actions and counters of one P4Info, by name and by id (the P4Info's own messages)."""
 
@@ -95,20 +106,12 @@ class P4InfoIndex:
     @staticmethod
     def match_field(table: p4info_pb2.Table, name: str) -> p4info_pb2.MatchField:
         """The match field `name` of `table`."""
-        for mf in table.match_fields:
-            if mf.name == name:
-                return mf
-        known = ", ".join(mf.name for mf in table.match_fields)
-        raise P4InfoError(f"table {table.preamble.name} has no match field {name!r} (has: {known})")
+        return _member(table.match_fields, "name", name, f"table {table.preamble.name}", "match field")
 
     @staticmethod
     def action_param(action: p4info_pb2.Action, name: str) -> p4info_pb2.Action.Param:
         """The parameter `name` of `action`."""
-        for param in action.params:
-            if param.name == name:
-                return param
-        known = ", ".join(p.name for p in action.params)
-        raise P4InfoError(f"action {action.preamble.name} has no parameter {name!r} (has: {known})")
+        return _member(action.params, "name", name, f"action {action.preamble.name}", "parameter")
 
     @staticmethod
     def _lookup(objects: dict, name: str, kind: str):
@@ -137,18 +140,12 @@ class P4InfoIndex:
     @staticmethod
     def match_field_by_id(table: p4info_pb2.Table, field_id: int) -> p4info_pb2.MatchField:
         """The match field of `table` with this id."""
-        for mf in table.match_fields:
-            if mf.id == field_id:
-                return mf
-        raise P4InfoError(f"table {table.preamble.name} has no match field id {field_id}")
+        return _member(table.match_fields, "id", field_id, f"table {table.preamble.name}", "match field")
 
     @staticmethod
     def action_param_by_id(action: p4info_pb2.Action, param_id: int) -> p4info_pb2.Action.Param:
         """The parameter of `action` with this id."""
-        for param in action.params:
-            if param.id == param_id:
-                return param
-        raise P4InfoError(f"action {action.preamble.name} has no parameter id {param_id}")
+        return _member(action.params, "id", param_id, f"action {action.preamble.name}", "parameter")
 
     @staticmethod
     def _lookup_id(objects: dict, obj_id: int, kind: str):
