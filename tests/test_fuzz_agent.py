@@ -269,3 +269,103 @@ def test_switch_pipeline_counts_every_frame_forwarded_or_dropped(batch, trim, fa
     assert forwarded + dropped == len(batch)
     if fault == "drop":
         assert counters.read("MrcIngress.trimmed", 4)[0] == counters.read("MrcIngress.ecn_marked", 4)[0] == 0
+
+
+# --- the switch process itself, on veths --------------------------------------------------------------
+def fuzz_batch(count: int, seed: int) -> list[bytes]:
+    """`count` frames of every kind, most mutated (deterministic), between 14 and 1500 bytes."""
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
+        dst = rng.choice([bytes.fromhex("fc000001100100000000000000000000"), bytes(16)])
+        payload = bytes(rng.randrange(256) for _ in range(rng.choice([0, 64, 700])))
+        kind = rng.randrange(3)
+        if kind == 0:
+            pkt = DataPacket(src=PEER_ADDR, dst=dst, ev=rng.getrandbits(32), qp=1, psn=rng.getrandbits(24),
+                             va=0, rkey=1, length=len(payload), msg_id=1, msg_len=len(payload),
+                             tsval=0, payload=payload, dscp=rng.choice([C.DSCP_TRIMMABLE, C.DSCP_CONTROL]))
+        elif kind == 1:
+            pkt = Sack(PEER_ADDR, dst, rng.getrandbits(32), 1, 5, 5, rng.getrandbits(64), 1, 2)
+        else:
+            pkt = Probe(PEER_ADDR, dst, rng.getrandbits(32), 1, rng.getrandbits(32), 0)
+        frame = mutate(codec.encode(pkt, PEER_MAC, OWN_MAC), rng)
+        if rng.random() < 0.1:
+            frame = bytes(rng.randrange(256) for _ in range(rng.randint(14, 120)))
+        if 14 <= len(frame) <= 1500:
+            out.append(frame)
+    return out
+
+
+@pytest.mark.integration
+@pytest.mark.requires_root
+def test_switch_process_survives_fuzzed_frames_and_counts_them_like_the_model(tmp_path):
+    """A running refswitch process fed mutated frames on a veth stays up, forwards what the
+    in-process pipeline forwards and counts in its P4Runtime counters exactly what the pipeline
+    counts for the same frames and tables."""
+    import ipaddress
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from controller.entries import TableEntry
+    from controller.p4runtime_client import P4RuntimeClient
+    from pipeline_contract.p4info import P4InfoIndex, load_p4info
+    from refswitch.pipeline import Pipeline
+    from refswitch.tables import TableStore
+    from refswitch.vethlab import VethLab
+
+    net = ipaddress.IPv6Network("fc00:1:1001::/48")
+    entries = [TableEntry("MrcIngress.routing", {"dst_addr": (int(net.network_address), 48)},
+                          "MrcIngress.forward", {"port": 2})]
+    frames = fuzz_batch(240, seed=5)
+    tables = TableStore(P4InfoIndex(load_p4info()))
+    for entry in entries:
+        tables.insert(entry)
+    model = Pipeline(tables)
+    expected_out = [out[1] for out in (model.process(f, 1, [0] * 512) for f in frames) if out is not None]
+    counters = ("MrcIngress.rx", "MrcIngress.malformed_drops", "MrcIngress.no_route_drops")
+    expected = {name: model.counters.read(name, 1) for name in counters}
+    assert expected_out and expected["MrcIngress.malformed_drops"][0] > 0    # the batch exercises both
+
+    sock, ready = tmp_path / "p4rt.sock", tmp_path / "ready"
+    with VethLab(f"fz{os.getpid() % 1000}", 2) as lab:
+        proc = lab.popen("switch", [sys.executable, "-m", "refswitch.main", "--port", f"1={lab.switch_if(1)}",
+                                    "--port", f"2={lab.switch_if(2)}", "--grpc-addr", f"unix:{sock}",
+                                    "--ready-file", str(ready), "--queue", "2:0:1000:0"],
+                         stderr=subprocess.PIPE)
+        host1, host2 = lab.open_port(1), lab.open_port(2)
+        received: list[bytes] = []
+
+        def wait(condition, what: str, timeout: float = 15) -> None:
+            deadline = time.monotonic() + timeout
+            while not condition():
+                assert proc.poll() is None, f"the switch died: {proc.stderr.read().decode()[-800:]}"
+                assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                while (frame := host2.recv()) is not None:
+                    received.append(frame)
+                time.sleep(0.01)
+
+        try:
+            wait(ready.exists, "the ready file")
+            with P4RuntimeClient(f"unix:{sock}", 1, "s1", timeout=10) as client:
+                client.set_pipeline(load_p4info())
+                client.insert(entries)
+                sent = 0
+                for start in range(0, len(frames), 20):        # in steps the switch keeps up with
+                    for frame in frames[start:start + 20]:
+                        assert host1.send(frame)
+                    sent += len(frames[start:start + 20])
+                    wait(lambda: client.read_counter("MrcIngress.rx", 1)[1].packets >= sent, "the switch to read")
+                wait(lambda: len(received) >= len(expected_out), "the forwarded frames")
+                got = {name: client.read_counter(name, 1)[1] for name in counters}
+                assert {name: (v.packets, v.bytes) for name, v in got.items()} == expected
+                assert client.read_counter("MrcEgress.tx", 2)[2].packets == len(expected_out)
+            assert sorted(received) == sorted(expected_out)
+            assert proc.poll() is None
+        finally:
+            host1.close()
+            host2.close()
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(10)
