@@ -318,19 +318,38 @@ def test_spurious_timeout_is_taken_back():
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths())
     ep.send_message(conn, bytes(1000))
-    (nic, first), = ep.poll(0.0)
+    (_, warmup), = ep.poll(0.0)
+    ep.receive(10e-6, 0, _sack(1, 0, warmup))                   # the first RTT sample
     ep.send_message(conn, bytes(1000))
-    (_, second), = ep.poll(10e-6)
-    ep.receive(20e-6, 0, _sack(0, 0b10, second))                 # a later packet arrived: evidence
-    ep.poll(60e-6)                                               # the timer fires: EV retired
+    (nic, first), = ep.poll(20e-6)
+    ep.send_message(conn, bytes(1000))
+    (_, second), = ep.poll(30e-6)
+    ep.receive(40e-6, 0, _sack(1, 0b10, second))                # a later packet arrived: evidence
+    ep.poll(80e-6)                                               # the timer fires: EV retired
     retired = [e for e in ep.drain_events() if e.kind == "ev_state" and e.info["new"] == "ASSUMED_BAD"]
     assert retired and conn.evset.get(first.ev).state is EvState.ASSUMED_BAD
     rto_before = conn.rtt.rto
-    ep.receive(70e-6, 0, _sack(2, 0, first))
+    ep.receive(90e-6, 0, _sack(3, 0, first))
     assert ep.stats()["spurious_timeouts"] == 1
     assert conn.evset.get(first.ev).state is EvState.GOOD
     assert conn.rtt.rto > rto_before
     assert conn.sender.idle
+
+
+def test_timeout_of_a_packet_sent_before_any_rtt_sample_blames_no_path():
+    """Its RTO was the initial guess (on the Mininet testbed the first round trips take several
+    times initial_rtt): later packets arriving first prove nothing against its path."""
+    cfg = TransportConfig(**{**CFG.__dict__, "rto_min": 50e-6})
+    ep = Endpoint("tx", cfg)
+    conn = ep.connect("rx", 1, 2, paths())
+    ep.send_message(conn, bytes(1000))
+    (_, first), = ep.poll(0.0)
+    ep.send_message(conn, bytes(1000))
+    (_, second), = ep.poll(30e-6)
+    ep.receive(40e-6, 0, _sack(0, 0b10, second))
+    assert [p.psn for _, p in ep.poll(60e-6)] == [0]             # resent ...
+    assert conn.evset.get(first.ev).state is EvState.GOOD        # ... but its path not blamed
+    assert ep.stats()["timeouts_unattributed"] == 1
 
 
 def test_timeout_with_nothing_delivered_since_retransmits_without_blaming_the_path():

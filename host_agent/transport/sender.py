@@ -36,6 +36,7 @@ class MrcSender:
         self._next_msg_id = 0
         self._trigger_sent: float | None = None          # set while a SACK is being processed
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
+        self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
 
     # --- application side ------------------------------------------------------------------
     def send_message(self, data, on_complete=None) -> int:
@@ -82,9 +83,10 @@ class MrcSender:
         causes) has arrived, a SACK or NACK having echoed its timestamp: the network delivered
         around it. With no
         such evidence nothing has arrived since, on any path: a stalled peer or a stalled fabric
-        (on the Mininet testbed, processes waiting for a CPU), or the first packets of a
-        connection racing the initial RTT estimate. Retiring the EV would then blame one path for
-        what all of them suffer; the packet is only retransmitted (`timeouts_unattributed`).
+        (on the Mininet testbed, processes waiting for a CPU). Retiring the EV would then blame
+        one path for what all of them suffer. Nor does a packet sent before the first RTT sample
+        blame its path: its RTO was the `initial_rtt` guess. Such packets are only retransmitted
+        (`timeouts_unattributed`).
         """
         while True:
             self._drop_stale_timers()
@@ -98,7 +100,8 @@ class MrcSender:
             self.conn.stats["timeouts"] += 1
             ev = seg.ev
             if self.conn.evset.get(ev.value) is ev and ev.usable:
-                if self.delivered_sent_at > seg.sent_at + REORDER_SRTT_FRACTION * self.conn.rtt.srtt:
+                if (self.delivered_sent_at > seg.sent_at + REORDER_SRTT_FRACTION * self.conn.rtt.srtt
+                        and seg.sent_at >= self.first_rtt_at):
                     seg.blamed = ev
                     self._resend_stranded(self.conn.evset.mark_bad(ev, now, "timeout"))
                 else:
@@ -308,6 +311,8 @@ class MrcSender:
         self._trigger_sent = now - rtt          # when the packet this SACK answers was sent
         if self._trigger_sent > self.delivered_sent_at:
             self.delivered_sent_at = self._trigger_sent
+        if self.first_rtt_at == float("inf"):
+            self.first_rtt_at = now
         ipsn = self.cfg.initial_psn
         cum = from_wire(sack.cum_psn, ipsn, self.cum_acked)
         if cum < self.cum_acked or cum > self.next_seq:
