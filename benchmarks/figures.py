@@ -2,7 +2,8 @@
 
 A benchmark module exposes `NAME`, `DESCRIPTION` and `measure(options) -> Measurement`; it may
 also run on its own (`python -m benchmarks.bench_allreduce`). `benchmarks.run` runs them, prints
-one table and keeps the last result of each under `benchmarks/results/<name>.json`.
+one table and keeps the last result of each under `benchmarks/results/<name>.json` (and every
+run's figures, one line each, in `<name>.history.jsonl`).
 """
 from __future__ import annotations
 
@@ -68,13 +69,33 @@ def result_path(name: str, folder: Path = RESULTS) -> Path:
     return folder / f"{name}.json"
 
 
+def history_path(name: str, folder: Path = RESULTS) -> Path:
+    return folder / f"{name}.history.jsonl"
+
+
 def load_previous(name: str, folder: Path = RESULTS) -> Optional[dict]:
-    """The last saved result of benchmark `name`, or None (also when the file is unreadable)."""
-    path = result_path(name, folder)
+    """The last saved result of benchmark `name`, its figures completed with the latest value of
+    every figure any earlier run measured (a run that skipped a part, e.g. --no-mininet, does not
+    hide that part's last figures); None when nothing was saved or the files are unreadable."""
     try:
-        return json.loads(path.read_text())
+        last = json.loads(result_path(name, folder).read_text())
     except (OSError, ValueError):
         return None
+    latest: dict[str, dict] = {}
+    try:
+        for line in history_path(name, folder).read_text().splitlines():
+            try:
+                for figure in json.loads(line).get("figures", []):
+                    if figure.get("value") is not None:
+                        latest[figure.get("name")] = figure
+            except ValueError:
+                continue
+    except OSError:
+        pass
+    for figure in last.get("figures", []):
+        if figure.get("value") is not None or figure.get("name") not in latest:
+            latest[figure.get("name")] = figure
+    return {**last, "figures": list(latest.values())}
 
 
 def save(name: str, measurement: Measurement, seconds: float, folder: Path = RESULTS) -> Path:
@@ -87,6 +108,8 @@ def save(name: str, measurement: Measurement, seconds: float, folder: Path = RES
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     tmp.replace(path)
+    with history_path(name, folder).open("a") as history:       # figures only: one line a run
+        history.write(json.dumps({"machine": doc["machine"], "figures": doc["figures"]}, default=str) + "\n")
     return path
 
 

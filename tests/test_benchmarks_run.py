@@ -73,3 +73,16 @@ def test_allreduce_on_netsim_never_beats_the_ideal_bound():
     assert run["ideal_s"] == ideal_seconds(4, 1 << 18, NETSIM_RATE_BPS) == 1.5 * (1 << 18) * 8 / NETSIM_RATE_BPS
     assert 0 < run["ratio"] <= 1
     assert run["algbw_bps"] == (1 << 18) * 8 / run["completion_s"]
+
+
+def test_a_run_that_skipped_a_part_keeps_that_parts_last_figures_for_comparison(tmp_path):
+    full, partial = Measurement(), Measurement()
+    full.add("netsim rate", 10.0, "pkt/s")
+    full.add("mininet rate", 5.0, "pkt/s")
+    partial.add("netsim rate", 11.0, "pkt/s")
+    save("demo", full, 1.0, tmp_path)
+    save("demo", partial, 1.0, tmp_path)                 # e.g. --no-mininet
+    previous = load_previous("demo", tmp_path)
+    assert compare(Figure("mininet rate", 2.0, "pkt/s"), previous) == ("-60%", True)
+    assert compare(Figure("netsim rate", 11.0, "pkt/s"), previous) == ("+0%", False)
+    assert len((tmp_path / "demo.history.jsonl").read_text().splitlines()) == 2
