@@ -67,6 +67,8 @@ def make_agent(kind: str) -> tuple[Agent, io.StringIO]:
     agent = Agent(parse_job(job_dict(workload), "fuzz-job"), EventLog(log), linger=0)
     agent.connect()
     agent.collective.start(agent.now())
+    for _ in range(3):                     # data in flight, so SACKs and NACKs have PSNs to act on
+        agent.endpoint.poll(agent.now())
     return agent, log
 
 
