@@ -84,3 +84,22 @@ def test_send_message_takes_any_contiguous_buffer_and_refuses_strided_ones():
     assert [m.length for m in conn.sender.pending] == [4000, 3]
     with pytest.raises(ValueError, match="contiguous"):
         ep.send_message(conn, np.arange(1000)[::2])
+
+
+def test_messages_above_max_message_bytes_are_refused_at_both_ends():
+    """A sender cannot queue, and a receiver never buffers, a message above max_message_bytes."""
+    from host_agent.packets import DataPacket
+
+    cfg = TransportConfig(max_message_bytes=4096, **FAST)
+    a, b = Endpoint("a", cfg), Endpoint("b", cfg)
+    path = [PathInfo(0, 0, bytes(16), bytes(16))]
+    ca = a.connect("b", 1, 2, path)
+    b.connect("a", 2, 1, path)
+    with pytest.raises(ValueError, match="max_message_bytes"):
+        a.send_message(ca, bytes(4097))
+    claim = DataPacket(src=bytes(16), dst=bytes(16), ev=7, qp=2, psn=0, va=0, rkey=0, length=16,
+                       msg_id=0, msg_len=1 << 32, tsval=0, payload=bytes(16))
+    with pytest.raises(ValueError, match="max_message_bytes"):
+        b.receive(0.0, 0, claim)
+    with pytest.raises(ValueError, match="max_message_bytes"):
+        TransportConfig(max_message_bytes=0)

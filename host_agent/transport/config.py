@@ -35,6 +35,7 @@ class TransportConfig:
     share_fate_by_path: bool = True   # EVs mapping to the same uSID path are retired/reinstated together
     # --- packets and reliability ---------------------------------------------------
     mtu_payload: int = 1024           # payload bytes per data packet
+    max_message_bytes: int = 64 << 20  # largest message either end sends or accepts (receiver buffers it whole)
     initial_psn: int = 0              # first PSN of every connection (both ends agree)
     ooo_window: int = 64              # max PSNs in flight beyond the cumulative ack (<= 64: SACK bitmap)
     rto_min: float = 2e-3
@@ -79,6 +80,8 @@ class TransportConfig:
             raise ValueError(f"TransportConfig.ooo_window: {self.ooo_window} is outside 1..64")
         if self.mtu_payload <= 0:
             raise ValueError(f"TransportConfig.mtu_payload: {self.mtu_payload} must be positive")
+        if self.max_message_bytes <= 0:
+            raise ValueError(f"TransportConfig.max_message_bytes: {self.max_message_bytes} must be positive")
         if self.ack_coalesce < 1:
             raise ValueError(f"TransportConfig.ack_coalesce: {self.ack_coalesce} must be >= 1")
         if self.min_active_evs < 1:

@@ -203,6 +203,9 @@ class Endpoint:
         when every byte has been acknowledged."""
         if self.connections.get(conn.local_qp) is not conn:
             raise ValueError(f"{self.name}: {conn.name} is not a connection of this endpoint")
+        if len(data) > conn.config.max_message_bytes:
+            raise ValueError(f"{self.name}: a message of {len(data)} bytes is above max_message_bytes "
+                             f"{conn.config.max_message_bytes} of {conn.name}")
         return conn.sender.send_message(data, on_complete)
 
     # --- I/O ---------------------------------------------------------------------------------------

@@ -90,6 +90,9 @@ class MrcReceiver:
         stats["payload_bytes_received"] += pkt.length
         msg = self.messages.get(pkt.msg_id)
         if msg is None:
+            if pkt.msg_len > self.cfg.max_message_bytes:
+                raise ValueError(f"{self.conn.name}: data packet psn {pkt.psn} claims a message of {pkt.msg_len} "
+                                 f"bytes, above max_message_bytes {self.cfg.max_message_bytes}")
             msg = self.messages[pkt.msg_id] = InMessage(pkt.msg_id, bytearray(pkt.msg_len))
         offset = pkt.va
         if offset + len(pkt.payload) > len(msg.buffer):
