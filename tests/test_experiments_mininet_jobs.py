@@ -37,3 +37,11 @@ def test_the_failover_scenario_asks_for_what_the_model_target_forwards():
         _, notes, jobs = jobs_of(case)
         assert notes == []                                       # no cap, no note on the default run
         assert {job["transport"]["config"]["line_rate_bps"] for _, job in jobs} == {MODEL_MAX_RATE_BPS}
+
+
+def test_jobs_keep_the_nic_backlog_under_the_trim_threshold():
+    """Veths have no rate: a host's NIC backlog lands at once in the first switch queue."""
+    scenario = load_scenario(ROOT / "experiments" / "failover.yaml")
+    _, _, jobs = jobs_of(scenario.cases()[0])
+    trim = min(link.trim_threshold for link in MininetBackend("model")._topology(scenario.cases()[0])[0].links)
+    assert {job["transport"]["config"]["nic_backlog_pkts"] for _, job in jobs} == {trim // 2}
