@@ -235,3 +235,15 @@ def test_packets_in_flight_on_a_retired_path_are_resent_at_once():
     assert len(resent) == tr.sender_stats["retransmitted"] == 1 + tr.sender_stats["stranded_resent"]
     rto = net.hosts["h0"].endpoint.connections[0x100].rtt.rto
     assert all(retired_at <= e["t"] <= retired_at + rto / 2 for e in resent)
+
+
+def test_a_stalled_sender_costs_its_receiver_no_keepalive_retirement():
+    """The receiver's keepalive probes go unanswered while the sender's process is stopped; they
+    are suspects, not misses (no probe sent after them was answered), and their late replies
+    clear them: the receiver retires none of its paths."""
+    net = fabric(seed=8)
+    stall_host(net, "h0", 300e-6, 1.3e-3)
+    res = run_transfers(net, [Transfer("h0", "h1", MB, message_size=100_000)], TransportConfig(**FAST), until=0.05)
+    assert res.all_complete and res.transfers[0].finish > 1.3e-3
+    assert net.hosts["h1"].endpoint.connections[0x101].stats["probe_timeouts"] > 0   # keepalives did time out
+    assert not ev_events(res, "h1", new="ASSUMED_BAD") and not ev_events(res, "h0", new="ASSUMED_BAD")
