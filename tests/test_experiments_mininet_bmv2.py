@@ -1,7 +1,8 @@
-"""The quick failover's MRC case on the real testbed with BMv2 switches.
+"""Experiments on the BMv2 target.
 
-Needs root, mnexec, the mininet library, `simple_switch_grpc` and the compiled p4/build/mrc.json
-(skipped with the reason otherwise). Slow: one network up, an all-reduce, a link killed, tear-down.
+The planning tests need nothing. The quick failover's MRC case on the real testbed needs root, mnexec,
+the mininet library, `simple_switch_grpc` and the compiled p4/build/mrc.json (skipped with the reason
+otherwise); it is slow: one network up, an all-reduce, a link killed, tear-down.
 """
 from __future__ import annotations
 
@@ -11,14 +12,49 @@ import pytest
 
 from conftest import requires_bmv2, requires_mininet
 from experiments import metrics
-from experiments.backends.mininet_backend import MininetBackend
-from experiments.scenario import load_scenario
+from experiments.backends.mininet_backend import MAX_RATE_BPS, MininetBackend
+from experiments.scenario import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 BMV2_JSON = ROOT / "p4" / "build" / "mrc.json"
 
-pytestmark = [requires_mininet, requires_bmv2, pytest.mark.integration, pytest.mark.slow,
-              pytest.mark.skipif(not BMV2_JSON.exists(), reason=f"needs {BMV2_JSON} (make -C p4)")]
+ON_BMV2 = [requires_mininet, requires_bmv2, pytest.mark.integration, pytest.mark.slow,
+           pytest.mark.skipif(not BMV2_JSON.exists(), reason=f"needs {BMV2_JSON} (make -C p4)")]
+
+
+def on_bmv2(test):
+    """Mark a test as needing the real testbed with BMv2."""
+    for mark in ON_BMV2:
+        test = mark(test)
+    return test
+
+
+def incast(horizon_s):
+    return parse_scenario({"name": "incast", "topology": "leafspine:5x2x2", "horizon_s": horizon_s,
+                           "link": {"rate_bps": 1_000_000_000},
+                           "workload": {"kind": "incast", "bytes": 131072, "chunk_bytes": 65536, "senders": 7},
+                           "transports": [{"name": "MRC", "mode": "mrc"}]}).cases()[0]
+
+
+def test_bmv2_links_are_capped_at_what_bmv2_forwards_here():
+    topo, notes = MininetBackend("bmv2")._topology(incast(horizon_s=60.0))
+    assert {link.rate_bps for link in topo.links} == {MAX_RATE_BPS["bmv2"]}
+    assert notes == ["link rates capped at 20 Mbit/s for BMv2 on this machine (the scenario asks for 1000 Mbit/s)"]
+
+
+def test_a_workload_bmv2_cannot_finish_within_the_horizon_says_so():
+    _, notes = MininetBackend("bmv2")._topology(incast(horizon_s=0.5))
+    assert len(notes) == 2 and notes[1].startswith("cannot complete on bmv2 here"), notes
+    assert "horizon_s 0.5 s" in notes[1]
+    _, model_notes = MininetBackend("model")._topology(incast(horizon_s=0.5))
+    assert not [n for n in model_notes if n.startswith("cannot complete")], model_notes
+
+
+def test_the_failover_scenario_fits_its_horizon_on_bmv2():
+    for quick in (True, False):
+        scenario = load_scenario(ROOT / "experiments" / "failover.yaml", quick=quick)
+        for case in scenario.cases():
+            assert MininetBackend("bmv2")._topology(case)[1] == [], case.label
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +67,7 @@ def mrc_failover(tmp_path_factory):
     return metrics.summarise(record), record
 
 
+@on_bmv2
 def test_quick_failover_on_bmv2_mrc_survives_the_dead_link_bit_exact(mrc_failover):
     summary, record = mrc_failover
     assert [f.what for f in record.faults][:1] == ["link down"], record.faults
@@ -39,6 +76,7 @@ def test_quick_failover_on_bmv2_mrc_survives_the_dead_link_bit_exact(mrc_failove
     assert summary["completion_time_s"] > summary["failure_time_s"]
 
 
+@on_bmv2
 def test_quick_failover_on_bmv2_leaves_nothing_behind(mrc_failover):
     _, record = mrc_failover
     assert not [n for n in record.notes if n.startswith("left behind")], record.notes

@@ -46,6 +46,14 @@ PORT_FAULT = "MrcIngress.port_fault"
 TRIM_NEVER = (1 << 19) - 1      # largest trim threshold (bit<19>): trimming off
 FLOW_QP_BASE = 0x2000           # QPs of point-to-point flows (collectives use 0x100 + rank * 256 + peer)
 MODEL_MAX_RATE_BPS = DEFAULT_RATE_BPS
+# What each target forwards on this kind of machine (2 cores): link rates above are capped.
+# BMv2 is CPU-bound here, at about BMV2_SWITCH_PPS packets/s summed over all its switch processes
+# (failover's RoCE + reroute took 4.7 s at 5, 10 and 20 Mbit/s alike), so 20 Mbit/s is already more
+# than 4 switches forward at once; the cap keeps its queue rate limiter (packets/s) in a sane range.
+MAX_RATE_BPS = {"model": MODEL_MAX_RATE_BPS, "bmv2": DEFAULT_RATE_BPS}
+BMV2_SWITCH_PPS = 8000          # measured: packets/s all BMv2 processes together forward here
+PATH_SWITCHES = 3               # leaf, spine, leaf: the switches a packet crosses on most paths
+PACKET_PAYLOAD = 1024           # bytes of data per MRC packet (its MTU payload)
 
 
 def _workload_json(case: Case) -> dict:
@@ -330,13 +338,49 @@ class MininetBackend:
         topo = variant_topology(case.variant)
         notes = []
         fastest = max(link.rate_bps for link in topo.links)
-        if self.target == "model" and fastest > MODEL_MAX_RATE_BPS:
+        cap = MAX_RATE_BPS.get(self.target)
+        if cap and fastest > cap:
             import dataclasses
-            links = [dataclasses.replace(link, rate_bps=min(link.rate_bps, MODEL_MAX_RATE_BPS)) for link in topo.links]
+            links = [dataclasses.replace(link, rate_bps=min(link.rate_bps, cap)) for link in topo.links]
             topo = Topology(topo.name, topo.hosts, topo.switches, links).validate()
-            notes.append(f"link rates capped at {MODEL_MAX_RATE_BPS / 1e6:g} Mbit/s for the Python switch model "
+            what = "the Python switch model" if self.target == "model" else "BMv2 on this machine"
+            notes.append(f"link rates capped at {cap / 1e6:g} Mbit/s for {what} "
                          f"(the scenario asks for {fastest / 1e6:g} Mbit/s)")
+        shortfall = self._horizon_shortfall(case, topo)
+        if shortfall:
+            log.warning("%s: %s", case.label, shortfall)
+            notes.append(shortfall)
         return topo, notes
+
+    def _horizon_shortfall(self, case: Case, topo: Topology) -> str | None:
+        """Why the workload cannot finish within the horizon on this target, or None when it can.
+
+        Two lower bounds on its duration: the busiest host link at its (capped) rate, and, on BMv2,
+        every data packet and its acknowledgement crossing PATH_SWITCHES switches at BMV2_SWITCH_PPS."""
+        w, horizon = case.variant.workload, case.scenario.horizon_s
+        flows = (collective_flows(topo, w) if w.kind in COLLECTIVES
+                 else point_to_point_flows(topo, w, case.scenario.seed))
+        into, out_of = Counter(), Counter()
+        for flow in flows:
+            into[flow.dst] += flow.nbytes
+            out_of[flow.src] += flow.nbytes
+        bounds = []
+        for host, nbytes in (into + out_of).items():
+            rate = min(link.rate_bps for link in topo.links if host in (link.a, link.b))
+            busiest = max(into[host], out_of[host])
+            bounds.append((busiest * 8 / rate, f"{busiest} bytes through {host}'s {rate / 1e6:g} Mbit/s link"))
+        if self.target == "bmv2":
+            packets = sum(-(-f.nbytes // PACKET_PAYLOAD) for f in flows)
+            bounds.append((2 * packets * PATH_SWITCHES / BMV2_SWITCH_PPS,
+                           f"{packets} data packets and their acknowledgements through ~{PATH_SWITCHES} BMv2 "
+                           f"switches at ~{BMV2_SWITCH_PPS} packets/s (what BMv2 forwards on this machine)"))
+        if not bounds:
+            return None
+        need, why = max(bounds)
+        if need <= horizon:
+            return None
+        return (f"cannot complete on {self.target} here: the workload needs at least {need:.2f} s ({why}), "
+                f"more than the scenario's horizon_s {horizon:g} s")
 
     def _schedule_faults(self, case: Case, topo: Topology, target: LiveTarget, record: CaseRecord,
                          start_at: float) -> tuple[list[threading.Timer], list]:
