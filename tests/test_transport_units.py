@@ -372,3 +372,23 @@ def test_timeout_with_nothing_delivered_since_retransmits_without_blaming_the_pa
     ep.receive(210e-6, 0, _sack(3, 0, sent[2]))                  # they had arrived after all
     assert ep.stats()["spurious_timeouts"] == 2 and conn.rtt.rto_scale == rto_before
     assert conn.sender.idle
+
+
+def test_a_late_probe_reply_still_times_the_path():
+    """A probe answered after its timeout is no success, but its round trip is real: the RTO learns
+    it, so a connection whose only traffic is probes does not keep an RTO below the path's delay."""
+    from host_agent.packets import ProbeReply
+    from host_agent.transport import Endpoint, PathInfo, TransportConfig
+    from host_agent.transport.probes import KEEPALIVE
+
+    cfg = TransportConfig(initial_rtt=1e-3, rto_min=1e-3)
+    conn = Endpoint("a", cfg).connect("b", 1, 2, [PathInfo(0, 0, bytes(16), bytes(16))])
+    ev = conn.evset.active_evs()[0]
+    _, probe = conn.prober._probe(0.0, ev, KEEPALIVE)
+    delay = 10 * conn.rtt.rto
+    conn.prober.poll(conn.rtt.rto + 1e-6, [])                      # times out, unanswered
+    assert conn.stats["probe_timeouts"] == 1 and conn.rtt.samples == 0
+    conn.prober.on_reply(delay, ProbeReply(src=bytes(16), dst=bytes(16), ev=9, qp=1, probe_id=probe.probe_id,
+                                           ev_echo=ev.value, ts_echo=probe.tsval))
+    assert conn.stats["probe_replies_late"] == 1 and conn.stats["probe_replies"] == 0
+    assert conn.rtt.samples == 1 and conn.rtt.rto > delay

@@ -34,6 +34,7 @@ class Prober:
         self._retry: list = []                          # EVs to probe again at once
         self._answered_sent_at = float("-inf")          # send time of the latest probe answered
         self._suspects: dict[int, Outstanding] = {}     # unanswered keepalives not yet judged (by id)
+        self._expired: dict[int, Outstanding] = {}      # timed-out probes whose late reply still times the path
 
     def _wanted(self, now: float) -> bool:
         return self.conn.evset.any_bad or self._keepalive_due(now)
@@ -72,6 +73,7 @@ class Prober:
             if now >= o.sent_at + rto:
                 del self.outstanding[pid]
                 self.conn.stats["probe_timeouts"] += 1
+                self._remember_expired(pid, o)
                 if o.purpose == REINSTATE:
                     self.conn.evset.note_probe(o.ev, False)
                 elif self._answered_sent_at > o.sent_at:
@@ -99,6 +101,12 @@ class Prober:
         else:                        # the reply may have been lost on the peer's path: ask again
             self._keepalive_misses[o.ev.path_key] = misses
             self._retry.append(o.ev)
+
+    def _remember_expired(self, pid: int, o: Outstanding) -> None:
+        """Keep a timed-out probe (a bounded number) so that its late reply can still be timed."""
+        self._expired[pid] = o
+        if len(self._expired) > MAX_SUSPECTS:
+            del self._expired[next(iter(self._expired))]
 
     def _suspect(self, pid: int, o: Outstanding) -> None:
         """A keepalive timed out before any probe sent after it was answered: nothing says yet
@@ -142,6 +150,13 @@ class Prober:
         """A reply to one of our probes: count a success for its EV."""
         o = self.outstanding.pop(reply.probe_id, None)
         if o is None:
+            expired = self._expired.pop(reply.probe_id, None)
+            if expired is not None and expired.ev.value == reply.ev_echo:
+                # Too late to count as a success, but a true round trip: without it a connection
+                # that only probes would keep an RTO guessed below the path's delay, and every
+                # later probe would time out too (seen on BMv2, whose delay is several ms).
+                self.conn.stats["probe_replies_late"] += 1
+                self.conn.rtt.sample(ts_age(now, reply.ts_echo), full_size=False)
             late = self._suspects.pop(reply.probe_id, None)
             if late is not None and late.ev.value == reply.ev_echo:
                 self._keepalive_misses.pop(late.ev.path_key, None)     # slow, not dead
