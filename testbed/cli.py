@@ -50,7 +50,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("clean", "testbed.commands.clean",
             "remove namespaces, links and processes left by a crashed run"),
     Command("draw", "topologies.draw", "draw a topology to a PNG file"),
-    Command("routes", "controller.cli", "compute, show or install the static switch tables"),
+    Command("routes", "controller.cli", "compute and show the static switch tables"),
     Command("switch", "refswitch.main", "run one reference-model switch"),
     Command("agent", "host_agent.agent", "run an MRC host agent on this host"),
     Command("conformance", "refswitch.conformance.cli",
