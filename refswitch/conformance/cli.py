@@ -10,6 +10,7 @@ import argparse
 import signal
 import sys
 
+from pipeline_contract.p4info import P4InfoError
 from refswitch.conformance.case import CASES_DIR, CaseError, load_cases
 from refswitch.conformance.runner import CaseResult, run_cases
 
@@ -83,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
         results: list[CaseResult] = []
         for name in names:
             results += run_cases(cases, make_target(name, args))
+    except P4InfoError as exc:
+        print(f"conformance: {exc}", file=sys.stderr)
+        return 2
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(format_table(results))
