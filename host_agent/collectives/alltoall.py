@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from host_agent.collectives.base import Collective, CollectiveError, Messenger
-from host_agent.collectives.data import block_bytes, sub_ranges
+from host_agent.collectives.data import block_bytes as block_bytes_of, sub_ranges
 
 
 class AllToAll(Collective):
@@ -29,16 +29,16 @@ class AllToAll(Collective):
         self.pieces = sub_ranges(0, block_bytes, chunk_bytes)
         self.received = {p: bytearray(block_bytes) for p in self.peers()}
         self._seen: set[tuple[int, int]] = set()
+        self._order = [(rank + k) % world for k in range(1, world)]
+        self.blocks = {dst: block_bytes_of(seed, rank, dst, block_bytes) for dst in self._order}   # the input
 
     def peers(self) -> list[int]:
         return [p for p in range(self.world) if p != self.rank]
 
     def _begin(self) -> None:
-        order = [(self.rank + k) % self.world for k in range(1, self.world)]
-        blocks = {dst: block_bytes(self.seed, self.rank, dst, self.block_bytes) for dst in order}
         for index, (a, b) in enumerate(self.pieces):
-            for dst in order:
-                self._send(dst, 0, index, blocks[dst][a:b])
+            for dst in self._order:
+                self._send(dst, 0, index, self.blocks[dst][a:b])
 
     def _deliver(self, peer: int, step: int, index: int, body: memoryview) -> None:
         if peer not in self.received:
@@ -63,6 +63,6 @@ class AllToAll(Collective):
     def _check(self) -> tuple[int, int]:
         mismatches = 0
         for src, got in self.received.items():
-            want = np.frombuffer(block_bytes(self.seed, src, self.rank, self.block_bytes), dtype=np.uint8)
+            want = np.frombuffer(block_bytes_of(self.seed, src, self.rank, self.block_bytes), dtype=np.uint8)
             mismatches += int(np.count_nonzero(np.frombuffer(got, dtype=np.uint8) != want))
         return mismatches, self.block_bytes * (self.world - 1)

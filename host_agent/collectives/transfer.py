@@ -29,6 +29,7 @@ class Transfer(Collective):
         self.src, self.dst, self.nbytes, self.seed = src, dst, nbytes, seed
         self.pieces = sub_ranges(0, nbytes, chunk_bytes)
         self.buffer = bytearray(nbytes) if rank == dst else None
+        self.data = block_bytes(seed, src, dst, nbytes) if rank == src else None     # the input
         self._seen: set[int] = set()
 
     def peers(self) -> list[int]:
@@ -41,9 +42,8 @@ class Transfer(Collective):
     def _begin(self) -> None:
         if self.rank != self.src:
             return
-        data = block_bytes(self.seed, self.src, self.dst, self.nbytes)
         for index, (a, b) in enumerate(self.pieces):
-            self._send(self.dst, 0, index, data[a:b])
+            self._send(self.dst, 0, index, self.data[a:b])
 
     def _deliver(self, peer: int, step: int, index: int, body: memoryview) -> None:
         if self.rank != self.dst or peer != self.src:
