@@ -44,7 +44,7 @@ class TransportConfig:
     rto_srtt_factor: float = 3.0      # the RTO is never below this many smoothed RTTs
     initial_rtt: float = 1e-3         # RTT estimate before the first sample
     # --- receiver ------------------------------------------------------------------
-    ack_coalesce: int = 2             # one SACK every this many in-order data packets
+    ack_coalesce: int = 4             # one SACK every this many in-order data packets
     ack_delay: float = 50e-6          # longest a pending SACK waits
     ack_fanout: int = 2               # copies (on distinct paths) of a SACK for a tail, a retransmission or a duplicate
     # --- probes ----------------------------------------------------------------------

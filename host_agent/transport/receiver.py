@@ -10,6 +10,8 @@ from host_agent.transport.psn import from_wire, to_wire
 
 BITMAP_BITS = 64
 BITMAP_MASK = (1 << BITMAP_BITS) - 1
+ACK_WAIT_SRTT_FRACTION = 0.25     # a coalesced SACK never waits longer than this many smoothed RTTs
+GAP_GAIN = 0.125                  # weight of a new sample in the smoothed gap between data packets
 
 
 @dataclass(eq=False)
@@ -41,11 +43,15 @@ class MrcReceiver:
         self._last_ce = False
         self._last_plane: int | None = None
         self.last_data_at = -1.0
+        self.gap = 0.0                    # smoothed time between data packets (each sample at most one srtt)
 
     # --- data ---------------------------------------------------------------------------------
     def on_data(self, now: float, plane: int, pkt: DataPacket, out: list) -> None:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
         stats = self.conn.stats
+        if self.last_data_at >= 0:
+            sample = min(now - self.last_data_at, self.conn.rtt.srtt)
+            self.gap += GAP_GAIN * (sample - self.gap)
         self.last_data_at = now
         seq = from_wire(pkt.psn, self.cfg.initial_psn, self.expected)
         if pkt.trimmed:
@@ -79,7 +85,14 @@ class MrcReceiver:
         elif offset != 0 or self._ooo or ce or self._unacked >= self.cfg.ack_coalesce:
             out.extend(self._sacks(plane, 1))
         elif self._ack_deadline is None:
-            self._ack_deadline = now + self.cfg.ack_delay
+            self._ack_deadline = now + self.ack_wait()
+
+    def ack_wait(self) -> float:
+        """How long a coalesced SACK may wait: `ack_delay`, or, when data arrives more slowly, the
+        time `ack_coalesce` packets take at the observed rate, capped at a quarter of the
+        smoothed RTT (the delay adds to the sender's RTT samples only at the end of a burst)."""
+        stretch = min(self.cfg.ack_coalesce * self.gap, ACK_WAIT_SRTT_FRACTION * self.conn.rtt.srtt)
+        return stretch if stretch > self.cfg.ack_delay else self.cfg.ack_delay
 
     def _remember(self, pkt: DataPacket, ce: bool, plane: int) -> None:
         self._last, self._last_ce, self._last_plane = pkt, self._last_ce or ce, plane
