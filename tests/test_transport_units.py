@@ -158,6 +158,30 @@ def test_receiver_coalesces_in_order_sacks_and_flushes_on_its_timer():
     assert [p.cum_psn for _, p in tail] == [4, 4] and len({p.dst for _, p in tail}) == 2
 
 
+def sacks_for_spaced_arrivals(gap, count, **overrides):
+    """SACKs a receiver sends for `count` in-order packets arriving `gap` seconds apart (polled at each)."""
+    ep, conn, _ = receiver_endpoint(**overrides)
+    sent, t = [], 0.0
+    for psn in range(count):
+        ep.receive(t, 0, data(psn, 10 * psn, b"x" * 10, 10 * count + 10))
+        t_next = t + gap
+        while (wake := ep.next_wakeup()) is not None and wake < t_next:
+            sent += [(wake, p) for _, p in ep.poll(wake) if isinstance(p, Sack)]
+        sent += [(t, p) for _, p in ep.poll(t) if isinstance(p, Sack)]
+        t = t_next
+    return sent, t
+
+
+def test_receiver_stretches_its_sack_wait_when_data_arrives_slower_than_ack_delay():
+    """Packets 20 us apart against a 5 us ack_delay: once the receiver has seen the gap, one SACK
+    covers ack_coalesce packets instead of each packet getting its own; never later than srtt/4."""
+    sacks, end = sacks_for_spaced_arrivals(20e-6, 60, ack_coalesce=4, initial_rtt=1e-3)
+    late = [p for t, p in sacks if t >= end / 2]                  # after the gap estimate settled
+    assert 30 * 20e-6 <= end and 5 <= len(late) <= 9              # about one per 4 of the last 30
+    unstretched, _ = sacks_for_spaced_arrivals(20e-6, 60, ack_coalesce=4, initial_rtt=10e-6)
+    assert len(unstretched) >= 55                                 # srtt/4 below ack_delay: one per packet
+
+
 def test_receiver_echoes_ce_at_once():
     ep, conn, _ = receiver_endpoint(ack_coalesce=8)
     ep.receive(0.0, 0, data(0, 0, b"x", 100, ecn=C.ECN_CE))
