@@ -141,15 +141,17 @@ class NsccWindow:
         """True when the pacing clock allows a packet now."""
         return now >= self.next_send
 
-    def sent(self, now: float, nbytes: int, nics: int) -> None:
+    def sent(self, now: float, nbytes: int, nics: int, rate: float | None = None) -> None:
         """Advance the pacing clock after sending `nbytes`.
 
         The clock may lag `now` by up to pacing_burst_pkts - 1 packet times, so that an idle
         sender can emit a short burst (a token bucket of that depth). A sender that was held back
         by the pacing clock alone (`backlogged`) and is polled late keeps its schedule: it may
         catch up on up to `pacing_max_lag` of sending time it missed (the driver's timers and
-        scheduler wake it late; without this every late poll would lower the rate for good)."""
-        rate = self.pacing_rate(nics)
+        scheduler wake it late; without this every late poll would lower the rate for good).
+        `rate` is `pacing_rate(nics)` when the caller has it already."""
+        if rate is None:
+            rate = self.pacing_rate(nics)
         slack = (self._cfg.pacing_burst_pkts - 1) * self.mss / rate
         if self.backlogged and self._cfg.pacing_max_lag > slack:
             slack = self._cfg.pacing_max_lag

@@ -214,7 +214,7 @@ class EvSet:
 
     def next_data_ev(self) -> Ev:
         """The EV for the next data packet: the next slot in rotation, passing SKIP EVs over once."""
-        rotation = self._rotation_slots()
+        rotation = self._rotation if self._rotation is not None else self._rotation_slots()
         n = len(rotation)
         for _ in range(n):
             slot = rotation[self._pos % n]

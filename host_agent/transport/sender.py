@@ -88,6 +88,9 @@ class MrcSender:
         blame its path: its RTO was the `initial_rtt` guess. Such packets are only retransmitted
         (`timeouts_unattributed`).
         """
+        timers = self._timers
+        if not timers or timers[0][0] > now:
+            return                               # nothing due (a stale timer on top is not due either)
         while True:
             self._drop_stale_timers()
             if not self._timers or self._timers[0][0] > now:
@@ -187,6 +190,7 @@ class MrcSender:
         cc = self.conn.cc
         ep = self.conn.endpoint
         nics = self.conn.num_nics
+        rate = None                                      # the pacing rate: fixed while nothing is acknowledged
         while True:
             if not self._retx and now < cc.next_send:
                 cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self.cfg.ooo_window
@@ -205,8 +209,11 @@ class MrcSender:
                 del self._retx_cause[seg.seq]
             nic, pkt = self._transmit(now, seg, cause)
             out.append((nic, pkt))
-            cc.sent(now, seg.wire, nics)
-            ep.account(nic, seg.wire, now)
+            if rate is None:
+                rate = cc.pacing_rate(nics)
+            cc.sent(now, seg.wire, nics, rate)
+            if ep.nic_rate:
+                ep.account(nic, seg.wire, now)
 
     def _new_segment(self) -> Segment:
         msg = self.pending[0]
@@ -233,7 +240,8 @@ class MrcSender:
         seg.trimmed = False
         seg.transmissions += 1
         self.inflight_bytes += seg.wire
-        heapq.heappush(self._timers, (now + self._timeout_for(seg), seg.seq, seg.transmissions))
+        timeout = self.conn.rtt.rto if seg.timeouts <= self.cfg.rto_linear_retries else self._timeout_for(seg)
+        heapq.heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
         stats = self.conn.stats
         stats["data_sent"] += 1
         stats["data_bytes_sent"] += seg.length
@@ -252,7 +260,7 @@ class MrcSender:
         #                        payload, flags, dscp, ecn, ack_req)
         pkt = DataPacket(path.src, path.dst, ev.value, self.conn.remote_qp, psn, offset, self.conn.rkey,
                          seg.length, msg.msg_id, msg.length, int(now * 1e6) & 0xFFFFFFFF,
-                         bytes(msg.data[offset:offset + seg.length]), flags, dscp, C.ECN_ECT0,
+                         msg.data[offset:offset + seg.length], flags, dscp, C.ECN_ECT0,
                          seg.seq == self.next_seq - 1 and not self.pending)
         return path.nic, pkt
 
