@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from host_agent import constants as C
-from host_agent.packets import DataPacket, Nack, Sack
+from host_agent.packets import DataPacket, Nack, Probe, Sack
 from host_agent.transport import Endpoint, EvState, PathInfo, TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import EvSet, ev_path_index
@@ -128,9 +128,10 @@ def data(psn, va, payload, msg_len, msg_id=0, **kw):
 def test_receiver_places_out_of_order_suppresses_duplicates_and_sacks_gaps():
     ep, conn, got = receiver_endpoint()
     ep.receive(0.0, 0, data(2, 20, b"c" * 10, 30))
-    out = ep.poll(0.0)
+    assert ep.poll(0.0) == []                        # a gap is coalesced too (losses are found by trim or timeout)
+    out = ep.poll(ep.next_wakeup())
     sacks = [p for _, p in out if isinstance(p, Sack)]
-    assert len(sacks) == 1 and sacks[0].cum_psn == 0 and sacks[0].bitmap == 0b100   # a gap: SACK at once
+    assert len(sacks) == 1 and sacks[0].cum_psn == 0 and sacks[0].bitmap == 0b100
     assert sacks[0].ev_echo == 0x1234 + 2 and sacks[0].ts_echo == 2
     ep.receive(0.0, 0, data(0, 0, b"a" * 10, 30))
     ep.receive(0.0, 0, data(0, 0, b"a" * 10, 30))                 # duplicate
@@ -174,12 +175,34 @@ def sacks_for_spaced_arrivals(gap, count, **overrides):
 
 def test_receiver_stretches_its_sack_wait_when_data_arrives_slower_than_ack_delay():
     """Packets 20 us apart against a 5 us ack_delay: once the receiver has seen the gap, one SACK
-    covers ack_coalesce packets instead of each packet getting its own; never later than srtt/4."""
-    sacks, end = sacks_for_spaced_arrivals(20e-6, 60, ack_coalesce=4, initial_rtt=1e-3)
+    covers ack_coalesce packets instead of each packet getting its own; never later than rto_min/2."""
+    sacks, end = sacks_for_spaced_arrivals(20e-6, 60, ack_coalesce=4, rto_min=1e-3)
     late = [p for t, p in sacks if t >= end / 2]                  # after the gap estimate settled
     assert 30 * 20e-6 <= end and 5 <= len(late) <= 9              # about one per 4 of the last 30
-    unstretched, _ = sacks_for_spaced_arrivals(20e-6, 60, ack_coalesce=4, initial_rtt=10e-6)
-    assert len(unstretched) >= 55                                 # srtt/4 below ack_delay: one per packet
+    unstretched, _ = sacks_for_spaced_arrivals(20e-6, 60, ack_coalesce=4, rto_min=10e-6)
+    assert len(unstretched) >= 55                                 # rto_min/2 = ack_delay: one per packet
+
+
+def keepalives_for_arrivals(gap, count, **overrides):
+    """Keepalive probes a receive-only connection sends while `count` packets arrive `gap` apart."""
+    ep, conn, _ = receiver_endpoint(**overrides)
+    probes, t = 0, 0.0
+    for psn in range(count):
+        ep.receive(t, 0, data(psn, 10 * psn, b"x" * 10, 10 * count + 10))
+        t_next = t + gap
+        for when in (t, *(w for w in [ep.next_wakeup()] if w is not None and w < t_next)):
+            probes += sum(isinstance(p, Probe) for _, p in ep.poll(when))
+        t = t_next
+    return probes
+
+
+def test_keepalives_cost_at_most_one_probe_per_keepalive_data_pkts():
+    """400 packets 10 us apart while probe rounds come every 50 us: without the bound a keepalive
+    would leave every round (80); with it, one per 16 data packets at most."""
+    bounded = keepalives_for_arrivals(10e-6, 400, keepalive_data_pkts=16)
+    unbounded = keepalives_for_arrivals(10e-6, 400, keepalive_data_pkts=0)
+    assert 10 <= bounded <= 400 // 16 + 1
+    assert unbounded >= 3 * bounded
 
 
 def test_receiver_echoes_ce_at_once():

@@ -52,7 +52,8 @@ class TransportConfig:
     probe_successes: int = 3          # consecutive clean probe replies that reinstate an EV
     keepalive_probes: bool = True     # a connection that only acknowledges probes its own paths
     keepalive_misses: int = 2         # consecutive unanswered keepalive probes that retire a path
-    probe_reply_fanout: int = 4       # a probe is answered on up to this many distinct paths
+    keepalive_data_pkts: int = 16     # at most one keepalive per this many data packets received
+    probe_reply_fanout: int = 2       # a probe is answered on up to this many distinct paths
     # --- congestion control (NSCC-like, docs/transport.md) ----------------------------
     cc: bool = True                   # False: fixed window = cwnd_max_pkts
     init_cwnd_pkts: int = 16
@@ -86,6 +87,8 @@ class TransportConfig:
             raise ValueError(f"TransportConfig.ack_coalesce: {self.ack_coalesce} must be >= 1")
         if self.min_active_evs < 1:
             raise ValueError(f"TransportConfig.min_active_evs: {self.min_active_evs} must be >= 1")
+        if self.keepalive_data_pkts < 0:
+            raise ValueError(f"TransportConfig.keepalive_data_pkts: {self.keepalive_data_pkts} must be >= 0")
         if self.pacing_burst_pkts < 1:
             raise ValueError(f"TransportConfig.pacing_burst_pkts: {self.pacing_burst_pkts} must be >= 1")
         if self.pacing_max_lag < 0:

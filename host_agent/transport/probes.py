@@ -31,6 +31,7 @@ class Prober:
         self._next_round: float | None = None
         self._keepalive_path = 0
         self._keepalive_misses: dict[int, int] = {}    # path -> consecutive unanswered keepalives
+        self._data_at_keepalive = 0                     # data packets received when the last keepalive left
         self._retry: list = []                          # EVs to probe again at once
         self._answered_sent_at = float("-inf")          # send time of the latest probe answered
         self._suspects: dict[int, Outstanding] = {}     # unanswered keepalives not yet judged (by id)
@@ -40,9 +41,13 @@ class Prober:
         return self.conn.evset.any_bad or self._keepalive_due(now)
 
     def _keepalive_due(self, now: float) -> bool:
+        """A keepalive is due on a connection that only acknowledges, while data arrives, once
+        `keepalive_data_pkts` data packets came in since the last one (so that keepalives cost at
+        most one probe per that many data packets, however slow the link)."""
         rx = self.conn.receiver
         return (self.cfg.keepalive_probes and self.conn.mode == "mrc" and self.conn.sender.idle
-                and rx.last_data_at >= 0 and now - rx.last_data_at <= 2 * self.cfg.probe_interval)
+                and rx.last_data_at >= 0 and now - rx.last_data_at <= 2 * self.cfg.probe_interval
+                and self.conn.stats["data_received"] - self._data_at_keepalive >= self.cfg.keepalive_data_pkts)
 
     def next_wakeup(self) -> float | None:
         """Next probe round (when there is something to probe) or the earliest probe timeout."""
@@ -136,6 +141,7 @@ class Prober:
                 ev = next(e for e in active if e.path_key == key)
                 if id(ev) not in busy:
                     out.append(self._probe(now, ev, KEEPALIVE))
+                    self._data_at_keepalive = self.conn.stats["data_received"]
 
     def _probe(self, now: float, ev, purpose: str):
         pid = self._next_id

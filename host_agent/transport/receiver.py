@@ -10,7 +10,7 @@ from host_agent.transport.psn import from_wire, to_wire
 
 BITMAP_BITS = 64
 BITMAP_MASK = (1 << BITMAP_BITS) - 1
-ACK_WAIT_SRTT_FRACTION = 0.25     # a coalesced SACK never waits longer than this many smoothed RTTs
+ACK_WAIT_RTO_FRACTION = 0.5       # a coalesced SACK never waits longer than this fraction of rto_min
 GAP_GAIN = 0.125                  # weight of a new sample in the smoothed gap between data packets
 
 
@@ -43,14 +43,14 @@ class MrcReceiver:
         self._last_ce = False
         self._last_plane: int | None = None
         self.last_data_at = -1.0
-        self.gap = 0.0                    # smoothed time between data packets (each sample at most one srtt)
+        self.gap = 0.0                    # smoothed time between data packets (each sample at most rto_min)
 
     # --- data ---------------------------------------------------------------------------------
     def on_data(self, now: float, plane: int, pkt: DataPacket, out: list) -> None:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
         stats = self.conn.stats
         if self.last_data_at >= 0:
-            sample = min(now - self.last_data_at, self.conn.rtt.srtt)
+            sample = min(now - self.last_data_at, self.cfg.rto_min)
             self.gap += GAP_GAIN * (sample - self.gap)
         self.last_data_at = now
         seq = from_wire(pkt.psn, self.cfg.initial_psn, self.expected)
@@ -82,16 +82,16 @@ class MrcReceiver:
         precious = pkt.flags & C.MRCH_FLAG_RETX or pkt.ack_req      # a retransmission, or the sender's tail
         if precious:
             out.extend(self._sacks(plane, self.cfg.ack_fanout))
-        elif offset != 0 or self._ooo or ce or self._unacked >= self.cfg.ack_coalesce:
+        elif ce or self._unacked >= self.cfg.ack_coalesce:
             out.extend(self._sacks(plane, 1))
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.ack_wait()
 
     def ack_wait(self) -> float:
         """How long a coalesced SACK may wait: `ack_delay`, or, when data arrives more slowly, the
-        time `ack_coalesce` packets take at the observed rate, capped at a quarter of the
-        smoothed RTT (the delay adds to the sender's RTT samples only at the end of a burst)."""
-        stretch = min(self.cfg.ack_coalesce * self.gap, ACK_WAIT_SRTT_FRACTION * self.conn.rtt.srtt)
+        time `ack_coalesce` packets take at the observed rate, capped at half of `rto_min` (so
+        that the wait alone never times a packet out at the sender, whose RTO is at least that)."""
+        stretch = min(self.cfg.ack_coalesce * self.gap, ACK_WAIT_RTO_FRACTION * self.cfg.rto_min)
         return stretch if stretch > self.cfg.ack_delay else self.cfg.ack_delay
 
     def _remember(self, pkt: DataPacket, ce: bool, plane: int) -> None:
