@@ -30,9 +30,11 @@ from host_agent import constants as C
 
 REPO = Path(__file__).resolve().parent.parent
 
-# BMv2's set_queue_rate is in packets/s: a link's bit rate is turned into packets of this size
-# (a 1 KB-payload MRC data frame, 1126 bytes on the wire).
-RATE_PACKET_BYTES = C.DATA_HEADERS_LEN + 1024 + C.ICRC_LEN
+# BMv2's set_queue_rate is in packets/s: a link's bit rate is turned into packets of this size,
+# per priority: a 1 KB-payload MRC data frame (1130 bytes) for the data queue, a trimmed header
+# (102 bytes; control packets are smaller still) for the high-priority queue, so that headers
+# drain at the pace their bytes allow instead of one full-size slot each.
+RATE_PACKET_BYTES = {0: C.DATA_HEADERS_LEN + 1024 + C.ICRC_LEN, 1: C.DATA_HEADERS_LEN}
 
 
 class SwitchStartError(RuntimeError):
@@ -327,13 +329,13 @@ class Bmv2Switch(P4Switch):
         return text
 
     def configure_queues(self, queues: list[PortQueue]) -> None:
-        """set_queue_depth / set_queue_rate (packets/s from bits/s) per port and priority."""
+        """set_queue_depth / set_queue_rate (packets/s from bits/s, RATE_PACKET_BYTES) per port and priority."""
         commands = []
         for q in queues:
             for prio in range(C.NUM_PRIORITIES):
                 commands.append(f"set_queue_depth {q.depth_pkts} {q.port} {prio}")
                 if q.rate_bps:
-                    pps = max(1, q.rate_bps // (8 * RATE_PACKET_BYTES))
+                    pps = max(1, q.rate_bps // (8 * RATE_PACKET_BYTES[prio]))
                     commands.append(f"set_queue_rate {pps} {q.port} {prio}")
         if commands:
             self.runtime_cli(commands)

@@ -52,6 +52,7 @@ MODEL_MAX_RATE_BPS = DEFAULT_RATE_BPS
 # than 4 switches forward at once; the cap keeps its queue rate limiter (packets/s) in a sane range.
 MAX_RATE_BPS = {"model": MODEL_MAX_RATE_BPS, "bmv2": DEFAULT_RATE_BPS}
 BMV2_SWITCH_PPS = 8000          # measured: packets/s all BMv2 processes together forward here
+AGENT_SAMPLE_MIN_S = 0.005      # agents on Mininet record goodput at most this often
 HORIZON_STRETCH = 3.0           # a horizon too short for the target becomes this many least durations
 PATH_SWITCHES = 3               # leaf, spine, leaf: the switches a packet crosses on most paths
 PACKET_PAYLOAD = 1024           # bytes of data per MRC packet (its MTU payload)
@@ -71,6 +72,13 @@ def _transport_json(topo: Topology, case: Case) -> dict:
     config = {"line_rate_bps": float(host_rate), "nic_backlog_pkts": nic_backlog(topo), "seed": case.scenario.seed,
               **case.transport.params}
     return {"mode": case.transport.mode, "config": config}
+
+
+def agent_sample_interval(case: Case) -> float:
+    """How often agents record goodput: the scenario's sample interval, but no more often than
+    AGENT_SAMPLE_MIN_S (every record is a JSON line written by a process that shares the
+    machine's CPUs with the switches)."""
+    return max(case.scenario.sample_interval_s, AGENT_SAMPLE_MIN_S)
 
 
 def nic_backlog(topo: Topology) -> int:
@@ -103,7 +111,7 @@ def agent_jobs(topo: Topology, case: Case, log_dir: Path, start_at: float, timeo
     """
     w = case.variant.workload
     common = {"transport": _transport_json(topo, case), "timeout": timeout,
-              "goodput_interval": case.scenario.sample_interval_s, "start_at": start_at}
+              "goodput_interval": agent_sample_interval(case), "start_at": start_at}
     hosts = [h.name for h in topo.hosts]
     if w.kind in COLLECTIVES:
         jobs = []
@@ -260,7 +268,7 @@ class MininetBackend:
         record = CaseRecord(scenario.name, variant.label, transport.name, transport.mode,
                             f"{self.name}:{self.target}", scenario.seed, topo.name, len(topo.hosts),
                             variant.workload.kind, horizon=horizon,
-                            sample_interval=scenario.sample_interval_s, notes=notes,
+                            sample_interval=agent_sample_interval(case), notes=notes,
                             recovery_window=max(RECOVERY_WINDOW_S, 2 * self._message_time(case, topo)))
         net = TestbedNetwork(topo, target=self.target, run_dir=run_dir,
                              convergence_delay=transport.reroute_delay_s,
