@@ -306,7 +306,7 @@ class Bmv2Switch(P4Switch):
     def command(self) -> list[str]:
         binary = shutil.which("simple_switch_grpc")
         if binary is None:
-            raise SwitchStartError("simple_switch_grpc is not on PATH (source /opt/p4/env.sh?)")
+            raise SwitchStartError("simple_switch_grpc is not on PATH (BMv2: the project's VM has it, see README.md)")
         # No --log-file/--log-console: BMv2's logging slows it by an order of magnitude.
         cmd = [binary, "--device-id", str(self.device_id), "--thrift-port", str(self.THRIFT_PORT)]
         for port, ifname in self.data_ports().items():
@@ -319,7 +319,7 @@ class Bmv2Switch(P4Switch):
         """Run `simple_switch_CLI` commands against this switch; raise on error."""
         binary = shutil.which("simple_switch_CLI")
         if binary is None:
-            raise SwitchStartError("simple_switch_CLI is not on PATH (source /opt/p4/env.sh?)")
+            raise SwitchStartError("simple_switch_CLI is not on PATH (BMv2: the project's VM has it, see README.md)")
         proc = self.popen([binary, "--thrift-port", str(self.THRIFT_PORT)],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         out, _ = proc.communicate("\n".join(commands).encode() + b"\n", timeout=30)

@@ -63,7 +63,7 @@ def summary(results: list[CaseResult]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the cases; exit status 1 when any case failed or errored."""
+    """Run the cases; exit status 1 when any case failed or errored, 2 when none could run."""
     from pathlib import Path
     try:
         cases = load_cases(Path(args.cases), args.select)
@@ -91,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     print(format_table(results))
     print(summary(results))
+    if all(r.status == "skip" for r in results):       # a skip of everything is not a pass
+        print(f"conformance: nothing was run on --target {args.target}: {results[0].message}", file=sys.stderr)
+        return 2
     return 1 if any(r.status in ("fail", "error") for r in results) else 0
 
 

@@ -315,7 +315,7 @@ class Bmv2Target(ProcessTarget):
             return reason
         for program in ("simple_switch_grpc", "simple_switch_CLI"):
             if not shutil.which(program):
-                return f"needs {program} on PATH (BMv2; try 'source /opt/p4/env.sh')"
+                return f"needs {program} on PATH (BMv2: the project's VM has it, see README.md)"
         if not self.bmv2_json.exists():
             return f"needs the compiled program {self.bmv2_json} (make -C p4)"
         return None
