@@ -347,3 +347,17 @@ TARGETS = {"model": RefSwitch, "bmv2": Bmv2Switch}
 def default_target() -> str:
     """'bmv2' when simple_switch_grpc is on PATH, else 'model'."""
     return "bmv2" if shutil.which("simple_switch_grpc") else "model"
+
+
+def target_unavailable(target: str) -> str | None:
+    """Why switch target `target` cannot run here (a missing binary or program), or None."""
+    if target != "bmv2":
+        return None
+    for program in ("simple_switch_grpc", "simple_switch_CLI"):
+        if shutil.which(program) is None:
+            return (f"--target bmv2 needs {program} on PATH (BMv2, Debian/Ubuntu package p4lang-bmv2; "
+                    f"the project's VM has it); use --target model for the reference switch")
+    from controller.installer import DEFAULT_BMV2_JSON
+    if not DEFAULT_BMV2_JSON.exists():
+        return f"--target bmv2 needs the compiled program {DEFAULT_BMV2_JSON} (make -C p4)"
+    return None

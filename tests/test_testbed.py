@@ -117,6 +117,35 @@ def test_default_target_follows_simple_switch_grpc(tmp_path, monkeypatch):
     assert choose_target("model")[0] == "model"
 
 
+def test_an_unusable_bmv2_target_is_named_before_anything_is_built(tmp_path, monkeypatch):
+    """`up --target bmv2` and `run --target bmv2` check every binary and the program first."""
+    from controller import installer
+    from experiments.backends import make_backend
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(installer, "DEFAULT_BMV2_JSON", tmp_path / "mrc.json")
+    assert "needs simple_switch_grpc on PATH" in nodes.target_unavailable("bmv2")
+    assert nodes.target_unavailable("model") is None
+    for program in ("simple_switch_grpc", "simple_switch_CLI"):
+        (tmp_path / program).write_text("#!/bin/sh\n")
+        (tmp_path / program).chmod(0o755)
+        if program == "simple_switch_grpc":
+            assert "needs simple_switch_CLI on PATH" in nodes.target_unavailable("bmv2")
+    assert nodes.target_unavailable("bmv2").endswith("mrc.json (make -C p4)")
+    (tmp_path / "mrc.json").write_text("{}")
+    assert nodes.target_unavailable("bmv2") is None
+    (tmp_path / "simple_switch_CLI").unlink()
+    if os.geteuid() == 0:
+        monkeypatch.setenv("PATH", f"{tmp_path}:/usr/sbin:/usr/bin:/sbin:/bin")
+        if nodes.shutil.which("simple_switch_CLI") is None and nodes.shutil.which("mnexec"):
+            with pytest.raises(RuntimeError, match="needs simple_switch_CLI on PATH"):
+                make_backend("mininet", "bmv2")
+            from testbed.commands import up
+            parser = argparse.ArgumentParser()
+            up.add_arguments(parser)
+            assert up.run(parser.parse_args(["--target", "bmv2", "--run-dir", str(tmp_path / "run")])) == 2
+            assert not (tmp_path / "run").exists()                # stopped before making anything
+
+
 def bare_switch(cls, tmp_path, ports):
     """A switch node object without Mininet (only what command() reads)."""
     switch = object.__new__(cls)

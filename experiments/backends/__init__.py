@@ -67,9 +67,10 @@ def make_backend(name: str, target: str = "model") -> Backend:
         why = mininet_unavailable()
         if why:
             raise RuntimeError(why)
-        if target == "bmv2" and not shutil.which("simple_switch_grpc"):
-            raise RuntimeError("--target bmv2 needs simple_switch_grpc on PATH (package p4lang-bmv2); "
-                               "use --target model for the reference model")
+        from testbed.nodes import target_unavailable
+        why = target_unavailable(target)
+        if why:
+            raise RuntimeError(why)
         from experiments.backends.mininet_backend import MininetBackend
         return MininetBackend(target)
     raise ValueError(f"--backend {name!r}: expected one of {', '.join(BACKENDS)}")

@@ -183,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"mrc-testbed up: {problem}")
         return 2
     target, line = choose_target(args.target)
+    problem = nodes.target_unavailable(target)
+    if problem:
+        print(f"mrc-testbed up: {problem}")
+        return 2
     print(line, flush=True)
     try:
         topo = topology_from_spec(args.topo)
