@@ -48,10 +48,12 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     """Seconds from the first failure until goodput is back to `fraction` of before (None: never).
 
     Goodput is averaged over `window` (default: the record's `recovery_window`, 20 ms on netsim,
-    at least two messages' worth on the mininet backend, whose goodput counts whole messages)."""
+    at least two messages' worth on the mininet backend, whose goodput counts whole messages).
+    A workload that never completed never recovered: messages already under way on other paths
+    may still arrive after the failure, but the collective is stuck."""
     window = record.recovery_window if window is None else window
     t_fail = record.failure_time
-    if t_fail is None:
+    if t_fail is None or record.completion_time is None:
         return None
     times, rates = goodput_series(record)
     if not times:

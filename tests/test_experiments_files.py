@@ -164,6 +164,9 @@ def test_time_to_recover_definition():
     assert metrics.time_to_recover(rec, window=0.037) == pytest.approx(0.05)   # not a whole number of samples
     rec.recovery_window = 0.052
     assert metrics.time_to_recover(rec) == pytest.approx(0.05)
+    rec.completion_time = None                                          # the same goodput, but it never finished
+    assert metrics.time_to_recover(rec) is None
+    rec.completion_time = 0.4
     rec.samples = [[t, [min(c, 11 * rate)]] for t, (c,) in samples]     # never again
     assert metrics.time_to_recover(rec) is None
 
