@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -88,6 +89,7 @@ class WireNode(RunMarked, Node):
 
     def __init__(self, name, run_id: str | None = None, **params):
         self.run_id = run_id
+        self._shell = threading.Lock()       # one command at a time: faults fire from timer threads
         super().__init__(name, inNamespace=True, **params)
         disable_ipv6(self)
 
@@ -110,7 +112,8 @@ class WireNode(RunMarked, Node):
     def set_link(self, index: int, up: bool) -> None:
         """Cut (up=False) or restore the link: both ends lose or regain carrier."""
         status = "up" if up else "down"
-        out = self.cmd(" && ".join(f"ip link set {name} {status}" for name in self.end_names(index)))
+        with self._shell:
+            out = self.cmd(" && ".join(f"ip link set {name} {status}" for name in self.end_names(index)))
         if out.strip():
             raise RuntimeError(f"wire for link {index}: {out.strip()}")
 

@@ -436,7 +436,7 @@ class MininetBackend:
                     action.apply(target)
                     record.faults.append(FaultEvent(began, action.what, action.target, action.breaks))
                 except Exception as error:        # noqa: BLE001 - reported in the record
-                    record.notes.append(f"fault {action.what} on {action.target} failed: {error}")
+                    record.notes.append(f"fault {action.what} on {action.target} failed: {error!r}")
 
             timer = threading.Timer(max(0.0, begin + action.offset - time.time()), fire)
             timer.daemon = True
