@@ -204,6 +204,28 @@ def test_dead_link_fails_exactly_the_paths_through_it(network, prober):
     assert prober.run(probes).failed() == []
 
 
+def test_links_set_from_several_threads_at_once_all_take_effect(network, prober):
+    """Faults fire from timer threads (a flap every 200 ms): concurrent link changes must not
+    collide in the wire node's shell."""
+    import threading
+    errors = []
+
+    def toggle(a, b):
+        try:
+            for up in (False, True, False, True):
+                network.set_link(a, b, up)
+        except Exception as error:                       # noqa: BLE001 - asserted below
+            errors.append(repr(error))
+
+    threads = [threading.Thread(target=toggle, args=pair) for pair in (("s1", "s5"), ("s1", "s6"), ("s2", "s5"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == [] and not any(t.is_alive() for t in threads)
+    assert prober.run(usid_probes(network.topology)).failed() == []        # every link is back up
+
+
 def test_converging_control_plane_reroutes_after_delay_and_restores(network, prober, request):
     topo = network.topology
     probes = ecmp_probes(topo, evs=range(1, 5))
