@@ -69,6 +69,7 @@ class ConvergingControlPlane:
         self._lock = threading.Lock()
         self._timers: list[threading.Timer] = []
         self._apply_lock = threading.Lock()      # one reprogramming at a time
+        self._dead: set[str] = set()             # switches whose process is gone: never written again
         self.errors: list[str] = []
 
     # --- notifications --------------------------------------------------------------
@@ -82,6 +83,14 @@ class ConvergingControlPlane:
         """A link came back: restore routes through it after the delay."""
         with self._lock:
             self._down.discard(link)
+        self._schedule()
+
+    def switch_down(self, switch: str, links: list[Hashable]) -> None:
+        """A switch stopped (its process ended): its `links` are down, and it is not
+        reprogrammed any more (there is nothing left to write to)."""
+        with self._lock:
+            self._dead.add(switch)
+            self._down.update(links)
         self._schedule()
 
     @property
@@ -117,7 +126,11 @@ class ConvergingControlPlane:
     def apply(self, programs: Mapping[str, SwitchProgram]) -> dict[str, int]:
         """Write the difference between what each switch holds and `programs`; return counts."""
         counts = {}
+        with self._lock:
+            dead = set(self._dead)
         for name, new in programs.items():
+            if name in dead:
+                continue
             changes = program_changes(self.programs[name], new)
             if changes:
                 self.clients[name].write(changes)

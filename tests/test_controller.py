@@ -306,6 +306,33 @@ def test_control_plane_reprograms_after_its_delay_and_restores(server, client, p
         plane.stop()
 
 
+def test_control_plane_never_writes_to_a_stopped_switch(server, client, pipeline):
+    baseline = small_program()
+    install(client, baseline, pipeline)
+    writes = []
+
+    class DeadSwitch:                                    # a switch whose process is gone
+        def write(self, changes):
+            writes.append(changes)
+            raise RuntimeError("UNAVAILABLE: connection refused")
+    dead = DeadSwitch()
+    rerouted = SwitchProgram("s1", 1, entries=baseline.entries[:-1] + [
+        TableEntry(MEMBER, {"group": 1, "index": 1}, "MrcIngress.forward", {"port": 3})])
+
+    def reroute(topo, down):
+        return {"s1": rerouted if down else baseline, "s9": rerouted if down else baseline}
+    plane = convergence.ConvergingControlPlane("topo", {"s1": client, "s9": dead},
+                                               {"s1": baseline, "s9": baseline}, reroute=reroute, delay=0)
+    try:
+        plane.switch_down("s9", ["s1-s9", "s2-s9"])
+        assert plane.wait_idle(timeout=5)
+        assert plane.down_links == frozenset({"s1-s9", "s2-s9"})
+        assert not plane.errors and writes == []                # the live switch is rerouted, the dead one left alone
+        assert verify(client, rerouted).ok
+    finally:
+        plane.stop()
+
+
 def test_control_plane_reports_failed_reprogramming(server, client, pipeline):
     install(client, small_program(), pipeline)
 

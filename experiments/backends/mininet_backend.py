@@ -244,8 +244,7 @@ class LiveTarget:
         self.net.switch(switch).stop_process()
         control = self.net.control_plane
         if control is not None:              # a routing protocol would see its sessions drop
-            for link in self.topo.links_of(switch):
-                control.link_down(link)
+            control.switch_down(switch, list(self.topo.links_of(switch)))
 
 
 class MininetBackend:
