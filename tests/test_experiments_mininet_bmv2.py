@@ -46,7 +46,7 @@ def test_a_horizon_too_short_for_bmv2_is_stretched_and_says_so():
     backend = MininetBackend("bmv2")
     case = incast(horizon_s=0.5)
     topo, notes = backend._topology(case)
-    need, _ = backend._least_duration(case, topo)
+    need, _ = backend._estimated_duration(case, topo)
     horizon, note = backend._horizon(case, topo)
     assert need > 0.5 and horizon >= 2 * need                   # room for the workload, not just its bound
     assert len(notes) == 2 and notes[1] == note and note.startswith("horizon stretched on bmv2 here from 0.5 s"), notes

@@ -53,7 +53,7 @@ MODEL_MAX_RATE_BPS = DEFAULT_RATE_BPS
 MAX_RATE_BPS = {"model": MODEL_MAX_RATE_BPS, "bmv2": DEFAULT_RATE_BPS}
 BMV2_SWITCH_PPS = 8000          # measured: packets/s all BMv2 processes together forward here
 AGENT_SAMPLE_MIN_S = 0.005      # agents on Mininet record goodput at most this often
-HORIZON_STRETCH = 3.0           # a horizon too short for the target becomes this many least durations
+HORIZON_STRETCH = 3.0           # a horizon too short for the target becomes this many estimated durations
 PATH_SWITCHES = 3               # leaf, spine, leaf: the switches a packet crosses on most paths
 PACKET_PAYLOAD = 1024           # bytes of data per MRC packet (its MTU payload)
 
@@ -364,23 +364,23 @@ class MininetBackend:
     def _horizon(self, case: Case, topo: Topology) -> tuple[float, str | None]:
         """The horizon of `case` on this target, and a note when it had to be stretched.
 
-        A workload that cannot finish within the scenario's horizon_s here (its least duration on
+        A workload that cannot finish within the scenario's horizon_s here (its estimated duration on
         the capped links, or through BMv2's packet rate) gets HORIZON_STRETCH times that least
         duration instead, so that every case can complete on a slow target and the comparison
         stays meaningful; the note says so."""
         horizon = case.scenario.horizon_s
-        least = self._least_duration(case, topo)
+        least = self._estimated_duration(case, topo)
         if least is None or least[0] <= horizon:
             return horizon, None
         need, why = least
         stretched = round(HORIZON_STRETCH * need, 1)
         return stretched, (f"horizon stretched on {self.target} here from {horizon:g} s to {stretched:g} s: "
-                           f"the workload needs at least {need:.2f} s ({why})")
+                           f"the workload needs about {need:.2f} s ({why})")
 
-    def _least_duration(self, case: Case, topo: Topology) -> tuple[float, str] | None:
-        """A lower bound on the workload's duration on this target, with what sets it.
+    def _estimated_duration(self, case: Case, topo: Topology) -> tuple[float, str] | None:
+        """About how long the workload takes on this target at best, with what sets it.
 
-        Two lower bounds: the busiest host link at its (capped) rate, and, on BMv2, every data
+        The larger of: the busiest host link at its (capped) rate, and, on BMv2, every data
         packet and its acknowledgement crossing PATH_SWITCHES switches at BMV2_SWITCH_PPS."""
         w = case.variant.workload
         flows = (collective_flows(topo, w) if w.kind in COLLECTIVES
