@@ -52,13 +52,19 @@ def _figures(folder: Path, summary: dict) -> list[Path]:
     return [folder / n for n in names if (folder / n).exists()]
 
 
+def _backend(summary: dict) -> str:
+    """The backend of a run, with its switch target when it has one ("mininet (target bmv2)")."""
+    target = summary.get("target")
+    return f"{summary.get('backend')}" + (f" (target {target})" if target else "")
+
+
 def render_markdown(runs: list[tuple[Path, dict]], page: Path) -> str:
     """The report as markdown."""
     lines = ["# MRC testbed: experiment report", "", f"{len(runs)} results folder(s).", ""]
     for folder, s in runs:
         lines += [f"## {s.get('title', s.get('scenario', folder.name))}", "",
                   s.get("description", "").strip(), "",
-                  f"`{_rel(folder, page)}` — backend {s.get('backend')}, seed {s.get('seed')}"
+                  f"`{_rel(folder, page)}` — backend {_backend(s)}, seed {s.get('seed')}"
                   f"{', quick' if s.get('quick') else ''}, {s.get('created', '')}", ""]
         lines += results.markdown_table(s["cases"]) + [""]
         for fig in _figures(folder, s):
@@ -83,7 +89,7 @@ def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
         header, rows = results.table_rows(s["cases"])
         parts += [f"<h2 id='run{i}'>{e(s.get('title', s.get('scenario', folder.name)))}</h2>",
                   f"<p>{e(s.get('description', ''))}</p>",
-                  f"<p class='meta'>{e(_rel(folder, page))} — backend {e(str(s.get('backend')))}, "
+                  f"<p class='meta'>{e(_rel(folder, page))} — backend {e(_backend(s))}, "
                   f"seed {e(str(s.get('seed')))}{', quick' if s.get('quick') else ''}, "
                   f"{e(str(s.get('created', '')))}</p>",
                   "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"

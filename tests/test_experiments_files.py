@@ -124,6 +124,9 @@ def test_run_command_writes_the_results_folder_and_prints_the_table(tmp_path, ca
     md = tmp_path / "report.md"
     assert report.run(argparse.Namespace(results=tmp_path, output=md)) == 0
     assert "![completion](out/completion.png)" in md.read_text()
+    assert "backend netsim, seed 3" in md.read_text()                 # netsim has no switch target
+    from experiments.report import _backend
+    assert _backend({"backend": "mininet", "target": "bmv2"}) == "mininet (target bmv2)"
 
 
 def test_run_command_rejects_a_bad_scenario_with_status_2(tmp_path, capsys):
