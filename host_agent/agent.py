@@ -126,9 +126,13 @@ class Agent:
         self.collective = make_collective(w.kind, self.job.rank, self.job.world_size, self.messenger, **params)
         for rank in self.collective.peers():
             peer = self.job.peer(rank)
-            conn = self.endpoint.connect(f"rank{rank}", local_qp=peer.qp, remote_qp=peer.remote_qp,
-                                         paths=self._paths_to(peer))
-            self.messenger.add_peer(rank, conn)
+            conns = self.endpoint.connect_qps(f"rank{rank}", local_qp=peer.qp, remote_qp=peer.remote_qp,
+                                              paths=self._paths_to(peer))
+            for conn in conns[1:]:                   # further QPs: the same NICs and neighbours
+                for (nic, qp), writer in list(self._writers.items()):
+                    if qp == peer.remote_qp:
+                        self._writers[(nic, conn.remote_qp)] = writer
+            self.messenger.add_peer(rank, conns)
         self.messenger.attach(self.collective)
 
     # --- the loop ------------------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def veth2():
 
 
 def write_jobs(tmp_path: Path, pair: VethPair, workload: dict, mode: str = "mrc", start_in: float = 1.0,
-               timeout: float = 20.0) -> list[Path]:
+               timeout: float = 20.0, config: dict | None = None) -> list[Path]:
     start_at = time.time() + start_in
     paths = []
     planes = range(len(pair.plane_ifs))
@@ -122,7 +122,7 @@ def write_jobs(tmp_path: Path, pair: VethPair, workload: dict, mode: str = "mrc"
                        "nics": [{"plane": p, "mac": nic_mac(other, p), "address": nic_addr(other, p)}
                                 for p in planes],
                        "paths": {str(p): [nic_addr(other, p)] for p in planes}}],
-            "transport": {"mode": mode, "config": {"num_evs": 16, "min_active_evs": 4}},
+            "transport": {"mode": mode, "config": {"num_evs": 16, "min_active_evs": 4, **(config or {})}},
             "workload": workload, "timeout": timeout, "start_at": start_at,
             "log": str(tmp_path / f"h{rank}.jsonl"),
         }
@@ -194,6 +194,24 @@ def test_two_agents_complete_bit_exact_over_veth(tmp_path, veth, mode, workload)
         assert counters["agent"].get("rx_malformed", 0) == 0
         assert counters["nics"][0]["tx_frames"] > 0 and counters["nics"][0]["rx_frames"] > 0
         assert veth.run(rank, "cat", f"/proc/sys/net/ipv6/conf/{veth.ifs[rank]}/disable_ipv6").strip() == "1"
+
+
+def test_baseline_agents_with_several_qps_use_them_all(tmp_path, veth):
+    """qps = 3: three connections per peer on the wire (QP numbers stepping by the stride), each
+    carrying its turn of the messages; the transfer completes bit-exact."""
+    workload = {"kind": "transfer", "src": 0, "dst": 1, "bytes": 600_000, "chunk_bytes": 50_000, "seed": 9}
+    jobs = write_jobs(tmp_path, veth, workload, mode="roce", config={"qps": 3})
+    procs = [veth.start(r, *agent_cmd(jobs[r]), stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    for rank, proc in enumerate(procs):
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, f"agent {rank} exited {proc.returncode}: {err}"
+    (result,) = records_of(tmp_path / "h1.jsonl", "result")
+    assert result["ok"] is True and result["mismatches"] == 0
+    (counters,) = records_of(tmp_path / "h0.jsonl", "counters")
+    conns = counters["connections"]
+    assert len(conns) == 3
+    assert all(c["stats"].get("data_sent", 0) > 0 for c in conns)              # every QP carried data
+    assert sorted(c["name"].rsplit(":", 1)[1] for c in conns) == [hex(0x100 + k * 0x10000) for k in range(3)]
 
 
 def test_two_plane_agents_spray_over_both_nics(tmp_path, veth2):

@@ -88,6 +88,10 @@ def test_permutation_spraying_balances_links_better_than_ecmp():
     assert spray["completed"] and spray["bit_exact"] and ecmp["completed"]
     assert spray["link_utilisation"]["max_over_mean"] < ecmp["link_utilisation"]["max_over_mean"]
     assert spray["flow_throughput_bps"]["spread_max_over_min"] < ecmp["flow_throughput_bps"]["spread_max_over_min"]
+    qps, _ = runs["RoCE ECMP, 4 QPs"]                     # more QPs: the hash has more to spread, still not spraying
+    assert qps["completed"] and qps["bit_exact"]
+    balance = [r["link_utilisation"]["max_over_mean"] for r in (spray, qps, ecmp)]
+    assert balance == sorted(balance) and balance[0] < balance[1] < balance[2]
 
 
 @pytest.mark.parametrize("name", ["flap", "blackhole", "gray", "scale"])

@@ -59,7 +59,7 @@ class Traffic:
         self._qp = QP_BASE
         self.collectives: dict[str, object] = {}
         self.flows: list[FlowRecord] = []
-        self._rx_conn: list = []               # receiving connection of each flow
+        self._rx_conn: list = []               # receiving connections (one per QP) of each flow
         self._expected: dict[tuple, bytes] = {}   # (dst, local qp, msg id) -> bytes
         self._pending: Counter = Counter()     # flow index -> messages not yet delivered
         self.duplicates = 0
@@ -70,15 +70,16 @@ class Traffic:
             self._setup_flows()
 
     # --- connections ----------------------------------------------------------------------------
-    def connection(self, src: str, dst: str):
-        """The connection of `src` to `dst` (both ends opened on first use)."""
+    def connections(self, src: str, dst: str) -> list:
+        """The connections (one per QP: `qps` of the config) of `src` to `dst`, in QP order;
+        both ends are opened on first use."""
         key = tuple(sorted((src, dst)))
         if key not in self.pairs:
             a, b = key
             qa, qb = self._qp, self._qp + 1
             self._qp += 2
-            ca = self.endpoints[a].connect(b, qa, qb, self.paths(a, b), self.paths(b, a))
-            cb = self.endpoints[b].connect(a, qb, qa, self.paths(b, a), self.paths(a, b))
+            ca = self.endpoints[a].connect_qps(b, qa, qb, self.paths(a, b), self.paths(b, a))
+            cb = self.endpoints[b].connect_qps(a, qb, qa, self.paths(b, a), self.paths(a, b))
             self.pairs[key] = (ca, cb)
         ca, cb = self.pairs[key]
         return ca if src == key[0] else cb
@@ -103,11 +104,11 @@ class Traffic:
             self.collectives[host] = coll
         for rank, host in enumerate(self.hosts):
             for peer in self.collectives[host].peers():
-                self.messengers[host].add_peer(peer, self.connection(host, self.hosts[peer]))
+                self.messengers[host].add_peer(peer, self.connections(host, self.hosts[peer]))
             self.messengers[host].attach(self.collectives[host])
         for flow in collective_flows(self.fab.topo, w):
             self.flows.append(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role))
-            self._rx_conn.append(self.connection(flow.dst, flow.src))
+            self._rx_conn.append(self.connections(flow.dst, flow.src))
 
     # --- point-to-point flows ---------------------------------------------------------------------
     def _setup_flows(self) -> None:
@@ -117,9 +118,10 @@ class Traffic:
         self._payload: dict[int, bytes] = {}
         for i, flow in enumerate(self._plan):
             self.flows.append(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role))
-            rx = self.connection(flow.dst, flow.src)
+            rx = self.connections(flow.dst, flow.src)
             self._rx_conn.append(rx)
-            self._flow_of[(flow.dst, rx.local_qp)] = i
+            for conn in rx:
+                self._flow_of[(flow.dst, conn.local_qp)] = i
             self._payload[i] = block_bytes(self.seed, index[flow.src], index[flow.dst], flow.nbytes)
         for host, ep in self.endpoints.items():
             ep.on_message(lambda conn, msg_id, data, host=host: self._on_message(host, conn, msg_id, data))
@@ -152,13 +154,14 @@ class Traffic:
         else:
             chunk = self.workload.chunk_bytes
             for i, flow in enumerate(self._plan):
-                tx = self.connection(flow.src, flow.dst)
+                tx = self.connections(flow.src, flow.dst)
                 rx = self._rx_conn[i]
                 data = self._payload[i]
-                for off in range(0, len(data), chunk):
+                for n, off in enumerate(range(0, len(data), chunk)):
                     piece = data[off:off + chunk]
-                    msg_id = self.endpoints[flow.src].send_message(tx, piece)
-                    self._expected[(flow.dst, rx.local_qp, msg_id)] = piece
+                    k = n % len(tx)                      # messages take the QPs in turn
+                    msg_id = self.endpoints[flow.src].send_message(tx[k], piece)
+                    self._expected[(flow.dst, rx[k].local_qp, msg_id)] = piece
                     self._pending[i] += 1
         for host in self.hosts:
             self.fab.hosts[host].service()
@@ -171,7 +174,7 @@ class Traffic:
 
     def received(self) -> list[int]:
         """Payload bytes received so far by each flow."""
-        return [c.stats["payload_bytes_received"] for c in self._rx_conn]
+        return [sum(c.stats["payload_bytes_received"] for c in conns) for conns in self._rx_conn]
 
     def progress(self) -> float:
         """Share of the workload's payload received (0..1)."""
@@ -304,7 +307,7 @@ def busiest_targets(case: Case, topo: Topology, choose: Callable = ecmp_member) 
     links: Counter = Counter()
     switches: Counter = Counter()
     for flow in traffic.flows:
-        conn = traffic.connection(flow.src, flow.dst)
+        conn = traffic.connections(flow.src, flow.dst)[0]     # params {}: one QP
         path = conn.evset.paths[0]
         ev = conn.evset.slots[0].current.value
         hops = trace(fab, flow.src, path, ev, choose)

@@ -23,7 +23,8 @@ class EndpointMessenger:
     def __init__(self, endpoint, clock: Callable[[], float]) -> None:
         self.endpoint = endpoint
         self.clock = clock
-        self.connections: dict[int, object] = {}
+        self.connections: dict[int, list] = {}      # rank -> its connections (several QPs: messages take turns)
+        self._turn: dict[int, int] = {}
         self._rank_of_qp: dict[int, int] = {}
         self.collective: Collective | None = None
         self.rx_bytes = 0               # payload bytes of whole messages received
@@ -33,9 +34,15 @@ class EndpointMessenger:
         endpoint.on_message(self._on_message)
 
     def add_peer(self, rank: int, connection) -> None:
-        """Messages to and from rank `rank` go over `connection` (an Endpoint connection)."""
-        self.connections[rank] = connection
-        self._rank_of_qp[connection.local_qp] = rank
+        """Messages to and from rank `rank` go over `connection` (an Endpoint connection, or a
+        list of them: the queue pairs of `Endpoint.connect_qps`, which messages take in turn)."""
+        conns = list(connection) if isinstance(connection, (list, tuple)) else [connection]
+        if not conns:
+            raise ValueError(f"add_peer: no connection to rank {rank}")
+        self.connections.setdefault(rank, []).extend(conns)
+        self._turn.setdefault(rank, 0)
+        for conn in conns:
+            self._rank_of_qp[conn.local_qp] = rank
 
     def attach(self, collective: Collective) -> None:
         """The collective whose messages this messenger carries."""
@@ -43,9 +50,12 @@ class EndpointMessenger:
 
     def send(self, peer: int, data: bytes) -> None:
         """Queue one message to rank `peer`."""
-        conn = self.connections.get(peer)
-        if conn is None:
+        conns = self.connections.get(peer)
+        if not conns:
             raise KeyError(f"no connection to rank {peer}; add_peer it first")
+        turn = self._turn[peer]
+        conn = conns[turn % len(conns)]
+        self._turn[peer] = turn + 1
         size = len(data)
         self.tx_queued_bytes += size
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MODES = ("mrc", "roce")
+MAX_QPS = 64                          # queue pairs per peer at most (baseline)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class TransportConfig:
     pacing_burst_pkts: int = 1        # packets an idle sender may emit back to back
     pacing_max_lag: float = 1e-3      # sending time a sender held back only by pacing may catch up after a late poll
     line_rate_bps: float = 0.0        # per-NIC line rate; 0: unknown (no cap on the pacing rate, no NIC clock)
+    qps: int = 1                      # baseline only: queue pairs per peer (each its own EV, so its own ECMP path)
     nic_backlog_pkts: int = 16         # data may be handed to a NIC while it has at most this many packets queued
     seed: int = 0
 
@@ -93,5 +95,10 @@ class TransportConfig:
             raise ValueError(f"TransportConfig.pacing_burst_pkts: {self.pacing_burst_pkts} must be >= 1")
         if self.pacing_max_lag < 0:
             raise ValueError(f"TransportConfig.pacing_max_lag: {self.pacing_max_lag} must be >= 0")
+        if not isinstance(self.qps, int) or isinstance(self.qps, bool) or not 1 <= self.qps <= MAX_QPS:
+            raise ValueError(f"TransportConfig.qps: {self.qps!r} is outside 1..{MAX_QPS}")
+        if self.qps > 1 and self.mode != "roce":
+            raise ValueError(f"TransportConfig.qps: {self.qps} queue pairs is for mode 'roce' (MRC sprays "
+                             f"one QP over every path)")
         if self.rto_min <= 0 or self.rto_max < self.rto_min:
             raise ValueError("TransportConfig.rto_min/rto_max: need 0 < rto_min <= rto_max")

@@ -142,6 +142,9 @@ class Connection:
         return d
 
 
+QP_STRIDE = 0x10000      # QP k of a peer is numbered base + k * QP_STRIDE (both ends do the same)
+
+
 class Endpoint:
     """All connections of one host, driven by `receive`, `poll` and `next_wakeup`."""
 
@@ -188,6 +191,20 @@ class Endpoint:
         conn = Connection(self, peer, local_qp, remote_qp, paths, reverse_paths, self._rng)
         self.connections[local_qp] = conn
         return conn
+
+    def connect_qps(self, peer: str, local_qp: int, remote_qp: int, paths: list[PathInfo],
+                    reverse_paths: list[PathInfo] | None = None) -> list[Connection]:
+        """Open `config.qps` connections to `peer` (the RoCE practice of several queue pairs per
+        pair of hosts): QP k is `local_qp + k * QP_STRIDE` here and `remote_qp + k * QP_STRIDE`
+        there. Each draws its own EV, so the switches' ECMP hash may put each on another path;
+        none of them fails over. With qps = 1 this is `[connect(...)]`."""
+        count = self.config.qps
+        top = max(local_qp, remote_qp) + (count - 1) * QP_STRIDE
+        if top > 0xFFFFFF:
+            raise ValueError(f"{self.name}: {count} QPs from {local_qp:#x}/{remote_qp:#x} in steps of "
+                             f"{QP_STRIDE:#x} go past the 24-bit QP number space")
+        return [self.connect(peer, local_qp + k * QP_STRIDE, remote_qp + k * QP_STRIDE, paths, reverse_paths)
+                for k in range(count)]
 
     def on_message(self, callback: Callable) -> None:
         """Call `callback(conn, msg_id, data)` once for every whole message received."""
