@@ -10,12 +10,11 @@ the RTO. There is no path failover: a dead path stalls the connection until it r
 """
 from __future__ import annotations
 
-from collections import deque
 
 from host_agent import constants as C
 from host_agent.packets import DataPacket, Nack, Sack
 from host_agent.transport import events as E
-from host_agent.transport.message import OutMessage, Segment, new_message, ts_age, ts_now
+from host_agent.transport.message import SendQueue, Segment, ts_age, ts_now
 from host_agent.transport.psn import from_wire, to_wire
 
 SEQUENCE_ERROR = C.NACK_PSN_OUT_OF_WINDOW
@@ -27,7 +26,7 @@ class BaselineSender:
     def __init__(self, conn) -> None:
         self.conn = conn
         self.cfg = conn.config
-        self.pending: deque[OutMessage] = deque()
+        self.pending = SendQueue(self.cfg.mtu_payload)
         self.segments: dict[int, Segment] = {}      # cum_acked <= seq < high_seq
         self.cum_acked = 0
         self.next_seq = 0                           # next seq to (re)transmit
@@ -36,14 +35,10 @@ class BaselineSender:
         self._deadline: float | None = None
         self._cause = E.CAUSE_TIMEOUT
         self._last_nack: tuple[int, float] | None = None
-        self._next_msg_id = 0
 
     def send_message(self, data, on_complete=None) -> int:
         """Queue a message; return its 16-bit id."""
-        msg_id = self._next_msg_id
-        self.pending.append(new_message(msg_id, data, self.cfg.mtu_payload, on_complete))
-        self._next_msg_id = (msg_id + 1) & 0xFFFF
-        return msg_id
+        return self.pending.add(data, on_complete)
 
     @property
     def idle(self) -> bool:
@@ -113,15 +108,9 @@ class BaselineSender:
         cc.backlogged = now < cc.next_send and self._ready() and self._window_allows()
 
     def _new_segment(self) -> Segment:
-        msg = self.pending[0]
-        length = min(self.cfg.mtu_payload, msg.length - msg.next_offset)
-        seg = Segment(self.high_seq, msg, msg.next_offset, length)
+        seg = self.pending.cut(self.high_seq)
         self.segments[seg.seq] = seg
         self.high_seq += 1
-        msg.next_offset += length
-        msg.segments_made += 1
-        if msg.fully_segmented:
-            self.pending.popleft()
         return seg
 
     def _transmit(self, now: float, seg: Segment, cause: str | None):
@@ -154,14 +143,7 @@ class BaselineSender:
             seg = self.segments.pop(self.cum_acked)
             self.cum_acked += 1
             acked += seg.wire
-            msg = seg.msg
-            msg.segments_acked += 1
-            if msg.segments_acked == msg.num_segments and not msg.done:
-                msg.done = True
-                self.conn.stats["messages_sent"] += 1
-                self.conn.log(now, E.SEND_COMPLETE, msg_id=msg.msg_id, bytes=msg.length)
-                if msg.on_complete is not None:
-                    msg.on_complete(msg.msg_id)
+            seg.msg.segment_acked(self.conn, now)
         self.next_seq = max(self.next_seq, self.cum_acked)
         self._backoff = 1
         self._deadline = now + self.rto if self.cum_acked < self.high_seq else None

@@ -1,9 +1,11 @@
 """Messages and their packets on the sending side."""
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from host_agent import constants as C
+from host_agent.transport import events as E
 
 DATA_OVERHEAD = C.DATA_HEADERS_LEN + C.ICRC_LEN     # bytes on the wire around a data payload
 CONTROL_HEADER_LEN = {"Sack": 28, "Nack": 20, "Probe": 8, "ProbeReply": 12}   # docs/design.md
@@ -39,6 +41,45 @@ class OutMessage:
     def fully_segmented(self) -> bool:
         """True when every packet of the message has a PSN."""
         return self.segments_made == self.num_segments
+
+    def segment_acked(self, conn, now: float) -> None:
+        """Count one packet of this message acknowledged (each once); on the last, the message
+        is complete: counted, logged, and its `on_complete` called."""
+        self.segments_acked += 1
+        if self.segments_acked == self.num_segments and not self.done:
+            self.done = True
+            conn.stats["messages_sent"] += 1
+            conn.log(now, E.SEND_COMPLETE, msg_id=self.msg_id, bytes=self.length)
+            if self.on_complete is not None:
+                self.on_complete(self.msg_id)
+
+
+class SendQueue(deque):
+    """Messages not yet fully cut into packets, oldest first; gives each its 16-bit id."""
+
+    def __init__(self, mtu: int) -> None:
+        super().__init__()
+        self.mtu = mtu
+        self._next_id = 0
+
+    def add(self, data, on_complete=None) -> int:
+        """Queue a message (bytes-like, not copied); return its id."""
+        msg_id = self._next_id
+        self.append(new_message(msg_id, data, self.mtu, on_complete))
+        self._next_id = (msg_id + 1) & 0xFFFF
+        return msg_id
+
+    def cut(self, seq: int) -> "Segment":
+        """The next packet of the oldest message, numbered `seq`; a message leaves the queue
+        with its last packet."""
+        msg = self[0]
+        length = min(self.mtu, msg.length - msg.next_offset)
+        seg = Segment(seq, msg, msg.next_offset, length, length + DATA_OVERHEAD)
+        msg.next_offset += length
+        msg.segments_made += 1
+        if msg.fully_segmented:
+            self.popleft()
+        return seg
 
 
 @dataclass(eq=False, slots=True)

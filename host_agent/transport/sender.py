@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import heapq
-from collections import deque
 
 from host_agent import constants as C
 from host_agent.packets import DataPacket, Nack, Sack
 from host_agent.transport import events as E
-from host_agent.transport.message import DATA_OVERHEAD, OutMessage, Segment, new_message, ts_age
+from host_agent.transport.message import DATA_OVERHEAD, SendQueue, Segment, ts_age
 from host_agent.transport.psn import PSN_MASK, from_wire
 
 TS_SLACK = 2e-6        # echoed timestamps count whole microseconds
@@ -25,7 +24,7 @@ class MrcSender:
     def __init__(self, conn) -> None:
         self.conn = conn
         self.cfg = conn.config
-        self.pending: deque[OutMessage] = deque()        # messages not yet fully cut into packets
+        self.pending = SendQueue(self.cfg.mtu_payload)  # messages not yet fully cut into packets
         self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
         self.next_seq = 0
         self.cum_acked = 0
@@ -33,7 +32,6 @@ class MrcSender:
         self._retx: list[tuple[int, int]] = []           # heap of (priority, seq); trims before timeouts
         self._retx_cause: dict[int, str] = {}
         self._timers: list[tuple[float, int, int]] = []  # heap of (deadline, seq, transmission number)
-        self._next_msg_id = 0
         self._trigger_sent: float | None = None          # set while a SACK is being processed
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
@@ -41,10 +39,7 @@ class MrcSender:
     # --- application side ------------------------------------------------------------------
     def send_message(self, data, on_complete=None) -> int:
         """Queue a message; return its 16-bit id."""
-        msg_id = self._next_msg_id
-        self.pending.append(new_message(msg_id, data, self.cfg.mtu_payload, on_complete))
-        self._next_msg_id = (msg_id + 1) & 0xFFFF
-        return msg_id
+        return self.pending.add(data, on_complete)
 
     @property
     def idle(self) -> bool:
@@ -202,7 +197,9 @@ class MrcSender:
                 return
             seg, cause, _ = nxt
             if seg is None:
-                seg = self._new_segment()
+                seg = self.pending.cut(self.next_seq)
+                self.segments[seg.seq] = seg
+                self.next_seq += 1
             else:
                 heapq.heappop(self._retx)
                 seg.queued = False
@@ -214,18 +211,6 @@ class MrcSender:
             cc.sent(now, seg.wire, nics, rate)
             if ep.nic_rate:
                 ep.account(nic, seg.wire, now)
-
-    def _new_segment(self) -> Segment:
-        msg = self.pending[0]
-        length = min(self.cfg.mtu_payload, msg.length - msg.next_offset)
-        seg = Segment(self.next_seq, msg, msg.next_offset, length, length + DATA_OVERHEAD)
-        self.segments[seg.seq] = seg
-        self.next_seq += 1
-        msg.next_offset += length
-        msg.segments_made += 1
-        if msg.fully_segmented:
-            self.pending.popleft()
-        return seg
 
     def _transmit(self, now: float, seg: Segment, cause: str | None) -> tuple[int, DataPacket]:
         evset = self.conn.evset
@@ -275,14 +260,7 @@ class MrcSender:
         if seg.in_flight:
             seg.in_flight = False
             self.inflight_bytes -= seg.wire
-        msg = seg.msg
-        msg.segments_acked += 1
-        if msg.segments_acked == msg.num_segments and not msg.done:
-            msg.done = True
-            self.conn.stats["messages_sent"] += 1
-            self.conn.log(now, E.SEND_COMPLETE, msg_id=msg.msg_id, bytes=msg.length)
-            if msg.on_complete is not None:
-                msg.on_complete(msg.msg_id)
+        seg.msg.segment_acked(self.conn, now)
         return seg.wire
 
     def _advance_cum(self, cum: int, now: float) -> int:
