@@ -235,3 +235,13 @@ def test_an_interrupted_run_keeps_the_cases_that_finished(tmp_path, monkeypatch)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] is True and len(summary["cases"]) == 1
     assert (out / "goodput.png").exists()
+
+
+def test_the_scenario_example_in_the_experiments_readme_is_valid():
+    import re
+    import yaml
+    text = (ROOT / "experiments" / "README.md").read_text()
+    block = re.search(r"```yaml\n(.*?)```", text, re.S)
+    assert block, "experiments/README.md has no yaml example"
+    scenario = parse_scenario(yaml.safe_load(block.group(1)), "experiments/README.md")
+    assert {c.transport.mode for c in scenario.cases()} == {"mrc", "roce"} and len(scenario.variants) == 2
