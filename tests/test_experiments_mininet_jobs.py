@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from experiments.backends.mininet_backend import MODEL_MAX_RATE_BPS, MininetBackend, agent_jobs
 from experiments.scenario import load_scenario, parse_scenario
 
@@ -45,3 +47,20 @@ def test_jobs_keep_the_nic_backlog_under_the_trim_threshold():
     _, _, jobs = jobs_of(scenario.cases()[0])
     trim = min(link.trim_threshold for link in MininetBackend("model")._topology(scenario.cases()[0])[0].links)
     assert {job["transport"]["config"]["nic_backlog_pkts"] for _, job in jobs} == {trim // 2}
+
+
+def test_progress_extrapolates_each_agent_log_from_its_own_last_record(tmp_path):
+    """Two agents receiving 1000 bytes/s each; one log was flushed 0.1 s later than the other.
+    Half of the 1000 expected bytes is reached at 0.25 s: counting the lagging log as if it were
+    as recent as the other (300 bytes by 0.2 s) would put it at 0.33 s, too late for a "50%" fault."""
+    import json as _json
+    from experiments.backends.mininet_backend import Progress
+    start = 1000.0
+    logs = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    for path, until in zip(logs, (0.2, 0.1)):
+        lines = [{"kind": "goodput", "t": start + k * 0.05, "rx_bytes": 50} for k in range(1, round(until / 0.05) + 1)]
+        path.write_text("".join(_json.dumps(r) + "\n" for r in lines) + '{"kind": "goodput", "t": ')  # a line being written
+    progress = Progress(logs, 1000, start)
+    assert progress.read() == pytest.approx(0.3)
+    assert progress.eta(0.5) == pytest.approx(start + 0.25)
+    assert progress.eta(0.2) == pytest.approx(start + 0.2)            # already passed: the latest record's time

@@ -10,7 +10,7 @@ process is ended. The agents' JSON-lines logs become the case record.
 Collectives run one agent per host; incast and permutation run a two-rank transfer per flow (an
 agent pair; a host may run several agents side by side). A fault given as a share of the workload
 ("30%") starts when the agents' goodput records add up to that share of the workload's bytes
-(extrapolated at the rate so far, as the agents flush their logs every 0.2 s). Link rates above what the Python model forwards are capped (a note in the record
+(extrapolated at the rate so far, as the agents flush their logs every 50 ms). Link rates above what the Python model forwards are capped (a note in the record
 says so). Goodput comes from the agents' records, which count whole messages (`chunk_bytes`), so
 it is coarser than on netsim.
 """
@@ -40,7 +40,7 @@ from topologies.paths import host_paths
 
 log = logging.getLogger("mrc.experiments")
 REPO = Path(__file__).resolve().parents[2]
-LOOKAHEAD_S = 0.3                # faults due within this long are timed by extrapolation (logs lag ~0.2 s)
+LOOKAHEAD_S = 0.3                # faults due within this long are timed by extrapolation (logs lag up to 50 ms)
 START_DELAY_S = 3.0              # agents open their NICs, then start the workload together
 PORT_FAULT = "MrcIngress.port_fault"
 TRIM_NEVER = (1 << 19) - 1      # largest trim threshold (bit<19>): trimming off
@@ -157,8 +157,9 @@ def _nic(nic, own: bool) -> dict:
 class Progress:
     """The workload's progress, read live from the agents' event logs (their goodput records).
 
-    Agents flush their logs every 0.2 s, so what is read lags; the records carry their own
-    times, so `eta` extrapolates when a share of the workload will be (or was) reached.
+    Agents flush their logs every 50 ms, each at its own moment, so what is read lags, and by a
+    different amount per log; the records carry their own times, so `eta` extrapolates each
+    log at its own rate up to now.
     """
 
     def __init__(self, logs: list[Path], expected_bytes: int, start_at: float) -> None:
@@ -166,6 +167,8 @@ class Progress:
         self.expected = max(1, expected_bytes)
         self.start_at = start_at
         self._offsets = {path: 0 for path in logs}
+        self._received = {path: 0 for path in logs}     # bytes per log, as of its latest record
+        self._until = {path: start_at for path in logs}   # time of each log's latest record
         self.received = 0
         self.last_t = start_at
 
@@ -187,19 +190,26 @@ class Progress:
                     r = json.loads(line)
                 except ValueError:
                     continue
-                self.received += r.get("rx_bytes", 0)
-                self.last_t = max(self.last_t, r.get("t", self.last_t))
+                self._received[path] += r.get("rx_bytes", 0)
+                self._until[path] = max(self._until[path], r.get("t", self._until[path]))
+        self.received = sum(self._received.values())
+        self.last_t = max(self._until.values(), default=self.start_at)
         return min(1.0, self.received / self.expected)
 
     def eta(self, fraction: float) -> float | None:
-        """UNIX time at which `fraction` of the workload is (or was) received, at the rate so far."""
+        """UNIX time at which `fraction` of the workload is (or was) received, each log going on
+        at its own rate so far from its own latest record."""
         target = fraction * self.expected
         if self.received >= target:
             return self.last_t
-        elapsed = self.last_t - self.start_at
-        if self.received <= 0 or elapsed <= 0:
+        rate = sum(self._received[p] / (self._until[p] - self.start_at)
+                   for p in self.logs if self._until[p] > self.start_at)
+        if rate <= 0:
             return None
-        return self.last_t + (target - self.received) * elapsed / self.received
+        # bytes each log has received by time t: received_p + rate_p (t - until_p); solve for the target
+        behind = sum(self._received[p] / (self._until[p] - self.start_at) * (self.last_t - self._until[p])
+                     for p in self.logs if self._until[p] > self.start_at)
+        return self.last_t + (target - self.received - behind) / rate
 
 
 class LiveTarget:
