@@ -49,8 +49,10 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
 
     Goodput is averaged over `window` (default: the record's `recovery_window`, 20 ms on netsim,
     at least two messages' worth on the mininet backend, whose goodput counts whole messages).
-    A workload that never completed never recovered: messages already under way on other paths
-    may still arrive after the failure, but the collective is stuck."""
+    When goodput stays up for a while after the failure (messages already under way on other
+    paths still arrive) and then drops, recovery is from that drop. A drop that lasts until the
+    work is done is the collective's own tail, not the failure's. A workload that never completed
+    never recovered."""
     window = record.recovery_window if window is None else window
     t_fail = record.failure_time
     if t_fail is None or record.completion_time is None:
@@ -65,13 +67,20 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     target = fraction * sum(before) / len(before)
     end_of_work = record.completion_time if record.completion_time is not None else record.end
     after = [(start, end, g) for start, end, g in bins if start >= t_fail - 1e-12 and end <= end_of_work + 1e-12]
+    windows = []                                          # (start, goodput averaged over the window)
     for i, (start, _, _) in enumerate(after):
         span = [(e, g) for s, e, g in after[i:] if s < start + window - 1e-12]   # bins starting in the window
         last_end = span[-1][0]
-        full = last_end >= start + window - 1e-9
-        if (full or last_end >= end_of_work - 1e-9) and sum(g for _, g in span) / len(span) >= target:
-            return max(0.0, start - t_fail)
-    return None
+        if last_end >= start + window - 1e-9 or last_end >= end_of_work - 1e-9:
+            windows.append((start, sum(g for _, g in span) / len(span)))
+    dip = next((k for k, (_, g) in enumerate(windows) if g < target), None)
+    if dip is not None:                                   # recovered from the first dip below the target
+        back = next((s for s, g in windows[dip:] if g >= target), None)
+        if back is not None:
+            return max(0.0, back - t_fail)
+    # no dip, or one that lasts to the end of the (completed) work: the collective's own tail
+    first = next((s for s, g in windows if g >= target), None)
+    return None if first is None else max(0.0, first - t_fail)
 
 
 def _widths(record: CaseRecord, times: list[float]) -> list[float]:

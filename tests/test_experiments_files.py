@@ -174,6 +174,27 @@ def test_time_to_recover_definition():
     assert metrics.time_to_recover(rec) is None
 
 
+def test_time_to_recover_counts_from_a_delayed_drop_and_not_from_the_collectives_tail():
+    from experiments.record import CaseRecord, FaultEvent
+
+    def record(rate_at, end=0.6):
+        rec = CaseRecord("s", "v", "t", "roce", "mininet", 0, "topo", 2, "allreduce", sample_interval=0.01)
+        cum, samples = 0, []
+        for k in range(0, round(end / 0.01) + 1):
+            cum += rate_at(k * 0.01) if k else 0
+            samples.append([k * 0.01, [cum]])
+        rec.samples, rec.faults = samples, [FaultEvent(0.1, "link down", "s1-s3", True)]
+        rec.completion_time = rec.end = end
+        rec.recovery_window = 0.02
+        return rec
+    # messages under way keep goodput up for 40 ms, then it stalls until a reroute at 0.4 s
+    stalled = record(lambda t: 1000 if t <= 0.14 or t > 0.4 else 0)
+    assert metrics.time_to_recover(stalled) == pytest.approx(0.3)
+    # no drop after the failure but the collective's tail at the end: unaffected
+    tail = record(lambda t: 1000 if t <= 0.5 else 200)
+    assert metrics.time_to_recover(tail) == pytest.approx(0.0)
+
+
 def test_each_kind_of_figure_is_made_when_the_data_calls_for_it(tmp_path):
     """ev_states.png for a gray link, scale.png across sizes, flows.png for incast and permutation."""
     doc = {"name": "figs", "title": "Figures", "link": {"rate_bps": 100_000_000}, "horizon_s": 1.0,
