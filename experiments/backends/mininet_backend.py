@@ -40,7 +40,7 @@ from topologies.paths import host_paths
 
 log = logging.getLogger("mrc.experiments")
 REPO = Path(__file__).resolve().parents[2]
-LOOKAHEAD_S = 0.3                # faults due within this long are timed by extrapolation (logs lag up to 50 ms)
+LOOKAHEAD_S = 0.1                # faults due within this long are timed by extrapolation (logs lag up to 50 ms)
 START_DELAY_S = 3.0              # agents open their NICs, then start the workload together
 PORT_FAULT = "MrcIngress.port_fault"
 TRIM_NEVER = (1 << 19) - 1      # largest trim threshold (bit<19>): trimming off
