@@ -34,8 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from host_agent import codec                                        # noqa: E402
-from host_agent.packets import DataPacket                           # noqa: E402
+from wire import codec                                        # noqa: E402
+from wire.packets import DataPacket                           # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 MACS = ("02:00:00:00:10:00", "02:00:00:00:10:01")

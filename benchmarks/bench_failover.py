@@ -21,7 +21,7 @@ from pathlib import Path
 from benchmarks.cases import MODEL_RATE_BPS, host_link_rate, mininet_left_out, run_cases
 from benchmarks.figures import Measurement
 from experiments import metrics
-from host_agent import constants as C
+from wire import constants as C
 
 NAME = "failover"
 DESCRIPTION = "recovery time after a link kill (ms and RTTs), MRC vs baseline"

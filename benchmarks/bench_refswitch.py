@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from host_agent import codec, constants as C                      # noqa: E402
-from host_agent.packets import DataPacket                         # noqa: E402
+from wire import codec, constants as C                      # noqa: E402
+from wire.packets import DataPacket                         # noqa: E402
 
 DST = bytes.fromhex("fc000001100100000000000000000000")          # fc00:1:1001::
 SRC = bytes.fromhex("fc000001100000000000000000000000")          # fc00:1:1000::

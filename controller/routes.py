@@ -20,18 +20,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from controller.entries import PortQueue, SwitchProgram, TableEntry
+from pipeline_contract.names import (ECMP_MEMBER, ECMP_SELECT, FORWARD, PORT_CONFIG, ROUTING,
+                                     SET_PORT_CONFIG, USID_LOCAL, USID_SHIFT)
 from topologies import addressing
 from topologies.graph import PlaneGraph
 from topologies.model import Switch, Topology
-
-USID_LOCAL = "MrcIngress.usid_local"
-ROUTING = "MrcIngress.routing"
-ECMP_MEMBER = "MrcIngress.ecmp_member"
-PORT_CONFIG = "MrcIngress.port_config"
-USID_SHIFT = "MrcIngress.usid_shift"
-FORWARD = "MrcIngress.forward"
-ECMP_SELECT = "MrcIngress.ecmp_select"
-SET_PORT_CONFIG = "MrcIngress.set_port_config"
 
 PREFIX_SHIFT = addressing.ADDRESS_BITS - addressing.NODE_PREFIX_LEN   # 80: /48 value -> 128-bit address
 

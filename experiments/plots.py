@@ -256,7 +256,7 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
 def _path_label(dst_hex: str) -> str:
     """'via s1-s3-s2' for a uSID path address given in hex."""
     from ipaddress import IPv6Address
-    from host_agent import constants as C
+    from wire import constants as C
     from topologies.addressing import AddressingError, parse_usid_address
     try:
         plane, usids = parse_usid_address(IPv6Address(bytes.fromhex(dst_hex)))

@@ -26,7 +26,7 @@ import sys
 import time
 from collections import Counter
 
-from host_agent.codec import FrameWriter, MalformedPacket, decode
+from wire.codec import FrameWriter, MalformedPacket, decode
 from host_agent.collectives import CollectiveError, make_collective
 from host_agent.collectives.driver import EndpointMessenger
 from host_agent.eventlog import EventLog

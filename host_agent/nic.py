@@ -15,7 +15,7 @@ import socket
 import struct
 from pathlib import Path
 
-from host_agent import constants as C
+from wire import constants as C
 
 ETH_P_IPV6 = C.ETHERTYPE_IPV6
 SO_ATTACH_FILTER = 26

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from host_agent import constants as C
+from wire import constants as C
 from host_agent.transport.config import PathInfo
 from netsim.host import Host
 from netsim.link import Link
 from netsim.sim import Simulator
-from netsim.switch import ROUTE_TABLES, PortConfig, Switch
+from netsim.switch import PortConfig, Switch
+from pipeline_contract.names import ROUTE_TABLES
 
 HOST_QUEUE_PKTS = 100_000       # a host NIC queues whatever its endpoint emits (pacing keeps it short)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from host_agent import constants as C
-from host_agent.packets import DataPacket
+from wire import constants as C
+from wire.packets import DataPacket
 from netsim.wire import wire_size
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from host_agent import constants as C
-from host_agent.packets import DataPacket
-from refswitch.pipeline import ecmp_index
+from pipeline_contract import names as N
+from pipeline_contract.ecmp import ecmp_index
+from wire import constants as C
+from wire.packets import DataPacket
 
 ADDR_BITS = 128
-ROUTE_TABLES = ("MrcIngress.routing", "MrcIngress.ecmp_member")   # what rerouting rewrites
-TRIM_NEVER = 1 << 30             # a trim threshold no queue reaches: trimming off (drop-tail)
 _LOW80 = (1 << 80) - 1
 _TOP32 = ((1 << 32) - 1) << 96
 
@@ -88,26 +87,26 @@ class Switch:
     def install(self, entries) -> None:
         """Apply controller TableEntry objects (docs/design.md table and action names)."""
         for e in entries:
-            if e.table == "MrcIngress.usid_local":
+            if e.table == N.USID_LOCAL:
                 self.usid_local.add(e.match["dst_usid_prefix"])
-            elif e.table == "MrcIngress.routing":
+            elif e.table == N.ROUTING:
                 value, length = e.match["dst_addr"]
-                if e.action == "MrcIngress.forward":
+                if e.action == N.FORWARD:
                     self.add_route(value, length, ("forward", e.params["port"]))
-                elif e.action == "MrcIngress.ecmp_select":
+                elif e.action == N.ECMP_SELECT:
                     self.add_route(value, length, ("ecmp", e.params["group"]))
                 else:
                     raise ValueError(f"switch {self.name}: routing action {e.action} is not in the contract")
-            elif e.table == "MrcIngress.ecmp_member":
+            elif e.table == N.ECMP_MEMBER:
                 members = self.ecmp_groups.setdefault(e.match["group"], [])
                 index = e.match["index"]
                 members.extend([0] * (index + 1 - len(members)))
                 members[index] = e.params["port"]
-            elif e.table == "MrcIngress.port_config":
+            elif e.table == N.PORT_CONFIG:
                 p = e.params
                 self.port_config[e.match["port"]] = PortConfig(p["trim_threshold"], p["ecn_threshold"],
                                                                bool(p["host_facing"]))
-            elif e.table == "MrcIngress.port_fault":
+            elif e.table == N.PORT_FAULT:
                 drop = e.params.get("drop_ppm")
                 self.set_fault(e.match["port"], drop_all=drop is None, drop_prob=(drop or 0) / 1e6)
             else:

@@ -10,7 +10,8 @@ from netsim.build import HOST_QUEUE_PKTS, Cable, Network
 from netsim.host import Host
 from netsim.link import Link
 from netsim.sim import Simulator
-from netsim.switch import TRIM_NEVER, Switch
+from netsim.switch import Switch
+from pipeline_contract.names import TRIM_NEVER
 
 
 def from_topology(topo, sim: Simulator | None = None, delay: float = 1e-6, rate_bps: float | None = None,

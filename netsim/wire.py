@@ -1,7 +1,7 @@
 """Sizes of decoded packets on the wire (docs/design.md, "Wire format")."""
 from __future__ import annotations
 
-from host_agent import constants as C
+from wire import constants as C
 from host_agent.transport.message import wire_size
 
 __all__ = ["wire_size", "priority_of"]

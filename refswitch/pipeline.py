@@ -11,13 +11,13 @@ from __future__ import annotations
 import random
 import struct
 
-from host_agent import constants as C
+from pipeline_contract import names as N
+from pipeline_contract.ecmp import crc16
 from refswitch.tables import TableStore
+from wire import constants as C
 
-COUNTER_SIZE = 512
-# Counters of the P4 program (P4Info names) plus the model-only tail-drop count.
-P4_COUNTERS = ("MrcIngress.rx", "MrcIngress.malformed_drops", "MrcIngress.no_route_drops",
-               "MrcIngress.fault_drops", "MrcIngress.trimmed", "MrcIngress.ecn_marked", "MrcEgress.tx")
+COUNTER_SIZE = N.COUNTER_SIZE
+P4_COUNTERS = N.COUNTERS            # the P4 program's counters; the model adds its tail-drop count
 QUEUE_DROPS = "queue_drops"
 
 PPM = 1_000_000
@@ -38,40 +38,6 @@ _unpack_head = struct.Struct("!HBB2xHB33xHHH").unpack_from
 _pack_tc = struct.Struct("!BB").pack_into
 _pack_u16 = struct.Struct("!H").pack_into
 _pack_u16x2 = struct.Struct("!HH").pack_into
-
-
-def _crc16_table() -> list[int]:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_CRC16_TABLE = _crc16_table()
-
-
-def crc16(data: bytes) -> int:
-    """CRC-16/ARC (BMv2 `HashAlgorithm.crc16`): poly 0x8005 reflected, init 0, no final xor."""
-    crc = 0
-    table = _CRC16_TABLE
-    for b in data:
-        crc = (crc >> 8) ^ table[(crc ^ b) & 0xFF]
-    return crc
-
-
-def ecmp_hash_input(src: bytes, dst: bytes, next_header: int, sport: int, dport: int) -> bytes:
-    """The 37 bytes the ECMP hash covers: src addr, dst addr, next header, UDP sport, UDP dport."""
-    return src + dst + struct.pack("!BHH", next_header, sport, dport)
-
-
-def ecmp_index(src: bytes, dst: bytes, next_header: int, sport: int, dport: int, size: int) -> int:
-    """The ECMP member index the P4 program picks for these header fields in a group of `size`."""
-    if size == 0:
-        return 0
-    return crc16(ecmp_hash_input(src, dst, next_header, sport, dport)) % size
 
 
 def _trim(frame: bytes, b14: int, b15: int, host_facing: int) -> bytes:
@@ -121,22 +87,22 @@ class Pipeline:
         self.tables = tables
         self.counters = Counters()
         self.rng = random.Random(seed)
-        self._usid = tables.table("MrcIngress.usid_local")
-        self._routing = tables.table("MrcIngress.routing")
-        self._ecmp = tables.table("MrcIngress.ecmp_member")
-        self._fault = tables.table("MrcIngress.port_fault")
-        self._config = tables.table("MrcIngress.port_config")
+        self._usid = tables.table(N.USID_LOCAL)
+        self._routing = tables.table(N.ROUTING)
+        self._ecmp = tables.table(N.ECMP_MEMBER)
+        self._fault = tables.table(N.PORT_FAULT)
+        self._config = tables.table(N.PORT_CONFIG)
         self._bind_counters()
 
     def _bind_counters(self) -> None:
         p, b = self.counters.packets, self.counters.bytes
-        self._rx = (p["MrcIngress.rx"], b["MrcIngress.rx"])
-        self._malformed = (p["MrcIngress.malformed_drops"], b["MrcIngress.malformed_drops"])
-        self._no_route = (p["MrcIngress.no_route_drops"], b["MrcIngress.no_route_drops"])
-        self._fault_drops = (p["MrcIngress.fault_drops"], b["MrcIngress.fault_drops"])
-        self._trimmed = (p["MrcIngress.trimmed"], b["MrcIngress.trimmed"])
-        self._ecn = (p["MrcIngress.ecn_marked"], b["MrcIngress.ecn_marked"])
-        self._tx = (p["MrcEgress.tx"], b["MrcEgress.tx"])
+        self._rx = (p[N.RX], b[N.RX])
+        self._malformed = (p[N.MALFORMED_DROPS], b[N.MALFORMED_DROPS])
+        self._no_route = (p[N.NO_ROUTE_DROPS], b[N.NO_ROUTE_DROPS])
+        self._fault_drops = (p[N.FAULT_DROPS], b[N.FAULT_DROPS])
+        self._trimmed = (p[N.TRIMMED], b[N.TRIMMED])
+        self._ecn = (p[N.ECN_MARKED], b[N.ECN_MARKED])
+        self._tx = (p[N.TX], b[N.TX])
         self._qdrops = (p[QUEUE_DROPS], b[QUEUE_DROPS])
 
     def reset_counters(self) -> None:
@@ -183,25 +149,25 @@ class Pipeline:
         # 2. uSID shift
         dst = frame[_DST_OFFSET:_DST_OFFSET + 16]
         hit = self._usid.exact.get(int.from_bytes(dst[:6], "big"))
-        if hit is not None and hit[0] == "MrcIngress.usid_shift":
+        if hit is not None and hit[0] == N.USID_SHIFT:
             dst = dst[:4] + dst[6:] + b"\x00\x00"
             frame = frame[:_DST_OFFSET] + dst + frame[_DST_OFFSET + 16:]
         # 3./4. routing, ECMP
         action, params = self._routing.lookup_lpm(int.from_bytes(dst, "big"))
-        if action == "MrcIngress.ecmp_select":
+        if action == N.ECMP_SELECT:
             size = params["size"]
             index = 0 if size == 0 else crc16(
                 frame[_SRC_OFFSET:_SRC_OFFSET + 16] + dst + frame[_NH_OFFSET:_NH_OFFSET + 1]
                 + frame[C.UDP_OFFSET:C.UDP_OFFSET + 4]) % size
             action, params = self._ecmp.lookup_exact((params["group"], index))
-        if action != "MrcIngress.forward":
+        if action != N.FORWARD:
             return self._drop(self._no_route, in_port, n)
         port = params["port"]
         # 5. port fault
         fault = self._fault.exact.get(port)
         if fault is not None:
-            if fault[0] == "MrcIngress.fault_drop" or (
-                    fault[0] == "MrcIngress.fault_drop_random"
+            if fault[0] == N.FAULT_DROP or (
+                    fault[0] == N.FAULT_DROP_RANDOM
                     and self.rng.randrange(PPM) < fault[1]["drop_ppm"]):
                 return self._drop(self._fault_drops, port, n)
         # 6./7. port config, queue estimate, trim / ECN / priority
@@ -210,7 +176,7 @@ class Pipeline:
         if opcode in _CONTROL or dscp in _HIGH_DSCP:
             return port, frame, C.PRIORITY_HIGH
         config = self._config.exact.get(port)
-        if config is None or config[0] != "MrcIngress.set_port_config":
+        if config is None or config[0] != N.SET_PORT_CONFIG:
             return port, frame, C.PRIORITY_LOW
         cfg = config[1]
         q = queued_low[port]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from host_agent import constants as C
+from wire import constants as C
 
 DEFAULT_DEPTH = 64          # packets per priority, as BMv2's default queue depth
 MAX_PORTS = 512

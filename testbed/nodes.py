@@ -27,7 +27,7 @@ from mininet.node import Host, Node, Switch
 
 from controller.entries import PortQueue
 from testbed.registry import marked_env
-from host_agent import constants as C
+from wire import constants as C
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -20,8 +20,8 @@ import socket
 import sys
 import time
 
-from host_agent import codec
-from host_agent.packets import Probe
+from wire import codec
+from wire.packets import Probe
 
 ETH_P_ALL = 0x0003
 PACING_S = 0.0005        # at most ~2000 probes/s per host: below the default links' packet rate

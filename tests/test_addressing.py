@@ -3,7 +3,7 @@ import ipaddress
 
 import pytest
 
-from host_agent import constants as C
+from wire import constants as C
 from topologies import addressing as A
 
 

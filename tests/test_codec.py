@@ -6,10 +6,10 @@ import struct
 
 import pytest
 
-from host_agent import codec
-from host_agent import constants as C
-from host_agent.codec import MalformedPacket
-from host_agent.packets import DataPacket, Nack, Probe, ProbeReply, Sack
+from wire import codec
+from wire import constants as C
+from wire.codec import MalformedPacket
+from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
 
 SRC = ipaddress.IPv6Address("fc00:1:1003::").packed
 DST = ipaddress.IPv6Address("fc00:1:100:101:1002::").packed

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scapy.layers.l2 import Ether
 
-from host_agent import codec
-from host_agent import constants as C
-from host_agent import headers
-from host_agent.packets import DataPacket, Nack, Probe, ProbeReply, Sack
+from wire import codec
+from wire import constants as C
+from wire import headers
+from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None,
                              suppress_health_check=[HealthCheck.too_slow])

@@ -1,4 +1,4 @@
-"""The numbers p4/mrc.p4 declares as `const` are the numbers of host_agent/constants.py."""
+"""The numbers p4/mrc.p4 declares as `const` are the numbers of wire/constants.py."""
 from __future__ import annotations
 
 import re
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from host_agent import constants
+from wire import constants
 
 P4_SOURCE = Path(__file__).resolve().parent.parent / "p4" / "mrc.p4"
 
@@ -73,7 +73,7 @@ def test_no_unknown_constant(p4_consts):
     for name, (width, value) in p4_consts.items():
         if name in P4_ONLY:
             continue
-        assert hasattr(constants, name), f"{P4_SOURCE}: const {name} is not in host_agent/constants.py"
+        assert hasattr(constants, name), f"{P4_SOURCE}: const {name} is not in wire/constants.py"
         assert value == getattr(constants, name), f"{P4_SOURCE}: {name} = {value} differs from constants.py"
 
 

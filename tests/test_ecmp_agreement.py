@@ -9,12 +9,12 @@ from pathlib import Path
 from hypothesis import given, settings, strategies as st
 
 from controller.entries import TableEntry
-from host_agent import codec, constants as C
-from host_agent.packets import DataPacket
+from wire import codec, constants as C
+from wire.packets import DataPacket
 from netsim.sim import Simulator
 from netsim.switch import Switch as NetsimSwitch, ecmp_member
 from pipeline_contract.p4info import load_p4info
-from refswitch.pipeline import crc16, ecmp_index
+from pipeline_contract.ecmp import crc16, ecmp_index
 from refswitch.switch import SwitchCore
 
 DESIGN = Path(__file__).resolve().parent.parent / "docs" / "design.md"

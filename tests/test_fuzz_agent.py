@@ -23,12 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from host_agent import codec
-from host_agent import constants as C
+from wire import codec
+from wire import constants as C
 from host_agent.agent import MAX_MALFORMED_RECORDS as MAX_RECORDS, Agent
 from host_agent.eventlog import EventLog
 from host_agent.job import parse_job
-from host_agent.packets import DataPacket, Nack, Probe, ProbeReply, Sack
+from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -10,10 +10,10 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from scapy.utils import rdpcap, wrpcap
 
-from host_agent import codec
-from host_agent import constants as C
-from host_agent import headers as H
-from host_agent.packets import Nack
+from wire import codec
+from wire import constants as C
+from wire import headers as H
+from wire.packets import Nack
 from tests.test_codec import DST_MAC, SRC_MAC, control_packets, data_packet, switch_trim
 
 

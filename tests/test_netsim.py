@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from host_agent import constants as C
-from host_agent.packets import DataPacket, Probe
+from wire import constants as C
+from wire.packets import DataPacket, Probe
 from netsim import Link, Simulator, Switch, leaf_spine
 from netsim.build import prefix48, usid_address
 from netsim.switch import PortConfig, usid_shift

@@ -15,9 +15,9 @@ import pytest
 
 import bmv2_harness
 from controller.entries import TableEntry
-from host_agent import codec
-from host_agent import constants as C
-from host_agent.packets import DataPacket, Sack
+from wire import codec
+from wire import constants as C
+from wire.packets import DataPacket, Sack
 
 pytestmark = [pytest.mark.integration]
 

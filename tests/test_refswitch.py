@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from controller.entries import TableEntry
-from host_agent import codec, constants as C
-from host_agent.packets import DataPacket, Sack
+from wire import codec, constants as C
+from wire.packets import DataPacket, Sack
 from refswitch import main as switch_main
 from pipeline_contract.p4info import P4InfoIndex, load_p4info
-from refswitch.pipeline import Pipeline, crc16, ecmp_hash_input, ecmp_index
+from pipeline_contract.ecmp import crc16, ecmp_hash_input, ecmp_index
+from refswitch.pipeline import Pipeline
 from refswitch.queues import EgressQueues
 from refswitch.switch import SwitchCore
 from refswitch.tables import TableError, TableStore

@@ -12,8 +12,8 @@ from collections import deque
 import pytest
 
 from controller.routes import compute_programs
-from host_agent import codec, constants as C
-from host_agent.packets import DataPacket
+from wire import codec, constants as C
+from wire.packets import DataPacket
 from pipeline_contract.p4info import load_p4info
 from topologies import builders
 from topologies.paths import all_pairs_paths

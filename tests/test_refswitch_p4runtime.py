@@ -9,8 +9,8 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller.entries import TableEntry
 from controller.p4runtime_client import P4RuntimeClient, P4RuntimeError
-from host_agent import codec, constants as C
-from host_agent.packets import DataPacket
+from wire import codec, constants as C
+from wire.packets import DataPacket
 from pipeline_contract.p4info import load_p4info
 from refswitch.p4runtime_server import P4RuntimeServer
 from refswitch.switch import SwitchCore

@@ -14,8 +14,8 @@ import pytest
 
 from controller.entries import TableEntry
 from controller.p4runtime_client import P4RuntimeClient
-from host_agent import codec
-from host_agent.packets import DataPacket
+from wire import codec
+from wire.packets import DataPacket
 from pipeline_contract.p4info import REPO_ROOT, load_p4info
 from refswitch.vethlab import VethLab
 

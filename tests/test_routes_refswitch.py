@@ -1,7 +1,7 @@
 """Cross-check: the computed programs, installed into the reference model's tables (checked
 against the P4Info), forward real MRC frames hop by hop to the destination host on every path.
 
-Uses refswitch and host_agent.codec; skips with the reason if they cannot be imported.
+Uses refswitch and wire.codec; skips with the reason if they cannot be imported.
 """
 import ipaddress
 
@@ -12,8 +12,8 @@ from topologies.builders import fat_tree, multi_plane
 from topologies.paths import all_pairs_paths
 
 try:
-    from host_agent import codec
-    from host_agent.packets import Probe
+    from wire import codec
+    from wire.packets import Probe
     from pipeline_contract.p4info import P4InfoIndex, load_p4info
     from refswitch.pipeline import Pipeline
     from refswitch.tables import TableStore

@@ -88,7 +88,7 @@ def test_send_message_takes_any_contiguous_buffer_and_refuses_strided_ones():
 
 def test_messages_above_max_message_bytes_are_refused_at_both_ends():
     """A sender cannot queue, and a receiver never buffers, a message above max_message_bytes."""
-    from host_agent.packets import DataPacket
+    from wire.packets import DataPacket
 
     cfg = TransportConfig(max_message_bytes=4096, **FAST)
     a, b = Endpoint("a", cfg), Endpoint("b", cfg)

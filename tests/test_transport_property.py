@@ -8,8 +8,8 @@ import random
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from host_agent import constants as C
-from host_agent.packets import DataPacket
+from wire import constants as C
+from wire.packets import DataPacket
 from host_agent.transport import Endpoint, PathInfo, TransportConfig
 
 CFG = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, num_evs=16,

@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 from hypothesis import given, strategies as st
 
-from host_agent import constants as C
-from host_agent.packets import DataPacket, Nack, Probe, Sack
+from wire import constants as C
+from wire.packets import DataPacket, Nack, Probe, Sack
 from host_agent.transport import Endpoint, EvState, PathInfo, TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import EvSet, ev_path_index
@@ -332,7 +332,7 @@ def test_base_rtt_comes_from_data_packets_only():
     (_, first), = ep.poll(0.0)
     ep.receive(40e-6, 0, _sack(1, 0, first))                     # a data round trip: 40 us
     assert conn.rtt.base_rtt == pytest.approx(40e-6)
-    from host_agent.packets import ProbeReply
+    from wire.packets import ProbeReply
     probe = conn.prober._probe(50e-6, conn.evset.home_evs()[0], "reinstate")
     ep.receive(55e-6, 0, ProbeReply(src=bytes(16), dst=bytes(16), ev=9, qp=1, probe_id=probe[1].probe_id,
                                     ev_echo=probe[1].ev, ts_echo=probe[1].tsval))
@@ -347,7 +347,7 @@ def test_base_rtt_comes_from_data_packets_only():
 
 def test_probe_is_answered_on_several_distinct_paths():
     ep, conn, _ = receiver_endpoint(probe_reply_fanout=4)      # the connection has 2 paths
-    from host_agent.packets import Probe, ProbeReply
+    from wire.packets import Probe, ProbeReply
     ep.receive(0.0, 0, Probe(src=bytes(16), dst=bytes(16), ev=77, qp=2, probe_id=5, tsval=9))
     replies = [p for _, p in ep.poll(0.0)]
     assert all(isinstance(p, ProbeReply) and p.probe_id == 5 and p.ev_echo == 77 for p in replies)
@@ -424,7 +424,7 @@ def test_timeout_with_nothing_delivered_since_retransmits_without_blaming_the_pa
 def test_a_late_probe_reply_still_times_the_path():
     """A probe answered after its timeout is no success, but its round trip is real: the RTO learns
     it, so a connection whose only traffic is probes does not keep an RTO below the path's delay."""
-    from host_agent.packets import ProbeReply
+    from wire.packets import ProbeReply
     from host_agent.transport import Endpoint, PathInfo, TransportConfig
     from host_agent.transport.probes import KEEPALIVE
 

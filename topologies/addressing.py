@@ -3,13 +3,13 @@
 Switch *i* (0-based, topology order) has uSID ``SWITCH_USID_BASE + i``; host *i* has uSID
 ``HOST_USID_BASE + i``. Plane *p* has the 32-bit locator ``fc00:p``. A host NIC on plane *p* has the
 address ``fc00:p:<host uSID>::``; a uSID path through switches s1..sk to host B on plane *p* is the
-address ``fc00:p:<us1>:...:<usk>:<B>::``. Every number comes from host_agent/constants.py.
+address ``fc00:p:<us1>:...:<usk>:<B>::``. Every number comes from wire/constants.py.
 """
 from __future__ import annotations
 
 import ipaddress
 
-from host_agent import constants as C
+from wire import constants as C
 
 LOCATOR_BITS = 32
 ADDRESS_BITS = 128

@@ -29,6 +29,7 @@ from typing import Callable
 from p4.v1 import p4runtime_pb2
 
 from controller.entries import TableEntry
+from pipeline_contract.names import FAULT_DROP, FAULT_DROP_RANDOM, PORT_CONFIG, PORT_FAULT, TRIM_NEVER, TX
 from experiments import faults as F
 from experiments.metrics import RECOVERY_WINDOW_S
 from experiments.backends.netsim_backend import busiest_targets, p4_ecmp
@@ -42,8 +43,6 @@ log = logging.getLogger("mrc.experiments")
 REPO = Path(__file__).resolve().parents[2]
 LOOKAHEAD_S = 0.1                # faults due within this long are timed by extrapolation (logs lag up to 50 ms)
 START_DELAY_S = 3.0              # agents open their NICs, then start the workload together
-PORT_FAULT = "MrcIngress.port_fault"
-TRIM_NEVER = (1 << 19) - 1      # largest trim threshold (bit<19>): trimming off
 FLOW_QP_BASE = 0x2000           # QPs of point-to-point flows (collectives use 0x100 + rank * 256 + peer)
 MODEL_MAX_RATE_BPS = DEFAULT_RATE_BPS
 # What each target forwards on this kind of machine (2 cores): link rates above are capped.
@@ -232,9 +231,9 @@ class LiveTarget:
                 client.write([(p4runtime_pb2.Update.DELETE, old)])
             return
         if drop_all:
-            entry = TableEntry(PORT_FAULT, {"port": port}, "MrcIngress.fault_drop")
+            entry = TableEntry(PORT_FAULT, {"port": port}, FAULT_DROP)
         else:
-            entry = TableEntry(PORT_FAULT, {"port": port}, "MrcIngress.fault_drop_random",
+            entry = TableEntry(PORT_FAULT, {"port": port}, FAULT_DROP_RANDOM,
                                {"drop_ppm": int(round(drop_prob * 1_000_000))})
         kind = p4runtime_pb2.Update.MODIFY if old is not None else p4runtime_pb2.Update.INSERT
         client.write([(kind, entry)])
@@ -345,7 +344,6 @@ class MininetBackend:
     def _trimming_off(net) -> None:
         """Rewrite every port's trim threshold to a depth no queue reaches (drop-tail switches)."""
         import dataclasses
-        from controller.routes import PORT_CONFIG
         for name, program in net.programs.items():
             changes = [(p4runtime_pb2.Update.MODIFY,
                         dataclasses.replace(e, params={**e.params, "trim_threshold": TRIM_NEVER}))
@@ -484,7 +482,7 @@ class MininetBackend:
             for name, cells in counters.items():
                 short = name.split(".")[-1]
                 totals[short] += sum(v.packets for v in cells.values())
-            tx = counters.get("MrcEgress.tx", {})
+            tx = counters.get(TX, {})
             for port in topo.ports_of(switch.name):
                 far = topo.neighbor(switch.name, port)
                 if topo.is_switch(far.node):

@@ -11,8 +11,8 @@ the RTO. There is no path failover: a dead path stalls the connection until it r
 from __future__ import annotations
 
 
-from host_agent import constants as C
-from host_agent.packets import DataPacket, Nack, Sack
+from wire import constants as C
+from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events as E
 from host_agent.transport.message import SendQueue, Segment, ts_age, ts_now
 from host_agent.transport.psn import from_wire, to_wire

@@ -11,7 +11,7 @@ Usage (one host; the peer does the same with the QPs swapped)::
     for nic, packet in ep.poll(now): ...         # transmit these
     wake = ep.next_wakeup()                      # call poll again no later than this
 
-Packets are the decoded objects of `host_agent.packets`; times are seconds (float) on any
+Packets are the decoded objects of `wire.packets`; times are seconds (float) on any
 monotonic clock, the same for every call. A connection is identified on receive by the
 destination QP of the packet (our `local_qp`). Nothing here blocks, sleeps or reads a clock.
 """
@@ -21,7 +21,7 @@ import random
 from collections import Counter
 from typing import Callable
 
-from host_agent.packets import DataPacket, Nack, Probe, ProbeReply, Sack
+from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
 from host_agent.transport import events as E
 from host_agent.transport.baseline import BaselineReceiver, BaselineSender
 from host_agent.transport.config import PathInfo, TransportConfig

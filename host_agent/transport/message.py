@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from host_agent import constants as C
+from wire import constants as C
 from host_agent.transport import events as E
 
 DATA_OVERHEAD = C.DATA_HEADERS_LEN + C.ICRC_LEN     # bytes on the wire around a data payload

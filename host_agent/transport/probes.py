@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from host_agent.packets import Probe, ProbeReply
+from wire.packets import Probe, ProbeReply
 from host_agent.transport.message import ts_age, ts_now
 
 REINSTATE = "reinstate"     # probe on an ASSUMED_BAD EV: enough clean replies make it GOOD

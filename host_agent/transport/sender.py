@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import heapq
 
-from host_agent import constants as C
-from host_agent.packets import DataPacket, Nack, Sack
+from wire import constants as C
+from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events as E
 from host_agent.transport.message import DATA_OVERHEAD, SendQueue, Segment, ts_age
 from host_agent.transport.psn import PSN_MASK, from_wire

@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 import yaml
 
-from host_agent import constants as C
+from wire import constants as C
 from pipeline_contract.entries import TableEntry
 from refswitch.conformance.packets import FILLER_MSG_ID, build
 

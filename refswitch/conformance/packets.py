@@ -1,4 +1,4 @@
-"""Frames for conformance cases: built with the Scapy layers of host_agent.headers, checked field by field.
+"""Frames for conformance cases: built with the Scapy layers of wire.headers, checked field by field.
 
 A packet spec is a dict (from a case file):
 
@@ -19,9 +19,9 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from host_agent import constants as C
-from host_agent import headers
-from host_agent.packets import DataPacket, Nack, Probe, ProbeReply, Sack
+from wire import constants as C
+from wire import headers
+from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
 
 SRC_MAC = bytes.fromhex("020001000000")
 DST_MAC = bytes.fromhex("020001000001")
@@ -90,7 +90,7 @@ def build(spec: dict[str, Any], seq: int = 0) -> bytes:
 
 
 def dissect(frame: bytes):
-    """The frame as Scapy layers (host_agent.headers binds the MRC layers)."""
+    """The frame as Scapy layers (wire.headers binds the MRC layers)."""
     return Ether(frame)
 
 

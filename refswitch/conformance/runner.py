@@ -25,11 +25,11 @@ from typing import Optional
 from scapy.layers.inet6 import IPv6
 from scapy.layers.inet import UDP
 
-from host_agent import constants as C
+from wire import constants as C
 from refswitch.conformance.case import Case
 from refswitch.conformance.packets import (dissect, field_value, is_filler, same_value,
                                            scapy_consistency)
-from refswitch.pipeline import ecmp_index
+from pipeline_contract.ecmp import ecmp_index
 
 PRIORITY_NAMES = {"low": C.PRIORITY_LOW, "high": C.PRIORITY_HIGH}
 

@@ -4,8 +4,8 @@ Importing this module binds the layers to UDP destination port 4791 and to the B
 `rdpcap`/`sniff` output dissects as Ether / IPv6 / UDP / BTH / RETH / MRCH / Raw / ICRC (data)
 or Ether / IPv6 / UDP / BTH / SackHdr|NackHdr|ProbeHdr|ProbeReplyHdr (control).
 The BTH and RETH follow RoCEv2 byte for byte. Layout: docs/design.md, "Wire format";
-`host_agent.codec` encodes the same bytes without Scapy (`to_scapy`/`from_scapy` convert
-between these layers and the packet objects of `host_agent.packets`).
+`wire.codec` encodes the same bytes without Scapy (`to_scapy`/`from_scapy` convert
+between these layers and the packet objects of `wire.packets`).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet as ScapyPacket
 from scapy.packet import bind_layers
 
-from host_agent import constants as C
-from host_agent.packets import DataPacket, Nack, Packet, Probe, ProbeReply, Sack
+from wire import constants as C
+from wire.packets import DataPacket, Nack, Packet, Probe, ProbeReply, Sack
 
 __all__ = ["BTH", "RETH", "MRCH", "ICRC", "SackHdr", "NackHdr", "ProbeHdr", "ProbeReplyHdr",
            "to_scapy", "from_scapy"]

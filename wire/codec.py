@@ -1,8 +1,8 @@
 """Fast Ethernet-frame codec for MRC packets (the agent's hot path).
 
-`encode` turns a packet object of `host_agent.packets` into the bytes of an Ethernet frame and
+`encode` turns a packet object of `wire.packets` into the bytes of an Ethernet frame and
 `decode` turns a received frame back into a packet object. Both use precompiled `struct.Struct`
-objects only (no Scapy); `host_agent.headers` describes the same bytes as Scapy layers and the
+objects only (no Scapy); `wire.headers` describes the same bytes as Scapy layers and the
 property tests prove the two agree. Layout: docs/design.md, "Wire format".
 
 Every way a frame can be wrong ends in one exception, `MalformedPacket`, whose `reason` says what
@@ -13,8 +13,8 @@ from __future__ import annotations
 import struct
 from dataclasses import fields
 
-from host_agent import constants as C
-from host_agent.packets import DataPacket, Nack, Packet, Probe, ProbeReply, Sack
+from wire import constants as C
+from wire.packets import DataPacket, Nack, Packet, Probe, ProbeReply, Sack
 
 __all__ = ["FrameWriter", "MalformedPacket", "encode", "decode", "frame_length"]
 
@@ -210,7 +210,7 @@ class FrameWriter:
 # --- decoding ------------------------------------------------------------------------------
 
 # The decoders build packet objects positionally (faster than keywords on the hot path); these
-# are the field orders they rely on, checked against host_agent.packets at import.
+# are the field orders they rely on, checked against wire.packets at import.
 _FIELD_ORDER = {
     DataPacket: ("src", "dst", "ev", "qp", "psn", "va", "rkey", "length", "msg_id", "msg_len", "tsval",
                  "payload", "flags", "dscp", "ecn", "ack_req"),
@@ -218,7 +218,7 @@ _FIELD_ORDER = {
            "dscp", "ecn"),
 }
 for _cls, _order in _FIELD_ORDER.items():
-    assert tuple(f.name for f in fields(_cls)) == _order, f"host_agent.packets.{_cls.__name__} fields changed"
+    assert tuple(f.name for f in fields(_cls)) == _order, f"wire.packets.{_cls.__name__} fields changed"
 
 
 def _traffic_class(ip_word: int) -> tuple[int, int]:

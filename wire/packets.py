@@ -1,7 +1,7 @@
 """Decoded MRC packets: what the transport core reads and writes.
 
-The transport (sans-IO) and the in-process network work on these objects; `host_agent.codec`
-turns them into Ethernet frames and back, and `host_agent.headers` gives the same layout as
+The transport (sans-IO) and the in-process network work on these objects; `wire.codec`
+turns them into Ethernet frames and back, and `wire.headers` gives the same layout as
 Scapy layers. Field meanings and sizes are in docs/design.md ("Wire format").
 Addresses are 16-byte IPv6 addresses; MACs are not part of a packet object (the NIC adds them).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from host_agent import constants as C
+from wire import constants as C
 
 
 @dataclass(slots=True)

@@ -1,0 +1,6 @@
+"""The MRC wire format: the numbers every part agrees on (`constants`), decoded packet records
+(`packets`), the fast byte codec the hosts and the switch model use (`codec`), and the same layout
+as Scapy layers for building and dissecting packets by hand (`headers`).
+
+It sits at the bottom of the house: it imports nothing else of the repository, and everything
+that sends, forwards or inspects a packet imports it."""
