@@ -146,8 +146,8 @@ def wait_for(path: str, proc: subprocess.Popen, timeout: float = 15.0) -> None:
 
 
 def measure_model(lab, args, tmp: str, trim: bool, queue: str | None = None) -> dict:
-    from controller.entries import TableEntry
-    from controller.p4runtime_client import P4RuntimeClient
+    from pipeline_contract.entries import TableEntry
+    from pipeline_contract.client import P4RuntimeClient
     from pipeline_contract.p4info import load_p4info
     sock, ready = os.path.join(tmp, "s.sock"), os.path.join(tmp, "ready")
     proc = lab.popen("switch", [sys.executable, "-m", "refswitch.main", "--port", f"1={lab.switch_if(1)}",

@@ -10,7 +10,8 @@ import ipaddress
 import sys
 
 from controller import routes as R
-from controller.entries import SwitchProgram, TableEntry
+from controller.entries import SwitchProgram
+from pipeline_contract.entries import TableEntry
 from topologies import addressing
 from topologies.model import TIER_NAMES, Topology
 

@@ -15,8 +15,9 @@ from typing import Callable, Hashable, Mapping
 
 from p4.v1 import p4runtime_pb2
 
-from controller.entries import SwitchProgram, TableEntry
-from controller.p4runtime_client import P4RuntimeClient
+from controller.entries import SwitchProgram
+from pipeline_contract.entries import TableEntry
+from pipeline_contract.client import P4RuntimeClient
 
 DEFAULT_DELAY_S = 1.0
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# A table entry is P4Runtime vocabulary shared with the switches; it is defined in pipeline_contract/.
-from pipeline_contract.entries import MatchValue, TableEntry  # noqa: F401  (re-exported)
+from pipeline_contract.entries import TableEntry
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from p4.config.v1 import p4info_pb2
 
-from controller.entries import SwitchProgram, TableEntry
-from controller.p4runtime_client import P4RuntimeClient
+from controller.entries import SwitchProgram
+from pipeline_contract.entries import TableEntry
+from pipeline_contract.client import P4RuntimeClient
 from pipeline_contract.p4info import DEFAULT_P4INFO_PATH, REPO_ROOT, load_p4info
 
 DEFAULT_BMV2_JSON = REPO_ROOT / "p4" / "build" / "mrc.json"

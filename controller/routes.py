@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from controller.entries import PortQueue, SwitchProgram, TableEntry
+from controller.entries import PortQueue, SwitchProgram
+from pipeline_contract.entries import TableEntry
 from pipeline_contract.names import (ECMP_MEMBER, ECMP_SELECT, FORWARD, PORT_CONFIG, ROUTING,
                                      SET_PORT_CONFIG, USID_LOCAL, USID_SHIFT)
 from topologies import addressing

@@ -34,7 +34,7 @@ from host_agent.job import Job, JobError, load_job
 from host_agent.nic import NicError, RawNic, interface_mac, interface_mtu, quiet_kernel
 from host_agent.transport import Endpoint, PathInfo
 from host_agent.transport import events as E
-from host_agent.transport.message import DATA_OVERHEAD
+from wire.packets import DATA_OVERHEAD
 
 log = logging.getLogger("mrc.agent")
 

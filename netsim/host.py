@@ -1,7 +1,7 @@
 """A host: one Endpoint and its NICs, driven by the simulator's clock."""
 from __future__ import annotations
 
-from netsim.wire import priority_of
+from wire.packets import priority_of
 
 
 class Host:

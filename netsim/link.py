@@ -4,8 +4,7 @@ from __future__ import annotations
 from collections import Counter, deque
 
 from wire import constants as C
-from wire.packets import DataPacket
-from netsim.wire import wire_size
+from wire.packets import DataPacket, wire_size
 
 
 class Link:

@@ -28,7 +28,7 @@ from mininet.net import Mininet
 
 from controller.convergence import DEFAULT_DELAY_S, ConvergingControlPlane
 from controller.installer import Pipeline, install
-from controller.p4runtime_client import CounterValue, P4RuntimeClient
+from pipeline_contract.client import CounterValue, P4RuntimeClient
 from controller.routes import compute_programs
 from testbed import nodes
 from testbed.registry import RunRegistry, leftovers, state_dir

@@ -244,9 +244,9 @@ class Bmv2Switch:
 
     # --- control plane -------------------------------------------------------------------------
     def connect(self, push_pipeline: bool = True):
-        """A connected controller.p4runtime_client.P4RuntimeClient, pipeline pushed by default."""
+        """A connected pipeline_contract.client.P4RuntimeClient, pipeline pushed by default."""
         from pipeline_contract.p4info import load_p4info
-        from controller.p4runtime_client import P4RuntimeClient
+        from pipeline_contract.client import P4RuntimeClient
 
         client = P4RuntimeClient(self.grpc_address, self.device_id, name=f"bmv2-{self.prefix}")
         client.connect()

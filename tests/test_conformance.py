@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from controller.p4runtime_client import CounterValue
+from pipeline_contract.client import CounterValue
 from refswitch.conformance import process_targets
 
 from refswitch.conformance import cli

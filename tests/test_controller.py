@@ -15,10 +15,11 @@ from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller import convergence
-from controller.entries import SwitchProgram, TableEntry
+from controller.entries import SwitchProgram
+from pipeline_contract.entries import TableEntry
 from controller.installer import InstallError, Pipeline, compare, install, verify
 from pipeline_contract.p4info import P4InfoIndex, decode_value, encode_value, load_p4info
-from controller.p4runtime_client import P4RuntimeClient, P4RuntimeError, check_local_address
+from pipeline_contract.client import P4RuntimeClient, P4RuntimeError, check_local_address
 
 ROUTING = "MrcIngress.routing"
 MEMBER = "MrcIngress.ecmp_member"

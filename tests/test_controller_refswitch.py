@@ -7,7 +7,7 @@ import pytest
 
 from controller.convergence import ConvergingControlPlane, program_changes
 from controller.installer import Pipeline, install, verify
-from controller.p4runtime_client import P4RuntimeClient
+from pipeline_contract.client import P4RuntimeClient
 from controller.routes import compute_programs, rerouted_programs
 from refswitch.p4runtime_server import P4RuntimeServer
 from refswitch.switch import SwitchCore

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
-from controller.entries import TableEntry
+from pipeline_contract.entries import TableEntry
 from wire import codec, constants as C
 from wire.packets import DataPacket
 from netsim.sim import Simulator

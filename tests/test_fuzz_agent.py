@@ -193,7 +193,7 @@ def switch_pipeline(trim_threshold: int, fault: str | None, seed: int):
     and, when asked, a fault on port 4."""
     import ipaddress
 
-    from controller.entries import TableEntry
+    from pipeline_contract.entries import TableEntry
     from pipeline_contract.p4info import P4InfoIndex, load_p4info
     from refswitch.pipeline import Pipeline
     from refswitch.tables import TableStore
@@ -310,8 +310,8 @@ def test_switch_process_survives_fuzzed_frames_and_counts_them_like_the_model(tm
     import sys
     import time
 
-    from controller.entries import TableEntry
-    from controller.p4runtime_client import P4RuntimeClient
+    from pipeline_contract.entries import TableEntry
+    from pipeline_contract.client import P4RuntimeClient
     from pipeline_contract.p4info import P4InfoIndex, load_p4info
     from refswitch.pipeline import Pipeline
     from refswitch.tables import TableStore

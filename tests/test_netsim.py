@@ -10,7 +10,7 @@ from wire.packets import DataPacket, Probe
 from netsim import Link, Simulator, Switch, leaf_spine
 from netsim.build import prefix48, usid_address
 from netsim.switch import PortConfig, usid_shift
-from netsim.wire import wire_size
+from wire.packets import wire_size
 
 
 class Sink:

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 import bmv2_harness
-from controller.entries import TableEntry
+from pipeline_contract.entries import TableEntry
 from wire import codec
 from wire import constants as C
 from wire.packets import DataPacket, Sack

@@ -9,7 +9,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from controller.entries import TableEntry
+from pipeline_contract.entries import TableEntry
 from wire import codec, constants as C
 from wire.packets import DataPacket, Sack
 from refswitch import main as switch_main

@@ -7,8 +7,8 @@ import grpc
 import pytest
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller.entries import TableEntry
-from controller.p4runtime_client import P4RuntimeClient, P4RuntimeError
+from pipeline_contract.entries import TableEntry
+from pipeline_contract.client import P4RuntimeClient, P4RuntimeError
 from wire import codec, constants as C
 from wire.packets import DataPacket
 from pipeline_contract.p4info import load_p4info

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from controller.entries import TableEntry
-from controller.p4runtime_client import P4RuntimeClient
+from pipeline_contract.entries import TableEntry
+from pipeline_contract.client import P4RuntimeClient
 from wire import codec
 from wire.packets import DataPacket
 from pipeline_contract.p4info import REPO_ROOT, load_p4info

@@ -104,3 +104,19 @@ class ProbeReply:
 
 
 Packet = DataPacket | Sack | Nack | Probe | ProbeReply
+
+DATA_OVERHEAD = C.DATA_HEADERS_LEN + C.ICRC_LEN     # bytes on the wire around a data payload
+CONTROL_BASE = C.BTH_OFFSET + C.BTH_LEN             # Ethernet + IPv6 + UDP + BTH before a control header
+CONTROL_HEADER_LEN = {Sack: C.SACK_LEN, Nack: C.NACK_LEN, Probe: C.PROBE_LEN, ProbeReply: C.PROBE_REPLY_LEN}
+
+
+def wire_size(pkt: Packet) -> int:
+    """Bytes of a decoded packet as an Ethernet frame (a trimmed data packet ends after MRCH)."""
+    if type(pkt) is DataPacket:
+        return C.DATA_HEADERS_LEN if pkt.trimmed else C.DATA_HEADERS_LEN + len(pkt.payload) + C.ICRC_LEN
+    return CONTROL_BASE + CONTROL_HEADER_LEN[type(pkt)]
+
+
+def priority_of(pkt: Packet) -> int:
+    """Egress priority a host gives its own packet (control and trimmed headers go first)."""
+    return C.PRIORITY_HIGH if pkt.dscp in C.HIGH_PRIORITY_DSCP else C.PRIORITY_LOW

@@ -28,7 +28,7 @@ from typing import Callable
 
 from p4.v1 import p4runtime_pb2
 
-from controller.entries import TableEntry
+from pipeline_contract.entries import TableEntry
 from pipeline_contract.names import FAULT_DROP, FAULT_DROP_RANDOM, PORT_CONFIG, PORT_FAULT, TRIM_NEVER, TX
 from experiments import faults as F
 from experiments.metrics import RECOVERY_WINDOW_S

@@ -21,14 +21,13 @@ import random
 from collections import Counter
 from typing import Callable
 
-from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
+from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Probe, ProbeReply, Sack, wire_size
 from host_agent.transport import events as E
 from host_agent.transport.baseline import BaselineReceiver, BaselineSender
 from host_agent.transport.config import PathInfo, TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.events import Event, EventLog
 from host_agent.transport.evset import EvSet
-from host_agent.transport.message import DATA_OVERHEAD, wire_size
 from host_agent.transport.probes import Prober
 from host_agent.transport.receiver import MrcReceiver
 from host_agent.transport.sender import MrcSender

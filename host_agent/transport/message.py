@@ -4,20 +4,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from wire import constants as C
 from host_agent.transport import events as E
-
-DATA_OVERHEAD = C.DATA_HEADERS_LEN + C.ICRC_LEN     # bytes on the wire around a data payload
-CONTROL_HEADER_LEN = {"Sack": 28, "Nack": 20, "Probe": 8, "ProbeReply": 12}   # docs/design.md
-CONTROL_BASE = C.BTH_OFFSET + C.BTH_LEN             # Ethernet + IPv6 + UDP + BTH
-
-
-def wire_size(pkt) -> int:
-    """Bytes of a decoded packet as an Ethernet frame (a trimmed data packet ends after MRCH)."""
-    name = type(pkt).__name__
-    if name == "DataPacket":
-        return C.DATA_HEADERS_LEN if pkt.trimmed else C.DATA_HEADERS_LEN + len(pkt.payload) + C.ICRC_LEN
-    return CONTROL_BASE + CONTROL_HEADER_LEN[name]
+from wire.packets import DATA_OVERHEAD
 
 
 @dataclass(eq=False)

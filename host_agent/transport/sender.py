@@ -4,9 +4,9 @@ from __future__ import annotations
 import heapq
 
 from wire import constants as C
-from wire.packets import DataPacket, Nack, Sack
+from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Sack
 from host_agent.transport import events as E
-from host_agent.transport.message import DATA_OVERHEAD, SendQueue, Segment, ts_age
+from host_agent.transport.message import SendQueue, Segment, ts_age
 from host_agent.transport.psn import PSN_MASK, from_wire
 
 TS_SLACK = 2e-6        # echoed timestamps count whole microseconds

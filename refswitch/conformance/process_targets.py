@@ -121,7 +121,7 @@ class ProcessTarget:
     # --- per case ----------------------------------------------------------------------
     def reset(self, seed: int, queues: list[dict] = (), hold_port: Optional[int] = None) -> None:
         """A fresh switch process, programmed with the P4Info, queues set, nothing queued."""
-        from controller.p4runtime_client import P4RuntimeClient
+        from pipeline_contract.client import P4RuntimeClient
         self._stop_switch()
         self.hold_port = hold_port
         self.sent_fillers = 0

@@ -103,7 +103,7 @@ class ModelGrpcTarget(ModelTarget):
     def start(self) -> None:
         """Start a P4Runtime server over a switch core and connect the controller's client."""
         import tempfile
-        from controller.p4runtime_client import P4RuntimeClient
+        from pipeline_contract.client import P4RuntimeClient
         from refswitch.p4runtime_server import P4RuntimeServer
         self.tmp = tempfile.mkdtemp(prefix="mrc-conf-grpc-")
         self.core = SwitchCore(self._transmit, None, clock=lambda: self.now)

@@ -16,7 +16,7 @@ from google.rpc import status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller.entries import TableEntry
+from pipeline_contract.entries import TableEntry
 from pipeline_contract.p4info import P4InfoIndex
 
 LOOPBACK_PREFIXES = ("unix:", "127.0.0.1:", "localhost:", "[::1]:")
