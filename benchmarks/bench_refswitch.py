@@ -32,6 +32,7 @@ if str(REPO) not in sys.path:
 
 from wire import codec, constants as C                      # noqa: E402
 from wire.packets import DataPacket                         # noqa: E402
+from testbed.processes import stop_process                  # noqa: E402
 
 DST = bytes.fromhex("fc000001100100000000000000000000")          # fc00:1:1001::
 SRC = bytes.fromhex("fc000001100000000000000000000000")          # fc00:1:1000::
@@ -125,16 +126,6 @@ def run_traffic(lab, args, switch_pid: int | None = None) -> dict:
     return result
 
 
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def wait_for(path: str, proc: subprocess.Popen, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
@@ -169,7 +160,7 @@ def measure_model(lab, args, tmp: str, trim: bool, queue: str | None = None) -> 
             result["tx_counter"] = client.read_counter("MrcEgress.tx", 2)[2].packets
         return result
     finally:
-        stop(proc)
+        stop_process(proc)
         for p in (sock, ready):
             if os.path.exists(p):
                 os.unlink(p)
@@ -184,7 +175,7 @@ def measure_plain(lab, args) -> dict:
             raise RuntimeError("plain forwarder exited")
         return run_traffic(lab, args, proc.pid)
     finally:
-        stop(proc)
+        stop_process(proc)
 
 
 def main(argv=None) -> int:

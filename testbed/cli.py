@@ -53,7 +53,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("routes", "controller.cli", "compute and show the static switch tables"),
     Command("switch", "refswitch.main", "run one reference-model switch"),
     Command("agent", "host_agent.agent", "run an MRC host agent on this host"),
-    Command("conformance", "refswitch.conformance.cli",
+    Command("conformance", "conformance.cli",
             "run the switch conformance cases on the model and BMv2"),
     Command("run", "experiments.runner", "run an experiment scenario (YAML) and save its results"),
     Command("report", "experiments.report", "gather results folders into one report"),

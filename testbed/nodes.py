@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ import grpc
 from mininet.node import Host, Node, Switch
 
 from controller.entries import PortQueue
+from testbed.processes import stop_process
 from testbed.registry import marked_env
 from wire import constants as C
 
@@ -243,13 +243,7 @@ class P4Switch(RunMarked, Switch):
         for proc in [self.process, *self.captures]:
             if proc is None:
                 continue
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(grace)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(grace)
+            stop_process(proc, grace)
             if self.registry is not None:
                 self.registry.forget_process(proc.pid)
         self.process, self.captures = None, []

@@ -1,6 +1,6 @@
 """The switch conformance suite: every case on the in-process model, on BMv2 when installed.
 
-The same YAML cases run on every target (refswitch/conformance/cases/). The model process on veths
+The same YAML cases run on every target (conformance/cases/). The model process on veths
 (`model-proc`) runs a few representative cases as an integration test; `mrc-testbed conformance
 --target all` runs them all.
 """
@@ -15,14 +15,14 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline_contract.client import CounterValue
-from refswitch.conformance import process_targets
+from conformance import process_targets
 
-from refswitch.conformance import cli
-from refswitch.conformance.case import CaseError, load_cases, parse_case
-from refswitch.conformance.packets import build
-from refswitch.conformance.process_targets import Bmv2Target, ModelProcessTarget, ProcessTarget, TargetError
-from refswitch.conformance.runner import check, run_case, run_cases
-from refswitch.conformance.targets import ModelGrpcTarget, ModelTarget
+from conformance import cli
+from conformance.case import CaseError, load_cases, parse_case
+from conformance.packets import build
+from conformance.process_targets import Bmv2Target, ModelProcessTarget, ProcessTarget, TargetError
+from conformance.runner import check, run_case, run_cases
+from conformance.targets import ModelGrpcTarget, ModelTarget
 from refswitch import pipeline as pipeline_module
 
 CASES = load_cases()
@@ -219,14 +219,14 @@ def test_check_reports_missing_extra_and_wrong_fields():
     case = BY_NAME["usid_t0_first_hop"]
     inputs = case.inputs()
     assert check(case, inputs, [], {}) != []
-    from refswitch.conformance.runner import Output
+    from conformance.runner import Output
     wrong = Output(3, inputs[0][1], 0)                       # not shifted
     failures = check(case, inputs, [wrong], {"MrcIngress.rx": {1: (1, 1)}, "MrcEgress.tx": {3: (1, 1)}})
     assert any("bytes differ" in f for f in failures)
 
 
 def test_priority_is_inferred_from_overtaking_the_standing_queue():
-    from refswitch.conformance.runner import Output, infer_priorities
+    from conformance.runner import Output, infer_priorities
     case = BY_NAME["trim_exactly_at_threshold"]
     fillers, (a, b) = case.filler_frames(), [f for _, f in case.inputs()]
     outs = infer_priorities([Output(2, b), Output(2, fillers[0]), Output(2, fillers[1]), Output(2, a),

@@ -21,7 +21,7 @@ PLANNED = {
     "routes": "controller.cli",
     "switch": "refswitch.main",
     "agent": "host_agent.agent",
-    "conformance": "refswitch.conformance.cli",
+    "conformance": "conformance.cli",
     "run": "experiments.runner",
     "report": "experiments.report",
     "bench": "benchmarks.run",

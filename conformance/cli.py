@@ -11,8 +11,8 @@ import signal
 import sys
 
 from pipeline_contract.p4info import P4InfoError
-from refswitch.conformance.case import CASES_DIR, CaseError, load_cases
-from refswitch.conformance.runner import CaseResult, run_cases
+from conformance.case import CASES_DIR, CaseError, load_cases
+from conformance.runner import CaseResult, run_cases
 
 TARGETS = ("model", "model-grpc", "model-proc", "bmv2")
 
@@ -20,12 +20,12 @@ TARGETS = ("model", "model-grpc", "model-proc", "bmv2")
 def make_target(name: str, args: argparse.Namespace):
     """The target object called `name`."""
     if name == "model":
-        from refswitch.conformance.targets import ModelTarget
+        from conformance.targets import ModelTarget
         return ModelTarget(args.p4info)
     if name == "model-grpc":
-        from refswitch.conformance.targets import ModelGrpcTarget
+        from conformance.targets import ModelGrpcTarget
         return ModelGrpcTarget(args.p4info)
-    from refswitch.conformance.process_targets import Bmv2Target, ModelProcessTarget
+    from conformance.process_targets import Bmv2Target, ModelProcessTarget
     if name == "model-proc":
         return ModelProcessTarget(args.p4info)
     return Bmv2Target(args.p4info, args.bmv2_json)
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m refswitch.conformance.cli`."""
+    """Entry point of `python -m conformance.cli`."""
     parser = argparse.ArgumentParser(prog="mrc-testbed conformance", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)

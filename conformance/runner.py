@@ -26,8 +26,8 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.inet import UDP
 
 from wire import constants as C
-from refswitch.conformance.case import Case
-from refswitch.conformance.packets import (dissect, field_value, is_filler, same_value,
+from conformance.case import Case
+from conformance.packets import (dissect, field_value, is_filler, same_value,
                                            scapy_consistency)
 from pipeline_contract.ecmp import ecmp_index
 

@@ -12,7 +12,7 @@ from typing import Optional
 
 from pipeline_contract.entries import TableEntry
 from pipeline_contract.p4info import load_p4info
-from refswitch.conformance.runner import Output
+from conformance.runner import Output
 from refswitch.switch import SwitchCore
 
 

@@ -1,4 +1,4 @@
-"""Conformance cases as data: loading and checking the YAML files of refswitch/conformance/cases/.
+"""Conformance cases as data: loading and checking the YAML files of conformance/cases/.
 
 A case file holds `common:` (entries shared by its cases) and `cases:`, a list of cases:
 
@@ -12,7 +12,7 @@ A case file holds `common:` (entries shared by its cases) and `cases:`, a list o
         packets: [{port: 2, priority: low, fields: {MRCH.flags: 0}}, ...]
         counters: {MrcIngress.trimmed: {2: 1}}
 
-The expectation keys are listed in refswitch/conformance/runner.py; packet specs in packets.py.
+The expectation keys are listed in conformance/runner.py; packet specs in packets.py.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import yaml
 
 from wire import constants as C
 from pipeline_contract.entries import TableEntry
-from refswitch.conformance.packets import FILLER_MSG_ID, build
+from conformance.packets import FILLER_MSG_ID, build
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 

@@ -33,8 +33,9 @@ from typing import Optional
 
 from pipeline_contract.entries import TableEntry
 from pipeline_contract.p4info import REPO_ROOT, load_p4info
-from refswitch.conformance.runner import Output
+from conformance.runner import Output
 from refswitch.vethlab import VethLab, in_netns
+from testbed.processes import stop_process
 
 NPORTS = 8                 # ports 1..8, enough for every case
 HOLD_PPS = 5                # egress rate of a held port while a case builds its standing queue
@@ -108,15 +109,8 @@ class ProcessTarget:
         if self.client is not None:
             self.client.close()
             self.client = None
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-            self.proc = None
+        stop_process(self.proc)
+        self.proc = None
 
     # --- per case ----------------------------------------------------------------------
     def reset(self, seed: int, queues: list[dict] = (), hold_port: Optional[int] = None) -> None:
