@@ -54,7 +54,7 @@ def scenario(backend: str) -> dict:
 
 
 def measure(options: argparse.Namespace) -> Measurement:
-    from experiments.backends.netsim_backend import LINK_DELAY_S
+    from experiments.backends.netsim_traffic import LINK_DELAY_S
     result = Measurement()
     backends = ["netsim"]
     left_out = mininet_left_out(options)

@@ -1,9 +1,11 @@
 """Faults: what an experiment breaks, turned into timed actions on a backend.
 
 A backend implements `FaultTarget` (take a link down or up, install or clear a port fault in a
-switch's `MrcIngress.port_fault` table, kill or restart a switch). `plan_actions` turns one
-`FaultSpec` whose targets are resolved into `FaultAction`s, each at a time relative to the
-fault's start; the backend schedules them and records each as it happens.
+switch's `MrcIngress.port_fault` table, kill or restart a switch). `plan_faults` resolves every
+fault's targets once (a named link or switch is checked; "auto" picks the fabric link and the spine
+that carry most of the baseline's data) and turns each into `FaultAction`s at times relative to
+the fault's start; the backend schedules them, at a time or at a share of the workload, and
+`apply_action` runs and records each.
 
 - link_kill: the link goes down (both directions); optionally back up after `repair_after_s`.
 - link_flap: the link changes state every `period_s` (down first), `flaps` times or until the end.
@@ -13,10 +15,18 @@ fault's start; the backend schedules them and records each as it happens.
 """
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from experiments.scenario import FaultSpec
+from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+from experiments.record import CaseRecord, FaultEvent
+from experiments.scenario import Case, FaultSpec
+from netsim.build import Network
+from netsim.sim import Simulator
+from netsim.switch import Switch, ecmp_member, usid_shift
+from topologies.model import TIER_LEAF, Topology
 
 FLAP_LIMIT = 10_000        # a flap "until the end" stops scheduling after this many changes
 
@@ -49,6 +59,52 @@ class FaultAction:
     target: str                   # e.g. "s1-s3"
     apply: Callable[[FaultTarget], None]
     breaks: bool                  # True when this action makes things worse (a failure instant)
+
+
+@dataclass(frozen=True)
+class PlannedFault:
+    """A fault with its targets resolved: its actions, and when it starts (at `seconds` into the
+    workload, or when `fraction` of the workload's bytes have arrived)."""
+
+    spec: FaultSpec
+    actions: list[FaultAction]
+
+    @property
+    def fraction(self) -> float | None:
+        return self.spec.at.fraction
+
+    @property
+    def seconds(self) -> float | None:
+        return self.spec.at.seconds
+
+
+def plan_faults(case: Case, topo: Topology, horizon: float) -> list[PlannedFault]:
+    """Every fault of the case's variant, its link or switch resolved and checked, as actions."""
+    planned, auto = [], None
+    for fault in case.variant.faults:
+        link, switch = None, None
+        if needs_link(fault):
+            if fault.link == "auto":
+                auto = auto or busiest_targets(case, topo)
+                link = auto[0]
+            else:
+                link = fault.link
+                topo.link_between(*link)
+        else:
+            if fault.switch == "auto":
+                auto = auto or busiest_targets(case, topo)
+                switch = auto[1]
+            else:
+                switch = fault.switch
+                topo.switch(switch)
+        planned.append(PlannedFault(fault, plan_actions(fault, link, switch, horizon)))
+    return planned
+
+
+def apply_action(action: FaultAction, target: FaultTarget, record: CaseRecord, t: float) -> None:
+    """Run one action on `target` and record it as happening at `t` (seconds into the workload)."""
+    action.apply(target)
+    record.faults.append(FaultEvent(t, action.what, action.target, action.breaks))
 
 
 def plan_actions(fault: FaultSpec, link: tuple[str, str] | None, switch: str | None,
@@ -132,3 +188,57 @@ def notifies_control_plane(fault: FaultSpec) -> bool:
     """True when a routing protocol would notice the fault (links going down), False when it is
     silent (a blackholing switch, a lossy link: the links stay up)."""
     return fault.kind in ("link_kill", "link_flap", "switch_kill")
+
+
+# --- "auto" targets: where the baseline's data goes ------------------------------------------------
+
+def trace(fab: Network, src: str, path, ev: int, choose: Callable = ecmp_member) -> list[str]:
+    """Switches a packet from `src` on `path` with entropy `ev` crosses (without sending it);
+    `choose(src, dst, ev, group size)` is the ECMP member choice of the switches."""
+    node = fab.hosts[src].nics[path.nic].dest[0]
+    dst = int.from_bytes(path.dst, "big")
+    names = []
+    while isinstance(node, Switch) and len(names) < 16:
+        names.append(node.name)
+        if dst >> 80 in node.usid_local:
+            dst = usid_shift(dst)
+        action = node.lookup(dst)
+        if action is None:
+            break
+        if action[0] == "ecmp":
+            members = node.ecmp_groups[action[1]]
+            port = members[choose(path.src, dst.to_bytes(16, "big"), ev, len(members))]
+        else:
+            port = action[1]
+        node = node.links[port].dest[0]
+    return names
+
+
+def busiest_targets(case: Case, topo: Topology, choose: Callable = ecmp_member) -> tuple[tuple[str, str], str]:
+    """(fabric link, spine) carrying most of the baseline's data in this variant.
+
+    The baseline pins every flow to one ECMP path; a fault there is one the baseline feels. MRC
+    cases use the same targets, so every transport meets the same fault.
+    """
+    baseline = dataclasses.replace(case, transport=dataclasses.replace(case.transport, mode="roce", params={}))
+    fab = build_fabric(topo, Simulator(case.scenario.seed))
+    traffic = Traffic(fab, baseline, transport_config(baseline, topo))
+    links: Counter = Counter()
+    switches: Counter = Counter()
+    for flow in traffic.flows:
+        conn = traffic.connections(flow.src, flow.dst)[0]     # params {}: one QP
+        path = conn.evset.paths[0]
+        ev = conn.evset.slots[0].current.value
+        hops = trace(fab, flow.src, path, ev, choose)
+        for a, b in zip(hops, hops[1:]):
+            links[tuple(sorted((a, b), key=lambda n: topo.switch(n).index))] += flow.expected_bytes
+        for name in hops:
+            if topo.switch(name).tier != TIER_LEAF:
+                switches[name] += flow.expected_bytes
+    fabric = [(c.a, c.b) for c in fab.cables if c.fabric]
+    if not fabric:
+        raise ValueError(f"topology {topo.name} has no switch-to-switch link to break")
+    link = max(fabric, key=lambda ab: (links[ab], -fabric.index(ab)))
+    spines = [s.name for s in topo.switches if s.tier != TIER_LEAF] or [s.name for s in topo.switches]
+    spine = max(spines, key=lambda n: (switches[n], -spines.index(n)))
+    return link, spine

@@ -52,6 +52,21 @@ def collective_flows(topo: Topology, w: WorkloadSpec) -> list[PlannedFlow]:
     return [PlannedFlow(a, b, w.bytes) for a in hosts for b in hosts if a != b]
 
 
+def collective_params(w: WorkloadSpec, seed: int) -> dict:
+    """The parameters of a collective as each rank runs it (`host_agent.collectives.make_collective`,
+    an agent job's workload): all-reduce elements and dtype, or the all-to-all block, plus the
+    message size and the data seed."""
+    params = {"chunk_bytes": w.chunk_bytes, "seed": seed}
+    if w.kind == "allreduce":
+        size = 4 if w.dtype in ("float32", "int32") else 8
+        params.update(elements=w.bytes // size, dtype=w.dtype)
+    elif w.kind == "alltoall":
+        params.update(block_bytes=w.bytes)
+    else:
+        raise ValueError(f"workload {w.kind!r} is not a collective")
+    return params
+
+
 def point_to_point_flows(topo: Topology, w: WorkloadSpec, seed: int) -> list[PlannedFlow]:
     """The flows of an incast or a permutation."""
     if w.kind == "incast":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+from pathlib import Path
 from typing import IO, Any
 
 
@@ -87,7 +88,47 @@ class EventLog:
             self._stream.close()
 
 
-def read_log(path: str) -> list[dict]:
-    """Every record of a JSON-lines log (for tests and the experiment summaries)."""
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+def _records(lines) -> list[dict]:
+    """The JSON objects among `lines`; a line that is not one (cut short, garbled) is skipped."""
+    records = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def read_log(path: str | Path) -> list[dict]:
+    """Every record of a JSON-lines log; a missing file has none, and a line that is not a JSON
+    object (the last one of a killed agent, say) is skipped."""
+    try:
+        with open(path, "rb") as f:
+            return _records(f.read().splitlines())
+    except FileNotFoundError:
+        return []
+
+
+class LogFollower:
+    """Reads a log while its agent still writes it: each `read()` returns the records of the whole
+    lines written since the last one."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._offset = 0
+
+    def read(self) -> list[dict]:
+        """The records added since the last call (none while the file does not exist)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except OSError:
+            return []
+        complete = chunk[:chunk.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        return _records(complete.splitlines())

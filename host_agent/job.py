@@ -27,6 +27,10 @@ A job tells one agent who it is, which NICs it owns, how to reach each peer and 
 - `timeout` (s) bounds the workload; `start_at` (UNIX time, 0 = at once) lets the agents of a
   run open their sockets first and start the workload together.
 Every error names the file and the field (`peers[0].nics[1].mac: ...`).
+
+This module owns both sides of the file: `parse_job`/`load_job` read it (the agent), and
+`build_job` with `peer_spec` makes it from a topology, a workload and a transport (the testbed's
+launcher, experiments), `Job.write` saves it.
 """
 from __future__ import annotations
 
@@ -39,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from host_agent.transport.config import MODES, TransportConfig
+from topologies.model import HostNic, Topology
+from topologies.paths import host_paths
 
 _MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,15}$")
@@ -92,7 +98,7 @@ class PeerSpec:
 
 
 @dataclass(frozen=True)
-class WorkloadSpec:
+class JobWorkload:
     """What to run: a collective kind and its parameters."""
 
     kind: str
@@ -107,7 +113,7 @@ class Job:
     world_size: int
     nics: tuple[NicSpec, ...]
     peers: tuple[PeerSpec, ...]
-    workload: WorkloadSpec
+    workload: JobWorkload
     mode: str = "mrc"
     config: dict[str, Any] = field(default_factory=dict)
     host: str = ""
@@ -131,6 +137,12 @@ class Job:
                 return p
         raise KeyError(f"job has no peer of rank {rank}")
 
+    def write(self, path: str | Path) -> Path:
+        """Save this job as a JSON file (what `load_job` reads); return the path."""
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=1))
+        return path
+
     def to_dict(self) -> dict:
         """The JSON form of this job (what `parse_job` reads)."""
         return {
@@ -144,6 +156,35 @@ class Job:
             "timeout": self.timeout, "goodput_interval": self.goodput_interval, "log": self.log,
             "start_at": self.start_at,
         }
+
+
+# --- building ------------------------------------------------------------------------------------
+
+def nic_spec(nic: HostNic, own: bool) -> NicSpec:
+    """A topology NIC as a job lists it (own NICs carry their interface name)."""
+    return NicSpec(plane=nic.plane, mac=nic.mac, address=str(nic.address), name=nic.ifname if own else "")
+
+
+def peer_spec(topo: Topology, host: str, peer: str, rank: int, qp: int, remote_qp: int) -> PeerSpec:
+    """How `host` reaches `peer` (of rank `rank`) in `topo`: its NICs and the uSID paths per plane."""
+    paths: dict[int, list[str]] = {}
+    for path in host_paths(topo, host, peer):
+        paths.setdefault(path.plane, []).append(str(path.address))
+    return PeerSpec(rank=rank, qp=qp, remote_qp=remote_qp,
+                    nics=tuple(nic_spec(n, own=False) for n in topo.host_nics(peer)),
+                    paths={plane: tuple(addrs) for plane, addrs in paths.items()})
+
+
+def build_job(topo: Topology, host: str, rank: int, world_size: int, peers: list[PeerSpec],
+              workload: JobWorkload, mode: str = "mrc", config: dict | None = None, *,
+              timeout: float = 60.0, log: str | Path = "", goodput_interval: float = 0.01,
+              start_at: float = 0.0) -> Job:
+    """The job of the agent of rank `rank` on `host`, checked as `parse_job` checks a file."""
+    job = Job(rank=rank, world_size=world_size, host=host,
+              nics=tuple(nic_spec(n, own=True) for n in topo.host_nics(host)), peers=tuple(peers),
+              workload=workload, mode=mode, config=dict(config or {}), timeout=float(timeout),
+              goodput_interval=float(goodput_interval), log=str(log), start_at=float(start_at))
+    return parse_job(job.to_dict(), f"job of {host} rank {rank}")
 
 
 # --- parsing -------------------------------------------------------------------------------------
@@ -242,7 +283,7 @@ def _parse_peer(obj: Any, where: str, source: str, world: int) -> PeerSpec:
                     nics=nics, paths=paths)
 
 
-def _parse_workload(obj: Any, source: str) -> WorkloadSpec:
+def _parse_workload(obj: Any, source: str) -> JobWorkload:
     f = _Fields(obj, "workload", source)
     kind = f.get("kind", str, check=lambda v: None if v in WORKLOAD_FIELDS else
                  f"is not one of {sorted(WORKLOAD_FIELDS)}")
@@ -258,7 +299,7 @@ def _parse_workload(obj: Any, source: str) -> WorkloadSpec:
         from host_agent.collectives.data import DTYPES
         if params["dtype"] not in DTYPES:
             raise f.error("dtype", f"{params['dtype']!r} is not one of {DTYPES}")
-    return WorkloadSpec(kind, params)
+    return JobWorkload(kind, params)
 
 
 def _parse_transport(obj: Any, source: str) -> tuple[str, dict]:
@@ -329,7 +370,7 @@ def parse_job(data: Any, source: str = "job") -> Job:
                start_at=float(f.get("start_at", (int, float), 0.0, check=_nonneg)))
 
 
-def _check_workload_peers(workload: WorkloadSpec, rank: int, world: int, peers: set[int], source: str) -> None:
+def _check_workload_peers(workload: JobWorkload, rank: int, world: int, peers: set[int], source: str) -> None:
     """The peers the workload needs must be in the job."""
     kind, params = workload.kind, workload.params
     if kind == "allreduce":

@@ -17,6 +17,7 @@ Everything created is recorded in a `testbed.registry.RunRegistry` first, so tha
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -26,11 +27,16 @@ from typing import Callable
 from mininet.link import Link
 from mininet.net import Mininet
 
+from p4.v1 import p4runtime_pb2
+
 from controller.convergence import DEFAULT_DELAY_S, ConvergingControlPlane
 from controller.installer import Pipeline, install
-from pipeline_contract.client import CounterValue, P4RuntimeClient
 from controller.routes import compute_programs
+from pipeline_contract.client import CounterValue, P4RuntimeClient
+from pipeline_contract.entries import TableEntry
+from pipeline_contract.names import FAULT_DROP, FAULT_DROP_RANDOM, PORT_CONFIG, PORT_FAULT, TRIM_NEVER
 from testbed import nodes
+from testbed.processes import DEFAULT_GRACE_S, stop_process
 from testbed.registry import RunRegistry, leftovers, state_dir
 
 log = logging.getLogger("mrc.testbed")
@@ -71,6 +77,7 @@ class TestbedNetwork:
         self.control_plane: ConvergingControlPlane | None = None
         self.stage_times: dict[str, float] = {}
         self.bring_up_s: float = 0.0
+        self._port_faults: dict[tuple[str, int], TableEntry] = {}   # faults installed now
 
     # --- bring-up -----------------------------------------------------------------------------
     def start(self) -> "TestbedNetwork":
@@ -205,11 +212,66 @@ class TestbedNetwork:
     def link_up(self, a: str, b: str) -> None:
         self.set_link(a, b, up=True)
 
-    def counters(self, switch: str, port: int | None = None) -> dict[str, dict[int, CounterValue]]:
-        """Every counter of one switch read over P4Runtime: {counter: {port: value}}, non-zero."""
+    def set_port_fault(self, switch: str, port: int, drop_all: bool = False, drop_prob: float = 0.0) -> None:
+        """Make `switch` drop every packet leaving by `port` (a blackhole), or each with probability
+        `drop_prob` (a gray link); neither clears the port's fault."""
+        client = self._client(switch)
+        old = self._port_faults.pop((switch, port), None)
+        if not drop_all and not drop_prob:
+            if old is not None:
+                client.write([(p4runtime_pb2.Update.DELETE, old)])
+            return
+        if drop_all:
+            entry = TableEntry(PORT_FAULT, {"port": port}, FAULT_DROP)
+        else:
+            entry = TableEntry(PORT_FAULT, {"port": port}, FAULT_DROP_RANDOM,
+                               {"drop_ppm": int(round(drop_prob * 1_000_000))})
+        kind = p4runtime_pb2.Update.MODIFY if old is not None else p4runtime_pb2.Update.INSERT
+        client.write([(kind, entry)])
+        self._port_faults[(switch, port)] = entry
+
+    def set_trimming(self, on: bool) -> None:
+        """Trimming on every port as the controller programmed it, or off (drop-tail switches: the
+        trim threshold becomes one no queue reaches)."""
+        for name, program in self.programs.items():
+            changes = []
+            for entry in program.entries_of(PORT_CONFIG):
+                threshold = entry.params["trim_threshold"] if on else TRIM_NEVER
+                changes.append((p4runtime_pb2.Update.MODIFY,
+                                dataclasses.replace(entry, params={**entry.params, "trim_threshold": threshold})))
+            if changes:
+                self._client(name).write(changes)
+
+    def kill_switch(self, name: str) -> None:
+        """End a switch's process, as a switch that dies; the control plane, if any, sees its
+        sessions drop and routes around it."""
+        self.switch(name).stop_process()
+        if self.control_plane is not None:
+            self.control_plane.switch_down(name, list(self.topology.links_of(name)))
+
+    def switch_alive(self, name: str) -> bool:
+        """Whether the switch's process still runs."""
+        return self.switch(name).alive()
+
+    def reroutes(self) -> list[float]:
+        """UNIX times at which the converging control plane finished a reroute (none without one)."""
+        if self.control_plane is None:
+            return []
+        offset = time.time() - time.monotonic()
+        return [r.done_at + offset for r in self.control_plane.history]
+
+    def control_plane_errors(self) -> list[str]:
+        """What the converging control plane could not do (writes that failed)."""
+        return list(self.control_plane.errors) if self.control_plane is not None else []
+
+    def _client(self, switch: str) -> P4RuntimeClient:
         if switch not in self.clients:
             raise KeyError(f"no switch named {switch!r} (switches: {', '.join(self.clients)})")
-        client = self.clients[switch]
+        return self.clients[switch]
+
+    def counters(self, switch: str, port: int | None = None) -> dict[str, dict[int, CounterValue]]:
+        """Every counter of one switch read over P4Runtime: {counter: {port: value}}, non-zero."""
+        client = self._client(switch)
         result = {}
         for name in client.counter_names():
             cells = client.read_counter(name, port)
@@ -221,6 +283,13 @@ class TestbedNetwork:
         proc = self.net[host].popen(cmd, **kwargs)
         self.registry.record_process(proc.pid, f"{cmd[0]} on {host}")
         return proc
+
+    def stop_process(self, proc, grace: float = DEFAULT_GRACE_S) -> int | None:
+        """End a process `popen` started (SIGTERM, SIGKILL after `grace` s); it leaves the record."""
+        code = stop_process(proc, grace)
+        if proc is not None and self.registry is not None:
+            self.registry.forget_process(proc.pid)
+        return code
 
     # --- tear-down ------------------------------------------------------------------------------
     def stop(self) -> list[str]:

@@ -183,12 +183,10 @@ class ProbeSession:
                 pass
         for proc in self.procs.values():
             try:
-                proc.wait(5)
+                proc.wait(5)                  # a prober told to stop exits by itself
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-            if self.net.registry is not None:
-                self.net.registry.forget_process(proc.pid)
+                pass
+            self.net.stop_process(proc)
         self.procs = {}
         self.selector.close()
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.backends.netsim_backend import NetsimBackend, NetsimTarget, Traffic, build_fabric, trace, \
-    transport_config
+from experiments.backends.netsim_backend import NetsimBackend, NetsimTarget
+from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+from experiments.faults import trace
 from experiments.scenario import ScenarioError, parse_scenario
 from experiments.workloads import variant_topology
 from host_agent.job import JobError, parse_job

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import requires_bmv2, requires_mininet
 from experiments import metrics
-from experiments.backends.mininet_backend import MAX_RATE_BPS, MininetBackend
+from experiments.backends.mininet_backend import MininetBackend
+from experiments.budget import MAX_RATE_BPS, estimated_duration, horizon, target_topology
 from experiments.scenario import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,22 +38,20 @@ def incast(horizon_s):
 
 
 def test_bmv2_links_are_capped_at_what_bmv2_forwards_here():
-    topo, notes = MininetBackend("bmv2")._topology(incast(horizon_s=60.0))
+    topo, notes = target_topology(incast(horizon_s=60.0), "bmv2")
     assert {link.rate_bps for link in topo.links} == {MAX_RATE_BPS["bmv2"]}
     assert notes == ["link rates capped at 20 Mbit/s for BMv2 on this machine (the scenario asks for 1000 Mbit/s)"]
 
 
 def test_a_horizon_too_short_for_bmv2_is_stretched_and_says_so():
-    backend = MininetBackend("bmv2")
     case = incast(horizon_s=0.5)
-    topo, notes = backend._topology(case)
-    need, _ = backend._estimated_duration(case, topo)
-    horizon, note = backend._horizon(case, topo)
-    assert need > 0.5 and horizon >= 2 * need                   # room for the workload, not just its bound
+    topo, notes = target_topology(case, "bmv2")
+    need, _ = estimated_duration(case, topo, "bmv2")
+    stretched, note = horizon(case, topo, "bmv2")
+    assert need > 0.5 and stretched >= 2 * need                 # room for the workload, not just its bound
     assert len(notes) == 2 and notes[1] == note and note.startswith("horizon stretched on bmv2 here from 0.5 s"), notes
-    model = MininetBackend("model")
-    model_topo, model_notes = model._topology(case)
-    assert model._horizon(case, model_topo) == (0.5, None)       # the model forwards fast enough: unchanged
+    model_topo, model_notes = target_topology(case, "model")
+    assert horizon(case, model_topo, "model") == (0.5, None)     # the model forwards fast enough: unchanged
     assert not [n for n in model_notes if n.startswith("horizon")], model_notes
 
 
@@ -60,7 +59,7 @@ def test_the_failover_scenario_fits_its_horizon_on_bmv2():
     for quick in (True, False):
         scenario = load_scenario(ROOT / "experiments" / "failover.yaml", quick=quick)
         for case in scenario.cases():
-            assert MininetBackend("bmv2")._topology(case)[1] == [], case.label
+            assert target_topology(case, "bmv2")[1] == [], case.label
 
 
 @pytest.fixture(scope="module")

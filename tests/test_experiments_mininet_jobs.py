@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from experiments.backends.mininet_backend import MODEL_MAX_RATE_BPS, MininetBackend, agent_jobs
+from experiments.backends.agent_jobs import agent_jobs
+from experiments.budget import MODEL_MAX_RATE_BPS, target_topology
 from experiments.scenario import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def jobs_of(case, target="model"):
-    topo, notes = MininetBackend(target)._topology(case)
+    topo, notes = target_topology(case, target)
     jobs, _ = agent_jobs(topo, case, Path("/nonexistent"), start_at=0.0, timeout=1.0)
-    return topo, notes, jobs
+    return topo, notes, [(item.name, item.job.to_dict()) for item in jobs]
 
 
 def test_jobs_pace_at_the_capped_link_rate_on_the_model_target():
@@ -45,7 +46,7 @@ def test_jobs_keep_the_nic_backlog_under_the_trim_threshold():
     """Veths have no rate: a host's NIC backlog lands at once in the first switch queue."""
     scenario = load_scenario(ROOT / "experiments" / "failover.yaml")
     _, _, jobs = jobs_of(scenario.cases()[0])
-    trim = min(link.trim_threshold for link in MininetBackend("model")._topology(scenario.cases()[0])[0].links)
+    trim = min(link.trim_threshold for link in target_topology(scenario.cases()[0], "model")[0].links)
     assert {job["transport"]["config"]["nic_backlog_pkts"] for _, job in jobs} == {trim // 2}
 
 
@@ -54,7 +55,7 @@ def test_progress_extrapolates_each_agent_log_from_its_own_last_record(tmp_path)
     Half of the 1000 expected bytes is reached at 0.25 s: counting the lagging log as if it were
     as recent as the other (300 bytes by 0.2 s) would put it at 0.33 s, too late for a "50%" fault."""
     import json as _json
-    from experiments.backends.mininet_backend import Progress
+    from experiments.backends.agent_logs import Progress
     start = 1000.0
     logs = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     for path, until in zip(logs, (0.2, 0.1)):

@@ -222,7 +222,7 @@ def test_probes_on_every_plane_of_a_multi_plane_topology():
 def test_transfer_jobs_are_valid_agent_jobs(tmp_path):
     topo = leaf_spine(2, 2, 1)
     jobs = transfer_jobs(topo, "h1", "h2", 100_000, log_dir=tmp_path)
-    parsed = [parse_job(job, source=f"job{i}") for i, job in enumerate(jobs)]
+    parsed = [parse_job(job.to_dict(), source=f"job{i}") for i, job in enumerate(jobs)]
     assert [j.host for j in parsed] == ["h1", "h2"]
     assert len(parsed[0].peer(1).paths[0]) == 2               # two spines, two uSID paths
     assert parsed[0].workload.params == {"src": 0, "dst": 1, "bytes": 100_000,

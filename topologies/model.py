@@ -246,6 +246,15 @@ class Topology:
                 return nic
         raise KeyError(f"host {host} has no NIC on plane {plane}")
 
+    def host_rate_bps(self, host: str | None = None) -> int:
+        """The line rate of `host`'s slowest NIC link, or of the slowest host link of all (the
+        rate a host's transport paces its NIC at)."""
+        rates = [link.rate_bps for link in self.links
+                 if (self.is_host(link.a) or self.is_host(link.b)) and (host is None or link.has(host))]
+        if not rates:
+            raise KeyError(f"no host link{'' if host is None else ' of ' + host} in topology {self.name}")
+        return min(rates)
+
     @property
     def planes(self) -> list[int]:
         """Plane numbers used by the switches, ascending."""

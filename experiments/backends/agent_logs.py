@@ -1,0 +1,111 @@
+"""What the agents of a testbed case wrote: the workload's progress while it runs, and the case's
+record once they have stopped. Logs are JSON lines (host_agent/eventlog.py), read tolerantly.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from experiments.backends.agent_jobs import FlowLog
+from experiments.record import CaseRecord
+from host_agent.eventlog import LogFollower, read_log
+from testbed.agents import AgentProcess
+
+KEPT_EVENTS = ("ev_state", "ev_backup")     # transport events a case record keeps
+
+
+class Progress:
+    """The workload's progress, read live from the agents' event logs (their goodput records).
+
+    Agents flush their logs every 50 ms, each at its own moment, so what is read lags, and by a
+    different amount per log; the records carry their own times, so `eta` extrapolates each
+    log at its own rate up to now.
+    """
+
+    def __init__(self, logs: list[Path], expected_bytes: int, start_at: float) -> None:
+        self.logs = logs
+        self.expected = max(1, expected_bytes)
+        self.start_at = start_at
+        self._followers = {path: LogFollower(path) for path in logs}
+        self._received = {path: 0 for path in logs}     # bytes per log, as of its latest record
+        self._until = {path: start_at for path in logs}   # time of each log's latest record
+        self.received = 0
+        self.last_t = start_at
+
+    def read(self) -> float:
+        """Take in what the agents have written since; return the share received as of `last_t`."""
+        for path, follower in self._followers.items():
+            for r in follower.read():
+                if r.get("kind") != "goodput":
+                    continue
+                self._received[path] += r.get("rx_bytes", 0)
+                self._until[path] = max(self._until[path], r.get("t", self._until[path]))
+        self.received = sum(self._received.values())
+        self.last_t = max(self._until.values(), default=self.start_at)
+        return min(1.0, self.received / self.expected)
+
+    def eta(self, fraction: float) -> float | None:
+        """UNIX time at which `fraction` of the workload is (or was) received, each log going on
+        at its own rate so far from its own latest record."""
+        target = fraction * self.expected
+        if self.received >= target:
+            return self.last_t
+        rates = {p: self._received[p] / (self._until[p] - self.start_at)
+                 for p in self.logs if self._until[p] > self.start_at}
+        rate = sum(rates.values())
+        if rate <= 0:
+            return None
+        # bytes each log has received by time t: received_p + rate_p (t - until_p); solve for the target
+        behind = sum(r * (self.last_t - self._until[p]) for p, r in rates.items())
+        return self.last_t + (target - self.received - behind) / rate
+
+
+def read_results(record: CaseRecord, agents: list[AgentProcess], flow_logs: list[FlowLog], start_at: float) -> None:
+    """Results, transport counters and EV events of every agent; goodput of every flow."""
+    stats: Counter = Counter()
+    finished, exact = {}, True
+    for agent in agents:
+        for r in agent.records():
+            kind = r.get("kind")
+            t = r.get("t", start_at) - start_at
+            if kind in KEPT_EVENTS:
+                record.ev_events.append({**r, "t": t, "host": agent.job.host})
+            elif kind == "result" and r.get("ok"):
+                finished[agent.name] = t
+            elif kind == "counters":
+                transport = r.get("transport", {})
+                stats.update({k: v for k, v in transport.items() if isinstance(v, (int, float))})
+        failure = agent.failure()
+        if failure:
+            exact = False
+            record.notes.append(failure)
+    _goodput(record, flow_logs, start_at)
+    record.completed = exact and len(finished) == len(agents)
+    record.bit_exact = exact
+    record.completion_time = max(finished.values()) if record.completed else None
+    record.end = record.completion_time if record.completed else record.horizon
+    record.transport_stats = dict(stats)
+    record.app_missing = len(agents) - len(finished)
+
+
+def _goodput(record: CaseRecord, flow_logs: list[FlowLog], start_at: float) -> None:
+    """Each flow's cumulative bytes per sample interval, and its finish time."""
+    interval = record.sample_interval
+    bins = []
+    for item in flow_logs:
+        per_bin: Counter = Counter()
+        for r in read_log(item.log):
+            if r.get("kind") == "goodput":
+                per_bin[max(0, int((r["t"] - start_at) / interval))] += r.get("rx_bytes", 0)
+            elif r.get("kind") == "result" and r.get("ok"):
+                item.flow.finish = r["t"] - start_at
+        bins.append(per_bin)
+    last = max((max(b, default=0) for b in bins), default=0)
+    cumulative = [0] * len(bins)
+    record.samples = [[0.0, list(cumulative)]]
+    for k in range(last + 1):
+        for i, per_bin in enumerate(bins):
+            cumulative[i] += per_bin.get(k, 0)
+        record.samples.append([(k + 1) * interval, list(cumulative)])
+    for item, got in zip(flow_logs, cumulative):
+        item.flow.received_bytes = got

@@ -1,0 +1,118 @@
+"""What a case may ask of this machine: link rates, its horizon, and what each host's transport is told.
+
+Both backends take the hosts' line rate, the transport's parameters and the collective's sizes from
+here; the Mininet backend also caps link rates at what a switch target forwards on this kind of
+machine (2 cores) and stretches a horizon the workload cannot meet there. Every cap and stretch
+comes with a note for the case's record.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+from experiments.scenario import Case
+from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows, variant_topology
+from topologies.model import DEFAULT_RATE_BPS, Topology
+
+MODEL_MAX_RATE_BPS = DEFAULT_RATE_BPS
+# What each target forwards on this kind of machine (2 cores): link rates above are capped.
+# BMv2 is CPU-bound here, at about BMV2_SWITCH_PPS packets/s summed over all its switch processes
+# (failover's RoCE + reroute took 4.7 s at 5, 10 and 20 Mbit/s alike), so 20 Mbit/s is already more
+# than 4 switches forward at once; the cap keeps its queue rate limiter (packets/s) in a sane range.
+MAX_RATE_BPS = {"model": MODEL_MAX_RATE_BPS, "bmv2": DEFAULT_RATE_BPS}
+BMV2_SWITCH_PPS = 8000          # measured: packets/s all BMv2 processes together forward here
+HORIZON_STRETCH = 3.0           # a horizon too short for the target becomes this many estimated durations
+PATH_SWITCHES = 3               # leaf, spine, leaf: the switches a packet crosses on most paths
+PACKET_PAYLOAD = 1024           # bytes of data per MRC packet (its MTU payload)
+AGENT_SAMPLE_MIN_S = 0.005      # agents on Mininet record goodput at most this often
+
+
+def transport_params(case: Case, topo: Topology, **extra) -> dict:
+    """The transport configuration fields of a case's hosts: the hosts' line rate, the seed, what
+    the backend adds (`extra`), then the scenario's own overrides."""
+    return {"line_rate_bps": float(topo.host_rate_bps()), "seed": case.scenario.seed, **extra,
+            **case.transport.params}
+
+
+def nic_backlog(topo: Topology) -> int:
+    """Packets a host may hand its NIC beyond the line rate on Mininet: half the smallest trim threshold.
+
+    Mininet's host links are veth pairs without a rate, so what the NIC clock lets a host queue
+    in its NIC (transport default 16 packets, sized for netsim's NICs, which serialise) lands at
+    once in the first switch's egress queue, which trims from 8: on the failover's leaf-spine
+    that made 75 trims per run, 7-15 with 4, at the same goodput.
+    """
+    return max(1, min(link.trim_threshold for link in topo.links) // 2)
+
+
+def agent_sample_interval(case: Case) -> float:
+    """How often agents on Mininet record goodput: the scenario's sample interval, but no more often
+    than AGENT_SAMPLE_MIN_S (every record is a JSON line written by a process that shares the
+    machine's CPUs with the switches)."""
+    return max(case.scenario.sample_interval_s, AGENT_SAMPLE_MIN_S)
+
+
+def message_time(case: Case, topo: Topology) -> float:
+    """Seconds one message (`chunk_bytes`) takes at the hosts' line rate."""
+    return case.variant.workload.chunk_bytes * 8 / topo.host_rate_bps()
+
+
+def target_topology(case: Case, target: str) -> tuple[Topology, list[str]]:
+    """The case's topology with link rates capped at what `target` forwards here, and the notes
+    (a cap, a stretched horizon) the case's record carries."""
+    topo = variant_topology(case.variant)
+    notes = []
+    fastest = max(link.rate_bps for link in topo.links)
+    cap = MAX_RATE_BPS.get(target)
+    if cap and fastest > cap:
+        links = [dataclasses.replace(link, rate_bps=min(link.rate_bps, cap)) for link in topo.links]
+        topo = Topology(topo.name, topo.hosts, topo.switches, links).validate()
+        what = "the Python switch model" if target == "model" else "BMv2 on this machine"
+        notes.append(f"link rates capped at {cap / 1e6:g} Mbit/s for {what} "
+                     f"(the scenario asks for {fastest / 1e6:g} Mbit/s)")
+    _, stretched = horizon(case, topo, target)
+    if stretched:
+        notes.append(stretched)
+    return topo, notes
+
+
+def horizon(case: Case, topo: Topology, target: str) -> tuple[float, str | None]:
+    """The horizon of `case` on `target`, and a note when it had to be stretched.
+
+    A workload that cannot finish within the scenario's horizon_s there (its estimated duration on
+    the capped links, or through BMv2's packet rate) gets HORIZON_STRETCH times that least
+    duration instead, so that every case can complete on a slow target and the comparison
+    stays meaningful; the note says so."""
+    asked = case.scenario.horizon_s
+    least = estimated_duration(case, topo, target)
+    if least is None or least[0] <= asked:
+        return asked, None
+    need, why = least
+    stretched = round(HORIZON_STRETCH * need, 1)
+    return stretched, (f"horizon stretched on {target} here from {asked:g} s to {stretched:g} s: "
+                       f"the workload needs about {need:.2f} s ({why})")
+
+
+def estimated_duration(case: Case, topo: Topology, target: str) -> tuple[float, str] | None:
+    """About how long the workload takes on `target` at best, with what sets it.
+
+    The larger of: the busiest host link at its (capped) rate, and, on BMv2, every data
+    packet and its acknowledgement crossing PATH_SWITCHES switches at BMV2_SWITCH_PPS."""
+    w = case.variant.workload
+    flows = (collective_flows(topo, w) if w.kind in COLLECTIVES
+             else point_to_point_flows(topo, w, case.scenario.seed))
+    into, out_of = Counter(), Counter()
+    for flow in flows:
+        into[flow.dst] += flow.nbytes
+        out_of[flow.src] += flow.nbytes
+    bounds = []
+    for host in (into + out_of):
+        rate = topo.host_rate_bps(host)
+        busiest = max(into[host], out_of[host])
+        bounds.append((busiest * 8 / rate, f"{busiest} bytes through {host}'s {rate / 1e6:g} Mbit/s link"))
+    if target == "bmv2":
+        packets = sum(-(-f.nbytes // PACKET_PAYLOAD) for f in flows)
+        bounds.append((2 * packets * PATH_SWITCHES / BMV2_SWITCH_PPS,
+                       f"{packets} data packets and their acknowledgements through ~{PATH_SWITCHES} BMv2 "
+                       f"switches at ~{BMV2_SWITCH_PPS} packets/s (what BMv2 forwards on this machine)"))
+    return max(bounds) if bounds else None

@@ -1,0 +1,120 @@
+"""Host agents on a running network: each one's job written, its process started in its host,
+waited for, stopped with a grace period, and its event log read.
+
+The one way the testbed runs `host_agent.agent` (the experiments' Mininet backend and the CLI's
+`transfer` both use it). Jobs are `host_agent.job.Job` objects; logs are JSON lines read with
+`host_agent.eventlog`.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from host_agent.eventlog import read_log
+from host_agent.job import Job
+
+REPO = Path(__file__).resolve().parent.parent
+AGENT_MODULE = "host_agent.agent"
+STOP_GRACE_S = 5.0          # SIGTERM lets an agent write its last records; SIGKILL after this
+
+
+@dataclass
+class AgentProcess:
+    """One agent: its name, job, job file and process."""
+
+    name: str
+    job: Job
+    job_path: Path
+    proc: subprocess.Popen
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.job.log)
+
+    @property
+    def exit_code(self) -> int | None:
+        """Its exit status, None while it runs."""
+        return self.proc.poll()
+
+    def records(self) -> list[dict]:
+        """Every record of its event log so far."""
+        return read_log(self.log_path)
+
+    def result(self) -> dict | None:
+        """Its `result` record, or None (not finished, or killed first)."""
+        return next((r for r in reversed(self.records()) if r.get("kind") == "result"), None)
+
+    def failure(self) -> str | None:
+        """Why it did not finish its workload cleanly, or None when it did."""
+        result = self.result()
+        code = self.exit_code
+        if result is not None and result.get("ok") and code == 0:
+            return None
+        detail = (result.get("detail") or "not ok") if result else "none"
+        return f"{self.name}: agent exit {code}, result {detail}"
+
+
+class AgentLauncher:
+    """Starts agents in the hosts of a `testbed.network.TestbedNetwork` and stops them again.
+
+    Use it as a context manager: leaving it stops every agent still running.
+    """
+
+    def __init__(self, net, log_dir: Path) -> None:
+        self.net = net
+        self.log_dir = Path(log_dir)
+        self.agents: dict[str, AgentProcess] = {}
+
+    def __enter__(self) -> "AgentLauncher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self, name: str, job: Job) -> AgentProcess:
+        """Write `job` to `<log_dir>/<name>.job.json` and start its agent in `job.host`; the agent's
+        standard error goes to `<name>.stderr`. An old log of the same path is removed first."""
+        if name in self.agents:
+            raise ValueError(f"an agent called {name!r} was started already")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        path = job.write(self.log_dir / f"{name}.job.json")
+        if job.log:
+            Path(job.log).unlink(missing_ok=True)
+        with open(self.log_dir / f"{name}.stderr", "wb") as stderr:
+            proc = self.net.popen(job.host, [sys.executable, "-m", AGENT_MODULE, "--job", str(path)],
+                                  stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(REPO))
+        agent = AgentProcess(name, job, path, proc)
+        self.agents[name] = agent
+        return agent
+
+    def running(self) -> bool:
+        """Whether any agent has not exited yet."""
+        return any(a.exit_code is None for a in self.agents.values())
+
+    def wait(self, deadline: float, tick: Callable[[], None] | None = None, tick_s: float = 0.05) -> bool:
+        """Until every agent has exited or the UNIX time `deadline`, calling `tick` about every
+        `tick_s` seconds; True when all exited."""
+        while self.running():
+            left = deadline - time.time()
+            if left <= 0:
+                return False
+            if tick is not None:
+                tick()
+            waiting = next(a for a in self.agents.values() if a.exit_code is None)
+            try:
+                waiting.proc.wait(min(tick_s, max(left, 0.001)))
+            except subprocess.TimeoutExpired:
+                pass
+        return True
+
+    def stop(self, grace: float = STOP_GRACE_S) -> None:
+        """Stop every agent still running (SIGTERM, then SIGKILL after `grace` seconds)."""
+        for agent in self.agents.values():
+            self.net.stop_process(agent.proc, grace)
+
+    def exit_codes(self) -> dict[str, int | None]:
+        return {name: agent.exit_code for name, agent in self.agents.items()}
