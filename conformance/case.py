@@ -60,7 +60,7 @@ class SendGroup:
 
 
 @dataclass
-class Case:
+class ConformanceCase:
     """One conformance case."""
 
     name: str
@@ -121,7 +121,7 @@ def parse_entry(data: dict[str, Any], where: str) -> TableEntry:
         raise CaseError(f"{where}: bad entry {data!r}: {exc}") from None
 
 
-def parse_case(data: dict[str, Any], common: dict[str, Any], source: str) -> Case:
+def parse_case(data: dict[str, Any], common: dict[str, Any], source: str) -> ConformanceCase:
     """One case from its dict form, with the file's common entries first."""
     name = data.get("name")
     where = f"{source}: case {name!r}"
@@ -140,12 +140,12 @@ def parse_case(data: dict[str, Any], common: dict[str, Any], source: str) -> Cas
             for g in data.get("send") or []]
     if not send:
         raise CaseError(f"{where}: nothing to send")
-    return Case(name=name, about=data.get("about", ""), source=source, entries=entries, send=send,
+    return ConformanceCase(name=name, about=data.get("about", ""), source=source, entries=entries, send=send,
                 expect=copy.deepcopy(expect), preload=data.get("preload"), queues=data.get("queues") or [],
                 seed=int(data.get("seed", 1)))
 
 
-def load_file(path: Path) -> list[Case]:
+def load_file(path: Path) -> list[ConformanceCase]:
     """The cases of one YAML file."""
     try:
         doc = yaml.safe_load(path.read_text())
@@ -157,7 +157,7 @@ def load_file(path: Path) -> list[Case]:
     return [parse_case(c, common, path.name) for c in doc["cases"]]
 
 
-def load_cases(directory: Path = CASES_DIR, select: Optional[str] = None) -> list[Case]:
+def load_cases(directory: Path = CASES_DIR, select: Optional[str] = None) -> list[ConformanceCase]:
     """Every case of every *.yaml file in `directory`; with `select`, those whose name contains it."""
     cases = [c for path in sorted(directory.glob("*.yaml")) for c in load_file(path)]
     names = [c.name for c in cases]

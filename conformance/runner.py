@@ -26,7 +26,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.inet import UDP
 
 from wire import constants as C
-from conformance.case import Case
+from conformance.case import ConformanceCase
 from conformance.packets import (dissect, field_value, is_filler, same_value,
                                            scapy_consistency)
 from pipeline_contract.ecmp import ecmp_index
@@ -59,7 +59,7 @@ class CaseResult:
         return self.status == "pass"
 
 
-def run_case(case: Case, target) -> CaseResult:
+def run_case(case: ConformanceCase, target) -> CaseResult:
     """Program a fresh switch, send the case's packets, and check the outputs and counters."""
     start = time.monotonic()
     try:
@@ -106,7 +106,7 @@ def infer_priorities(outputs: list[Output], held_port: int) -> list[Output]:
     return out
 
 
-def check(case: Case, inputs: list[tuple[int, bytes]], outputs: list[Output],
+def check(case: ConformanceCase, inputs: list[tuple[int, bytes]], outputs: list[Output],
           counters: dict[str, dict[int, tuple[int, int]]]) -> list[str]:
     """Every way the outputs and counters differ from the case's expectations."""
     exp = case.expect
@@ -232,7 +232,7 @@ def _check_ecmp_hash(group_ports: list[int], inputs: list[tuple[int, bytes]], ou
     return failures[:5]
 
 
-def run_cases(cases: list[Case], target) -> list[CaseResult]:
+def run_cases(cases: list[ConformanceCase], target) -> list[CaseResult]:
     """Run every case on one target (started and stopped here); skip them all when it is unavailable."""
     reason = target.unavailable()
     if reason:

@@ -19,7 +19,7 @@ DEFAULT_BMV2_JSON = REPO_ROOT / "p4" / "build" / "mrc.json"
 
 
 @dataclass
-class Pipeline:
+class CompiledProgram:
     """The P4 program given to every switch: its P4Info and the target's device config."""
 
     p4info: p4info_pb2.P4Info
@@ -27,7 +27,7 @@ class Pipeline:
 
     @classmethod
     def load(cls, p4info_path: str | Path = DEFAULT_P4INFO_PATH,
-             device_config_path: str | Path | None = DEFAULT_BMV2_JSON) -> "Pipeline":
+             device_config_path: str | Path | None = DEFAULT_BMV2_JSON) -> "CompiledProgram":
         """Read the P4Info and, when the file exists, the device config (BMv2 JSON)."""
         config = b""
         if device_config_path is not None and Path(device_config_path).exists():
@@ -104,7 +104,7 @@ def verify(client: P4RuntimeClient, program: SwitchProgram) -> VerifyReport:
     return compare(program.switch, program.entries, read_back)
 
 
-def install(client: P4RuntimeClient, program: SwitchProgram, pipeline: Pipeline) -> VerifyReport:
+def install(client: P4RuntimeClient, program: SwitchProgram, pipeline: CompiledProgram) -> VerifyReport:
     """Set the pipeline, write every entry, read them back; raise InstallError on any difference."""
     client.set_pipeline(pipeline.p4info, pipeline.device_config)
     client.insert(program.entries)

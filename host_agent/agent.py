@@ -29,7 +29,7 @@ from collections import Counter
 from wire.codec import FrameWriter, MalformedPacket, decode
 from host_agent.collectives import CollectiveError, make_collective
 from host_agent.collectives.driver import EndpointMessenger
-from host_agent.eventlog import EventLog
+from host_agent.eventlog import LogWriter
 from host_agent.job import Job, JobError, load_job
 from host_agent.nic import NicError, RawNic, interface_mac, interface_mtu, quiet_kernel
 from host_agent.transport import Endpoint, PathInfo
@@ -50,7 +50,7 @@ DEFAULT_LINGER = 0.5         # seconds to keep answering after finishing (peers 
 class Agent:
     """One job on one host: NICs, Endpoint, collective, event log and the I/O loop."""
 
-    def __init__(self, job: Job, events: EventLog, linger: float = DEFAULT_LINGER, spin: float = 0.0) -> None:
+    def __init__(self, job: Job, events: LogWriter, linger: float = DEFAULT_LINGER, spin: float = 0.0) -> None:
         self.job = job
         self.events = events
         self.linger = linger
@@ -387,7 +387,7 @@ def run(args: argparse.Namespace) -> int:
         job = _with_timeout(job, args.timeout)
     log_path = args.log or job.log or f"{args.job}.events.jsonl"
     try:
-        events = EventLog.open(log_path)
+        events = LogWriter.open(log_path)
     except OSError as err:
         print(f"mrc-testbed agent: cannot write the event log {log_path}: {err.strerror}", file=sys.stderr)
         return EXIT_BAD_JOB

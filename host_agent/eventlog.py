@@ -53,7 +53,7 @@ def _default(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} to the event log")
 
 
-class EventLog:
+class LogWriter:
     """Appends JSON-lines records to a file (or any text stream)."""
 
     def __init__(self, stream: IO[str], close: bool = False) -> None:
@@ -62,7 +62,7 @@ class EventLog:
         self.records = 0
 
     @classmethod
-    def open(cls, path: str) -> "EventLog":
+    def open(cls, path: str) -> "LogWriter":
         """A log writing to `path` (truncated), line-buffered-ish: flushed by `flush`/`close`."""
         return cls(open(path, "w", buffering=1 << 16), close=True)
 

@@ -22,7 +22,7 @@ import sys
 from pipeline_contract.p4info import P4InfoError, load_p4info
 from refswitch.p4runtime_server import AddressError, check_address
 from refswitch.ports import PortError
-from refswitch.switch import Switch, SwitchConfig
+from refswitch.switch import ReferenceSwitch, SwitchConfig
 
 log = logging.getLogger("mrc.refswitch")
 MAX_PORT = 510
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_address(cfg.grpc_address)          # before any port is opened
         p4info = load_p4info(cfg.p4info_path) if cfg.p4info_path else None
-        switch = Switch(cfg, p4info)
+        switch = ReferenceSwitch(cfg, p4info)
         switch.serve_forever()
     except (P4InfoError, AddressError, PortError, ValueError) as exc:
         log.error("switch %s: %s", cfg.name, exc)

@@ -118,7 +118,7 @@ class SwitchConfig:
     stats_file: Optional[str] = None      # counters as JSON, written at exit (queue_drops included)
 
 
-class Switch:
+class ReferenceSwitch:
     """The switch process: ports, one event loop, the P4Runtime server."""
 
     def __init__(self, config: SwitchConfig, p4info: Optional[p4info_pb2.P4Info] = None):

@@ -30,7 +30,7 @@ from mininet.net import Mininet
 from p4.v1 import p4runtime_pb2
 
 from controller.convergence import DEFAULT_DELAY_S, ConvergingControlPlane
-from controller.installer import Pipeline, install
+from controller.installer import CompiledProgram, install
 from controller.routes import compute_programs
 from pipeline_contract.client import CounterValue, P4RuntimeClient
 from pipeline_contract.entries import TableEntry
@@ -55,7 +55,7 @@ class TestbedNetwork:
     __test__ = False        # not a pytest test class
 
     def __init__(self, topology, target: str = "model", run_dir: str | Path = "runs/latest",
-                 pipeline: Pipeline | None = None, pcap: bool = False,
+                 program: CompiledProgram | None = None, pcap: bool = False,
                  convergence_delay: float | None = None,
                  progress: Callable[[str], None] | None = None, run_id: str | None = None):
         if target not in nodes.TARGETS:
@@ -63,7 +63,7 @@ class TestbedNetwork:
         self.topology = topology
         self.target = target
         self.run_dir = Path(run_dir).resolve()
-        self.pipeline = pipeline
+        self.compiled = program      # the P4 program the switches run (P4Info, BMv2 JSON)
         self.pcap = pcap
         self.convergence_delay = convergence_delay
         self.progress = progress or (lambda line: log.info("%s", line))
@@ -88,9 +88,9 @@ class TestbedNetwork:
         self.sock_dir = state_dir() / self.registry.state.run_id
         self.sock_dir.mkdir(parents=True, exist_ok=True)
         try:
-            if self.pipeline is None:
-                self.pipeline = Pipeline.load()
-            if self.target == "bmv2" and not self.pipeline.device_config:
+            if self.compiled is None:
+                self.compiled = CompiledProgram.load()
+            if self.target == "bmv2" and not self.compiled.device_config:
                 raise BringUpError("BMv2 needs the compiled program p4/build/mrc.json "
                                    "(run `make -C p4` where p4c is installed)")
             self.net = Mininet(topo=None, build=False, controller=None, link=Link,
@@ -171,7 +171,7 @@ class TestbedNetwork:
             program = self.programs[name]
             client = P4RuntimeClient(switch.grpc_address, program.device_id, name=name).connect()
             self.clients[name] = client
-            report = install(client, program, self.pipeline)
+            report = install(client, program, self.compiled)
             switch.configure_queues(program.queues)
             return report.installed
 

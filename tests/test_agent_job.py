@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from host_agent.eventlog import EventLog, read_log
+from host_agent.eventlog import LogWriter, read_log
 from host_agent.job import JobError, load_job, parse_job
 
 
@@ -123,7 +123,7 @@ def test_alltoall_needs_every_peer_but_transfer_only_its_partner():
 
 def test_event_log_writes_json_lines(tmp_path):
     path = tmp_path / "ev.jsonl"
-    log = EventLog.open(str(path))
+    log = LogWriter.open(str(path))
     log.write(1.5, "start", rank=0, addr=b"\x01\x02", nan=float("nan"), planes={3})
     log.write(2.0, "stop", reason="finished", status=0)
     log.close()

@@ -17,7 +17,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controller import convergence
 from controller.entries import SwitchProgram
 from pipeline_contract.entries import TableEntry
-from controller.installer import InstallError, Pipeline, compare, install, verify
+from controller.installer import InstallError, CompiledProgram, compare, install, verify
 from pipeline_contract.p4info import P4InfoIndex, decode_value, encode_value, load_p4info
 from pipeline_contract.client import P4RuntimeClient, P4RuntimeError, check_local_address
 
@@ -121,7 +121,7 @@ def server(tmp_path):
 
 @pytest.fixture
 def pipeline():
-    return Pipeline(load_p4info(), b"{}")
+    return CompiledProgram(load_p4info(), b"{}")
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from controller.convergence import ConvergingControlPlane, program_changes
-from controller.installer import Pipeline, install, verify
+from controller.installer import CompiledProgram, install, verify
 from pipeline_contract.client import P4RuntimeClient
 from controller.routes import compute_programs, rerouted_programs
 from refswitch.p4runtime_server import P4RuntimeServer
@@ -38,7 +38,7 @@ def model_switches(tmp_path):
 
 def test_computed_programs_install_and_verify_on_the_model(model_switches):
     topo, programs, clients, cores = model_switches
-    pipeline = Pipeline.load()
+    pipeline = CompiledProgram.load()
     for name, program in programs.items():
         report = install(clients[name], program, pipeline)
         assert report.ok and report.installed == len(program.entries)
@@ -49,7 +49,7 @@ def test_computed_programs_install_and_verify_on_the_model(model_switches):
 
 def test_rerouted_diffs_apply_and_baseline_comes_back(model_switches):
     topo, programs, clients, _ = model_switches
-    pipeline = Pipeline.load()
+    pipeline = CompiledProgram.load()
     for name, program in programs.items():
         install(clients[name], program, pipeline)
     link = topo.link_between("s1", "s3")

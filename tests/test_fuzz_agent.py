@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from wire import codec
 from wire import constants as C
 from host_agent.agent import MAX_MALFORMED_RECORDS as MAX_RECORDS, Agent
-from host_agent.eventlog import EventLog
+from host_agent.eventlog import LogWriter
 from host_agent.job import parse_job
 from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
 
@@ -64,7 +64,7 @@ def make_agent(kind: str) -> tuple[Agent, io.StringIO]:
     workload = ({"kind": "transfer", "src": 1, "dst": 0, "bytes": 50_000} if kind == "transfer"
                 else {"kind": "allreduce", "elements": 4000, "dtype": "float32", "chunk_bytes": 4096})
     log = io.StringIO()
-    agent = Agent(parse_job(job_dict(workload), "fuzz-job"), EventLog(log), linger=0)
+    agent = Agent(parse_job(job_dict(workload), "fuzz-job"), LogWriter(log), linger=0)
     agent.connect()
     agent.collective.start(agent.now())
     for _ in range(3):                     # data in flight, so SACKs and NACKs have PSNs to act on

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from controller.installer import Pipeline
+from controller.installer import CompiledProgram
 from pipeline_contract.p4info import DEFAULT_P4INFO_PATH, REPO_ROOT, P4InfoError, P4InfoIndex, load_p4info
 
 
@@ -17,7 +17,7 @@ def test_without_a_path_the_committed_p4c_output_is_loaded():
     assert index.name_of(index.counter("MrcEgress.tx").preamble.id) == "MrcEgress.tx"
 
 
-@pytest.mark.parametrize("load", [load_p4info, lambda path: Pipeline.load(path, None)])
+@pytest.mark.parametrize("load", [load_p4info, lambda path: CompiledProgram.load(path, None)])
 def test_a_missing_p4info_names_its_path_and_how_to_build_it(tmp_path, load):
     missing = tmp_path / "mrc.p4info.txtpb"
     with pytest.raises(P4InfoError) as err:
