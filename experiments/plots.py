@@ -121,72 +121,105 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
     fig, axes = plt.subplots(len(groups), cols, figsize=(7 * cols if cols == 2 else 10, 4.3 * len(groups)),
                              squeeze=False)
     for row, (variant, recs) in enumerate(groups.items()):
-        whole, labelled = axes[row][0], set()
-        longest = max((r.end for r in recs), default=1.0)
-        width = max(recs[0].sample_interval if recs else 0.0, min(SMOOTH_S, longest / 40))
-        for k, r in enumerate(recs):
-            times, rates = metrics.goodput_series(r)
-            if not times:
-                continue
-            smooth = _smooth(times, rates, width)
-            end = "" if r.completed else " (did not finish)"
-            whole.plot([t * 1e3 for t in times], [g / 1e6 for g in smooth], color=colour[r.transport],
-                       linewidth=WIDTHS[k % len(WIDTHS)], linestyle=STYLES[k % len(STYLES)],
-                       label=f"{r.transport}{end}")
-        if recs:
-            longest = max(recs, key=lambda r: (len(r.faults), r.end))      # the faults of the longest run
-            _mark_faults(whole, longest, labelled)
-            firsts = [r.failure_time for r in recs if r.failure_time is not None]
-            if firsts and max(firsts) - min(firsts) > 2 * recs[0].sample_interval:
-                for k, r in enumerate(recs):        # each run met its failure at its own instant
-                    if r.failure_time is not None and r is not longest:
-                        whole.axvline(r.failure_time * 1e3, color=colour[r.transport], linestyle=(0, (2, 2)),
-                                      linewidth=1.2, label=f"failure in the {r.transport} run")
-            for r in recs:
-                if r is longest:
-                    continue
-                for t in r.reroutes:
-                    whole.axvline(t * 1e3, color="purple", linestyle="-.", linewidth=1.2,
-                                  label=None if "reroute" in labelled else "control plane rerouted")
-                    labelled.add("reroute")
-        whole.set_title(f"{variant}: whole run ({width * 1e3:.2g} ms moving average)")
-        whole.set_xlabel("time since the workload started (ms)")
-        whole.set_ylabel("goodput (Mbit/s)")
-        whole.set_ylim(bottom=0)
-        whole.grid(alpha=0.3)
-        whole.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+        _goodput_whole(axes[row][0], variant, recs, colour)
         if cols == 2:
-            zoom = axes[row][1]
-            t_fail = min((r.failure_time for r in recs if r.failure_time is not None), default=None)
-            if t_fail is None:
-                zoom.set_visible(False)
-                continue
-            zl = set()
-            for k, r in enumerate(recs):
-                times, rates = metrics.goodput_series(r)
-                own = r.failure_time if r.failure_time is not None else t_fail     # each run from its own failure
-                pts = [(t, g) for t, g in zip(times, rates) if own - ZOOM_BEFORE_S <= t <= own + ZOOM_AFTER_S]
-                if pts:
-                    zoom.step([(t - own) * 1e3 for t, _ in pts], [g / 1e6 for _, g in pts], where="pre",
-                              color=colour[r.transport], linewidth=WIDTHS[k % len(WIDTHS)],
-                              linestyle=STYLES[k % len(STYLES)], label=r.transport)
-            zoom.axvline(0, color="red", linestyle="--", linewidth=1.2, label="failure")
-            zl.add("failure")
-            zoom.set_title(f"{variant}: around the failure (raw {recs[0].sample_interval * 1e3:g} ms samples)")
-            zoom.set_xlabel("time since the failure, in each run (ms)")
-            zoom.set_ylabel("goodput (Mbit/s)")
-            zoom.set_ylim(bottom=0)
-            zoom.grid(alpha=0.3)
-            zoom.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, frameon=False)
+            _goodput_zoom(axes[row][1], variant, recs, colour)
     return _save(fig, path, f"{title}: goodput over time")
+
+
+def _goodput_whole(whole, variant: str, recs: list[CaseRecord], colour: dict) -> None:
+    """One variant's goodput over the whole run, smoothed, with its faults and reroutes marked."""
+    labelled: set = set()
+    longest = max((r.end for r in recs), default=1.0)
+    width = max(recs[0].sample_interval if recs else 0.0, min(SMOOTH_S, longest / 40))
+    for k, r in enumerate(recs):
+        times, rates = metrics.goodput_series(r)
+        if not times:
+            continue
+        smooth = _smooth(times, rates, width)
+        end = "" if r.completed else " (did not finish)"
+        whole.plot([t * 1e3 for t in times], [g / 1e6 for g in smooth], color=colour[r.transport],
+                   linewidth=WIDTHS[k % len(WIDTHS)], linestyle=STYLES[k % len(STYLES)],
+                   label=f"{r.transport}{end}")
+    if recs:
+        _mark_runs(whole, recs, colour, labelled)
+    whole.set_title(f"{variant}: whole run ({width * 1e3:.2g} ms moving average)")
+    whole.set_xlabel("time since the workload started (ms)")
+    whole.set_ylabel("goodput (Mbit/s)")
+    whole.set_ylim(bottom=0)
+    whole.grid(alpha=0.3)
+    whole.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+
+
+def _mark_runs(whole, recs: list[CaseRecord], colour: dict, labelled: set) -> None:
+    """The faults of the longest run; each other run's failure instant when the runs met it at
+    different times; every run's reroutes."""
+    longest = max(recs, key=lambda r: (len(r.faults), r.end))      # the faults of the longest run
+    _mark_faults(whole, longest, labelled)
+    firsts = [r.failure_time for r in recs if r.failure_time is not None]
+    if firsts and max(firsts) - min(firsts) > 2 * recs[0].sample_interval:
+        for r in recs:        # each run met its failure at its own instant
+            if r.failure_time is not None and r is not longest:
+                whole.axvline(r.failure_time * 1e3, color=colour[r.transport], linestyle=(0, (2, 2)),
+                              linewidth=1.2, label=f"failure in the {r.transport} run")
+    for r in recs:
+        if r is longest:
+            continue
+        for t in r.reroutes:
+            whole.axvline(t * 1e3, color="purple", linestyle="-.", linewidth=1.2,
+                          label=None if "reroute" in labelled else "control plane rerouted")
+            labelled.add("reroute")
+
+
+def _goodput_zoom(zoom, variant: str, recs: list[CaseRecord], colour: dict) -> None:
+    """One variant's raw goodput samples around the failure, each run from its own failure instant."""
+    t_fail = min((r.failure_time for r in recs if r.failure_time is not None), default=None)
+    if t_fail is None:
+        zoom.set_visible(False)
+        return
+    for k, r in enumerate(recs):
+        times, rates = metrics.goodput_series(r)
+        own = r.failure_time if r.failure_time is not None else t_fail     # each run from its own failure
+        pts = [(t, g) for t, g in zip(times, rates) if own - ZOOM_BEFORE_S <= t <= own + ZOOM_AFTER_S]
+        if pts:
+            zoom.step([(t - own) * 1e3 for t, _ in pts], [g / 1e6 for _, g in pts], where="pre",
+                      color=colour[r.transport], linewidth=WIDTHS[k % len(WIDTHS)],
+                      linestyle=STYLES[k % len(STYLES)], label=r.transport)
+    zoom.axvline(0, color="red", linestyle="--", linewidth=1.2, label="failure")
+    zoom.set_title(f"{variant}: around the failure (raw {recs[0].sample_interval * 1e3:g} ms samples)")
+    zoom.set_xlabel("time since the failure, in each run (ms)")
+    zoom.set_ylabel("goodput (Mbit/s)")
+    zoom.set_ylim(bottom=0)
+    zoom.grid(alpha=0.3)
+    zoom.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, frameon=False)
+
+
+class _Bars:
+    """Bars grouped by variant, one per transport, in one row of panels."""
+
+    def __init__(self, summaries: list[dict], colour: dict) -> None:
+        self.variants = list(OrderedDict.fromkeys(s["variant"] for s in summaries))
+        self.transports = list(OrderedDict.fromkeys(s["transport"] for s in summaries))
+        self.by = {(s["variant"], s["transport"]): s for s in summaries}
+        self.colour = colour
+        self.width = 0.8 / max(1, len(self.transports))
+
+    def x(self, i: int, j: int) -> float:
+        return i + (j - (len(self.transports) - 1) / 2) * self.width
+
+    def each(self):
+        """(x position, transport, summary) of every bar."""
+        for j, tname in enumerate(self.transports):
+            for i, v in enumerate(self.variants):
+                s = self.by.get((v, tname))
+                if s is not None:
+                    yield self.x(i, j), tname, s
 
 
 def completion_figure(summaries: list[dict], colour: dict, path: Path, title: str) -> Path:
     """Bars per transport, grouped by variant: completion time, time to recover (when something
     failed) and retransmissions by cause."""
-    variants = list(OrderedDict.fromkeys(s["variant"] for s in summaries))
-    transports = list(OrderedDict.fromkeys(s["transport"] for s in summaries))
-    by = {(s["variant"], s["transport"]): s for s in summaries}
+    bars = _Bars(summaries, colour)
     horizon = max((s["end_s"] for s in summaries), default=1.0)
     failed = any(s["failure_time_s"] is not None for s in summaries)
     done = [s["completion_time_s"] for s in summaries if s["completion_time_s"] is not None]
@@ -197,60 +230,55 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
         panels.append(("time_to_recover_s", "time to recover (ms)", 1e3,
                        "time until goodput is back to 90 % after the failure"))
     fig, axes = plt.subplots(1, len(panels) + 1, figsize=(6 * (len(panels) + 1), 4.4), squeeze=False)
-    width = 0.8 / max(1, len(transports))
+    for ax, panel in zip(axes[0], panels):
+        _time_panel(ax, bars, horizon, *panel)
+    cause_handles = _retransmission_panel(axes[0][-1], bars)
+    for ax in axes[0]:
+        ax.set_xticks(range(len(bars.variants)))
+        ax.set_xticklabels(bars.variants, fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+        handles = [Patch(color=colour[t], label=t) for t in bars.transports]
+        ax.legend(handles=handles + (cause_handles if ax is axes[0][-1] else []), fontsize=7)
+    return _save(fig, path, f"{title}: completion, recovery and retransmissions")
 
-    def x_of(i: int, j: int) -> float:
-        return i + (j - (len(transports) - 1) / 2) * width
 
-    for ax, (key, label, scale, heading) in zip(axes[0], panels):
-        top = 0.0
-        for j, tname in enumerate(transports):
-            for i, v in enumerate(variants):
-                s = by.get((v, tname))
-                if s is None:
-                    continue
-                value = s[key]
-                if value is None:
-                    never = key == "completion_time_s" or s["failure_time_s"] is not None
-                    h = horizon * scale if key == "completion_time_s" else 0.0
-                    ax.bar(x_of(i, j), h, width, color="white", edgecolor=colour[tname], hatch="//")
-                    ax.text(x_of(i, j), h, "never" if never else "n/a", ha="center", va="bottom", fontsize=7,
-                            rotation=90)
-                    top = max(top, h)
-                else:
-                    ax.bar(x_of(i, j), value * scale, width, color=colour[tname])
-                    ax.text(x_of(i, j), value * scale, f"{value * scale:.3g}", ha="center", va="bottom", fontsize=7)
-                    top = max(top, value * scale)
-        ax.set_ylabel(label)
-        ax.set_ylim(0, top * 1.25 if top > 0 else 1.0)
-        ax.set_title(heading, fontsize=10)
-    ax = axes[0][-1]
+def _time_panel(ax, bars: _Bars, horizon: float, key: str, label: str, scale: float, heading: str) -> None:
+    """A time per case as a bar; a case without one as a hatched bar marked 'never' or 'n/a'."""
+    top = 0.0
+    for x, tname, s in bars.each():
+        value = s[key]
+        if value is None:
+            never = key == "completion_time_s" or s["failure_time_s"] is not None
+            h = horizon * scale if key == "completion_time_s" else 0.0
+            ax.bar(x, h, bars.width, color="white", edgecolor=bars.colour[tname], hatch="//")
+            ax.text(x, h, "never" if never else "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
+            top = max(top, h)
+        else:
+            ax.bar(x, value * scale, bars.width, color=bars.colour[tname])
+            ax.text(x, value * scale, f"{value * scale:.3g}", ha="center", va="bottom", fontsize=7)
+            top = max(top, value * scale)
+    ax.set_ylabel(label)
+    ax.set_ylim(0, top * 1.25 if top > 0 else 1.0)
+    ax.set_title(heading, fontsize=10)
+
+
+def _retransmission_panel(ax, bars: _Bars) -> list:
+    """Retransmitted packets per case, stacked by cause; returns the legend handles of the causes."""
     top = 0.0
     hatches = {"trim": "", "timeout": "xx", "nack": ".."}
-    for j, tname in enumerate(transports):
-        for i, v in enumerate(variants):
-            s = by.get((v, tname))
-            if s is None:
-                continue
-            bottom = 0
-            for cause, count in s["retransmissions"].items():
-                if count:
-                    ax.bar(x_of(i, j), count, width, bottom=bottom, color=colour[tname], hatch=hatches.get(cause, ""),
-                           edgecolor="black", linewidth=0.5)
-                bottom += count
-            ax.text(x_of(i, j), bottom, str(bottom), ha="center", va="bottom", fontsize=7)
-            top = max(top, bottom)
+    for x, tname, s in bars.each():
+        bottom = 0
+        for cause, count in s["retransmissions"].items():
+            if count:
+                ax.bar(x, count, bars.width, bottom=bottom, color=bars.colour[tname], hatch=hatches.get(cause, ""),
+                       edgecolor="black", linewidth=0.5)
+            bottom += count
+        ax.text(x, bottom, str(bottom), ha="center", va="bottom", fontsize=7)
+        top = max(top, bottom)
     ax.set_ylabel("retransmitted data packets (count)")
     ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)
     ax.set_title("retransmissions by cause", fontsize=10)
-    cause_handles = [Patch(facecolor="white", edgecolor="black", hatch=h, label=f"cause: {c}") for c, h in hatches.items()]
-    for ax in axes[0]:
-        ax.set_xticks(range(len(variants)))
-        ax.set_xticklabels(variants, fontsize=8)
-        ax.grid(axis="y", alpha=0.3)
-        handles = [Patch(color=colour[t], label=t) for t in transports]
-        ax.legend(handles=handles + (cause_handles if ax is axes[0][-1] else []), fontsize=7)
-    return _save(fig, path, f"{title}: completion, recovery and retransmissions")
+    return [Patch(facecolor="white", edgecolor="black", hatch=h, label=f"cause: {c}") for c, h in hatches.items()]
 
 
 def _path_label(dst_hex: str) -> str:
