@@ -114,7 +114,7 @@ def measure_bringup() -> dict:
 def measure_failover_memory(timeout: float = 600.0) -> dict:
     """Peak summed RSS of a whole quick failover run on the Mininet model target."""
     with tempfile.TemporaryDirectory(prefix="mrc-bench-mem-") as tmp:
-        cmd = [sys.executable, "-m", "testbed.cli", "-q", "run", "experiments/failover.yaml",
+        cmd = [sys.executable, "-m", "cli", "-q", "run", "experiments/failover.yaml",
                "--backend", "mininet", "--quick", "--out", str(Path(tmp) / "out")]
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -1,8 +1,8 @@
-"""`mrc-testbed bench`: run the benchmarks, print one table of figures, keep results to compare.
+"""The benchmarks of `mrc-testbed bench` (cli/bench.py): running them, one table of figures, results kept to compare.
 
     mrc-testbed bench                       # every benchmark (those needing root say so when skipped)
     mrc-testbed bench --only allreduce --only failover --no-mininet
-    python -m benchmarks.run --list
+    mrc-testbed bench --list
 
 Each benchmark's figures are saved to `benchmarks/results/<name>.json` with the machine and the
 time; the previous file of the same name is read first, and the table shows the change against
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from benchmarks.figures import RESULTS, Figure, Measurement, compare, load_previous, machine_info, save
+from benchmarks.figures import RESULTS, Figure, Measurement, compare, load_previous, save
 
 log = logging.getLogger("mrc.benchmarks")
 REPO = Path(__file__).resolve().parent.parent
@@ -187,34 +187,6 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--only", action="append", choices=NAMES, metavar="NAME",
-                        help=f"run only this benchmark (repeatable): {', '.join(NAMES)}")
-    parser.add_argument("--no-mininet", action="store_true",
-                        help="skip the Mininet parts (netsim figures only where a benchmark has both)")
-    parser.add_argument("--results", type=Path, default=RESULTS,
-                        help=f"folder of saved results (default {RESULTS.relative_to(REPO)})")
-    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
-
-
-def run(args: argparse.Namespace) -> int:
-    chosen = [b for b in benchmarks() if not args.only or b.name in args.only]
-    if args.list:
-        for bench in chosen:
-            print(f"{bench.name:<15} {bench.description}")
-        return 0
-    machine = machine_info()
-    outcomes = [run_one(bench, args, args.results) for bench in chosen]
-    print()
-    print(f"benchmarks on {machine['host']} ({machine['cpus']} CPUs, load average "
-          f"{machine['load_average'][0]:.1f} at start), {machine['time']}")
-    print(table(outcomes))
-    failed = [o.benchmark.name for o in outcomes if o.error]
-    if failed:
-        print(f"failed: {', '.join(failed)}")
-    return 1 if failed else 0
-
-
 def run_standalone(module, argv=None) -> int:
     """`python -m benchmarks.bench_<name>`: run one benchmark module, print its table, save it."""
     parser = argparse.ArgumentParser(description=(module.__doc__ or "").splitlines()[0])
@@ -225,15 +197,3 @@ def run_standalone(module, argv=None) -> int:
     out = run_one(Benchmark(module.NAME, module.DESCRIPTION, module.measure), args, args.results)
     print(table([out]))
     return 1 if out.error else 0
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""`mrc-testbed report`: gather every results folder into one HTML or markdown page.
+"""One HTML or markdown page of every results folder (what `mrc-testbed report` writes).
 
     mrc-testbed report                              # results/ -> results/report.html
     mrc-testbed report --results /tmp/runs -o report.md
@@ -10,10 +10,8 @@ every figure. Figures are linked by relative path, so the page and the folders m
 """
 from __future__ import annotations
 
-import argparse
 import html
 import os
-import sys
 from pathlib import Path
 
 from experiments import results
@@ -21,14 +19,6 @@ from experiments import results
 DEFAULT_ROOT = Path("results")
 # The shipped scenarios in the order of the story they tell; other scenarios follow.
 _ORDER = {name: i for i, name in enumerate(("failover", "flap", "blackhole", "gray", "incast", "permutation", "scale"))}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `mrc-testbed report`."""
-    parser.add_argument("--results", type=Path, default=DEFAULT_ROOT,
-                        help="folder holding results folders (default: results)")
-    parser.add_argument("-o", "--output", type=Path, default=None,
-                        help="report file, .html or .md (default: <results>/report.html)")
 
 
 def find_runs(root: Path) -> list[tuple[Path, dict]]:
@@ -113,21 +103,3 @@ def write_report(root: Path, output: Path) -> tuple[Path, int]:
         raise ValueError(f"-o {output}: the report must end in .html or .md")
     output.write_text(text, encoding="utf-8")
     return output, len(runs)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Entry point of `mrc-testbed report`."""
-    root = args.results
-    if not root.is_dir():
-        print(f"mrc-testbed report: --results {root}: no such folder (run an experiment first)", file=sys.stderr)
-        return 2
-    output = args.output or root / "report.html"
-    try:
-        path, count = write_report(root, output)
-    except ValueError as error:
-        print(f"mrc-testbed report: {error}", file=sys.stderr)
-        return 2
-    if count == 0:
-        print(f"mrc-testbed report: no results folder (with summary.json) under {root}", file=sys.stderr)
-    print(f"report of {count} results folder(s): {path}")
-    return 0

@@ -1,15 +1,11 @@
-"""`mrc-testbed run experiments/<name>.yaml`: run every case of a scenario, save and print results.
-
-    mrc-testbed run experiments/failover.yaml                 # default backend (see below)
-    mrc-testbed run experiments/failover.yaml --backend netsim --quick --seed 7 --out /tmp/f
+"""Running a scenario: every case on a backend, with a progress bar; results, summaries and plots saved.
 
 The default backend is `mininet` (the model target) when this process is root, `mnexec` is
 installed and the testbed modules import; otherwise `netsim`, with one line saying so. A progress
-bar runs on stderr; the comparison table is printed on stdout at the end.
+bar runs on stderr. `mrc-testbed run` (cli/run.py) prints the comparison table at the end.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
@@ -17,29 +13,10 @@ from pathlib import Path
 from typing import Optional, TextIO
 
 from experiments import metrics, plots, results
-from experiments.backends import BACKENDS, TARGETS, default_backend, make_backend
-from experiments.scenario import ScenarioError, Scenario, load_scenario
+from experiments.backends import default_backend, make_backend
+from experiments.scenario import Scenario
 
 log = logging.getLogger("mrc.experiments")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `mrc-testbed run`."""
-    parser.add_argument("scenario", help="scenario file, e.g. experiments/failover.yaml")
-    parser.add_argument("--backend", choices=BACKENDS, default=None,
-                        help="netsim (in-process network, simulated time) or mininet (the real testbed); "
-                             "default: mininet when root with mnexec, else netsim")
-    parser.add_argument("--target", choices=TARGETS, default="model",
-                        help="switch target of the mininet backend (default: model)")
-    parser.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="results folder (default: results/<scenario>-<date-time>)")
-    parser.add_argument("--quick", action="store_true",
-                        help="the scenario's small, fast version (its `quick:` overrides)")
-    parser.add_argument("--variant", action="append", default=[], metavar="LABEL",
-                        help="run only this variant (repeatable)")
-    parser.add_argument("--transport", action="append", default=[], metavar="NAME",
-                        help="run only this transport (repeatable)")
 
 
 class ProgressBar:
@@ -138,32 +115,3 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
         print(f"mrc-testbed run: interrupted; the {len(records)} finished case(s) are in {folder}", file=sys.stderr)
         raise KeyboardInterrupt
     return summaries, figures
-
-
-def run(args: argparse.Namespace) -> int:
-    """Entry point of `mrc-testbed run`."""
-    try:
-        scenario = load_scenario(args.scenario, quick=args.quick, seed=args.seed)
-    except ScenarioError as error:
-        print(f"mrc-testbed run: {error}", file=sys.stderr)
-        return 2
-    backend_name = choose_backend(args.backend)
-    folder = args.out or results.default_folder(scenario.name)
-    try:
-        from testbed.logs import setup_logging
-        setup_logging(getattr(args, "verbosity", 0), folder)
-    except ImportError:
-        pass
-    try:
-        summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
-                                          variants=args.variant, transports=args.transport)
-    except (RuntimeError, ValueError, KeyError) as error:
-        print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
-        return 1
-    print(f"{scenario.title} ({backend_name} backend, seed {scenario.seed})")
-    print(results.format_table(summaries))
-    for s in summaries:
-        for note in s["notes"]:
-            print(f"note: {s['variant']} / {s['transport']}: {note}")
-    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl)")
-    return 0

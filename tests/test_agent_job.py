@@ -133,7 +133,7 @@ def test_event_log_writes_json_lines(tmp_path):
 
 
 def test_agent_is_a_mrc_testbed_command():
-    from testbed.cli import COMMANDS, load_command
+    from cli.main import COMMANDS, load_command
     command = next(c for c in COMMANDS if c.name == "agent")
     module = load_command(command)
     import argparse

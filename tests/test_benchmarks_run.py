@@ -6,6 +6,7 @@ import argparse
 import json
 
 from benchmarks import run as bench_run
+from cli import bench as bench_cmd
 from benchmarks.figures import Figure, Measurement, compare, load_previous, save
 
 
@@ -45,11 +46,11 @@ def test_compare_flags_regressions_by_direction():
 def test_second_run_shows_the_change_and_a_failing_benchmark_is_reported(tmp_path, monkeypatch, capsys):
     args = argparse.Namespace(only=None, no_mininet=True, results=tmp_path, list=False)
     monkeypatch.setattr(bench_run, "benchmarks", lambda: [fake("alpha", {"rate": 100.0})])
-    assert bench_run.run(args) == 0
+    assert bench_cmd.run(args) == 0
     monkeypatch.setattr(bench_run, "benchmarks", lambda: [
         fake("alpha", {"rate": 50.0}),
         bench_run.Benchmark("boom", "fails", lambda options: 1 / 0)])
-    assert bench_run.run(args) == 1
+    assert bench_cmd.run(args) == 1
     out = capsys.readouterr().out
     table = out[out.rindex("benchmark "):]
     assert "alpha" in table and "REGRESSION" in table and "-50%" in table

@@ -17,7 +17,7 @@ import pytest
 from pipeline_contract.client import CounterValue
 from conformance import process_targets
 
-from conformance import cli
+from cli import conformance as cli
 from conformance.case import CaseError, load_cases, parse_case
 from conformance.packets import build
 from conformance.process_targets import Bmv2Target, ModelProcessTarget, ProcessTarget, TargetError

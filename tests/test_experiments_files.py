@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments import metrics, report, runner
+from cli import report, run as run_cmd
+from experiments import runner
+from experiments import metrics
 from experiments.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,9 +98,9 @@ def test_run_command_writes_the_results_folder_and_prints_the_table(tmp_path, ca
     scenario = write(tmp_path, TINY, "tiny.yaml")
     out = tmp_path / "out"
     parser = argparse.ArgumentParser()
-    runner.add_arguments(parser)
+    run_cmd.add_arguments(parser)
     args = parser.parse_args([str(scenario), "--backend", "netsim", "--out", str(out), "--seed", "3"])
-    assert runner.run(args) == 0
+    assert run_cmd.run(args) == 0
     printed = capsys.readouterr()
     assert "completion" in printed.out and "MRC" in printed.out and "RoCE + reroute" in printed.out
     summary = json.loads((out / "summary.json").read_text())
@@ -132,8 +134,8 @@ def test_run_command_writes_the_results_folder_and_prints_the_table(tmp_path, ca
 def test_run_command_rejects_a_bad_scenario_with_status_2(tmp_path, capsys):
     bad = write(tmp_path, dict(TINY, workload={"kind": "allreduce"}))
     parser = argparse.ArgumentParser()
-    runner.add_arguments(parser)
-    assert runner.run(parser.parse_args([str(bad), "--backend", "netsim", "--out", str(tmp_path / "o")])) == 2
+    run_cmd.add_arguments(parser)
+    assert run_cmd.run(parser.parse_args([str(bad), "--backend", "netsim", "--out", str(tmp_path / "o")])) == 2
     assert "workload.bytes" in capsys.readouterr().err
 
 

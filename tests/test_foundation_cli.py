@@ -11,21 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from testbed import cli
-from testbed.cli import COMMANDS, Command
+from cli import main as cli
+from cli.main import COMMANDS, Command
 
-PLANNED = {
-    "up": "testbed.commands.up",
-    "clean": "testbed.commands.clean",
-    "draw": "topologies.draw",
-    "routes": "controller.cli",
-    "switch": "refswitch.main",
-    "agent": "host_agent.agent",
-    "conformance": "conformance.cli",
-    "run": "experiments.runner",
-    "report": "experiments.report",
-    "bench": "benchmarks.run",
-}
+PLANNED = {name: f"cli.{name}" for name in
+           ("up", "clean", "draw", "routes", "switch", "agent", "conformance", "run", "report", "bench")}
 
 
 @pytest.fixture(autouse=True)
@@ -108,7 +98,7 @@ def test_installed_command_help_lists_every_command():
 
 
 def test_help_imports_no_command_module():
-    code = ("import sys; from testbed import cli\n"
+    code = ("import sys; from cli import main as cli\n"
             "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
             "loaded = [c.module for c in cli.COMMANDS if c.module in sys.modules]\n"
             "print('LOADED', loaded, file=sys.stderr)")
@@ -127,7 +117,7 @@ def test_installed_console_script_is_the_cli():
     scripts = [e for e in metadata.entry_points(group="console_scripts") if e.name == "mrc-testbed"]
     if not scripts:
         pytest.skip("mrc-testbed is not installed in this environment (run scripts/setup.sh)")
-    assert scripts[0].value == "testbed.cli:main"
+    assert scripts[0].value == "cli.main:main"
 
 
 def test_missing_module_says_which_command_and_why(fake_commands, capsys):

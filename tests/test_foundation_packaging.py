@@ -34,7 +34,7 @@ def test_every_runtime_and_test_dependency_is_declared():
     declared = {spec.split("=")[0].split(">")[0].split("<")[0].strip().lower()
                 for spec in project["dependencies"] + project["optional-dependencies"]["test"]}
     assert {"grpcio", "numpy", "matplotlib", "pyyaml", "pytest", "hypothesis"} <= declared
-    assert project["scripts"]["mrc-testbed"] == "testbed.cli:main"
+    assert project["scripts"]["mrc-testbed"] == "cli.main:main"
 
 
 def test_p4_is_never_packaged_from_this_repository():

@@ -280,7 +280,7 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path):
     """Start `mrc-testbed up` in a subprocess, SIGKILL it mid-run, `mrc-testbed clean`, check."""
     known = {state.run_id for state in list_runs()}
     run_dir = tmp_path / "killed"
-    up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "--topo", "leafspine:2x2x1",
+    up = subprocess.Popen([sys.executable, "-m", "cli", "up", "--topo", "leafspine:2x2x1",
                            "--target", "model", "--run-dir", str(run_dir), "--no-cli"],
                           cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           start_new_session=True)
@@ -300,7 +300,7 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path):
         up.wait(10)
         state = RunState.load(state.path)            # everything recorded up to the kill
         assert leftovers(state), "a SIGKILLed run should leave processes behind"
-        clean = subprocess.run([sys.executable, "-m", "testbed.cli", "clean", "--run", state.run_id],
+        clean = subprocess.run([sys.executable, "-m", "cli", "clean", "--run", state.run_id],
                                cwd=str(REPO),
                                capture_output=True, text=True, timeout=60)
         assert clean.returncode == 0, clean.stdout + clean.stderr
@@ -338,7 +338,7 @@ def test_up_command_cli_end_to_end(tmp_path):
     """`mrc-testbed up` with its CLI driven on stdin: probe, counters, transfer, evs, exit."""
     commands = "probe\ncounters s1\ntransfer h1 h2 50000\nevs h1\nlink_down s1 s9\nexit\n"
     run_dir = tmp_path / "up"
-    done = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "--topo", "leafspine:2x1x1",
+    done = subprocess.run([sys.executable, "-m", "cli", "up", "--topo", "leafspine:2x1x1",
                            "--target", "model", "--run-dir", str(run_dir)], input=commands,
                           cwd=str(REPO), capture_output=True, text=True, timeout=120)
     out = done.stdout
@@ -357,7 +357,7 @@ def test_up_stops_cleanly_on_a_signal(tmp_path, sig):
     """`mrc-testbed up --no-cli` tears everything down on SIGTERM or Ctrl-C (SIGINT)."""
     known = {state.run_id for state in list_runs()}
     run_dir = tmp_path / "signalled"
-    up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "--topo", "leafspine:2x1x1",
+    up = subprocess.Popen([sys.executable, "-m", "cli", "up", "--topo", "leafspine:2x1x1",
                            "--target", "model", "--run-dir", str(run_dir), "--no-cli"],
                           cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -1,7 +1,7 @@
 """The `routes` command prints a switch's computed tables."""
 import argparse
 
-from controller import cli
+from cli import routes as cli
 
 
 def run(argv, capsys):

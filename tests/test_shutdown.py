@@ -105,7 +105,7 @@ class Command:
 
     def __post_init__(self) -> None:
         self._queue: queue.Queue = queue.Queue()
-        self.proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", *self.argv], cwd=str(self.cwd),
+        self.proc = subprocess.Popen([sys.executable, "-m", "cli", *self.argv], cwd=str(self.cwd),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      stdin=subprocess.PIPE if self.interactive else subprocess.DEVNULL,
                                      start_new_session=True)
@@ -321,7 +321,7 @@ def test_run_killed_mid_experiment_is_cleaned_by_clean(tmp_path):
         cmd.proc.wait(10)
         state = RunState.load(state.path)                 # everything recorded up to the kill
         assert leftovers(state), "a SIGKILLed experiment should leave processes behind"
-        clean = subprocess.run([sys.executable, "-m", "testbed.cli", "clean", "--run", state.run_id],
+        clean = subprocess.run([sys.executable, "-m", "cli", "clean", "--run", state.run_id],
                                cwd=str(REPO), capture_output=True, text=True, timeout=60)
         assert clean.returncode == 0, clean.stdout + clean.stderr
         assert state.run_id in clean.stdout

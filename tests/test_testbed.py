@@ -15,8 +15,8 @@ from conftest import requires_root
 from controller.entries import PortQueue
 from host_agent.job import parse_job
 from testbed import nodes, registry
-from testbed.commands import clean as clean_cmd
-from testbed.commands.up import choose_target
+from cli import clean as clean_cmd
+from cli.up import choose_target
 from testbed.network import TestbedNetwork
 from testbed.pathprobe import ecmp_probes, usid_probes
 from testbed.transfer import ev_states, transfer_jobs
@@ -139,7 +139,7 @@ def test_an_unusable_bmv2_target_is_named_before_anything_is_built(tmp_path, mon
         if nodes.shutil.which("simple_switch_CLI") is None and nodes.shutil.which("mnexec"):
             with pytest.raises(RuntimeError, match="needs simple_switch_CLI on PATH"):
                 make_backend("mininet", "bmv2")
-            from testbed.commands import up
+            from cli import up
             parser = argparse.ArgumentParser()
             up.add_arguments(parser)
             assert up.run(parser.parse_args(["--target", "bmv2", "--run-dir", str(tmp_path / "run")])) == 2
@@ -241,7 +241,7 @@ def test_ev_states_keep_the_last_state_of_each_ev(tmp_path):
 
 
 def test_up_explains_a_missing_mnexec(tmp_path, monkeypatch, capsys):
-    from testbed.commands import up
+    from cli import up
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(up.os, "geteuid", lambda: 0)
     args = argparse.Namespace(topo="leafspine:2x1x1", target="model", run_dir=str(tmp_path), pcap=False,

@@ -7,6 +7,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from cli import draw as draw_cmd
 from topologies import draw
 from topologies.builders import topology_from_spec
 
@@ -22,7 +23,7 @@ def png_size(path):
 
 def parse(argv):
     parser = argparse.ArgumentParser()
-    draw.add_arguments(parser)
+    draw_cmd.add_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -46,7 +47,7 @@ def test_layout_groups_planes_within_a_row():
                                   os.path.join(EXAMPLES, "triangle.yaml")])
 def test_draw_command_writes_a_png(spec, tmp_path, capsys):
     out = tmp_path / "t.png"
-    assert draw.run(parse(["--topo", spec, "-o", str(out), "--ports", "--dpi", "60"])) == 0
+    assert draw_cmd.run(parse(["--topo", spec, "-o", str(out), "--ports", "--dpi", "60"])) == 0
     width, height = png_size(out)
     assert width > 200 and height > 200
     assert str(out) in capsys.readouterr().out
@@ -60,7 +61,7 @@ def test_wider_topologies_give_wider_pictures(tmp_path):
 
 
 def test_draw_command_errors(tmp_path, capsys):
-    assert draw.run(parse(["--topo", "ring:3", "-o", str(tmp_path / "x.png")])) == 2
+    assert draw_cmd.run(parse(["--topo", "ring:3", "-o", str(tmp_path / "x.png")])) == 2
     assert "ring:3" in capsys.readouterr().err
-    assert draw.run(parse(["--topo", "dumbbell:1", "-o", str(tmp_path / "no" / "x.png")])) == 2
+    assert draw_cmd.run(parse(["--topo", "dumbbell:1", "-o", str(tmp_path / "no" / "x.png")])) == 2
     assert "cannot write" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """The ``mrc-testbed`` command line.
 
-Each subcommand lives in its own module, which exposes two functions::
+The command `X` lives in the module `cli/X.py`, which exposes two functions::
 
     def add_arguments(parser: argparse.ArgumentParser) -> None: ...
     def run(args: argparse.Namespace) -> int: ...
@@ -45,19 +45,16 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("up", "testbed.commands.up",
-            "bring a topology up, program it and open the Mininet CLI"),
-    Command("clean", "testbed.commands.clean",
-            "remove namespaces, links and processes left by a crashed run"),
-    Command("draw", "topologies.draw", "draw a topology to a PNG file"),
-    Command("routes", "controller.cli", "compute and show the static switch tables"),
-    Command("switch", "refswitch.main", "run one reference-model switch"),
-    Command("agent", "host_agent.agent", "run an MRC host agent on this host"),
-    Command("conformance", "conformance.cli",
-            "run the switch conformance cases on the model and BMv2"),
-    Command("run", "experiments.runner", "run an experiment scenario (YAML) and save its results"),
-    Command("report", "experiments.report", "gather results folders into one report"),
-    Command("bench", "benchmarks.run", "run the benchmarks and print their figures"),
+    Command("up", "cli.up", "bring a topology up, program it and open the Mininet CLI"),
+    Command("clean", "cli.clean", "remove namespaces, links and processes left by a crashed run"),
+    Command("draw", "cli.draw", "draw a topology to a PNG file"),
+    Command("routes", "cli.routes", "compute and show the static switch tables"),
+    Command("switch", "cli.switch", "run one reference-model switch"),
+    Command("agent", "cli.agent", "run an MRC host agent on this host"),
+    Command("conformance", "cli.conformance", "run the switch conformance cases on the model and BMv2"),
+    Command("run", "cli.run", "run an experiment scenario (YAML) and save its results"),
+    Command("report", "cli.report", "gather results folders into one report"),
+    Command("bench", "cli.bench", "run the benchmarks and print their figures"),
 )
 
 

@@ -1,0 +1,44 @@
+"""`mrc-testbed bench`: run the benchmarks, print one table of figures, keep results to compare.
+
+    mrc-testbed bench                       # every benchmark (those needing root say so when skipped)
+    mrc-testbed bench --only allreduce --only failover --no-mininet
+    mrc-testbed bench --list
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from benchmarks.figures import RESULTS, machine_info
+from benchmarks import run as suite
+from benchmarks.run import NAMES, REPO
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `mrc-testbed bench`."""
+    parser.add_argument("--only", action="append", choices=NAMES, metavar="NAME",
+                        help=f"run only this benchmark (repeatable): {', '.join(NAMES)}")
+    parser.add_argument("--no-mininet", action="store_true",
+                        help="skip the Mininet parts (netsim figures only where a benchmark has both)")
+    parser.add_argument("--results", type=Path, default=RESULTS,
+                        help=f"folder of saved results (default {RESULTS.relative_to(REPO)})")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chosen benchmarks (or list them); 1 when one of them failed."""
+    chosen = [b for b in suite.benchmarks() if not args.only or b.name in args.only]
+    if args.list:
+        for bench in chosen:
+            print(f"{bench.name:<15} {bench.description}")
+        return 0
+    machine = machine_info()
+    outcomes = [suite.run_one(bench, args, args.results) for bench in chosen]
+    print()
+    print(f"benchmarks on {machine['host']} ({machine['cpus']} CPUs, load average "
+          f"{machine['load_average'][0]:.1f} at start), {machine['time']}")
+    print(suite.table(outcomes))
+    failed = [o.benchmark.name for o in outcomes if o.error]
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0

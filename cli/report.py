@@ -1,0 +1,38 @@
+"""`mrc-testbed report`: gather every results folder into one HTML or markdown page.
+
+    mrc-testbed report                              # results/ -> results/report.html
+    mrc-testbed report --results /tmp/runs -o report.md
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from experiments.report import DEFAULT_ROOT, write_report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `mrc-testbed report`."""
+    parser.add_argument("--results", type=Path, default=DEFAULT_ROOT,
+                        help="folder holding results folders (default: results)")
+    parser.add_argument("-o", "--output", type=Path, default=None,
+                        help="report file, .html or .md (default: <results>/report.html)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of `mrc-testbed report`."""
+    root = args.results
+    if not root.is_dir():
+        print(f"mrc-testbed report: --results {root}: no such folder (run an experiment first)", file=sys.stderr)
+        return 2
+    output = args.output or root / "report.html"
+    try:
+        path, count = write_report(root, output)
+    except ValueError as error:
+        print(f"mrc-testbed report: {error}", file=sys.stderr)
+        return 2
+    if count == 0:
+        print(f"mrc-testbed report: no results folder (with summary.json) under {root}", file=sys.stderr)
+    print(f"report of {count} results folder(s): {path}")
+    return 0

@@ -1,0 +1,60 @@
+"""`mrc-testbed run experiments/<name>.yaml`: run every case of a scenario, save and print results.
+
+    mrc-testbed run experiments/failover.yaml                 # default backend (see experiments/runner.py)
+    mrc-testbed run experiments/failover.yaml --backend netsim --quick --seed 7 --out /tmp/f
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from experiments import results
+from experiments.backends import BACKENDS, TARGETS
+from experiments.runner import choose_backend, run_scenario
+from experiments.scenario import ScenarioError, load_scenario
+from testbed.logs import setup_logging
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `mrc-testbed run`."""
+    parser.add_argument("scenario", help="scenario file, e.g. experiments/failover.yaml")
+    parser.add_argument("--backend", choices=BACKENDS, default=None,
+                        help="netsim (in-process network, simulated time) or mininet (the real testbed); "
+                             "default: mininet when root with mnexec, else netsim")
+    parser.add_argument("--target", choices=TARGETS, default="model",
+                        help="switch target of the mininet backend (default: model)")
+    parser.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results folder (default: results/<scenario>-<date-time>)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the scenario's small, fast version (its `quick:` overrides)")
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL",
+                        help="run only this variant (repeatable)")
+    parser.add_argument("--transport", action="append", default=[], metavar="NAME",
+                        help="run only this transport (repeatable)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of `mrc-testbed run`."""
+    try:
+        scenario = load_scenario(args.scenario, quick=args.quick, seed=args.seed)
+    except ScenarioError as error:
+        print(f"mrc-testbed run: {error}", file=sys.stderr)
+        return 2
+    backend_name = choose_backend(args.backend)
+    folder = args.out or results.default_folder(scenario.name)
+    setup_logging(getattr(args, "verbosity", 0), folder)
+    try:
+        summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
+                                          variants=args.variant, transports=args.transport)
+    except (RuntimeError, ValueError, KeyError) as error:
+        print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
+        return 1
+    print(f"{scenario.title} ({backend_name} backend, seed {scenario.seed})")
+    print(results.format_table(summaries))
+    for s in summaries:
+        for note in s["notes"]:
+            print(f"note: {s['variant']} / {s['transport']}: {note}")
+    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl)")
+    return 0
