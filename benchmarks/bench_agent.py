@@ -36,6 +36,8 @@ if str(REPO) not in sys.path:
 
 from wire import codec                                        # noqa: E402
 from wire.packets import DataPacket                           # noqa: E402
+from host_agent.eventlog import read_log                      # noqa: E402
+from host_agent.job import Job, JobWorkload, NicSpec, PeerSpec  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 MACS = ("02:00:00:00:10:00", "02:00:00:00:10:01")
@@ -166,18 +168,15 @@ def measure_raw(lab: Lab, seconds: float) -> dict:
     return result
 
 
-def _job(lab: Lab, rank: int, nbytes: int, config: dict, log: Path, start_at: float) -> dict:
+def _job(lab: Lab, rank: int, nbytes: int, config: dict, log: Path, start_at: float) -> Job:
     other = 1 - rank
-    return {
-        "rank": rank, "world_size": 2, "host": f"bench{rank}",
-        "nics": [{"name": lab.ifs[rank], "mac": MACS[rank], "address": ADDRS[rank], "plane": 0}],
-        "peers": [{"rank": other, "qp": 0x100 + rank, "remote_qp": 0x100 + other,
-                   "nics": [{"plane": 0, "mac": MACS[other], "address": ADDRS[other]}],
-                   "paths": {"0": [f"fc00:0:{0x100 + i:x}:{0x1000 + other:x}::" for i in range(PATHS)]}}],
-        "transport": {"mode": "mrc", "config": {"mtu_payload": PAYLOAD, **config}},
-        "workload": {"kind": "transfer", "src": 0, "dst": 1, "bytes": nbytes, "chunk_bytes": 1 << 20},
-        "timeout": 120, "start_at": start_at, "log": str(log),
-    }
+    peer = PeerSpec(rank=other, qp=0x100 + rank, remote_qp=0x100 + other,
+                    nics=(NicSpec(plane=0, mac=MACS[other], address=ADDRS[other]),),
+                    paths={0: tuple(f"fc00:0:{0x100 + i:x}:{0x1000 + other:x}::" for i in range(PATHS))})
+    return Job(rank=rank, world_size=2, host=f"bench{rank}",
+               nics=(NicSpec(plane=0, mac=MACS[rank], address=ADDRS[rank], name=lab.ifs[rank]),), peers=(peer,),
+               workload=JobWorkload("transfer", {"src": 0, "dst": 1, "bytes": nbytes, "chunk_bytes": 1 << 20}),
+               mode="mrc", config={"mtu_payload": PAYLOAD, **config}, timeout=120, start_at=start_at, log=str(log))
 
 
 def measure_agent(lab: Lab, tmp: Path, nbytes: int, setting: tuple, name: str) -> dict:
@@ -185,8 +184,7 @@ def measure_agent(lab: Lab, tmp: Path, nbytes: int, setting: tuple, name: str) -
     start_at = time.time() + 1.5
     procs = []
     for rank in (1, 0):
-        job = tmp / f"{name}-{rank}.json"
-        job.write_text(json.dumps(_job(lab, rank, nbytes, config, tmp / f"{name}-{rank}.jsonl", start_at)))
+        job = _job(lab, rank, nbytes, config, tmp / f"{name}-{rank}.jsonl", start_at).write(tmp / f"{name}-{rank}.json")
         procs.append(lab.popen(rank, *_pin(rank), "/usr/bin/time", "-f", "%U %S %e", sys.executable, "-m",
                                "host_agent.agent", "--job", str(job), "--linger", "0.3", *options))
     cpu = {}
@@ -200,9 +198,9 @@ def measure_agent(lab: Lab, tmp: Path, nbytes: int, setting: tuple, name: str) -
             raise RuntimeError(f"agent {rank} exited {proc.returncode}: {err.strip()[-500:]}")
         user, system, elapsed = (float(x) for x in err.strip().splitlines()[-1].split())
         cpu[rank] = {"user_s": user, "sys_s": system, "process_wall_s": elapsed}
-    records = [json.loads(line) for line in (tmp / f"{name}-0.jsonl").read_text().splitlines()]
+    records = read_log(tmp / f"{name}-0.jsonl")
     result = next(r for r in records if r["kind"] == "result")
-    receiver = [json.loads(line) for line in (tmp / f"{name}-1.jsonl").read_text().splitlines()]
+    receiver = read_log(tmp / f"{name}-1.jsonl")
     receiver_cpu = next(r for r in receiver if r["kind"] == "result").get("cpu_s")
     counters = next(r for r in records if r["kind"] == "counters")
     transport = counters["transport"]
