@@ -10,7 +10,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -389,4 +388,4 @@ def test_selfcheck_is_standard_library_only():
     text = SELFCHECK.read_text()
     imported = set(re.findall(r"^(?:from|import) (\w+)", text, re.M))
     assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
-    assert textwrap.dedent(text).startswith("#!/usr/bin/env python3\n")
+    assert text.startswith("#!/usr/bin/env python3\n")

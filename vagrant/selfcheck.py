@@ -250,7 +250,7 @@ def render(checks: list[Check], settings: Settings) -> str:
     lines = [f"==== MRC testbed self-check ({settings.target}) ===="]
     for check in checks:
         lines.append(f"{check.name:<12} {marks[check.passed]} {check.summary}")
-        lines += [f"{'':<17}{detail}" for detail in check.details]
+        lines += [f"{'':<18}{detail}" for detail in check.details]
     failed = [check.name for check in checks if check.passed is False]
     lines.append(f"logs         {settings.out}")
     lines.append("result       " + ("PASS" if not failed else "FAIL: " + ", ".join(failed)))
