@@ -229,14 +229,14 @@ def needs_ruby():
         pytest.skip("needs ruby on PATH to check the Vagrantfile")
 
 
-def vagrant_config(tmp_path, **env) -> dict:
+def vagrant_config(tmp_path, vagrantfile: Path = VAGRANTFILE, **env) -> dict:
     needs_ruby()
     stub = tmp_path / "vagrant_stub.rb"
     stub.write_text(RUBY_VAGRANT_STUB)
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith(("MRC_VM_", "MRC_P4LANG_"))}
     environment.update(env)
-    done = subprocess.run(["ruby", str(stub), str(VAGRANTFILE)], capture_output=True, text=True,
+    done = subprocess.run(["ruby", str(stub), str(vagrantfile)], capture_output=True, text=True,
                           env=environment, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -308,10 +308,62 @@ def test_provision_uses_p4lang_repository_for_jammy_with_a_keyring():
     assert "apt-key" not in text
 
 
-def test_provision_builds_nothing_from_source():
+def shell_function(script: Path, name: str) -> str:
+    """The text of a bash function NAME() { ... } of a script (up to its closing brace)."""
+    match = re.search(rf"^{name}\(\) {{\n.*?^}}\n", script.read_text(), re.S | re.M)
+    assert match, f"{script.name} has no function {name}"
+    return match.group(0)
+
+
+def test_provision_builds_from_source_only_in_the_performance_build():
+    build = shell_function(PROVISION, "build_pi_and_bmv2")
+    rest = PROVISION.read_text().replace(build, "")
+    for word in ("git clone", "make -C", "./configure", "autogen"):
+        assert word in build
+        assert word not in rest, f"provision.sh builds outside the performance build ({word!r})"
+    assert 'if [ "$BMV2_BUILD" = package ]; then' in shell_function(PROVISION, "select_bmv2_build")
+    assert 'BMV2_BUILD="${MRC_VM_BMV2_BUILD:-package}"' in rest
+
+
+def test_provision_performance_build_configures_bmv2_without_logging():
+    flags = bash_array(PROVISION, "BMV2_CONFIGURE_FLAGS")
+    assert flags == ["--with-pi", "--with-thrift", "--disable-logging-macros", "--disable-elogger"]
+    assert "CXXFLAGS=-O3" in shell_function(PROVISION, "build_pi_and_bmv2")
+    assert "p4c" not in shell_function(PROVISION, "build_pi_and_bmv2")   # p4c stays the package
+
+
+def test_provision_source_line_uses_http_and_the_key_https():
     text = PROVISION.read_text()
-    for word in ("git clone", "make install", "cmake", "./configure", "autogen"):
-        assert word not in text, f"provision.sh must install packages, not build ({word!r})"
+    assert ('P4LANG_URL="${MRC_P4LANG_REPO_URL:-http://download.opensuse.org/repositories/'
+            'home:/p4lang/xUbuntu_22.04}"') in text
+    assert 'P4LANG_KEY_URL="${MRC_P4LANG_KEY_URL:-https://${P4LANG_URL#*://}/Release.key}"' in text
+    assert 'deb [signed-by=$P4LANG_KEYRING] $P4LANG_URL/ /' in text
+
+
+def test_provision_pin_follows_the_repository_url():
+    text = PROVISION.read_text()
+    assert "Pin: origin download.opensuse.org" not in text
+    assert 'Pin: origin $(url_host "$P4LANG_URL")' in text
+
+
+def test_provision_checks_simple_switch_cli_and_runs_it_for_the_user():
+    assert "simple_switch_CLI" in bash_array(PROVISION, "P4_TOOLS")
+    assert '"${P4_TOOLS[@]}"' in shell_function(PROVISION, "check_installed")
+    check = shell_function(PROVISION, "check_cli_for_user")
+    assert "runuser -l \"$VM_USER\" -c 'simple_switch_CLI --help'" in check
+    assert "exec /usr/bin/python3 $SYSTEM_CLI" in shell_function(PROVISION, "set_up_login")
+
+
+def test_provision_ends_with_the_self_check_and_survives_its_failure():
+    main = shell_function(PROVISION, "main").splitlines()
+    assert main[-3].strip() == "self_check"
+    check = shell_function(PROVISION, "self_check")
+    assert '"$REPO/vagrant/selfcheck.py"' in check
+    assert 'if ! "$VENV/bin/python" "${check[@]}"; then' in check      # a failure warns, no exit
+    text = (REPO / "vagrant" / "selfcheck.py").read_text()
+    assert '[self.mrc_testbed, "conformance", "--target", self.target]' in text
+    assert ('[self.mrc_testbed, "run", FAILOVER_SCENARIO, "--backend", self.backend,\n'
+            '                "--target", self.target, "--quick", "--out", str(self.failover_folder)]') in text
 
 
 def test_provision_leaves_mrc_testbed_on_path_and_the_user_in_the_repo():
@@ -320,3 +372,47 @@ def test_provision_leaves_mrc_testbed_on_path_and_the_user_in_the_repo():
     assert "bin/activate" in text
     assert "/usr/local/bin/mrc-testbed" in text     # also under sudo (secure_path)
     assert 'cd "$REPO"' in text
+
+
+def test_vagrantfile_plugs_in_the_virtualbox_network_cable(tmp_path):
+    virtualbox = vagrant_config(tmp_path)["vm"]["providers"]["virtualbox"]["settings"]
+    assert ["customize", [["modifyvm", "id", "--cableconnected1", "on"]], {}] in virtualbox["calls"]
+
+
+def test_vagrantfile_names_each_clone_s_virtualbox_vm_apart(tmp_path):
+    names = []
+    for parent in ("a", "b", "a"):
+        clone = tmp_path / parent / "mrc-testbed"
+        clone.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(VAGRANTFILE, clone / "Vagrantfile")
+        config = vagrant_config(tmp_path, clone / "Vagrantfile")
+        names.append(config["vm"]["providers"]["virtualbox"]["settings"]["name"])
+    assert names[0] != names[1]                # two clones, two names
+    assert names[0] == names[2]                # the same clone keeps its name
+    assert all(name.startswith("mrc-testbed-mrc-testbed-") for name in names)
+
+
+def provision_env(config: dict) -> dict:
+    return [call for call in config["vm"]["calls"] if call[0] == "provision"][0][2]["env"]
+
+
+def test_vagrantfile_passes_the_bmv2_build_to_provisioning(tmp_path):
+    assert provision_env(vagrant_config(tmp_path))["MRC_VM_BMV2_BUILD"] == "package"
+    chosen = vagrant_config(tmp_path, MRC_VM_BMV2_BUILD="performance")
+    assert provision_env(chosen)["MRC_VM_BMV2_BUILD"] == "performance"
+    stub = tmp_path / "vagrant_stub.rb"
+    done = subprocess.run(["ruby", str(stub), str(VAGRANTFILE)], capture_output=True, text=True,
+                          env=dict(os.environ, MRC_VM_BMV2_BUILD="fast"), timeout=60)
+    assert done.returncode != 0
+    assert 'MRC_VM_BMV2_BUILD="fast"' in done.stderr
+
+
+def test_readme_runs_the_vm_suite_as_root_with_the_venv_python():
+    venv = re.search(r'^VENV="\$\{MRC_VENV:-([^}]+)\}"', PROVISION.read_text(), re.M).group(1)
+    vm_section = README.read_text().split("## The VM", 1)[1].split("\n## ", 1)[0]
+    assert f"sudo {venv}/bin/python -m pytest -q tests" in vm_section
+    assert f"sudo {venv}/bin/python /vagrant/vagrant/selfcheck.py" in vm_section
+    assert "MRC_VM_BMV2_BUILD=performance" in vm_section
+    assert "make -C p4" in vm_section
+    served = re.findall(r"^\| `(p4lang-[a-z0-9-]+)` \| [0-9.]+ \| ([0-9][0-9.]*) \|", vm_section, re.M)
+    assert dict(served) == {"p4lang-p4c": "1.2.5.17", "p4lang-bmv2": "1.15.6", "p4lang-pi": "0.1.3"}
