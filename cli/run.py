@@ -56,5 +56,7 @@ def run(args: argparse.Namespace) -> int:
     for s in summaries:
         for note in s["notes"]:
             print(f"note: {s['variant']} / {s['transport']}: {note}")
+        for reason in s.get("fidelity_reasons", []):
+            print(f"distorted: {s['variant']} / {s['transport']}: {reason}")
     print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl)")
     return 0

@@ -164,6 +164,8 @@ def summarise(record: CaseRecord) -> dict:
         "recovery_window_s": record.recovery_window,
         "end_s": record.end,
         "samples": len(times),
+        "fidelity": record.fidelity.get("verdict", "unknown"),
+        "fidelity_reasons": list(record.fidelity.get("reasons", [])),
         "notes": list(record.notes),
     }
 

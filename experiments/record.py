@@ -73,6 +73,7 @@ class CaseRecord:
     ev_events: list = field(default_factory=list)      # ev_state / ev_backup events (dicts)
     transport_stats: dict = field(default_factory=dict)  # summed counters of every connection
     switch_stats: dict = field(default_factory=dict)     # summed switch counters
+    fidelity: dict = field(default_factory=dict)         # verdict, reasons, measured (testbed/fidelity.py)
     notes: list = field(default_factory=list)
 
     def as_dict(self) -> dict:

@@ -70,7 +70,7 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the comparison table (columns that say nothing are left out)."""
     flows = any(s["workload"] in ("incast", "permutation") for s in summaries)
     header = ["variant", "transport", "done", "completion", "recover", "EVs retired",
-              "retx trim/timeout/nack", "bit-exact"]
+              "retx trim/timeout/nack", "bit-exact", "fidelity"]
     if flows:
         header += ["flow Mb/s min/max", "victim Mb/s", "link max/mean", "queue drops"]
     rows = []
@@ -79,7 +79,7 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
         row = [s["variant"], s["transport"], "yes" if s["completed"] else "NO",
                _seconds(s["completion_time_s"]), _millis(s["time_to_recover_s"], s["failure_time_s"]),
                str(s["evs_retired"]), f"{r['trim']}/{r['timeout']}/{r['nack']}",
-               "yes" if s["bit_exact"] else "NO"]
+               "yes" if s["bit_exact"] else "NO", s.get("fidelity", "unknown")]
         if flows:
             ft = s["flow_throughput_bps"]
             victim = s["throughput_by_role_bps"].get("victim")

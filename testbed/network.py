@@ -249,6 +249,10 @@ class TestbedNetwork:
         if self.control_plane is not None:
             self.control_plane.switch_down(name, list(self.topology.links_of(name)))
 
+    def switch_pids(self) -> dict[str, int]:
+        """The PID of every running switch process, by switch name."""
+        return {s.name: s.process.pid for s in self.net.switches if s.alive()} if self.net is not None else {}
+
     def switch_alive(self, name: str) -> bool:
         """Whether the switch's process still runs."""
         return self.switch(name).alive()

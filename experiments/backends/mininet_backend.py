@@ -28,7 +28,8 @@ from experiments.backends.agent_logs import Progress, read_results
 from experiments.metrics import RECOVERY_WINDOW_S
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
-from pipeline_contract.names import TX
+from pipeline_contract.names import RX, TX
+from testbed.fidelity import CpuWatch, judge, link_losses
 from topologies.model import Topology
 
 log = logging.getLogger("mrc.experiments")
@@ -113,23 +114,30 @@ class MininetBackend:
                              convergence_delay=case.transport.reroute_delay_s,
                              progress=lambda line: log.info("%s", line))
         agents = AgentLauncher(net, run_dir / "agents")
-        timers = None
+        timers, cpu = None, CpuWatch()
         try:
             net.start()
             if not case.transport.trimming:
                 net.set_trimming(False)
+            for name, pid in net.switch_pids().items():
+                cpu.watch(name, pid)
             start_at = time.time() + START_DELAY_S + 0.05 * len(topo.hosts)
             jobs, flow_logs = agent_jobs(topo, case, agents.log_dir, start_at, record.horizon)
             record.flows = [item.flow for item in flow_logs]
             for item in jobs:
-                agents.start(item.name, item.job)
+                cpu.watch(item.name, agents.start(item.name, item.job).proc.pid)
             timers = FaultTimers(LiveTarget(net), record, start_at)
             live = Progress([i.log for i in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)
+            cpu.start()
             self._follow(case, topo, record, agents, timers, live, progress)
-            self._read_counters(net, topo, record)
+            cpu.stop()
+            tx, rx = self._read_counters(net, topo, record)
+            faulted = {node for f in record.faults for node in f.target.split("-")}
+            record.fidelity = judge(cpu, link_losses(topo, tx, rx, skip=faulted)).as_dict()
             record.reroutes = [t - start_at for t in net.reroutes()]
             record.notes += net.control_plane_errors()
         finally:
+            cpu.stop()
             if timers is not None:
                 timers.cancel()
             agents.stop()
@@ -172,9 +180,11 @@ class MininetBackend:
         agents.wait(timers.start_at + record.horizon + STOP_AFTER_HORIZON_S, tick)
 
     @staticmethod
-    def _read_counters(net, topo: Topology, record: CaseRecord) -> None:
-        """Every live switch's counters summed, and the bytes each fabric link direction carried."""
+    def _read_counters(net, topo: Topology, record: CaseRecord) -> tuple[dict, dict]:
+        """Every live switch's counters summed, and the bytes each fabric link direction carried;
+        returns the packets each switch counted out and in, by port ({switch: {port: packets}})."""
         totals: Counter = Counter()
+        tx_packets, rx_packets = {}, {}
         for switch in topo.switches:
             if not net.switch_alive(switch.name):
                 continue
@@ -186,6 +196,8 @@ class MininetBackend:
             for name, cells in counters.items():
                 totals[name.split(".")[-1]] += sum(v.packets for v in cells.values())
             tx = counters.get(TX, {})
+            tx_packets[switch.name] = {port: v.packets for port, v in tx.items()}
+            rx_packets[switch.name] = {port: v.packets for port, v in counters.get(RX, {}).items()}
             for port in topo.ports_of(switch.name):
                 far = topo.neighbor(switch.name, port)
                 if topo.is_switch(far.node):
@@ -195,6 +207,7 @@ class MininetBackend:
                                                    value.bytes if value else 0))
         record.switch_stats = dict(totals)
         record.switch_stats["fault_drops"] = totals.get("fault_drops", 0)
+        return tx_packets, rx_packets
 
 
 def _slug(text: str) -> str:

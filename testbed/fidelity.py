@@ -1,0 +1,244 @@
+"""Was a run shaped by the emulated network, or by this machine's CPU? The invariants of an emulation,
+watched while it runs (after Mininet-HiFi: nodes get the CPU they need, packets sent are packets
+received), and a verdict with one line per reason.
+
+- `CpuWatch` samples, in a thread, the CPU time of chosen processes (switches, agents), how long
+  their threads waited for a CPU each time they woke (the scheduler's run delay), and the whole
+  machine's CPU, from /proc. A process near one full core, or one that waits for a CPU after a
+  packet woke it, is a process the network could not count on.
+- `link_losses` compares what each switch's neighbour sent on a link with what the switch's
+  pipeline counted in (`MrcIngress.rx`): packets lost before the pipeline (veth or socket buffers
+  of a switch too slow to read them), kept apart from pipeline drops and trims.
+- `Verdict` collects the reasons; `judge` applies the thresholds below (their reasons are in
+  experiments/README.md, "Fidelity").
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+SAMPLE_S = 0.25                  # how often CpuWatch samples
+WINDOW_S = 1.0                   # CPU shares are judged over windows this long
+
+# Thresholds of the verdict (experiments/README.md, "Fidelity", says why each is where it is).
+PROCESS_CPU_LIMIT = 0.90         # share of one core a switch or agent may use in any 1 s window
+MACHINE_CPU_LIMIT = 0.95         # share of all cores the machine may be busy in any 1 s window
+SCHED_WAIT_LIMIT_S = 0.5e-3      # mean wait for a CPU per wake-up, in any 1 s window with wake-ups
+SCHED_MIN_WAKEUPS = 50           # ... judged only over windows with this many wake-ups
+LINK_LOSS_LIMIT = 0.001          # share of packets a healthy link may lose before the pipeline
+LINK_LOSS_MIN_PACKETS = 20       # ... counted only from this many lost packets (a handful is in flight)
+
+
+def _process_sched(pid: int) -> tuple[int, int, int] | None:
+    """(ns on a CPU, ns waiting for a CPU, wake-ups) summed over a process's threads
+    (/proc/PID/task/*/schedstat); None once it is gone."""
+    run = wait = slices = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as f:
+                a, b, c = f.read().split()[:3]
+        except (OSError, ValueError):
+            continue                         # a thread that ended between the listing and the read
+        run, wait, slices = run + int(a), wait + int(b), slices + int(c)
+    return run, wait, slices
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) clock ticks of all CPUs since boot."""
+    with open("/proc/stat", "rb") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)        # idle + iowait
+    total = sum(values[:8])                                          # guest time is counted in user
+    return total - idle, total
+
+
+@dataclass
+class CpuShare:
+    """How much CPU one process (or the machine) used, mean over the watch and in the busiest window;
+    for a process also how long it waited for a CPU per wake-up (mean, and in the worst window)."""
+
+    mean: float = 0.0
+    peak: float = 0.0
+    wait_mean_s: float = 0.0
+    wait_peak_s: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"mean": round(self.mean, 3), "peak": round(self.peak, 3),
+                "wait_mean_ms": round(self.wait_mean_s * 1e3, 3), "wait_peak_ms": round(self.wait_peak_s * 1e3, 3)}
+
+
+class CpuWatch:
+    """Samples the CPU time of named processes and of the machine while a run goes on."""
+
+    def __init__(self, sample_s: float = SAMPLE_S, window_s: float = WINDOW_S) -> None:
+        self.sample_s = sample_s
+        self.window = max(1, round(window_s / sample_s))
+        self._pids: dict[str, int] = {}
+        self._series: dict[str, list[tuple[float, int, int, int]]] = {}   # name -> (time, run, wait, slices)
+        self._machine: list[tuple[float, int, int]] = []          # (time, busy, total)
+        self._load_peak = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def watch(self, name: str, pid: int) -> None:
+        """Also sample process `pid` under `name` (from the next sample on)."""
+        with self._lock:
+            self._pids[name] = pid
+            self._series.setdefault(name, [])
+
+    def start(self) -> "CpuWatch":
+        self._sample()
+        self._thread = threading.Thread(target=self._run, name="cpu-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Take a last sample and end the sampling thread (once; a watch never started does nothing)."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.sample_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        now = time.monotonic()
+        busy, total = _machine_ticks()
+        with self._lock:
+            self._machine.append((now, busy, total))
+            for name, pid in self._pids.items():
+                sched = _process_sched(pid)
+                if sched is not None:
+                    self._series[name].append((now, *sched))
+        self._load_peak = max(self._load_peak, os.getloadavg()[0])
+
+    def processes(self) -> dict[str, CpuShare]:
+        """Each watched process's share of one core."""
+        with self._lock:
+            return {name: self._share(series) for name, series in self._series.items()}
+
+    def machine(self) -> CpuShare:
+        """The machine's busy share of all its cores."""
+        with self._lock:
+            busy = [(t, b) for t, b, _ in self._machine]
+            cores = [(t, c) for t, _, c in self._machine]
+        if len(busy) < 2:
+            return CpuShare()
+        spent = [b for _, b in busy]
+        total = [c for _, c in cores]
+        mean = (spent[-1] - spent[0]) / max(1, total[-1] - total[0])
+        peak = max(((spent[i] - spent[i - self.window]) / max(1, total[i] - total[i - self.window])
+                    for i in range(self.window, len(spent))), default=mean)
+        return CpuShare(mean, max(peak, mean))
+
+    @property
+    def load_peak(self) -> float:
+        """The highest 1-minute load average seen."""
+        return self._load_peak
+
+    def _share(self, series: list[tuple[float, int, int, int]]) -> CpuShare:
+        if len(series) < 2:
+            return CpuShare()
+
+        def between(a, b) -> tuple[float, float | None]:
+            """CPU share and mean wait per wake-up between samples a and b."""
+            (t0, r0, w0, n0), (t1, r1, w1, n1) = a, b
+            share = (r1 - r0) / 1e9 / max(t1 - t0, 1e-9)
+            return share, ((w1 - w0) / 1e9 / (n1 - n0) if n1 - n0 >= SCHED_MIN_WAKEUPS else None)
+
+        mean, mean_wait = between(series[0], series[-1])
+        windows = [between(series[i - self.window], series[i]) for i in range(self.window, len(series))]
+        peak = max([share for share, _ in windows] + [mean])
+        waits = [w for _, w in windows if w is not None]
+        return CpuShare(mean, peak, mean_wait or 0.0, max(waits + [mean_wait or 0.0]))
+
+
+@dataclass
+class LinkLoss:
+    """Packets one switch's neighbour sent on a link and what the switch's pipeline counted in."""
+
+    link: str                    # "s1->s3": sent by s1, received by s3
+    sent: int
+    received: int
+
+    @property
+    def lost(self) -> int:
+        return max(0, self.sent - self.received)
+
+    @property
+    def share(self) -> float:
+        return self.lost / self.sent if self.sent else 0.0
+
+
+def link_losses(topo, tx: dict[str, dict[int, int]], rx: dict[str, dict[int, int]],
+                skip: set[str] = frozenset()) -> list[LinkLoss]:
+    """Per switch-to-switch link direction: packets the sending switch's egress counted out (`tx`:
+    {switch: {port: packets}}) against packets the receiving switch's ingress counted in (`rx`).
+    Links touching a node in `skip` (faulted on purpose) are left out."""
+    losses = []
+    for link in topo.links:
+        if not (topo.is_switch(link.a) and topo.is_switch(link.b)) or link.a in skip or link.b in skip:
+            continue
+        for a, pa, b, pb in ((link.a, link.a_port, link.b, link.b_port), (link.b, link.b_port, link.a, link.a_port)):
+            if a in tx and b in rx:
+                losses.append(LinkLoss(f"{a}->{b}", tx[a].get(pa, 0), rx[b].get(pb, 0)))
+    return losses
+
+
+@dataclass
+class Verdict:
+    """Faithful, or distorted with one line per reason; with what was measured."""
+
+    reasons: list[str] = field(default_factory=list)
+    measured: dict = field(default_factory=dict)
+    watched: bool = True                 # False: nothing could be measured (a verdict of "unknown")
+
+    @property
+    def faithful(self) -> bool:
+        return self.watched and not self.reasons
+
+    @property
+    def label(self) -> str:
+        if not self.watched:
+            return "unknown"
+        return "faithful" if self.faithful else "distorted"
+
+    def as_dict(self) -> dict:
+        return {"verdict": self.label, "reasons": list(self.reasons), "measured": self.measured}
+
+
+def judge(cpu: CpuWatch, losses: list[LinkLoss], cpus: int | None = None) -> Verdict:
+    """The verdict of a run from its CPU watch and its link losses."""
+    verdict = Verdict()
+    processes = cpu.processes()
+    machine = cpu.machine()
+    cores = cpus or os.cpu_count() or 1
+    verdict.measured = {"machine_cpu": machine.as_dict(), "cpus": cores, "load_peak": round(cpu.load_peak, 2),
+                        "processes": {n: s.as_dict() for n, s in processes.items()},
+                        "link_loss": {x.link: [x.sent, x.received] for x in losses if x.sent}}
+    for name, share in sorted(processes.items(), key=lambda item: -item[1].peak):
+        if share.peak > PROCESS_CPU_LIMIT:
+            verdict.reasons.append(f"{name}: CPU {share.peak:.0%} of a core at its busiest "
+                                   f"(mean {share.mean:.0%}): it could not keep up")
+        if share.wait_peak_s > SCHED_WAIT_LIMIT_S:
+            verdict.reasons.append(f"{name}: waited {share.wait_peak_s * 1e3:.2g} ms for a CPU per wake-up "
+                                   f"at worst (mean {share.wait_mean_s * 1e3:.2g} ms)")
+    if machine.peak > MACHINE_CPU_LIMIT:
+        verdict.reasons.append(f"machine: CPU {machine.peak:.0%} busy at its busiest on {cores} cores "
+                               f"(load average up to {cpu.load_peak:.1f})")
+    for loss in losses:
+        if loss.lost >= LINK_LOSS_MIN_PACKETS and loss.share > LINK_LOSS_LIMIT:
+            verdict.reasons.append(f"{loss.link}: {loss.share:.1%} of packets lost before the pipeline "
+                                   f"({loss.lost} of {loss.sent})")
+    return verdict
