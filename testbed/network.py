@@ -31,6 +31,7 @@ from controller.installer import Pipeline, install
 from pipeline_contract.client import CounterValue, P4RuntimeClient
 from controller.routes import compute_programs
 from testbed import nodes
+from testbed.capture import PcapCapture
 from testbed.registry import RunRegistry, leftovers, state_dir
 
 log = logging.getLogger("mrc.testbed")
@@ -49,7 +50,7 @@ class TestbedNetwork:
     __test__ = False        # not a pytest test class
 
     def __init__(self, topology, target: str = "model", run_dir: str | Path = "runs/latest",
-                 pipeline: Pipeline | None = None, pcap: bool = False,
+                 pipeline: Pipeline | None = None, pcap: bool | PcapCapture = False,
                  convergence_delay: float | None = None,
                  progress: Callable[[str], None] | None = None, run_id: str | None = None):
         if target not in nodes.TARGETS:
@@ -58,7 +59,7 @@ class TestbedNetwork:
         self.target = target
         self.run_dir = Path(run_dir).resolve()
         self.pipeline = pipeline
-        self.pcap = pcap
+        self.pcap = PcapCapture.of(pcap)       # None: no capture; True means whole packets
         self.convergence_delay = convergence_delay
         self.progress = progress or (lambda line: log.info("%s", line))
         self.run_id = run_id
