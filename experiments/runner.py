@@ -2,6 +2,7 @@
 
     mrc-testbed run experiments/failover.yaml                 # default backend (see below)
     mrc-testbed run experiments/failover.yaml --backend netsim --quick --seed 7 --out /tmp/f
+    mrc-testbed run experiments/failover.yaml --backend mininet --pcap     # + a pcap per switch port
 
 The default backend is `mininet` (the model target) when this process is root, `mnexec` is
 installed and the testbed modules import; otherwise `netsim`, with one line saying so. A progress
@@ -19,6 +20,7 @@ from typing import Optional, TextIO
 from experiments import metrics, plots, results
 from experiments.backends import BACKENDS, TARGETS, default_backend, make_backend
 from experiments.scenario import ScenarioError, Scenario, load_scenario
+from testbed.capture import PcapCapture, add_pcap_arguments, capture_from_args
 
 log = logging.getLogger("mrc.experiments")
 
@@ -40,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only this variant (repeatable)")
     parser.add_argument("--transport", action="append", default=[], metavar="NAME",
                         help="run only this transport (repeatable)")
+    add_pcap_arguments(parser)          # mininet backend: pcaps in each case's run folder
 
 
 class ProgressBar:
@@ -103,10 +106,17 @@ def select_cases(scenario: Scenario, variants: list[str], transports: list[str])
 
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
                  progress_stream: TextIO = sys.stderr, variants: list[str] = (),
-                 transports: list[str] = ()) -> tuple[list[dict], list[Path]]:
-    """Run every (selected) case, write the results folder; return (summaries, figure paths)."""
+                 transports: list[str] = (), pcap: PcapCapture | None = None
+                 ) -> tuple[list[dict], list[Path]]:
+    """Run every (selected) case, write the results folder; return (summaries, figure paths).
+
+    With `pcap` (mininet backend only) every switch port of every case is captured."""
     cases = select_cases(scenario, list(variants), list(transports))
-    backend = make_backend(backend_name, target)
+    backend = make_backend(backend_name, target, pcap=pcap)
+    if pcap is not None:
+        print(f"mrc-testbed run: capturing every switch port to {backend.run_root}/{scenario.name}-<time>-<case>/"
+              "<switch>-port<N>.pcap (decode: tshark -X lua_script:wireshark/mrc.lua -r FILE)",
+              file=progress_stream)
     bar = ProgressBar(len(cases), progress_stream)
     records = []
     started = time.monotonic()
@@ -148,6 +158,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"mrc-testbed run: {error}", file=sys.stderr)
         return 2
     backend_name = choose_backend(args.backend)
+    try:
+        capture = capture_from_args(args)
+    except ValueError as error:
+        print(f"mrc-testbed run: {error}", file=sys.stderr)
+        return 2
+    if capture is not None and backend_name != "mininet":
+        print("mrc-testbed run: --pcap captures the switch ports of the mininet backend; the "
+              f"{backend_name} backend has none (run as root with --backend mininet)", file=sys.stderr)
+        return 2
     folder = args.out or results.default_folder(scenario.name)
     try:
         from testbed.logs import setup_logging
@@ -156,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         pass
     try:
         summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
-                                          variants=args.variant, transports=args.transport)
+                                          variants=args.variant, transports=args.transport,
+                                          pcap=capture)
     except (RuntimeError, ValueError, KeyError) as error:
         print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
         return 1

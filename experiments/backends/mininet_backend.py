@@ -261,9 +261,10 @@ class MininetBackend:
 
     name = "mininet"
 
-    def __init__(self, target: str = "model", run_root: Path | None = None) -> None:
+    def __init__(self, target: str = "model", run_root: Path | None = None, pcap=None) -> None:
         self.target = target
         self.run_root = Path(run_root) if run_root else Path("runs") / "experiments"
+        self.pcap = pcap                     # testbed.capture.PcapCapture: capture every switch port
 
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         from testbed.network import TestbedNetwork
@@ -278,7 +279,7 @@ class MininetBackend:
                             variant.workload.kind, horizon=horizon,
                             sample_interval=agent_sample_interval(case), notes=notes,
                             recovery_window=max(RECOVERY_WINDOW_S, 2 * self._message_time(case, topo)))
-        net = TestbedNetwork(topo, target=self.target, run_dir=run_dir,
+        net = TestbedNetwork(topo, target=self.target, run_dir=run_dir, pcap=self.pcap,
                              convergence_delay=transport.reroute_delay_s,
                              progress=lambda line: log.info("%s", line))
         procs: dict[str, subprocess.Popen] = {}
