@@ -232,14 +232,23 @@ def test_a_capture_cut_at_256_bytes_still_decodes_the_headers(tmp_path):
         assert "bytes of UDP payload captured" in row["_ws.expert.message"]
 
 
-@requires_tshark
-def test_a_control_packet_of_the_wrong_length_is_flagged(tmp_path):
-    frame = bytearray(_encode(SACK)[:-4])                  # a SACK 4 bytes short, lengths consistent
+def _shortened(frame: bytes, length: int) -> bytes:
+    """The first `length` bytes of `frame` with IPv6 and UDP lengths that agree with them."""
+    cut = bytearray(frame[:length])
     for offset in (C.IPV6_OFFSET + 4, C.UDP_OFFSET + 4):
-        struct.pack_into("!H", frame, offset, len(frame) - C.UDP_OFFSET)
-    (row,) = decoded(write_pcap(tmp_path / "short.pcap", [bytes(frame)]), home=tmp_path)
-    assert "SACK header is 28 bytes, this packet carries 24" in row["_ws.expert.message"]
-    assert row["mrc.sack.cum_psn"] == ""
+        struct.pack_into("!H", cut, offset, length - C.UDP_OFFSET)
+    return bytes(cut)
+
+
+@requires_tshark
+def test_packets_of_the_wrong_length_are_flagged(tmp_path):
+    sack = _shortened(_encode(SACK), C.RETH_OFFSET + C.SACK_LEN - 4)
+    data = _shortened(_encode(DATA), C.MRCH_OFFSET)         # BTH and RETH, no MRCH
+    sack_row, data_row = decoded(write_pcap(tmp_path / "short.pcap", [sack, data]), home=tmp_path)
+    assert "SACK header is 28 bytes, this packet carries 24" in sack_row["_ws.expert.message"]
+    assert sack_row["mrc.sack.cum_psn"] == ""
+    assert "this one carries 28" in data_row["_ws.expert.message"]
+    assert data_row["mrc.mrch.flags"] == "" and "too short" in data_row["_ws.col.Info"]
 
 
 @requires_tshark

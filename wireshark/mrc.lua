@@ -291,6 +291,11 @@ end
 --- Data packet: MRCH after BTH and RETH, then payload and ICRC (none when trimmed).
 --- `tvb` holds the captured part of the UDP payload, `size` is its length on the wire.
 local function dissect_data(tvb, size, tree, ev)
+    if size < DATA_HEADERS then
+        tree:add_proto_expert_info(E.bad_length, string.format(
+            "a data packet has %d bytes of BTH, RETH and MRCH, this one carries %d", DATA_HEADERS, size))
+        return "DATA (too short for its headers)"
+    end
     if tvb:len() < DATA_HEADERS then
         tree:add_proto_expert_info(E.cut, string.format("only %d of the %d header bytes were captured",
                                                          tvb:len(), DATA_HEADERS))
@@ -388,9 +393,12 @@ local function dissect_control(tvb, size, tree, opcode, ev)
             "%s header is %d bytes, this packet carries %d after the BTH", name, expected,
             size - C.BTH_LEN))
     end
+    if size < C.BTH_LEN + expected then
+        return name .. " (too short for its header)"
+    end
     if tvb:len() < C.BTH_LEN + expected then
         tree:add_proto_expert_info(E.cut, string.format("the %s header was not captured whole", name))
-        return name .. " (header cut by the capture or too short)"
+        return name .. " (header cut by the capture)"
     end
     return CONTROL_DISSECTORS[opcode](tvb, tree, C.BTH_LEN, ev)
 end
@@ -411,10 +419,11 @@ function mrc.dissector(tvb, pinfo, tree)
         return
     end
     local at = port.offset + UDP_DSTPORT_TO_PAYLOAD
-    local size = last_value(udp_length) - UDP_HEADER_LEN
-    if tvb:len() < at + C.BTH_LEN or size < C.BTH_LEN then
+    local udp_len = last_value(udp_length)
+    if udp_len == nil or tvb:len() < at + C.BTH_LEN or udp_len - UDP_HEADER_LEN < C.BTH_LEN then
         return                    -- no whole BTH: nothing of MRC's to show
     end
+    local size = udp_len - UDP_HEADER_LEN      -- UDP payload on the wire (captured or not)
     local payload = tvb(at):tvb()
     local opcode = payload(0, 1):uint()
     if OPCODE_NAMES[opcode] == nil then
