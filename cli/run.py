@@ -2,6 +2,7 @@
 
     mrc-testbed run experiments/failover.yaml                 # default backend (see experiments/runner.py)
     mrc-testbed run experiments/failover.yaml --backend netsim --quick --seed 7 --out /tmp/f
+    mrc-testbed run experiments/failover.yaml --backend mininet --pcap     # + a pcap per switch port
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from experiments import results
 from experiments.backends import BACKENDS, TARGETS
 from experiments.runner import choose_backend, run_scenario
 from experiments.scenario import ScenarioError, load_scenario
+from testbed.capture import add_pcap_arguments, capture_from_args
 from testbed.logs import setup_logging
 
 
@@ -33,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only this variant (repeatable)")
     parser.add_argument("--transport", action="append", default=[], metavar="NAME",
                         help="run only this transport (repeatable)")
+    add_pcap_arguments(parser)          # mininet backend: pcaps in each case's run folder
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,11 +46,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"mrc-testbed run: {error}", file=sys.stderr)
         return 2
     backend_name = choose_backend(args.backend)
+    try:
+        capture = capture_from_args(args)
+    except ValueError as error:
+        print(f"mrc-testbed run: {error}", file=sys.stderr)
+        return 2
+    if capture is not None and backend_name != "mininet":
+        print("mrc-testbed run: --pcap captures the switch ports of the mininet backend; the "
+              f"{backend_name} backend has none (run as root with --backend mininet)", file=sys.stderr)
+        return 2
     folder = args.out or results.default_folder(scenario.name)
     setup_logging(getattr(args, "verbosity", 0), folder)
     try:
         summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
-                                          variants=args.variant, transports=args.transport)
+                                          variants=args.variant, transports=args.transport,
+                                          pcap=capture)
     except (RuntimeError, ValueError, KeyError) as error:
         print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
         return 1

@@ -18,6 +18,7 @@ from pathlib import Path
 from mininet.cli import CLI
 
 from testbed import nodes
+from testbed.capture import add_pcap_arguments, capture_from_args
 from testbed.logs import setup_logging
 from testbed.network import BringUpError, TestbedNetwork
 
@@ -31,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "else model)")
     parser.add_argument("--run-dir", help="folder for logs, pcaps and agent logs "
                                           "(default runs/up-<time>)")
-    parser.add_argument("--pcap", action="store_true", help="capture every switch port to pcap")
+    add_pcap_arguments(parser)
     parser.add_argument("--convergence-delay", type=float, metavar="SECONDS",
                         help="emulate a converging control plane: reroute around a dead link "
                              "this long after it goes down (default: off, routing is static)")
@@ -190,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
     print(line, flush=True)
     try:
         topo = topology_from_spec(args.topo)
+        capture = capture_from_args(args)
     except (ValueError, OSError) as exc:
         print(f"mrc-testbed up: {exc}")
         return 2
@@ -197,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(args.verbosity, run_dir)
     signal.signal(signal.SIGTERM, _raise_exit)
-    testbed = TestbedNetwork(topo, target, run_dir=run_dir, pcap=args.pcap,
+    testbed = TestbedNetwork(topo, target, run_dir=run_dir, pcap=capture,
                              convergence_delay=args.convergence_delay,
                              progress=lambda text: print(text, flush=True))
     try:

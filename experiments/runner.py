@@ -15,6 +15,7 @@ from typing import Optional, TextIO
 from experiments import metrics, plots, results
 from experiments.backends import default_backend, make_backend
 from experiments.scenario import Scenario
+from testbed.capture import PcapCapture
 
 log = logging.getLogger("mrc.experiments")
 
@@ -80,10 +81,17 @@ def select_cases(scenario: Scenario, variants: list[str], transports: list[str])
 
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
                  progress_stream: TextIO = sys.stderr, variants: list[str] = (),
-                 transports: list[str] = ()) -> tuple[list[dict], list[Path]]:
-    """Run every (selected) case, write the results folder; return (summaries, figure paths)."""
+                 transports: list[str] = (), pcap: PcapCapture | None = None
+                 ) -> tuple[list[dict], list[Path]]:
+    """Run every (selected) case, write the results folder; return (summaries, figure paths).
+
+    With `pcap` (mininet backend only) every switch port of every case is captured."""
     cases = select_cases(scenario, list(variants), list(transports))
-    backend = make_backend(backend_name, target)
+    backend = make_backend(backend_name, target, pcap=pcap)
+    if pcap is not None:
+        print(f"mrc-testbed run: capturing every switch port to {backend.run_root}/{scenario.name}-<time>-<case>/"
+              "<switch>-port<N>.pcap (decode: tshark -X lua_script:wireshark/mrc.lua -r FILE)",
+              file=progress_stream)
     bar = ProgressBar(len(cases), progress_stream)
     records = []
     started = time.monotonic()

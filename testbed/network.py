@@ -36,6 +36,7 @@ from pipeline_contract.client import CounterValue, P4RuntimeClient
 from pipeline_contract.entries import TableEntry
 from pipeline_contract.names import FAULT_DROP, FAULT_DROP_RANDOM, PORT_CONFIG, PORT_FAULT, TRIM_NEVER
 from testbed import nodes
+from testbed.capture import PcapCapture
 from testbed.processes import DEFAULT_GRACE_S, stop_process
 from testbed.registry import RunRegistry, leftovers, state_dir
 
@@ -55,7 +56,7 @@ class TestbedNetwork:
     __test__ = False        # not a pytest test class
 
     def __init__(self, topology, target: str = "model", run_dir: str | Path = "runs/latest",
-                 program: CompiledProgram | None = None, pcap: bool = False,
+                 program: CompiledProgram | None = None, pcap: bool | PcapCapture = False,
                  convergence_delay: float | None = None,
                  progress: Callable[[str], None] | None = None, run_id: str | None = None):
         if target not in nodes.TARGETS:
@@ -64,7 +65,7 @@ class TestbedNetwork:
         self.target = target
         self.run_dir = Path(run_dir).resolve()
         self.compiled = program      # the P4 program the switches run (P4Info, BMv2 JSON)
-        self.pcap = pcap
+        self.pcap = PcapCapture.of(pcap)       # None: no capture; True means whole packets
         self.convergence_delay = convergence_delay
         self.progress = progress or (lambda line: log.info("%s", line))
         self.run_id = run_id

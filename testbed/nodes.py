@@ -26,6 +26,7 @@ from mininet.node import Host, Node, Switch
 
 from controller.entries import PortQueue
 from testbed.processes import stop_process
+from testbed.capture import PcapCapture
 from testbed.registry import marked_env
 from wire import constants as C
 
@@ -124,7 +125,8 @@ class P4Switch(RunMarked, Switch):
     target = "?"
 
     def __init__(self, name, device_id: int = 1, run_dir: str = "/tmp", sock_dir: str | None = None,
-                 topo_name: str = "", pcap: bool = False, registry=None, ready_timeout: float = 20.0,
+                 topo_name: str = "", pcap: bool | PcapCapture = False, registry=None,
+                 ready_timeout: float = 20.0,
                  run_id: str | None = None, **params):
         self.run_id = run_id or (registry.state.run_id if registry is not None else None)
         params["inNamespace"] = True      # overrides Mininet's default (root namespace)
@@ -134,7 +136,7 @@ class P4Switch(RunMarked, Switch):
         self.device_id = device_id
         self.topo_name = topo_name or name
         self.run_dir = Path(run_dir)
-        self.pcap = pcap
+        self.pcap = PcapCapture.of(pcap)       # None: no capture
         self.registry = registry
         self.ready_timeout = ready_timeout
         self.process: subprocess.Popen | None = None
@@ -187,7 +189,7 @@ class P4Switch(RunMarked, Switch):
             out = self.run_dir / f"{self.topo_name}-port{port}.pcap"
             with open(self.run_dir / f"{self.topo_name}-port{port}.tcpdump.log", "wb") as err:
                 proc = self.popen([tcpdump, "-i", ifname, "--immediate-mode", "-U", "-w", str(out),
-                                   "-s", "256"],
+                                   *self.pcap.tcpdump_args()],
                                   stdout=subprocess.DEVNULL, stderr=err)
             self.captures.append(proc)
             if self.registry is not None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -22,10 +24,13 @@ from conftest import requires_bmv2, requires_mininet
 from controller.installer import DEFAULT_BMV2_JSON, verify
 from controller.routes import compute_programs
 from testbed import nodes
+from testbed.capture import MAX_SNAPLEN, PcapCapture
 from testbed.network import STAGES, BringUpError, TestbedNetwork
 from testbed.pathprobe import ProbeSession, ecmp_probes, run_probes, usid_probes
 from testbed.registry import RunState, leftovers, list_runs, marked_processes
+from testbed.transfer import run_transfer
 from topologies.builders import leaf_spine
+from wire import constants as C
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, requires_mininet]
 
@@ -317,8 +322,21 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path):
             clean_run(state)
 
 
+def pcap_lengths(path: Path) -> tuple[int, list[tuple[int, int]]]:
+    """A pcap file's snapshot length and the (captured, original) length of each packet."""
+    data = path.read_bytes()
+    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    snaplen = struct.unpack_from(order + "I", data, 16)[0]
+    records, offset = [], 24
+    while offset < len(data):
+        captured, original = struct.unpack_from(order + "II", data, offset + 8)
+        records.append((captured, original))
+        offset += 16 + captured
+    return snaplen, records
+
+
 def test_pcap_per_switch_port(tmp_path):
-    """With pcap on, every switch port has a capture holding the probes that crossed it."""
+    """With pcap on, every switch port has a capture holding the probes that crossed it, whole."""
     topo = leaf_spine(2, 1, 1)
     net = TestbedNetwork(topo, "model", run_dir=tmp_path, pcap=True, progress=lambda _: None)
     try:
@@ -331,6 +349,50 @@ def test_pcap_per_switch_port(tmp_path):
         for port in topo.ports_of(switch.name):
             frames = rdpcap(str(tmp_path / f"{switch.name}-port{port}.pcap"))
             assert len(frames) >= 2, f"{switch.name} port {port}"   # one probe each way at least
+            snaplen, records = pcap_lengths(tmp_path / f"{switch.name}-port{port}.pcap")
+            assert snaplen == MAX_SNAPLEN and all(c == o for c, o in records)
+    assert processes_mentioning(str(tmp_path)) == []
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
+def test_pcap_of_a_transfer_decodes_with_the_dissector(tmp_path):
+    """Whole data packets, SACKs and probes captured on a switch port: tshark with
+    wireshark/mrc.lua decodes every one as MRC, none malformed; a snapshot length cuts them."""
+    topo = leaf_spine(2, 1, 1)
+    net = TestbedNetwork(topo, "model", run_dir=tmp_path / "whole", pcap=True, progress=lambda _: None)
+    try:
+        net.start()
+        assert run_probes(net, usid_probes(topo)).failed() == []
+        assert run_transfer(net, "h1", "h2", 60_000).ok
+    finally:
+        assert net.stop() == []
+    fields = ("frame.len", "frame.cap_len", "_ws.col.Protocol", "mrc.opcode", "_ws.malformed")
+    rows = []
+    for pcap in sorted((tmp_path / "whole").glob("*.pcap")):
+        out = subprocess.run(["tshark", "-X", f"lua_script:{REPO / 'wireshark' / 'mrc.lua'}", "-r",
+                              str(pcap), "-T", "fields", *[a for f in fields for a in ("-e", f)]],
+                             capture_output=True, text=True, timeout=120, check=True,
+                             env=dict(os.environ, HOME=str(tmp_path))).stdout
+        rows += [dict(zip(fields, line.split("\t"))) for line in out.splitlines()]
+    kinds = {int(row["mrc.opcode"], 0) for row in rows}
+    assert {C.OP_RC_WRITE_ONLY, C.OP_SACK, C.OP_PROBE} <= kinds
+    data = [row for row in rows if int(row["mrc.opcode"], 0) == C.OP_RC_WRITE_ONLY]
+    assert max(int(row["frame.len"]) for row in data) > 1000
+    for row in rows:
+        assert row["_ws.col.Protocol"] == "MRC" and row["_ws.malformed"] == ""
+        assert row["frame.len"] == row["frame.cap_len"]
+
+    net = TestbedNetwork(topo, "model", run_dir=tmp_path / "cut", pcap=PcapCapture(128),
+                         progress=lambda _: None)
+    try:
+        net.start()
+        assert run_transfer(net, "h1", "h2", 20_000).ok
+    finally:
+        assert net.stop() == []
+    cut = [pcap_lengths(pcap) for pcap in (tmp_path / "cut").glob("*.pcap")]
+    assert {snaplen for snaplen, _ in cut} == {128}
+    records = [r for _, rs in cut for r in rs]
+    assert any(o > 128 for _, o in records) and all(c == min(o, 128) for c, o in records)
     assert processes_mentioning(str(tmp_path)) == []
 
 

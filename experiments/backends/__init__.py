@@ -7,7 +7,7 @@
 
 Every backend offers the same small interface::
 
-    backend = make_backend("netsim")            # or "mininet", target="model"|"bmv2"
+    backend = make_backend("netsim")            # or "mininet", target="model"|"bmv2", pcap=PcapCapture()
     record = backend.run_case(case, progress)   # progress(fraction 0..1) while it runs
 """
 from __future__ import annotations
@@ -56,9 +56,13 @@ def default_backend() -> tuple[str, Optional[str]]:
     return ("netsim", why) if why else ("mininet", None)
 
 
-def make_backend(name: str, target: str = "model") -> Backend:
-    """The backend called `name` ("netsim" or "mininet"; `target` only for mininet)."""
+def make_backend(name: str, target: str = "model", pcap=None) -> Backend:
+    """The backend called `name` ("netsim" or "mininet"; `target` and `pcap`, a
+    testbed.capture.PcapCapture capturing every switch port, only for mininet)."""
     if name == "netsim":
+        if pcap is not None:
+            raise ValueError("--pcap captures the switch ports of the mininet backend: "
+                             "netsim has no ports to capture (add --backend mininet)")
         from experiments.backends.netsim_backend import NetsimBackend
         return NetsimBackend()
     if name == "mininet":
@@ -72,5 +76,5 @@ def make_backend(name: str, target: str = "model") -> Backend:
         if why:
             raise RuntimeError(why)
         from experiments.backends.mininet_backend import MininetBackend
-        return MininetBackend(target)
+        return MininetBackend(target, pcap=pcap)
     raise ValueError(f"--backend {name!r}: expected one of {', '.join(BACKENDS)}")

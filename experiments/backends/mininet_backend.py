@@ -98,9 +98,10 @@ class MininetBackend:
 
     name = "mininet"
 
-    def __init__(self, target: str = "model", run_root: Path | None = None) -> None:
+    def __init__(self, target: str = "model", run_root: Path | None = None, pcap=None) -> None:
         self.target = target
         self.run_root = Path(run_root) if run_root else Path("runs") / "experiments"
+        self.pcap = pcap                     # testbed.capture.PcapCapture: capture every switch port
 
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         from testbed.agents import AgentLauncher
@@ -110,7 +111,7 @@ class MininetBackend:
             log.warning("%s: %s", case.label, note)
         record = self._record(case, topo, notes)
         run_dir = (self.run_root / f"{case.scenario.name}-{int(time.time())}-{_slug(case.label)}").resolve()
-        net = TestbedNetwork(topo, target=self.target, run_dir=run_dir,
+        net = TestbedNetwork(topo, target=self.target, run_dir=run_dir, pcap=self.pcap,
                              convergence_delay=case.transport.reroute_delay_s,
                              progress=lambda line: log.info("%s", line))
         agents = AgentLauncher(net, run_dir / "agents")
