@@ -130,3 +130,9 @@ def test_missing_and_empty_files(tmp_path):
     (tmp_path / "empty.yaml").write_text("")
     with pytest.raises(TopologyFileError, match="empty file"):
         load_topology(str(tmp_path / "empty.yaml"))
+
+
+def test_a_tagged_value_that_cannot_be_built_is_named_with_its_line():
+    """Found by the file fuzzer: `!!binary` of text that is not base64 escaped as a YAML error."""
+    with pytest.raises(TopologyFileError, match=r"t.yaml:3: .*base64"):
+        loads_topology("name: x\nbuilder: leafspine\nparams: {leaves: !!binary xx}\n", "t.yaml")

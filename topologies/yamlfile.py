@@ -107,7 +107,10 @@ class _Reader:
         return list(node.value)
 
     def value(self, node: yaml.Node) -> Any:
-        return self._constructor.construct_object(node, deep=True)
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except yaml.MarkedYAMLError as error:        # a tag it cannot build, e.g. !!binary of no base64
+            raise self.fail(node, f"not a value this file can hold: {error.problem or error}") from None
 
     def integer(self, node: yaml.Node, what: str, minimum: int | None = None) -> int:
         value = self.value(node)
