@@ -57,6 +57,8 @@ def render_markdown(runs: list[tuple[Path, dict]], page: Path) -> str:
                   f"`{_rel(folder, page)}` — backend {_backend(s)}, seed {s.get('seed')}"
                   f"{', quick' if s.get('quick') else ''}, {s.get('created', '')}", ""]
         lines += results.markdown_table(s["cases"]) + [""]
+        lines += [f"- distorted: {line}" for line in results.fidelity_lines(s["cases"])]
+        lines += [""] if results.fidelity_lines(s["cases"]) else []
         for fig in _figures(folder, s):
             lines += [f"![{fig.stem}]({_rel(fig, page)})", ""]
     return "\n".join(lines)
@@ -69,7 +71,8 @@ def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
              "<style>body{font-family:sans-serif;max-width:1500px;margin:auto;padding:1em}"
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 7px}"
              "th{background:#eee}img{max-width:100%;border:1px solid #ddd;margin:8px 0}"
-             ".meta{color:#555}</style></head><body>",
+             ".meta{color:#555}.faithful{background:#d8f0d8}.distorted{background:#f6d0d0}"
+             ".simulated,.unknown{background:#eee}</style></head><body>",
              "<h1>MRC testbed: experiment report</h1>", f"<p>{len(runs)} results folder(s).</p>"]
     if runs:
         parts.append("<ul>" + "".join(f"<li><a href='#run{i}'>{e(s.get('title', folder.name))}</a> "
@@ -83,12 +86,23 @@ def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
                   f"seed {e(str(s.get('seed')))}{', quick' if s.get('quick') else ''}, "
                   f"{e(str(s.get('created', '')))}</p>",
                   "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
-                  + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows)
+                  + "".join("<tr>" + "".join(_cell(h, c) for h, c in zip(header, row)) + "</tr>" for row in rows)
                   + "</table>"]
+        distorted = results.fidelity_lines(s["cases"])
+        if distorted:
+            parts.append("<p>Distorted by this machine:</p><ul>" + "".join(f"<li>{e(line)}</li>" for line in distorted)
+                         + "</ul>")
         for fig in _figures(folder, s):
             parts.append(f"<div><img src='{e(_rel(fig, page))}' alt='{e(fig.stem)}'></div>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _cell(column: str, value: str) -> str:
+    """A table cell; the fidelity column is a coloured badge."""
+    if column == "fidelity":
+        return f"<td class='{html.escape(value)}'>{html.escape(value)}</td>"
+    return f"<td>{html.escape(value)}</td>"
 
 
 def write_report(root: Path, output: Path) -> tuple[Path, int]:

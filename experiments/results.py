@@ -57,6 +57,10 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
              + (f" (target {meta['target']})" if meta.get("target") else "")
              + f", seed {meta['seed']}{', quick' if meta.get('quick') else ''}, {meta['created']}.", ""]
     lines += markdown_table(summaries)
+    distorted = fidelity_lines(summaries)
+    if distorted:
+        lines += ["", "Distorted by this machine (experiments/README.md, \"Fidelity\"):", ""]
+        lines += [f"- {line}" for line in distorted]
     lines += ["", "Definitions: docs in `experiments/metrics.py` (time to recover = failure until goodput, "
               "averaged over 20 ms, is back to 90 % of before).", ""]
     for fig in figures:
@@ -105,6 +109,13 @@ def markdown_table(summaries: list[dict]) -> list[str]:
     header, rows = table_rows(summaries)
     return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def fidelity_lines(summaries: list[dict]) -> list[str]:
+    """One line per reason a case was distorted ('variant / transport: reason'); none when all were
+    faithful (or simulated)."""
+    return [f"{s['variant']} / {s['transport']}: {reason}"
+            for s in summaries for reason in s.get("fidelity_reasons", [])]
 
 
 def read_summary(folder: Path) -> Optional[dict]:

@@ -218,13 +218,17 @@ class Verdict:
         return {"verdict": self.label, "reasons": list(self.reasons), "measured": self.measured}
 
 
-def judge(cpu: CpuWatch, losses: list[LinkLoss], cpus: int | None = None) -> Verdict:
+def judge(cpu: CpuWatch, losses: list[LinkLoss]) -> Verdict:
     """The verdict of a run from its CPU watch and its link losses."""
+    return judge_measures(cpu.processes(), cpu.machine(), cpu.load_peak, losses)
+
+
+def judge_measures(processes: dict[str, CpuShare], machine: CpuShare, load_peak: float,
+                   losses: list[LinkLoss], cpus: int | None = None) -> Verdict:
+    """The verdict of a run from what was measured: each process's CPU, the machine's, link losses."""
     verdict = Verdict()
-    processes = cpu.processes()
-    machine = cpu.machine()
     cores = cpus or os.cpu_count() or 1
-    verdict.measured = {"machine_cpu": machine.as_dict(), "cpus": cores, "load_peak": round(cpu.load_peak, 2),
+    verdict.measured = {"machine_cpu": machine.as_dict(), "cpus": cores, "load_peak": round(load_peak, 2),
                         "processes": {n: s.as_dict() for n, s in processes.items()},
                         "link_loss": {x.link: [x.sent, x.received] for x in losses if x.sent}}
     for name, share in sorted(processes.items(), key=lambda item: -item[1].peak):
@@ -236,7 +240,7 @@ def judge(cpu: CpuWatch, losses: list[LinkLoss], cpus: int | None = None) -> Ver
                                    f"at worst (mean {share.wait_mean_s * 1e3:.2g} ms)")
     if machine.peak > MACHINE_CPU_LIMIT:
         verdict.reasons.append(f"machine: CPU {machine.peak:.0%} busy at its busiest on {cores} cores "
-                               f"(load average up to {cpu.load_peak:.1f})")
+                               f"(load average up to {load_peak:.1f})")
     for loss in losses:
         if loss.lost >= LINK_LOSS_MIN_PACKETS and loss.share > LINK_LOSS_LIMIT:
             verdict.reasons.append(f"{loss.link}: {loss.share:.1%} of packets lost before the pipeline "

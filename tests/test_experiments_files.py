@@ -268,3 +268,28 @@ def test_the_scenario_example_in_the_experiments_readme_is_valid():
     assert block, "experiments/README.md has no yaml example"
     scenario = parse_scenario(yaml.safe_load(block.group(1)), "experiments/README.md")
     assert {c.transport.mode for c in scenario.cases()} == {"mrc", "roce"} and len(scenario.variants) == 2
+
+
+def test_a_distorted_case_shows_its_badge_and_reasons_in_the_table_summary_and_report(tmp_path):
+    from experiments import results as R
+    cases = [{**_summary_of(v, t), "fidelity": f, "fidelity_reasons": r} for v, t, f, r in (
+        ("leaf-spine", "MRC", "faithful", []),
+        ("leaf-spine", "RoCE", "distorted", ["s3: CPU 98% of a core at its busiest (mean 80%): it could not keep up"]))]
+    header, rows = R.table_rows(cases)
+    assert [row[header.index("fidelity")] for row in rows] == ["faithful", "distorted"]
+    meta = {"title": "t", "scenario": "t", "scenario_file": "t.yaml", "backend": "mininet", "seed": 1, "created": "now"}
+    R.write_summary(meta, cases, [], tmp_path)
+    R.write_markdown(meta, cases, [], tmp_path)
+    assert "- leaf-spine / RoCE: s3: CPU 98% of a core" in (tmp_path / "summary.md").read_text()
+    page = tmp_path / "report.html"
+    assert report.run(argparse.Namespace(results=tmp_path, output=page)) == 0
+    text = page.read_text()
+    assert "<td class='distorted'>distorted</td>" in text and "<td class='faithful'>faithful</td>" in text
+    assert "<li>leaf-spine / RoCE: s3: CPU 98% of a core" in text
+
+
+def _summary_of(variant: str, transport: str) -> dict:
+    """A case summary with every field, as metrics.summarise makes it for an empty record."""
+    from experiments.record import CaseRecord
+    return {**metrics.summarise(CaseRecord("t", variant, transport, "mrc", "mininet:model", 1, "topo", 4, "allreduce")),
+            "variant": variant, "transport": transport}

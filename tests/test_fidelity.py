@@ -1,0 +1,92 @@
+"""The fidelity monitor: a run the machine's CPU shaped is flagged distorted, with the reason; a light
+one is faithful. The verdict's rules on measures given directly, then the measuring on real
+processes: one that waits for a CPU because a hog shares its core is named."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from testbed.fidelity import (MACHINE_CPU_LIMIT, PROCESS_CPU_LIMIT, SCHED_WAIT_LIMIT_S, CpuShare, CpuWatch,
+                              LinkLoss, judge, judge_measures, link_losses)
+from topologies.builders import leaf_spine
+
+LIGHT = CpuShare(mean=0.10, peak=0.25, wait_mean_s=20e-6, wait_peak_s=80e-6)
+
+
+def test_a_light_case_is_faithful():
+    verdict = judge_measures({"s1": LIGHT, "h1": LIGHT}, CpuShare(0.3, 0.5), 0.8,
+                             [LinkLoss("s1->s3", 10_000, 10_000), LinkLoss("s3->s1", 9_000, 8_995)], cpus=2)
+    assert verdict.faithful and verdict.label == "faithful" and verdict.reasons == []
+    assert verdict.as_dict()["measured"]["link_loss"]["s3->s1"] == [9_000, 8_995]
+
+
+def test_a_switch_at_a_full_core_is_named():
+    busy = CpuShare(mean=0.8, peak=PROCESS_CPU_LIMIT + 0.05)
+    verdict = judge_measures({"s3": busy, "h1": LIGHT}, CpuShare(0.5, 0.6), 1.0, [], cpus=2)
+    assert verdict.label == "distorted"
+    assert len(verdict.reasons) == 1 and verdict.reasons[0].startswith("s3: CPU 95% of a core")
+
+
+def test_waiting_for_a_cpu_a_busy_machine_and_lost_packets_are_each_a_reason():
+    late = CpuShare(mean=0.2, peak=0.3, wait_mean_s=0.4e-3, wait_peak_s=SCHED_WAIT_LIMIT_S * 4)
+    verdict = judge_measures({"h2": late}, CpuShare(0.9, MACHINE_CPU_LIMIT + 0.04), 3.5,
+                             [LinkLoss("s1->s3", 10_000, 9_590)], cpus=2)
+    assert [r.split(":")[0] for r in verdict.reasons] == ["h2", "machine", "s1->s3"]
+    assert "waited 2 ms for a CPU per wake-up" in verdict.reasons[0]
+    assert "99% busy" in verdict.reasons[1] and "load average up to 3.5" in verdict.reasons[1]
+    assert "4.1% of packets lost before the pipeline (410 of 10000)" in verdict.reasons[2]
+
+
+def test_a_few_packets_in_flight_are_not_a_loss():
+    assert judge_measures({}, CpuShare(), 0.0, [LinkLoss("s1->s3", 500, 490)]).faithful
+
+
+def test_link_losses_pair_each_switch_s_tx_with_its_neighbour_s_rx_and_skip_faulted_nodes():
+    topo = leaf_spine(2, 1, 1)                        # s1, s2 leaves; s3 the spine
+    tx = {name: {port: 100 for port in topo.ports_of(name)} for name in ("s1", "s2", "s3")}
+    rx = {name: {port: 90 for port in topo.ports_of(name)} for name in ("s1", "s2", "s3")}
+    losses = {x.link: x.lost for x in link_losses(topo, tx, rx)}
+    assert losses == {"s1->s3": 10, "s3->s1": 10, "s2->s3": 10, "s3->s2": 10}
+    assert {x.link for x in link_losses(topo, tx, rx, skip={"s2"})} == {"s1->s3", "s3->s1"}
+
+
+def _pinned(cpu: int, code: str) -> subprocess.Popen:
+    return subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", code])
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux) to pin processes")
+def test_a_cpu_hog_beside_a_process_that_wakes_often_is_caught():
+    """A 'switch' that works 2 ms after each 1 ms sleep shares its core with two busy loops: it waits
+    for the CPU after its wake-ups, and the verdict names it."""
+    cpu = max(os.sched_getaffinity(0))
+    waker = _pinned(cpu, "import time\nwhile True:\n    t = time.perf_counter()\n"
+                         "    while time.perf_counter() - t < 0.002: pass\n    time.sleep(0.001)")
+    hogs = [_pinned(cpu, "while True: pass") for _ in range(2)]
+    watch = CpuWatch(sample_s=0.1, window_s=0.5)
+    try:
+        watch.watch("s1", waker.pid)
+        for i, hog in enumerate(hogs):
+            watch.watch(f"hog{i}", hog.pid)
+        watch.start()
+        time.sleep(2.0)
+        watch.stop()
+    finally:
+        for proc in [waker, *hogs]:
+            proc.kill()
+            proc.wait()
+    verdict = judge(watch, [])
+    mine = [r for r in verdict.reasons if r.startswith("s1:")]
+    assert verdict.label == "distorted"
+    assert mine and "for a CPU per wake-up" in mine[0], verdict.reasons
+    assert watch.processes()["s1"].wait_peak_s > SCHED_WAIT_LIMIT_S
+
+
+def test_a_watch_never_started_has_nothing_to_say():
+    watch = CpuWatch()
+    watch.stop()                                        # harmless
+    assert watch.processes() == {} and watch.machine() == CpuShare()
