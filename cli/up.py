@@ -19,6 +19,7 @@ from mininet.cli import CLI
 
 from testbed import nodes
 from testbed.capture import add_pcap_arguments, capture_from_args
+from testbed.fidelity import FidelityMonitor
 from testbed.logs import setup_logging
 from testbed.network import BringUpError, TestbedNetwork
 
@@ -59,8 +60,9 @@ class TestbedCLI(CLI):
 
     prompt = "mrc> "
 
-    def __init__(self, testbed: TestbedNetwork, **kwargs):
+    def __init__(self, testbed: TestbedNetwork, monitor: FidelityMonitor, **kwargs):
         self.testbed = testbed
+        self.monitor = monitor
         super().__init__(testbed.net, **kwargs)
 
     def _args(self, line: str, count: int, usage: str) -> list[str] | None:
@@ -119,6 +121,21 @@ class TestbedCLI(CLI):
         for state, evs in sorted(by_state.items()):
             print(f"{state:<12} {len(evs):4d}  {' '.join(f'{e:#x}' for e in evs[:16])}"
                   f"{' ...' if len(evs) > 16 else ''}")
+
+    def do_fidelity(self, line: str) -> None:
+        """fidelity: is this machine keeping up? switch CPU and wait for a CPU, link losses, so far."""
+        def show():
+            verdict = self.monitor.verdict()
+            print(f"{verdict.label} (since the network came up)")
+            for reason in verdict.reasons:
+                print(f"  {reason}")
+            for name, share in sorted(verdict.measured["processes"].items()):
+                print(f"  {name:<6} CPU {share['mean']:.0%} mean, {share['peak']:.0%} busiest; "
+                      f"wait per wake-up {share['wait_mean_ms']:.3f} ms mean, {share['wait_peak_ms']:.3f} ms worst")
+            machine = verdict.measured["machine_cpu"]
+            print(f"  machine CPU {machine['mean']:.0%} mean, {machine['peak']:.0%} busiest on "
+                  f"{verdict.measured['cpus']} cores, load average up to {verdict.measured['load_peak']}")
+        self._guard(show)
 
     def do_counters(self, line: str) -> None:
         """counters SWITCH: every non-zero counter of SWITCH, read over P4Runtime."""
@@ -202,20 +219,23 @@ def run(args: argparse.Namespace) -> int:
     testbed = TestbedNetwork(topo, target, run_dir=run_dir, pcap=capture,
                              convergence_delay=args.convergence_delay,
                              progress=lambda text: print(text, flush=True))
+    monitor = FidelityMonitor(testbed)
     try:
         testbed.start()
+        monitor.start()
         print(f"logs in {run_dir}", flush=True)
         if args.no_cli:
             print("network up; Ctrl-C or SIGTERM to stop", flush=True)
             signal.pause()
         else:
-            TestbedCLI(testbed)
+            TestbedCLI(testbed, monitor)
     except BringUpError as exc:
         print(f"mrc-testbed up: {exc}")
         return 1
     except KeyboardInterrupt:
         pass
     finally:
+        monitor.stop()
         left = testbed.stop()
         if left:
             print("could not remove: " + ", ".join(left) + " (run mrc-testbed clean)")

@@ -10,7 +10,7 @@ received), and a verdict with one line per reason.
   pipeline counted in (`MrcIngress.rx`): packets lost before the pipeline (veth or socket buffers
   of a switch too slow to read them), kept apart from pipeline drops and trims.
 - `Verdict` collects the reasons; `judge` applies the thresholds below (their reasons are in
-  experiments/README.md, "Fidelity").
+  experiments/README.md, "Fidelity"); `FidelityMonitor` does all of it for a running network.
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+
+from pipeline_contract.names import RX, TX
 
 SAMPLE_S = 0.25                  # how often CpuWatch samples
 WINDOW_S = 1.0                   # CPU shares are judged over windows this long
@@ -246,3 +248,39 @@ def judge_measures(processes: dict[str, CpuShare], machine: CpuShare, load_peak:
             verdict.reasons.append(f"{loss.link}: {loss.share:.1%} of packets lost before the pipeline "
                                    f"({loss.lost} of {loss.sent})")
     return verdict
+
+
+class FidelityMonitor:
+    """The fidelity of one running `TestbedNetwork`: its switch processes watched from `start()`,
+    with any other process added by `watch` (agents); `verdict()` judges what it saw so far."""
+
+    def __init__(self, net, sample_s: float = SAMPLE_S) -> None:
+        self.net = net
+        self.cpu = CpuWatch(sample_s)
+
+    def start(self) -> "FidelityMonitor":
+        for name, pid in self.net.switch_pids().items():
+            self.cpu.watch(name, pid)
+        self.cpu.start()
+        return self
+
+    def watch(self, name: str, pid: int) -> None:
+        self.cpu.watch(name, pid)
+
+    def stop(self) -> None:
+        self.cpu.stop()
+
+    def verdict(self, skip: set[str] = frozenset(), packets: tuple[dict, dict] | None = None) -> Verdict:
+        """The verdict so far. `packets` = (tx, rx) per switch and port, when the caller has read the
+        counters already; otherwise every live switch's counters are read now. Links of nodes in
+        `skip` (faulted on purpose) are not judged."""
+        tx, rx = packets if packets is not None else self._packets()
+        return judge(self.cpu, link_losses(self.net.topology, tx, rx, skip))
+
+    def _packets(self) -> tuple[dict, dict]:
+        tx, rx = {}, {}
+        for name in self.net.switch_pids():
+            counters = self.net.counters(name)
+            tx[name] = {port: v.packets for port, v in counters.get(TX, {}).items()}
+            rx[name] = {port: v.packets for port, v in counters.get(RX, {}).items()}
+        return tx, rx

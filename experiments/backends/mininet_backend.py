@@ -29,7 +29,7 @@ from experiments.metrics import RECOVERY_WINDOW_S
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
 from pipeline_contract.names import RX, TX
-from testbed.fidelity import CpuWatch, judge, link_losses
+from testbed.fidelity import FidelityMonitor
 from topologies.model import Topology
 
 log = logging.getLogger("mrc.experiments")
@@ -115,30 +115,28 @@ class MininetBackend:
                              convergence_delay=case.transport.reroute_delay_s,
                              progress=lambda line: log.info("%s", line))
         agents = AgentLauncher(net, run_dir / "agents")
-        timers, cpu = None, CpuWatch()
+        timers, monitor = None, FidelityMonitor(net)
         try:
             net.start()
             if not case.transport.trimming:
                 net.set_trimming(False)
-            for name, pid in net.switch_pids().items():
-                cpu.watch(name, pid)
             start_at = time.time() + START_DELAY_S + 0.05 * len(topo.hosts)
             jobs, flow_logs = agent_jobs(topo, case, agents.log_dir, start_at, record.horizon)
             record.flows = [item.flow for item in flow_logs]
             for item in jobs:
-                cpu.watch(item.name, agents.start(item.name, item.job).proc.pid)
+                monitor.watch(item.name, agents.start(item.name, item.job).proc.pid)
             timers = FaultTimers(LiveTarget(net), record, start_at)
             live = Progress([i.log for i in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)
-            cpu.start()
+            monitor.start()
             self._follow(case, topo, record, agents, timers, live, progress)
-            cpu.stop()
-            tx, rx = self._read_counters(net, topo, record)
+            monitor.stop()
+            packets = self._read_counters(net, topo, record)
             faulted = {node for f in record.faults for node in f.target.split("-")}
-            record.fidelity = judge(cpu, link_losses(topo, tx, rx, skip=faulted)).as_dict()
+            record.fidelity = monitor.verdict(faulted, packets).as_dict()
             record.reroutes = [t - start_at for t in net.reroutes()]
             record.notes += net.control_plane_errors()
         finally:
-            cpu.stop()
+            monitor.stop()
             if timers is not None:
                 timers.cancel()
             agents.stop()
