@@ -29,17 +29,22 @@ def test_a_switch_at_a_full_core_is_named():
     busy = CpuShare(mean=0.8, peak=PROCESS_CPU_LIMIT + 0.05)
     verdict = judge_measures({"s3": busy, "h1": LIGHT}, CpuShare(0.5, 0.6), 1.0, [], cpus=2)
     assert verdict.label == "distorted"
-    assert len(verdict.reasons) == 1 and verdict.reasons[0].startswith("s3: CPU 95% of a core")
+    assert verdict.reasons == ["s3: CPU 95% of a core at its busiest (mean 80%)"]
 
 
-def test_waiting_for_a_cpu_a_busy_machine_and_lost_packets_are_each_a_reason():
+def test_waiting_for_a_cpu_and_lost_packets_are_each_a_reason_with_the_busy_machine_as_context():
     late = CpuShare(mean=0.2, peak=0.3, wait_mean_s=0.4e-3, wait_peak_s=SCHED_WAIT_LIMIT_S * 4)
     verdict = judge_measures({"h2": late}, CpuShare(0.9, MACHINE_CPU_LIMIT + 0.04), 3.5,
                              [LinkLoss("s1->s3", 10_000, 9_590)], cpus=2)
-    assert [r.split(":")[0] for r in verdict.reasons] == ["h2", "machine", "s1->s3"]
+    assert [r.split(":")[0] for r in verdict.reasons] == ["h2", "s1->s3", "machine"]
     assert "waited 2 ms for a CPU per wake-up" in verdict.reasons[0]
-    assert "99% busy" in verdict.reasons[1] and "load average up to 3.5" in verdict.reasons[1]
-    assert "4.1% of packets lost before the pipeline (410 of 10000)" in verdict.reasons[2]
+    assert "4.1% of packets lost before the pipeline (410 of 10000)" in verdict.reasons[1]
+    assert "99% busy" in verdict.reasons[2] and "load average up to 3.5" in verdict.reasons[2]
+
+
+def test_a_busy_machine_alone_is_no_reason():
+    """A job at nice 19 keeps the machine busy but yields the CPU to the emulation at once."""
+    assert judge_measures({"s1": LIGHT}, CpuShare(1.0, 1.0), 3.0, []).faithful
 
 
 def test_a_few_packets_in_flight_are_not_a_loss():
