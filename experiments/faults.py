@@ -23,9 +23,8 @@ from typing import Callable, Protocol
 from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
 from experiments.record import CaseRecord, FaultEvent
 from experiments.scenario import Case, FaultSpec
-from netsim.build import Network
-from netsim.sim import Simulator
-from netsim.switch import Switch, ecmp_member, usid_shift
+from netsim import Network, SimSwitch, Simulator
+from netsim.switch import ecmp_member, usid_shift
 from topologies.model import TIER_LEAF, Topology
 
 FLAP_LIMIT = 10_000        # a flap "until the end" stops scheduling after this many changes
@@ -198,7 +197,7 @@ def trace(fab: Network, src: str, path, ev: int, choose: Callable = ecmp_member)
     node = fab.hosts[src].nics[path.nic].dest[0]
     dst = int.from_bytes(path.dst, "big")
     names = []
-    while isinstance(node, Switch) and len(names) < 16:
+    while isinstance(node, SimSwitch) and len(names) < 16:
         names.append(node.name)
         if dst >> 80 in node.usid_local:
             dst = usid_shift(dst)

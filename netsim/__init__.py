@@ -2,16 +2,17 @@
 
 Links with rate, delay and strict two-priority egress queues; switches that follow the
 pipeline contract of docs/design.md on decoded packet objects (uSID shift-and-forward, LPM,
-ECMP, trimming, ECN, faults); hosts that drive a `host_agent.transport.Endpoint`.
-Everything is seeded: the same scenario gives the same result.
+ECMP, trimming, ECN, faults); hosts that drive the transport endpoints they are given.
+One entry: `from_topology(topo, programs)` builds the network of a `topologies.Topology` whose
+switches run the given programs (the controller's). Everything is seeded: the same scenario
+gives the same result.
 """
+from netsim.host import Endpoint, SimHost
+from netsim.link import SimLink
+from netsim.network import Cable, Network, NicPath
 from netsim.sim import Simulator
-from netsim.link import Link
-from netsim.switch import Switch
-from netsim.host import Host
-from netsim.build import Network, leaf_spine
-from netsim.scenario import Transfer, TransferResult, ScenarioResult, run_transfers
+from netsim.switch import SimSwitch
 from netsim.topology import from_topology
 
-__all__ = ["Host", "Link", "Network", "ScenarioResult", "Simulator", "Switch", "Transfer", "TransferResult",
-           "from_topology", "leaf_spine", "run_transfers"]
+__all__ = ["Cable", "Endpoint", "Network", "NicPath", "SimHost", "SimLink", "SimSwitch", "Simulator",
+           "from_topology"]

@@ -1,10 +1,25 @@
-"""A host: one Endpoint and its NICs, driven by the simulator's clock."""
+"""A simulated host: the transport endpoint it is given, and its NICs, driven by the simulator's clock."""
 from __future__ import annotations
+
+from typing import Iterable, Optional, Protocol
 
 from wire.packets import priority_of
 
 
-class Host:
+class Endpoint(Protocol):
+    """What a host needs of a transport endpoint (host_agent.transport.Endpoint is one)."""
+
+    def receive(self, now: float, nic: int, pkt) -> None:
+        """A packet arrived on NIC `nic` at time `now`."""
+
+    def poll(self, now: float) -> Iterable[tuple[int, object]]:
+        """The (NIC, packet) pairs to transmit at time `now`."""
+
+    def next_wakeup(self) -> Optional[float]:
+        """When the endpoint next wants to be polled, or None."""
+
+
+class SimHost:
     """Feeds arriving packets to its endpoint and transmits what `poll` returns.
 
     `nics[i]` is the egress link of NIC i (one per plane). The host wakes itself at the
@@ -18,10 +33,10 @@ class Host:
         self.nics: dict[int, object] = {}
         self.nic_addr: dict[int, bytes] = {}
         self.usid = 0
-        self.endpoint = None
+        self.endpoint: Optional[Endpoint] = None
         self._wake_at: float | None = None
 
-    def attach(self, endpoint) -> None:
+    def attach(self, endpoint: Endpoint) -> None:
         """Drive `endpoint` from now on."""
         self.endpoint = endpoint
         self.service()

@@ -7,7 +7,7 @@ from wire import constants as C
 from wire.packets import DataPacket, wire_size
 
 
-class Link:
+class SimLink:
     """Carries packets from an egress port to `(node, port)` at `rate_bps` after `delay` seconds.
 
     Two strict-priority queues (HIGH served first); the LOW queue holds at most `depth`

@@ -43,18 +43,19 @@ def ecmp_member(src: bytes, dst: bytes, ev: int, size: int) -> int:
     return ecmp_index(src, dst, C.IPPROTO_UDP, ev & 0xFFFF, C.ROCEV2_UDP_PORT, size)
 
 
-class Switch:
-    """Ports are numbered from 1; `links[port]` is the egress link of that port.
+class SimSwitch:
+    """A simulated switch of one plane. Ports are numbered from 1; `links[port]` is the egress link of that port.
 
-    Tables (filled by `netsim.build`): `usid_local` (48-bit prefixes this switch consumes),
-    `routes` (LPM: prefix length -> {prefix value: action}), `ecmp_groups` (group -> ports);
-    an action is ("forward", port) or ("ecmp", group).
+    Tables (filled by `install`, from the programs `netsim.from_topology` is given): `usid_local`
+    (48-bit prefixes this switch consumes), `routes` (LPM: prefix length -> {prefix value: action}),
+    `ecmp_groups` (group -> ports); an action is ("forward", port) or ("ecmp", group).
     """
 
-    def __init__(self, sim, name: str, usid: int) -> None:
+    def __init__(self, sim, name: str, usid: int, plane: int = 0) -> None:
         self.sim = sim
         self.name = name
         self.usid = usid
+        self.plane = plane
         self.links: dict[int, object] = {}
         self.usid_local: set[int] = set()
         self.routes: dict[int, dict[int, tuple]] = {}

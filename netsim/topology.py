@@ -1,70 +1,79 @@
-"""Build a simulated network from a `topologies.Topology`, with the controller's own table entries.
+"""Build a simulated network from a `topologies.Topology` and the switch programs it is given.
 
-Switch tables come from `controller.routes.compute_programs`, so the simulated switches run
-exactly the entries the controller installs on BMv2 or the reference model; paths come from
-`topologies.paths.host_paths`.
+The programs are the controller's (`controller.routes.compute_programs(topo)`), so the simulated
+switches run exactly the entries the controller installs on BMv2 or the reference model; paths
+come from `topologies.paths`.
 """
 from __future__ import annotations
 
-from netsim.build import HOST_QUEUE_PKTS, Cable, Network
-from netsim.host import Host
-from netsim.link import Link
+from netsim.host import SimHost
+from netsim.link import SimLink
+from netsim.network import Cable, Network
 from netsim.sim import Simulator
-from netsim.switch import Switch
+from netsim.switch import SimSwitch
 from pipeline_contract.names import TRIM_NEVER
 
+HOST_QUEUE_PKTS = 100_000       # a host NIC queues whatever its endpoint emits (pacing keeps it short)
 
-def from_topology(topo, sim: Simulator | None = None, delay: float = 1e-6, rate_bps: float | None = None,
-                  trimming: bool = True) -> Network:
-    """A Network of `topo`: one Link per direction of every topology link, `delay` seconds each.
 
-    `rate_bps` overrides every link's rate (the topology's defaults suit the Python switch
-    model; the simulator is happy with faster links). Queue depths and thresholds come from
-    the topology's links, tables from the controller; without `trimming`, no port ever trims
-    (drop-tail).
+def from_topology(topo, programs: dict, sim: Simulator | None = None, delay: float = 1e-6,
+                  rate_bps: float | None = None, trimming: bool = True) -> Network:
+    """A Network of `topo`, its switches running `programs` ({switch name: program with `.entries`}).
+
+    One link per direction of every topology link, `delay` seconds each. `rate_bps` overrides
+    every link's rate (the topology's defaults suit the Python switch model; the simulator is happy
+    with faster links). Queue depths come from the topology's links, tables and thresholds from the
+    programs; without `trimming`, no port ever trims (drop-tail).
     """
-    from controller.routes import compute_programs
-    from topologies.paths import host_paths
-
+    missing = [s.name for s in topo.switches if s.name not in programs]
+    if missing:
+        raise ValueError(f"topology {topo.name}: no switch program for {', '.join(missing)}")
     sim = sim or Simulator()
-    net = Network(sim, planes=list(topo.planes), topo=topo)
-    for h in topo.hosts:
-        host = Host(sim, h.name, h.index)
-        host.usid = h.usid
-        for nic in topo.host_nics(h.name):
-            host.nic_addr[nic.plane] = nic.address.packed
-        net.hosts[h.name] = host
+    net = Network(sim, topo)
+    _add_hosts(net, topo)
     for s in topo.switches:
-        sw = Switch(sim, s.name, s.usid)
-        sw.plane = s.plane
-        net.switches[s.name] = sw
+        net.switches[s.name] = SimSwitch(sim, s.name, s.usid, s.plane)
     for link in topo.links:
-        a, b = _node(net, link.a), _node(net, link.b)
-        rate = rate_bps or link.rate_bps
-        plane = a.plane if isinstance(a, Switch) else b.plane
-        depth_a = link.queue_depth if isinstance(a, Switch) else HOST_QUEUE_PKTS
-        depth_b = link.queue_depth if isinstance(b, Switch) else HOST_QUEUE_PKTS
-        ab = Link(sim, f"{link.a}->{link.b}", rate, delay, depth_a)
-        ba = Link(sim, f"{link.b}->{link.a}", rate, delay, depth_b)
-        ab.connect(b, link.b_port)
-        ba.connect(a, link.a_port)
-        for node, port, egress in ((a, link.a_port, ab), (b, link.b_port, ba)):
-            if isinstance(node, Switch):
-                node.links[port] = egress
-            else:
-                node.nics[port] = egress
-        net.cables.append(Cable(link.a, link.b, plane, ab, ba, isinstance(a, Switch) and isinstance(b, Switch)))
-    for name, program in compute_programs(topo).items():
+        _add_cable(net, link, rate_bps or link.rate_bps, delay)
+    for name, program in programs.items():
+        if name not in net.switches:
+            raise ValueError(f"topology {topo.name}: a switch program names {name}, which is not a switch")
         net.switches[name].install(program.entries)
         if not trimming:
             for config in net.switches[name].port_config.values():
                 config.trim_threshold = TRIM_NEVER
-
-    def path_finder(src: str, dst: str):
-        return [(p.plane, list(p.switches), p.address.packed) for p in host_paths(topo, src, dst)]
-
-    net.path_finder = path_finder
     return net
+
+
+def _add_hosts(net: Network, topo) -> None:
+    for h in topo.hosts:
+        host = SimHost(net.sim, h.name, h.index)
+        host.usid = h.usid
+        for nic in topo.host_nics(h.name):
+            host.nic_addr[nic.plane] = nic.address.packed
+        net.hosts[h.name] = host
+
+
+def _add_cable(net: Network, link, rate: float, delay: float) -> None:
+    """Both directions of topology link `link`, plugged into its ends' ports."""
+    a, b = _node(net, link.a), _node(net, link.b)
+    ab = SimLink(net.sim, f"{link.a}->{link.b}", rate, delay, _depth(a, link))
+    ba = SimLink(net.sim, f"{link.b}->{link.a}", rate, delay, _depth(b, link))
+    ab.connect(b, link.b_port)
+    ba.connect(a, link.a_port)
+    for node, port, egress in ((a, link.a_port, ab), (b, link.b_port, ba)):
+        if isinstance(node, SimSwitch):
+            node.links[port] = egress
+        else:
+            node.nics[port] = egress
+    both_switches = isinstance(a, SimSwitch) and isinstance(b, SimSwitch)
+    plane = a.plane if isinstance(a, SimSwitch) else b.plane
+    net.cables.append(Cable(link.a, link.b, plane, ab, ba, both_switches))
+
+
+def _depth(node, link) -> int:
+    """Egress queue depth of `node`'s end of `link`: the topology's for a switch, unbounded for a NIC."""
+    return link.queue_depth if isinstance(node, SimSwitch) else HOST_QUEUE_PKTS
 
 
 def _node(net: Network, name: str):

@@ -1,7 +1,8 @@
 """Collectives over the real transport on the in-process network: 4 ranks, bit-exact results.
 
-Fabric: leaf_spine, 2 planes x 2 leaves x 2 spines, 10 Gbit/s links of 1 us; ranks 0..3 on
-h0..h3 (h0, h2 under leaf 0; h1, h3 under leaf 1), so ring neighbours cross the spines.
+Fabric: leaf-spine, 2 planes x 2 leaves x 2 spines, 10 Gbit/s links of 1 us; ranks 0..3 on
+h1, h3, h2, h4 (h1, h2 under leaf s1; h3, h4 under leaf s2; spines s3, s4), so ring neighbours
+cross the spines.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from host_agent.collectives.simulate import simulate
 from host_agent.transport import TransportConfig
-from netsim import Simulator, leaf_spine
+from netsim_transfers import fabric as leaf_spine_fabric
 
 FAST = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
 WORKLOADS = {
@@ -18,8 +19,11 @@ WORKLOADS = {
 }
 
 
+RANKS = ["h1", "h3", "h2", "h4"]
+
+
 def fabric(seed: int):
-    return leaf_spine(Simulator(seed), hosts=4, planes=2, leaves=2, spines=2)
+    return leaf_spine_fabric(seed, planes=2, leaves=2, spines=2, hosts_per_leaf=2)
 
 
 def assert_bit_exact(run, kind):
@@ -38,7 +42,7 @@ def data_drops(net) -> int:
 @pytest.mark.parametrize("kind", sorted(WORKLOADS))
 def test_four_ranks_bit_exact_without_loss(kind):
     net = fabric(seed=1)
-    run = simulate(net, kind, WORKLOADS[kind], TransportConfig(**FAST), until=0.05)
+    run = simulate(net, kind, WORKLOADS[kind], TransportConfig(**FAST), hosts=RANKS, until=0.05)
     assert_bit_exact(run, kind)
     assert sum(ep.stats().get("retransmitted", 0) for ep in run.endpoints) == 0
 
@@ -49,7 +53,7 @@ def test_four_ranks_bit_exact_with_one_percent_loss_everywhere(kind):
     for sw in net.switches.values():
         for port in sw.links:
             sw.set_fault(port, drop_prob=0.01)
-    run = simulate(net, kind, WORKLOADS[kind], TransportConfig(**FAST), until=0.5)
+    run = simulate(net, kind, WORKLOADS[kind], TransportConfig(**FAST), hosts=RANKS, until=0.5)
     assert data_drops(net) > 0                                     # the loss did hit the collective
     assert_bit_exact(run, kind)
     assert sum(ep.stats().get("retransmitted", 0) for ep in run.endpoints) >= data_drops(net) // 2
@@ -57,23 +61,23 @@ def test_four_ranks_bit_exact_with_one_percent_loss_everywhere(kind):
 
 @pytest.mark.parametrize("kind", sorted(WORKLOADS))
 def test_four_ranks_bit_exact_with_a_link_killed_mid_run(kind):
-    clean = simulate(fabric(seed=3), kind, WORKLOADS[kind], TransportConfig(**FAST), until=0.05)
+    clean = simulate(fabric(seed=3), kind, WORKLOADS[kind], TransportConfig(**FAST), hosts=RANKS, until=0.05)
     kill_at = clean.end / 3                                        # a third of the way through
     net = fabric(seed=3)
-    cable = net.cable("p0leaf0", "p0spine0")
+    cable = net.cable("s1", "s3")
     net.at(kill_at, cable.set_up, False)
-    run = simulate(net, kind, WORKLOADS[kind], TransportConfig(**FAST), until=0.5)
+    run = simulate(net, kind, WORKLOADS[kind], TransportConfig(**FAST), hosts=RANKS, until=0.5)
     assert run.end > kill_at
     assert cable.ab.counters["dropped_down"] + cable.ba.counters["dropped_down"] > 0   # traffic was lost on it
     assert_bit_exact(run, kind)
     retired = [e for e in run.events if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD"
                and e["t"] >= kill_at]
     assert retired, "no EV was retired after the link died"
-    assert all("p0spine0" in net.path_of_address(e["plane"], bytes.fromhex(e["dst"])) for e in retired
+    assert all("s3" in net.path_of_address(e["plane"], bytes.fromhex(e["dst"])) for e in retired
                if e["plane"] == 0)
 
 
 def test_baseline_allreduce_bit_exact_without_loss():
     run = simulate(fabric(seed=4), "allreduce", WORKLOADS["allreduce"],
-                   TransportConfig(mode="roce", **FAST), until=0.05)
+                   TransportConfig(mode="roce", **FAST), hosts=RANKS, until=0.05)
     assert_bit_exact(run, "allreduce")

@@ -12,7 +12,7 @@ from pipeline_contract.entries import TableEntry
 from wire import codec, constants as C
 from wire.packets import DataPacket
 from netsim.sim import Simulator
-from netsim.switch import Switch as NetsimSwitch, ecmp_member
+from netsim.switch import SimSwitch, ecmp_member
 from pipeline_contract.p4info import load_p4info
 from pipeline_contract.ecmp import crc16, ecmp_index
 from refswitch.switch import SwitchCore
@@ -65,7 +65,7 @@ class PortSink:
 
 def netsim_port(size: int, ev: int) -> int:
     out: list[int] = []
-    sw = NetsimSwitch(Simulator(), "s5", LOCAL_USID)
+    sw = SimSwitch(Simulator(), "s5", LOCAL_USID)
     sw.links = {port: PortSink(port, out) for port in range(1, size + 1)}
     sw.install(ecmp_program(size))
     sw.receive(packet(ev), 9)

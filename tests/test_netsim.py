@@ -1,16 +1,27 @@
-"""The in-process network: links, the switch pipeline contract, the leaf-spine builder."""
+"""The in-process network: links, the switch pipeline contract, the network built from a topology."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
+from netsim_transfers import Transfer, fabric, run_transfers
 from wire import constants as C
 from wire.packets import DataPacket, Probe
-from netsim import Link, Simulator, Switch, leaf_spine
-from netsim.build import prefix48, usid_address
+from netsim import SimLink as Link, SimSwitch as Switch, Simulator
 from netsim.switch import PortConfig, usid_shift
+from topologies.addressing import node_address, usid_path_address
 from wire.packets import wire_size
+
+
+def usid_address(plane, usids):
+    """fc00:<plane>:<usid>:...:: as 16 bytes (the last uSID is the destination host's)."""
+    return usid_path_address(plane, usids[:-1], usids[-1]).packed
+
+
+def prefix48(plane, usid):
+    """The 128-bit value of the /48 prefix fc00:<plane>:<usid>::."""
+    return int(node_address(plane, usid))
 
 
 class Sink:
@@ -126,35 +137,35 @@ def test_switch_faults_drop_all_or_a_fraction():
 
 
 def test_leaf_spine_usid_paths_cross_exactly_their_switches():
-    net = leaf_spine(Simulator(), hosts=4, planes=2, leaves=2, spines=3)
-    paths = net.mrc_paths("h0", "h1")
+    net = fabric(planes=2, leaves=2, spines=3)                # h1, h2 on leaves s1 / s6; h3, h4 on s2 / s7
+    paths = net.mrc_paths("h1", "h3")
     assert len(paths) == 6 and {p.plane for p in paths} == {0, 1}
-    h1 = net.hosts["h1"]
-    h1.endpoint = Sink(net.sim)
-    h1.endpoint.receive = lambda now, nic, pkt: h1.endpoint.got.append((nic, pkt))
-    h1.service = lambda: None
+    h3 = net.hosts["h3"]
+    h3.endpoint = Sink(net.sim)
+    h3.endpoint.receive = lambda now, nic, pkt: h3.endpoint.got.append((nic, pkt))
+    h3.service = lambda: None
     for path in paths:
         before = {n: s.counters["rx"] for n, s in net.switches.items()}
-        net.hosts["h0"].nics[path.nic].send(data_pkt(path.dst, src=path.src), C.PRIORITY_LOW)
+        net.hosts["h1"].nics[path.nic].send(data_pkt(path.dst, src=path.src), C.PRIORITY_LOW)
         net.sim.run()
         crossed = [n for n, s in net.switches.items() if s.counters["rx"] != before[n]]
         assert sorted(crossed) == sorted(net.path_of_address(path.plane, path.dst))
-        nic, pkt = h1.endpoint.got[-1]
-        assert nic == path.plane and pkt.dst == h1.nic_addr[path.plane]
-    same_leaf = net.mrc_paths("h0", "h2")
-    assert [net.path_of_address(p.plane, p.dst) for p in same_leaf] == [["p0leaf0"], ["p1leaf0"]]
+        nic, pkt = h3.endpoint.got[-1]
+        assert nic == path.plane and pkt.dst == h3.nic_addr[path.plane]
+    same_leaf = net.mrc_paths("h1", "h2")
+    assert [net.path_of_address(p.plane, p.dst) for p in same_leaf] == [["s1"], ["s6"]]
 
 
 def test_baseline_is_routed_by_ecmp_on_the_five_tuple():
-    net = leaf_spine(Simulator(), hosts=2, planes=1, leaves=2, spines=4)
-    (path,) = net.baseline_path("h0", "h1")
-    net.hosts["h1"].endpoint = type("E", (), {"receive": lambda *a: None, "next_wakeup": lambda s: None,
+    net = fabric(leaves=2, spines=4, hosts_per_leaf=1)        # h1 on s1, h2 on s2, spines s3..s6
+    (path,) = net.baseline_path("h1", "h2")
+    net.hosts["h2"].endpoint = type("E", (), {"receive": lambda *a: None, "next_wakeup": lambda s: None,
                                                "poll": lambda s, now: []})()
-    spines = [net.switches[f"p0spine{i}"] for i in range(4)]
+    spines = [net.switches[f"s{i}"] for i in range(3, 7)]
 
     def spine_for(ev):
         before = [s.counters["rx"] for s in spines]
-        net.hosts["h0"].nics[0].send(data_pkt(path.dst, ev=ev, src=path.src), C.PRIORITY_LOW)
+        net.hosts["h1"].nics[0].send(data_pkt(path.dst, ev=ev, src=path.src), C.PRIORITY_LOW)
         net.sim.run()
         (i,) = [i for i, s in enumerate(spines) if s.counters["rx"] != before[i]]
         return i
@@ -167,12 +178,13 @@ def test_baseline_is_routed_by_ecmp_on_the_five_tuple():
 
 @pytest.mark.parametrize("mode", ["mrc", "roce"])
 def test_network_from_a_topology_runs_the_controllers_tables(mode):
+    from controller.routes import compute_programs
     from host_agent.transport import TransportConfig
-    from netsim import Transfer, from_topology, run_transfers
+    from netsim import from_topology
     from topologies.builders import fat_tree
 
     topo = fat_tree(4)
-    net = from_topology(topo, Simulator(2), rate_bps=10e9)
+    net = from_topology(topo, compute_programs(topo), Simulator(2), rate_bps=10e9)
     first, last = topo.hosts[0].name, topo.hosts[-1].name
     paths = net.mrc_paths(first, last)
     assert len(paths) == 4 and all(len(net.path_of_address(p.plane, p.dst)) == 5 for p in paths)
@@ -188,12 +200,11 @@ def test_network_from_a_topology_runs_the_controllers_tables(mode):
 
 def test_scenario_goodput_series_accounts_for_every_byte():
     from host_agent.transport import TransportConfig
-    from netsim import Transfer, run_transfers
 
-    net = leaf_spine(Simulator(4), hosts=4, planes=2)
+    net = fabric(seed=4, planes=2)
     cfg = TransportConfig(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
-    res = run_transfers(net, [Transfer("h0", "h1", 300_000, message_size=100_000),
-                              Transfer("h2", "h3", 200_000, start=50e-6)], cfg, until=0.01, sample_interval=20e-6)
+    res = run_transfers(net, [Transfer("h1", "h3", 300_000, message_size=100_000),
+                              Transfer("h2", "h4", 200_000, start=50e-6)], cfg, until=0.01, sample_interval=20e-6)
     assert res.all_complete
     times = [0.0] + [t for t, _ in res.goodput]
     for i, size in enumerate((300_000, 200_000)):
@@ -203,3 +214,32 @@ def test_scenario_goodput_series_accounts_for_every_byte():
     assert res.transfers[1].finish > 50e-6 and res.end >= max(t.finish for t in res.transfers)
     peak = max(max(g) for _, g in res.goodput)
     assert 5e9 < peak <= 2 * 10e9 * 1.01                               # two planes of 10 Gbit/s
+
+
+def test_from_topology_needs_a_program_for_every_switch():
+    from controller.routes import compute_programs
+    from netsim import from_topology
+    from topologies.builders import leaf_spine
+
+    topo = leaf_spine(2, 1, 1)
+    programs = compute_programs(topo)
+    del programs["s3"]
+    with pytest.raises(ValueError, match="no switch program for s3"):
+        from_topology(topo, programs)
+
+
+def test_netsim_imports_only_the_layers_below_it():
+    """netsim is given its switch programs and its endpoints: it imports wire/, pipeline_contract/,
+    topologies/ and itself, never the agent, the reference switch or the controller."""
+    import ast
+    import pathlib
+
+    allowed = {"netsim", "wire", "pipeline_contract", "topologies"}
+    ours = {p.name for p in pathlib.Path(__file__).resolve().parent.parent.iterdir() if p.is_dir()}
+    for path in sorted(pathlib.Path(__file__).resolve().parent.parent.joinpath("netsim").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            for name in names:
+                top = name.split(".")[0]
+                assert top not in ours or top in allowed, f"{path.name} imports {name}"

@@ -4,17 +4,17 @@ from __future__ import annotations
 import pytest
 
 from host_agent.transport import Endpoint, PathInfo, TransportConfig
-from netsim import Simulator, Transfer, leaf_spine, run_transfers
+from netsim_transfers import Transfer, fabric, run_transfers
 
 FAST = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
 
 
 @pytest.mark.parametrize("mode", ["mrc", "roce"])
 def test_loss_free_transfer_is_delivered_exactly_once(mode):
-    net = leaf_spine(Simulator(1), hosts=4, planes=2)
+    net = fabric(seed=1, planes=2)                  # h1, h2 under leaf s1; h3, h4 under s2
     cfg = TransportConfig(mode=mode, **FAST)
-    res = run_transfers(net, [Transfer("h0", "h1", 150_000, message_size=40_000),
-                              Transfer("h2", "h3", 3000, message_size=1000)], cfg, until=0.05)
+    res = run_transfers(net, [Transfer("h1", "h3", 150_000, message_size=40_000),
+                              Transfer("h2", "h4", 3000, message_size=1000)], cfg, until=0.05)
     for tr in res.transfers:
         assert tr.complete, tr
         assert tr.sender_stats.get("retransmitted", 0) == 0
@@ -22,8 +22,8 @@ def test_loss_free_transfer_is_delivered_exactly_once(mode):
 
 
 def test_zero_length_and_odd_sized_messages():
-    net = leaf_spine(Simulator(2), hosts=2, planes=1)
-    res = run_transfers(net, [Transfer("h0", "h1", 0), Transfer("h1", "h0", 1025, message_size=1025)],
+    net = fabric(seed=2, hosts_per_leaf=1)
+    res = run_transfers(net, [Transfer("h1", "h2", 0), Transfer("h2", "h1", 1025, message_size=1025)],
                         TransportConfig(**FAST), until=0.01)
     assert res.all_complete
 

@@ -17,8 +17,7 @@ from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
 from experiments.workloads import variant_topology
 from host_agent.transport import events as E
-from netsim.build import Network
-from netsim.sim import Simulator
+from netsim import Network, Simulator
 from topologies.model import Topology
 
 KEPT_EVENTS = (E.EV_STATE, E.EV_BACKUP)

@@ -16,10 +16,9 @@ from experiments.workloads import COLLECTIVES, collective_flows, collective_para
 from host_agent.collectives import make_collective
 from host_agent.collectives.data import block_bytes
 from host_agent.collectives.driver import EndpointMessenger
+from controller.routes import compute_programs
 from host_agent.transport import Endpoint, TransportConfig
-from netsim.build import Network
-from netsim.sim import Simulator
-from netsim.topology import from_topology
+from netsim import Network, Simulator, from_topology
 from topologies.model import Topology
 
 QP_BASE = 0x100
@@ -28,7 +27,7 @@ LINK_DELAY_S = 20e-6             # propagation delay of every cable (a veth pair
 
 def build_fabric(topo: Topology, sim: Simulator, trimming: bool = True) -> Network:
     """The simulated network of `topo` in `sim`, programmed with the controller's static routes."""
-    return from_topology(topo, sim, delay=LINK_DELAY_S, trimming=trimming)
+    return from_topology(topo, compute_programs(topo), sim, delay=LINK_DELAY_S, trimming=trimming)
 
 
 def transport_config(case: Case, topo: Topology) -> TransportConfig:

@@ -1,6 +1,6 @@
 """Run a collective over the in-process network (netsim): one Endpoint per rank, same code as the agent.
 
-    net = leaf_spine(Simulator(1), hosts=4, planes=2)
+    net = netsim.from_topology(topo, controller.routes.compute_programs(topo), netsim.Simulator(1))
     run = simulate(net, "allreduce", dict(elements=100_000, chunk_bytes=32768), TransportConfig(...))
     assert all(r.ok for r in run.results)
 

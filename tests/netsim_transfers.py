@@ -1,12 +1,33 @@
-"""Run transfers over a simulated network and collect what happened."""
+"""Test support: a simulated fabric from a topology, and transfers run over it with what happened.
+
+`fabric(...)` is a multi-plane leaf-spine (`topologies.builders.multi_plane`) on `netsim.from_topology`
+with the controller's tables and the link parameters the netsim tests use (10 Gbit/s, 1 us, queues
+of 64 packets, trimming from 16, ECN from 8). `run_transfers` gives each host one transport
+Endpoint, runs point-to-point transfers and returns per-transfer results, goodput samples and
+every endpoint event.
+"""
 from __future__ import annotations
 
 import random
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
+from controller.routes import compute_programs
 from host_agent.transport import Endpoint, TransportConfig
-from netsim.build import Network
+from netsim import Network, Simulator, from_topology
+from topologies.builders import multi_plane
+
+RATE_BPS = 10_000_000_000
+LINK = dict(rate_bps=RATE_BPS, queue_depth=64, trim_threshold=16, ecn_threshold=8)
+
+
+def fabric(seed: int = 0, planes: int = 1, leaves: int = 2, spines: int = 2, hosts_per_leaf: int = 2,
+           **link) -> Network:
+    """A `planes` x `leaves` x `spines` leaf-spine with `hosts_per_leaf` hosts per leaf, 1 us cables.
+
+    Hosts h1.. fill the leaves in order; per plane, leaves come first (s1, s2, ...), then spines."""
+    topo = multi_plane(planes, leaves, spines, hosts_per_leaf, **{**LINK, **link})
+    return from_topology(topo, compute_programs(topo), Simulator(seed), delay=1e-6)
 
 
 @dataclass

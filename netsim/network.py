@@ -1,0 +1,142 @@
+"""A simulated network and its verbs: the cables, the paths between hosts, faults and reroutes.
+
+`netsim.from_topology` builds one; experiments and tests act on it only through these verbs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from netsim.host import SimHost
+from netsim.link import SimLink
+from netsim.sim import Simulator
+from netsim.switch import SimSwitch
+from pipeline_contract.names import ROUTE_TABLES
+from topologies.paths import host_paths
+from wire import constants as C
+
+
+@dataclass(frozen=True)
+class NicPath:
+    """One way from a host's NIC to a peer: the fields of the transport's PathInfo.
+
+    `dst` is a uSID path address (MRC) or the peer NIC's address (the baseline, routed by ECMP).
+    """
+
+    plane: int
+    nic: int          # the local NIC the packets leave by (its plane)
+    src: bytes        # 16-byte address of that NIC
+    dst: bytes        # 16-byte destination address
+
+
+@dataclass
+class Cable:
+    """Both directions between two nodes on one plane."""
+
+    a: str
+    b: str
+    plane: int
+    ab: SimLink
+    ba: SimLink
+    fabric: bool = False          # True between two switches
+
+    @property
+    def up(self) -> bool:
+        """True while the cable carries packets."""
+        return self.ab.up
+
+    def set_up(self, up: bool) -> None:
+        """Bring both directions up or down."""
+        self.ab.set_up(up)
+        self.ba.set_up(up)
+
+
+@dataclass
+class Network:
+    """Hosts, switches and cables of one simulated fabric built from `topo`."""
+
+    sim: Simulator
+    topo: object                        # the topologies.Topology it was built from
+    hosts: dict[str, SimHost] = field(default_factory=dict)
+    switches: dict[str, SimSwitch] = field(default_factory=dict)
+    cables: list[Cable] = field(default_factory=list)
+    _mrc_paths: dict = field(default_factory=dict, repr=False)
+
+    # --- what is where ---------------------------------------------------------------------------
+    def cable(self, a: str, b: str) -> Cable:
+        """The cable between nodes `a` and `b` (in either order)."""
+        for c in self.cables:
+            if {c.a, c.b} == {a, b}:
+                return c
+        raise KeyError(f"no cable between {a} and {b}")
+
+    def cables_of(self, node: str) -> list[Cable]:
+        """The cables of `node`, in creation order."""
+        return [c for c in self.cables if node in (c.a, c.b)]
+
+    def link(self, a: str, b: str) -> SimLink:
+        """The direction a -> b of the cable between them."""
+        c = self.cable(a, b)
+        return c.ab if c.a == a else c.ba
+
+    def port(self, switch: str, neighbour: str) -> int:
+        """The port of `switch` that faces `neighbour`."""
+        link = self.link(switch, neighbour)
+        return next(p for p, l in self.switches[switch].links.items() if l is link)
+
+    def fabric_links(self) -> list[SimLink]:
+        """Every switch-to-switch link direction, in creation order."""
+        return [link for c in self.cables if c.fabric for link in (c.ab, c.ba)]
+
+    def down_links(self) -> list[tuple[str, str]]:
+        """(node, node) pairs of the cables that are down."""
+        return [(c.a, c.b) for c in self.cables if not c.up]
+
+    # --- paths -------------------------------------------------------------------------------------
+    def mrc_paths(self, src: str, dst: str) -> list[NicPath]:
+        """Every uSID path from host `src` to host `dst`, plane by plane (topologies.paths)."""
+        key = (src, dst)
+        paths = self._mrc_paths.get(key)
+        if paths is None:
+            nics = self.hosts[src].nic_addr
+            paths = self._mrc_paths[key] = [NicPath(p.plane, p.plane, nics[p.plane], p.address.packed)
+                                            for p in host_paths(self.topo, src, dst)]
+        return list(paths)
+
+    def baseline_path(self, src: str, dst: str, plane: int = 0) -> list[NicPath]:
+        """The baseline's single 'path': the peer NIC address on `plane`, routed by ECMP."""
+        return [NicPath(plane, plane, self.hosts[src].nic_addr[plane], self.hosts[dst].nic_addr[plane])]
+
+    def baseline_paths(self, src: str, dst: str) -> list[NicPath]:
+        """The peer's NIC address on every plane both hosts are on, by plane: the baseline's 'paths'
+        as the agent process builds them (host_agent/agent.py); the baseline sends on the first."""
+        dst_nics = self.hosts[dst].nic_addr
+        return [NicPath(plane, plane, addr, dst_nics[plane])
+                for plane, addr in sorted(self.hosts[src].nic_addr.items()) if plane in dst_nics]
+
+    def paths(self, src: str, dst: str, mode: str) -> list[NicPath]:
+        """Paths for a connection in `mode`: every uSID path ("mrc"), or the plane-0 NIC address ("roce")."""
+        return self.mrc_paths(src, dst) if mode == "mrc" else self.baseline_path(src, dst)
+
+    def path_of_address(self, plane: int, dst: bytes) -> list[str]:
+        """Switch names of the uSID path address `dst` (inverse of `mrc_paths`)."""
+        by_usid = {sw.usid: name for name, sw in self.switches.items()}
+        value = int.from_bytes(dst, "big")
+        names = []
+        for i in range(C.MAX_USIDS):
+            u = (value >> (80 - 16 * i)) & 0xFFFF
+            if u in by_usid:
+                names.append(by_usid[u])
+        return names
+
+    # --- acting on it --------------------------------------------------------------------------------
+    def at(self, t: float, fn, *args) -> None:
+        """Schedule an action (a fault, a repair) at time `t`."""
+        self.sim.at(t, fn, *args)
+
+    def reroute(self, programs) -> None:
+        """Replace every switch's routing and ECMP tables by those of `programs` ({switch: SwitchProgram}),
+        what a converging control plane rewrites; other tables stay."""
+        for name, program in programs.items():
+            sw = self.switches[name]
+            sw.clear_routes()
+            sw.install(e for e in program.entries if e.table in ROUTE_TABLES)
