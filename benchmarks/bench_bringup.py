@@ -97,7 +97,7 @@ class MemorySampler(threading.Thread):
 def measure_bringup() -> dict:
     """Stage durations of one bring-up of TOPOLOGY on the model target, and of its tear-down."""
     from testbed.network import TestbedNetwork
-    from topologies.builders import topology_from_spec
+    from topologies.spec import topology_from_spec
     with tempfile.TemporaryDirectory(prefix="mrc-bench-bringup-") as tmp:
         net = TestbedNetwork(topology_from_spec(TOPOLOGY), "model", run_dir=tmp, progress=lambda _: None)
         try:

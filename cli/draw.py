@@ -9,7 +9,7 @@ from topologies.draw import draw
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `mrc-testbed draw`."""
-    from topologies.builders import SPEC_HELP
+    from topologies.spec import SPEC_HELP
     parser.add_argument("--topo", required=True, metavar="SPEC", help=f"topology: {SPEC_HELP}")
     parser.add_argument("-o", "--output", default="topology.png", metavar="FILE.png",
                         help="PNG file to write (default: %(default)s)")
@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Draw the topology named by --topo to --output; 0 on success, 2 on a bad spec or file."""
-    from topologies.builders import topology_from_spec
+    from topologies.spec import topology_from_spec
     try:
         topo = topology_from_spec(args.topo)
     except ValueError as error:

@@ -20,7 +20,7 @@ TABLE_ORDER = (R.USID_LOCAL, R.ROUTING, R.ECMP_MEMBER, R.PORT_CONFIG)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `mrc-testbed routes`."""
-    from topologies.builders import SPEC_HELP
+    from topologies.spec import SPEC_HELP
     parser.add_argument("--topo", required=True, metavar="SPEC", help=f"topology: {SPEC_HELP}")
     parser.add_argument("--switch", metavar="NAME", action="append",
                         help="switch to show (repeatable; default: every switch)")
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the computed tables; 0 on success, 2 on a bad topology, switch or link."""
-    from topologies.builders import topology_from_spec
+    from topologies.spec import topology_from_spec
     try:
         topo = topology_from_spec(args.topo)
         down = [_parse_link(topo, text) for text in args.down]

@@ -195,7 +195,7 @@ def missing_prerequisite() -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from topologies.builders import topology_from_spec
+    from topologies.spec import topology_from_spec
     problem = missing_prerequisite()
     if problem:
         print(f"mrc-testbed up: {problem}")

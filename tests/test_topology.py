@@ -3,8 +3,8 @@ import ipaddress
 
 import pytest
 
-from topologies.builders import (TopologySpecError, dumbbell, fat_tree, leaf_spine, multi_plane,
-                                 topology_from_spec)
+from topologies.builders import dumbbell, fat_tree, leaf_spine, multi_plane
+from topologies.spec import TopologySpecError, topology_from_spec
 from topologies.model import (DEFAULT_ECN_THRESHOLD, DEFAULT_QUEUE_DEPTH, DEFAULT_RATE_BPS,
                               DEFAULT_TRIM_THRESHOLD, Host, Link, Switch, Topology, TopologyError)
 

@@ -9,7 +9,7 @@ pytest.importorskip("matplotlib")
 
 from cli import draw as draw_cmd
 from topologies import draw
-from topologies.builders import topology_from_spec
+from topologies.spec import topology_from_spec
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, "topologies", "examples")
 

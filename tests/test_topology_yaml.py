@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from topologies.builders import dumbbell, fat_tree, leaf_spine, multi_plane, topology_from_spec
+from topologies.builders import dumbbell, fat_tree, leaf_spine, multi_plane
+from topologies.spec import topology_from_spec
 from topologies.yamlfile import (TopologyFileError, dumps_topology, format_rate, load_topology,
                                  loads_topology, parse_rate, save_topology)
 
@@ -136,3 +137,24 @@ def test_a_tagged_value_that_cannot_be_built_is_named_with_its_line():
     """Found by the file fuzzer: `!!binary` of text that is not base64 escaped as a YAML error."""
     with pytest.raises(TopologyFileError, match=r"t.yaml:3: .*base64"):
         loads_topology("name: x\nbuilder: leafspine\nparams: {leaves: !!binary xx}\n", "t.yaml")
+
+
+def test_spec_parsing_sits_above_builders_and_files():
+    """The dependency goes one way: spec -> yamlfile -> builders; builders imports neither."""
+    import ast
+    import pathlib
+
+    def imported(module):
+        tree = ast.parse(pathlib.Path(__file__).resolve().parent.parent.joinpath(
+            "topologies", f"{module}.py").read_text())
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+                names.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+        return names
+
+    assert not {"topologies.yamlfile", "topologies.spec"} & imported("builders")
+    assert "topologies.spec" not in imported("yamlfile")

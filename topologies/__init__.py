@@ -5,13 +5,13 @@
 
 Modules: model (Host, Switch, Link, Topology, link defaults), addressing (uSIDs, locators, NIC
 addresses and MACs), graph (shortest paths of one plane), paths (uSID paths per host pair),
-builders (dumbbell, leaf_spine, fat_tree, multi_plane, spec parser), yamlfile (load/save),
-draw (PNG, the `mrc-testbed draw` command).
+builders (dumbbell, leaf_spine, fat_tree, multi_plane), yamlfile (load/save), spec (the `--topo`
+parser over both), draw (PNG, the `mrc-testbed draw` command).
 """
-from topologies.builders import (TopologySpecError, dumbbell, fat_tree, leaf_spine, multi_plane,
-                                 topology_from_spec)
+from topologies.builders import dumbbell, fat_tree, leaf_spine, multi_plane
 from topologies.model import Host, HostNic, Link, LinkEnd, Switch, Topology, TopologyError
 from topologies.paths import Path, PathError, all_pairs_paths, host_paths
+from topologies.spec import TopologySpecError, topology_from_spec
 
 __all__ = ["Host", "HostNic", "Link", "LinkEnd", "Path", "PathError", "Switch", "Topology", "TopologyError",
            "TopologySpecError", "all_pairs_paths", "dumbbell", "fat_tree", "host_paths", "leaf_spine",

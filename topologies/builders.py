@@ -1,4 +1,4 @@
-"""Builders of the standard topologies and the `--topo SPEC` parser.
+"""Builders of the standard topologies, and `BUILDERS`, the table of them by kind.
 
 Ports are numbered from 1 in link order at every switch; every builder adds host links first, then
 links upwards tier by tier, so a leaf's host ports come before its uplinks. Switch order: plane by
@@ -6,17 +6,10 @@ plane, tier by tier (leaves first). Link parameters default to the values in top
 """
 from __future__ import annotations
 
-import os
-import re
-
 from topologies.addressing import MAX_HOSTS, MAX_SWITCHES
 from topologies.model import (DEFAULT_ECN_THRESHOLD, DEFAULT_QUEUE_DEPTH, DEFAULT_RATE_BPS,
                               DEFAULT_TRIM_THRESHOLD, TIER_CORE, TIER_LEAF, TIER_SPINE, Host, Link,
                               Switch, Topology)
-
-
-class TopologySpecError(ValueError):
-    """A `--topo` spec that names no known builder or carries bad numbers."""
 
 
 class TopologyBuilder:
@@ -142,37 +135,10 @@ def fat_tree(k: int = 4, **link_params) -> Topology:
     return b.build()
 
 
+# kind -> (builder, the names of its positional numbers): read by topologies.spec and topologies.yamlfile
 BUILDERS = {
     "dumbbell": (dumbbell, ("hosts_per_side",)),
     "leafspine": (leaf_spine, ("leaves", "spines", "hosts_per_leaf")),
     "fattree": (fat_tree, ("k",)),
     "multiplane": (multi_plane, ("planes", "leaves", "spines", "hosts_per_leaf")),
 }
-SPEC_HELP = ("dumbbell:H | leafspine:LxSxH | fattree:K | multiplane:PxLxSxH | path/to/file.yaml "
-             "(H hosts per leaf/side, L leaves, S spines, P planes, K even)")
-_SPEC = re.compile(r"([a-z_-]+)(?::([0-9x]*))?")
-
-
-def topology_from_spec(spec: str) -> Topology:
-    """The topology a `--topo` spec describes: a builder spec (see SPEC_HELP) or a YAML file path."""
-    spec = spec.strip()
-    if spec.endswith((".yaml", ".yml")) or os.sep in spec or os.path.isfile(spec):
-        from topologies.yamlfile import load_topology
-        return load_topology(spec)
-    match = _SPEC.fullmatch(spec.lower())
-    if not match or match.group(1).replace("-", "").replace("_", "") not in BUILDERS:
-        raise TopologySpecError(f"topology spec {spec!r}: unknown kind; expected {SPEC_HELP}")
-    kind = match.group(1).replace("-", "").replace("_", "")
-    builder, params = BUILDERS[kind]
-    numbers = match.group(2)
-    if not numbers:
-        raise TopologySpecError(f"topology spec {spec!r}: {kind} needs {'x'.join(params)} "
-                                f"(e.g. {kind}:{'x'.join('2' * len(params))})")
-    parts = numbers.split("x")
-    if len(parts) != len(params) or not all(part.isdigit() for part in parts):
-        raise TopologySpecError(f"topology spec {spec!r}: {kind} takes {len(params)} number(s) "
-                                f"{'x'.join(params)}, got {numbers!r}")
-    try:
-        return builder(*(int(part) for part in parts))
-    except ValueError as error:
-        raise TopologySpecError(f"topology spec {spec!r}: {error}") from error
