@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from controller.routes import compute_programs
 from experiments.budget import transport_params
 from experiments.record import FlowRecord
 from experiments.scenario import Case
@@ -16,7 +17,6 @@ from experiments.workloads import COLLECTIVES, collective_flows, collective_para
 from host_agent.collectives import make_collective
 from host_agent.collectives.data import block_bytes
 from host_agent.collectives.driver import EndpointMessenger
-from controller.routes import compute_programs
 from host_agent.transport import Endpoint, TransportConfig
 from netsim import Network, Simulator, from_topology
 from topologies.model import Topology
