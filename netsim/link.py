@@ -6,6 +6,9 @@ from collections import Counter, deque
 from wire import constants as C
 from wire.packets import DataPacket, wire_size
 
+_LOW, _HIGH = C.PRIORITY_LOW, C.PRIORITY_HIGH
+_COUNTERS = ("offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
+
 
 class SimLink:
     """Carries packets from an egress port to `(node, port)` at `rate_bps` after `delay` seconds.
@@ -14,6 +17,10 @@ class SimLink:
     packets and the HIGH queue `high_depth`; packets beyond are tail-dropped. A link that is
     down drops what is offered to it and what is on the wire when it goes down.
     """
+
+    __slots__ = ("sim", "name", "rate_bps", "delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
+                 "dest", "data_offered_at", "trace_data", "peak_queue",
+                 "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
     def __init__(self, sim, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
         self.sim = sim
@@ -27,10 +34,16 @@ class SimLink:
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
         self.dest = None                        # (node, port): node.receive(pkt, port)
-        self.counters: Counter = Counter()
         self.data_offered_at: list[float] = []  # time of every data packet offered (when tracing)
         self.trace_data = False
         self.peak_queue = 0                     # most packets ever waiting (both priorities)
+        for name_ in _COUNTERS:
+            setattr(self, name_, 0)
+
+    @property
+    def counters(self) -> Counter:
+        """A snapshot of the link's counters: offered, data_offered, dropped_down, dropped_queue, tx, tx_bytes."""
+        return Counter({name: getattr(self, name) for name in _COUNTERS})
 
     def connect(self, node, port: int) -> None:
         """Deliver to `node.receive(pkt, port)`."""
@@ -39,7 +52,7 @@ class SimLink:
     @property
     def low_depth_now(self) -> int:
         """Packets waiting in the LOW queue."""
-        return len(self.queues[C.PRIORITY_LOW])
+        return len(self.queues[_LOW])
 
     def set_up(self, up: bool) -> None:
         """Bring the link up or down (down: queued and in-flight packets are lost)."""
@@ -49,25 +62,26 @@ class SimLink:
         if not up:
             self._epoch += 1
             for q in self.queues:
-                self.counters["dropped_down"] += len(q)
+                self.dropped_down += len(q)
                 q.clear()
 
     def send(self, pkt, priority: int) -> bool:
         """Offer a packet to the egress queue; return False when it is dropped."""
-        self.counters["offered"] += 1
-        if isinstance(pkt, DataPacket):
-            self.counters["data_offered"] += 1
+        self.offered += 1
+        if type(pkt) is DataPacket:
+            self.data_offered += 1
             if self.trace_data:
                 self.data_offered_at.append(self.sim.now)
         if not self.up:
-            self.counters["dropped_down"] += 1
+            self.dropped_down += 1
             return False
-        q = self.queues[priority]
-        if len(q) >= (self.high_depth if priority == C.PRIORITY_HIGH else self.depth):
-            self.counters["dropped_queue"] += 1
+        queues = self.queues
+        q = queues[priority]
+        if len(q) >= (self.high_depth if priority == _HIGH else self.depth):
+            self.dropped_queue += 1
             return False
         q.append(pkt)
-        queued = len(self.queues[0]) + len(self.queues[1])
+        queued = len(queues[0]) + len(queues[1])
         if queued > self.peak_queue:
             self.peak_queue = queued
         if not self.busy:
@@ -75,27 +89,32 @@ class SimLink:
         return True
 
     def _start(self) -> None:
-        high, low = self.queues[C.PRIORITY_HIGH], self.queues[C.PRIORITY_LOW]
-        q = high if high else low
-        if not q:
+        """Put the next packet on the wire (HIGH first), or go idle."""
+        high, low = self.queues[_HIGH], self.queues[_LOW]
+        if high:
+            pkt = high.popleft()
+        elif low:
+            pkt = low.popleft()
+        else:
             self.busy = False
             return
-        pkt = q.popleft()
         self.busy = True
-        self.sim.after(wire_size(pkt) * 8 / self.rate_bps, self._done, pkt, self._epoch)
+        size = wire_size(pkt)
+        self.sim.after(size * 8 / self.rate_bps, self._done, pkt, self._epoch, size)
 
-    def _done(self, pkt, epoch: int) -> None:
+    def _done(self, pkt, epoch: int, size: int) -> None:
+        """The last bit left: the packet propagates, the next one starts."""
         if epoch == self._epoch and self.up:
-            self.counters["tx"] += 1
-            self.counters["tx_bytes"] += wire_size(pkt)
+            self.tx += 1
+            self.tx_bytes += size
             self.sim.after(self.delay, self._arrive, pkt, epoch)
         else:
-            self.counters["dropped_down"] += 1
+            self.dropped_down += 1
         self._start()
 
     def _arrive(self, pkt, epoch: int) -> None:
         if epoch != self._epoch or not self.up:
-            self.counters["dropped_down"] += 1
+            self.dropped_down += 1
             return
         node, port = self.dest
         node.receive(pkt, port)

@@ -2,46 +2,59 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 from typing import Callable
 
 
 class Simulator:
-    """Runs callbacks in time order (seconds, float); ties run in scheduling order."""
+    """Runs callbacks in time order (seconds, float); ties run in scheduling order.
+
+    An event is a heap entry (time, sequence number, callback, arguments): the sequence number
+    breaks ties, so equal times run in the order they were scheduled.
+    """
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0.0
         self.rng = random.Random(seed)
         self._queue: list = []
-        self._seq = 0
+        self._seq = itertools.count(1)
         self.events_run = 0
 
     def at(self, t: float, fn: Callable, *args) -> None:
         """Run `fn(*args)` at time `t` (not before now)."""
-        self._seq += 1
-        heapq.heappush(self._queue, (max(t, self.now), self._seq, fn, args))
+        if t < self.now:
+            t = self.now
+        heapq.heappush(self._queue, (t, next(self._seq), fn, args))
 
     def after(self, delay: float, fn: Callable, *args) -> None:
         """Run `fn(*args)` `delay` seconds from now."""
-        self.at(self.now + delay, fn, *args)
+        t = self.now + delay
+        if t < self.now:
+            t = self.now
+        heapq.heappush(self._queue, (t, next(self._seq), fn, args))
 
     def run(self, until: float | None = None, stop: Callable[[], bool] | None = None,
             max_events: int | None = None) -> None:
         """Run events up to time `until`, until `stop()` is true, or until nothing is left."""
         q = self._queue
+        pop = heapq.heappop
+        horizon = float("inf") if until is None else until
+        limit = -1 if max_events is None else max(max_events, 1)     # at least one event runs
         count = 0
         while q:
             t = q[0][0]
-            if until is not None and t > until:
+            if t > horizon:
                 self.now = until
+                self.events_run += count
                 return
-            _, _, fn, args = heapq.heappop(q)
+            _, _, fn, args = pop(q)
             self.now = t
             fn(*args)
             count += 1
             if stop is not None and stop():
                 break
-            if max_events is not None and count >= max_events:
+            if count == limit:
                 break
         self.events_run += count
         if until is not None and not q:

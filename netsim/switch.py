@@ -10,6 +10,9 @@ from wire import constants as C
 from wire.packets import DataPacket
 
 ADDR_BITS = 128
+MAX_REMEMBERED = 1 << 16          # forwarding decisions a switch keeps before starting afresh
+_HIGH, _LOW = C.PRIORITY_HIGH, C.PRIORITY_LOW
+_HIGH_DSCP, _TRIMMABLE_DSCP = C.HIGH_PRIORITY_DSCP, C.TRIMMABLE_DSCP
 _LOW80 = (1 << 80) - 1
 _TOP32 = ((1 << 32) - 1) << 96
 
@@ -46,9 +49,12 @@ def ecmp_member(src: bytes, dst: bytes, ev: int, size: int) -> int:
 class SimSwitch:
     """A simulated switch of one plane. Ports are numbered from 1; `links[port]` is the egress link of that port.
 
-    Tables (filled by `install`, from the programs `netsim.from_topology` is given): `usid_local`
-    (48-bit prefixes this switch consumes), `routes` (LPM: prefix length -> {prefix value: action}),
-    `ecmp_groups` (group -> ports); an action is ("forward", port) or ("ecmp", group).
+    Tables (filled by `install`, from the programs `netsim.from_topology` is given, or by `add_local`
+    and `add_route`): `usid_local` (48-bit prefixes this switch consumes), `routes` (LPM: prefix
+    length -> {prefix value: action}), `ecmp_groups` (group -> ports); an action is ("forward", port)
+    or ("ecmp", group). Tables change only through these methods and `clear_routes`: the switch
+    remembers the forwarding decision of every destination address and ECMP flow it has seen, and
+    forgets them when a table changes.
     """
 
     def __init__(self, sim, name: str, usid: int, plane: int = 0) -> None:
@@ -57,25 +63,50 @@ class SimSwitch:
         self.usid = usid
         self.plane = plane
         self.links: dict[int, object] = {}
-        self.usid_local: set[int] = set()
+        self._usid_local: set[int] = set()
         self.routes: dict[int, dict[int, tuple]] = {}
         self.ecmp_groups: dict[int, list[int]] = {}
         self.port_config: dict[int, PortConfig] = {}
         self.faults: dict[int, PortFault] = {}
-        self.counters: Counter = Counter()
+        self._rx = 0
+        self._counts: Counter = Counter()
         self._lengths: list[int] = []
+        self._decisions: dict[bytes, tuple] = {}     # dst address -> (shifted dst or None, port, ECMP members)
+        self._flows: dict[tuple, int] = {}          # (src, dst, ev) -> ECMP egress port
+
+    @property
+    def counters(self) -> Counter:
+        """A snapshot of the switch's counters: rx, no_route_drops, fault_drops(_data), queue_drops,
+        trimmed, ecn_marked (those that ever counted)."""
+        snapshot = Counter()
+        if self._rx:
+            snapshot["rx"] = self._rx
+        snapshot.update(self._counts)
+        return snapshot
 
     # --- tables ----------------------------------------------------------------------------------
+    @property
+    def usid_local(self) -> frozenset:
+        """The 48-bit locator+uSID prefixes this switch consumes (shifts past)."""
+        return frozenset(self._usid_local)
+
+    def add_local(self, prefix: int) -> None:
+        """Consume the uSID of 48-bit locator+uSID `prefix` (the usid_local table)."""
+        self._usid_local.add(prefix)
+        self._forget()
+
     def add_route(self, prefix: int, length: int, action: tuple) -> None:
         """LPM entry: `prefix` is the full 128-bit value with its top `length` bits significant."""
         self.routes.setdefault(length, {})[prefix >> (ADDR_BITS - length)] = action
         self._lengths = sorted(self.routes, reverse=True)
+        self._forget()
 
     def clear_routes(self) -> None:
         """Empty the routing and ECMP tables."""
         self.routes = {}
         self.ecmp_groups = {}
         self._lengths = []
+        self._forget()
 
     def lookup(self, dst: int) -> tuple | None:
         """The action of the longest matching prefix, or None."""
@@ -89,20 +120,15 @@ class SimSwitch:
         """Apply controller TableEntry objects (docs/design.md table and action names)."""
         for e in entries:
             if e.table == N.USID_LOCAL:
-                self.usid_local.add(e.match["dst_usid_prefix"])
+                self.add_local(e.match["dst_usid_prefix"])
             elif e.table == N.ROUTING:
-                value, length = e.match["dst_addr"]
-                if e.action == N.FORWARD:
-                    self.add_route(value, length, ("forward", e.params["port"]))
-                elif e.action == N.ECMP_SELECT:
-                    self.add_route(value, length, ("ecmp", e.params["group"]))
-                else:
-                    raise ValueError(f"switch {self.name}: routing action {e.action} is not in the contract")
+                self._install_route(e)
             elif e.table == N.ECMP_MEMBER:
                 members = self.ecmp_groups.setdefault(e.match["group"], [])
                 index = e.match["index"]
                 members.extend([0] * (index + 1 - len(members)))
                 members[index] = e.params["port"]
+                self._forget()
             elif e.table == N.PORT_CONFIG:
                 p = e.params
                 self.port_config[e.match["port"]] = PortConfig(p["trim_threshold"], p["ecn_threshold"],
@@ -113,6 +139,15 @@ class SimSwitch:
             else:
                 raise ValueError(f"switch {self.name}: table {e.table} is not in the contract")
 
+    def _install_route(self, e) -> None:
+        value, length = e.match["dst_addr"]
+        if e.action == N.FORWARD:
+            self.add_route(value, length, ("forward", e.params["port"]))
+        elif e.action == N.ECMP_SELECT:
+            self.add_route(value, length, ("ecmp", e.params["group"]))
+        else:
+            raise ValueError(f"switch {self.name}: routing action {e.action} is not in the contract")
+
     def set_fault(self, port: int, drop_all: bool = False, drop_prob: float = 0.0) -> None:
         """Install (or, with the defaults, clear) a fault on egress `port`."""
         if not drop_all and not drop_prob:
@@ -120,48 +155,84 @@ class SimSwitch:
         else:
             self.faults[port] = PortFault(drop_all, drop_prob)
 
+    def _forget(self) -> None:
+        """Drop the remembered forwarding decisions (a table changed)."""
+        self._decisions = {}
+        self._flows = {}
+
     # --- pipeline ------------------------------------------------------------------------------------
     def receive(self, pkt, in_port: int) -> None:
         """Ingress: uSID shift, routing, ECMP, faults, trim/ECN, then the egress queue."""
-        self.counters["rx"] += 1
-        dst = int.from_bytes(pkt.dst, "big")
-        if dst >> 80 in self.usid_local:
+        self._rx += 1
+        decision = self._decisions.get(pkt.dst)
+        if decision is None:
+            decision = self._decide(pkt.dst)
+        shifted, port, members = decision
+        if shifted is not None:
+            pkt.dst = shifted
+        if port is None:
+            if members is None:
+                self._counts["no_route_drops"] += 1
+                return
+            port = self._ecmp_port(pkt, members)
+        if self.faults:
+            fault = self.faults.get(port)
+            if fault is not None and (fault.drop_all or self.sim.rng.random() < fault.drop_prob):
+                self._counts["fault_drops"] += 1
+                if isinstance(pkt, DataPacket):
+                    self._counts["fault_drops_data"] += 1
+                return
+        link = self.links[port]
+        priority = self._classify(pkt, port, link)
+        if not link.send(pkt, priority):
+            self._counts["queue_drops"] += 1
+
+    def _decide(self, dst_bytes: bytes) -> tuple:
+        """(shifted address or None, egress port or None, ECMP members or None) of address `dst_bytes`:
+        the uSID shift and the routing lookup, remembered until a table changes."""
+        dst = int.from_bytes(dst_bytes, "big")
+        shifted = None
+        if dst >> 80 in self._usid_local:
             dst = usid_shift(dst)
-            pkt.dst = dst.to_bytes(16, "big")
+            shifted = dst.to_bytes(16, "big")
         action = self.lookup(dst)
         if action is None:
-            self.counters["no_route_drops"] += 1
-            return
-        if action[0] == "ecmp":
-            members = self.ecmp_groups[action[1]]
-            port = members[ecmp_member(pkt.src, pkt.dst, pkt.ev, len(members))]
+            decision = (shifted, None, None)
+        elif action[0] == "ecmp":
+            decision = (shifted, None, self.ecmp_groups[action[1]])
         else:
-            port = action[1]
-        fault = self.faults.get(port)
-        if fault is not None and (fault.drop_all or self.sim.rng.random() < fault.drop_prob):
-            self.counters["fault_drops"] += 1
-            if isinstance(pkt, DataPacket):
-                self.counters["fault_drops_data"] += 1
-            return
-        link = self.links[port]
-        priority = self._classify(pkt, port, link.low_depth_now)
-        if not link.send(pkt, priority):
-            self.counters["queue_drops"] += 1
+            decision = (shifted, action[1], None)
+        if len(self._decisions) >= MAX_REMEMBERED:
+            self._decisions = {}
+        self._decisions[dst_bytes] = decision
+        return decision
 
-    def _classify(self, pkt, port: int, queued: int) -> int:
-        """Trim or mark `pkt` by the LOW queue occupancy `queued`; return its egress priority."""
-        if pkt.dscp in C.HIGH_PRIORITY_DSCP or not isinstance(pkt, DataPacket):
-            return C.PRIORITY_HIGH
+    def _ecmp_port(self, pkt, members: list[int]) -> int:
+        """The member port the packet's flow (source, destination, entropy) hashes to, remembered."""
+        key = (pkt.src, pkt.dst, pkt.ev)
+        port = self._flows.get(key)
+        if port is None:
+            port = members[ecmp_member(pkt.src, pkt.dst, pkt.ev, len(members))]
+            if len(self._flows) >= MAX_REMEMBERED:
+                self._flows = {}
+            self._flows[key] = port
+        return port
+
+    def _classify(self, pkt, port: int, link) -> int:
+        """Trim or mark `pkt` by the LOW queue occupancy of `link`; return its egress priority."""
+        if pkt.dscp in _HIGH_DSCP or not isinstance(pkt, DataPacket):
+            return _HIGH
         cfg = self.port_config.get(port)
         if cfg is None:
-            return C.PRIORITY_LOW
-        if pkt.dscp in C.TRIMMABLE_DSCP and not pkt.trimmed and queued >= cfg.trim_threshold:
+            return _LOW
+        queued = link.low_depth_now
+        if pkt.dscp in _TRIMMABLE_DSCP and not pkt.trimmed and queued >= cfg.trim_threshold:
             pkt.payload = b""
             pkt.flags |= C.MRCH_FLAG_TRIMMED
             pkt.dscp = C.DSCP_TRIMMED_LASTHOP if cfg.host_facing else C.DSCP_TRIMMED
-            self.counters["trimmed"] += 1
-            return C.PRIORITY_HIGH
+            self._counts["trimmed"] += 1
+            return _HIGH
         if pkt.ecn != C.ECN_NOT_ECT and not cfg.host_facing and queued >= cfg.ecn_threshold:
             pkt.ecn = C.ECN_CE
-            self.counters["ecn_marked"] += 1
-        return C.PRIORITY_LOW
+            self._counts["ecn_marked"] += 1
+        return _LOW

@@ -80,7 +80,7 @@ def test_link_tail_drops_and_down_link_loses_everything():
 def one_switch(trim=2, ecn=1, host_facing=False):
     sim = Simulator(3)
     sw = Switch(sim, "s", 0x0100)
-    sw.usid_local.add(prefix48(0, 0x0100) >> 80)
+    sw.add_local(prefix48(0, 0x0100) >> 80)
     sink = Sink(sim)
     link = Link(sim, "s->x", 1e9, 1e-6, depth=100)
     link.connect(sink, 1)
