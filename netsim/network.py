@@ -59,7 +59,8 @@ class Network:
     hosts: dict[str, SimHost] = field(default_factory=dict)
     switches: dict[str, SimSwitch] = field(default_factory=dict)
     cables: list[Cable] = field(default_factory=list)
-    _mrc_paths: dict = field(default_factory=dict, repr=False)
+    _mrc_paths: dict = field(default_factory=dict, repr=False)      # (src, dst) -> [NicPath]
+    _graphs: dict = field(default_factory=dict, repr=False)         # plane -> topologies.graph.PlaneGraph
 
     # --- what is where ---------------------------------------------------------------------------
     def cable(self, a: str, b: str) -> Cable:
@@ -99,7 +100,7 @@ class Network:
         if paths is None:
             nics = self.hosts[src].nic_addr
             paths = self._mrc_paths[key] = [NicPath(p.plane, p.plane, nics[p.plane], p.address.packed)
-                                            for p in host_paths(self.topo, src, dst)]
+                                            for p in host_paths(self.topo, src, dst, self._graphs)]
         return list(paths)
 
     def baseline_path(self, src: str, dst: str, plane: int = 0) -> list[NicPath]:
