@@ -119,14 +119,14 @@ def _module_benchmark(name: str) -> Benchmark:
 def benchmarks() -> list[Benchmark]:
     """Every benchmark, cheapest first."""
     return [Benchmark("transport_core", "CPU cost of the sans-IO transport core", measure_transport_core),
-            _module_benchmark("allreduce"), _module_benchmark("failover"),
+            _module_benchmark("netsim"), _module_benchmark("allreduce"), _module_benchmark("failover"),
             Benchmark("agent", "host agent send rate vs a raw-socket sender (root)", measure_agent),
             Benchmark("refswitch", "reference switch forwarding vs a raw-socket loop, trimming (root)",
                       measure_refswitch),
             _module_benchmark("bringup")]
 
 
-NAMES = ("transport_core", "allreduce", "failover", "agent", "refswitch", "bringup")
+NAMES = ("transport_core", "netsim", "allreduce", "failover", "agent", "refswitch", "bringup")
 
 
 # --- running and reporting ---------------------------------------------------------------------

@@ -12,7 +12,7 @@ from wire.packets import DataPacket
 ADDR_BITS = 128
 MAX_REMEMBERED = 1 << 16          # forwarding decisions a switch keeps before starting afresh
 _HIGH, _LOW = C.PRIORITY_HIGH, C.PRIORITY_LOW
-_HIGH_DSCP, _TRIMMABLE_DSCP = C.HIGH_PRIORITY_DSCP, C.TRIMMABLE_DSCP
+_HIGH_DSCP, _TRIMMABLE_DSCP, _TRIMMED = C.HIGH_PRIORITY_DSCP, C.TRIMMABLE_DSCP, C.MRCH_FLAG_TRIMMED
 _LOW80 = (1 << 80) - 1
 _TOP32 = ((1 << 32) - 1) << 96
 
@@ -226,7 +226,7 @@ class SimSwitch:
         if cfg is None:
             return _LOW
         queued = link.low_depth_now
-        if pkt.dscp in _TRIMMABLE_DSCP and not pkt.trimmed and queued >= cfg.trim_threshold:
+        if pkt.dscp in _TRIMMABLE_DSCP and not pkt.flags & _TRIMMED and queued >= cfg.trim_threshold:
             pkt.payload = b""
             pkt.flags |= C.MRCH_FLAG_TRIMMED
             pkt.dscp = C.DSCP_TRIMMED_LASTHOP if cfg.host_facing else C.DSCP_TRIMMED

@@ -113,7 +113,7 @@ CONTROL_HEADER_LEN = {Sack: C.SACK_LEN, Nack: C.NACK_LEN, Probe: C.PROBE_LEN, Pr
 def wire_size(pkt: Packet) -> int:
     """Bytes of a decoded packet as an Ethernet frame (a trimmed data packet ends after MRCH)."""
     if type(pkt) is DataPacket:
-        return C.DATA_HEADERS_LEN if pkt.trimmed else C.DATA_HEADERS_LEN + len(pkt.payload) + C.ICRC_LEN
+        return C.DATA_HEADERS_LEN if pkt.flags & C.MRCH_FLAG_TRIMMED else DATA_OVERHEAD + len(pkt.payload)
     return CONTROL_BASE + CONTROL_HEADER_LEN[type(pkt)]
 
 
