@@ -10,6 +10,11 @@ on every run of a case (netsim is deterministic), so packets per wall-second com
 simulator's speed across versions. Each case runs `--repeat` times and the fastest run counts (the
 machine may be shared: its load average is saved with the figures). Wall time covers the whole
 case: building the network and the traffic, the run, and checking the results.
+
+A third figure isolates the simulator from the transport: on fattree:8, every host sprays 1 KB
+data packets over its uSID paths to the host half the fabric away, paced at 1.2 us, through
+trivial endpoints (`Sprayer`) that send and count and nothing else; its packets per CPU-second
+are netsim's own forwarding speed (links, queues, switches, event loop).
 """
 from __future__ import annotations
 
@@ -45,6 +50,54 @@ def time_case(case, repeat: int) -> dict:
             "packets_per_wall_s": packets / min(walls), "load_average": os.getloadavg()}
 
 
+class Sprayer:
+    """A stand-in endpoint: `count` data packets over `paths` in turn, one every `gap` seconds."""
+
+    def __init__(self, paths: list, count: int, gap: float) -> None:
+        self.paths, self.count, self.gap = paths, count, gap
+        self.sent, self.received, self._next = 0, 0, 0.0
+
+    def receive(self, now: float, nic: int, pkt) -> None:
+        self.received += 1
+
+    def poll(self, now: float) -> list:
+        from wire.packets import DataPacket
+        out = []
+        while self.sent < self.count and self._next <= now:
+            path = self.paths[self.sent % len(self.paths)]
+            out.append((path.nic, DataPacket(src=path.src, dst=path.dst, ev=self.sent & 0xFFFF, qp=1, psn=self.sent,
+                                             va=0, rkey=0, length=1000, msg_id=0, msg_len=1000, tsval=0,
+                                             payload=bytes(1000))))
+            self.sent += 1
+            self._next += self.gap
+        return out
+
+    def next_wakeup(self):
+        return self._next if self.sent < self.count else None
+
+
+def forwarding_only(repeat: int, count: int = 300) -> dict:
+    """Switch packets per CPU-second of the fat-tree with `Sprayer` endpoints (fastest of `repeat`)."""
+    from controller.routes import compute_programs
+    from netsim import Simulator, from_topology
+    from topologies.builders import fat_tree
+
+    topo = fat_tree(8)
+    programs = compute_programs(topo)
+    cpus, packets = [], 0
+    for _ in range(repeat):
+        net = from_topology(topo, programs, Simulator(1), rate_bps=10e9)
+        hosts = [h.name for h in topo.hosts]
+        for i, host in enumerate(hosts):
+            peer = hosts[(i + len(hosts) // 2) % len(hosts)]
+            net.hosts[host].attach(Sprayer(net.mrc_paths(host, peer), count, 1.2e-6))
+        cpu0 = time.process_time()
+        net.sim.run()
+        cpus.append(time.process_time() - cpu0)
+        packets = sum(sw.counters["rx"] for sw in net.switches.values())
+    return {"packets": packets, "cpu_s": min(cpus), "cpus_s": cpus, "packets_per_cpu_s": packets / min(cpus)}
+
+
 def permutation_cases() -> list:
     from experiments.scenario import load_scenario
     return load_scenario(PERMUTATION).cases()
@@ -74,6 +127,11 @@ def measure(options: argparse.Namespace) -> Measurement:
     result.add("fat-tree k=8 all-reduce: simulated packets per wall-second", fat["packets_per_wall_s"], "pkt/s",
                note=note)
     result.add("fat-tree k=8 all-reduce: wall time", fat["wall_s"], "s", better="lower", note=note)
+    fwd = forwarding_only(repeat)
+    result.details["forwarding_only"] = fwd
+    print(f"   forwarding only (fat-tree k=8, no transport): {fwd['packets']} packets in {fwd['cpu_s']:.2f} CPU-s "
+          f"= {fwd['packets_per_cpu_s']:,.0f} pkt/CPU-s", flush=True)
+    result.add("forwarding only, no transport: switch packets per CPU-second", fwd["packets_per_cpu_s"], "pkt/s")
     result.details["load_average"] = os.getloadavg()
     return result
 

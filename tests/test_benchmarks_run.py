@@ -87,3 +87,11 @@ def test_a_run_that_skipped_a_part_keeps_that_parts_last_figures_for_comparison(
     assert compare(Figure("mininet rate", 2.0, "pkt/s"), previous) == ("-60%", True)
     assert compare(Figure("netsim rate", 11.0, "pkt/s"), previous) == ("+0%", False)
     assert len((tmp_path / "demo.history.jsonl").read_text().splitlines()) == 2
+
+
+def test_netsim_forwarding_benchmark_counts_every_hop_of_every_packet():
+    """fattree:8, each host sprays to the host 64 places on: another pod, five switches a packet."""
+    from benchmarks.bench_netsim import forwarding_only
+
+    run = forwarding_only(1, count=3)
+    assert run["packets"] == 128 * 3 * 5 and run["packets_per_cpu_s"] > 0
