@@ -5,9 +5,9 @@ made by the factories of a `Policies` given to the endpoint (`Endpoint(name, con
 policies=Policies(sack=MySack))`); the defaults are the MRC rules docs/transport.md describes.
 
 - `EvSelector`: which EV the next data packet (or retransmission) takes.
-- `SackProcessor`: what a SACK (cumulative sequence number + 64-bit bitmap) acknowledges, and
-  which sequence numbers it shows lost (selective repeat). The default retransmits nothing on
-  a SACK: spraying reorders packets, so MRC leaves losses to trim NACKs and timeouts.
+- `SackProcessor`: which sequence numbers a SACK (cumulative sequence number + 64-bit bitmap)
+  shows lost (selective repeat). The default retransmits nothing on a SACK: spraying reorders
+  packets, so MRC leaves losses to trim NACKs and timeouts.
 - `PathMonitor`: dead-path detection and path retirement: what a per-packet timeout, a trim
   NACK, an ECN echo, a spurious timeout and probe outcomes do to an EV (skip it once, retire it
   and give its slot a backup EV, reinstate it).
@@ -61,15 +61,6 @@ class RotationSelector:
 
 
 # --- SACK processing (selective repeat) ------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class SackVerdict:
-    """What one SACK says: sequence numbers it acknowledges beyond the cumulative point, and
-    sequence numbers it shows lost (they are retransmitted at once, cause "sack")."""
-
-    acked: Sequence[int]
-    lost: Sequence[int] = ()
-
-
 class SentPacket(Protocol):
     """What the sender knows of one sequence number (`message.Segment`)."""
 
@@ -87,31 +78,31 @@ class SendWindow(Protocol):
     next_seq: int             # one past the highest sequence number sent
 
     def segment(self, seq: int) -> SentPacket | None:
-        """The packet numbered `seq` (cum_acked <= seq < next_seq), or None."""
+        """The packet numbered `seq` (cum_acked <= seq < next_seq), or None once acknowledged
+        below the cumulative point."""
 
 
 class SackProcessor(Protocol):
-    """Reads a SACK."""
+    """Finds the packets a SACK shows lost (selective repeat)."""
 
-    def process(self, cum: int, base: int, bitmap: int, window: SendWindow, now: float) -> SackVerdict:
-        """`cum`: every sequence number below it has arrived (already unwrapped from the 24-bit
-        PSN and checked: cum_acked <= cum <= next_seq). Bit i of the 64-bit `bitmap` set: sequence
-        number `base + i` has arrived. Return what that acknowledges beyond `cum` and what is lost."""
+    def lost(self, cum: int, base: int, bitmap: int, window: SendWindow, now: float) -> Sequence[int]:
+        """The sequence numbers to retransmit now (cause "sack"), after the sender has applied
+        the SACK: every sequence number below `cum` has arrived (unwrapped from the 24-bit PSN and
+        checked: window.cum_acked <= cum <= window.next_seq before the SACK), and bit i of the
+        64-bit `bitmap` set says sequence number `base + i` has arrived. Numbers not in flight
+        are ignored."""
 
 
 class MrcSackProcessor:
-    """MRC's reading: the bitmap's set bits are acknowledged; nothing is declared lost."""
+    """MRC's reading: a SACK declares nothing lost. Spraying over paths of unequal delay
+    reorders packets, so a hole in the bitmap is no evidence; trim NACKs and per-packet timeouts
+    find the losses."""
 
     def __init__(self, config: TransportConfig) -> None:
         pass
 
-    def process(self, cum: int, base: int, bitmap: int, window: SendWindow, now: float) -> SackVerdict:
-        acked = []
-        while bitmap:
-            low = bitmap & -bitmap
-            acked.append(base + low.bit_length() - 1)
-            bitmap ^= low
-        return SackVerdict(acked)
+    def lost(self, cum: int, base: int, bitmap: int, window: SendWindow, now: float) -> Sequence[int]:
+        return ()
 
 
 # --- dead-path detection and path retirement ---------------------------------------------------------

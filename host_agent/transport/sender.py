@@ -46,6 +46,8 @@ class MrcSender:
         self.selector = selector
         self.sack = sack
         self.monitor = monitor
+        self._lost = sack.lost
+        self._next_ev = selector.next_ev
         self.num_nics = len({p.nic for p in evset.paths})
         self.pending = SendQueue(self.cfg.mtu_payload)  # messages not yet fully cut into packets
         self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
@@ -233,7 +235,7 @@ class MrcSender:
 
     def _transmit(self, now: float, seg: Segment, cause: str | None) -> tuple[int, DataPacket]:
         old_ev = seg.ev
-        ev = self.selector.next_ev(self.evset, now, None if cause is None else old_ev)
+        ev = self._next_ev(self.evset, now, None if cause is None else old_ev)
         path = self.evset.paths[ev.path_key]
         seg.ev = ev
         seg.sent_at = now
@@ -312,8 +314,8 @@ class MrcSender:
         self.monitor.on_spurious(self.evset, ev, now)
 
     def on_sack(self, now: float, sack: Sack) -> None:
-        """Acknowledge what a SACK covers (as the SACK processor reads it); retransmit what it
-        shows lost; feed ECN and delay to the path monitor and the window."""
+        """Acknowledge what a SACK covers; retransmit what the SACK processor finds lost; feed
+        ECN and delay to the path monitor and the window."""
         self.stats["sacks_received"] += 1
         rtt = ts_age(now, sack.ts_echo)
         self._trigger_sent = now - rtt          # when the packet this SACK answers was sent
@@ -325,17 +327,21 @@ class MrcSender:
         cum = from_wire(sack.cum_psn, ipsn, self.cum_acked)
         if cum < self.cum_acked or cum > self.next_seq:
             cum = self.cum_acked                    # stale or bogus: only the bitmap may help
-        verdict = self.sack.process(cum, from_wire(sack.sack_base, ipsn, cum), sack.bitmap, self, now)
+        base = from_wire(sack.sack_base, ipsn, cum)
         acked = 0
-        segments = self.segments
-        for seq in verdict.acked:
-            seg = segments.get(seq)
+        bits = sack.bitmap
+        while bits:
+            low = bits & -bits
+            seq = base + low.bit_length() - 1
+            bits ^= low
+            seg = self.segments.get(seq)
             if seg is not None:
                 acked += self._ack(seg, now)
         acked += self._advance_cum(cum, now)
         self._trigger_sent = None
-        if verdict.lost:
-            self._sack_losses(verdict.lost, now)
+        lost = self._lost(cum, base, sack.bitmap, self, now)
+        if lost:
+            self._sack_losses(lost, now)
         self.rtt.sample(rtt)
         if sack.ecn_echo:
             self.stats["ecn_echoes"] += 1
