@@ -75,10 +75,11 @@ def test_a_received_message_is_an_event_drained_after_receive():
     (got,) = b.drain_events()
     assert isinstance(got, MessageReceived) and (got.t, got.msg_id, got.data) == (1e-6, mid, b"hello")
     assert got.conn == cb.ident and b.connection(got.conn) is cb
-    assert b.drain_events() == []
+    assert b.drain_events() == [] and b.next_event() is None
     for nic, pkt in b.poll(1e-6):
         a.receive(2e-6, nic, pkt)
-    assert [type(e) for e in a.drain_events()] == [MessageSent]
+    sent = a.next_event()
+    assert isinstance(sent, MessageSent) and (sent.msg_id, sent.size) == (mid, 5) and a.next_event() is None
     with pytest.raises(KeyError, match="not a connection"):
         a.connection(ConnectionId("a", "b", 1, 99))
 

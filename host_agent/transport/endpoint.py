@@ -7,7 +7,7 @@ Usage (one host; the peer does the same with the QPs swapped)::
     msg_id = ep.send_message(conn, b"...")
     # then, forever:
     ep.receive(now, nic, packet)                 # for every packet arriving on a NIC
-    for event in ep.drain_events():              # what happened: messages received and sent, ...
+    for event in ep.drain_events():              # what happened (or ep.next_event(), one at a time)
         if isinstance(event, MessageReceived): ...       # event.conn, event.msg_id, event.data
     for nic, packet in ep.poll(now): ...         # transmit these
     wake = ep.next_wakeup()                      # call poll again no later than this
@@ -20,7 +20,7 @@ calls the caller back: events (`host_agent.transport.events`) wait in a list unt
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, deque
 
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Probe, ProbeReply, Sack, wire_size
 from host_agent.transport import events as E
@@ -169,7 +169,7 @@ class Endpoint:
         self.policies = policies or DEFAULT_POLICIES
         self._rng = random.Random((self.config.seed, rng_seed, name).__repr__())
         self.connections: dict[int, Connection] = {}
-        self._events: list[E.TransportEvent] = []
+        self._events: deque[E.TransportEvent] = deque()
         self._stats: Counter = Counter()
         self._urgent: list = []                  # control packets produced by receive()
         self._urgent_at = 0.0                    # when the first of them was produced
@@ -271,9 +271,13 @@ class Endpoint:
         events = self._events
         if not events:
             return []
-        out = events.copy()
-        events.clear()               # the connections hold its `append`: the list itself stays
+        out = list(events)
+        events.clear()               # the connections hold its `append`: the queue itself stays
         return out
+
+    def next_event(self) -> E.TransportEvent | None:
+        """The oldest event not yet taken, or None (one at a time, as `drain_events` all at once)."""
+        return self._events.popleft() if self._events else None
 
     def stats(self) -> dict:
         """Counters of this endpoint (sent, retransmitted by cause, evs_retired, ...) and per-connection state."""
