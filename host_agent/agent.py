@@ -32,8 +32,7 @@ from host_agent.collectives.driver import EndpointMessenger
 from host_agent.eventlog import LogWriter
 from host_agent.job import Job, JobError, load_job
 from host_agent.nic import NicError, RawNic, interface_mac, interface_mtu, quiet_kernel
-from host_agent.transport import Endpoint, PathInfo
-from host_agent.transport import events as E
+from host_agent.transport import Endpoint, PathInfo, Retransmitted
 from wire.packets import DATA_OVERHEAD
 
 log = logging.getLogger("mrc.agent")
@@ -71,6 +70,7 @@ class Agent:
         self._result = None                    # the collective's result, once it finished
         self.messenger: EndpointMessenger | None = None
         self.collective = None
+        self._unlogged: list = []              # transport events handled but not yet written to the log
 
     # --- clock -------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -122,7 +122,7 @@ class Agent:
         params = dict(w.params)
         if w.kind == "transfer":
             params["nbytes"] = params.pop("bytes")
-        self.messenger = EndpointMessenger(self.endpoint, self.now)
+        self.messenger = EndpointMessenger(self.endpoint)
         self.collective = make_collective(w.kind, self.job.rank, self.job.world_size, self.messenger, **params)
         for rank in self.collective.peers():
             peer = self.job.peer(rank)
@@ -171,6 +171,7 @@ class Agent:
         finished_at = None
         busy = False
         iterations = sleeps = 0
+        drain = endpoint.drain_events
         while True:
             iterations += 1
             now = monotonic() - mono0
@@ -178,6 +179,9 @@ class Agent:
                 self._cpu_at_start = time.process_time()
                 collective.start(now)
                 started = True
+            events = drain()
+            if events:
+                self._handle(events)
             out = endpoint.poll(now)
             if out:
                 self._transmit(out)
@@ -217,6 +221,16 @@ class Agent:
                     _drain(fd)
                 else:
                     busy = self._receive(by_fd[fd]) or busy
+
+    def _handle(self, events: list) -> None:
+        """Hand the transport's events to the collective (messages received and sent) and keep
+        them for the log (written with the next goodput sample)."""
+        handle = self.messenger.handle
+        for event in events:
+            handle(event)
+            if type(event) is Retransmitted:
+                self.counters[f"retransmit_{event.cause}"] += 1
+        self._unlogged.extend(events)
 
     def _transmit(self, out) -> None:
         writers, nics = self._writers, self.nics
@@ -273,10 +287,15 @@ class Agent:
         self.events.flush()
 
     def _log_transport_events(self) -> None:
-        for ev in self.endpoint.drain_events():
-            if ev.kind == E.RETRANSMIT:
-                self.counters[f"retransmit_{ev.info.get('cause', 'unknown')}"] += 1
-            self.events.write(self.wall(ev.t), ev.kind, conn=ev.conn, **ev.info)
+        events = self.endpoint.drain_events()
+        if events:
+            self._handle(events)
+        write, wall = self.events.write, self.wall
+        for event in self._unlogged:
+            record = event.as_record()
+            del record["t"], record["kind"]
+            write(wall(event.t), event.kind, **record)
+        self._unlogged = []
 
     def _log_result(self, why: str) -> None:
         result = self.result()

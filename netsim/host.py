@@ -18,12 +18,18 @@ class Endpoint(Protocol):
     def next_wakeup(self) -> Optional[float]:
         """When the endpoint next wants to be polled, or None."""
 
+    def drain_events(self) -> list:
+        """What happened since the last call, oldest first (handed to the host's `on_event`)."""
+
 
 class SimHost:
     """Feeds arriving packets to its endpoint and transmits what `poll` returns.
 
     `nics[i]` is the egress link of NIC i (one per plane). The host wakes itself at the
-    endpoint's `next_wakeup()`.
+    endpoint's `next_wakeup()`. With an `on_event` handler (the application on this host) it
+    drains the endpoint's events and hands them over before each poll and after it, so that
+    what the application sends in answer goes out at once; without one, events wait in the
+    endpoint for whoever drains them.
     """
 
     def __init__(self, sim, name: str, index: int) -> None:
@@ -34,11 +40,13 @@ class SimHost:
         self.nic_addr: dict[int, bytes] = {}
         self.usid = 0
         self.endpoint: Optional[Endpoint] = None
+        self.on_event = None
         self._wake_at: float | None = None
 
-    def attach(self, endpoint: Endpoint) -> None:
-        """Drive `endpoint` from now on."""
+    def attach(self, endpoint: Endpoint, on_event=None) -> None:
+        """Drive `endpoint` from now on, handing its events to `on_event(event)` if given."""
         self.endpoint = endpoint
+        self.on_event = on_event
         self.service()
 
     def receive(self, pkt, nic: int) -> None:
@@ -51,11 +59,15 @@ class SimHost:
     def service(self) -> None:
         """Poll the endpoint, transmit its packets and set the next wake-up."""
         now = self.sim.now
+        if self.on_event is not None:
+            self._dispatch()
         for nic, pkt in self.endpoint.poll(now):
             link = self.nics.get(nic)
             if link is None:
                 raise KeyError(f"host {self.name}: endpoint sent on NIC {nic}, which this host does not have")
             link.send(pkt, priority_of(pkt))
+        if self.on_event is not None:
+            self._dispatch()
         t = self.endpoint.next_wakeup()
         if t is None:
             return
@@ -63,6 +75,11 @@ class SimHost:
         if self._wake_at is None or t < self._wake_at or self._wake_at <= now:
             self._wake_at = t
             self.sim.at(t, self._wake, t)
+
+    def _dispatch(self) -> None:
+        handle = self.on_event
+        for event in self.endpoint.drain_events():
+            handle(event)
 
     def _wake(self, t: float) -> None:
         if self._wake_at != t:

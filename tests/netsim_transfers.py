@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from controller.routes import compute_programs
-from host_agent.transport import Endpoint, TransportConfig
+from host_agent.transport import Endpoint, MessageReceived, MessageSent, TransportConfig
 from netsim import Network, Simulator, from_topology
 from topologies.builders import multi_plane
 
@@ -74,7 +74,7 @@ class ScenarioResult:
 
     transfers: list[TransferResult]
     goodput: list[tuple[float, list[float]]]      # (time, bit/s of each transfer since the previous sample)
-    events: list[dict]                             # Event.as_dict() plus "host"
+    events: list[dict]                             # TransportEvent.as_record() plus "host"
     end: float
 
     @property
@@ -104,10 +104,9 @@ class _Session:
         if key not in self.endpoints:
             cfg = self.config if mode == self.config.mode else _with_mode(self.config, mode)
             ep = Endpoint(host, cfg, rng_seed=self._rng.getrandbits(32))
-            ep.on_message(self._on_message)
             self.endpoints[key] = ep
             if self.net.hosts[host].endpoint is None:
-                self.net.hosts[host].attach(ep)
+                self.net.hosts[host].attach(ep, lambda event, ep=ep, host=host: self._on_event(ep, host, event))
             else:
                 raise ValueError(f"host {host}: one transport mode per host in a scenario")
         return self.endpoints[key]
@@ -117,13 +116,23 @@ class _Session:
         return all(r.delivered + r.corrupted >= r.messages and r.acked >= r.messages for r in self.results)
 
     def drain(self) -> None:
-        """Move the endpoints' events into `events`, each tagged with its host."""
+        """Take the events still waiting in the endpoints."""
         for key, ep in self.endpoints.items():
             host = key.split("/")[0]
             for ev in ep.drain_events():
-                d = ev.as_dict()
-                d["host"] = host
-                self.events.append(d)
+                self._on_event(ep, host, ev)
+
+    def _on_event(self, ep: Endpoint, host: str, event) -> None:
+        """Count message deliveries and acknowledgements; keep every event's record, tagged with its host."""
+        kind = type(event)
+        if kind is MessageReceived:
+            self._on_message(ep.connection(event.conn), event.msg_id, event.data)
+        elif kind is MessageSent:
+            res = self.results[ep.connection(event.conn).transfer_index]
+            res.acked += 1
+        record = event.as_record()
+        record["host"] = host
+        self.events.append(record)
 
     def _on_message(self, conn, msg_id: int, data: bytes) -> None:
         idx = conn.transfer_index
@@ -156,7 +165,7 @@ class _Session:
 
         def start():
             for data in payloads:
-                msg_id = a.send_message(ca, data, on_complete=lambda _m, r=res: setattr(r, "acked", r.acked + 1))
+                msg_id = a.send_message(ca, data)
                 self.expected[(index, msg_id)] = data
             self.net.hosts[t.src].service()
 

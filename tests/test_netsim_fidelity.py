@@ -32,6 +32,9 @@ class Quiet:
     def next_wakeup(self):
         return None
 
+    def drain_events(self):
+        return []
+
 
 def run(case) -> str:
     return json.dumps(NetsimBackend().run_case(case).as_dict(), sort_keys=True)

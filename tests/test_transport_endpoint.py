@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from host_agent.transport import Endpoint, PathInfo, TransportConfig
+from host_agent.transport import Endpoint, MessageReceived, MessageSent, PathInfo, TransportConfig
 from netsim_transfers import Transfer, fabric, run_transfers
 
 FAST = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
@@ -54,22 +54,24 @@ def test_sans_io_round_trip_without_a_network():
     pb = [PathInfo(0, 0, b"\xfc\x00\x00\x00\x10\x01" + bytes(10), b"\xfc\x00" + bytes(14))]
     ca = a.connect("b", 1, 2, pa)
     b.connect("a", 2, 1, pb)
-    got, done = [], []
-    b.on_message(lambda conn, mid, data: got.append((mid, data)))
+    got, done, a_events = [], [], []
     data = bytes(range(256)) * 20
-    mid = a.send_message(ca, data, on_complete=done.append)
+    mid = a.send_message(ca, data)
     now = 0.0
     for _ in range(1000):
         for src, dst in ((a, b), (b, a)):
             for nic, pkt in src.poll(now):
                 dst.receive(now, nic, pkt)
+        got += [(e.msg_id, e.data) for e in b.drain_events() if isinstance(e, MessageReceived)]
+        a_events += a.drain_events()
+        done = [e.msg_id for e in a_events if isinstance(e, MessageSent)]
         if done:
             break
         wake = [t for t in (a.next_wakeup(), b.next_wakeup()) if t is not None]
         now = max(now + 1e-7, min(wake)) if wake else now + 1e-6
     assert got == [(mid, data)]
     assert done == [mid]
-    kinds = {e.kind for e in a.drain_events()}
+    kinds = {e.kind for e in a_events}
     assert "send_complete" in kinds
     assert a.stats()["data_sent"] == 5
 

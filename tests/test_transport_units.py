@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 
 from wire import constants as C
 from wire.packets import DataPacket, Nack, Probe, Sack
-from host_agent.transport import Endpoint, EvState, PathInfo, TransportConfig
+from host_agent.transport import Endpoint, EvState, MessageReceived, PathInfo, TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import EvSet, ev_path_index
 from host_agent.transport.psn import PSN_MOD, from_wire, psn_lt, to_wire
@@ -36,7 +36,7 @@ def test_psn_compare_is_wrap_safe():
 def make_evset(num=128, planes=2, per_plane=4, floor=16, share=True, seed=1):
     changes = []
     evs = EvSet(paths(planes, per_plane), num, floor, random.Random(seed), share,
-                on_change=lambda ev, old, cause: changes.append((ev.value, old, ev.state, cause)))
+                on_change=lambda ev, old, cause, now: changes.append((ev.value, old, ev.state, cause)))
     return evs, changes
 
 
@@ -54,7 +54,7 @@ def test_evs_split_evenly_across_planes_and_map_to_paths_by_hash():
 
 def test_every_packet_gets_a_different_ev_and_a_rotation_covers_the_set():
     evs, _ = make_evset(num=32)
-    seq = [evs.next_data_ev() for _ in range(64)]
+    seq = [evs.next_data_ev(0.0) for _ in range(64)]
     assert all(a is not b for a, b in zip(seq, seq[1:]))
     assert {id(e) for e in seq[:32]} == {id(e) for e in evs.home_evs()}
     assert [e.plane for e in seq[:4]] == [0, 1, 0, 1]              # planes interleave
@@ -62,14 +62,14 @@ def test_every_packet_gets_a_different_ev_and_a_rotation_covers_the_set():
 
 def test_skip_passes_an_ev_over_for_exactly_one_rotation():
     evs, changes = make_evset(num=16, planes=1, floor=4)
-    first = evs.next_data_ev()
+    first = evs.next_data_ev(0.0)
     for _ in range(15):
-        evs.next_data_ev()
-    evs.skip(first, "ecn")
+        evs.next_data_ev(0.0)
+    evs.skip(first, "ecn", 0.0)
     assert first.state is EvState.SKIP
-    rotation = [evs.next_data_ev() for _ in range(15)]
+    rotation = [evs.next_data_ev(0.0) for _ in range(15)]
     assert first not in rotation and first.state is EvState.GOOD
-    assert evs.next_data_ev() is first
+    assert evs.next_data_ev(0.0) is first
     assert (first.value, EvState.GOOD, EvState.SKIP, "ecn") in changes
 
 
@@ -85,9 +85,9 @@ def test_timeout_retires_the_path_and_backups_of_the_same_plane_avoid_it():
     assert Counter(e.plane for e in active) == {0: 32, 1: 32}       # planes stay equally loaded
     assert max(Counter(e.path_key for e in active if e.plane == victim.plane).values()) == 32
     for _ in range(200):
-        assert evs.next_data_ev().path_key != victim.path_key
+        assert evs.next_data_ev(1.0).path_key != victim.path_key
     assert set(map(id, evs.bad_home_evs())) == set(map(id, retired))
-    evs.reinstate(victim, "probe")
+    evs.reinstate(victim, "probe", 2.0)
     assert evs.active_evs() == evs.home_evs()                       # home EVs take their slots back
 
 
@@ -116,8 +116,12 @@ def receiver_endpoint(**overrides):
     ep = Endpoint("rx", cfg)
     conn = ep.connect("tx", 2, 1, paths(1, 2))
     got = []
-    ep.on_message(lambda c, mid, data: got.append((mid, data)))
-    return ep, conn, got
+
+    def received():
+        """Every message the endpoint reported received so far: (msg id, data)."""
+        got.extend((e.msg_id, e.data) for e in ep.drain_events() if isinstance(e, MessageReceived))
+        return got
+    return ep, conn, received
 
 
 def data(psn, va, payload, msg_len, msg_id=0, **kw):
@@ -136,10 +140,10 @@ def test_receiver_places_out_of_order_suppresses_duplicates_and_sacks_gaps():
     ep.receive(0.0, 0, data(0, 0, b"a" * 10, 30))
     ep.receive(0.0, 0, data(0, 0, b"a" * 10, 30))                 # duplicate
     ep.receive(0.0, 0, data(1, 10, b"b" * 10, 30))
-    assert got == [(0, b"a" * 10 + b"b" * 10 + b"c" * 10)]
+    assert got() == [(0, b"a" * 10 + b"b" * 10 + b"c" * 10)]
     assert ep.stats()["duplicates"] == 1
     ep.receive(0.0, 0, data(1, 10, b"b" * 10, 30))                # late duplicate after completion
-    assert len(got) == 1
+    assert len(got()) == 1
     last = [p for _, p in ep.poll(0.0) if isinstance(p, Sack)][-1]
     assert last.cum_psn == 3 and last.bitmap == 0
 
@@ -223,7 +227,7 @@ def test_trimmed_header_gets_a_nack_with_the_reason_of_its_dscp(dscp, reason):
     for nack in nacks:
         assert isinstance(nack, Nack) and nack.reason == reason and nack.psn == 0 and nack.ev_echo == 0x1234
     assert len(nacks) == 2 and len({n.dst for n in nacks}) == 2      # ack_fanout distinct paths
-    assert got == [] and conn.receiver.expected == 0
+    assert got() == [] and conn.receiver.expected == 0
 
 
 def test_packet_beyond_the_bitmap_is_refused():
@@ -373,7 +377,7 @@ def test_spurious_timeout_is_taken_back():
     (_, second), = ep.poll(30e-6)
     ep.receive(40e-6, 0, _sack(1, 0b10, second))                # a later packet arrived: evidence
     ep.poll(80e-6)                                               # the timer fires: EV retired
-    retired = [e for e in ep.drain_events() if e.kind == "ev_state" and e.info["new"] == "ASSUMED_BAD"]
+    retired = [e for e in ep.drain_events() if e.kind == "ev_state" and e.new == "ASSUMED_BAD"]
     assert retired and conn.evset.get(first.ev).state is EvState.ASSUMED_BAD
     rto_before = conn.rtt.rto
     ep.receive(90e-6, 0, _sack(3, 0, first))

@@ -16,13 +16,9 @@ from experiments.backends.netsim_traffic import Traffic, build_fabric, transport
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
 from experiments.workloads import variant_topology
-from host_agent.transport import events as E
 from netsim import Network, Simulator
 from topologies.model import Topology
 
-KEPT_EVENTS = (E.EV_STATE, E.EV_BACKUP)
-QP_BASE = 0x100
-LINK_DELAY_S = 20e-6             # propagation delay of every cable (a veth pair plus a switch hop)
 
 
 class ControlPlane:
@@ -154,9 +150,4 @@ class NetsimBackend:
 
     @staticmethod
     def _keep_events(traffic: Traffic, record: CaseRecord) -> None:
-        for host, ep in traffic.endpoints.items():
-            for event in ep.drain_events():
-                if event.kind in KEPT_EVENTS:
-                    d = event.as_dict()
-                    d["host"] = host
-                    record.ev_events.append(d)
+        record.ev_events.extend(traffic.take_kept_events())

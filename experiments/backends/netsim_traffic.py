@@ -17,10 +17,12 @@ from experiments.workloads import COLLECTIVES, collective_flows, collective_para
 from host_agent.collectives import make_collective
 from host_agent.collectives.data import block_bytes
 from host_agent.collectives.driver import EndpointMessenger
-from host_agent.transport import Endpoint, TransportConfig
+from host_agent.transport import Endpoint, MessageReceived, TransportConfig
+from host_agent.transport import events as E
 from netsim import Network, Simulator, from_topology
 from topologies.model import Topology
 
+KEPT_EVENTS = (E.EvStateChanged, E.EvBackup)   # transport events a case record keeps
 QP_BASE = 0x100
 LINK_DELAY_S = 20e-6             # propagation delay of every cable (a veth pair plus a switch hop)
 
@@ -55,6 +57,8 @@ class Traffic:
         self._pending: Counter = Counter()     # flow index -> messages not yet delivered
         self.duplicates = 0
         self.corrupted = 0
+        self.messengers: dict[str, EndpointMessenger] = {}
+        self.kept_events: dict[str, list[dict]] = {h: [] for h in self.hosts}   # EV records not yet taken
         if self.workload.kind in COLLECTIVES:
             self._setup_collective()
         else:
@@ -83,9 +87,8 @@ class Traffic:
     def _setup_collective(self) -> None:
         w, world = self.workload, len(self.hosts)
         params = collective_params(w, self.seed)
-        self.messengers = {}
         for rank, host in enumerate(self.hosts):
-            messenger = EndpointMessenger(self.endpoints[host], lambda: self.sim.now)
+            messenger = EndpointMessenger(self.endpoints[host])
             coll = make_collective(w.kind, rank, world, messenger, **params)
             self.messengers[host] = messenger
             self.collectives[host] = coll
@@ -110,13 +113,12 @@ class Traffic:
             for conn in rx:
                 self._flow_of[(flow.dst, conn.local_qp)] = i
             self._payload[i] = block_bytes(self.seed, index[flow.src], index[flow.dst], flow.nbytes)
-        for host, ep in self.endpoints.items():
-            ep.on_message(lambda conn, msg_id, data, host=host: self._on_message(host, conn, msg_id, data))
 
-    def _on_message(self, host: str, conn, msg_id: int, data: bytes) -> None:
-        key = (host, conn.local_qp, msg_id)
+    def _on_message(self, host: str, event: MessageReceived) -> None:
+        local_qp, data = event.conn.local_qp, event.data
+        key = (host, local_qp, event.msg_id)
         want = self._expected.pop(key, None)
-        flow = self._flow_of.get((host, conn.local_qp))
+        flow = self._flow_of.get((host, local_qp))
         if want is None:
             self.duplicates += 1
             return
@@ -128,9 +130,32 @@ class Traffic:
 
     # --- running ----------------------------------------------------------------------------------
     def attach(self) -> None:
-        """Let the hosts drive their endpoints."""
+        """Let the hosts drive their endpoints and hand their events to `on_event`."""
         for host, ep in self.endpoints.items():
-            self.fab.hosts[host].attach(ep)
+            self.fab.hosts[host].attach(ep, lambda event, host=host: self.on_event(host, event))
+
+    def on_event(self, host: str, event) -> None:
+        """An event of `host`'s endpoint: messages go to the collective or the flow check, EV state
+        changes and backups are kept (`kept_events`)."""
+        messenger = self.messengers.get(host)
+        if messenger is not None:
+            messenger.handle(event)
+        elif type(event) is MessageReceived:
+            self._on_message(host, event)
+        if isinstance(event, KEPT_EVENTS):
+            record = event.as_record()
+            record["host"] = host
+            self.kept_events[host].append(record)
+
+    def take_kept_events(self) -> list[dict]:
+        """The kept EV records since the last call, host by host (after draining what waits)."""
+        out = []
+        for host, ep in self.endpoints.items():
+            for event in ep.drain_events():
+                self.on_event(host, event)
+            out.extend(self.kept_events[host])
+            self.kept_events[host] = []
+        return out
 
     def start(self) -> None:
         """Start the workload now."""

@@ -1,28 +1,28 @@
 """Run a collective over the transport's Endpoint.
 
 `EndpointMessenger` is the collective's `Messenger`: `send(peer, data)` becomes
-`Endpoint.send_message` on the connection to that peer, whose completion is reported back to the
-collective; whole messages the endpoint delivers are handed to the collective with the sender's
-rank. It keeps byte counters that the agent turns into goodput samples.
+`Endpoint.send_message` on the connection to that peer. Whoever drives the endpoint hands it
+the endpoint's events (`handle(event)`, after `receive`/`poll` returned): a `MessageReceived` on
+a peer's connection goes to the collective with the sender's rank, a `MessageSent` tells the
+collective one of its messages was fully acknowledged. It keeps byte counters that the agent
+turns into goodput samples.
 """
 from __future__ import annotations
 
-from typing import Callable
-
 from host_agent.collectives.base import Collective
+from host_agent.transport.events import MessageReceived, MessageSent
 
 
 class EndpointMessenger:
     """Binds one collective to an Endpoint and one connection per peer rank.
 
-    `clock()` returns the transport's current time (the same clock given to receive/poll).
     Typical use: make the messenger, make the collective with it, `add_peer` a connection for
-    each rank in `collective.peers()`, `attach(collective)`, then `collective.start(now)`.
+    each rank in `collective.peers()`, `attach(collective)`, then `collective.start(now)`, and
+    `handle` every event the endpoint reports.
     """
 
-    def __init__(self, endpoint, clock: Callable[[], float]) -> None:
+    def __init__(self, endpoint) -> None:
         self.endpoint = endpoint
-        self.clock = clock
         self.connections: dict[int, list] = {}      # rank -> its connections (several QPs: messages take turns)
         self._turn: dict[int, int] = {}
         self._rank_of_qp: dict[int, int] = {}
@@ -31,7 +31,6 @@ class EndpointMessenger:
         self.tx_acked_bytes = 0         # payload bytes of own messages fully acknowledged
         self.tx_queued_bytes = 0
         self.foreign_messages = 0       # messages on connections that belong to no peer rank
-        endpoint.on_message(self._on_message)
 
     def add_peer(self, rank: int, connection) -> None:
         """Messages to and from rank `rank` go over `connection` (an Endpoint connection, or a
@@ -56,20 +55,23 @@ class EndpointMessenger:
         turn = self._turn[peer]
         conn = conns[turn % len(conns)]
         self._turn[peer] = turn + 1
-        size = len(data)
-        self.tx_queued_bytes += size
+        self.tx_queued_bytes += len(data)
+        self.endpoint.send_message(conn, data)
 
-        def completed(_msg_id: int) -> None:
-            self.tx_acked_bytes += size
+    def handle(self, event) -> None:
+        """Take one event of the endpoint: messages received and sent reach the collective."""
+        kind = type(event)
+        if kind is MessageReceived:
+            rank = self._rank_of_qp.get(event.conn.local_qp)
+            if rank is None or self.collective is None:
+                self.foreign_messages += 1
+                return
+            self.rx_bytes += len(event.data)
+            self.collective.on_message(rank, event.data, event.t)
+        elif kind is MessageSent:
+            rank = self._rank_of_qp.get(event.conn.local_qp)
+            if rank is None:
+                return
+            self.tx_acked_bytes += event.size
             if self.collective is not None:
-                self.collective.on_send_complete(peer, self.clock())
-
-        self.endpoint.send_message(conn, data, on_complete=completed)
-
-    def _on_message(self, conn, _msg_id: int, data) -> None:
-        rank = self._rank_of_qp.get(conn.local_qp)
-        if rank is None or self.collective is None:
-            self.foreign_messages += 1
-            return
-        self.rx_bytes += len(data)
-        self.collective.on_message(rank, data, self.clock())
+                self.collective.on_send_complete(rank, event.t)

@@ -46,11 +46,10 @@ def simulate(net, kind: str, params: dict, config: TransportConfig | None = None
     hosts = hosts or list(net.hosts)
     world = len(hosts)
     sim = net.sim
-    clock = lambda: sim.now       # noqa: E731  (the transport's clock is the simulator's)
     endpoints, messengers, collectives = [], [], []
     for rank, host in enumerate(hosts):
         ep = Endpoint(host, config, rng_seed=seed * 7919 + rank)
-        messenger = EndpointMessenger(ep, clock)
+        messenger = EndpointMessenger(ep)
         collective = make_collective(kind, rank, world, messenger, **params)
         endpoints.append(ep)
         messengers.append(messenger)
@@ -64,8 +63,9 @@ def simulate(net, kind: str, params: dict, config: TransportConfig | None = None
                 reverse_paths=net.paths(hosts[peer], host, config.mode))
             messengers[rank].add_peer(peer, conn)
         messengers[rank].attach(collectives[rank])
+    events: list[dict] = []
     for rank, host in enumerate(hosts):
-        net.hosts[host].attach(endpoints[rank])
+        net.hosts[host].attach(endpoints[rank], _recorder(messengers[rank], host, events))
 
     def start() -> None:
         for rank, host in enumerate(hosts):
@@ -74,7 +74,18 @@ def simulate(net, kind: str, params: dict, config: TransportConfig | None = None
 
     sim.at(sim.now, start)
     sim.run(until=until, stop=lambda: all(c.done for c in collectives))
-    events = []
-    for host, ep in zip(hosts, endpoints):
-        events.extend({**e.as_dict(), "host": host} for e in ep.drain_events())
+    for host, ep, messenger in zip(hosts, endpoints, messengers):
+        handle = _recorder(messenger, host, events)
+        for event in ep.drain_events():
+            handle(event)
     return SimulatedRun([c.result() for c in collectives], collectives, endpoints, sim.now, events)
+
+
+def _recorder(messenger: EndpointMessenger, host: str, records: list):
+    """An event handler: the messenger takes the event, `records` gets its record tagged with `host`."""
+    def handle(event) -> None:
+        messenger.handle(event)
+        record = event.as_record()
+        record["host"] = host
+        records.append(record)
+    return handle

@@ -1,13 +1,22 @@
 """Sans-IO MRC transport and its RoCE-style baseline.
 
 The core never touches a socket or a clock: an `Endpoint` is fed packets (`receive`) and the
-time (`poll`), and returns the packets to transmit and the time it next wants to be woken.
-The same code runs in a Mininet host agent (raw sockets) and on the in-process network of
-`netsim`. docs/transport.md describes the algorithm and its parameters.
+time (`poll`), and returns the packets to transmit, the time it next wants to be woken and,
+drained by the caller, typed events (`events`: messages received and sent, EV state changes,
+retransmissions). The same code runs in a Mininet host agent (raw sockets) and on the
+in-process network of `netsim`. Transport kinds ("mrc", "roce") come from one registry
+(`kinds`); the policies a researcher plugs in (EV selection, SACK processing, dead-path
+detection, congestion control) are in `policies`. docs/transport.md describes the algorithm,
+its parameters and the extension points.
 """
-from host_agent.transport.config import PathInfo, TransportConfig
+from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.endpoint import Connection, Endpoint
-from host_agent.transport.events import Event
+from host_agent.transport.events import (EvBackup, EvStateChanged, MessageReceived, MessageSent, Retransmitted,
+                                         TransportEvent, TrimNack, WentBack)
 from host_agent.transport.evset import EvState
+from host_agent.transport.kinds import TRANSPORTS, register_transport
+from host_agent.transport.policies import Policies
 
-__all__ = ["Connection", "Endpoint", "Event", "EvState", "PathInfo", "TransportConfig"]
+__all__ = ["Connection", "ConnectionId", "Endpoint", "EvBackup", "EvState", "EvStateChanged", "MessageReceived",
+           "MessageSent", "PathInfo", "Policies", "Retransmitted", "TRANSPORTS", "TransportConfig",
+           "TransportEvent", "TrimNack", "WentBack", "register_transport"]

@@ -10,11 +10,18 @@ the RTO. There is no path failover: a dead path stalls the connection until it r
 """
 from __future__ import annotations
 
+from collections import Counter
+from typing import Callable
 
 from wire import constants as C
 from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events as E
+from host_agent.transport.config import ConnectionId, TransportConfig
+from host_agent.transport.congestion import RttEstimator
+from host_agent.transport.evset import EvSet
 from host_agent.transport.message import SendQueue, Segment, ts_age, ts_now
+from host_agent.transport.nicclock import NicClock
+from host_agent.transport.policies import CongestionControl
 from host_agent.transport.psn import from_wire, to_wire
 
 SEQUENCE_ERROR = C.NACK_PSN_OUT_OF_WINDOW
@@ -23,9 +30,17 @@ SEQUENCE_ERROR = C.NACK_PSN_OUT_OF_WINDOW
 class BaselineSender:
     """Go-back-N sender over one EV."""
 
-    def __init__(self, conn) -> None:
-        self.conn = conn
-        self.cfg = conn.config
+    def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
+                 cc: CongestionControl, nic: NicClock, stats: Counter,
+                 emit: Callable[[E.TransportEvent], None]) -> None:
+        self.ident = ident
+        self.cfg = config
+        self.evset = evset
+        self.rtt = rtt
+        self.cc = cc
+        self.nic = nic
+        self.stats = stats
+        self.emit = emit
         self.pending = SendQueue(self.cfg.mtu_payload)
         self.segments: dict[int, Segment] = {}      # cum_acked <= seq < high_seq
         self.cum_acked = 0
@@ -36,9 +51,9 @@ class BaselineSender:
         self._cause = E.CAUSE_TIMEOUT
         self._last_nack: tuple[int, float] | None = None
 
-    def send_message(self, data, on_complete=None) -> int:
+    def send_message(self, data) -> int:
         """Queue a message; return its 16-bit id."""
-        return self.pending.add(data, on_complete)
+        return self.pending.add(data)
 
     @property
     def idle(self) -> bool:
@@ -48,7 +63,7 @@ class BaselineSender:
     @property
     def rto(self) -> float:
         """The current RTO including backoff."""
-        return min(self.cfg.rto_max, self.conn.rtt.rto * self._backoff)
+        return min(self.cfg.rto_max, self.rtt.rto * self._backoff)
 
     def _outstanding_bytes(self) -> int:
         return (self.next_seq - self.cum_acked) * (self.cfg.mtu_payload + C.DATA_HEADERS_LEN + C.ICRC_LEN)
@@ -57,12 +72,12 @@ class BaselineSender:
         return self.next_seq < self.high_seq or bool(self.pending)
 
     def _window_allows(self) -> bool:
-        return self.next_seq == self.cum_acked or self._outstanding_bytes() < self.conn.cc.cwnd
+        return self.next_seq == self.cum_acked or self._outstanding_bytes() < self.cc.cwnd
 
     def _ready_time(self) -> float:
         """The pacing clock, or later when our NIC is still busy (line rate known)."""
-        nic = self.conn.evset.path_of(self.conn.evset.slots[0].current).nic
-        return max(self.conn.cc.next_send, self.conn.endpoint.nic_free_at(nic))
+        nic = self.evset.path_of(self.evset.slots[0].current).nic
+        return max(self.cc.next_send, self.nic.free_at(nic))
 
     def next_wakeup(self) -> float | None:
         """The RTO deadline, or the pacing clock when a packet may go."""
@@ -78,21 +93,20 @@ class BaselineSender:
         if self.cum_acked == self.high_seq:
             self._deadline = None
             return
-        self.conn.stats["timeouts"] += 1
+        self.stats["timeouts"] += 1
         self._backoff = min(self._backoff * 2, 1 << 16)
         self._go_back(now, self.cum_acked, E.CAUSE_TIMEOUT)
-        self.conn.cc.on_trim_or_loss(now)
+        self.cc.on_trim_or_loss(now)
         self._deadline = now + self.rto
 
     def _go_back(self, now: float, seq: int, cause: str) -> None:
-        self.conn.log(now, E.GO_BACK, psn=to_wire(seq, self.cfg.initial_psn), cause=cause)
+        self.emit(E.WentBack(now, self.ident, to_wire(seq, self.cfg.initial_psn), cause))
         self.next_seq = seq
         self._cause = cause
 
     def poll(self, now: float, out: list) -> None:
         """Append the data packets the window and the pacing clock allow now."""
-        cc = self.conn.cc
-        ep = self.conn.endpoint
+        cc = self.cc
         while self._ready() and now >= self._ready_time() and self._window_allows():
             if self.next_seq < self.high_seq:
                 seg, cause = self.segments[self.next_seq], self._cause
@@ -102,7 +116,7 @@ class BaselineSender:
             nic, pkt = self._transmit(now, seg, cause)
             out.append((nic, pkt))
             cc.sent(now, seg.wire, 1)
-            ep.account(nic, seg.wire, now)
+            self.nic.account(nic, seg.wire, now)
             if self._deadline is None:
                 self._deadline = now + self.rto
         cc.backlogged = now < cc.next_send and self._ready() and self._window_allows()
@@ -114,23 +128,23 @@ class BaselineSender:
         return seg
 
     def _transmit(self, now: float, seg: Segment, cause: str | None):
-        ev = self.conn.evset.slots[0].current
-        path = self.conn.evset.path_of(ev)
+        ev = self.evset.slots[0].current
+        path = self.evset.path_of(ev)
         seg.ev, seg.sent_at = ev, now
         seg.transmissions += 1
         retx = cause is not None
-        stats = self.conn.stats
+        stats = self.stats
         stats["data_sent"] += 1
         stats["data_bytes_sent"] += seg.length
         if retx:
             stats["retransmitted"] += 1
             stats[f"retx_{cause}"] += 1
-            self.conn.log(now, E.RETRANSMIT, psn=to_wire(seg.seq, self.cfg.initial_psn), cause=cause,
-                          ev=ev.value, old_ev=ev.value)
+            self.emit(E.Retransmitted(now, self.ident, to_wire(seg.seq, self.cfg.initial_psn), cause, ev.value,
+                                      ev.value))
         msg = seg.msg
         return path.nic, DataPacket(
-            src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp,
-            psn=to_wire(seg.seq, self.cfg.initial_psn), va=seg.offset, rkey=self.conn.rkey,
+            src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp,
+            psn=to_wire(seg.seq, self.cfg.initial_psn), va=seg.offset, rkey=self.ident.remote_qp,
             length=seg.length, msg_id=msg.msg_id, msg_len=msg.length, tsval=ts_now(now),
             payload=seg.payload(), flags=C.MRCH_FLAG_RETX if retx else 0, dscp=C.DSCP_NO_TRIM,
             ecn=C.ECN_ECT0, ack_req=seg.seq == self.high_seq - 1 and not self.pending)
@@ -143,7 +157,9 @@ class BaselineSender:
             seg = self.segments.pop(self.cum_acked)
             self.cum_acked += 1
             acked += seg.wire
-            seg.msg.segment_acked(self.conn, now)
+            if seg.msg.segment_acked():
+                self.stats["messages_sent"] += 1
+                self.emit(E.MessageSent(now, self.ident, seg.msg.msg_id, seg.msg.length))
         self.next_seq = max(self.next_seq, self.cum_acked)
         self._backoff = 1
         self._deadline = now + self.rto if self.cum_acked < self.high_seq else None
@@ -151,33 +167,37 @@ class BaselineSender:
 
     def on_sack(self, now: float, sack: Sack) -> None:
         """Cumulative acknowledgement."""
-        self.conn.stats["sacks_received"] += 1
+        self.stats["sacks_received"] += 1
         cum = from_wire(sack.cum_psn, self.cfg.initial_psn, self.cum_acked)
         acked = self._advance(now, cum)
         rtt = ts_age(now, sack.ts_echo)
-        self.conn.rtt.sample(rtt)
-        self.conn.cc.on_ack(now, acked, sack.ecn_echo, rtt)
+        self.rtt.sample(rtt)
+        self.cc.on_ack(now, acked, sack.ecn_echo, rtt)
 
     def on_nack(self, now: float, nack: Nack) -> None:
         """Out-of-sequence (or trim) NACK: resend everything from the PSN asked for."""
-        self.conn.stats["nacks_received"] += 1
+        self.stats["nacks_received"] += 1
         seq = from_wire(nack.psn, self.cfg.initial_psn, self.cum_acked)
         self._advance(now, seq)
         if not self.cum_acked <= seq < self.next_seq:
             return
-        if self._last_nack and self._last_nack[0] == seq and now - self._last_nack[1] < self.conn.rtt.srtt:
+        if self._last_nack and self._last_nack[0] == seq and now - self._last_nack[1] < self.rtt.srtt:
             return                       # the rewind for this gap is already under way
         self._last_nack = (seq, now)
         self._go_back(now, seq, E.CAUSE_NACK)
-        self.conn.cc.on_trim_or_loss(now)
+        self.cc.on_trim_or_loss(now)
 
 
 class BaselineReceiver:
     """In-order receiver: accepts only the expected PSN, NACKs the first packet past a gap."""
 
-    def __init__(self, conn) -> None:
-        self.conn = conn
-        self.cfg = conn.config
+    def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, stats: Counter,
+                 emit: Callable[[E.TransportEvent], None]) -> None:
+        self.ident = ident
+        self.cfg = config
+        self.evset = evset
+        self.stats = stats
+        self.emit = emit
         self.expected = 0
         self._nacked = False
         self._buffers: dict[int, bytearray] = {}
@@ -189,7 +209,7 @@ class BaselineReceiver:
 
     def on_data(self, now: float, plane: int, pkt: DataPacket, out: list) -> None:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
-        stats = self.conn.stats
+        stats = self.stats
         self.last_data_at = now
         seq = from_wire(pkt.psn, self.cfg.initial_psn, self.expected)
         self._last = pkt
@@ -215,8 +235,7 @@ class BaselineReceiver:
         if len(buf) >= pkt.msg_len:
             del self._buffers[pkt.msg_id]
             stats["messages_received"] += 1
-            self.conn.log(now, E.RECV_COMPLETE, msg_id=pkt.msg_id, bytes=len(buf))
-            self.conn.deliver(pkt.msg_id, bytes(buf))
+            self.emit(E.MessageReceived(now, self.ident, pkt.msg_id, bytes(buf)))
         self._unacked += 1
         if self._unacked >= self.cfg.ack_coalesce or pkt.ack_req or pkt.ecn == C.ECN_CE:
             out.append(self._sack())
@@ -233,23 +252,23 @@ class BaselineReceiver:
             out.append(self._sack())
 
     def _route(self):
-        ev = self.conn.evset.slots[0].current
-        return ev, self.conn.evset.path_of(ev)
+        ev = self.evset.slots[0].current
+        return ev, self.evset.path_of(ev)
 
     def _sack(self):
         ev, path = self._route()
         cum = to_wire(self.expected, self.cfg.initial_psn)
         self._unacked, self._ack_deadline = 0, None
         ce, self._last_ce = self._last_ce, False
-        self.conn.stats["sacks_sent"] += 1
-        return path.nic, Sack(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp, cum_psn=cum,
+        self.stats["sacks_sent"] += 1
+        return path.nic, Sack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, cum_psn=cum,
                               sack_base=cum, bitmap=0, ev_echo=self._last.ev, ts_echo=self._last.tsval,
                               ecn_echo=ce)
 
     def _nack(self, pkt: DataPacket):
         ev, path = self._route()
-        self.conn.stats["nacks_sent"] += 1
+        self.stats["nacks_sent"] += 1
         cum = to_wire(self.expected, self.cfg.initial_psn)
         reason = C.NACK_TRIMMED if pkt.trimmed else SEQUENCE_ERROR
-        return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp, psn=cum,
+        return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, psn=cum,
                               cum_psn=cum, reason=reason, ev_echo=pkt.ev, ts_echo=pkt.tsval)

@@ -1,9 +1,9 @@
 """Connection paths and transport parameters."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-MODES = ("mrc", "roce")
+MODES = ("mrc", "roce")               # the built-in transports (host_agent.transport.kinds registers them)
 MAX_QPS = 64                          # queue pairs per peer at most (baseline)
 
 
@@ -21,6 +21,23 @@ class PathInfo:
     dst: bytes        # 16-byte destination address
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionId:
+    """Who a connection is: the endpoint it belongs to, its peer and its queue pair numbers.
+
+    Events carry it (`event.conn`); packets of the connection carry `remote_qp` (the peer's QP,
+    also the R_Key of RETH)."""
+
+    endpoint: str
+    peer: str
+    local_qp: int
+    remote_qp: int
+    name: str = field(init=False, compare=False)     # "<endpoint>-><peer>:<local qp>"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", f"{self.endpoint}->{self.peer}:{self.local_qp:#x}")
+
+
 @dataclass
 class TransportConfig:
     """Parameters of one endpoint's connections (times in seconds, sizes in bytes).
@@ -29,7 +46,7 @@ class TransportConfig:
     millisecond); the in-process network uses microsecond values.
     """
 
-    mode: str = "mrc"                 # "mrc" | "roce"
+    mode: str = "mrc"                 # "mrc" | "roce" (or a kind registered in host_agent.transport.kinds)
     # --- EV set ---------------------------------------------------------------
     num_evs: int = 128                # EVs per connection, split evenly across planes (16..256)
     min_active_evs: int = 16          # floor: never spray over fewer EVs than this
@@ -75,8 +92,9 @@ class TransportConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"TransportConfig.mode: {self.mode!r} is not one of {MODES}")
+        from host_agent.transport.kinds import TRANSPORTS      # the registry imports this module
+        if self.mode not in TRANSPORTS:
+            raise ValueError(f"TransportConfig.mode: {self.mode!r} is not one of {tuple(TRANSPORTS)}")
         if not 16 <= self.num_evs <= 256:
             raise ValueError(f"TransportConfig.num_evs: {self.num_evs} is outside 16..256")
         if not 1 <= self.ooo_window <= 64:

@@ -4,81 +4,92 @@ Usage (one host; the peer does the same with the QPs swapped)::
 
     ep = Endpoint("h0", TransportConfig())
     conn = ep.connect("h1", local_qp=0x11, remote_qp=0x22, paths=paths_h0_to_h1)
-    ep.on_message(lambda conn, msg_id, data: ...)
-    msg_id = ep.send_message(conn, b"..." , on_complete=lambda msg_id: ...)
+    msg_id = ep.send_message(conn, b"...")
     # then, forever:
     ep.receive(now, nic, packet)                 # for every packet arriving on a NIC
+    for event in ep.drain_events():              # what happened (or ep.next_event(), one at a time)
+        if isinstance(event, MessageReceived): ...       # event.conn, event.msg_id, event.data
     for nic, packet in ep.poll(now): ...         # transmit these
     wake = ep.next_wakeup()                      # call poll again no later than this
 
 Packets are the decoded objects of `wire.packets`; times are seconds (float) on any
 monotonic clock, the same for every call. A connection is identified on receive by the
-destination QP of the packet (our `local_qp`). Nothing here blocks, sleeps or reads a clock.
+destination QP of the packet (our `local_qp`). Nothing here blocks, sleeps, reads a clock or
+calls the caller back: events (`host_agent.transport.events`) wait in a list until drained.
 """
 from __future__ import annotations
 
 import random
-from collections import Counter
-from typing import Callable
+from collections import Counter, deque
 
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Probe, ProbeReply, Sack, wire_size
 from host_agent.transport import events as E
-from host_agent.transport.baseline import BaselineReceiver, BaselineSender
-from host_agent.transport.config import PathInfo, TransportConfig
-from host_agent.transport.congestion import NsccWindow, RttEstimator
-from host_agent.transport.events import Event, EventLog
-from host_agent.transport.evset import EvSet
+from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
+from host_agent.transport.congestion import RttEstimator
+from host_agent.transport.kinds import TRANSPORTS, Wiring
+from host_agent.transport.nicclock import NicClock
+from host_agent.transport.policies import DEFAULT_POLICIES, Policies
 from host_agent.transport.probes import Prober
-from host_agent.transport.receiver import MrcReceiver
-from host_agent.transport.sender import MrcSender
 
 
 class Connection:
-    """One full-duplex connection to a peer: EV set, sender, receiver, prober, RTT and window."""
+    """One full-duplex connection to a peer: EV set, sender, receiver, prober, RTT and window.
 
-    def __init__(self, endpoint: "Endpoint", peer: str, local_qp: int, remote_qp: int,
-                 paths: list[PathInfo], reverse_paths: list[PathInfo] | None, rng: random.Random) -> None:
-        cfg = endpoint.config
-        self.endpoint = endpoint
-        self.config = cfg
-        self.mode = cfg.mode
-        self.peer = peer
-        self.local_qp = local_qp
-        self.remote_qp = remote_qp
-        self.rkey = remote_qp                      # R_Key carried in RETH: the peer's QP
-        self.name = f"{endpoint.name}->{peer}:{local_qp:#x}"
+    Its parts come from the registry (`kinds.TRANSPORTS[config.mode]`); they share the
+    connection's counters, RTT estimator, window and the endpoint's NIC clock, and report events
+    through `emit`.
+    """
+
+    def __init__(self, ident: ConnectionId, config: TransportConfig, paths: list[PathInfo],
+                 reverse_paths: list[PathInfo] | None, rng: random.Random, nic: NicClock,
+                 emit, policies: Policies = DEFAULT_POLICIES) -> None:
+        self.ident = ident
+        self.config = config
+        self.mode = config.mode
         self.paths = list(paths)
         self.reverse_paths = list(reverse_paths) if reverse_paths else None
         self.nic_plane = {p.nic: p.plane for p in paths}
         self.num_nics = len(self.nic_plane)
         self.stats: Counter = Counter()
-        self.rtt = RttEstimator(cfg)
-        self.cc = NsccWindow(cfg, self.rtt, cfg.mtu_payload + DATA_OVERHEAD)
-        if cfg.mode == "mrc":
-            self.evset = EvSet(paths, cfg.num_evs, cfg.min_active_evs, rng, cfg.share_fate_by_path,
-                               on_change=self._ev_changed, on_backup=self._ev_backup)
-            self.sender = MrcSender(self)
-            self.receiver = MrcReceiver(self)
-        else:
-            self.evset = EvSet(paths[:1], 1, 1, rng, False)
-            self.sender = BaselineSender(self)
-            self.receiver = BaselineReceiver(self)
-        self.prober = Prober(self)
+        self._emit = emit
+        self._nic = nic
+        self.rtt = RttEstimator(config)
+        self.cc = policies.congestion(config, self.rtt, config.mtu_payload + DATA_OVERHEAD)
+        self.monitor = policies.path_monitor(config)
+        parts = TRANSPORTS[config.mode](Wiring(
+            ident, config, self.paths, rng, self.stats, emit, self.rtt, self.cc, nic, self.monitor, policies,
+            self._ev_changed, self._ev_backup))
+        self.evset, self.sender, self.receiver = parts.evset, parts.sender, parts.receiver
+        receiver = self.receiver
+        self.prober = Prober(ident, config, self.evset, self.rtt, self.stats, self.monitor,
+                             lambda: self.sender.idle, lambda: receiver.last_data_at, parts.keepalive)
 
-    # --- helpers used by the parts -------------------------------------------------------------
-    def log(self, t: float, kind: str, **info) -> None:
-        """Record an event of this connection."""
-        self.endpoint._log.add(t, kind, self.name, **info)
+    # --- identity ----------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """"<endpoint>-><peer>:<local qp>"."""
+        return self.ident.name
 
-    def deliver(self, msg_id: int, data: bytes) -> None:
-        """Hand a complete message to the application."""
-        self.endpoint._deliver(self, msg_id, data)
+    @property
+    def peer(self) -> str:
+        """The peer's name."""
+        return self.ident.peer
 
-    def _ev_changed(self, ev, old, cause: str) -> None:
-        now = self.endpoint._now
+    @property
+    def local_qp(self) -> int:
+        """Our QP number: packets to us carry it."""
+        return self.ident.local_qp
+
+    @property
+    def remote_qp(self) -> int:
+        """The peer's QP number: our packets carry it (and as R_Key)."""
+        return self.ident.remote_qp
+
+    # --- EV set changes, reported as events ---------------------------------------------------------
+    def _ev_changed(self, ev, old, cause: str, now: float) -> None:
         path = self.evset.path_of(ev)
-        self.log(now, E.EV_STATE, ev=ev.value, plane=ev.plane, path=ev.path_key, dst=path.dst.hex(),
-                 old=old.value, new=ev.state.value, cause=cause)
+        self._emit(E.EvStateChanged(now, self.ident, ev.value, ev.plane, ev.path_key, path.dst.hex(),
+                                    old.value, ev.state.value, cause))
         if ev.state.value == "ASSUMED_BAD":
             self.stats["evs_retired"] += 1
         elif old.value == "ASSUMED_BAD":
@@ -86,10 +97,9 @@ class Connection:
         elif ev.state.value == "SKIP":
             self.stats[f"evs_skipped_{cause}"] += 1
 
-    def _ev_backup(self, new, old) -> None:
+    def _ev_backup(self, new, old, now: float) -> None:
         self.stats["ev_backups"] += 1
-        self.log(self.endpoint._now, E.EV_BACKUP, ev=new.value, replaces=old.value, plane=new.plane,
-                 path=new.path_key)
+        self._emit(E.EvBackup(now, self.ident, new.value, old.value, new.plane, new.path_key))
 
     # --- driving ----------------------------------------------------------------------------------
     def receive(self, now: float, nic: int, pkt) -> list:
@@ -118,9 +128,10 @@ class Connection:
         self.receiver.poll(now, out)
         if self.prober.busy(now):
             self.prober.poll(now, out)
-        if self.endpoint.nic_rate and len(out) > start:
-            for nic, pkt in out[start:]:
-                self.endpoint.account(nic, wire_size(pkt), now)
+        nic = self._nic
+        if nic.rate and len(out) > start:
+            for index, pkt in out[start:]:
+                nic.account(index, wire_size(pkt), now)
         self.sender.poll(now, out)
 
     def next_wakeup(self) -> float | None:
@@ -145,33 +156,25 @@ QP_STRIDE = 0x10000      # QP k of a peer is numbered base + k * QP_STRIDE (both
 
 
 class Endpoint:
-    """All connections of one host, driven by `receive`, `poll` and `next_wakeup`."""
+    """All connections of one host, driven by `receive`, `poll`, `next_wakeup` and `drain_events`.
 
-    def __init__(self, name: str, config: TransportConfig | None = None, rng_seed: int = 0) -> None:
+    `policies` (default: MRC's) choose the EV of each packet, read SACKs, judge paths and run the
+    window of every connection (`host_agent.transport.policies`).
+    """
+
+    def __init__(self, name: str, config: TransportConfig | None = None, rng_seed: int = 0,
+                 policies: Policies | None = None) -> None:
         self.name = name
         self.config = config or TransportConfig()
+        self.policies = policies or DEFAULT_POLICIES
         self._rng = random.Random((self.config.seed, rng_seed, name).__repr__())
         self.connections: dict[int, Connection] = {}
-        self._on_message: Callable | None = None
-        self._log = EventLog()
+        self._events: deque[E.TransportEvent] = deque()
         self._stats: Counter = Counter()
-        self._now = 0.0
         self._urgent: list = []                  # control packets produced by receive()
-        self.nic_rate = self.config.line_rate_bps / 8     # bytes/s of each NIC (0: unknown, no NIC clock)
-        self._nic_free: dict[int, float] = {}    # NIC -> when what we handed it will have left
-        self._nic_backlog = (self.config.nic_backlog_pkts * (self.config.mtu_payload + DATA_OVERHEAD)
-                             / self.nic_rate) if self.nic_rate else 0.0
-
-    # --- NIC clock -------------------------------------------------------------------------------
-    def account(self, nic: int, nbytes: int, now: float) -> None:
-        """Note `nbytes` handed to NIC `nic` at `now` (keeps data from overrunning the line)."""
-        if self.nic_rate:
-            self._nic_free[nic] = max(self._nic_free.get(nic, 0.0), now) + nbytes / self.nic_rate
-
-    def nic_free_at(self, nic: int) -> float:
-        """When NIC `nic` may take another data packet: when what was handed to it, less a
-        backlog of `nic_backlog_pkts` full packets, will have left (by our clock)."""
-        return self._nic_free.get(nic, 0.0) - self._nic_backlog
+        self._urgent_at = 0.0                    # when the first of them was produced
+        self.nic = NicClock(self.config.line_rate_bps,
+                            self.config.nic_backlog_pkts * (self.config.mtu_payload + DATA_OVERHEAD))
 
     # --- set-up ----------------------------------------------------------------------------------
     def connect(self, peer: str, local_qp: int, remote_qp: int, paths: list[PathInfo],
@@ -187,7 +190,8 @@ class Endpoint:
                              f"(to {self.connections[local_qp].peer})")
         if not paths:
             raise ValueError(f"{self.name}: connect to {peer}: no paths given")
-        conn = Connection(self, peer, local_qp, remote_qp, paths, reverse_paths, self._rng)
+        conn = Connection(ConnectionId(self.name, peer, local_qp, remote_qp), self.config, paths, reverse_paths,
+                          self._rng, self.nic, self._events.append, self.policies)
         self.connections[local_qp] = conn
         return conn
 
@@ -205,52 +209,55 @@ class Endpoint:
         return [self.connect(peer, local_qp + k * QP_STRIDE, remote_qp + k * QP_STRIDE, paths, reverse_paths)
                 for k in range(count)]
 
-    def on_message(self, callback: Callable) -> None:
-        """Call `callback(conn, msg_id, data)` once for every whole message received."""
-        self._on_message = callback
-
-    def _deliver(self, conn: Connection, msg_id: int, data: bytes) -> None:
-        if self._on_message is not None:
-            self._on_message(conn, msg_id, data)
+    def connection(self, ident: ConnectionId) -> Connection:
+        """The connection an event names (`event.conn`)."""
+        conn = self.connections.get(ident.local_qp)
+        if conn is None or conn.ident != ident:
+            raise KeyError(f"{self.name}: {ident.name} is not a connection of this endpoint")
+        return conn
 
     # --- application ---------------------------------------------------------------------------
-    def send_message(self, conn: Connection, data, on_complete: Callable | None = None) -> int:
-        """Queue `data` (bytes-like) on `conn`; return its message id. `on_complete(msg_id)` runs
-        when every byte has been acknowledged."""
+    def send_message(self, conn: Connection, data) -> int:
+        """Queue `data` (bytes-like, not copied: keep it unchanged until sent) on `conn`; return its
+        message id. A `MessageSent` event reports when every byte has been acknowledged."""
         if self.connections.get(conn.local_qp) is not conn:
             raise ValueError(f"{self.name}: {conn.name} is not a connection of this endpoint")
         if len(data) > conn.config.max_message_bytes:
             raise ValueError(f"{self.name}: a message of {len(data)} bytes is above max_message_bytes "
                              f"{conn.config.max_message_bytes} of {conn.name}")
-        return conn.sender.send_message(data, on_complete)
+        return conn.sender.send_message(data)
 
     # --- I/O ---------------------------------------------------------------------------------------
     def receive(self, now: float, nic: int, pkt) -> None:
         """Take one packet that arrived on NIC `nic` at time `now`."""
-        self._now = now
         self._stats["packets_received"] += 1
         conn = self.connections.get(pkt.qp)
         if conn is None:
             self._stats["unknown_qp"] += 1
             return
-        self._urgent.extend(conn.receive(now, nic, pkt))
+        urgent = conn.receive(now, nic, pkt)
+        if urgent:
+            if not self._urgent:
+                self._urgent_at = now
+            self._urgent.extend(urgent)
 
     def poll(self, now: float) -> list[tuple[int, object]]:
         """Run the timers due by `now`; return the (nic, packet) pairs to transmit now."""
-        self._now = now
         out, self._urgent = self._urgent, []
-        if self.nic_rate:
-            for nic, pkt in out:
-                self.account(nic, wire_size(pkt), now)
+        nic = self.nic
+        if nic.rate:
+            for index, pkt in out:
+                nic.account(index, wire_size(pkt), now)
         for conn in self.connections.values():
             conn.poll(now, out)
         self._stats["packets_sent"] += len(out)
         return out
 
     def next_wakeup(self) -> float | None:
-        """Earliest time `poll` has something to do (a timer or the pacing clock), or None."""
+        """Earliest time `poll` has something to do (a timer or the pacing clock), or None. A time
+        already past means: at once."""
         if self._urgent:
-            return self._now
+            return self._urgent_at
         best = None
         for c in self.connections.values():
             t = c.next_wakeup()
@@ -258,9 +265,19 @@ class Endpoint:
                 best = t
         return best
 
-    def drain_events(self) -> list[Event]:
-        """EV state changes, retransmissions by cause, completions, recorded since the last call."""
-        return self._log.drain()
+    def drain_events(self) -> list[E.TransportEvent]:
+        """The events since the last call, oldest first: messages received (with their data) and
+        sent, EV state changes, retransmissions by cause, ... (`host_agent.transport.events`)."""
+        events = self._events
+        if not events:
+            return []
+        out = list(events)
+        events.clear()               # the connections hold its `append`: the queue itself stays
+        return out
+
+    def next_event(self) -> E.TransportEvent | None:
+        """The oldest event not yet taken, or None (one at a time, as `drain_events` all at once)."""
+        return self._events.popleft() if self._events else None
 
     def stats(self) -> dict:
         """Counters of this endpoint (sent, retransmitted by cause, evs_retired, ...) and per-connection state."""

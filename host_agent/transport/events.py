@@ -1,49 +1,154 @@
-"""Log events: what an endpoint reports through `Endpoint.drain_events`."""
+"""What an endpoint reports: one frozen dataclass per kind of event, drained by the caller.
+
+`Endpoint.drain_events()` returns them oldest first; nothing is called back while a packet is
+being taken in. Every event has `t` (transport time, seconds) and `conn` (the `ConnectionId` of
+the connection it happened on); its class attribute `kind` is the stable name written to logs,
+and `as_record()` gives the flat dict the agent's JSON-lines log and the experiment records
+hold (`{"t", "kind", "conn": <connection name>, ...fields}`).
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
-# Event kinds.
-EV_STATE = "ev_state"          # an EV changed state: ev, plane, path, old, new, cause
-EV_BACKUP = "ev_backup"        # a backup EV took the slot of a retired one: ev, replaces, plane, path
-RETRANSMIT = "retransmit"      # psn, cause (one of RETX_CAUSES), ev (the EV it is resent on)
-SEND_COMPLETE = "send_complete"    # msg_id, bytes: every byte acknowledged
-RECV_COMPLETE = "recv_complete"    # msg_id, bytes: whole message received
-GO_BACK = "go_back"            # baseline rewound to psn, cause
-TRIM_NACK = "trim_nack"        # a trim NACK arrived for psn (reason, ev it was sent on)
+from host_agent.transport.config import ConnectionId
+
+# Event kinds (the `kind` of each class below; log readers match on these names).
+EV_STATE = "ev_state"
+EV_BACKUP = "ev_backup"
+RETRANSMIT = "retransmit"
+SEND_COMPLETE = "send_complete"
+RECV_COMPLETE = "recv_complete"
+GO_BACK = "go_back"
+TRIM_NACK = "trim_nack"
 
 # Retransmission causes.
 CAUSE_TRIM = "trim"            # trim NACK
 CAUSE_TIMEOUT = "timeout"      # per-packet timer (MRC) or RTO (baseline)
 CAUSE_NACK = "nack"            # baseline out-of-sequence NACK
-RETX_CAUSES = (CAUSE_TRIM, CAUSE_TIMEOUT, CAUSE_NACK)
+CAUSE_SACK = "sack"            # a SACK showed the packet lost (only a plug-in SackProcessor says so)
+RETX_CAUSES = (CAUSE_TRIM, CAUSE_TIMEOUT, CAUSE_NACK)     # the causes the built-in transports use
 
 
-@dataclass
-class Event:
-    """Something that happened in one connection at time `t` (seconds)."""
+@dataclass(frozen=True, slots=True)
+class TransportEvent:
+    """Something that happened on connection `conn` at time `t`."""
 
+    kind: ClassVar[str] = ""
     t: float
-    kind: str
-    conn: str                      # "<endpoint>-><peer>:<local qp>"
-    info: dict = field(default_factory=dict)
+    conn: ConnectionId
 
-    def as_dict(self) -> dict:
-        """A flat dict, for JSON lines."""
-        return {"t": self.t, "kind": self.kind, "conn": self.conn, **self.info}
+    def as_record(self) -> dict:
+        """The flat dict of this event, as logs and experiment records hold it."""
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name}
 
 
-class EventLog:
-    """Events collected until drained."""
+@dataclass(frozen=True, slots=True)
+class EvStateChanged(TransportEvent):
+    """EV `ev` (of `plane`, on path `path` whose address is `dst`, hex) went from `old` to `new`."""
 
-    def __init__(self) -> None:
-        self._events: list[Event] = []
+    kind: ClassVar[str] = EV_STATE
+    ev: int
+    plane: int
+    path: int
+    dst: str
+    old: str
+    new: str
+    cause: str
 
-    def add(self, t: float, kind: str, conn: str, **info) -> None:
-        """Record one event."""
-        self._events.append(Event(t, kind, conn, info))
+    def as_record(self) -> dict:
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "ev": self.ev, "plane": self.plane,
+                "path": self.path, "dst": self.dst, "old": self.old, "new": self.new, "cause": self.cause}
 
-    def drain(self) -> list[Event]:
-        """Return the events recorded since the last drain, oldest first."""
-        out, self._events = self._events, []
-        return out
+
+@dataclass(frozen=True, slots=True)
+class EvBackup(TransportEvent):
+    """Backup EV `ev` took the rotation slot of retired EV `replaces`."""
+
+    kind: ClassVar[str] = EV_BACKUP
+    ev: int
+    replaces: int
+    plane: int
+    path: int
+
+    def as_record(self) -> dict:
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "ev": self.ev, "replaces": self.replaces,
+                "plane": self.plane, "path": self.path}
+
+
+@dataclass(frozen=True, slots=True)
+class Retransmitted(TransportEvent):
+    """PSN `psn` was sent again (for `cause`, one of the CAUSE_ names) on EV `ev`, last sent on
+    `old_ev`. The MRC sender adds its smoothed RTT and RTO at that moment; the baseline does not."""
+
+    kind: ClassVar[str] = RETRANSMIT
+    psn: int
+    cause: str
+    ev: int
+    old_ev: int | None
+    srtt: float | None = None
+    rto: float | None = None
+
+    def as_record(self) -> dict:
+        d = {"t": self.t, "kind": self.kind, "conn": self.conn.name, "psn": self.psn, "cause": self.cause,
+             "ev": self.ev, "old_ev": self.old_ev}
+        if self.srtt is not None:
+            d["srtt"] = self.srtt
+            d["rto"] = self.rto
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSent(TransportEvent):
+    """Every byte of message `msg_id` (`size` bytes) was acknowledged."""
+
+    kind: ClassVar[str] = SEND_COMPLETE
+    msg_id: int
+    size: int
+
+    def as_record(self) -> dict:
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "msg_id": self.msg_id, "bytes": self.size}
+
+
+@dataclass(frozen=True, slots=True)
+class MessageReceived(TransportEvent):
+    """Message `msg_id` arrived whole: `data` (its bytes; not part of the record)."""
+
+    kind: ClassVar[str] = RECV_COMPLETE
+    msg_id: int
+    data: bytes
+
+    def as_record(self) -> dict:
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "msg_id": self.msg_id,
+                "bytes": len(self.data)}
+
+
+@dataclass(frozen=True, slots=True)
+class WentBack(TransportEvent):
+    """The baseline sender rewound to PSN `psn` (go-back-N) for `cause`."""
+
+    kind: ClassVar[str] = GO_BACK
+    psn: int
+    cause: str
+
+    def as_record(self) -> dict:
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "psn": self.psn, "cause": self.cause}
+
+
+@dataclass(frozen=True, slots=True)
+class TrimNack(TransportEvent):
+    """A trim NACK (`reason`) came back for PSN `psn`, sent on EV `ev`; `srtt` when it arrived."""
+
+    kind: ClassVar[str] = TRIM_NACK
+    psn: int
+    reason: int
+    ev: int
+    srtt: float
+
+    def as_record(self) -> dict:
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "psn": self.psn, "reason": self.reason,
+                "ev": self.ev, "srtt": self.srtt}
+
+
+EVENT_CLASSES = (EvStateChanged, EvBackup, Retransmitted, MessageSent, MessageReceived, WentBack, TrimNack)
+"""Every event class, one per kind."""

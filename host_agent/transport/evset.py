@@ -67,8 +67,8 @@ class Slot:
 class EvSet:
     """EVs of one connection, their rotation and their states.
 
-    State changes are reported through `on_change(ev, old_state, cause)` and
-    `on_backup(new_ev, replaced_ev)`.
+    State changes are reported through `on_change(ev, old_state, cause, now)` and
+    `on_backup(new_ev, replaced_ev, now)` (the connection turns them into events).
     """
 
     def __init__(self, paths: list[PathInfo], num_evs: int, min_active: int, rng: random.Random,
@@ -79,8 +79,8 @@ class EvSet:
         self.min_active = min_active
         self.share_fate = share_fate_by_path
         self._rng = rng
-        self._on_change = on_change or (lambda ev, old, cause: None)
-        self._on_backup = on_backup or (lambda new, old: None)
+        self._on_change = on_change or (lambda ev, old, cause, now: None)
+        self._on_backup = on_backup or (lambda new, old, now: None)
         self.planes = sorted({p.plane for p in paths})
         self.plane_paths = {pl: [i for i, p in enumerate(paths) if p.plane == pl] for pl in self.planes}
         self.by_value: dict[int, Ev] = {}
@@ -212,7 +212,7 @@ class EvSet:
         self._rotation = None
         self._per_path = None
 
-    def next_data_ev(self) -> Ev:
+    def next_data_ev(self, now: float) -> Ev:
         """The EV for the next data packet: the next slot in rotation, passing SKIP EVs over once."""
         rotation = self._rotation if self._rotation is not None else self._rotation_slots()
         n = len(rotation)
@@ -221,7 +221,7 @@ class EvSet:
             self._pos = (self._pos + 1) % n
             ev = slot.current
             if ev.state is EvState.SKIP:
-                self._set(ev, EvState.GOOD, "skipped_once")
+                self._set(ev, EvState.GOOD, "skipped_once", now)
                 continue
             return ev
         return rotation[self._pos % n].current      # everything was skipped: use the next one anyway
@@ -250,7 +250,7 @@ class EvSet:
         return rotation[self._ctrl_pos % n].current
 
     # --- state changes ---------------------------------------------------------------------
-    def _set(self, ev: Ev, state: EvState, cause: str) -> None:
+    def _set(self, ev: Ev, state: EvState, cause: str, now: float) -> None:
         if ev.state is state:
             return
         old = ev.state
@@ -261,12 +261,12 @@ class EvSet:
             else:
                 self._bad_homes.pop(id(ev), None)
         self._dirty()
-        self._on_change(ev, old, cause)
+        self._on_change(ev, old, cause, now)
 
-    def skip(self, ev: Ev, cause: str) -> None:
+    def skip(self, ev: Ev, cause: str, now: float) -> None:
         """Pass `ev` over at its next turn (ECN echo, trim NACK)."""
         if ev.state is EvState.GOOD:
-            self._set(ev, EvState.SKIP, cause)
+            self._set(ev, EvState.SKIP, cause, now)
 
     def note_probe(self, ev: Ev, answered: bool) -> None:
         """Count a clean probe reply for a bad EV, or reset the count on an unanswered probe."""
@@ -283,31 +283,31 @@ class EvSet:
         for e in victims:
             e.bad_since = now
             e.probe_successes = 0
-            self._set(e, EvState.ASSUMED_BAD, cause)
+            self._set(e, EvState.ASSUMED_BAD, cause, now)
         for e in victims:
-            self._replace(e)
+            self._replace(e, now)
         for e in victims:                      # backups that failed are forgotten, not probed
             if not e.home:
                 del self.by_value[e.value]
         return victims
 
-    def _replace(self, ev: Ev) -> None:
+    def _replace(self, ev: Ev, now: float) -> None:
         for slot in self.slots:
             if slot.current is ev:
                 backup = self._new_ev(ev.plane, False, self._backup_paths(ev.plane))
                 if backup is not None:
                     slot.current = backup
                     self._dirty()
-                    self._on_backup(backup, ev)
+                    self._on_backup(backup, ev, now)
 
-    def reinstate(self, ev: Ev, cause: str) -> list[Ev]:
+    def reinstate(self, ev: Ev, cause: str, now: float) -> list[Ev]:
         """Make `ev` (and, when fates are shared, its path's home EVs) GOOD; return them."""
         if self.share_fate:
             evs = [s.home for s in self.slots if s.home.path_key == ev.path_key and not s.home.usable]
         else:
             evs = [ev] if not ev.usable else []
         for e in evs:
-            self._set(e, EvState.GOOD, cause)
+            self._set(e, EvState.GOOD, cause, now)
             for slot in self.slots:
                 if slot.home is e and slot.current is not e:
                     self.by_value.pop(slot.current.value, None)      # the backup steps down

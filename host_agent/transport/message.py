@@ -4,7 +4,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from host_agent.transport import events as E
 from wire.packets import DATA_OVERHEAD
 
 
@@ -15,7 +14,6 @@ class OutMessage:
     msg_id: int
     data: memoryview
     num_segments: int
-    on_complete: object = None
     length: int = -1           # message length in bytes (set from data)
     next_offset: int = 0
     segments_made: int = 0
@@ -30,16 +28,14 @@ class OutMessage:
         """True when every packet of the message has a PSN."""
         return self.segments_made == self.num_segments
 
-    def segment_acked(self, conn, now: float) -> None:
-        """Count one packet of this message acknowledged (each once); on the last, the message
-        is complete: counted, logged, and its `on_complete` called."""
+    def segment_acked(self) -> bool:
+        """Count one packet of this message acknowledged (each once); True when that was the
+        last: the message is complete."""
         self.segments_acked += 1
         if self.segments_acked == self.num_segments and not self.done:
             self.done = True
-            conn.stats["messages_sent"] += 1
-            conn.log(now, E.SEND_COMPLETE, msg_id=self.msg_id, bytes=self.length)
-            if self.on_complete is not None:
-                self.on_complete(self.msg_id)
+            return True
+        return False
 
 
 class SendQueue(deque):
@@ -50,10 +46,10 @@ class SendQueue(deque):
         self.mtu = mtu
         self._next_id = 0
 
-    def add(self, data, on_complete=None) -> int:
+    def add(self, data) -> int:
         """Queue a message (bytes-like, not copied); return its id."""
         msg_id = self._next_id
-        self.append(new_message(msg_id, data, self.mtu, on_complete))
+        self.append(new_message(msg_id, data, self.mtu))
         self._next_id = (msg_id + 1) & 0xFFFF
         return msg_id
 
@@ -101,7 +97,7 @@ class Segment:
 MAX_MESSAGE_BYTES = 0xFFFFFFFF          # MRCH message length is 32 bits
 
 
-def new_message(msg_id: int, data, mtu: int, on_complete=None) -> OutMessage:
+def new_message(msg_id: int, data, mtu: int) -> OutMessage:
     """An OutMessage over the bytes of `data` (any contiguous bytes-like object, not copied)."""
     view = memoryview(data)
     if not view.contiguous:
@@ -110,7 +106,7 @@ def new_message(msg_id: int, data, mtu: int, on_complete=None) -> OutMessage:
     if len(view) > MAX_MESSAGE_BYTES:
         raise ValueError(f"message {msg_id}: {len(view)} bytes is more than the {MAX_MESSAGE_BYTES} "
                          f"a 32-bit message length can carry")
-    return OutMessage(msg_id, view, segment_count(len(view), mtu), on_complete)
+    return OutMessage(msg_id, view, segment_count(len(view), mtu))
 
 
 def segment_count(length: int, mtu: int) -> int:

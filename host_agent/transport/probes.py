@@ -1,10 +1,16 @@
 """Background probes: reinstate ASSUMED_BAD EVs, and check the paths of a connection that only acknowledges."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 from wire.packets import Probe, ProbeReply
+from host_agent.transport.config import ConnectionId, TransportConfig
+from host_agent.transport.congestion import RttEstimator
+from host_agent.transport.evset import EvSet
 from host_agent.transport.message import ts_age, ts_now
+from host_agent.transport.policies import PathMonitor
 
 REINSTATE = "reinstate"     # probe on an ASSUMED_BAD EV: enough clean replies make it GOOD
 KEEPALIVE = "keepalive"     # probe on a GOOD EV of a connection sending no data: misses retire it
@@ -21,11 +27,25 @@ class Outstanding:
 
 
 class Prober:
-    """Sends probes once per `probe_interval` and judges their replies (or their absence)."""
+    """Sends probes once per `probe_interval` and hands their outcomes to the path monitor.
 
-    def __init__(self, conn) -> None:
-        self.conn = conn
-        self.cfg = conn.config
+    `sending_idle()` says whether the connection has nothing to send, `last_data_at()` when data
+    last arrived (-1: never); keepalives are sent only when `keepalive` (MRC) and the
+    configuration allow them.
+    """
+
+    def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
+                 stats: Counter, monitor: PathMonitor, sending_idle: Callable[[], bool],
+                 last_data_at: Callable[[], float], keepalive: bool) -> None:
+        self.ident = ident
+        self.cfg = config
+        self.evset = evset
+        self.rtt = rtt
+        self.stats = stats
+        self.monitor = monitor
+        self._sending_idle = sending_idle
+        self._last_data_at = last_data_at
+        self._keepalive = keepalive and config.keepalive_probes
         self.outstanding: dict[int, Outstanding] = {}
         self._next_id = 1
         self._next_round: float | None = None
@@ -38,16 +58,17 @@ class Prober:
         self._expired: dict[int, Outstanding] = {}      # timed-out probes whose late reply still times the path
 
     def _wanted(self, now: float) -> bool:
-        return self.conn.evset.any_bad or self._keepalive_due(now)
+        return self.evset.any_bad or self._keepalive_due(now)
 
     def _keepalive_due(self, now: float) -> bool:
         """A keepalive is due on a connection that only acknowledges, while data arrives, once
         `keepalive_data_pkts` data packets came in since the last one (so that keepalives cost at
         most one probe per that many data packets, however slow the link)."""
-        rx = self.conn.receiver
-        return (self.cfg.keepalive_probes and self.conn.mode == "mrc" and self.conn.sender.idle
-                and rx.last_data_at >= 0 and now - rx.last_data_at <= 2 * self.cfg.probe_interval
-                and self.conn.stats["data_received"] - self._data_at_keepalive >= self.cfg.keepalive_data_pkts)
+        if not self._keepalive or not self._sending_idle():
+            return False
+        last = self._last_data_at()
+        return (last >= 0 and now - last <= 2 * self.cfg.probe_interval
+                and self.stats["data_received"] - self._data_at_keepalive >= self.cfg.keepalive_data_pkts)
 
     def next_wakeup(self) -> float | None:
         """Next probe round (when there is something to probe) or the earliest probe timeout."""
@@ -57,7 +78,7 @@ class Prober:
         if self._next_round is not None:
             times.append(self._next_round)
         if self.outstanding:
-            times.append(min(o.sent_at for o in self.outstanding.values()) + self.conn.rtt.rto)
+            times.append(min(o.sent_at for o in self.outstanding.values()) + self.rtt.rto)
         return min(times) if times else None
 
     def schedule(self, now: float) -> None:
@@ -69,18 +90,18 @@ class Prober:
         """True when `poll` has something to do at `now` (cheap: called on every endpoint poll)."""
         return bool(self.outstanding or self._retry) or (
             self._next_round is not None and now >= self._next_round) or (
-            self._next_round is None and self.conn.evset.any_bad)
+            self._next_round is None and self.evset.any_bad)
 
     def poll(self, now: float, out: list) -> None:
         """Expire unanswered probes; send a round of probes when it is due."""
-        rto = self.conn.rtt.rto
+        rto = self.rtt.rto
         for pid, o in list(self.outstanding.items()):
             if now >= o.sent_at + rto:
                 del self.outstanding[pid]
-                self.conn.stats["probe_timeouts"] += 1
+                self.stats["probe_timeouts"] += 1
                 self._remember_expired(pid, o)
                 if o.purpose == REINSTATE:
-                    self.conn.evset.note_probe(o.ev, False)
+                    self.monitor.on_probe(self.evset, o.ev, False, now)
                 elif self._answered_sent_at > o.sent_at:
                     self._miss(o, now)
                 else:
@@ -96,13 +117,13 @@ class Prober:
 
     def _miss(self, o: Outstanding, now: float) -> None:
         """A keepalive went unanswered while a probe sent after it was answered: its path may be
-        dead. `keepalive_misses` in a row retire it; before that it is asked again at once."""
-        if not (o.ev.usable and self.conn.evset.get(o.ev.value) is o.ev):
+        dead. The path monitor decides (by default `keepalive_misses` in a row retire it); until
+        then it is asked again at once."""
+        if not (o.ev.usable and self.evset.get(o.ev.value) is o.ev):
             return
         misses = self._keepalive_misses.get(o.ev.path_key, 0) + 1
-        if misses >= self.cfg.keepalive_misses:
+        if self.monitor.on_keepalive_miss(self.evset, o.ev, misses, now):
             self._keepalive_misses.pop(o.ev.path_key, None)
-            self.conn.evset.mark_bad(o.ev, now, "probe_timeout")
         else:                        # the reply may have been lost on the peer's path: ask again
             self._keepalive_misses[o.ev.path_key] = misses
             self._retry.append(o.ev)
@@ -122,7 +143,7 @@ class Prober:
             del self._suspects[next(iter(self._suspects))]
 
     def _round(self, now: float, out: list) -> None:
-        evset = self.conn.evset
+        evset = self.evset
         busy = {id(o.ev) for o in self.outstanding.values()}
         seen_paths = set()
         for ev in evset.bad_home_evs():
@@ -141,15 +162,15 @@ class Prober:
                 ev = next(e for e in active if e.path_key == key)
                 if id(ev) not in busy:
                     out.append(self._probe(now, ev, KEEPALIVE))
-                    self._data_at_keepalive = self.conn.stats["data_received"]
+                    self._data_at_keepalive = self.stats["data_received"]
 
     def _probe(self, now: float, ev, purpose: str):
         pid = self._next_id
         self._next_id = (self._next_id + 1) & 0xFFFFFFFF or 1
         self.outstanding[pid] = Outstanding(ev, now, purpose)
-        path = self.conn.evset.path_of(ev)
-        self.conn.stats["probes_sent"] += 1
-        return path.nic, Probe(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp,
+        path = self.evset.path_of(ev)
+        self.stats["probes_sent"] += 1
+        return path.nic, Probe(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp,
                                probe_id=pid, tsval=ts_now(now))
 
     def on_reply(self, now: float, reply: ProbeReply) -> None:
@@ -161,8 +182,8 @@ class Prober:
                 # Too late to count as a success, but a true round trip: without it a connection
                 # that only probes would keep an RTO guessed below the path's delay, and every
                 # later probe would time out too (seen on BMv2, whose delay is several ms).
-                self.conn.stats["probe_replies_late"] += 1
-                self.conn.rtt.sample(ts_age(now, reply.ts_echo), full_size=False)
+                self.stats["probe_replies_late"] += 1
+                self.rtt.sample(ts_age(now, reply.ts_echo), full_size=False)
             late = self._suspects.pop(reply.probe_id, None)
             if late is not None and late.ev.value == reply.ev_echo:
                 self._keepalive_misses.pop(late.ev.path_key, None)     # slow, not dead
@@ -175,14 +196,12 @@ class Prober:
                 if suspect.sent_at < o.sent_at:
                     del self._suspects[pid]
                     self._miss(suspect, now)
-        self.conn.stats["probe_replies"] += 1
-        self.conn.rtt.sample(ts_age(now, reply.ts_echo), full_size=False)
+        self.stats["probe_replies"] += 1
+        self.rtt.sample(ts_age(now, reply.ts_echo), full_size=False)
         if o.purpose == KEEPALIVE:
             self._keepalive_misses.pop(o.ev.path_key, None)
         if o.purpose == REINSTATE and not o.ev.usable:
-            self.conn.evset.note_probe(o.ev, True)
-            if o.ev.probe_successes >= self.cfg.probe_successes:
-                self.conn.evset.reinstate(o.ev, "probe")
+            self.monitor.on_probe(self.evset, o.ev, True, now)
 
     def answer(self, plane: int, probe: Probe) -> list:
         """Replies to a peer's probe, on our own EVs: the next control EV (preferring the probe's
@@ -190,7 +209,7 @@ class Prober:
 
         One reply that gets through is enough (the prober ignores copies); sending several keeps
         a dead path of ours from making the peer's good path look dead."""
-        evset = self.conn.evset
+        evset = self.evset
         first = evset.next_control_ev(plane)
         chosen = [first]
         if self.cfg.probe_reply_fanout > 1:
@@ -204,7 +223,7 @@ class Prober:
         out = []
         for ev in chosen:
             path = evset.path_of(ev)
-            self.conn.stats["probe_replies_sent"] += 1
-            out.append((path.nic, ProbeReply(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp,
+            self.stats["probe_replies_sent"] += 1
+            out.append((path.nic, ProbeReply(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp,
                                              probe_id=probe.probe_id, ev_echo=probe.ev, ts_echo=probe.tsval)))
         return out

@@ -1,11 +1,15 @@
 """MRC receiver: places packets by offset, suppresses duplicates, answers with SACKs and trim NACKs."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 from wire import constants as C
 from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events as E
+from host_agent.transport.config import ConnectionId, TransportConfig
+from host_agent.transport.evset import EvSet
 from host_agent.transport.psn import from_wire, to_wire
 
 BITMAP_BITS = 64
@@ -31,9 +35,13 @@ class MrcReceiver:
     answered with a SACK and otherwise ignored.
     """
 
-    def __init__(self, conn) -> None:
-        self.conn = conn
-        self.cfg = conn.config
+    def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, stats: Counter,
+                 emit: Callable[[E.TransportEvent], None]) -> None:
+        self.ident = ident
+        self.cfg = config
+        self.evset = evset
+        self.stats = stats
+        self.emit = emit
         self.expected = 0
         self._ooo = 0
         self.messages: dict[int, InMessage] = {}
@@ -48,7 +56,7 @@ class MrcReceiver:
     # --- data ---------------------------------------------------------------------------------
     def on_data(self, now: float, plane: int, pkt: DataPacket, out: list) -> None:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
-        stats = self.conn.stats
+        stats = self.stats
         if self.last_data_at >= 0:
             sample = min(now - self.last_data_at, self.cfg.rto_min)
             self.gap += GAP_GAIN * (sample - self.gap)
@@ -98,26 +106,25 @@ class MrcReceiver:
         self._last, self._last_ce, self._last_plane = pkt, self._last_ce or ce, plane
 
     def _place(self, now: float, pkt: DataPacket) -> None:
-        stats = self.conn.stats
+        stats = self.stats
         stats["data_received"] += 1
         stats["payload_bytes_received"] += pkt.length
         msg = self.messages.get(pkt.msg_id)
         if msg is None:
             if pkt.msg_len > self.cfg.max_message_bytes:
-                raise ValueError(f"{self.conn.name}: data packet psn {pkt.psn} claims a message of {pkt.msg_len} "
+                raise ValueError(f"{self.ident.name}: data packet psn {pkt.psn} claims a message of {pkt.msg_len} "
                                  f"bytes, above max_message_bytes {self.cfg.max_message_bytes}")
             msg = self.messages[pkt.msg_id] = InMessage(pkt.msg_id, bytearray(pkt.msg_len))
         offset = pkt.va
         if offset + len(pkt.payload) > len(msg.buffer):
-            raise ValueError(f"{self.conn.name}: data packet psn {pkt.psn} of message {pkt.msg_id} ends at "
+            raise ValueError(f"{self.ident.name}: data packet psn {pkt.psn} of message {pkt.msg_id} ends at "
                              f"{offset + len(pkt.payload)}, past the message length {len(msg.buffer)}")
         msg.buffer[offset:offset + len(pkt.payload)] = pkt.payload
         msg.received += len(pkt.payload)
         if msg.received == len(msg.buffer):
             del self.messages[pkt.msg_id]
             stats["messages_received"] += 1
-            self.conn.log(now, E.RECV_COMPLETE, msg_id=msg.msg_id, bytes=len(msg.buffer))
-            self.conn.deliver(msg.msg_id, bytes(msg.buffer))
+            self.emit(E.MessageReceived(now, self.ident, msg.msg_id, bytes(msg.buffer)))
 
     # --- acknowledgements -----------------------------------------------------------------------
     def next_wakeup(self) -> float | None:
@@ -134,7 +141,7 @@ class MrcReceiver:
         first = self._sack(plane)
         out, used = [first], {first[2]}
         if copies > 1:
-            for ev in self.conn.evset.one_ev_per_path():
+            for ev in self.evset.one_ev_per_path():
                 if len(out) >= copies:
                     break
                 if ev.usable and ev.path_key not in used:
@@ -145,15 +152,15 @@ class MrcReceiver:
 
     def _sack(self, plane: int | None, ev=None):
         pkt = self._last
-        ev = ev or self.conn.evset.next_control_ev(plane)
-        path = self.conn.evset.path_of(ev)
+        ev = ev or self.evset.next_control_ev(plane)
+        path = self.evset.path_of(ev)
         cum = to_wire(self.expected, self.cfg.initial_psn)
         # positional: Sack(src, dst, ev, qp, cum_psn, sack_base, bitmap, ev_echo, ts_echo, ecn_echo)
-        sack = Sack(path.src, path.dst, ev.value, self.conn.remote_qp, cum, cum, self._ooo & BITMAP_MASK,
+        sack = Sack(path.src, path.dst, ev.value, self.ident.remote_qp, cum, cum, self._ooo & BITMAP_MASK,
                     pkt.ev, pkt.tsval, self._last_ce)
         self._unacked = 0
         self._ack_deadline = None
-        self.conn.stats["sacks_sent"] += 1
+        self.stats["sacks_sent"] += 1
         return path.nic, sack, ev.path_key
 
     def _trim_nacks(self, plane: int, pkt: DataPacket, reason: int) -> list:
@@ -164,7 +171,7 @@ class MrcReceiver:
         works. The sender ignores the copies."""
         first = self._nack(plane, pkt, reason)
         out, used = [first[:2]], {first[2]}
-        for ev in self.conn.evset.one_ev_per_path():
+        for ev in self.evset.one_ev_per_path():
             if len(out) >= self.cfg.ack_fanout:
                 break
             if ev.usable and ev.path_key not in used:
@@ -173,9 +180,9 @@ class MrcReceiver:
         return out
 
     def _nack(self, plane: int, pkt: DataPacket, reason: int, ev=None):
-        ev = ev or self.conn.evset.next_control_ev(plane)
-        path = self.conn.evset.path_of(ev)
-        self.conn.stats["nacks_sent"] += 1
-        return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.conn.remote_qp, psn=pkt.psn,
+        ev = ev or self.evset.next_control_ev(plane)
+        path = self.evset.path_of(ev)
+        self.stats["nacks_sent"] += 1
+        return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, psn=pkt.psn,
                               cum_psn=to_wire(self.expected, self.cfg.initial_psn), reason=reason,
                               ev_echo=pkt.ev, ts_echo=pkt.tsval), ev.path_key

@@ -1,16 +1,27 @@
-"""MRC sender: sprays packets over the EV set, recovers by SACK, trim NACK and per-packet timeout."""
+"""MRC sender: sprays packets over the EV set, recovers by SACK, trim NACK and per-packet timeout.
+
+Which EV a packet takes, what a SACK says and what a loss does to an EV are the policies of
+`host_agent.transport.policies`; the sender keeps the sequence space, the timers and the
+retransmission queue.
+"""
 from __future__ import annotations
 
 import heapq
+from collections import Counter
+from typing import Callable
 
 from wire import constants as C
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Sack
 from host_agent.transport import events as E
-from host_agent.transport.message import SendQueue, Segment, ts_age
+from host_agent.transport.config import ConnectionId, TransportConfig
+from host_agent.transport.congestion import RttEstimator
+from host_agent.transport.evset import EvSet
+from host_agent.transport.message import OutMessage, SendQueue, Segment, ts_age
+from host_agent.transport.nicclock import NicClock
+from host_agent.transport.policies import CongestionControl, EvSelector, PathMonitor, SackProcessor, Timeout
 from host_agent.transport.psn import PSN_MASK, from_wire
 
 TS_SLACK = 2e-6        # echoed timestamps count whole microseconds
-REORDER_SRTT_FRACTION = 0.25   # a later packet counts as evidence of a loss when sent this many srtt later
 
 
 class MrcSender:
@@ -21,9 +32,23 @@ class MrcSender:
     `cum_acked + ooo_window` is ever sent (the receiver's SACK bitmap could not express it).
     """
 
-    def __init__(self, conn) -> None:
-        self.conn = conn
-        self.cfg = conn.config
+    def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
+                 cc: CongestionControl, nic: NicClock, stats: Counter, emit: Callable[[E.TransportEvent], None],
+                 selector: EvSelector, sack: SackProcessor, monitor: PathMonitor) -> None:
+        self.ident = ident
+        self.cfg = config
+        self.evset = evset
+        self.rtt = rtt
+        self.cc = cc
+        self.nic = nic
+        self.stats = stats
+        self.emit = emit
+        self.selector = selector
+        self.sack = sack
+        self.monitor = monitor
+        self._lost = sack.lost
+        self._next_ev = selector.next_ev
+        self.num_nics = len({p.nic for p in evset.paths})
         self.pending = SendQueue(self.cfg.mtu_payload)  # messages not yet fully cut into packets
         self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
         self.next_seq = 0
@@ -35,11 +60,16 @@ class MrcSender:
         self._trigger_sent: float | None = None          # set while a SACK is being processed
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
+        self._trim_at = 0.0                              # when the latest trim retransmission was queued
 
     # --- application side ------------------------------------------------------------------
-    def send_message(self, data, on_complete=None) -> int:
+    def send_message(self, data) -> int:
         """Queue a message; return its 16-bit id."""
-        return self.pending.add(data, on_complete)
+        return self.pending.add(data)
+
+    def segment(self, seq: int) -> Segment | None:
+        """The packet numbered `seq`, while unacknowledged below `next_seq` (policies.SendWindow)."""
+        return self.segments.get(seq)
 
     @property
     def idle(self) -> bool:
@@ -53,7 +83,7 @@ class MrcSender:
         t = self._timers[0][0] if self._timers else None
         nxt = self._next_packet(None)
         if nxt is not None:
-            ready = self.conn.endpoint._now if nxt[1] == E.CAUSE_TRIM else nxt[2]
+            ready = self._trim_at if nxt[1] == E.CAUSE_TRIM else nxt[2]
             t = ready if t is None or ready < t else t
         return t
 
@@ -67,22 +97,13 @@ class MrcSender:
 
     def _timeout_for(self, seg: Segment) -> float:
         backoff = seg.timeouts - self.cfg.rto_linear_retries
-        return min(self.cfg.rto_max, self.conn.rtt.rto * (2 ** backoff if backoff > 0 else 1))
+        return min(self.cfg.rto_max, self.rtt.rto * (2 ** backoff if backoff > 0 else 1))
 
     def expire(self, now: float) -> None:
-        """Handle every per-packet timeout due by `now`: queue a retransmission, and retire the EV
-        when the timeout is evidence against it.
-
-        A timeout says the packet's path lost it only when a packet sent after it (by more than a
-        quarter of the smoothed RTT, the reordering that spraying over paths of unequal delay
-        causes) has arrived, a SACK or NACK having echoed its timestamp: the network delivered
-        around it. With no
-        such evidence nothing has arrived since, on any path: a stalled peer or a stalled fabric
-        (on the Mininet testbed, processes waiting for a CPU). Retiring the EV would then blame
-        one path for what all of them suffer. Nor does a packet sent before the first RTT sample
-        blame its path: its RTO was the `initial_rtt` guess. Such packets are only retransmitted
-        (`timeouts_unattributed`).
-        """
+        """Handle every per-packet timeout due by `now`: queue a retransmission, and let the path
+        monitor judge the EV (`policies.MrcPathMonitor.on_timeout`: a timeout blames its path only
+        when a later packet got through). A timeout that blames no usable EV of ours counts as
+        `timeouts_unattributed`."""
         timers = self._timers
         if not timers or timers[0][0] > now:
             return                               # nothing due (a stale timer on top is not due either)
@@ -91,35 +112,36 @@ class MrcSender:
             if not self._timers or self._timers[0][0] > now:
                 return
             _, seq, _ = heapq.heappop(self._timers)
-            seg = self.segments[seq]
-            seg.in_flight = False
-            self.inflight_bytes -= seg.wire
-            seg.timeouts += 1
-            self.conn.stats["timeouts"] += 1
-            ev = seg.ev
-            if self.conn.evset.get(ev.value) is ev and ev.usable:
-                if (self.delivered_sent_at > seg.sent_at + REORDER_SRTT_FRACTION * self.conn.rtt.srtt
-                        and seg.sent_at >= self.first_rtt_at):
-                    seg.blamed = ev
-                    self._resend_stranded(self.conn.evset.mark_bad(ev, now, "timeout"))
-                else:
-                    self.conn.stats["timeouts_unattributed"] += 1
-            self.conn.cc.on_trim_or_loss(now)
-            self._queue_retx(seq, E.CAUSE_TIMEOUT)
+            self._timed_out(self.segments[seq], now)
+
+    def _timed_out(self, seg: Segment, now: float) -> None:
+        seg.in_flight = False
+        self.inflight_bytes -= seg.wire
+        seg.timeouts += 1
+        self.stats["timeouts"] += 1
+        ev = seg.ev
+        if self.evset.get(ev.value) is ev and ev.usable:
+            retired = self.monitor.on_timeout(
+                self.evset, Timeout(ev, seg.sent_at, self.delivered_sent_at, self.first_rtt_at, self.rtt.srtt), now)
+            if retired:
+                seg.blamed = ev
+                self._resend_stranded(retired)
+            else:
+                self.stats["timeouts_unattributed"] += 1
+        self.cc.on_trim_or_loss(now)
+        self._queue_retx(seg.seq, E.CAUSE_TIMEOUT)
 
     def _resend_stranded(self, retired: list) -> None:
         """Queue for retransmission every packet still in flight on an EV just retired.
 
         They went out on the path that lost the timed-out packet, after it: waiting for each
         one's own timer would take another RTO, with their bytes holding the window shut."""
-        if not retired:
-            return
         gone = set(map(id, retired))
         for seg in self.segments.values():
             if seg.in_flight and id(seg.ev) in gone:
                 seg.in_flight = False
                 self.inflight_bytes -= seg.wire
-                self.conn.stats["stranded_resent"] += 1
+                self.stats["stranded_resent"] += 1
                 self._queue_retx(seg.seq, E.CAUSE_TIMEOUT)
 
     # --- transmission -------------------------------------------------------------------------
@@ -143,7 +165,7 @@ class MrcSender:
                 seg.queued = False
 
     def _window_allows(self, nbytes: int) -> bool:
-        return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.conn.cc.cwnd
+        return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.cc.cwnd
 
     def _next_packet(self, now: float | None):
         """What may go next: (segment or None for new data, cause, ready time), or None.
@@ -170,10 +192,9 @@ class MrcSender:
             if not self._window_allows(min(self.cfg.mtu_payload, msg.length - msg.next_offset) + DATA_OVERHEAD):
                 return None
             seg = cause = None
-        ready = self.conn.cc.next_send
-        ep = self.conn.endpoint
-        if ep.nic_rate:
-            free = ep.nic_free_at(self.conn.evset.path_of(self.conn.evset.peek_data_ev()).nic)
+        ready = self.cc.next_send
+        if self.nic.rate:
+            free = self.nic.free_at(self.evset.path_of(self.selector.peek_ev(self.evset)).nic)
             if free > ready:
                 ready = free
         if now is not None and now < ready:
@@ -182,9 +203,9 @@ class MrcSender:
 
     def poll(self, now: float, out: list) -> None:
         """Append the data packets the window and the pacing clock allow now."""
-        cc = self.conn.cc
-        ep = self.conn.endpoint
-        nics = self.conn.num_nics
+        cc = self.cc
+        nic = self.nic
+        nics = self.num_nics
         rate = None                                      # the pacing rate: fixed while nothing is acknowledged
         while True:
             if not self._retx and now < cc.next_send:
@@ -204,30 +225,27 @@ class MrcSender:
                 heapq.heappop(self._retx)
                 seg.queued = False
                 del self._retx_cause[seg.seq]
-            nic, pkt = self._transmit(now, seg, cause)
-            out.append((nic, pkt))
+            nic_index, pkt = self._transmit(now, seg, cause)
+            out.append((nic_index, pkt))
             if rate is None:
                 rate = cc.pacing_rate(nics)
             cc.sent(now, seg.wire, nics, rate)
-            if ep.nic_rate:
-                ep.account(nic, seg.wire, now)
+            if nic.rate:
+                nic.account(nic_index, seg.wire, now)
 
     def _transmit(self, now: float, seg: Segment, cause: str | None) -> tuple[int, DataPacket]:
-        evset = self.conn.evset
-        ev = evset.next_data_ev()
         old_ev = seg.ev
-        if cause is not None and ev is old_ev and len(evset.active_evs()) > 1:
-            ev = evset.next_data_ev()                      # a retransmission goes on another EV
-        path = evset.paths[ev.path_key]
+        ev = self._next_ev(self.evset, now, None if cause is None else old_ev)
+        path = self.evset.paths[ev.path_key]
         seg.ev = ev
         seg.sent_at = now
         seg.in_flight = True
         seg.trimmed = False
         seg.transmissions += 1
         self.inflight_bytes += seg.wire
-        timeout = self.conn.rtt.rto if seg.timeouts <= self.cfg.rto_linear_retries else self._timeout_for(seg)
+        timeout = self.rtt.rto if seg.timeouts <= self.cfg.rto_linear_retries else self._timeout_for(seg)
         heapq.heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
-        stats = self.conn.stats
+        stats = self.stats
         stats["data_sent"] += 1
         stats["data_bytes_sent"] += seg.length
         psn = (self.cfg.initial_psn + seg.seq) & PSN_MASK
@@ -237,13 +255,14 @@ class MrcSender:
             flags, dscp = C.MRCH_FLAG_RETX, C.DSCP_TRIMMABLE_RETX
             stats["retransmitted"] += 1
             stats["retx_" + cause] += 1
-            self.conn.log(now, E.RETRANSMIT, psn=psn, cause=cause, ev=ev.value,
-                          old_ev=old_ev.value if old_ev else None, srtt=self.conn.rtt.srtt, rto=self.conn.rtt.rto)
+            self.emit(E.Retransmitted(now, self.ident, psn, cause, ev.value, old_ev.value if old_ev else None,
+                                      self.rtt.srtt, self.rtt.rto))
         msg = seg.msg
         offset = seg.offset
         # positional: DataPacket(src, dst, ev, qp, psn, va, rkey, length, msg_id, msg_len, tsval,
         #                        payload, flags, dscp, ecn, ack_req)
-        pkt = DataPacket(path.src, path.dst, ev.value, self.conn.remote_qp, psn, offset, self.conn.rkey,
+        remote_qp = self.ident.remote_qp
+        pkt = DataPacket(path.src, path.dst, ev.value, remote_qp, psn, offset, remote_qp,
                          seg.length, msg.msg_id, msg.length, int(now * 1e6) & 0xFFFFFFFF,
                          msg.data[offset:offset + seg.length], flags, dscp, C.ECN_ECT0,
                          seg.seq == self.next_seq - 1 and not self.pending)
@@ -260,8 +279,13 @@ class MrcSender:
         if seg.in_flight:
             seg.in_flight = False
             self.inflight_bytes -= seg.wire
-        seg.msg.segment_acked(self.conn, now)
+        if seg.msg.segment_acked():
+            self._message_sent(seg.msg, now)
         return seg.wire
+
+    def _message_sent(self, msg: OutMessage, now: float) -> None:
+        self.stats["messages_sent"] += 1
+        self.emit(E.MessageSent(now, self.ident, msg.msg_id, msg.length))
 
     def _advance_cum(self, cum: int, now: float) -> int:
         acked = 0
@@ -282,17 +306,17 @@ class MrcSender:
         retired an EV: its path was slower than the RTO while later packets got through, the
         variance the RTO must cover. An unattributed timeout (a stall of everything) says nothing
         about that, and a long RTO would only delay the detection of a real failure."""
-        self.conn.stats["spurious_timeouts"] += 1
+        self.stats["spurious_timeouts"] += 1
         ev, seg.blamed = seg.blamed, None
         if ev is None:
             return
-        self.conn.rtt.spurious()
-        if not ev.usable and (ev.home or self.conn.evset.get(ev.value) is ev):
-            self.conn.evset.reinstate(ev, "spurious_timeout")
+        self.rtt.spurious()
+        self.monitor.on_spurious(self.evset, ev, now)
 
     def on_sack(self, now: float, sack: Sack) -> None:
-        """Acknowledge what a SACK covers; feed ECN and delay to the EV set and the window."""
-        self.conn.stats["sacks_received"] += 1
+        """Acknowledge what a SACK covers; retransmit what the SACK processor finds lost; feed
+        ECN and delay to the path monitor and the window."""
+        self.stats["sacks_received"] += 1
         rtt = ts_age(now, sack.ts_echo)
         self._trigger_sent = now - rtt          # when the packet this SACK answers was sent
         if self._trigger_sent > self.delivered_sent_at:
@@ -315,17 +339,34 @@ class MrcSender:
                 acked += self._ack(seg, now)
         acked += self._advance_cum(cum, now)
         self._trigger_sent = None
-        self.conn.rtt.sample(rtt)
+        lost = self._lost(cum, base, sack.bitmap, self, now)
+        if lost:
+            self._sack_losses(lost, now)
+        self.rtt.sample(rtt)
         if sack.ecn_echo:
-            self.conn.stats["ecn_echoes"] += 1
-            ev = self.conn.evset.get(sack.ev_echo)
+            self.stats["ecn_echoes"] += 1
+            ev = self.evset.get(sack.ev_echo)
             if ev is not None:
-                self.conn.evset.skip(ev, "ecn")
-        self.conn.cc.on_ack(now, acked, sack.ecn_echo, rtt)
+                self.monitor.on_ecn(self.evset, ev, now)
+        self.cc.on_ack(now, acked, sack.ecn_echo, rtt)
+
+    def _sack_losses(self, lost, now: float) -> None:
+        """Queue for retransmission the packets a SACK processor declared lost (still in flight)."""
+        queued = False
+        for seq in lost:
+            seg = self.segments.get(seq)
+            if seg is not None and seg.in_flight and not seg.acked:
+                seg.in_flight = False
+                self.inflight_bytes -= seg.wire
+                self.stats["sack_losses"] += 1
+                self._queue_retx(seq, E.CAUSE_SACK)
+                queued = True
+        if queued:
+            self.cc.on_trim_or_loss(now)
 
     def on_nack(self, now: float, nack: Nack) -> None:
         """A trim NACK: queue the packet for immediate retransmission on another EV."""
-        self.conn.stats["nacks_received"] += 1
+        self.stats["nacks_received"] += 1
         header_sent = now - ts_age(now, nack.ts_echo)      # that packet's header arrived
         if header_sent > self.delivered_sent_at:
             self.delivered_sent_at = header_sent
@@ -342,10 +383,10 @@ class MrcSender:
         seg.in_flight = False
         seg.trimmed = True
         self.inflight_bytes -= seg.wire
-        self.conn.stats["trims"] += 1
-        self.conn.log(now, E.TRIM_NACK, psn=nack.psn, reason=nack.reason, ev=nack.ev_echo, srtt=self.conn.rtt.srtt)
-        if nack.reason == C.NACK_TRIMMED:            # fabric congestion: avoid that path for a rotation
-            self.conn.evset.skip(seg.ev, "trim")
-        self.conn.rtt.sample(ts_age(now, nack.ts_echo), full_size=False)
-        self.conn.cc.on_trim_or_loss(now)
+        self.stats["trims"] += 1
+        self.emit(E.TrimNack(now, self.ident, nack.psn, nack.reason, nack.ev_echo, self.rtt.srtt))
+        self.monitor.on_trim(self.evset, seg.ev, nack.reason == C.NACK_TRIMMED_LASTHOP, now)
+        self.rtt.sample(ts_age(now, nack.ts_echo), full_size=False)
+        self.cc.on_trim_or_loss(now)
+        self._trim_at = now
         self._queue_retx(seq, E.CAUSE_TRIM)

@@ -1,0 +1,25 @@
+"""The NIC clock: when each local NIC will have sent what the endpoint handed it."""
+from __future__ import annotations
+
+
+class NicClock:
+    """Per-NIC transmit horizon at a known line rate, shared by every connection of an endpoint.
+
+    Data may be handed to a NIC while at most `backlog_bytes` wait in it: `free_at(nic)` is
+    when that is so again. With no line rate (`line_rate_bps` 0) there is no clock: `rate` is 0,
+    nothing is accounted and every NIC is always free.
+    """
+
+    def __init__(self, line_rate_bps: float, backlog_bytes: int) -> None:
+        self.rate = line_rate_bps / 8                      # bytes/s of each NIC
+        self._free: dict[int, float] = {}                  # NIC -> when what it holds will have left
+        self._backlog = backlog_bytes / self.rate if self.rate else 0.0
+
+    def account(self, nic: int, nbytes: int, now: float) -> None:
+        """Note `nbytes` handed to NIC `nic` at `now`."""
+        if self.rate:
+            self._free[nic] = max(self._free.get(nic, 0.0), now) + nbytes / self.rate
+
+    def free_at(self, nic: int) -> float:
+        """When NIC `nic` may take another data packet (by our clock)."""
+        return self._free.get(nic, 0.0) - self._backlog
