@@ -95,15 +95,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"conformance: nothing was run on --target {args.target}: {results[0].message}", file=sys.stderr)
         return 2
     return 1 if any(r.status in ("fail", "error") for r in results) else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m conformance.cli`."""
-    parser = argparse.ArgumentParser(prog="mrc-testbed conformance", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
