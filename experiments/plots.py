@@ -143,12 +143,8 @@ def _goodput_whole(whole, variant: str, recs: list[CaseRecord], colour: dict) ->
                    label=f"{r.transport}{end}")
     if recs:
         _mark_runs(whole, recs, colour, labelled)
-    whole.set_title(f"{variant}: whole run ({width * 1e3:.2g} ms moving average)")
-    whole.set_xlabel("time since the workload started (ms)")
-    whole.set_ylabel("goodput (Mbit/s)")
-    whole.set_ylim(bottom=0)
-    whole.grid(alpha=0.3)
-    whole.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+    _goodput_axes(whole, f"{variant}: whole run ({width * 1e3:.2g} ms moving average)",
+                  "time since the workload started (ms)", legend_columns=3)
 
 
 def _mark_runs(whole, recs: list[CaseRecord], colour: dict, labelled: set) -> None:
@@ -186,12 +182,18 @@ def _goodput_zoom(zoom, variant: str, recs: list[CaseRecord], colour: dict) -> N
                       color=colour[r.transport], linewidth=WIDTHS[k % len(WIDTHS)],
                       linestyle=STYLES[k % len(STYLES)], label=r.transport)
     zoom.axvline(0, color="red", linestyle="--", linewidth=1.2, label="failure")
-    zoom.set_title(f"{variant}: around the failure (raw {recs[0].sample_interval * 1e3:g} ms samples)")
-    zoom.set_xlabel("time since the failure, in each run (ms)")
-    zoom.set_ylabel("goodput (Mbit/s)")
-    zoom.set_ylim(bottom=0)
-    zoom.grid(alpha=0.3)
-    zoom.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, frameon=False)
+    _goodput_axes(zoom, f"{variant}: around the failure (raw {recs[0].sample_interval * 1e3:g} ms samples)",
+                  "time since the failure, in each run (ms)", legend_columns=4)
+
+
+def _goodput_axes(ax, title: str, xlabel: str, legend_columns: int) -> None:
+    """Title, labels, grid and legend (below the plot) of a goodput panel."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("goodput (Mbit/s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=legend_columns, frameon=False)
 
 
 class _Bars:
