@@ -9,7 +9,12 @@ Definitions (the same for every backend):
 - time to recover: from the first failure instant until goodput, averaged over a window (20 ms,
   `RECOVERY_WINDOW_S`, or the record's wider one), is back to 90 % of its average over the same
   window before the failure.
-  None when it never is (or when there was no goodput before the failure to compare with).
+  None when it never is (or when there was no goodput before the failure to compare with). A
+  failure that takes capacity away can keep a transport below that mark for good while it still
+  delivers at what is left: the longest delivery gap tells those apart from a stall.
+- longest delivery gap: the longest time, from the first failure until the work was done (or the
+  run ended), during which no receiver got a new byte. It is measured in sampling intervals, so
+  it is a multiple of them; a stall until a control plane reroutes shows up here.
 - EVs retired: EV transitions to ASSUMED_BAD (each one, including EVs retired again after a probe
   reinstated them).
 - retransmissions by cause: trim (trim NACK), timeout, nack (baseline go-back-N).
@@ -83,6 +88,32 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     return None if first is None else max(0.0, first - t_fail)
 
 
+def longest_delivery_gap(record: CaseRecord) -> Optional[float]:
+    """Seconds of the longest run of samples after the first failure with no new byte delivered.
+
+    None without a failure or samples. Runs from the failure to the completion, or to the end of
+    the run when the work never completed: then a gap still open at the end counts up to it."""
+    t_fail = record.failure_time
+    if t_fail is None or not record.samples:
+        return None
+    end_of_work = record.completion_time if record.completion_time is not None else record.end
+    longest, last_delivery, delivered, previous = 0.0, t_fail, None, t_fail
+    for t, per_flow in record.samples:
+        total = sum(per_flow)
+        if t <= t_fail:
+            delivered = total
+            continue
+        if t > end_of_work + 1e-9:
+            break
+        if delivered is None or total > delivered:     # bytes came in between `previous` and t
+            longest = max(longest, previous - last_delivery)
+            last_delivery, delivered = t, total
+        previous = t
+    if record.completion_time is None:
+        longest = max(longest, end_of_work - last_delivery)
+    return max(0.0, longest)
+
+
 def _widths(record: CaseRecord, times: list[float]) -> list[float]:
     widths, prev = [], None
     for t in times:
@@ -144,6 +175,7 @@ def summarise(record: CaseRecord) -> dict:
         "completion_time_s": record.completion_time,
         "failure_time_s": record.failure_time,
         "time_to_recover_s": time_to_recover(record),
+        "longest_delivery_gap_s": longest_delivery_gap(record),
         "reroute_times_s": list(record.reroutes),
         "bit_exact": record.bit_exact,
         "app_duplicates": record.app_duplicates,

@@ -6,7 +6,9 @@ Connections go to a unix socket (`unix:/path`) or to 127.0.0.1 only.
 """
 from __future__ import annotations
 
+import contextlib
 import queue
+import signal
 import threading
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -20,6 +22,7 @@ from pipeline_contract.entries import TableEntry
 from pipeline_contract.p4info import P4InfoIndex
 
 LOOPBACK_PREFIXES = ("unix:", "127.0.0.1:", "localhost:", "[::1]:")
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class P4RuntimeError(RuntimeError):
@@ -55,6 +58,32 @@ def _describe_rpc_error(exc: grpc.RpcError) -> str:
     return text
 
 
+@contextlib.contextmanager
+def _signals_held():
+    """Hold Ctrl-C and SIGTERM while the block runs in the main thread; deliver them when it ends.
+
+    An exception raised by a signal handler in the middle of a gRPC call can leave the channel
+    with a call that never completes, and closing that channel then waits forever (a SIGTERM
+    during bring-up once hung `mrc-testbed up` that way). Each call is bounded by the client's
+    timeout, so a held signal waits at most that long.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield                   # signal handlers run only in the main thread
+        return
+    held: list[int] = []
+    previous = {}
+    for signum in HELD_SIGNALS:
+        if signal.getsignal(signum) is not None:      # None: a handler Python cannot restore
+            previous[signum] = signal.signal(signum, lambda number, _frame: held.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)
+
+
 class P4RuntimeClient:
     """Primary-controller session with one P4Runtime device: pipeline, writes, reads."""
 
@@ -76,12 +105,24 @@ class P4RuntimeClient:
 
     # --- session -------------------------------------------------------------------
     def connect(self) -> "P4RuntimeClient":
-        """Open the channel and become primary controller; raise P4RuntimeError on failure."""
+        """Open the channel and become primary controller; raise P4RuntimeError on failure.
+
+        Whatever ends the attempt early (an error, Ctrl-C, SIGTERM unwinding) closes the channel and
+        the stream first: an open gRPC stream left behind keeps the process from exiting.
+        """
+        try:
+            with _signals_held():
+                self._open()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _open(self) -> None:
         self._channel = grpc.insecure_channel(self.address)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=self.timeout)
         except grpc.FutureTimeoutError:
-            self.close()
             raise P4RuntimeError(f"{self.name}: no P4Runtime server at {self.address} "
                                  f"after {self.timeout:.0f} s") from None
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
@@ -94,23 +135,21 @@ class P4RuntimeClient:
         arbitration.arbitration.election_id.low = self.election_id
         self._requests.put(arbitration)
         if not self._arbitration.wait(self.timeout):
-            self.close()
             raise P4RuntimeError(f"{self.name}: no arbitration answer from {self.address}")
         if self._arbitration_status != grpc.StatusCode.OK.value[0]:
-            self.close()
             raise P4RuntimeError(f"{self.name}: not primary controller for device {self.device_id} "
                                  f"(arbitration status {self._arbitration_status})")
-        return self
 
     def close(self) -> None:
         """End the stream and the channel."""
         self._requests.put(None)
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-        if self._stream_thread is not None:
-            self._stream_thread.join(timeout=2)
-            self._stream_thread = None
+        with _signals_held():
+            if self._channel is not None:
+                self._channel.close()
+                self._channel = None
+            if self._stream_thread is not None:
+                self._stream_thread.join(timeout=2)
+                self._stream_thread = None
 
     def __enter__(self) -> "P4RuntimeClient":
         return self.connect()
@@ -140,7 +179,8 @@ class P4RuntimeClient:
         if self._stub is None:
             raise P4RuntimeError(f"{self.name}: {what} before connect()")
         try:
-            return fn(request, timeout=self.timeout)
+            with _signals_held():
+                return fn(request, timeout=self.timeout)
         except grpc.RpcError as exc:
             raise P4RuntimeError(f"{self.name}: {what} failed: {_describe_rpc_error(exc)}") from None
 
@@ -197,10 +237,12 @@ class P4RuntimeClient:
         if self._stub is None:
             raise P4RuntimeError(f"{self.name}: Read before connect()")
         try:
-            for reply in self._stub.Read(request, timeout=self.timeout):
-                yield from reply.entities
+            with _signals_held():           # the whole stream is read before the caller resumes
+                replies = list(self._stub.Read(request, timeout=self.timeout))
         except grpc.RpcError as exc:
             raise P4RuntimeError(f"{self.name}: Read failed: {_describe_rpc_error(exc)}") from None
+        for reply in replies:
+            yield from reply.entities
 
     def read_table(self, table: str) -> list[TableEntry]:
         """Every entry of one table, as the switch reports it."""

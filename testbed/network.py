@@ -170,8 +170,9 @@ class TestbedNetwork:
         def program_one(name: str) -> int:
             switch = self.net[name]
             program = self.programs[name]
-            client = P4RuntimeClient(switch.grpc_address, program.device_id, name=name).connect()
-            self.clients[name] = client
+            client = P4RuntimeClient(switch.grpc_address, program.device_id, name=name)
+            self.clients[name] = client     # before connecting: stop() closes it, even half-open
+            client.connect()
             report = install(client, program, self.compiled)
             switch.configure_queues(program.queues)
             return report.installed

@@ -10,7 +10,7 @@ import yaml
 
 from cli import report, run as run_cmd
 from experiments import runner
-from experiments import metrics
+from experiments import metrics, results
 from experiments.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,6 +195,30 @@ def test_time_to_recover_counts_from_a_delayed_drop_and_not_from_the_collectives
     # no drop after the failure but the collective's tail at the end: unaffected
     tail = record(lambda t: 1000 if t <= 0.5 else 200)
     assert metrics.time_to_recover(tail) == pytest.approx(0.0)
+
+
+def test_longest_delivery_gap_is_the_longest_run_of_samples_without_a_new_byte():
+    from experiments.record import CaseRecord, FaultEvent
+    rec = CaseRecord("s", "v", "t", "mrc", "mininet", 0, "topo", 2, "allreduce", sample_interval=0.01)
+    assert metrics.longest_delivery_gap(rec) is None                  # no failure, no gap
+    arrivals = {k for k in range(41) if not (12 <= k < 15 or 20 <= k < 30)}   # 30 ms, then 100 ms, empty
+    cum, samples = 0, []
+    for k in range(41):
+        cum += 1000 if k in arrivals else 0
+        samples.append([k * 0.01, [cum, 0]])
+    rec.samples, rec.faults = samples, [FaultEvent(0.1, "link down", "s1-s3", True)]
+    rec.completion_time = rec.end = 0.4
+    assert metrics.longest_delivery_gap(rec) == pytest.approx(0.10)
+    rec.completion_time = 0.25                      # done at 0.25: the later gap is not the failure's
+    assert metrics.longest_delivery_gap(rec) == pytest.approx(0.03)
+    rec.completion_time, rec.end = None, 0.4        # never done: a gap open at the end counts to it
+    rec.samples = [s for s in samples if s[0] <= 0.25] + [[0.3, samples[25][1]], [0.4, samples[25][1]]]
+    assert metrics.longest_delivery_gap(rec) == pytest.approx(0.21)
+    summary = metrics.summarise(rec)
+    assert summary["longest_delivery_gap_s"] == pytest.approx(0.21)
+    header, rows = results.table_rows([summary])
+    assert rows[0][header.index("longest gap")] == "210 ms"
+    assert rows[0][header.index("recover")] == "never"
 
 
 def test_each_kind_of_figure_is_made_when_the_data_calls_for_it(tmp_path):

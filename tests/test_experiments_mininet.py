@@ -48,9 +48,10 @@ def test_quick_failover_on_the_model_target_mrc_is_bit_exact_and_baseline_waits_
     assert rerouted["completed"] and rerouted["bit_exact"], rerouted
     assert rerouted["completion_time_s"] > rerouted["failure_time_s"] + 1.0
     assert mrc["completion_time_s"] < rerouted["completion_time_s"]
-    # MRC's goodput comes back long before any control plane could act (goodput on Mininet counts
-    # whole 26 ms messages, so the bound is looser than netsim's 50 ms)
-    assert mrc["time_to_recover_s"] is not None and mrc["time_to_recover_s"] < 0.5, mrc
+    # MRC never stops delivering (its goodput may stay below the mark before the failure: a dead
+    # uplink halves the capacity across the leaves); the baseline stalls until the reroute
+    assert mrc["longest_delivery_gap_s"] < 0.25, mrc
+    assert rerouted["longest_delivery_gap_s"] > 0.5, rerouted
     assert rerouted["time_to_recover_s"] is None or rerouted["time_to_recover_s"] >= 1.0 - 0.05
 
 

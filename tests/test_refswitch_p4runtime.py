@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+import signal
+import threading
 
 import grpc
 import pytest
@@ -12,7 +15,7 @@ from pipeline_contract.client import P4RuntimeClient, P4RuntimeError
 from wire import codec, constants as C
 from wire.packets import DataPacket
 from pipeline_contract.p4info import load_p4info
-from refswitch.p4runtime_server import P4RuntimeServer
+from refswitch.p4runtime_server import P4RuntimeServer, P4RuntimeService
 from refswitch.switch import SwitchCore
 
 DEVICE = 3
@@ -219,3 +222,53 @@ def test_primary_changes_are_announced_to_every_stream(switch):
         a_requests.put(None)
     finally:
         channel.close()
+
+
+
+class SignalledDuringRead(P4RuntimeService):
+    """Sends this process SIGTERM while serving a Read, then waits to see if the handler ran."""
+
+    def __init__(self, core, device_id, handled: threading.Event):
+        super().__init__(core, device_id)
+        self.handled = handled
+        self.handled_while_serving: bool | None = None
+
+    def Read(self, request, context):
+        os.kill(os.getpid(), signal.SIGTERM)
+        self.handled_while_serving = self.handled.wait(1.0)
+        return super().Read(request, context)
+
+
+def test_a_signal_during_a_call_is_held_until_the_call_is_over(tmp_path):
+    """An exception raised inside a gRPC call can leave its channel unable to close: SIGTERM once
+    hung `mrc-testbed up` that way. The client holds the signal and delivers it after the call."""
+    from concurrent import futures
+    handled = threading.Event()
+
+    class Stopped(Exception):
+        pass
+
+    def on_sigterm(_signum, _frame):
+        handled.set()
+        raise Stopped
+
+    core = SwitchCore(lambda port, frame, prio: True)
+    service = SignalledDuringRead(core, DEVICE, handled)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(service, server)
+    address = f"unix:{tmp_path}/p4rt.sock"
+    server.add_insecure_port(address)
+    server.start()
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    client = P4RuntimeClient(address, DEVICE, name="s-test", timeout=5)
+    try:
+        client.connect()
+        client.set_pipeline(load_p4info())
+        with pytest.raises(Stopped):
+            client.read_table("MrcIngress.routing")
+        assert service.handled_while_serving is False      # held: not run inside the call
+        assert handled.is_set()                            # delivered once the call was over
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        client.close()
+        server.stop(0).wait()
