@@ -55,6 +55,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("run", "cli.run", "run an experiment scenario (YAML) and save its results"),
     Command("report", "cli.report", "gather results folders into one report"),
     Command("bench", "cli.bench", "run the benchmarks and print their figures"),
+    Command("lab", "cli.lab", "hands-on labs: list them, start one, check a student's work"),
 )
 
 

@@ -1,0 +1,13 @@
+"""Hands-on MRC labs for a classroom: exercise folders, a checker, and grading of a class.
+
+Each lab is a folder `labs/NN-slug/` in the manner of p4lang's tutorials:
+
+- `README.md`: objectives, background, steps with exact commands, what to observe, questions;
+- `lab.yaml`: title, duration in minutes, what it needs (`root`, `bmv2`, `p4c`), one-line summary;
+- `skeleton/`: the files a student starts from (`mrc-testbed lab start N` copies them);
+- `solution/`: the same files, done;
+- `check.py`: `CHECKS`, the list of `labs.checking.Check` run on a student's folder.
+
+`labs.catalog` finds the labs, `labs.checking` runs checks, `labs.workspace` makes a student's work
+folder and `labs.grading` turns the results of a class into one CSV.
+"""

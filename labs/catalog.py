@@ -1,0 +1,112 @@
+"""The labs shipped in this folder: their number, title, duration and what each needs."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+import yaml
+
+LABS_DIR = Path(__file__).resolve().parent
+FOLDER_NAME = re.compile(r"^(\d{2})-([a-z0-9-]+)$")
+NEEDS = ("root", "bmv2", "p4c")
+# what is missing -> how to get it
+NEED_PROGRAMS = {"bmv2": "simple_switch_grpc", "p4c": "p4c"}
+HOW_TO_GET = {
+    "root": "run it with sudo (Mininet creates namespaces and veths)",
+    "bmv2": "use the VM (vagrant up), where BMv2 is installed, or build p4lang/behavioral-model "
+            "with --with-pi and put simple_switch_grpc on PATH",
+    "p4c": "use the VM (vagrant up), where p4c is installed, or install p4lang's p4c package",
+}
+
+
+class LabError(ValueError):
+    """A lab that does not exist or whose folder is malformed; the message names it."""
+
+
+@dataclass(frozen=True)
+class Lab:
+    """One exercise folder."""
+
+    number: int
+    slug: str
+    title: str
+    minutes: int
+    summary: str
+    folder: Path
+    needs: tuple[str, ...] = field(default=())
+
+    @property
+    def skeleton(self) -> Path:
+        return self.folder / "skeleton"
+
+    @property
+    def solution(self) -> Path:
+        return self.folder / "solution"
+
+    def missing(self) -> list[str]:
+        """What this machine lacks of the lab's needs, each with how to get it."""
+        import os
+        out = []
+        for need in self.needs:
+            if need == "root" and os.geteuid() != 0:
+                out.append(f"root: {HOW_TO_GET['root']}")
+            elif need in NEED_PROGRAMS and shutil.which(NEED_PROGRAMS[need]) is None:
+                out.append(f"{need} ({NEED_PROGRAMS[need]} not on PATH): {HOW_TO_GET[need]}")
+        return out
+
+    def checks(self) -> list:
+        """The lab's checks (`CHECKS` of its check.py)."""
+        module = _load_module(self.folder / "check.py", f"labs_check_{self.number:02d}")
+        checks = getattr(module, "CHECKS", None)
+        if not checks:
+            raise LabError(f"{self.folder / 'check.py'}: defines no CHECKS")
+        return list(checks)
+
+
+def _load_module(path: Path, name: str) -> ModuleType:
+    if not path.is_file():
+        raise LabError(f"{path}: missing")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _read_lab(folder: Path) -> Lab:
+    match = FOLDER_NAME.match(folder.name)
+    meta_path = folder / "lab.yaml"
+    try:
+        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise LabError(f"{meta_path}: {exc}") from None
+    if not isinstance(meta, dict):
+        raise LabError(f"{meta_path}: expected a mapping of title, minutes, needs, summary")
+    for key in ("title", "minutes", "summary"):
+        if key not in meta:
+            raise LabError(f"{meta_path}: missing key {key!r}")
+    needs = tuple(meta.get("needs") or ())
+    unknown = [n for n in needs if n not in NEEDS]
+    if unknown:
+        raise LabError(f"{meta_path}: unknown need(s) {unknown} (known: {', '.join(NEEDS)})")
+    return Lab(number=int(match.group(1)), slug=match.group(2), title=str(meta["title"]),
+               minutes=int(meta["minutes"]), summary=str(meta["summary"]).strip(),
+               folder=folder, needs=needs)
+
+
+def all_labs(root: Path = LABS_DIR) -> list[Lab]:
+    """Every lab folder under `root`, by number."""
+    return sorted((_read_lab(p) for p in root.iterdir() if p.is_dir() and FOLDER_NAME.match(p.name)),
+                  key=lambda lab: lab.number)
+
+
+def get_lab(number: int, root: Path = LABS_DIR) -> Lab:
+    """The lab numbered `number`; LabError naming the labs there are otherwise."""
+    labs = all_labs(root)
+    for lab in labs:
+        if lab.number == number:
+            return lab
+    raise LabError(f"no lab {number}: the labs are {', '.join(str(l.number) for l in labs) or 'none'}")

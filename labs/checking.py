@@ -1,0 +1,104 @@
+"""Checks of a student's work: each passes or fails with a detail and, on failure, a hint.
+
+A check is a function of a `Workspace` (the student's folder, and a loader for the Python files in
+it) that returns a detail line when the work is right and raises `CheckFailed` when it is not. The
+hint of a check points at the concept the check is about, never at the answer.
+"""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+_module_ids = itertools.count()
+
+
+class CheckFailed(AssertionError):
+    """The student's work does not do what the check asks; the message says what it saw."""
+
+
+class CheckSkipped(Exception):
+    """The check cannot run here (a program or root is missing); the message says what and how."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The folder a check looks at: a student's work folder or the lab's solution."""
+
+    folder: Path
+
+    def path(self, name: str) -> Path:
+        """A file of the work folder; CheckFailed naming it when it is not there."""
+        path = self.folder / name
+        if not path.exists():
+            raise CheckFailed(f"{path}: not found (start from the skeleton: mrc-testbed lab start N)")
+        return path
+
+    def module(self, name: str) -> ModuleType:
+        """The student's Python file `name` (e.g. "sack.py"), freshly imported."""
+        path = self.path(name)
+        module_name = f"lab_work_{path.stem}_{next(_module_ids)}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:        # noqa: BLE001 - a student's syntax or import error is a result
+            raise CheckFailed(f"{path} does not import: {_where(exc, path)}") from None
+        return module
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing the lab asks for."""
+
+    name: str
+    hint: str
+    run: Callable[[Workspace], str]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check on one work folder."""
+
+    check: str
+    status: str            # "pass", "fail" or "skip"
+    detail: str
+    hint: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+def run_check(check: Check, workspace: Workspace) -> CheckResult:
+    """Run one check; a student's exception is a failure that names where it was raised."""
+    try:
+        detail = check.run(workspace)
+    except CheckSkipped as exc:
+        return CheckResult(check.name, "skip", str(exc))
+    except CheckFailed as exc:
+        return CheckResult(check.name, "fail", str(exc), check.hint)
+    except Exception as exc:           # noqa: BLE001 - the student's code raised
+        return CheckResult(check.name, "fail", f"raised {_where(exc, workspace.folder)}", check.hint)
+    return CheckResult(check.name, "pass", detail or "")
+
+
+def run_checks(checks: list[Check], workspace: Workspace) -> list[CheckResult]:
+    """Every check, in order."""
+    return [run_check(check, workspace) for check in checks]
+
+
+def _where(exc: BaseException, inside: Path) -> str:
+    """`Type: message` and the last line of the traceback in the student's files, if any."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if Path(f.filename).resolve().is_relative_to(Path(inside).resolve())]
+    if frames:
+        text += f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})"
+    return text
