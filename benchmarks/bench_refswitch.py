@@ -1,6 +1,7 @@
-"""Forwarding rate of the reference switch process next to a plain raw-socket forwarding loop.
+"""Forwarding rate of the reference switch process and of BMv2 next to a plain raw-socket loop.
 
     sudo .venv/bin/python benchmarks/bench_refswitch.py [--seconds 3] [--frame 1024]
+    sudo .venv/bin/python benchmarks/bench_refswitch.py --bmv2 [--bmv2-dir /opt/p4-perf/bin ...]
 
 Builds two veth pairs between namespaces (refswitch.vethlab; removed at the end whatever
 happens), then measures, with a traffic process blasting 1 KB MRC data frames into port 1 and
@@ -9,6 +10,11 @@ counting what leaves port 2:
   model   - the reference switch (python -m refswitch.main), programmed over P4Runtime, forwarding
   trim    - the same with port 2's trim threshold at 0, so every packet is trimmed
   paced   - the same with port 2's egress queue at 100 Mbit/s (checks the pacing timers)
+  bmv2    - (with --bmv2) BMv2's simple_switch_grpc running p4/build/mrc.json, programmed over
+            P4Runtime with the same route, once per build found: the one on PATH and every
+            folder given by --bmv2-dir or listed in MRC_BMV2_BUILDS (folders separated by ':'),
+            e.g. a debug build and a performance build (--disable-logging-macros
+            --disable-elogger, -O3)
 Prints packets/s for each, the model/plain ratio, packets forwarded per CPU-second of the forwarding
 process (the single-core speed, steadier than wall-clock rates on a shared machine), and saves JSON
 under benchmarks/results/.
@@ -166,6 +172,53 @@ def measure_model(lab, args, tmp: str, trim: bool, queue: str | None = None) -> 
                 os.unlink(p)
 
 
+def bmv2_builds(dirs: list[str]) -> list[Path]:
+    """Every simple_switch_grpc to measure: the one on PATH, then those in `dirs` and MRC_BMV2_BUILDS."""
+    import shutil
+    found = []
+    on_path = shutil.which("simple_switch_grpc")
+    if on_path:
+        found.append(Path(on_path).resolve())
+    for folder in list(dirs) + [d for d in os.environ.get("MRC_BMV2_BUILDS", "").split(":") if d]:
+        binary = Path(folder) / "simple_switch_grpc"
+        if not binary.is_file():
+            raise RuntimeError(f"{folder}: no simple_switch_grpc there (--bmv2-dir / MRC_BMV2_BUILDS)")
+        found.append(binary.resolve())
+    return list(dict.fromkeys(found))
+
+
+def measure_bmv2(lab, args, tmp: str, binary: Path) -> dict:
+    """BMv2 `binary` forwarding port 1 to port 2 with p4/build/mrc.json and one route."""
+    from controller.installer import CompiledProgram
+    from pipeline_contract.client import P4RuntimeClient
+    from pipeline_contract.entries import TableEntry
+    program = CompiledProgram.load()
+    if not program.device_config:
+        raise RuntimeError("BMv2 needs p4/build/mrc.json (make -C p4 where p4c is installed)")
+    sock = os.path.join(tmp, "bmv2.sock")
+    argv = [str(binary), "--device-id", "1", "--no-p4", "--thrift-port", "9090",
+            "--notifications-addr", f"ipc://{os.path.join(tmp, 'notifications.ipc')}",
+            "-i", f"1@{lab.switch_if(1)}", "-i", f"2@{lab.switch_if(2)}",
+            "--", "--grpc-server-addr", f"unix:{sock}", "--priority-queues", "2"]
+    log = open(os.path.join(tmp, f"bmv2-{binary.parent.name}.log"), "wb")
+    proc = lab.popen("switch", argv, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(sock, proc)
+        entries = [TableEntry("MrcIngress.routing", {"dst_addr": (int.from_bytes(DST, "big"), 48)},
+                              "MrcIngress.forward", {"port": 2})]
+        with P4RuntimeClient(f"unix:{sock}", 1, "bench-bmv2", timeout=30) as client:
+            client.set_pipeline(program.p4info, program.device_config)
+            client.insert(entries)
+            result = run_traffic(lab, args, proc.pid)
+        result["binary"] = str(binary)
+        return result
+    finally:
+        stop_process(proc)
+        log.close()
+        if os.path.exists(sock):
+            os.unlink(sock)
+
+
 def measure_plain(lab, args) -> dict:
     proc = lab.popen("switch", [sys.executable, __file__, "--mode", "plain", lab.switch_if(1), lab.switch_if(2)],
                      cwd=str(REPO))
@@ -184,6 +237,10 @@ def main(argv=None) -> int:
     parser.add_argument("ifaces", nargs="*", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, default=3.0, help="measured window per run (default 3)")
     parser.add_argument("--frame", type=int, default=1024, help="frame length in bytes (default 1024)")
+    parser.add_argument("--bmv2", action="store_true",
+                        help="measure BMv2 builds (beside plain and the model) instead of the model's variants")
+    parser.add_argument("--bmv2-dir", action="append", default=[], metavar="DIR",
+                        help="a folder holding a simple_switch_grpc build to measure (repeatable)")
     args = parser.parse_args(argv)
     if args.mode == "traffic":
         print(json.dumps(traffic(args.ifaces[0], args.ifaces[1], args.frame, 0.5, args.seconds)))
@@ -196,6 +253,8 @@ def main(argv=None) -> int:
         return 2
     from refswitch.vethlab import VethLab
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # unwind: the lab is always removed
+    if args.bmv2:
+        return main_bmv2(args)
     results: dict = {"frame_bytes": args.frame, "seconds": args.seconds, "host": platform.node(),
                      "cpus": os.cpu_count(), "python": platform.python_version(),
                      "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -226,6 +285,39 @@ def main(argv=None) -> int:
     paced = results["model_paced"]["pps"]
     want = PACED_BPS / (8 * args.frame)
     print(f"  paced at {PACED_BPS / 1e6:.0f} Mbit/s   : {paced:10.0f} pkt/s   (configured {want:.0f} pkt/s)")
+    print(f"saved {path.relative_to(REPO)}")
+    return 0
+
+
+def main_bmv2(args) -> int:
+    """Plain loop, model and every BMv2 build found, on the same veths; save bmv2-*.json."""
+    from refswitch.vethlab import VethLab
+    builds = bmv2_builds(args.bmv2_dir)
+    if not builds:
+        print("bench_refswitch: no simple_switch_grpc on PATH, none given with --bmv2-dir or "
+              "MRC_BMV2_BUILDS (build BMv2: README.md, 'BMv2 from source')", file=sys.stderr)
+        return 2
+    results: dict = {"frame_bytes": args.frame, "seconds": args.seconds, "host": platform.node(),
+                     "cpus": os.cpu_count(), "python": platform.python_version(),
+                     "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "bmv2": {}}
+    with tempfile.TemporaryDirectory(prefix="mrc-bench-") as tmp, VethLab(f"b{os.getpid() % 1000}", 2) as lab:
+        results["plain"] = measure_plain(lab, args)
+        results["model"] = measure_model(lab, args, tmp, trim=False)
+        for binary in builds:
+            results["bmv2"][str(binary.parent)] = measure_bmv2(lab, args, tmp, binary)
+    results["load_average_1min"] = os.getloadavg()[0]
+    plain = results["plain"]["pps"]
+    print(f"frames of {args.frame} bytes, {args.seconds:.0f} s windows, {os.cpu_count()} CPUs, "
+          f"load average {results['load_average_1min']:.1f}")
+    rows = [("plain raw-socket loop", results["plain"]), ("reference switch", results["model"])]
+    rows += [(f"BMv2 {folder}", r) for folder, r in results["bmv2"].items()]
+    for name, r in rows:
+        per_cpu = r.get("pps_per_cpu_second")
+        print(f"  {name:<34}: {r['pps']:10.0f} pkt/s  ({r['pps'] / plain:.2f} of plain)   "
+              + (f"{per_cpu:10.0f} pkt per CPU-second" if per_cpu else ""))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"bmv2-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
     print(f"saved {path.relative_to(REPO)}")
     return 0
 

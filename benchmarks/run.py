@@ -48,13 +48,13 @@ def _script_results(prefix: str, since: float) -> Optional[dict]:
     return json.loads(max(files, key=lambda p: p.stat().st_mtime).read_text())
 
 
-def _run_script(script: str, prefix: str, result: Measurement) -> Optional[dict]:
-    """Run benchmarks/<script> (it prints its own figures), return the JSON it saved."""
+def _run_script(script: str, prefix: str, result: Measurement, extra: tuple[str, ...] = ()) -> Optional[dict]:
+    """Run benchmarks/<script> `extra` (it prints its own figures), return the JSON it saved."""
     if os.geteuid() != 0:
         result.skipped.append(f"{script}: needs root (network namespaces, raw sockets)")
         return None
     since = time.time() - 1
-    proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / script)], cwd=str(REPO),
+    proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / script), *extra], cwd=str(REPO),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tail: list[str] = []
     for line in proc.stdout:                  # its own figures, as they come
@@ -99,6 +99,31 @@ def measure_refswitch(options: argparse.Namespace) -> Measurement:
     return result
 
 
+def measure_bmv2(options: argparse.Namespace) -> Measurement:
+    """bench_refswitch.py --bmv2: each BMv2 build's forwarding rate beside the model and a raw loop."""
+    result = Measurement()
+    if os.geteuid() == 0 and not _bmv2_found():
+        result.skipped.append("bmv2: no simple_switch_grpc on PATH or in MRC_BMV2_BUILDS")
+        return result
+    saved = _run_script("bench_refswitch.py", "bmv2", result, ("--bmv2",))
+    if saved:
+        plain = saved["plain"]["pps"]
+        result.add("plain raw-socket loop", plain, "pkt/s")
+        result.add("reference switch", saved["model"]["pps"], "pkt/s")
+        for folder, entry in saved["bmv2"].items():
+            result.add(f"BMv2 {folder}", entry["pps"], "pkt/s")
+            result.add(f"BMv2 {folder}: ratio to plain", entry["pps"] / plain if plain else None, "")
+        result.details = saved
+    return result
+
+
+def _bmv2_found() -> bool:
+    import shutil
+    dirs = [d for d in os.environ.get("MRC_BMV2_BUILDS", "").split(":") if d]
+    return bool(shutil.which("simple_switch_grpc")) or any(
+        (Path(d) / "simple_switch_grpc").is_file() for d in dirs)
+
+
 def measure_transport_core(options: argparse.Namespace) -> Measurement:
     """bench_transport_core.py: CPU cost of the sans-IO sender and receiver."""
     from benchmarks import bench_transport_core as core
@@ -123,10 +148,12 @@ def benchmarks() -> list[Benchmark]:
             Benchmark("agent", "host agent send rate vs a raw-socket sender (root)", measure_agent),
             Benchmark("refswitch", "reference switch forwarding vs a raw-socket loop, trimming (root)",
                       measure_refswitch),
+            Benchmark("bmv2", "BMv2 builds' forwarding vs the model and a raw-socket loop (root, BMv2)",
+                      measure_bmv2),
             _module_benchmark("bringup")]
 
 
-NAMES = ("transport_core", "netsim", "allreduce", "failover", "agent", "refswitch", "bringup")
+NAMES = ("transport_core", "netsim", "allreduce", "failover", "agent", "refswitch", "bmv2", "bringup")
 
 
 # --- running and reporting ---------------------------------------------------------------------
