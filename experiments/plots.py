@@ -143,6 +143,7 @@ def _goodput_whole(whole, variant: str, recs: list[CaseRecord], colour: dict) ->
                    label=f"{r.transport}{end}")
     if recs:
         _mark_runs(whole, recs, colour, labelled)
+        _shade_distortion(whole, recs, colour, labelled)
     _goodput_axes(whole, f"{variant}: whole run ({width * 1e3:.2g} ms moving average)",
                   "time since the workload started (ms)", legend_columns=3)
 
@@ -165,6 +166,17 @@ def _mark_runs(whole, recs: list[CaseRecord], colour: dict, labelled: set) -> No
             whole.axvline(t * 1e3, color="purple", linestyle="-.", linewidth=1.2,
                           label=None if "reroute" in labelled else "control plane rerouted")
             labelled.add("reroute")
+
+
+def _shade_distortion(ax, recs: list[CaseRecord], colour: dict, labelled: set) -> None:
+    """Shade, in the run's colour, the spans in which the fidelity monitor saw one of its processes
+    short of CPU (goodput there may be the machine's, not the network's)."""
+    for r in recs:
+        for start, end, _who in r.fidelity.get("spans") or []:
+            label = None if "distorted" in labelled else "CPU-distorted span (fidelity monitor)"
+            labelled.add("distorted")
+            ax.axvspan(max(0.0, start) * 1e3, max(0.0, end) * 1e3, color=colour[r.transport],
+                       alpha=0.12, linewidth=0, label=label, zorder=0)
 
 
 def _goodput_zoom(zoom, variant: str, recs: list[CaseRecord], colour: dict) -> None:

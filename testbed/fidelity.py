@@ -61,6 +61,13 @@ def _machine_ticks() -> tuple[int, int]:
     return total - idle, total
 
 
+def _between(a: tuple[float, int, int, int], b: tuple[float, int, int, int]) -> tuple[float, float | None]:
+    """CPU share and mean wait per wake-up (None: too few wake-ups) between samples a and b."""
+    (t0, r0, w0, n0), (t1, r1, w1, n1) = a, b
+    share = (r1 - r0) / 1e9 / max(t1 - t0, 1e-9)
+    return share, ((w1 - w0) / 1e9 / (n1 - n0) if n1 - n0 >= SCHED_MIN_WAKEUPS else None)
+
+
 @dataclass
 class CpuShare:
     """How much CPU one process (or the machine) used, mean over the watch and in the busiest window;
@@ -76,11 +83,34 @@ class CpuShare:
                 "wait_mean_ms": round(self.wait_mean_s * 1e3, 3), "wait_peak_ms": round(self.wait_peak_s * 1e3, 3)}
 
 
+@dataclass(frozen=True)
+class Span:
+    """A stretch of wall-clock time during which `who` broke a limit (`why`)."""
+
+    start: float
+    end: float
+    who: str
+    why: str
+
+
+def merge_spans(spans: list[Span]) -> list[Span]:
+    """Overlapping spans of the same process and reason joined into one."""
+    merged: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.who, s.why, s.start)):
+        last = merged[-1] if merged else None
+        if last is not None and (last.who, last.why) == (span.who, span.why) and span.start <= last.end:
+            merged[-1] = Span(last.start, max(last.end, span.end), last.who, last.why)
+        else:
+            merged.append(span)
+    return sorted(merged, key=lambda s: (s.start, s.who))
+
+
 class CpuWatch:
     """Samples the CPU time of named processes and of the machine while a run goes on."""
 
     def __init__(self, sample_s: float = SAMPLE_S, window_s: float = WINDOW_S) -> None:
         self.sample_s = sample_s
+        self._wall_offset = time.time() - time.monotonic()     # monotonic sample times -> wall clock
         self.window = max(1, round(window_s / sample_s))
         self._pids: dict[str, int] = {}
         self._series: dict[str, list[tuple[float, int, int, int]]] = {}   # name -> (time, run, wait, slices)
@@ -145,6 +175,23 @@ class CpuWatch:
                     for i in range(self.window, len(spent))), default=mean)
         return CpuShare(mean, max(peak, mean))
 
+    def distorted_spans(self) -> list[Span]:
+        """The windows (wall clock) in which a watched process used more CPU than PROCESS_CPU_LIMIT
+        or waited longer than SCHED_WAIT_LIMIT_S per wake-up, merged per process and reason."""
+        with self._lock:
+            series = {name: list(points) for name, points in self._series.items()}
+        spans = []
+        for name, points in series.items():
+            for i in range(self.window, len(points)):
+                a, b = points[i - self.window], points[i]
+                share, wait = _between(a, b)
+                start, end = a[0] + self._wall_offset, b[0] + self._wall_offset
+                if share > PROCESS_CPU_LIMIT:
+                    spans.append(Span(start, end, name, "CPU"))
+                if wait is not None and wait > SCHED_WAIT_LIMIT_S:
+                    spans.append(Span(start, end, name, "CPU wait"))
+        return merge_spans(spans)
+
     @property
     def load_peak(self) -> float:
         """The highest 1-minute load average seen."""
@@ -153,15 +200,8 @@ class CpuWatch:
     def _share(self, series: list[tuple[float, int, int, int]]) -> CpuShare:
         if len(series) < 2:
             return CpuShare()
-
-        def between(a, b) -> tuple[float, float | None]:
-            """CPU share and mean wait per wake-up between samples a and b."""
-            (t0, r0, w0, n0), (t1, r1, w1, n1) = a, b
-            share = (r1 - r0) / 1e9 / max(t1 - t0, 1e-9)
-            return share, ((w1 - w0) / 1e9 / (n1 - n0) if n1 - n0 >= SCHED_MIN_WAKEUPS else None)
-
-        mean, mean_wait = between(series[0], series[-1])
-        windows = [between(series[i - self.window], series[i]) for i in range(self.window, len(series))]
+        mean, mean_wait = _between(series[0], series[-1])
+        windows = [_between(series[i - self.window], series[i]) for i in range(self.window, len(series))]
         peak = max([share for share, _ in windows] + [mean])
         waits = [w for _, w in windows if w is not None]
         return CpuShare(mean, peak, mean_wait or 0.0, max(waits + [mean_wait or 0.0]))
@@ -206,6 +246,7 @@ class Verdict:
     reasons: list[str] = field(default_factory=list)
     measured: dict = field(default_factory=dict)
     watched: bool = True                 # False: nothing could be measured (a verdict of "unknown")
+    spans: list[tuple[float, float, str]] = field(default_factory=list)   # (start s, end s, who: why)
 
     @property
     def faithful(self) -> bool:
@@ -218,12 +259,17 @@ class Verdict:
         return "faithful" if self.faithful else "distorted"
 
     def as_dict(self) -> dict:
-        return {"verdict": self.label, "reasons": list(self.reasons), "measured": self.measured}
+        return {"verdict": self.label, "reasons": list(self.reasons), "measured": self.measured,
+                "spans": [list(span) for span in self.spans]}
 
 
-def judge(cpu: CpuWatch, losses: list[LinkLoss]) -> Verdict:
-    """The verdict of a run from its CPU watch and its link losses."""
-    return judge_measures(cpu.processes(), cpu.machine(), cpu.load_peak, losses)
+def judge(cpu: CpuWatch, losses: list[LinkLoss], origin: float = 0.0) -> Verdict:
+    """The verdict of a run from its CPU watch and its link losses; its distorted spans in seconds
+    since `origin` (a wall-clock time, e.g. the start of the workload)."""
+    verdict = judge_measures(cpu.processes(), cpu.machine(), cpu.load_peak, losses)
+    verdict.spans = [(round(s.start - origin, 3), round(s.end - origin, 3), f"{s.who}: {s.why}")
+                     for s in cpu.distorted_spans()]
+    return verdict
 
 
 def judge_measures(processes: dict[str, CpuShare], machine: CpuShare, load_peak: float,
@@ -273,12 +319,13 @@ class FidelityMonitor:
     def stop(self) -> None:
         self.cpu.stop()
 
-    def verdict(self, skip: set[str] = frozenset(), packets: tuple[dict, dict] | None = None) -> Verdict:
+    def verdict(self, skip: set[str] = frozenset(), packets: tuple[dict, dict] | None = None,
+                origin: float = 0.0) -> Verdict:
         """The verdict so far. `packets` = (tx, rx) per switch and port, when the caller has read the
         counters already; otherwise every live switch's counters are read now. Links of nodes in
-        `skip` (faulted on purpose) are not judged."""
+        `skip` (faulted on purpose) are not judged. Distorted spans are timed from `origin` (wall clock)."""
         tx, rx = packets if packets is not None else self._packets()
-        return judge(self.cpu, link_losses(self.net.topology, tx, rx, skip))
+        return judge(self.cpu, link_losses(self.net.topology, tx, rx, skip), origin)
 
     def _packets(self) -> tuple[dict, dict]:
         tx, rx = {}, {}

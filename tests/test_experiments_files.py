@@ -317,3 +317,24 @@ def _summary_of(variant: str, transport: str) -> dict:
     from experiments.record import CaseRecord
     return {**metrics.summarise(CaseRecord("t", variant, transport, "mrc", "mininet:model", 1, "topo", 4, "allreduce")),
             "variant": variant, "transport": transport}
+
+
+def test_cpu_distorted_spans_are_shaded_on_the_goodput_panel():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from experiments import plots
+    from experiments.record import CaseRecord
+    rec = CaseRecord("s", "v", "MRC", "mrc", "mininet", 0, "topo", 2, "allreduce")
+    rec.fidelity = {"verdict": "distorted", "reasons": ["h1: ..."],
+                    "spans": [[0.25, 1.25, "h1: CPU wait"], [2.0, 2.5, "s3: CPU"]]}
+    fig, ax = plt.subplots()
+    try:
+        plots._shade_distortion(ax, [rec], {"MRC": "tab:blue"}, set())
+        spans = [p for p in ax.patches]
+        assert len(spans) == 2
+        xs = sorted(round(float(p.get_bbox().x0), 3) for p in spans)
+        assert xs == [250.0, 2000.0]                                   # ms on the time axis
+        assert [p.get_label() for p in spans][0].startswith("CPU-distorted")
+    finally:
+        plt.close(fig)

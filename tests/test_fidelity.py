@@ -12,7 +12,7 @@ import time
 import pytest
 
 from testbed.fidelity import (MACHINE_CPU_LIMIT, PROCESS_CPU_LIMIT, SCHED_WAIT_LIMIT_S, CpuShare, CpuWatch,
-                              LinkLoss, judge, judge_measures, link_losses)
+                              LinkLoss, Span, judge, judge_measures, link_losses, merge_spans)
 from topologies.builders import leaf_spine
 
 LIGHT = CpuShare(mean=0.10, peak=0.25, wait_mean_s=20e-6, wait_peak_s=80e-6)
@@ -77,6 +77,7 @@ def test_a_cpu_hog_beside_a_process_that_wakes_often_is_caught():
         watch.watch("s1", waker.pid)
         for i, hog in enumerate(hogs):
             watch.watch(f"hog{i}", hog.pid)
+        began = time.time()
         watch.start()
         time.sleep(2.0)
         watch.stop()
@@ -84,11 +85,22 @@ def test_a_cpu_hog_beside_a_process_that_wakes_often_is_caught():
         for proc in [waker, *hogs]:
             proc.kill()
             proc.wait()
-    verdict = judge(watch, [])
+    verdict = judge(watch, [], origin=began)
     mine = [r for r in verdict.reasons if r.startswith("s1:")]
     assert verdict.label == "distorted"
     assert mine and "for a CPU per wake-up" in mine[0], verdict.reasons
     assert watch.processes()["s1"].wait_peak_s > SCHED_WAIT_LIMIT_S
+    # and when: spans in seconds since the watch began, merged into one per process and reason
+    [(start, end, _)] = [s for s in verdict.spans if s[2] == "s1: CPU wait"]
+    assert -0.1 <= start < end <= 2.6
+    assert verdict.as_dict()["spans"]
+
+
+def test_overlapping_spans_of_one_process_and_reason_are_merged():
+    spans = [Span(0.0, 1.0, "h1", "CPU"), Span(0.25, 1.25, "h1", "CPU"), Span(0.5, 1.5, "h1", "CPU wait"),
+             Span(2.0, 3.0, "h1", "CPU"), Span(0.0, 1.0, "s1", "CPU")]
+    assert merge_spans(spans) == [Span(0.0, 1.25, "h1", "CPU"), Span(0.0, 1.0, "s1", "CPU"),
+                                  Span(0.5, 1.5, "h1", "CPU wait"), Span(2.0, 3.0, "h1", "CPU")]
 
 
 def test_a_watch_never_started_has_nothing_to_say():

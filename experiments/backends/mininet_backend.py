@@ -132,7 +132,7 @@ class MininetBackend:
             monitor.stop()
             packets = self._read_counters(net, topo, record)
             faulted = {node for f in record.faults for node in f.target.split("-")}
-            record.fidelity = monitor.verdict(faulted, packets).as_dict()
+            record.fidelity = monitor.verdict(faulted, packets, origin=start_at).as_dict()
             record.reroutes = [t - start_at for t in net.reroutes()]
             record.notes += net.control_plane_errors()
         finally:
