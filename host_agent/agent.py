@@ -31,6 +31,7 @@ from host_agent.collectives import CollectiveError, make_collective
 from host_agent.collectives.driver import EndpointMessenger
 from host_agent.eventlog import LogWriter
 from host_agent.job import Job, JobError, load_job
+from host_agent.lateness import WakeupLateness
 from host_agent.nic import NicError, RawNic, interface_mac, interface_mtu, quiet_kernel
 from host_agent.transport import Endpoint, PathInfo, Retransmitted
 from wire.packets import DATA_OVERHEAD
@@ -63,6 +64,7 @@ class Agent:
         self.kernel_quiet: dict[str, bool] = {}
         self._stop_signal: int | None = None
         self.loop_counts = (0, 0)             # (loop iterations, of which slept), as of the last idle one
+        self.lateness = WakeupLateness()       # timer wake-ups against the time the transport asked for
         self._cpu_at_start = 0.0
         self.run_cpu: float | None = None      # CPU seconds from the workload's start to its end
         self._writers: dict[tuple[int, int], FrameWriter] = {}     # (NIC index, peer QP) -> writer
@@ -200,6 +202,7 @@ class Agent:
                 return (EXIT_OK if self.result().ok else EXIT_FAILED), "finished"
             if finished_at is None and now >= deadline:
                 return EXIT_FAILED, f"timeout after {self.job.timeout} s"
+            timer = None                         # the transport's wake-up time, when the sleep ends at it
             if out or busy:
                 wait = 0.0                       # busy: only look at the sockets
             else:
@@ -207,14 +210,17 @@ class Agent:
                 limit = min(sampler.next_at, deadline if finished_at is None else finished_at + self.linger,
                             math.inf if started else start)
                 if wake is not None and wake < limit:
-                    limit = wake
+                    limit = timer = wake
                 wait = max(0.0, limit - (monotonic() - mono0))
                 if wait < self.spin:
                     wait = 0.0
+                    timer = None
                 else:
                     sleeps += 1
                 self.loop_counts = (iterations, sleeps)
             readable = select.select(fds, (), (), wait)[0]
+            if timer is not None and not readable:
+                self.lateness.record(monotonic() - mono0 - timer)
             busy = False
             for fd in readable:
                 if fd == wake_fd:
@@ -312,6 +318,7 @@ class Agent:
         connections = list(stats.pop("connections", {}).values())
         self.counters["loop_iterations"], self.counters["loop_sleeps"] = self.loop_counts
         self.events.write(self.wall(now), "counters", agent=dict(self.counters),
+                          wakeups=self.lateness.summary(),
                           nics=[n.counters() for n in self.nics], transport=stats, connections=connections,
                           messages={"sent": self.collective.messages_sent,
                                     "acked": self.collective.messages_acked,

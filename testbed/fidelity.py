@@ -32,6 +32,8 @@ SCHED_WAIT_LIMIT_S = 0.5e-3      # mean wait for a CPU per wake-up, in any 1 s w
 SCHED_MIN_WAKEUPS = 50           # ... judged only over windows with this many wake-ups
 LINK_LOSS_LIMIT = 0.001          # share of packets a healthy link may lose before the pipeline
 LINK_LOSS_MIN_PACKETS = 20       # ... counted only from this many lost packets (a handful is in flight)
+WAKEUP_LATE_LIMIT_S = 1e-3       # p99 lateness of an agent's timer wake-ups (half the 2 ms minimum RTO)
+WAKEUP_MIN_COUNT = 100           # ... judged only from this many timer wake-ups
 
 
 def _process_sched(pid: int) -> tuple[int, int, int] | None:
@@ -257,6 +259,16 @@ class Verdict:
         if not self.watched:
             return "unknown"
         return "faithful" if self.faithful else "distorted"
+
+    def add_lateness(self, lateness: dict[str, dict]) -> None:
+        """Judge each agent's timer wake-ups (`host_agent.lateness` summaries by name) too."""
+        self.measured["wakeups"] = dict(lateness)
+        for name, summary in sorted(lateness.items()):
+            p99 = summary.get("p99_ms", 0.0) / 1e3
+            if summary.get("n", 0) >= WAKEUP_MIN_COUNT and p99 > WAKEUP_LATE_LIMIT_S:
+                self.reasons.append(f"{name}: timer wake-ups late by {p99 * 1e3:.2g} ms at p99 "
+                                    f"(p50 {summary.get('p50_ms', 0.0):.2g} ms, max "
+                                    f"{summary.get('max_ms', 0.0):.3g} ms, {summary['n']} wake-ups)")
 
     def as_dict(self) -> dict:
         return {"verdict": self.label, "reasons": list(self.reasons), "measured": self.measured,

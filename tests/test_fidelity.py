@@ -107,3 +107,29 @@ def test_a_watch_never_started_has_nothing_to_say():
     watch = CpuWatch()
     watch.stop()                                        # harmless
     assert watch.processes() == {} and watch.machine() == CpuShare()
+
+
+def test_wakeup_lateness_percentiles_are_bucket_edges_and_the_max_is_exact():
+    from host_agent.lateness import WakeupLateness
+    late = WakeupLateness()
+    assert late.summary() == {"n": 0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
+    for _ in range(98):
+        late.record(30e-6)                  # in [16, 32) us
+    late.record(-1e-6)                      # early: counts as on time
+    late.record(0.0123)
+    s = late.summary()
+    assert s["n"] == 100 and s["p50_ms"] == 0.032 and s["max_ms"] == 12.3
+    assert s["p99_ms"] == 0.032              # 99 of 100 are at most 32 us
+    late.record(0.0123)
+    assert late.summary()["p99_ms"] == 12.3  # now the 99th percentile is in the last, capped at the max
+
+
+def test_late_timer_wakeups_of_an_agent_are_a_reason():
+    verdict = judge_measures({"h1": LIGHT}, CpuShare(0.3, 0.5), 0.8, [], cpus=2)
+    verdict.add_lateness({"h1": {"n": 5000, "p50_ms": 0.064, "p99_ms": 4.096, "max_ms": 9.1},
+                          "h2": {"n": 5000, "p50_ms": 0.032, "p99_ms": 0.256, "max_ms": 2.0},
+                          "h3": {"n": 10, "p50_ms": 5.0, "p99_ms": 9.0, "max_ms": 9.0}})   # too few to judge
+    assert verdict.label == "distorted"
+    assert verdict.reasons == ["h1: timer wake-ups late by 4.1 ms at p99 (p50 0.064 ms, max 9.1 ms, "
+                               "5000 wake-ups)"]
+    assert verdict.as_dict()["measured"]["wakeups"]["h2"]["p99_ms"] == 0.256

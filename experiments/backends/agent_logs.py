@@ -60,8 +60,11 @@ class Progress:
         return self.last_t + (target - self.received - behind) / rate
 
 
-def read_results(record: CaseRecord, agents: list[AgentProcess], flow_logs: list[FlowLog], start_at: float) -> None:
-    """Results, transport counters and EV events of every agent; goodput of every flow."""
+def read_results(record: CaseRecord, agents: list[AgentProcess], flow_logs: list[FlowLog],
+                 start_at: float) -> dict[str, dict]:
+    """Results, transport counters and EV events of every agent; goodput of every flow. Returns each
+    agent's timer wake-up lateness (`host_agent.lateness` summary) by host name."""
+    lateness: dict[str, dict] = {}
     stats: Counter = Counter()
     finished, exact = {}, True
     for agent in agents:
@@ -73,6 +76,8 @@ def read_results(record: CaseRecord, agents: list[AgentProcess], flow_logs: list
             elif kind == "result" and r.get("ok"):
                 finished[agent.name] = t
             elif kind == "counters":
+                if isinstance(r.get("wakeups"), dict):
+                    lateness[agent.name] = r["wakeups"]
                 transport = r.get("transport", {})
                 stats.update({k: v for k, v in transport.items() if isinstance(v, (int, float))})
         failure = agent.failure()
@@ -86,6 +91,7 @@ def read_results(record: CaseRecord, agents: list[AgentProcess], flow_logs: list
     record.end = record.completion_time if record.completed else record.horizon
     record.transport_stats = dict(stats)
     record.app_missing = len(agents) - len(finished)
+    return lateness
 
 
 def _goodput(record: CaseRecord, flow_logs: list[FlowLog], start_at: float) -> None:

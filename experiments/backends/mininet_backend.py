@@ -115,7 +115,7 @@ class MininetBackend:
                              convergence_delay=case.transport.reroute_delay_s,
                              progress=lambda line: log.info("%s", line))
         agents = AgentLauncher(net, run_dir / "agents")
-        timers, monitor = None, FidelityMonitor(net)
+        timers, monitor, verdict = None, FidelityMonitor(net), None
         try:
             net.start()
             if not case.transport.trimming:
@@ -132,7 +132,7 @@ class MininetBackend:
             monitor.stop()
             packets = self._read_counters(net, topo, record)
             faulted = {node for f in record.faults for node in f.target.split("-")}
-            record.fidelity = monitor.verdict(faulted, packets, origin=start_at).as_dict()
+            verdict = monitor.verdict(faulted, packets, origin=start_at)
             record.reroutes = [t - start_at for t in net.reroutes()]
             record.notes += net.control_plane_errors()
         finally:
@@ -143,7 +143,10 @@ class MininetBackend:
             remaining = net.stop()
             if remaining:
                 record.notes.append(f"left behind after tear-down: {', '.join(map(str, remaining))}")
-        read_results(record, list(agents.agents.values()), flow_logs, start_at)
+        lateness = read_results(record, list(agents.agents.values()), flow_logs, start_at)
+        if verdict is not None:
+            verdict.add_lateness(lateness)
+            record.fidelity = verdict.as_dict()
         progress(1.0)
         return record
 
