@@ -30,6 +30,8 @@ class EgressQueue:
         self.rate_pps = rate_pps
         self.paused = False
         self.next_time = 0.0        # earliest time the next packet may leave
+        self.busy_s = 0.0           # service time of the frames sent while backlogged, at the rate
+        self.lost_s = 0.0           # time the pacing clock fell behind by more than MAX_LAG while backlogged
 
     def __len__(self) -> int:
         return sum(len(f) for f in self.fifos)
@@ -95,7 +97,19 @@ class EgressQueue:
         if self.rate_pps:
             cost = max(cost, 1.0 / self.rate_pps)
         floor = now - MAX_LAG if backlogged else now
+        if backlogged:
+            self.busy_s += cost
+            if floor > self.next_time:          # the event loop came too late to catch up: service lost
+                self.lost_s += floor - self.next_time
         self.next_time = max(self.next_time, floor) + cost
+
+    def service(self) -> dict | None:
+        """How this rate-limited queue was served while backlogged (None: never backlogged):
+        its rate, the service time of what it sent, and the time it fell behind beyond catching up."""
+        if self.unlimited or not self.busy_s:
+            return None
+        return {"rate_bps": self.rate_bps, "rate_pps": self.rate_pps, "busy_s": round(self.busy_s, 6),
+                "lost_s": round(self.lost_s, 6)}
 
     def clear(self) -> None:
         """Drop every queued frame."""

@@ -227,7 +227,9 @@ class ReferenceSwitch:
     def write_stats(self, counters: dict) -> None:
         """Write {counter: {port: [packets, bytes]}} of the non-zero cells to the stats file."""
         doc = {"switch": self.config.name, "counters": {name: {str(port): list(cell) for port, cell in cells.items()}
-                                                        for name, cells in counters.items()}}
+                                                        for name, cells in counters.items()},
+               "queues": {str(port): service for port, q in sorted(self.core.queues.ports.items())
+                          if (service := q.service()) is not None}}
         tmp = self.config.stats_file + ".tmp"
         Path(tmp).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         os.replace(tmp, self.config.stats_file)

@@ -32,6 +32,8 @@ SCHED_WAIT_LIMIT_S = 0.5e-3      # mean wait for a CPU per wake-up, in any 1 s w
 SCHED_MIN_WAKEUPS = 50           # ... judged only over windows with this many wake-ups
 LINK_LOSS_LIMIT = 0.001          # share of packets a healthy link may lose before the pipeline
 LINK_LOSS_MIN_PACKETS = 20       # ... counted only from this many lost packets (a handful is in flight)
+QUEUE_SERVED_LIMIT = 0.95        # share of its rate a backlogged queue must be served at
+QUEUE_MIN_BUSY_S = 0.05          # ... judged only from this much backlogged service time
 WAKEUP_LATE_LIMIT_S = 1e-3       # p99 lateness of an agent's timer wake-ups (half the 2 ms minimum RTO)
 WAKEUP_MIN_COUNT = 100           # ... judged only from this many timer wake-ups
 
@@ -269,6 +271,21 @@ class Verdict:
                 self.reasons.append(f"{name}: timer wake-ups late by {p99 * 1e3:.2g} ms at p99 "
                                     f"(p50 {summary.get('p50_ms', 0.0):.2g} ms, max "
                                     f"{summary.get('max_ms', 0.0):.3g} ms, {summary['n']} wake-ups)")
+
+    def add_queue_service(self, service: dict[str, dict[int, dict]]) -> None:
+        """Judge how each switch's rate-limited queues were served while backlogged too
+        (`refswitch` EgressQueue.service() per switch and port)."""
+        self.measured["queue_service"] = {name: {str(port): q for port, q in ports.items()}
+                                          for name, ports in service.items()}
+        for name, ports in sorted(service.items()):
+            for port, q in sorted(ports.items()):
+                busy, lost = q.get("busy_s", 0.0), q.get("lost_s", 0.0)
+                served = busy / (busy + lost) if busy + lost else 1.0
+                if busy + lost >= QUEUE_MIN_BUSY_S and served < QUEUE_SERVED_LIMIT:
+                    rate = q.get("rate_bps") or 0
+                    self.reasons.append(f"{name} port {port}: queue served at {served:.0%} of its "
+                                        f"{rate / 1e6:g} Mbit/s while backlogged ({lost * 1e3:.0f} ms "
+                                        f"behind over {busy + lost:.2f} s)")
 
     def as_dict(self) -> dict:
         return {"verdict": self.label, "reasons": list(self.reasons), "measured": self.measured,

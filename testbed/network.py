@@ -79,6 +79,8 @@ class TestbedNetwork:
         self.stage_times: dict[str, float] = {}
         self.bring_up_s: float = 0.0
         self._port_faults: dict[tuple[str, int], TableEntry] = {}   # faults installed now
+        # what each switch reported of its rate-limited queues when stop() ended it (model target)
+        self.queue_service: dict[str, dict[int, dict]] = {}
 
     # --- bring-up -----------------------------------------------------------------------------
     def start(self) -> "TestbedNetwork":
@@ -314,6 +316,9 @@ class TestbedNetwork:
                     switch.stop_process()
                 except Exception as exc:     # noqa: BLE001
                     log.warning("stopping %s: %s", switch.name, exc)
+                service = switch.queue_service()
+                if service is not None:
+                    self.queue_service[switch.name] = service
             try:
                 self.net.stop()
             except Exception as exc:         # noqa: BLE001

@@ -13,6 +13,7 @@ optional pcap per port), `wait_ready()` waits for the process to serve P4Runtime
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -156,6 +157,11 @@ class P4Switch(RunMarked, Switch):
         """Apply egress queue rate and depth per port (after the pipeline is installed)."""
         raise NotImplementedError
 
+    def queue_service(self) -> dict[int, dict] | None:
+        """After the process stopped: how each rate-limited queue was served while backlogged
+        (port -> rate, busy_s, lost_s), or None when this target cannot say."""
+        return None
+
     # --- life cycle ---------------------------------------------------------------------------
     def data_ports(self) -> dict[int, str]:
         """P4 port number -> interface name, for every data port."""
@@ -265,11 +271,12 @@ class RefSwitch(P4Switch):
         super().__init__(name, **params)
         self.queues = list(queues)
         self.ready_file = self.run_dir / f"{self.topo_name}.ready"
+        self.stats_file = self.run_dir / f"{self.topo_name}.stats.json"    # written at exit
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "refswitch.main", "--name", self.topo_name,
                "--device-id", str(self.device_id), "--grpc-addr", self.grpc_address,
-               "--ready-file", str(self.ready_file)]
+               "--ready-file", str(self.ready_file), "--stats-file", str(self.stats_file)]
         for port, ifname in self.data_ports().items():
             cmd += ["--port", f"{port}={ifname}"]
         for q in self.queues:
@@ -289,6 +296,13 @@ class RefSwitch(P4Switch):
                 raise SwitchStartError(self._failure(f"no ready file {self.ready_file}"))
             time.sleep(0.02)
         super().wait_ready(max(0.1, deadline - time.monotonic()))
+
+    def queue_service(self) -> dict[int, dict] | None:
+        try:
+            doc = json.loads(self.stats_file.read_text())
+        except (OSError, ValueError):
+            return None                       # not written: the process was killed, not stopped
+        return {int(port): service for port, service in (doc.get("queues") or {}).items()}
 
     def configure_queues(self, queues: list[PortQueue]) -> None:
         """The model takes its queues on its command line; check they are the ones asked for."""

@@ -133,3 +133,24 @@ def test_late_timer_wakeups_of_an_agent_are_a_reason():
     assert verdict.reasons == ["h1: timer wake-ups late by 4.1 ms at p99 (p50 0.064 ms, max 9.1 ms, "
                                "5000 wake-ups)"]
     assert verdict.as_dict()["measured"]["wakeups"]["h2"]["p99_ms"] == 0.256
+
+
+def test_a_queue_served_below_its_rate_while_backlogged_is_a_reason():
+    verdict = judge_measures({}, CpuShare(), 0.0, [], cpus=2)
+    verdict.add_queue_service({"s3": {2: {"rate_bps": 20_000_000, "busy_s": 0.8, "lost_s": 0.2},
+                                      4: {"rate_bps": 20_000_000, "busy_s": 1.0, "lost_s": 0.01}},
+                               "s4": {1: {"rate_bps": 20_000_000, "busy_s": 0.01, "lost_s": 0.02}}})  # too short
+    assert verdict.reasons == ["s3 port 2: queue served at 80% of its 20 Mbit/s while backlogged "
+                               "(200 ms behind over 1.00 s)"]
+
+
+def test_the_model_queue_counts_service_it_could_not_catch_up_on():
+    from refswitch.queues import MAX_LAG, EgressQueue
+    q = EgressQueue(1, [0] * 4, rate_bps=8_000_000)          # 1000 bytes take 1 ms
+    assert q.service() is None
+    q.charge(1000, 0.0, backlogged=True)                     # on time
+    q.charge(1000, 0.001 + MAX_LAG / 2, backlogged=True)     # late, but within what it may catch up on
+    assert q.service()["lost_s"] == 0.0
+    q.charge(1000, 0.002 + MAX_LAG + 0.010, backlogged=True)  # 10 ms later than it can catch up on
+    s = q.service()
+    assert s["busy_s"] == pytest.approx(0.003) and s["lost_s"] == pytest.approx(0.010)

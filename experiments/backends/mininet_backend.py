@@ -146,6 +146,7 @@ class MininetBackend:
         lateness = read_results(record, list(agents.agents.values()), flow_logs, start_at)
         if verdict is not None:
             verdict.add_lateness(lateness)
+            verdict.add_queue_service(net.queue_service)
             record.fidelity = verdict.as_dict()
         progress(1.0)
         return record
