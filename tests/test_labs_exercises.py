@@ -154,3 +154,33 @@ def test_lab2_checker_runs_the_trimming_cases_on_bmv2(monkeypatch, tmp_path):
     results = run_checks(LAB2.checks(), Workspace(LAB2.solution))
     assert [r.status for r in results] == ["pass", "pass"], [r.detail for r in results]
     assert "all 12 trimming conformance cases pass" in results[1].detail
+
+
+# --- plausible wrong answers fail the check that should catch them ----------------------------------
+WRONG_ANSWERS = [
+    # (lab, file, text of the solution, wrong text, the check that must fail)
+    (1, "paths.py", "values = list(tx_bytes.values())", "values = [v for v in tx_bytes.values() if v]",
+     "link imbalance"),                                            # idle links left out of the mean
+    (1, "paths.py", "usids = [topo.switch(name).usid for name in switches] + [topo.host(dst).usid]",
+     "usids = [topo.switch(name).usid for name in switches]", "uSID paths of a host pair"),   # no host uSID
+    (5, "incast.py", '"incast_s": None if None in finishes else max(finishes) - record.start',
+     '"incast_s": None if None in finishes else min(finishes) - record.start',
+     "the incast's numbers from a run"),                           # the fastest sender, not the slowest
+    (6, "lies.py", "    return on_every_bad - healthy", "    return on_every_bad",
+     "find the failed switch from the EVs"),                       # the leaves are on every bad path too
+    (6, "lies.py", "        total[key] += end - start", "        pass",
+     "a gray link's per-EV timeline"),                             # EVs still retired at the end
+]
+
+
+@pytest.mark.parametrize("number, name, right, wrong, check", WRONG_ANSWERS,
+                         ids=[f"lab{w[0]}-{w[4]}" for w in WRONG_ANSWERS])
+def test_a_plausible_wrong_answer_fails_its_check(number, name, right, wrong, check, checks_of, tmp_path):
+    lab = catalog.get_lab(number)
+    work = workspace.start(lab, tmp_path / "student")
+    text = (lab.solution / name).read_text()
+    assert text.count(right) == 1
+    (work / name).write_text(text.replace(right, wrong))
+    [target] = [c for c in checks_of(number) if c.name == check]
+    [result] = run_checks([target], Workspace(work))
+    assert result.status == "fail" and result.hint == target.hint, result.detail
