@@ -184,3 +184,17 @@ def test_a_plausible_wrong_answer_fails_its_check(number, name, right, wrong, ch
     [target] = [c for c in checks_of(number) if c.name == check]
     [result] = run_checks([target], Workspace(work))
     assert result.status == "fail" and result.hint == target.hint, result.detail
+
+
+def test_a_student_who_spoils_the_shared_runs_does_not_change_the_next_ones_result(checks_of, tmp_path):
+    """A class is checked with one set of checks, whose netsim runs are kept: students get copies."""
+    lab = catalog.get_lab(6)
+    work = workspace.start(lab, tmp_path / "student")
+    text = (lab.solution / "lies.py").read_text()
+    spoil = '    retired = [e for e in ev_events'
+    assert text.count(spoil) == 1
+    (work / "lies.py").write_text(text.replace(spoil, '    ev_events.clear()\n' + spoil))
+    checks = [c for c in checks_of(6) if c.name in ("a gray link's per-EV timeline",
+                                                    "find the failed switch from the EVs")]
+    assert [r.status for r in run_checks(checks, Workspace(work))] == ["fail", "pass"]
+    assert [r.status for r in run_checks(checks, Workspace(lab.solution))] == ["pass", "pass"]

@@ -1,4 +1,7 @@
-"""Checks of lab 6: predictions against netsim runs, the blackholed switch, a gray link's EV timeline."""
+"""Checks of lab 6: predictions against netsim runs, the blackholed switch, a gray link's EV timeline.
+
+The runs are kept for every folder of a class: students get copies of their events."""
+import copy
 from collections import defaultdict
 
 from experiments.backends.netsim_backend import NetsimBackend
@@ -66,7 +69,7 @@ def check_suspects(ws):
         record = _run("blackhole.yaml", variant, "MRC")
         topo = topology_from_spec(record.topology)
         [fault] = record.faults
-        got = set(suspects(topo, record.ev_events))
+        got = set(suspects(topo, copy.deepcopy(record.ev_events)))
         if got != {fault.target}:
             raise CheckFailed(f"blackhole.yaml '{variant}': {fault.what} ({fault.target}); "
                               f"from the EV events you suspect {sorted(got)}")
@@ -101,7 +104,7 @@ def check_timeline(ws):
     for variant in ("1% loss", "20% loss"):
         record = _run("gray.yaml", variant, "MRC")
         want = _time_bad(record.ev_events, record.end)
-        got = out_of_service(record.ev_events, record.end)
+        got = out_of_service(copy.deepcopy(record.ev_events), record.end)
         if set(got) != set(want):
             raise CheckFailed(f"gray.yaml '{variant}': {len(want)} EVs were retired at least once, you give "
                               f"{len(got)} (your keys, e.g. {list(got)[:1]}; expected (conn, ev) pairs)")
