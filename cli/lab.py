@@ -47,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
 def list_labs() -> int:
     """Print one line per lab, then what this machine lacks for each."""
     labs = catalog.all_labs()
-    print(f"{'lab':<4} {'minutes':>7}  {'needs':<14} title")
+    print(f"{'lab':<4} {'minutes':>7}  {'needs':<16} title")
     for lab in labs:
-        print(f"{lab.number:<4} {lab.minutes:>7}  {', '.join(lab.needs) or '-':<14} {lab.title}")
+        print(f"{lab.number:<4} {lab.minutes:>7}  {', '.join(lab.needs) or '-':<16} {lab.title}")
     for lab in labs:
         for missing in lab.missing():
             print(f"  lab {lab.number} on this machine lacks {missing}")

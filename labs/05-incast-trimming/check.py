@@ -1,0 +1,131 @@
+"""Checks of lab 5: the student's measurements and predictions against incast runs on netsim."""
+import copy
+
+import yaml
+
+from experiments.backends.netsim_backend import NetsimBackend
+from experiments.metrics import flow_throughputs
+from experiments.scenario import parse_scenario
+from labs.catalog import LABS_DIR
+from labs.checking import Check, CheckFailed
+
+INCAST = LABS_DIR.parent / "experiments" / "incast.yaml"
+TRIMMING, DROP_TAIL, ROCE = "MRC + trimming", "MRC drop-tail", "RoCE (drop-tail)"
+_runs: dict = {}
+
+
+def _scenario(threshold=None):
+    doc = yaml.safe_load(INCAST.read_text(encoding="utf-8"))
+    if threshold is not None:
+        link = doc["link"]
+        link["trim_threshold"] = threshold
+        link["ecn_threshold"] = min(link.get("ecn_threshold", 4), threshold)
+    return parse_scenario(doc, str(INCAST), quick=True)
+
+
+def _runs_at(threshold=None, transports=(TRIMMING, DROP_TAIL, ROCE)):
+    """{transport: record} of the quick incast at `threshold` (None: the scenario's own)."""
+    out = {}
+    for case in _scenario(threshold).cases():
+        if case.transport.name in transports:
+            key = (threshold, case.transport.name)
+            if key not in _runs:
+                _runs[key] = NetsimBackend().run_case(case)
+            out[case.transport.name] = _runs[key]
+    return out
+
+
+def _reference(record) -> dict:
+    by_role = {}
+    for flow, bps in zip(record.flows, flow_throughputs(record)):
+        by_role.setdefault(flow.role, []).append((flow, bps))
+    finishes = [f.finish for f, _ in by_role["incast"]]
+    return {"incast_s": None if None in finishes else max(finishes),
+            "victim_bps": by_role["victim"][0][1],
+            "trimmed": int(record.switch_stats.get("trimmed", 0)),
+            "dropped": int(record.switch_stats.get("queue_full_drops", 0))}
+
+
+def _close(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= 1e-6 * max(abs(b), 1e-9)
+
+
+def check_measure(ws):
+    measure = ws.module("incast.py").measure
+    figures = []
+    for name, record in _runs_at().items():
+        want, got = _reference(record), measure(copy.deepcopy(record))   # runs are shared by a class
+        for key, value in want.items():
+            if not isinstance(got, dict) or key not in got or not _close(got[key], value):
+                mine = got.get(key) if isinstance(got, dict) else got
+                raise CheckFailed(f"{name}: {key} is {value!r} in this run, you measure {mine!r}")
+        figures.append(f"{name}: incast {want['incast_s'] * 1e3:.1f} ms, victim {want['victim_bps'] / 1e6:.0f} Mb/s, "
+                       f"{want['trimmed']} trimmed, {want['dropped']} dropped")
+    return "; ".join(figures)
+
+
+def _measured_outcomes(runs) -> dict:
+    finish = {name: _reference(r)["incast_s"] for name, r in runs.items()}
+    return {
+        "fastest incast": min((t, n) for n, t in finish.items() if t is not None)[1],
+        "drop-tail loses packets at a full queue": _reference(runs[DROP_TAIL])["dropped"] > 0,
+        "trimming loses packets at a full queue": _reference(runs[TRIMMING])["dropped"] > 0,
+        "drop-tail makes MRC retire EVs": runs[DROP_TAIL].transport_stats.get("evs_retired", 0) > 0,
+        "trimming makes MRC retire EVs": runs[TRIMMING].transport_stats.get("evs_retired", 0) > 0,
+    }
+
+
+def _predictions(ws) -> dict:
+    predicted = getattr(ws.module("incast.py"), "PREDICTIONS", None)
+    if not isinstance(predicted, dict):
+        raise CheckFailed("incast.py has no PREDICTIONS dictionary")
+    return predicted
+
+
+def check_predictions(ws):
+    predicted = _predictions(ws)
+    measured = _measured_outcomes(_runs_at())
+    for key, value in measured.items():
+        if predicted.get(key) is None:
+            raise CheckFailed(f"no prediction for {key!r}")
+        if predicted[key] != value:
+            raise CheckFailed(f"{key!r}: you predicted {predicted[key]!r}, the run says {value!r}")
+    return "; ".join(f"{k}: {v}" for k, v in measured.items())
+
+
+def check_thresholds(ws):
+    module = ws.module("incast.py")
+    thresholds = getattr(module, "THRESHOLDS", None)
+    depth = _scenario().variants[0].link.get("queue_depth", 16)
+    if (not isinstance(thresholds, (list, tuple)) or len(set(thresholds)) < 3
+            or not all(isinstance(t, int) and 1 <= t <= depth for t in thresholds)):
+        raise CheckFailed(f"THRESHOLDS is {thresholds!r}: give at least three different whole numbers "
+                          f"of packets from 1 to {depth} (the queue depth)")
+    trims = {}
+    for threshold in sorted(set(thresholds)):
+        record = _runs_at(threshold, (TRIMMING,))[TRIMMING]
+        trims[threshold] = _reference(record)["trimmed"]
+        if _reference(record)["dropped"]:
+            raise CheckFailed(f"at threshold {threshold} the switches dropped packets at a full queue")
+    counts = list(trims.values())
+    fewer = all(b < a for a, b in zip(counts, counts[1:]))
+    guess = _predictions(ws).get("fewer trims at a higher threshold")
+    if guess is None:
+        raise CheckFailed("no prediction for 'fewer trims at a higher threshold'")
+    if guess != fewer:
+        raise CheckFailed(f"'fewer trims at a higher threshold': you predicted {guess!r}, the runs say {fewer!r} "
+                          f"(trimmed packets by threshold: {trims})")
+    return "MRC + trimming, trimmed packets by threshold: " + ", ".join(f"{t}: {n}" for t, n in trims.items())
+
+
+CHECKS = [
+    Check("the incast's numbers from a run", "each flow has a role and its own finish time; the incast is "
+          "done when its slowest sender is, and a rate is bytes over the time they took", check_measure),
+    Check("predictions: trimming against drop-tail", "a trimmed packet still reaches the receiver (as a "
+          "header), which NACKs it at once; a dropped one is only missed when the sender's timer expires, "
+          "and to MRC a timeout looks like a broken path", check_predictions),
+    Check("the trim threshold", "the threshold is how many packets may queue before the switch starts "
+          "cutting: think of how often the queue of a 7 -> 1 incast stands above it", check_thresholds),
+]
