@@ -3,7 +3,8 @@
 The failure run: h1 -> h2 (3 MB) over a two-plane leaf-spine with two spines per plane; the cable
 between leaf s1 and spine s3 (plane 0) dies at 100 us and comes back at 600 us. The congestion
 run: four 1 MB flows between two leaves of one plane, whose uplinks queue up and mark ECN (and
-trim), with no fault at all. Runs are deterministic.
+trim), with no fault at all. The pause run: h1 -> h2 (1 MB) while h2's process stands still
+for 1 ms, nothing lost. Runs are deterministic.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ FILE, CLASS = "monitor.py", "DeadPathMonitor"
 MB = 1_000_000
 KILL, REPAIR = 100e-6, 600e-6
 DEAD_SWITCH = "s3"
+PAUSE = (300e-6, 1.3e-3)         # the receiver's process stands still (20 x rto_min), in the pause run
 RTOS = 3                         # the killed path's EVs must all be retired within this many RTOs
 _runs: dict = {}                 # (folder, file state, scenario) -> result
 
@@ -150,6 +152,26 @@ def congestion_retires_nothing(ws) -> str:
     return f"{echoes} ECN echoes and {trims} trims, no EV retired; {total:.1f} Gbit/s together"
 
 
+def pause_retires_nothing(ws) -> str:
+    key = _key(ws, "pause")
+    if key not in _runs:
+        net = transfers.fabric(8, planes=2)
+        held = transfers.pause(net, "h2", PAUSE[0], PAUSE[1])
+        outcome = transfers.run_flows(net, [transfers.Flow("h1", "h2", MB)], transfers.config(),
+                                      Policies(path_monitor=student_class(ws)), until=0.05)
+        _runs[key] = (outcome, len(held))
+    outcome, held = _runs[key]
+    flow = outcome.flows[0]
+    if not flow.exactly_once:
+        raise CheckFailed("the 1 MB transfer did not complete exactly once")
+    timeouts = flow.sender.stats["timeouts"]
+    retired = [e for e in outcome.events if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD"]
+    if retired:
+        raise CheckFailed(f"the receiver stopped for {(PAUSE[1] - PAUSE[0]) * 1e6:.0f} us ({timeouts} timeouts, "
+                          f"nothing lost), and {len(retired)} EVs were retired")
+    return f"{timeouts} timeouts while the receiver stood still ({held} packets held), no EV retired"
+
+
 CHECKS = [
     Check("the dead path's EVs retired within 3 RTOs",
           "a timeout without a trim NACK is MRC's sign of a failed path, and every EV mapping to that "
@@ -172,4 +194,8 @@ CHECKS = [
           "ECN marks and trims say a path is busy, not broken: they steer traffic for a while, and "
           "retiring a working path only takes capacity away",
           congestion_retires_nothing),
+    Check("a paused receiver retires no path",
+          "when the peer stops answering altogether, every packet times out, on every path alike; "
+          "a timeout only says something about its path when later packets got through",
+          pause_retires_nothing),
 ]
