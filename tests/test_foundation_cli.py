@@ -15,7 +15,7 @@ from cli import main as cli
 from cli.main import COMMANDS, Command
 
 PLANNED = {name: f"cli.{name}" for name in
-           ("up", "clean", "draw", "routes", "switch", "agent", "conformance", "run", "report", "bench")}
+           ("up", "clean", "draw", "routes", "switch", "agent", "conformance", "run", "report", "bench", "lab")}
 
 
 @pytest.fixture(autouse=True)
