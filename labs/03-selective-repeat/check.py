@@ -17,7 +17,7 @@ SEED = 7
 MB = 1_000_000
 GOODPUT_MARGIN = 1.10          # at 1 % loss, selective repeat beats go-back-N by at least 10 %
 SACK_SHARE = 0.9               # share of the retransmissions a SACK must have asked for
-_runs: dict = {}               # (folder, file state, scenario) -> Run
+_runs: dict = {}               # (folder, file state, scenario) -> (flow outcome, packets dropped)
 
 
 class HeldPathMonitor(MrcPathMonitor):
@@ -38,14 +38,25 @@ def run(ws, loss: float, size: int = MB, seed: int = SEED, mode: str = "mrc"):
     """(flow outcome, data packets the fault dropped) of one transfer, run once per file state."""
     path = ws.path(FILE)
     key = (str(ws.folder.resolve()), path.stat().st_mtime_ns, path.stat().st_size, loss, size, seed, mode)
-    if key not in _runs:
+
+    def make():
         net = transfers.fabric(seed)
         net.switches["s2"].set_fault(net.port("s2", "h2"), drop_prob=loss)
         policies = (Policies(sack=student_class(ws), path_monitor=HeldPathMonitor) if mode == "mrc"
                     else None)
         outcome = transfers.run_flows(net, [transfers.Flow("h1", "h2", size)], transfers.config(mode),
                                       policies, until=0.5)
-        _runs[key] = (outcome.flows[0], net.switches["s2"].counters["fault_drops_data"])
+        return outcome.flows[0], net.switches["s2"].counters["fault_drops_data"]
+    return _remember(key, make)
+
+
+def _remember(key: tuple, make):
+    """The result of `make()` for `key` (folder, file state, scenario), made once; a class's runs are
+    kept only for the folder being checked."""
+    if key not in _runs:
+        for old in [k for k in _runs if k[0] != key[0]]:
+            del _runs[old]
+        _runs[key] = make()
     return _runs[key]
 
 
