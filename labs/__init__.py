@@ -9,5 +9,7 @@ Each lab is a folder `labs/NN-slug/` in the manner of p4lang's tutorials:
 - `check.py`: `CHECKS`, the list of `labs.checking.Check` run on a student's folder.
 
 `labs.catalog` finds the labs, `labs.checking` runs checks, `labs.workspace` makes a student's work
-folder and `labs.grading` turns the results of a class into one CSV.
+folder and `labs.grading` turns the results of a class into one CSV. `labs.transfers` runs transfers on
+netsim with a student's transport policies, for the checks of labs 3 and 4. `INSTRUCTORS.md` is the
+instructor guide.
 """
