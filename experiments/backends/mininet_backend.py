@@ -59,6 +59,10 @@ class LiveTarget:
             raise KeyError(f"{switch} is not a switch")
         return self.topo.port_towards(switch, neighbour)
 
+    def set_evs_denied(self, switch: str, denied: bool) -> None:
+        raise RuntimeError("switch_ev_deny is not run by the mininet backend yet (netsim only; by hand: "
+                           "the agents' control sockets, 'ev deny' in 'mrc-testbed up')")
+
     def set_switch_alive(self, switch: str, alive: bool) -> None:
         if alive:
             raise RuntimeError("restarting a killed switch is not supported on the mininet backend")
