@@ -32,9 +32,10 @@ class Pair:
         self.sent: list = []                 # (sender name, packet) of every packet put on the wire
         self.lose = lambda pkt: False
         self.events: list = []
+        self.flight: list = []               # (arrival time, endpoint, nic, packet) on the wire
 
     def run(self, until: float, step: float = 1e-6) -> None:
-        flight: list = []
+        flight = self.flight
         while self.now < until:
             for src, dst in ((self.a, self.b), (self.b, self.a)):
                 for nic, pkt in src.poll(self.now):
@@ -42,7 +43,7 @@ class Pair:
                     if not self.lose(pkt):
                         flight.append((self.now + DELAY, dst, nic, pkt))
             due = [f for f in flight if f[0] <= self.now]
-            flight = [f for f in flight if f[0] > self.now]
+            flight[:] = [f for f in flight if f[0] > self.now]
             for _, dst, nic, pkt in due:
                 dst.receive(self.now, nic, pkt)
             self.events += self.a.drain_events() + self.b.drain_events()
@@ -200,3 +201,18 @@ def test_a_denied_ev_is_not_probed_on_request():
     p.a.modify_ev_state(p.ca, ev, "DENIED", 0.0)
     with pytest.raises(ValueError, match="DENIED"):
         p.a.probe_ev(p.ca, ev, 0.0)
+
+
+def test_a_late_probe_reply_for_a_replaced_ev_changes_nothing():
+    """A bad EV replaced while its reinstating probe is out: the reply, when it comes, reinstates
+    neither the forgotten EV nor its slot's new (UNKNOWN) one."""
+    p = Pair(share_fate_by_path=False, probe_successes=1)
+    old = p.ca.evset.home_evs()[0]
+    p.a.modify_ev_state(p.ca, old.value, "ASSUMED_BAD", 0.0)
+    p.lose = lambda pkt: isinstance(pkt, Probe) and pkt.ev != old.value      # only old's probes pass
+    while not any(isinstance(pkt, Probe) and pkt.ev == old.value for _, pkt in p.sent):
+        p.run(p.now + 1e-6)                          # until the first reinstating probe is out
+    new = p.a.replace_ev(p.ca, old.value, p.now)["ev"]
+    p.run(p.now + 20e-6)
+    assert old.state is EvState.ASSUMED_BAD
+    assert p.a.query_ev(p.ca, new)["state"] == "UNKNOWN"

@@ -238,7 +238,7 @@ class Prober:
             self.evset.confirm(o.ev, "probe", now)
         if o.purpose == KEEPALIVE:
             self._keepalive_misses.pop(o.ev.path_key, None)
-        if o.purpose == REINSTATE and not o.ev.usable:
+        if o.purpose == REINSTATE and not o.ev.usable and self.evset.get(o.ev.value) is o.ev:
             self.monitor.on_probe(self.evset, o.ev, True, now)
 
     def answer(self, plane: int, probe: Probe) -> list:
