@@ -15,7 +15,8 @@ the fault's start; the backend schedules them, at a time or at a share of the wo
 - switch_ev_deny: an operator takes the switch out for maintenance: every host DENIES the EVs of
   its MRC connections whose path crosses it (down to each connection's `ev_min_active` floor);
   with `repair_after_s` they are allowed again (UNKNOWN, probed before use). The switch keeps
-  forwarding: nothing is lost, traffic just moves off it. (netsim backend.)
+  forwarding: nothing is lost, traffic just moves off it. (netsim: on the endpoints; mininet: through
+  the agents' control sockets.)
 """
 from __future__ import annotations
 

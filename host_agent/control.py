@@ -37,6 +37,7 @@ from host_agent.transport.endpoint import Connection, Endpoint
 
 SUBSCRIBABLE = ("GOOD", "ASSUMED_BAD")
 MAX_LINE = 64 * 1024          # a request line longer than this is refused
+MAX_SOCKET_PATH = 107         # bytes of a unix socket path (sun_path less its NUL)
 
 
 class ControlError(Exception):
@@ -208,6 +209,9 @@ class ControlServer:
     def __init__(self, path: str, service: ControlService) -> None:
         self.path = path
         self.service = service
+        if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+            raise ControlSocketError(f"control socket {path}: longer than {MAX_SOCKET_PATH} bytes "
+                                     f"(the limit of a unix socket path)")
         _clear_stale(path)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

@@ -25,7 +25,7 @@ class EvSession:
 
     def __init__(self, net, hosts: tuple[str, str], mode: str = "mrc") -> None:
         self.hosts = hosts
-        log_dir = Path(net.run_dir) / "agents"
+        log_dir = Path(net.run_dir).resolve() / "agents"      # agents run in the repository folder
         self.sockets = {h: str(log_dir / f"{h}.sock") for h in hosts}
         jobs = transfer_jobs(net.topology, hosts[0], hosts[1], SESSION_BYTES, mode, log_dir,
                              timeout=READY_TIMEOUT_S + 30, qp=SESSION_QP)

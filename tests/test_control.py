@@ -129,3 +129,12 @@ def test_the_socket_file_goes_on_close_and_a_live_one_is_not_taken(tmp_path):
     assert not os.path.exists(path)
     with pytest.raises(ControlError, match="is the agent running"):
         ControlClient(path)
+
+
+def test_a_socket_path_too_long_is_refused_with_its_limit(tmp_path):
+    served = Served(str(tmp_path / "d.sock"))
+    try:
+        with pytest.raises(ControlSocketError, match="longer than 107 bytes"):
+            ControlServer(str(tmp_path / ("x" * 120)), ControlService(served.pair.a, lambda: 0.0))
+    finally:
+        served.close()

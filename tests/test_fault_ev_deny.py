@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import requires_mininet
 from experiments.backends.netsim_backend import NetsimBackend
 from experiments.faults import set_evs_denied, trace
 from experiments.scenario import ScenarioError, parse_scenario
@@ -60,3 +61,27 @@ def test_a_denied_ev_carries_no_packet_through_the_switch():
 def test_the_kind_names_a_switch():
     with pytest.raises(ScenarioError, match="link"):
         parse_scenario({**SCENARIO, "faults": [{"kind": "switch_ev_deny", "link": ["s1", "s3"]}]})
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@requires_mininet
+def test_on_the_model_testbed_agents_deny_through_their_control_sockets(tmp_path):
+    """The mininet backend runs the fault through the agents' control sockets: the agents log
+    operator denials, the job completes bit-exact, and the sockets' folder is gone."""
+    import glob
+    from experiments import metrics
+    from experiments.backends.mininet_backend import MininetBackend
+    scenario = parse_scenario({**SCENARIO, "link": {"rate_bps": 20_000_000},
+                               "faults": [{"kind": "switch_ev_deny", "switch": "auto", "at": "20%",
+                                           "repair_after_s": 0.3}]})
+    (case,) = scenario.cases()
+    before = set(glob.glob("/tmp/mrc-ctl-*"))
+    record = MininetBackend("model", run_root=tmp_path).run_case(case)
+    summary = metrics.summarise(record)
+    assert [f.what for f in record.faults][:1] == ["EVs denied"], (record.notes, summary)
+    denied = [e for e in record.ev_events if e["kind"] == "ev_state" and e["new"] == "DENIED"]
+    assert denied and all(e["cause"] == "operator" for e in denied)
+    assert summary["completed"] and summary["bit_exact"], summary
+    assert set(glob.glob("/tmp/mrc-ctl-*")) == before
+    assert not [n for n in record.notes if n.startswith("left behind")], record.notes
