@@ -7,7 +7,9 @@ Inside a Mininet host (or any network namespace) the agent opens one raw socket 
 job, disables IPv6 on those interfaces so the kernel stays silent, connects the transport
 Endpoint to every peer the workload needs, runs the collective and writes a JSON-lines event log
 (`host_agent.eventlog` lists the records). The loop is single-threaded and never blocks longer
-than the next transport timer or goodput sample.
+than the next transport timer or goodput sample. With `--control SOCKET` it also serves the EV
+operations (query, modify, replace, subscribe, probe; `host_agent.control`) on that unix socket,
+removed when the agent exits.
 
 Exit status: 0 the collective finished and its result is bit-exact; 1 it failed or timed out;
 2 the job or a NIC is unusable; 128 + signal number when stopped by SIGTERM/SIGINT before the
