@@ -216,3 +216,26 @@ def test_a_late_probe_reply_for_a_replaced_ev_changes_nothing():
     p.run(p.now + 20e-6)
     assert old.state is EvState.ASSUMED_BAD
     assert p.a.query_ev(p.ca, new)["state"] == "UNKNOWN"
+
+
+def test_the_transport_leaves_denied_and_unknown_evs_to_the_operator():
+    """Fate sharing retires and reinstates a path's usable EVs only: a DENIED and an UNKNOWN EV on
+    that path keep their states; no backup is drawn on a path with a DENIED EV."""
+    evs = EvSet(paths(), 32, 4, random.Random(5), share_fate_by_path=True)
+    key = evs.home_evs()[0].path_key
+    on_path = [e for e in evs.home_evs() if e.path_key == key]
+    denied, unknown, good = on_path[0], on_path[1], on_path[2]
+    elsewhere = next(e for e in evs.home_evs() if e.path_key != key)     # under maintenance
+    evs.deny(denied, 0.0)
+    evs.deny(elsewhere, 0.0)
+    evs.set_state(unknown, EvState.UNKNOWN, 0.0)
+    retired = evs.mark_bad(good, 1.0, "timeout")
+    assert denied not in retired and unknown not in retired and good in retired
+    assert (denied.state, unknown.state) == (EvState.DENIED, EvState.UNKNOWN)
+    backups = [s.current for s in evs.slots if not s.current.home]
+    assert backups and not {b.path_key for b in backups} & {key, elsewhere.path_key}
+    evs.reinstate(good, "probe", 2.0)
+    assert good.state is EvState.GOOD
+    assert (denied.state, unknown.state) == (EvState.DENIED, EvState.UNKNOWN)
+    assert not evs.confirm(denied, "probe", 3.0) and evs.confirm(unknown, "probe", 3.0)
+    assert unknown.state is EvState.GOOD
