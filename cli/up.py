@@ -4,7 +4,8 @@
 
 Extra CLI commands (besides Mininet's own): `link_down A B`, `link_up A B`,
 `transfer SRC DST SIZE [mrc|roce]`, `evs HOST`, `counters SWITCH`, `paths SRC DST`,
-`probe [ecmp]`.
+`probe [ecmp]`; live EV control of a host pair (agents kept running with their control sockets):
+`evs H1 H2`, `ev deny|allow|good|bad|replace|stop H1 H2 EV [NEW_EV]`, `probe H1 H2 EV`.
 """
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ from pathlib import Path
 
 from mininet.cli import CLI
 
+from host_agent.control import ControlError
+
 from testbed import nodes
 from testbed.capture import add_pcap_arguments, capture_from_args
+from testbed.evsession import EvSessions, format_array
 from testbed.fidelity import FidelityMonitor
 from testbed.logs import setup_logging
 from testbed.network import BringUpError, TestbedNetwork
@@ -63,7 +67,11 @@ class TestbedCLI(CLI):
     def __init__(self, testbed: TestbedNetwork, monitor: FidelityMonitor, **kwargs):
         self.testbed = testbed
         self.monitor = monitor
-        super().__init__(testbed.net, **kwargs)
+        self.ev_sessions = EvSessions(testbed)
+        try:
+            super().__init__(testbed.net, **kwargs)
+        finally:
+            self.ev_sessions.stop()
 
     def _args(self, line: str, count: int, usage: str) -> list[str] | None:
         words = line.split()
@@ -75,6 +83,8 @@ class TestbedCLI(CLI):
     def _guard(self, fn, *args) -> None:
         try:
             fn(*args)
+        except ControlError as exc:
+            print(f"error: {exc}")
         except KeyError as exc:
             print(f"error: {exc.args[0] if exc.args else exc}")
         except (ValueError, RuntimeError, OSError, TimeoutError) as exc:
@@ -105,9 +115,17 @@ class TestbedCLI(CLI):
         self._guard(go)
 
     def do_evs(self, line: str) -> None:
-        """evs HOST: the EV states of HOST's last agent run."""
-        words = self._args(line, 1, "evs HOST")
+        """evs HOST: the EV states of HOST's last agent run.
+        evs H1 H2: H1's live EV array towards H2 (states, ports, paths, drop counts); starts the
+        pair's agents with their control sockets when they are not running."""
+        words = self._args(line, 1, "evs HOST | evs H1 H2")
         if not words:
+            return
+        if len(words) >= 2:
+            def show():
+                for text in format_array(self.ev_sessions.get(words[0], words[1]).request(words[0], "array")):
+                    print(text)
+            self._guard(show)
             return
         from testbed.transfer import ev_states
         log = self.testbed.run_dir / "agents" / f"{words[0]}.jsonl"
@@ -153,9 +171,49 @@ class TestbedCLI(CLI):
                 print(f"{words[0]}: every counter is zero")
         self._guard(show)
 
+    def do_ev(self, line: str) -> None:
+        """ev deny|allow|good|bad H1 H2 EV: set EV of H1's connection to H2 DENIED, back in use
+        after a probe (allow), GOOD or ASSUMED_BAD; ev replace H1 H2 EV [NEW_EV]: REPLACE_EV (the
+        new EV is probed before use); ev stop H1 H2: stop the pair's agents."""
+        usage = "ev deny|allow|good|bad|replace H1 H2 EV [NEW_EV] | ev stop H1 H2"
+        words = self._args(line, 3, usage)
+        if not words:
+            return
+        action, a, b = words[0], words[1], words[2]
+        if action == "stop":
+            print(f"stopped {self.ev_sessions.stop(a, b)} session(s)")
+            return
+        ops = {"deny": ("deny", {}), "allow": ("allow", {}), "good": ("modify", {"state": "GOOD"}),
+               "bad": ("modify", {"state": "ASSUMED_BAD"}), "replace": ("replace", {})}
+        if action not in ops or len(words) < 4:
+            print(f"usage: {usage}")
+            return
+        op, fields = ops[action]
+        if action == "replace" and len(words) > 4:
+            fields = {"new_ev": words[4]}
+
+        def go():
+            row = self.ev_sessions.get(a, b).request(a, op, ev=words[3], **fields)
+            print(f"{a}: EV {row['ev']:#010x} {row['state']} (slot {row['slot']}, port {row['port']}, "
+                  f"path {row['path']}, drops {row['drop_count']})")
+        self._guard(go)
+
     def do_probe(self, line: str) -> None:
         """probe [ecmp]: send a PROBE on every uSID path (or ECMP route) of every host pair and
-        list the ones that do not arrive."""
+        list the ones that do not arrive.
+        probe H1 H2 EV: one probe on EV of H1's connection to H2; prints the port and the RTT."""
+        words = line.split()
+        if len(words) >= 3:
+            def one():
+                result = self.ev_sessions.get(words[0], words[1]).request(
+                    words[0], "probe", ev=words[2], timeout_ns=2_000_000_000)
+                if result["rtt_ns"] is None:
+                    print(f"{words[0]}: EV {result['ev']:#010x} port {result['port']}: no answer")
+                else:
+                    print(f"{words[0]}: EV {result['ev']:#010x} port {result['port']}: "
+                          f"RTT {result['rtt_ns'] / 1000:.1f} us")
+            self._guard(one)
+            return
         from testbed.pathprobe import ecmp_probes, run_probes, usid_probes
 
         def go():

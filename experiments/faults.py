@@ -12,6 +12,11 @@ the fault's start; the backend schedules them, at a time or at a share of the wo
 - switch_blackhole: every port of the switch drops everything (fault table), links stay up.
 - switch_kill: the switch process stops (netsim: the switch stops and its links go down).
 - gray_loss: both ends of the link drop each packet with probability `loss` (fault table).
+- switch_ev_deny: an operator takes the switch out for maintenance: every host DENIES the EVs of
+  its MRC connections whose path crosses it (down to each connection's `ev_min_active` floor);
+  with `repair_after_s` they are allowed again (UNKNOWN, probed before use). The switch keeps
+  forwarding: nothing is lost, traffic just moves off it. (netsim: on the endpoints; mininet: through
+  the agents' control sockets.)
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+from host_agent.transport.evset import EvState, FloorError
 from experiments.record import CaseRecord, FaultEvent
 from experiments.scenario import Case, FaultSpec
 from netsim import Network, SimSwitch, Simulator
@@ -47,6 +53,9 @@ class FaultTarget(Protocol):
 
     def set_switch_alive(self, switch: str, alive: bool) -> None:
         """Kill (False) or restart (True) a switch."""
+
+    def set_evs_denied(self, switch: str, denied: bool) -> None:
+        """Deny (True) or allow again (False), on every host, the EVs whose path crosses `switch`."""
 
 
 @dataclass(frozen=True)
@@ -174,8 +183,16 @@ def _gray(fault, link, _switch, _horizon):
     return actions
 
 
+def _ev_deny(fault, _link, switch, _horizon):
+    actions = [FaultAction(0.0, "EVs denied", switch, lambda t: t.set_evs_denied(switch, True), True)]
+    if fault.repair_after_s is not None:
+        actions.append(FaultAction(fault.repair_after_s, "EVs allowed", switch,
+                                   lambda t: t.set_evs_denied(switch, False), False))
+    return actions
+
+
 _PLANNERS = {"link_kill": _link_kill, "link_flap": _link_flap, "switch_blackhole": _blackhole,
-             "switch_kill": _switch_kill, "gray_loss": _gray}
+             "switch_kill": _switch_kill, "gray_loss": _gray, "switch_ev_deny": _ev_deny}
 
 
 def needs_link(fault: FaultSpec) -> bool:
@@ -187,6 +204,30 @@ def notifies_control_plane(fault: FaultSpec) -> bool:
     """True when a routing protocol would notice the fault (links going down), False when it is
     silent (a blackholing switch, a lossy link: the links stay up)."""
     return fault.kind in ("link_kill", "link_flap", "switch_kill")
+
+
+def set_evs_denied(fab: Network, endpoints: dict, switch: str, denied: bool, now: float) -> int:
+    """Deny (or allow again) on every host's MRC connections the EVs whose path crosses `switch`,
+    as an operator would; a connection at its floor keeps the rest (FloorError). Returns the
+    number of EVs changed."""
+    changed = 0
+    for host, ep in endpoints.items():
+        for conn in ep.connections.values():
+            if conn.mode != "mrc":
+                continue
+            evset = conn.evset
+            crossing = {k for k, path in enumerate(evset.paths) if switch in trace(fab, host, path, 0)}
+            for ev in [e for e in evset.by_value.values() if e.path_key in crossing]:
+                try:
+                    if denied and ev.state is not EvState.DENIED:
+                        conn.control.deny(ev.value, now)
+                        changed += 1
+                    elif not denied and ev.state is EvState.DENIED:
+                        conn.control.allow(ev.value, now)
+                        changed += 1
+                except FloorError:
+                    break
+    return changed
 
 
 # --- "auto" targets: where the baseline's data goes ------------------------------------------------

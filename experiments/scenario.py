@@ -40,7 +40,7 @@ import yaml
 from host_agent.transport.config import MODES, TransportConfig
 
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
-FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss")
+FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_ev_deny")
 LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 

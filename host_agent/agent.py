@@ -7,7 +7,9 @@ Inside a Mininet host (or any network namespace) the agent opens one raw socket 
 job, disables IPv6 on those interfaces so the kernel stays silent, connects the transport
 Endpoint to every peer the workload needs, runs the collective and writes a JSON-lines event log
 (`host_agent.eventlog` lists the records). The loop is single-threaded and never blocks longer
-than the next transport timer or goodput sample.
+than the next transport timer or goodput sample. With `--control SOCKET` it also serves the EV
+operations (query, modify, replace, subscribe, probe; `host_agent.control`) on that unix socket,
+removed when the agent exits.
 
 Exit status: 0 the collective finished and its result is bit-exact; 1 it failed or timed out;
 2 the job or a NIC is unusable; 128 + signal number when stopped by SIGTERM/SIGINT before the
@@ -29,6 +31,7 @@ from collections import Counter
 from wire.codec import FrameWriter, MalformedPacket, decode
 from host_agent.collectives import CollectiveError, make_collective
 from host_agent.collectives.driver import EndpointMessenger
+from host_agent.control import ControlServer, ControlService, ControlSocketError
 from host_agent.eventlog import LogWriter
 from host_agent.job import Job, JobError, load_job
 from host_agent.lateness import WakeupLateness
@@ -50,7 +53,8 @@ DEFAULT_LINGER = 0.5         # seconds to keep answering after finishing (peers 
 class Agent:
     """One job on one host: NICs, Endpoint, collective, event log and the I/O loop."""
 
-    def __init__(self, job: Job, events: LogWriter, linger: float = DEFAULT_LINGER, spin: float = 0.0) -> None:
+    def __init__(self, job: Job, events: LogWriter, linger: float = DEFAULT_LINGER, spin: float = 0.0,
+                 control_path: str | None = None) -> None:
         self.job = job
         self.events = events
         self.linger = linger
@@ -73,6 +77,8 @@ class Agent:
         self.messenger: EndpointMessenger | None = None
         self.collective = None
         self._unlogged: list = []              # transport events handled but not yet written to the log
+        self.control_path = control_path
+        self.control: ControlServer | None = None   # the control socket, once opened
 
     # --- clock -------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -117,6 +123,11 @@ class Agent:
             self._writers[(index, peer.remote_qp)] = FrameWriter(nic.mac_bytes, peer_nic.mac_bytes,
                                                                  max_payload=self.config.mtu_payload)
         return paths
+
+    def open_control(self) -> None:
+        """Serve the EV operations on the unix socket `control_path` (host_agent.control)."""
+        if self.control_path:
+            self.control = ControlServer(self.control_path, ControlService(self.endpoint, self.now))
 
     def connect(self) -> None:
         """Create the collective and connect the Endpoint to every peer it needs."""
@@ -164,6 +175,7 @@ class Agent:
         endpoint, collective = self.endpoint, self.collective
         by_fd = {nic.fileno(): nic for nic in self.nics}
         fds = [*by_fd, wake_fd]
+        control = self.control
         monotonic, mono0 = time.monotonic, self._mono0
         now = monotonic() - mono0
         start = max(now, self.job.start_at - self._wall0)
@@ -218,13 +230,15 @@ class Agent:
                 else:
                     sleeps += 1
                 self.loop_counts = (iterations, sleeps)
-            readable = select.select(fds, (), (), wait)[0]
+            readable = select.select(fds if control is None else fds + control.fds(), (), (), wait)[0]
             if timer is not None and not readable:
                 self.lateness.record(monotonic() - mono0 - timer)
             busy = False
             for fd in readable:
                 if fd == wake_fd:
                     _drain(fd)
+                elif fd not in by_fd:
+                    control.on_readable(fd)
                 else:
                     busy = self._receive(by_fd[fd]) or busy
 
@@ -236,6 +250,8 @@ class Agent:
             handle(event)
             if type(event) is Retransmitted:
                 self.counters[f"retransmit_{event.cause}"] += 1
+        if self.control is not None:
+            self.control.on_events(events)
         self._unlogged.extend(events)
 
     def _transmit(self, out) -> None:
@@ -327,9 +343,12 @@ class Agent:
         self.events.flush()
 
     def close(self) -> None:
-        """Close the NICs."""
+        """Close the NICs and the control socket (removing its file)."""
         for nic in self.nics:
             nic.close()
+        if self.control is not None:
+            self.control.close()
+            self.control = None
 
 
 class _GoodputSampler:
@@ -388,6 +407,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds to keep answering peers after finishing (default %(default)s)")
     parser.add_argument("--check", action="store_true",
                         help="only check the job file, print what it asks for and exit (0: valid, 2: not)")
+    parser.add_argument("--control", metavar="SOCKET",
+                        help="serve the EV operations (query, modify, replace, subscribe, probe) on this "
+                             "unix socket while running (host_agent/control.py); removed on exit")
     parser.add_argument("--spin-us", type=float, default=0.0,
                         help="busy-poll instead of sleeping for waits shorter than this many "
                              "microseconds (default 0: always sleep; spinning agents share CPUs badly)")
@@ -417,14 +439,16 @@ def run(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"mrc-testbed agent: cannot write the event log {log_path}: {err.strerror}", file=sys.stderr)
         return EXIT_BAD_JOB
-    agent = Agent(job, events, linger=args.linger, spin=max(0.0, args.spin_us) * 1e-6)
+    agent = Agent(job, events, linger=args.linger, spin=max(0.0, args.spin_us) * 1e-6,
+                  control_path=getattr(args, "control", None))
     previous = {s: signal.signal(s, lambda signum, _frame: agent.request_stop(signum))
                 for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         try:
             agent.open_nics()
             agent.connect()
-        except (NicError, CollectiveError, ValueError) as err:
+            agent.open_control()
+        except (NicError, CollectiveError, ValueError, ControlSocketError) as err:
             events.write(time.time(), "stop", reason=f"set-up failed: {err}", status=EXIT_BAD_JOB)
             print(f"mrc-testbed agent: {err}", file=sys.stderr)
             return EXIT_BAD_JOB

@@ -4,8 +4,9 @@ Every record has `t` (UNIX time in seconds, float, so that logs of several agent
 `kind`. Kinds written by the agent:
 
 - `start`: rank, host, mode, workload, NICs.
-- `ev_state`, `ev_backup`, `retransmit`, `trim_nack`, `go_back`, `send_complete`, `recv_complete`: transport
-  events (`host_agent.transport.events`, each `as_record()`), with their fields (`retransmit` has `cause`).
+- `ev_state`, `ev_backup`, `retransmit`, `trim_nack`, `go_back`, `send_complete`, `recv_complete`,
+  `ev_replace`, `probe_result`: transport events (`host_agent.transport.events`, each `as_record()`),
+  with their fields (`retransmit` has `cause`; the last two follow control-socket requests).
 - `goodput`: every `goodput_interval`: `interval` (s); `rx_bytes`: payload bytes the transport
   placed (first copies, packet by packet); `rx_msg_bytes`: bytes of whole messages delivered;
   `tx_bytes`: bytes of own messages fully acknowledged; `rx_bps`/`tx_bps` from rx_bytes/tx_bytes.

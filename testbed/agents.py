@@ -75,9 +75,10 @@ class AgentLauncher:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self, name: str, job: Job) -> AgentProcess:
-        """Write `job` to `<log_dir>/<name>.job.json` and start its agent in `job.host`; the agent's
-        standard error goes to `<name>.stderr`. An old log of the same path is removed first."""
+    def start(self, name: str, job: Job, *agent_args: str) -> AgentProcess:
+        """Write `job` to `<log_dir>/<name>.job.json` and start its agent in `job.host` (with
+        `agent_args`, e.g. "--control", path); the agent's standard error goes to `<name>.stderr`.
+        An old log of the same path is removed first."""
         if name in self.agents:
             raise ValueError(f"an agent called {name!r} was started already")
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -85,8 +86,8 @@ class AgentLauncher:
         if job.log:
             Path(job.log).unlink(missing_ok=True)
         with open(self.log_dir / f"{name}.stderr", "wb") as stderr:
-            proc = self.net.popen(job.host, [sys.executable, "-m", AGENT_MODULE, "--job", str(path)],
-                                  stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(REPO))
+            cmd = [sys.executable, "-m", AGENT_MODULE, "--job", str(path), *agent_args]
+            proc = self.net.popen(job.host, cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(REPO))
         agent = AgentProcess(name, job, path, proc)
         self.agents[name] = agent
         return agent

@@ -18,11 +18,11 @@ TRANSFER_QP = 1
 
 
 def transfer_jobs(topo, src: str, dst: str, size: int, mode: str = "mrc", log_dir: Path = Path("."),
-                  timeout: float = 60.0, config: dict | None = None) -> list[Job]:
-    """The two jobs (rank 0 = `src` sends `size` bytes to rank 1 = `dst`)."""
+                  timeout: float = 60.0, config: dict | None = None, qp: int = TRANSFER_QP) -> list[Job]:
+    """The two jobs (rank 0 = `src` sends `size` bytes to rank 1 = `dst`, both on QP `qp`)."""
     hosts = [src, dst]
     workload = JobWorkload("transfer", {"src": 0, "dst": 1, "bytes": size})
-    return [build_job(topo, host, rank, 2, [peer_spec(topo, host, hosts[1 - rank], 1 - rank, TRANSFER_QP, TRANSFER_QP)],
+    return [build_job(topo, host, rank, 2, [peer_spec(topo, host, hosts[1 - rank], 1 - rank, qp, qp)],
                       workload, mode, config, timeout=timeout, log=Path(log_dir) / f"{host}.jsonl")
             for rank, host in enumerate(hosts)]
 

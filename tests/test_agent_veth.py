@@ -122,7 +122,7 @@ def write_jobs(tmp_path: Path, pair: VethPair, workload: dict, mode: str = "mrc"
                        "nics": [{"plane": p, "mac": nic_mac(other, p), "address": nic_addr(other, p)}
                                 for p in planes],
                        "paths": {str(p): [nic_addr(other, p)] for p in planes}}],
-            "transport": {"mode": mode, "config": {"num_evs": 16, "min_active_evs": 4, **(config or {})}},
+            "transport": {"mode": mode, "config": {"num_evs": 16, "ev_min_active": 4, **(config or {})}},
             "workload": workload, "timeout": timeout, "start_at": start_at,
             "log": str(tmp_path / f"h{rank}.jsonl"),
         }

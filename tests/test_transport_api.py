@@ -36,7 +36,13 @@ def sender(policies=None, **overrides):
 # --- events ------------------------------------------------------------------------------------------
 RECORDS = [
     (E.EvStateChanged(1.5, CONN, 7, 0, 3, "fc00", "GOOD", "ASSUMED_BAD", "timeout"),
-     {"ev": 7, "plane": 0, "path": 3, "dst": "fc00", "old": "GOOD", "new": "ASSUMED_BAD", "cause": "timeout"}),
+     {"ev": 7, "plane": 0, "path": 3, "dst": "fc00", "old": "GOOD", "new": "ASSUMED_BAD", "cause": "timeout",
+      "port": 0, "drop_count": 0}),
+    (E.EvStateChanged(1.5, CONN, 7, 0, 3, "fc00", "GOOD", "DENIED", "operator", 1, 5),
+     {"ev": 7, "plane": 0, "path": 3, "dst": "fc00", "old": "GOOD", "new": "DENIED", "cause": "operator",
+      "port": 1, "drop_count": 5}),
+    (E.EvReplaced(1.5, CONN, 9, 7, 0, 2), {"ev": 9, "replaces": 7, "plane": 0, "path": 2}),
+    (E.ProbeResult(1.5, CONN, 3, 9, 1, 12345), {"req_id": 3, "ev": 9, "port": 1, "rtt_ns": 12345}),
     (E.EvBackup(1.5, CONN, 9, 7, 0, 2), {"ev": 9, "replaces": 7, "plane": 0, "path": 2}),
     (E.Retransmitted(1.5, CONN, 4, "trim", 9, 7, 1e-4, 2e-3),
      {"psn": 4, "cause": "trim", "ev": 9, "old_ev": 7, "srtt": 1e-4, "rto": 2e-3}),
@@ -61,7 +67,7 @@ def test_every_event_gives_the_log_record_of_its_kind(event, fields):
 def test_each_kind_has_one_class():
     kinds_of = [cls.kind for cls in E.EVENT_CLASSES]
     assert sorted(kinds_of) == sorted({E.EV_STATE, E.EV_BACKUP, E.RETRANSMIT, E.SEND_COMPLETE, E.RECV_COMPLETE,
-                                       E.GO_BACK, E.TRIM_NACK})
+                                       E.GO_BACK, E.TRIM_NACK, E.EV_REPLACE, E.PROBE_RESULT})
 
 
 def test_a_received_message_is_an_event_drained_after_receive():

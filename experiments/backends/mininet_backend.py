@@ -15,6 +15,9 @@ agents' records, which count whole messages (`chunk_bytes`), so it is coarser th
 from __future__ import annotations
 
 import logging
+import shutil
+import socket
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -39,11 +42,13 @@ STOP_AFTER_HORIZON_S = 15.0      # agents still running this long after the hori
 
 
 class LiveTarget:
-    """The faults' view of a running TestbedNetwork (experiments.faults.FaultTarget)."""
+    """The faults' view of a running TestbedNetwork (experiments.faults.FaultTarget); `controls`
+    are the (host, control socket) pairs of agents serving the EV operations."""
 
-    def __init__(self, net) -> None:
+    def __init__(self, net, controls: list[tuple[str, str]] | None = None) -> None:
         self.net = net
         self.topo = net.topology
+        self.controls = list(controls or [])
 
     def set_link(self, a: str, b: str, up: bool) -> None:
         self.net.set_link(a, b, up)
@@ -59,10 +64,48 @@ class LiveTarget:
             raise KeyError(f"{switch} is not a switch")
         return self.topo.port_towards(switch, neighbour)
 
+    def set_evs_denied(self, switch: str, denied: bool) -> None:
+        """Through each agent's control socket, deny (or allow) the EVs whose uSID path crosses
+        `switch`; a connection at its floor keeps the rest."""
+        from host_agent.control import ControlClient, ControlError
+        from topologies.paths import host_paths
+        if not self.topo.is_switch(switch):
+            raise KeyError(f"{switch} is not a switch")
+        hosts = [h.name for h in self.topo.hosts]
+        for host, path in self.controls:
+            crossing = {socket.inet_pton(socket.AF_INET6, str(p.address)).hex()
+                        for other in hosts if other != host
+                        for p in host_paths(self.topo, host, other) if switch in p.switches}
+            try:
+                with ControlClient(path) as client:
+                    for conn in client.request("connections"):
+                        _deny_crossing(client, conn, crossing, denied)
+            except ControlError as err:
+                log.warning("%s: %s", host, err)          # an agent that finished already
+
     def set_switch_alive(self, switch: str, alive: bool) -> None:
         if alive:
             raise RuntimeError("restarting a killed switch is not supported on the mininet backend")
         self.net.kill_switch(switch)
+
+
+def _deny_crossing(client, conn: dict, crossing: set, denied: bool) -> None:
+    """Deny (or allow) every EV of connection `conn` whose path address is in `crossing`."""
+    from host_agent.control import ControlError
+    where = {"peer": conn["peer"], "qp": conn["qp"]}
+    for row in client.request("array", **where):
+        for ev in (row, row.get("in_use")):
+            if ev is None or ev["dst"] not in crossing:
+                continue
+            if denied and ev["state"] != "DENIED":
+                try:
+                    client.request("deny", ev=ev["ev"], **where)
+                except ControlError as err:
+                    if "ev_min_active" in str(err):
+                        return                                # at the floor: the rest stays
+                    raise
+            elif not denied and ev["state"] == "DENIED":
+                client.request("allow", ev=ev["ev"], **where)
 
 
 class FaultTimers:
@@ -116,6 +159,10 @@ class MininetBackend:
                              progress=lambda line: log.info("%s", line))
         agents = AgentLauncher(net, run_dir / "agents")
         timers, monitor, verdict = None, FidelityMonitor(net), None
+        control_dir = None                   # short paths (a unix socket path has at most 107 bytes)
+        if case.transport.mode == "mrc" and any(f.kind == "switch_ev_deny" for f in case.variant.faults):
+            control_dir = tempfile.mkdtemp(prefix="mrc-ctl-")
+        controls = []
         try:
             net.start()
             if not case.transport.trimming:
@@ -124,8 +171,12 @@ class MininetBackend:
             jobs, flow_logs = agent_jobs(topo, case, agents.log_dir, start_at, record.horizon)
             record.flows = [item.flow for item in flow_logs]
             for item in jobs:
-                monitor.watch(item.name, agents.start(item.name, item.job).proc.pid)
-            timers = FaultTimers(LiveTarget(net), record, start_at)
+                extra = ()
+                if control_dir is not None:
+                    controls.append((item.job.host, f"{control_dir}/{item.name}.sock"))
+                    extra = ("--control", controls[-1][1])
+                monitor.watch(item.name, agents.start(item.name, item.job, *extra).proc.pid)
+            timers = FaultTimers(LiveTarget(net, controls), record, start_at)
             live = Progress([i.log for i in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)
             monitor.start()
             self._follow(case, topo, record, agents, timers, live, progress)
@@ -140,6 +191,8 @@ class MininetBackend:
             if timers is not None:
                 timers.cancel()
             agents.stop()
+            if control_dir is not None:
+                shutil.rmtree(control_dir, ignore_errors=True)
             remaining = net.stop()
             if remaining:
                 record.notes.append(f"left behind after tear-down: {', '.join(map(str, remaining))}")

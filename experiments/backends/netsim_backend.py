@@ -41,9 +41,11 @@ class ControlPlane:
 class NetsimTarget:
     """The faults' view of a fabric (experiments.faults.FaultTarget)."""
 
-    def __init__(self, fab: Network, control: Optional[ControlPlane]) -> None:
+    def __init__(self, fab: Network, control: Optional[ControlPlane], endpoints: Optional[dict] = None) -> None:
         self.fab = fab
         self.control = control
+        self.endpoints = endpoints or {}
+        self.evs_changed = 0                   # EVs denied or allowed by switch_ev_deny faults
 
     def set_link(self, a: str, b: str, up: bool) -> None:
         cable = self.fab.cable(a, b)
@@ -69,6 +71,11 @@ class NetsimTarget:
         if self.control:
             self.control.notify()
 
+    def set_evs_denied(self, switch: str, denied: bool) -> None:
+        if switch not in self.fab.switches:
+            raise KeyError(f"{switch} is not a switch")
+        self.evs_changed += F.set_evs_denied(self.fab, self.endpoints, switch, denied, self.fab.sim.now)
+
 
 class NetsimBackend:
     """Runs cases on the in-process network."""
@@ -88,7 +95,7 @@ class NetsimBackend:
         control = None
         if transport.reroute_delay_s is not None:
             control = ControlPlane(fab, transport.reroute_delay_s, record.reroutes.append)
-        target = NetsimTarget(fab, control)
+        target = NetsimTarget(fab, control, traffic.endpoints)
         pending = self._plan_faults(case, topo, target, record)
         traffic.attach()
         sim.at(0.0, traffic.start)

@@ -49,7 +49,7 @@ class TransportConfig:
     mode: str = "mrc"                 # "mrc" | "roce" (or a kind registered in host_agent.transport.kinds)
     # --- EV set ---------------------------------------------------------------
     num_evs: int = 128                # EVs per connection, split evenly across planes (16..256)
-    min_active_evs: int = 16          # floor: never spray over fewer EVs than this
+    ev_min_active: int | None = None  # floor: never spray over fewer EVs than this (None: num_evs // 4)
     share_fate_by_path: bool = True   # EVs mapping to the same uSID path are retired/reinstated together
     # --- packets and reliability ---------------------------------------------------
     mtu_payload: int = 1024           # payload bytes per data packet
@@ -105,8 +105,11 @@ class TransportConfig:
             raise ValueError(f"TransportConfig.max_message_bytes: {self.max_message_bytes} must be positive")
         if self.ack_coalesce < 1:
             raise ValueError(f"TransportConfig.ack_coalesce: {self.ack_coalesce} must be >= 1")
-        if self.min_active_evs < 1:
-            raise ValueError(f"TransportConfig.min_active_evs: {self.min_active_evs} must be >= 1")
+        if self.ev_min_active is not None and (
+                not isinstance(self.ev_min_active, int) or isinstance(self.ev_min_active, bool)
+                or not 1 <= self.ev_min_active <= self.num_evs):
+            raise ValueError(f"TransportConfig.ev_min_active: {self.ev_min_active!r} is outside 1..num_evs "
+                             f"({self.num_evs})")
         if self.keepalive_data_pkts < 0:
             raise ValueError(f"TransportConfig.keepalive_data_pkts: {self.keepalive_data_pkts} must be >= 0")
         if self.pacing_burst_pkts < 1:
@@ -120,3 +123,8 @@ class TransportConfig:
                              f"one QP over every path)")
         if self.rto_min <= 0 or self.rto_max < self.rto_min:
             raise ValueError("TransportConfig.rto_min/rto_max: need 0 < rto_min <= rto_max")
+
+    @property
+    def ev_floor(self) -> int:
+        """The minimum-active floor of the EV set: `ev_min_active`, or `num_evs // 4` when unset."""
+        return self.ev_min_active if self.ev_min_active is not None else max(1, self.num_evs // 4)

@@ -26,6 +26,7 @@ from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Probe, ProbeReply, Sac
 from host_agent.transport import events as E
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.congestion import RttEstimator
+from host_agent.transport.evcontrol import EvControl
 from host_agent.transport.kinds import TRANSPORTS, Wiring
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import DEFAULT_POLICIES, Policies
@@ -62,7 +63,8 @@ class Connection:
         self.evset, self.sender, self.receiver = parts.evset, parts.sender, parts.receiver
         receiver = self.receiver
         self.prober = Prober(ident, config, self.evset, self.rtt, self.stats, self.monitor,
-                             lambda: self.sender.idle, lambda: receiver.last_data_at, parts.keepalive)
+                             lambda: self.sender.idle, lambda: receiver.last_data_at, parts.keepalive, emit)
+        self.control = EvControl(ident, self.evset, self.prober, emit)
 
     # --- identity ----------------------------------------------------------------------------------
     @property
@@ -89,7 +91,7 @@ class Connection:
     def _ev_changed(self, ev, old, cause: str, now: float) -> None:
         path = self.evset.path_of(ev)
         self._emit(E.EvStateChanged(now, self.ident, ev.value, ev.plane, ev.path_key, path.dst.hex(),
-                                    old.value, ev.state.value, cause))
+                                    old.value, ev.state.value, cause, path.nic, ev.drops))
         if ev.state.value == "ASSUMED_BAD":
             self.stats["evs_retired"] += 1
         elif old.value == "ASSUMED_BAD":
@@ -173,6 +175,7 @@ class Endpoint:
         self._stats: Counter = Counter()
         self._urgent: list = []                  # control packets produced by receive()
         self._urgent_at = 0.0                    # when the first of them was produced
+        self._probe_requests = 0                 # probe requests made (their ids)
         self.nic = NicClock(self.config.line_rate_bps,
                             self.config.nic_backlog_pkts * (self.config.mtu_payload + DATA_OVERHEAD))
 
@@ -278,6 +281,29 @@ class Endpoint:
     def next_event(self) -> E.TransportEvent | None:
         """The oldest event not yet taken, or None (one at a time, as `drain_events` all at once)."""
         return self._events.popleft() if self._events else None
+
+    # --- EV control (the OCP MRC operations; `Connection.control` has the rest) -----------------------
+    def query_ev(self, conn: Connection, ev) -> dict:
+        """QUERY_EV_STATE on `conn`: one EV's state, port, path and drop count."""
+        return conn.control.query(ev)
+
+    def query_ev_array(self, conn: Connection) -> list[dict]:
+        """QUERY_EV_ARRAY on `conn`: every slot of its EV set."""
+        return conn.control.array()
+
+    def modify_ev_state(self, conn: Connection, ev, state, now: float) -> dict:
+        """MODIFY_EV_STATE on `conn`: set one EV GOOD, ASSUMED_BAD, DENIED or UNKNOWN."""
+        return conn.control.modify(ev, state, now)
+
+    def replace_ev(self, conn: Connection, ev, now: float, new_ev=None) -> dict:
+        """REPLACE_EV on `conn`: a new (UNKNOWN, probed before use) EV in the slot of `ev`."""
+        return conn.control.replace(ev, now, new_ev)
+
+    def probe_ev(self, conn: Connection, ev, now: float, timeout: float | None = None) -> int:
+        """Probe one EV of `conn`; return the request id its `ProbeResult` event will carry."""
+        self._probe_requests += 1
+        conn.control.probe(ev, self._probe_requests, now, timeout)
+        return self._probe_requests
 
     def stats(self) -> dict:
         """Counters of this endpoint (sent, retransmitted by cause, evs_retired, ...) and per-connection state."""

@@ -21,6 +21,8 @@ SEND_COMPLETE = "send_complete"
 RECV_COMPLETE = "recv_complete"
 GO_BACK = "go_back"
 TRIM_NACK = "trim_nack"
+EV_REPLACE = "ev_replace"
+PROBE_RESULT = "probe_result"
 
 # Retransmission causes.
 CAUSE_TRIM = "trim"            # trim NACK
@@ -45,7 +47,8 @@ class TransportEvent:
 
 @dataclass(frozen=True, slots=True)
 class EvStateChanged(TransportEvent):
-    """EV `ev` (of `plane`, on path `path` whose address is `dst`, hex) went from `old` to `new`."""
+    """EV `ev` (of `plane`, on path `path` whose address is `dst`, hex, leaving by local NIC
+    `port`) went from `old` to `new`; `drop_count` packets sent on it were found lost so far."""
 
     kind: ClassVar[str] = EV_STATE
     ev: int
@@ -55,10 +58,13 @@ class EvStateChanged(TransportEvent):
     old: str
     new: str
     cause: str
+    port: int = 0
+    drop_count: int = 0
 
     def as_record(self) -> dict:
         return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "ev": self.ev, "plane": self.plane,
-                "path": self.path, "dst": self.dst, "old": self.old, "new": self.new, "cause": self.cause}
+                "path": self.path, "dst": self.dst, "old": self.old, "new": self.new, "cause": self.cause,
+                "port": self.port, "drop_count": self.drop_count}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,5 +156,37 @@ class TrimNack(TransportEvent):
                 "ev": self.ev, "srtt": self.srtt}
 
 
-EVENT_CLASSES = (EvStateChanged, EvBackup, Retransmitted, MessageSent, MessageReceived, WentBack, TrimNack)
+@dataclass(frozen=True, slots=True)
+class EvReplaced(TransportEvent):
+    """An operator replaced array EV `replaces` by `ev` (REPLACE_EV); `ev` is UNKNOWN until probed."""
+
+    kind: ClassVar[str] = EV_REPLACE
+    ev: int
+    replaces: int
+    plane: int
+    path: int
+
+    def as_record(self) -> dict:
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "ev": self.ev, "replaces": self.replaces,
+                "plane": self.plane, "path": self.path}
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult(TransportEvent):
+    """The outcome of probe request `req_id` on EV `ev` (sent by local NIC `port`): answered after
+    `rtt_ns` nanoseconds, or not answered within its timeout (`rtt_ns` None)."""
+
+    kind: ClassVar[str] = PROBE_RESULT
+    req_id: int
+    ev: int
+    port: int
+    rtt_ns: int | None
+
+    def as_record(self) -> dict:
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "req_id": self.req_id, "ev": self.ev,
+                "port": self.port, "rtt_ns": self.rtt_ns}
+
+
+EVENT_CLASSES = (EvStateChanged, EvBackup, Retransmitted, MessageSent, MessageReceived, WentBack, TrimNack,
+                 EvReplaced, ProbeResult)
 """Every event class, one per kind."""

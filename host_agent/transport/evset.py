@@ -9,10 +9,14 @@ of paths of its plane. States (docs/transport.md, "EV states"):
 - ASSUMED_BAD: out of the rotation (a timeout without trim); its slot is given a backup EV of the
   same plane on a path not known bad; background probes reinstate it after enough clean replies,
   and it takes its slot back.
+- DENIED: set by an operator; never used (no data, acknowledgement or probe) until allowed again.
+- UNKNOWN: new (an operator replaced it, or allowed a denied EV); probed before use, and GOOD
+  after one clean probe reply.
 
-A floor of `min_active_evs` keeps the rotation from shrinking below that many slots: when fewer
-slots hold usable EVs, bad EVs are used as well, those with clean probe replies first, then the
-longest-standing.
+A floor of `min_active` (the profile's `ev_min_active`) keeps the rotation from shrinking below
+that many slots: when fewer slots hold usable EVs, UNKNOWN and then ASSUMED_BAD EVs are used as
+well, those with clean probe replies first, then the longest-standing; DENIED ones never. An
+operator may not deny an EV when that would leave fewer than `min_active` slots not DENIED.
 """
 from __future__ import annotations
 
@@ -29,6 +33,16 @@ class EvState(str, enum.Enum):
     GOOD = "GOOD"
     SKIP = "SKIP"
     ASSUMED_BAD = "ASSUMED_BAD"
+    DENIED = "DENIED"
+    UNKNOWN = "UNKNOWN"
+
+
+OPERATOR = "operator"      # the cause of a change an operator asked for
+OPERATOR_STATES = (EvState.GOOD, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UNKNOWN)   # MODIFY_EV_STATE
+
+
+class FloorError(ValueError):
+    """An operator change would leave fewer EVs than the floor (`ev_min_active`) allows."""
 
 
 def ev_path_index(ev: int, num_paths: int) -> int:
@@ -49,11 +63,12 @@ class Ev:
     home: bool = True               # part of the initial set (False: a backup)
     bad_since: float = 0.0
     probe_successes: int = 0
+    drops: int = 0                  # packets sent on it found lost (timeouts and trims)
 
     @property
     def usable(self) -> bool:
-        """True unless ASSUMED_BAD."""
-        return self.state is not EvState.ASSUMED_BAD
+        """True when GOOD or SKIP: data may be sprayed on it."""
+        return self.state is EvState.GOOD or self.state is EvState.SKIP
 
 
 @dataclass(eq=False)
@@ -95,6 +110,7 @@ class EvSet:
                     ev = columns[pl][i]
                     self.slots.append(Slot(ev, ev))
         self._bad_homes: dict[int, Ev] = {}              # id -> home EV that is ASSUMED_BAD (ordered)
+        self._unknown: dict[int, Ev] = {}                # id -> EV that is UNKNOWN (ordered)
         self._pos = 0
         self._ctrl_pos = 0
         self._rotation: list[Slot] | None = None
@@ -133,7 +149,8 @@ class EvSet:
 
     def _backup_paths(self, plane: int) -> set:
         """Paths of `plane` a backup EV may take: not known bad, and carrying the fewest usable EVs."""
-        good = [k for k in self.plane_paths[plane] if not self.path_is_bad(k)]
+        denied = {e.path_key for e in self.by_value.values() if e.state is EvState.DENIED}
+        good = [k for k in self.plane_paths[plane] if not self.path_is_bad(k) and k not in denied]
         if not good:
             return set()
         load = dict.fromkeys(good, 0)
@@ -166,7 +183,8 @@ class EvSet:
         return [s.current for s in self._rotation_slots()]
 
     def one_ev_per_path(self) -> list[Ev]:
-        """One EV on each path (usable EVs first, then bad ones), in path order within each group."""
+        """One EV on each path (usable EVs first, then bad or unknown ones; never a DENIED one), in
+        path order within each group."""
         if self._per_path is None:
             self._per_path = self._pick_one_per_path()
         return self._per_path
@@ -175,6 +193,8 @@ class EvSet:
         best: dict[int, Ev] = {}
         for s in self.slots:
             for ev in (s.current, s.home):
+                if ev.state is EvState.DENIED:
+                    continue
                 have = best.get(ev.path_key)
                 if have is None or (ev.usable and not have.usable):
                     best[ev.path_key] = ev
@@ -201,8 +221,10 @@ class EvSet:
         if self._rotation is None:
             usable = [s for s in self.slots if s.current.usable]
             if len(usable) < self.min_active:
-                bad = sorted((s for s in self.slots if not s.current.usable),
-                             key=lambda s: (-s.current.probe_successes, s.current.bad_since))
+                bad = sorted((s for s in self.slots
+                              if not s.current.usable and s.current.state is not EvState.DENIED),
+                             key=lambda s: (s.current.state is not EvState.UNKNOWN,
+                                            -s.current.probe_successes, s.current.bad_since))
                 keep = set(map(id, usable + bad[: self.min_active - len(usable)]))
                 usable = [s for s in self.slots if id(s) in keep]
             self._rotation = usable
@@ -260,6 +282,10 @@ class EvSet:
                 self._bad_homes[id(ev)] = ev
             else:
                 self._bad_homes.pop(id(ev), None)
+        if state is EvState.UNKNOWN:
+            self._unknown[id(ev)] = ev
+        else:
+            self._unknown.pop(id(ev), None)
         self._dirty()
         self._on_change(ev, old, cause, now)
 
@@ -268,6 +294,10 @@ class EvSet:
         if ev.state is EvState.GOOD:
             self._set(ev, EvState.SKIP, cause, now)
 
+    def note_drop(self, ev: Ev) -> None:
+        """Count one packet sent on `ev` found lost (a timeout or a trim NACK)."""
+        ev.drops += 1
+
     def note_probe(self, ev: Ev, answered: bool) -> None:
         """Count a clean probe reply for a bad EV, or reset the count on an unanswered probe."""
         ev.probe_successes = ev.probe_successes + 1 if answered else 0
@@ -275,11 +305,16 @@ class EvSet:
             self._dirty()                      # the floor ranks bad EVs by their probe record
 
     def mark_bad(self, ev: Ev, now: float, cause: str) -> list[Ev]:
-        """Retire `ev` (and, when fates are shared, every EV on its path); return the EVs retired."""
+        """Retire `ev` (and, when fates are shared, every EV on its path); return the EVs retired.
+        Only usable EVs are retired: DENIED and UNKNOWN ones keep their state."""
         if self.share_fate:
             victims = [e for e in self.by_value.values() if e.path_key == ev.path_key and e.usable]
         else:
             victims = [ev] if ev.usable else []
+        self._retire(victims, now, cause)
+        return victims
+
+    def _retire(self, victims: list[Ev], now: float, cause: str) -> None:
         for e in victims:
             e.bad_since = now
             e.probe_successes = 0
@@ -289,7 +324,6 @@ class EvSet:
         for e in victims:                      # backups that failed are forgotten, not probed
             if not e.home:
                 del self.by_value[e.value]
-        return victims
 
     def _replace(self, ev: Ev, now: float) -> None:
         for slot in self.slots:
@@ -301,16 +335,117 @@ class EvSet:
                     self._on_backup(backup, ev, now)
 
     def reinstate(self, ev: Ev, cause: str, now: float) -> list[Ev]:
-        """Make `ev` (and, when fates are shared, its path's home EVs) GOOD; return them."""
+        """Make `ev` (and, when fates are shared, its path's home EVs) GOOD if ASSUMED_BAD; return
+        them. DENIED and UNKNOWN EVs are left as they are."""
         if self.share_fate:
-            evs = [s.home for s in self.slots if s.home.path_key == ev.path_key and not s.home.usable]
+            evs = [s.home for s in self.slots
+                   if s.home.path_key == ev.path_key and s.home.state is EvState.ASSUMED_BAD]
         else:
-            evs = [ev] if not ev.usable else []
+            evs = [ev] if ev.state is EvState.ASSUMED_BAD else []
         for e in evs:
-            self._set(e, EvState.GOOD, cause, now)
-            for slot in self.slots:
-                if slot.home is e and slot.current is not e:
-                    self.by_value.pop(slot.current.value, None)      # the backup steps down
-                    slot.current = e
+            self._make_good(e, cause, now)
         self._dirty()
         return evs
+
+    def _make_good(self, ev: Ev, cause: str, now: float) -> None:
+        """`ev` becomes GOOD and, when it is a home EV, takes its slot back from a backup."""
+        self._set(ev, EvState.GOOD, cause, now)
+        for slot in self.slots:
+            if slot.home is ev and slot.current is not ev:
+                self.by_value.pop(slot.current.value, None)      # the backup steps down
+                slot.current = ev
+                self._dirty()
+
+    # --- EVs awaiting their first probe (UNKNOWN) --------------------------------------------------
+    @property
+    def any_unknown(self) -> bool:
+        """True when some EV is UNKNOWN (waiting for a probe reply before use)."""
+        return bool(self._unknown)
+
+    def unknown_evs(self) -> list[Ev]:
+        """EVs that are UNKNOWN, the ones to probe before use."""
+        return list(self._unknown.values()) if self._unknown else []
+
+    def confirm(self, ev: Ev, cause: str, now: float) -> bool:
+        """A clean probe reply on UNKNOWN `ev`: it becomes GOOD (and takes its slot back). False
+        when `ev` is no longer ours or no longer UNKNOWN."""
+        if ev.state is not EvState.UNKNOWN or self.by_value.get(ev.value) is not ev:
+            return False
+        self._make_good(ev, cause, now)
+        return True
+
+    # --- operator changes (MODIFY_EV_STATE, REPLACE_EV) -----------------------------------------
+    def slot_index(self, ev: Ev) -> int | None:
+        """The index of the slot `ev` is the home or current EV of, or None."""
+        for i, slot in enumerate(self.slots):
+            if slot.home is ev or slot.current is ev:
+                return i
+        return None
+
+    def not_denied(self) -> int:
+        """Slots whose current EV is not DENIED (what the floor on denials counts)."""
+        return sum(1 for s in self.slots if s.current.state is not EvState.DENIED)
+
+    def deny(self, ev: Ev, now: float, cause: str = OPERATOR) -> None:
+        """`ev` is DENIED: never used again until allowed. Raises FloorError when that would leave
+        fewer than `min_active` slots not DENIED."""
+        if ev.state is EvState.DENIED:
+            return
+        left = sum(1 for s in self.slots if s.current.state is not EvState.DENIED and s.current is not ev)
+        if left < self.min_active:
+            raise FloorError(f"deny EV {ev.value:#x}: would leave {left} EVs not denied, below "
+                             f"ev_min_active {self.min_active}")
+        ev.probe_successes = 0
+        self._set(ev, EvState.DENIED, cause, now)
+
+    def set_state(self, ev: Ev, state: EvState, now: float, cause: str = OPERATOR) -> None:
+        """Set `ev` to `state` as an operator asks (MODIFY_EV_STATE):
+
+        - DENIED: `deny` (the floor applies);
+        - UNKNOWN: out of use until a probe reply (how a DENIED EV is allowed again);
+        - GOOD: in use at once, taking its slot back from a backup;
+        - ASSUMED_BAD: retired alone (no fate sharing), its slot given a backup; probes reinstate it.
+        SKIP is the transport's own and is refused."""
+        if state is EvState.DENIED:
+            self.deny(ev, now, cause)
+        elif state is EvState.UNKNOWN:
+            ev.probe_successes = 0
+            self._set(ev, EvState.UNKNOWN, cause, now)
+        elif state is EvState.GOOD:
+            self._make_good(ev, cause, now)
+        elif state is EvState.ASSUMED_BAD:
+            if ev.state is not EvState.ASSUMED_BAD:
+                self._retire([ev], now, cause)
+        else:
+            raise ValueError(f"state: {state.value} is not one an operator sets "
+                             f"(one of {', '.join(s.value for s in OPERATOR_STATES)})")
+
+    def replace(self, ev: Ev, now: float, value: int | None = None) -> Ev:
+        """Put a new EV (`value`, or a random one) in the slot whose home EV is `ev` (REPLACE_EV);
+        it is UNKNOWN until a probe answers. `ev` is forgotten. Returns the new EV."""
+        slot = next((s for s in self.slots if s.home is ev), None)
+        if slot is None:
+            raise ValueError(f"ev: {ev.value:#x} is a backup, not an EV of the array; replace the "
+                             f"array's EV whose slot it stands in")
+        if value is None:
+            new = self._new_ev(ev.plane, True)
+            if new is None:
+                raise ValueError(f"ev: found no free EV value to replace {ev.value:#x} with")
+        else:
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 0xFFFFFFFF:
+                raise ValueError(f"new_ev: {value!r} is not a 32-bit EV value")
+            if value in self.by_value:
+                raise ValueError(f"new_ev: {value:#x} is already an EV of this connection")
+            keys = self.plane_paths[ev.plane]
+            new = Ev(value, ev.plane, keys[ev_path_index(value, len(keys))])
+            self.by_value[value] = new
+        new.state = EvState.UNKNOWN
+        self._unknown[id(new)] = new
+        self._bad_homes.pop(id(ev), None)
+        self._unknown.pop(id(ev), None)
+        del self.by_value[ev.value]
+        slot.home = new
+        if slot.current is ev:
+            slot.current = new
+        self._dirty()
+        return new

@@ -82,7 +82,7 @@ class Parts:
 def build_mrc(w: Wiring) -> Parts:
     """MRC: EVs sprayed over every path, selective acknowledgement, trims, EV retirement."""
     cfg = w.config
-    evset = EvSet(w.paths, cfg.num_evs, cfg.min_active_evs, w.rng, cfg.share_fate_by_path,
+    evset = EvSet(w.paths, cfg.num_evs, cfg.ev_floor, w.rng, cfg.share_fate_by_path,
                   on_change=w.on_ev_change, on_backup=w.on_ev_backup)
     sender = MrcSender(w.ident, cfg, evset, w.rtt, w.cc, w.nic, w.stats, w.emit,
                        w.policies.ev_selector(cfg), w.policies.sack(cfg), w.monitor)

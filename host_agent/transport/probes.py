@@ -1,4 +1,5 @@
-"""Background probes: reinstate ASSUMED_BAD EVs, and check the paths of a connection that only acknowledges."""
+"""Probes: reinstate ASSUMED_BAD EVs, verify UNKNOWN ones, check the paths of a connection that only
+acknowledges, and answer an operator's probe requests with the port and the RTT."""
 from __future__ import annotations
 
 from collections import Counter
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from wire.packets import Probe, ProbeReply
+from host_agent.transport.events import ProbeResult
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import EvSet
@@ -14,6 +16,8 @@ from host_agent.transport.policies import PathMonitor
 
 REINSTATE = "reinstate"     # probe on an ASSUMED_BAD EV: enough clean replies make it GOOD
 KEEPALIVE = "keepalive"     # probe on a GOOD EV of a connection sending no data: misses retire it
+VERIFY = "verify"           # probe on an UNKNOWN EV: one clean reply makes it GOOD
+REQUEST = "request"         # probe an operator asked for: its outcome is reported as a ProbeResult
 MAX_SUSPECTS = 64           # unanswered keepalives kept for judgement
 
 
@@ -24,6 +28,8 @@ class Outstanding:
     ev: object
     sent_at: float
     purpose: str
+    req_id: int = 0                  # REQUEST: the operator's request id
+    timeout: float | None = None     # REQUEST: how long to wait for the reply (None: the RTO)
 
 
 class Prober:
@@ -36,7 +42,7 @@ class Prober:
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
                  stats: Counter, monitor: PathMonitor, sending_idle: Callable[[], bool],
-                 last_data_at: Callable[[], float], keepalive: bool) -> None:
+                 last_data_at: Callable[[], float], keepalive: bool, emit: Callable | None = None) -> None:
         self.ident = ident
         self.cfg = config
         self.evset = evset
@@ -56,9 +62,12 @@ class Prober:
         self._answered_sent_at = float("-inf")          # send time of the latest probe answered
         self._suspects: dict[int, Outstanding] = {}     # unanswered keepalives not yet judged (by id)
         self._expired: dict[int, Outstanding] = {}      # timed-out probes whose late reply still times the path
+        self._emit = emit or (lambda event: None)
+        self._requests: list[tuple[object, int, float | None]] = []   # (EV, request id, timeout) not yet sent
+        self._requested_at = 0.0                        # when the first of them was asked for
 
     def _wanted(self, now: float) -> bool:
-        return self.evset.any_bad or self._keepalive_due(now)
+        return self.evset.any_bad or self.evset.any_unknown or self._keepalive_due(now)
 
     def _keepalive_due(self, now: float) -> bool:
         """A keepalive is due on a connection that only acknowledges, while data arrives, once
@@ -72,13 +81,17 @@ class Prober:
 
     def next_wakeup(self) -> float | None:
         """Next probe round (when there is something to probe) or the earliest probe timeout."""
-        if not self.outstanding:
+        if not self.outstanding and not self._requests:
             return self._next_round
         times = []
         if self._next_round is not None:
             times.append(self._next_round)
         if self.outstanding:
-            times.append(min(o.sent_at for o in self.outstanding.values()) + self.rtt.rto)
+            rto = self.rtt.rto
+            times.append(min(o.sent_at + (rto if o.timeout is None else o.timeout)
+                             for o in self.outstanding.values()))
+        if self._requests:
+            times.append(self._requested_at)
         return min(times) if times else None
 
     def schedule(self, now: float) -> None:
@@ -88,24 +101,31 @@ class Prober:
 
     def busy(self, now: float) -> bool:
         """True when `poll` has something to do at `now` (cheap: called on every endpoint poll)."""
-        return bool(self.outstanding or self._retry) or (
+        return bool(self.outstanding or self._retry or self._requests) or (
             self._next_round is not None and now >= self._next_round) or (
-            self._next_round is None and self.evset.any_bad)
+            self._next_round is None and (self.evset.any_bad or self.evset.any_unknown))
 
     def poll(self, now: float, out: list) -> None:
         """Expire unanswered probes; send a round of probes when it is due."""
         rto = self.rtt.rto
         for pid, o in list(self.outstanding.items()):
-            if now >= o.sent_at + rto:
+            if now >= o.sent_at + (rto if o.timeout is None else o.timeout):
                 del self.outstanding[pid]
                 self.stats["probe_timeouts"] += 1
                 self._remember_expired(pid, o)
-                if o.purpose == REINSTATE:
+                if o.purpose == REQUEST:
+                    self._report(o, now, None)
+                elif o.purpose == VERIFY:
+                    pass                     # stays UNKNOWN: probed again next round
+                elif o.purpose == REINSTATE:
                     self.monitor.on_probe(self.evset, o.ev, False, now)
                 elif self._answered_sent_at > o.sent_at:
                     self._miss(o, now)
                 else:
                     self._suspect(pid, o)
+        while self._requests:
+            ev, req_id, timeout = self._requests.pop(0)
+            out.append(self._probe(now, ev, REQUEST, req_id, timeout))
         while self._retry:
             ev = self._retry.pop(0)
             if ev.usable:
@@ -153,6 +173,9 @@ class Prober:
                 seen_paths.add(ev.path_key)
             if id(ev) not in busy:
                 out.append(self._probe(now, ev, REINSTATE))
+        for ev in evset.unknown_evs():
+            if id(ev) not in busy:
+                out.append(self._probe(now, ev, VERIFY))
         if self._keepalive_due(now):
             active = [e for e in evset.active_evs() if e.usable]
             keys = sorted({e.path_key for e in active})
@@ -164,10 +187,21 @@ class Prober:
                     out.append(self._probe(now, ev, KEEPALIVE))
                     self._data_at_keepalive = self.stats["data_received"]
 
-    def _probe(self, now: float, ev, purpose: str):
+    def request(self, ev, req_id: int, timeout: float | None, now: float) -> None:
+        """Send a probe on `ev` at the next poll, and report its reply (or its absence after
+        `timeout` seconds, default the RTO) as a `ProbeResult` event with `req_id`."""
+        if not self._requests:
+            self._requested_at = now
+        self._requests.append((ev, req_id, timeout))
+
+    def _report(self, o: Outstanding, now: float, rtt: float | None) -> None:
+        self._emit(ProbeResult(now, self.ident, o.req_id, o.ev.value, self.evset.path_of(o.ev).nic,
+                               None if rtt is None else round(rtt * 1e9)))
+
+    def _probe(self, now: float, ev, purpose: str, req_id: int = 0, timeout: float | None = None):
         pid = self._next_id
         self._next_id = (self._next_id + 1) & 0xFFFFFFFF or 1
-        self.outstanding[pid] = Outstanding(ev, now, purpose)
+        self.outstanding[pid] = Outstanding(ev, now, purpose, req_id, timeout)
         path = self.evset.path_of(ev)
         self.stats["probes_sent"] += 1
         return path.nic, Probe(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp,
@@ -198,9 +232,13 @@ class Prober:
                     self._miss(suspect, now)
         self.stats["probe_replies"] += 1
         self.rtt.sample(ts_age(now, reply.ts_echo), full_size=False)
+        if o.purpose == REQUEST:
+            self._report(o, now, now - o.sent_at)
+        elif o.purpose == VERIFY:
+            self.evset.confirm(o.ev, "probe", now)
         if o.purpose == KEEPALIVE:
             self._keepalive_misses.pop(o.ev.path_key, None)
-        if o.purpose == REINSTATE and not o.ev.usable:
+        if o.purpose == REINSTATE and not o.ev.usable and self.evset.get(o.ev.value) is o.ev:
             self.monitor.on_probe(self.evset, o.ev, True, now)
 
     def answer(self, plane: int, probe: Probe) -> list:

@@ -120,6 +120,7 @@ class MrcSender:
         seg.timeouts += 1
         self.stats["timeouts"] += 1
         ev = seg.ev
+        self.evset.note_drop(ev)
         if self.evset.get(ev.value) is ev and ev.usable:
             retired = self.monitor.on_timeout(
                 self.evset, Timeout(ev, seg.sent_at, self.delivered_sent_at, self.first_rtt_at, self.rtt.srtt), now)
@@ -384,6 +385,7 @@ class MrcSender:
         seg.trimmed = True
         self.inflight_bytes -= seg.wire
         self.stats["trims"] += 1
+        self.evset.note_drop(seg.ev)
         self.emit(E.TrimNack(now, self.ident, nack.psn, nack.reason, nack.ev_echo, self.rtt.srtt))
         self.monitor.on_trim(self.evset, seg.ev, nack.reason == C.NACK_TRIMMED_LASTHOP, now)
         self.rtt.sample(ts_age(now, nack.ts_echo), full_size=False)
