@@ -271,7 +271,11 @@ class RefSwitch(P4Switch):
         super().__init__(name, **params)
         self.queues = list(queues)
         self.ready_file = self.run_dir / f"{self.topo_name}.ready"
-        self.stats_file = self.run_dir / f"{self.topo_name}.stats.json"    # written at exit
+
+    @property
+    def stats_file(self) -> Path:
+        """Where the model writes its counters and queue service when it exits."""
+        return Path(self.run_dir) / f"{self.topo_name}.stats.json"
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "refswitch.main", "--name", self.topo_name,
