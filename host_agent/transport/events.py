@@ -21,6 +21,7 @@ SEND_COMPLETE = "send_complete"
 RECV_COMPLETE = "recv_complete"
 GO_BACK = "go_back"
 TRIM_NACK = "trim_nack"
+CONN_FAILED = "conn_failed"
 
 # Retransmission causes.
 CAUSE_TRIM = "trim"            # trim NACK
@@ -150,5 +151,27 @@ class TrimNack(TransportEvent):
                 "ev": self.ev, "srtt": self.srtt}
 
 
-EVENT_CLASSES = (EvStateChanged, EvBackup, Retransmitted, MessageSent, MessageReceived, WentBack, TrimNack)
+@dataclass(frozen=True, slots=True)
+class ConnectionFailed(TransportEvent):
+    """The connection failed: PSN `psn` timed out again after its last retry (`retries` of them,
+    the last waiting `timeout` seconds). The connection sends and takes nothing more."""
+
+    kind: ClassVar[str] = CONN_FAILED
+    psn: int
+    retries: int
+    timeout: float
+
+    @property
+    def error(self) -> str:
+        """The failure in words, naming the connection."""
+        return (f"connection {self.conn.name} failed: PSN {self.psn} unacknowledged after {self.retries} "
+                f"retries (retry limit reached; last timeout {self.timeout * 1e3:.3g} ms)")
+
+    def as_record(self) -> dict:
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "psn": self.psn, "retries": self.retries,
+                "timeout": self.timeout, "error": self.error}
+
+
+EVENT_CLASSES = (EvStateChanged, EvBackup, Retransmitted, MessageSent, MessageReceived, WentBack, TrimNack,
+                 ConnectionFailed)
 """Every event class, one per kind."""
