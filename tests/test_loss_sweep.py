@@ -79,3 +79,4 @@ def test_mrc_goodput_at_one_percent_loss_is_at_least_twice_roces(quick_sweep, ki
     roce, _, _ = quick_sweep[(label, "RoCE 1 QP")]
     size = case.variant.workload.bytes
     assert goodput(mrc, size) >= 2 * goodput(roce, size)
+

@@ -119,3 +119,23 @@ def test_an_agents_failure_names_the_connection_error(tmp_path):
     agent = AgentProcess("h0", job, tmp_path / "h0.json", Exited())
     assert agent.failure() == ("h0: agent exit 1, result connection h0->h1:0x100 failed: PSN 3 unacknowledged "
                                "after 5 retries")
+
+
+def test_a_connection_out_of_retries_is_a_note_of_its_case():
+    """RoCE with a retry limit on a link killed for good: its connection fails, and the case's
+    record says which and why (the mininet backend gets the same from the agents' results)."""
+    doc = {"name": "limit", "topology": "leafspine:2x2x1", "link": {"rate_bps": 100_000_000},
+           "horizon_s": 0.5, "sample_interval_s": 0.002,
+           "workload": {"kind": "allreduce", "bytes": 131072, "chunk_bytes": 16384},
+           "faults": [{"kind": "link_kill", "link": "auto", "at": "30%"}],
+           "transports": [{"name": "RoCE limited", "mode": "roce",
+                           "params": {"retry_linear_cnt": 1, "retry_exp_cnt": 2}},
+                          {"name": "RoCE", "mode": "roce"}]}
+    from experiments.backends.netsim_backend import NetsimBackend
+    from experiments.scenario import parse_scenario
+    cases = parse_scenario(doc, "limit.yaml").cases()
+    limited, plain = (NetsimBackend().run_case(case) for case in cases)
+    assert not limited.completed and not plain.completed
+    failed = [n for n in limited.notes if "failed: PSN" in n and "after 3 retries (retry limit reached" in n]
+    assert failed, limited.notes
+    assert not [n for n in plain.notes if "failed: PSN" in n]                # 25: retries without end
