@@ -9,7 +9,7 @@ measures, with 1 KB payloads (1130-byte frames):
   agent  - `python -m host_agent.agent` sending a transfer of --bytes to a second agent on the
            other end, which places the data and returns SACKs that the sender processes; rate =
            data packets sent / transfer time, for each setting in SETTINGS (transport defaults;
-           rto_min 20 ms, which avoids spurious timeouts when the scheduler delays the peer;
+           qp_timeout 14 (16.8 ms), which avoids spurious timeouts when the scheduler delays the peer;
            plus pacing bursts of 16 packets; plus busy-polling short waits)
 Prints packets/s for each, the agent/raw ratio, the CPU time per data packet of each agent
 (from the agents' own accounting: the rate one agent could reach on a core of its own), the
@@ -46,9 +46,9 @@ PAYLOAD = 1024
 # Transport settings measured (TransportConfig fields); "default" is what jobs get without config.
 SETTINGS = {   # name: (TransportConfig fields, agent options)
     "default": ({}, []),
-    "rto_min=20ms": ({"rto_min": 0.02}, []),      # no spurious timeouts when the machine is busy
-    "rto_min=20ms,burst=16": ({"rto_min": 0.02, "pacing_burst_pkts": 16}, []),   # + bursts per wake-up
-    "rto_min=20ms,burst=16,spin": ({"rto_min": 0.02, "pacing_burst_pkts": 16}, ["--spin-us", "200"]),
+    "qp_timeout=14": ({"qp_timeout": 14}, []),      # no spurious timeouts when the machine is busy
+    "qp_timeout=14,burst=16": ({"qp_timeout": 14, "pacing_burst_pkts": 16}, []),   # + bursts per wake-up
+    "qp_timeout=14,burst=16,spin": ({"qp_timeout": 14, "pacing_burst_pkts": 16}, ["--spin-us", "200"]),
 }
 PATHS = 4                                 # distinct path addresses (all reach the peer: no switch)
 

@@ -27,7 +27,7 @@ from host_agent.transport import Endpoint, PathInfo, TransportConfig    # noqa: 
 
 def run(packets: int, burst: int) -> dict:
     """Send `packets` data packets; return CPU seconds per side."""
-    cfg = TransportConfig(rto_min=1e-3, initial_rtt=1e-4, cwnd_max_pkts=64, init_cwnd_pkts=64,
+    cfg = TransportConfig(qp_timeout=10, initial_rtt=1e-4, max_cwnd=64, init_cwnd_pkts=64,
                           pacing_burst_pkts=burst)
     tx, rx = Endpoint("tx", cfg), Endpoint("rx", cfg)
     paths = [PathInfo(p, p, bytes(16), bytes([p, i]) + bytes(14)) for p in range(2) for i in range(4)]

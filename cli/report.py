@@ -2,6 +2,8 @@
 
     mrc-testbed report                              # results/ -> results/report.html
     mrc-testbed report --results /tmp/runs -o report.md
+    mrc-testbed report --paper                      # results/ -> results/paper.md: the paper's statements
+                                                    # beside the lab's figures (experiments/paper.py)
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from experiments.paper import write_paper
 from experiments.report import DEFAULT_ROOT, write_report
 
 
@@ -17,7 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, default=DEFAULT_ROOT,
                         help="folder holding results folders (default: results)")
     parser.add_argument("-o", "--output", type=Path, default=None,
-                        help="report file, .html or .md (default: <results>/report.html)")
+                        help="report file, .html or .md (default: <results>/report.html; "
+                             "with --paper <results>/paper.md)")
+    parser.add_argument("--paper", action="store_true",
+                        help="one page putting each measured figure beside the MRC paper's statement, "
+                             "with where and why the lab-scale result differs")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         print(f"mrc-testbed report: --results {root}: no such folder (run an experiment first)", file=sys.stderr)
         return 2
+    if getattr(args, "paper", False):
+        return _paper(root, args.output or root / "paper.md")
     output = args.output or root / "report.html"
     try:
         path, count = write_report(root, output)
@@ -35,4 +44,15 @@ def run(args: argparse.Namespace) -> int:
     if count == 0:
         print(f"mrc-testbed report: no results folder (with summary.json) under {root}", file=sys.stderr)
     print(f"report of {count} results folder(s): {path}")
+    return 0
+
+
+def _paper(root: Path, output: Path) -> int:
+    """`--paper`: write the page of the paper's statements beside the newest results."""
+    try:
+        path, measured = write_paper(root, output)
+    except ValueError as error:
+        print(f"mrc-testbed report: {error}", file=sys.stderr)
+        return 2
+    print(f"the paper's statements beside {measured} measured scenario(s): {path}")
     return 0

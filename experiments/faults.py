@@ -17,6 +17,8 @@ the fault's start; the backend schedules them, at a time or at a share of the wo
   with `repair_after_s` they are allowed again (UNKNOWN, probed before use). The switch keeps
   forwarding: nothing is lost, traffic just moves off it. (netsim: on the endpoints; mininet: through
   the agents' control sockets.)
+- random_loss: every switch port facing a host drops each packet with probability `loss` (fault
+  table), so every packet, data or acknowledgement, meets that loss once on its last hop.
 """
 from __future__ import annotations
 
@@ -91,6 +93,9 @@ def plan_faults(case: Case, topo: Topology, horizon: float) -> list[PlannedFault
     planned, auto = [], None
     for fault in case.variant.faults:
         link, switch = None, None
+        if fault.kind == "random_loss":
+            planned.append(PlannedFault(fault, _random_loss(fault, last_hops(topo))))
+            continue
         if needs_link(fault):
             if fault.link == "auto":
                 auto = auto or busiest_targets(case, topo)
@@ -191,13 +196,35 @@ def _ev_deny(fault, _link, switch, _horizon):
     return actions
 
 
+def last_hops(topo: Topology) -> list[tuple[str, str]]:
+    """(switch, host) of every link between a switch and a host."""
+    hops = []
+    for link in topo.links:
+        for sw, host in ((link.a, link.b), (link.b, link.a)):
+            if topo.is_switch(sw) and topo.is_host(host):
+                hops.append((sw, host))
+    return hops
+
+
+def _random_loss(fault, hops: list[tuple[str, str]]) -> list[FaultAction]:
+    def lossy(t: FaultTarget, prob: float) -> None:
+        for sw, host in hops:
+            t.set_port_fault(sw, t.port_towards(sw, host), False, prob)
+
+    name = f"{len(hops)} host links"
+    actions = [FaultAction(0.0, f"{fault.loss:.2%} random loss on", name, lambda t: lossy(t, fault.loss), True)]
+    if fault.repair_after_s is not None:
+        actions.append(FaultAction(fault.repair_after_s, "random loss off", name, lambda t: lossy(t, 0.0), False))
+    return actions
+
+
 _PLANNERS = {"link_kill": _link_kill, "link_flap": _link_flap, "switch_blackhole": _blackhole,
              "switch_kill": _switch_kill, "gray_loss": _gray, "switch_ev_deny": _ev_deny}
 
 
 def needs_link(fault: FaultSpec) -> bool:
     """True when the fault acts on a link (else on a switch)."""
-    return not fault.kind.startswith("switch")
+    return not fault.kind.startswith("switch") and fault.kind != "random_loss"
 
 
 def notifies_control_plane(fault: FaultSpec) -> bool:

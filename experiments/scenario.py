@@ -40,7 +40,8 @@ import yaml
 from host_agent.transport.config import MODES, TransportConfig
 
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
-FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_ev_deny")
+FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_ev_deny",
+               "random_loss")
 LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
@@ -82,14 +83,14 @@ class FaultSpec:
     switch: str = "auto"
     period_s: float = 0.2            # link_flap: time between state changes
     flaps: int = 0                   # link_flap: state changes (0: until the run ends)
-    loss: float = 0.01               # gray_loss: drop probability per packet
+    loss: float = 0.01               # gray_loss, random_loss: drop probability per packet
     repair_after_s: Optional[float] = None   # link_kill / switch_*: restore after this long
 
     @property
     def label(self) -> str:
         target = self.switch if self.kind.startswith("switch") else (
             self.link if isinstance(self.link, str) else "-".join(self.link))
-        extra = {"gray_loss": f" {self.loss:.0%} loss", "link_flap": f" every {self.period_s * 1e3:g} ms"}
+        extra = {"gray_loss": f" {self.loss:.0%} loss", "random_loss": f" {self.loss:.2%} loss", "link_flap": f" every {self.period_s * 1e3:g} ms"}
         return f"{self.kind.replace('_', ' ')} ({target}){extra.get(self.kind, '')} at {self.at}"
 
 
@@ -300,6 +301,9 @@ def _fault(c: "_Checker", raw: Any, where: str) -> FaultSpec:
     kind = c.choice(raw.get("kind"), f"{where}.kind", FAULT_KINDS)
     when = _when(c, raw.get("at", 0), f"{where}.at")
     link: Union[str, tuple] = "auto"
+    if kind == "random_loss" and ("link" in raw or "switch" in raw):
+        c.fail(f"{where}.{'link' if 'link' in raw else 'switch'}",
+               "a random_loss fault acts on every host's last hop: it names no link or switch")
     if "link" in raw:
         if kind.startswith("switch"):
             c.fail(f"{where}.link", f"a {kind} fault names a switch, not a link")

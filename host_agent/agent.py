@@ -11,7 +11,8 @@ than the next transport timer or goodput sample. With `--control SOCKET` it also
 operations (query, modify, replace, subscribe, probe; `host_agent.control`) on that unix socket,
 removed when the agent exits.
 
-Exit status: 0 the collective finished and its result is bit-exact; 1 it failed or timed out;
+Exit status: 0 the collective finished and its result is bit-exact; 1 it failed, timed out or a
+connection failed (a packet ran out of retries: the result record carries `error`);
 2 the job or a NIC is unusable; 128 + signal number when stopped by SIGTERM/SIGINT before the
 collective finished.
 """
@@ -36,7 +37,7 @@ from host_agent.eventlog import LogWriter
 from host_agent.job import Job, JobError, load_job
 from host_agent.lateness import WakeupLateness
 from host_agent.nic import NicError, RawNic, interface_mac, interface_mtu, quiet_kernel
-from host_agent.transport import Endpoint, PathInfo, Retransmitted
+from host_agent.transport import ConnectionFailed, Endpoint, PathInfo, Retransmitted
 from wire.packets import DATA_OVERHEAD
 
 log = logging.getLogger("mrc.agent")
@@ -79,6 +80,7 @@ class Agent:
         self._unlogged: list = []              # transport events handled but not yet written to the log
         self.control_path = control_path
         self.control: ControlServer | None = None   # the control socket, once opened
+        self.connection_error: str | None = None   # the first connection failure (retries ran out)
 
     # --- clock -------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -196,6 +198,8 @@ class Agent:
             events = drain()
             if events:
                 self._handle(events)
+                if self.connection_error is not None and finished_at is None:
+                    return EXIT_FAILED, self.connection_error
             out = endpoint.poll(now)
             if out:
                 self._transmit(out)
@@ -250,6 +254,8 @@ class Agent:
             handle(event)
             if type(event) is Retransmitted:
                 self.counters[f"retransmit_{event.cause}"] += 1
+            elif type(event) is ConnectionFailed and self.connection_error is None:
+                self.connection_error = event.error
         if self.control is not None:
             self.control.on_events(events)
         self._unlogged.extend(events)
@@ -321,8 +327,9 @@ class Agent:
 
     def _log_result(self, why: str) -> None:
         result = self.result()
+        extra = {"error": self.connection_error} if self.connection_error is not None else {}
         self.events.write(self.wall(self.now()), "result", kind_of=self.job.workload.kind, why=why,
-                          cpu_s=self.run_cpu, **result.as_dict())
+                          cpu_s=self.run_cpu, **result.as_dict(), **extra)
         self.events.flush()
 
     def _log_end(self, status: int, reason: str) -> None:

@@ -12,7 +12,8 @@ Every record has `t` (UNIX time in seconds, float, so that logs of several agent
   `tx_bytes`: bytes of own messages fully acknowledged; `rx_bps`/`tx_bps` from rx_bytes/tx_bytes.
 - `counters`: frames sent/received, malformed and stray frames dropped, retransmissions by cause.
 - `result`: the collective's CollectiveResult fields, plus `cpu_s` (agent CPU seconds from the
-  workload's start to its end).
+  workload's start to its end), and `error` when a connection failed (a packet ran out of its
+  retries; the `conn_failed` event has the details).
 - `malformed`: the first few dropped malformed frames (`nic`, `reason`, `length`).
 - `rejected`: the first few well-formed packets the transport refused (`nic`, `reason`, `packet`).
 - `stop`: why the agent stopped (`reason`) and its exit status.

@@ -18,7 +18,7 @@ from topologies.builders import multi_plane
 
 LINK = dict(rate_bps=10_000_000_000, queue_depth=64, trim_threshold=16, ecn_threshold=8)
 # microsecond timers for a fabric of 1 us cables (the defaults suit Mininet's millisecond RTTs)
-FAST = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
 QP_BASE = 0x100
 
 

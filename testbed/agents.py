@@ -54,7 +54,7 @@ class AgentProcess:
         code = self.exit_code
         if result is not None and result.get("ok") and code == 0:
             return None
-        detail = (result.get("detail") or "not ok") if result else "none"
+        detail = (result.get("error") or result.get("detail") or "not ok") if result else "none"
         return f"{self.name}: agent exit {code}, result {detail}"
 
 

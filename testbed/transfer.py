@@ -7,7 +7,7 @@ in `<run_dir>/agents/`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from host_agent.eventlog import read_log
@@ -37,6 +37,7 @@ class TransferResult:
     seconds: float
     exit_codes: dict
     logs: dict
+    errors: list = field(default_factory=list)     # why agents failed (e.g. a connection out of retries)
 
     @property
     def ok(self) -> bool:
@@ -48,6 +49,8 @@ class TransferResult:
 
     def describe(self) -> str:
         status = "ok" if self.ok else f"FAILED (exit codes {self.exit_codes})"
+        if self.errors:
+            status += ": " + "; ".join(self.errors)
         return (f"{self.src} -> {self.dst}: {self.bytes} bytes in {self.seconds:.3f} s, "
                 f"goodput {self.goodput_bps / 1e6:.2f} Mbit/s, {status}")
 
@@ -64,9 +67,10 @@ def run_transfer(net, src: str, dst: str, size: int, mode: str = "mrc",
         agents.wait(time.time() + timeout + 10)
     wall = time.monotonic() - began
     codes = agents.exit_codes()
+    errors = [why for agent in agents.agents.values() if (why := agent.failure())]
     logs = {job.host: Path(job.log) for job in jobs}
     seconds = _receive_time(read_log(logs[dst])) or wall
-    return TransferResult(src, dst, size, seconds, codes, logs)
+    return TransferResult(src, dst, size, seconds, codes, logs, errors)
 
 
 def _receive_time(records: list[dict]) -> float | None:

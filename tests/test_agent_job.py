@@ -21,7 +21,7 @@ def valid_job(rank: int = 0, world: int = 2, workload: dict | None = None) -> di
     return {"rank": rank, "world_size": world, "host": f"h{rank}",
             "nics": [{"name": f"h{rank}-eth0", "mac": f"02:00:00:00:10:{rank:02x}",
                       "address": f"fc00:0:{0x1000 + rank:x}::", "plane": 0}],
-            "peers": peers, "transport": {"mode": "mrc", "config": {"num_evs": 32, "rto_min": 0.001}},
+            "peers": peers, "transport": {"mode": "mrc", "config": {"num_evs": 32, "qp_timeout": 10}},
             "workload": workload or {"kind": "allreduce", "elements": 1000, "dtype": "float32"},
             "timeout": 5}
 
@@ -83,7 +83,7 @@ BAD = [
     ("transport.mode", "tcp", "transport.mode: 'tcp' is not one of"),
     ("transport.config.num_evs", 4, "transport.config: TransportConfig.num_evs: 4"),
     ("transport.config.num_evz", 4, "transport.config.num_evz: is not a TransportConfig field"),
-    ("transport.config.rto_min", "fast", "transport.config.rto_min: 'fast' must be of type float"),
+    ("transport.config.qp_timeout", "fast", "transport.config.qp_timeout: 'fast' must be of type int"),
     ("workload.kind", "broadcast", "workload.kind: 'broadcast' is not one of"),
     ("workload.elements", 0, "workload.elements: 0 must be > 0"),
     ("workload.elements", KeyError, "workload.elements: is missing"),

@@ -255,6 +255,25 @@ def test_two_plane_agents_finish_over_one_plane_when_the_other_nic_is_down(tmp_p
     assert sum(by_cause.values()) == len(retransmits) == counters["transport"]["retransmitted"]
 
 
+def test_a_connection_out_of_retries_fails_the_job_with_its_error(tmp_path, veth):
+    """The peer never runs: every packet times out; past retry_linear_cnt + retry_exp_cnt retries
+    the connection fails, and the agent stops at once (exit 1) with the error in its result."""
+    workload = {"kind": "transfer", "src": 0, "dst": 1, "bytes": 50_000, "chunk_bytes": 10_000, "seed": 3}
+    jobs = write_jobs(tmp_path, veth, workload, start_in=0.3, timeout=20.0,
+                      config={"qp_timeout": 10, "retry_linear_cnt": 1, "retry_exp_cnt": 2})
+    proc = veth.start(0, *agent_cmd(jobs[0]), stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1, err
+    log = tmp_path / "h0.jsonl"
+    (failed,) = records_of(log, "conn_failed")
+    assert failed["retries"] == 3 and failed["conn"] == "h0->rank1:0x100"
+    (result,) = records_of(log, "result")
+    assert result["ok"] is False and result["error"] == failed["error"]
+    assert "failed: PSN" in result["error"] and "after 3 retries" in result["error"]
+    (stop,) = records_of(log, "stop")
+    assert stop["reason"] == failed["error"] and stop["status"] == 1
+
+
 INJECTOR = """
 import socket, sys
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)

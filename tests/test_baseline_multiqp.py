@@ -19,7 +19,7 @@ from host_agent.transport import Endpoint, PathInfo, TransportConfig
 from host_agent.transport.endpoint import QP_STRIDE
 from netsim import Simulator
 
-FAST = {"rto_min": 50e-6, "initial_rtt": 10e-6, "ack_delay": 5e-6, "probe_interval": 50e-6}
+FAST = {"qp_timeout": 6, "initial_rtt": 10e-6, "ack_delay": 5e-6, "probe_interval": 50e-6}
 
 
 def allreduce(qps: int, horizon_s: float = 0.05):

@@ -12,7 +12,7 @@ from host_agent.collectives.simulate import simulate
 from host_agent.transport import TransportConfig
 from netsim_transfers import fabric as leaf_spine_fabric
 
-FAST = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
 WORKLOADS = {
     "allreduce": dict(elements=40_000, dtype="float32", chunk_bytes=16384, seed=11),
     "alltoall": dict(block_bytes=60_000, chunk_bytes=16384, seed=12),

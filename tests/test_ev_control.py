@@ -11,7 +11,7 @@ from host_agent.transport import Endpoint, EvState, PathInfo, TransportConfig
 from host_agent.transport import events as E
 from host_agent.transport.evset import EvSet, FloorError
 
-FAST = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, num_evs=16)
+FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, num_evs=16)
 DELAY = 5e-6
 
 

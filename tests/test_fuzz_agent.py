@@ -45,7 +45,7 @@ def job_dict(workload: dict) -> dict:
             "peers": [{"rank": 1, "qp": LOCAL_QP, "remote_qp": 0x200,
                        "nics": [{"plane": 0, "mac": PEER_MAC.hex(":"), "address": "fc00:0:1001::"}],
                        "paths": {"0": ["fc00:0:100:1001::", "fc00:0:101:1001::"]}}],
-            "transport": {"mode": "mrc", "config": {"num_evs": 16, "rto_min": 0.001}},
+            "transport": {"mode": "mrc", "config": {"num_evs": 16, "qp_timeout": 10}},
             "workload": workload, "timeout": 5}
 
 

@@ -39,7 +39,7 @@ def valid_job() -> dict:
               "paths": {str(p): [f"fc00:{p}:100:{0x1000 + r:x}::", f"fc00:{p}:101:{0x1000 + r:x}::"]
                         for p in (0, 1)}} for r in (1, 2)]
     return {"rank": 0, "world_size": 3, "host": "h0", "nics": [nic(0, 0, True), nic(0, 1, True)],
-            "peers": peers, "transport": {"mode": "mrc", "config": {"num_evs": 32, "rto_min": 0.001}},
+            "peers": peers, "transport": {"mode": "mrc", "config": {"num_evs": 32, "qp_timeout": 10}},
             "workload": {"kind": "allreduce", "elements": 1000, "dtype": "float32", "chunk_bytes": 4096},
             "timeout": 5, "log": "/tmp/never-written.jsonl"}
 

@@ -89,8 +89,8 @@ def test_lab3_a_hole_is_not_yet_a_loss_under_spraying(tmp_path):
 
 def test_lab3_leaving_losses_to_the_timers_is_caught(tmp_path):
     got = statuses(results_of(3, wrong_answer(3, tmp_path, SACK_FILE, "SelectiveRepeat", NOTHING)))
-    assert got == {"exactly once at 0, 1 and 20 % loss": "pass", "no spurious retransmissions": "pass",
-                   "losses repaired by SACK, not by timers": "fail", "goodput beats go-back-N at 1 % loss": "pass"}
+    assert got["exactly once at 0, 1 and 20 % loss"] == "pass" and got["no spurious retransmissions"] == "pass"
+    assert got["losses repaired by SACK, not by timers"] == "fail"      # what catches it, whatever the goodput
 
 
 # --- lab 4: a dead path ------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def test_every_packet_is_accounted_for(trimming):
 
     topo = multi_plane(1, 2, 2, 3, rate_bps=10_000_000_000, queue_depth=24, trim_threshold=8, ecn_threshold=4)
     net = from_topology(topo, compute_programs(topo), Simulator(5), trimming=trimming)
-    cfg = TransportConfig(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6,
+    cfg = TransportConfig(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6,
                           line_rate_bps=10e9)
     res = run_transfers(net, [Transfer(f"h{i}", "h1", 200_000, message_size=50_000) for i in (2, 3, 4, 5, 6)],
                         cfg, until=0.05)

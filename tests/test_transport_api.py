@@ -14,7 +14,7 @@ from host_agent.transport import kinds
 from host_agent.transport.policies import MrcPathMonitor, MrcSackProcessor
 from host_agent.transport.sender import MrcSender
 
-FAST = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6)
+FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6)
 CONN = ConnectionId("h0", "h1", 0x11, 0x22)
 
 
@@ -51,6 +51,10 @@ RECORDS = [
     (E.MessageReceived(1.5, CONN, 3, b"abcd"), {"msg_id": 3, "bytes": 4}),
     (E.WentBack(1.5, CONN, 4, "timeout"), {"psn": 4, "cause": "timeout"}),
     (E.TrimNack(1.5, CONN, 4, C.NACK_TRIMMED, 9, 1e-4), {"psn": 4, "reason": C.NACK_TRIMMED, "ev": 9, "srtt": 1e-4}),
+    (E.ConnectionFailed(1.5, CONN, 4, 9, 0.008),
+     {"psn": 4, "retries": 9, "timeout": 0.008,
+      "error": "connection h0->h1:0x11 failed: PSN 4 unacknowledged after 9 retries (retry limit reached; "
+               "last timeout 8 ms)"}),
 ]
 
 
@@ -67,7 +71,8 @@ def test_every_event_gives_the_log_record_of_its_kind(event, fields):
 def test_each_kind_has_one_class():
     kinds_of = [cls.kind for cls in E.EVENT_CLASSES]
     assert sorted(kinds_of) == sorted({E.EV_STATE, E.EV_BACKUP, E.RETRANSMIT, E.SEND_COMPLETE, E.RECV_COMPLETE,
-                                       E.GO_BACK, E.TRIM_NACK, E.EV_REPLACE, E.PROBE_RESULT})
+                                       E.GO_BACK, E.TRIM_NACK, E.EV_REPLACE, E.PROBE_RESULT,
+                                       E.CONN_FAILED})
 
 
 def test_a_received_message_is_an_event_drained_after_receive():
@@ -165,7 +170,7 @@ def test_a_path_monitor_decides_whether_a_timeout_retires_the_ev():
     ep.send_message(conn, bytes(1000))
     (_, second), = ep.poll(30e-6)
     ep.receive(40e-6, 0, sack(1, 0b10, second))
-    ep.poll(80e-6)
+    ep.poll(90e-6)                                  # the timer of `first` (20 + 65.5 us) fires
     (monitor,) = monitors
     assert monitor.seen.ev.value == first.ev and monitor.seen.sent_at == 20e-6
     assert monitor.seen.delivered_sent_at == pytest.approx(30e-6)

@@ -6,7 +6,7 @@ import pytest
 from host_agent.transport import Endpoint, MessageReceived, MessageSent, PathInfo, TransportConfig
 from netsim_transfers import Transfer, fabric, run_transfers
 
-FAST = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
 
 
 @pytest.mark.parametrize("mode", ["mrc", "roce"])

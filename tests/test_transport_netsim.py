@@ -12,7 +12,7 @@ import netsim_transfers
 from host_agent.transport import TransportConfig
 from netsim_transfers import Transfer, run_transfers
 
-FAST = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
 MB = 1_000_000
 
 
@@ -209,7 +209,7 @@ def test_a_stalled_receiver_costs_retransmissions_but_retires_no_ev():
     timeouts are no evidence against their paths. Nothing is lost, no EV is retired, and the RTO is
     not stretched (it would delay the detection of a real failure)."""
     net = fabric(seed=8)
-    held = stall_host(net, "h2", 300e-6, 1.3e-3)                 # 20 x rto_min
+    held = stall_host(net, "h2", 300e-6, 1.3e-3)                 # 20 x the QP timeout (65.5 us)
     res = run_transfers(net, [Transfer("h1", "h2", MB, message_size=100_000)], TransportConfig(**FAST), until=0.05)
     tr = res.transfers[0]
     assert held and tr.complete and tr.finish > 1.3e-3

@@ -12,7 +12,7 @@ from wire import constants as C
 from wire.packets import DataPacket
 from host_agent.transport import Endpoint, MessageReceived, MessageSent, PathInfo, TransportConfig
 
-CFG = dict(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, num_evs=16,
+CFG = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, num_evs=16,
            mtu_payload=512, line_rate_bps=10e9)
 
 

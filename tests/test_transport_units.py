@@ -108,7 +108,7 @@ def test_floor_keeps_min_active_evs_in_the_rotation():
 
 
 # --- receiver (through an Endpoint, packets crafted by hand) --------------------------------------------
-CFG = TransportConfig(rto_min=50e-6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6)
+CFG = TransportConfig(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6)
 
 
 def receiver_endpoint(**overrides):
@@ -179,12 +179,12 @@ def sacks_for_spaced_arrivals(gap, count, **overrides):
 
 def test_receiver_stretches_its_sack_wait_when_data_arrives_slower_than_ack_delay():
     """Packets 20 us apart against a 5 us ack_delay: once the receiver has seen the gap, one SACK
-    covers ack_coalesce packets instead of each packet getting its own; never later than rto_min/2."""
-    sacks, end = sacks_for_spaced_arrivals(20e-6, 60, ack_coalesce=4, rto_min=1e-3)
+    covers ack_coalesce packets instead of each packet getting its own; never later than half the QP timeout."""
+    sacks, end = sacks_for_spaced_arrivals(20e-6, 60, ack_coalesce=4, qp_timeout=10)
     late = [p for t, p in sacks if t >= end / 2]                  # after the gap estimate settled
     assert 30 * 20e-6 <= end and 5 <= len(late) <= 9              # about one per 4 of the last 30
-    unstretched, _ = sacks_for_spaced_arrivals(20e-6, 60, ack_coalesce=4, rto_min=10e-6)
-    assert len(unstretched) >= 55                                 # rto_min/2 = ack_delay: one per packet
+    unstretched, _ = sacks_for_spaced_arrivals(20e-6, 60, ack_coalesce=4, qp_timeout=3)
+    assert len(unstretched) >= 55                                 # half of 8.2 us < ack_delay: one per packet
 
 
 def keepalives_for_arrivals(gap, count, **overrides):
@@ -238,8 +238,8 @@ def test_packet_beyond_the_bitmap_is_refused():
 
 
 def test_sender_never_sends_beyond_the_bitmap_window():
-    cfg = TransportConfig(**{**CFG.__dict__, "cwnd_max_pkts": 1000, "init_cwnd_pkts": 1000, "cc": False,
-                             "rto_min": 1.0})
+    cfg = TransportConfig(**{**CFG.__dict__, "max_cwnd": 1000, "init_cwnd_pkts": 1000, "cc": False,
+                             "qp_timeout": 19})
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths())
     ep.send_message(conn, bytes(200 * 1024))
@@ -284,8 +284,77 @@ def test_quick_adapt_on_trim_shrinks_towards_what_was_acknowledged():
     assert w.cwnd == pytest.approx(max(4000, before / 2))
 
 
+def _held_window(**kw):
+    """A window of 32 packets that has seen 8000 bytes acknowledged over its last RTT (12 us)."""
+    w = window(**kw)
+    for i in range(10):
+        w.on_ack(i * 12e-6, 4000, ecn=True, rtt=11e-6)
+    return w
+
+
+@pytest.mark.parametrize("gate,expected", [(0, 32_000), (1, 16_000), (2, 8_000), (3, 8_000)])
+def test_qa_gate_bounds_the_quick_adapt_step(gate, expected):
+    w = _held_window(qa_gate=gate)
+    w.on_trim_or_loss(1e-3)
+    assert w.cwnd == pytest.approx(expected)            # max(acknowledged last RTT, cwnd / 2^qa_gate)
+
+
+def test_disable_qa_keeps_the_window_on_a_trim():
+    w = _held_window(disable_qa=True)
+    before = w.cwnd
+    w.on_trim_or_loss(1e-3)
+    assert w.cwnd == before and w.quick_adapts == 0
+
+
+def test_qa_threshold_makes_a_long_queue_quick_adapt_without_a_trim():
+    plain, gated = _held_window(), _held_window(qa_threshold=20e-6)
+    for w in (plain, gated):
+        w.on_ack(1e-3, 1000, ecn=False, rtt=40e-6)        # 30 us of queueing, no ECN: fair increase
+    assert plain.quick_adapts == 0 and gated.quick_adapts == 1 and gated.cwnd < plain.cwnd / 1.9
+
+
+def test_target_delay_in_seconds_replaces_the_default_fraction_of_the_base_rtt():
+    w = window(target_delay=20e-6)                       # base RTT 10 us: the default target would be 3 us
+    start = w.cwnd
+    w.on_ack(1.0, 1000, ecn=False, rtt=20e-6)            # q = 10 us, half the target: proportional
+    assert w.cwnd == pytest.approx(start + 500)
+
+
+def test_fi_scale_multiplies_the_fair_increase():
+    one, two = window(), window(fi_scale=2.0)
+    for w in (one, two):
+        w.on_ack(1.0, 1000, ecn=False, rtt=30e-6)
+    assert two.cwnd - 32_000 == pytest.approx(2 * (one.cwnd - 32_000))
+
+
+def test_adjust_bytes_threshold_gathers_increases_until_enough_bytes_were_acknowledged():
+    w = window(adjust_bytes_threshold=3000)
+    start = w.cwnd
+    w.on_ack(1.0, 1000, ecn=False, rtt=10e-6)
+    w.on_ack(1.0, 1000, ecn=False, rtt=10e-6)
+    assert w.cwnd == start                               # 2000 bytes: still gathered
+    w.on_ack(1.0, 1000, ecn=False, rtt=10e-6)
+    assert w.cwnd == pytest.approx(start + 3000)
+
+
+def test_adjust_period_threshold_gathers_increases_for_that_long():
+    w = window(adjust_period_threshold=1e-3)
+    start = w.cwnd
+    w.on_ack(0.5e-3, 1000, ecn=False, rtt=10e-6)
+    assert w.cwnd == start
+    w.on_ack(1.0e-3, 1000, ecn=False, rtt=10e-6)
+    assert w.cwnd == pytest.approx(start + 2000)
+
+
+@pytest.mark.parametrize("field,value", [("max_md_jump", 0.0), ("max_md_jump", 1.5), ("qa_gate", 17),
+                                         ("target_delay", -1.0), ("adjust_bytes_threshold", -1)])
+def test_bad_nscc_parameters_are_named(field, value):
+    with pytest.raises(ValueError, match=f"TransportConfig.{field}"):
+        TransportConfig(**{field: value})
+
+
 def test_pacing_spaces_packets_by_window_over_rtt():
-    w = window(pacing_gain=1.0, cc=False, cwnd_max_pkts=10)
+    w = window(pacing_gain=1.0, cc=False, max_cwnd=10)
     assert w.pacing_rate(1) == pytest.approx(10 * 1000 / 12e-6)
     w.sent(0.0, 1000, 1)
     assert not w.may_send(1.1e-6) and w.may_send(1.3e-6)
@@ -329,7 +398,7 @@ def test_base_rtt_comes_from_data_packets_only():
     """Regression (Mininet leaf-spine: MRC slower than RoCE): a probe reply or a trim NACK makes
     a short round trip (small, high priority); taken as the base RTT it turned every data RTT
     into queueing delay, and every ECN mark into a halving of the window."""
-    cfg = TransportConfig(**{**CFG.__dict__, "rto_min": 50e-6})
+    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6})
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths())
     ep.send_message(conn, bytes(1000))
@@ -365,7 +434,7 @@ def _sack(psn_cum, bitmap, answering):
 
 def test_spurious_timeout_is_taken_back():
     """A SACK answering a packet sent before the retransmission proves the original arrived."""
-    cfg = TransportConfig(**{**CFG.__dict__, "rto_min": 50e-6})
+    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6})
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths())
     ep.send_message(conn, bytes(1000))
@@ -376,11 +445,11 @@ def test_spurious_timeout_is_taken_back():
     ep.send_message(conn, bytes(1000))
     (_, second), = ep.poll(30e-6)
     ep.receive(40e-6, 0, _sack(1, 0b10, second))                # a later packet arrived: evidence
-    ep.poll(80e-6)                                               # the timer fires: EV retired
+    ep.poll(90e-6)                                               # the timer (20 + 65.5 us) fires: EV retired
     retired = [e for e in ep.drain_events() if e.kind == "ev_state" and e.new == "ASSUMED_BAD"]
     assert retired and conn.evset.get(first.ev).state is EvState.ASSUMED_BAD
     rto_before = conn.rtt.rto
-    ep.receive(90e-6, 0, _sack(3, 0, first))
+    ep.receive(100e-6, 0, _sack(3, 0, first))
     assert ep.stats()["spurious_timeouts"] == 1
     assert conn.evset.get(first.ev).state is EvState.GOOD
     assert conn.rtt.rto > rto_before
@@ -390,7 +459,7 @@ def test_spurious_timeout_is_taken_back():
 def test_timeout_of_a_packet_sent_before_any_rtt_sample_blames_no_path():
     """Its RTO was the initial guess (on the Mininet testbed the first round trips take several
     times initial_rtt): later packets arriving first prove nothing against its path."""
-    cfg = TransportConfig(**{**CFG.__dict__, "rto_min": 50e-6})
+    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6})
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths())
     ep.send_message(conn, bytes(1000))
@@ -398,7 +467,7 @@ def test_timeout_of_a_packet_sent_before_any_rtt_sample_blames_no_path():
     ep.send_message(conn, bytes(1000))
     (_, second), = ep.poll(30e-6)
     ep.receive(40e-6, 0, _sack(0, 0b10, second))
-    assert [p.psn for _, p in ep.poll(60e-6)] == [0]             # resent ...
+    assert [p.psn for _, p in ep.poll(70e-6)] == [0]             # resent (timer at 65.5 us) ...
     assert conn.evset.get(first.ev).state is EvState.GOOD        # ... but its path not blamed
     assert ep.stats()["timeouts_unattributed"] == 1
 
@@ -406,7 +475,7 @@ def test_timeout_of_a_packet_sent_before_any_rtt_sample_blames_no_path():
 def test_timeout_with_nothing_delivered_since_retransmits_without_blaming_the_path():
     """A stall of everything (peer or fabric) is no evidence against the packet's path: the packet
     is resent, no EV is retired, and when it turns out to have arrived the RTO is not stretched."""
-    cfg = TransportConfig(**{**CFG.__dict__, "rto_min": 50e-6})
+    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6})
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths())
     ep.send_message(conn, bytes(3000))
@@ -432,7 +501,7 @@ def test_a_late_probe_reply_still_times_the_path():
     from host_agent.transport import Endpoint, PathInfo, TransportConfig
     from host_agent.transport.probes import KEEPALIVE
 
-    cfg = TransportConfig(initial_rtt=1e-3, rto_min=1e-3)
+    cfg = TransportConfig(initial_rtt=1e-3, qp_timeout=10)
     conn = Endpoint("a", cfg).connect("b", 1, 2, [PathInfo(0, 0, bytes(16), bytes(16))])
     ev = conn.evset.active_evs()[0]
     _, probe = conn.prober._probe(0.0, ev, KEEPALIVE)

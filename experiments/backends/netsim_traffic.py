@@ -57,6 +57,7 @@ class Traffic:
         self._pending: Counter = Counter()     # flow index -> messages not yet delivered
         self.duplicates = 0
         self.corrupted = 0
+        self.failures: list[str] = []          # connections that ran out of retries, in words
         self.messengers: dict[str, EndpointMessenger] = {}
         self.kept_events: dict[str, list[dict]] = {h: [] for h in self.hosts}   # EV records not yet taken
         if self.workload.kind in COLLECTIVES:
@@ -142,6 +143,8 @@ class Traffic:
             messenger.handle(event)
         elif type(event) is MessageReceived:
             self._on_message(host, event)
+        if type(event) is E.ConnectionFailed:
+            self.failures.append(f"{host}: {event.error}")
         if isinstance(event, KEPT_EVENTS):
             record = event.as_record()
             record["host"] = host

@@ -11,12 +11,12 @@ its parameters and the extension points.
 """
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.endpoint import Connection, Endpoint
-from host_agent.transport.events import (EvBackup, EvStateChanged, MessageReceived, MessageSent, Retransmitted,
-                                         TransportEvent, TrimNack, WentBack)
+from host_agent.transport.events import (ConnectionFailed, EvBackup, EvStateChanged, MessageReceived, MessageSent,
+                                         Retransmitted, TransportEvent, TrimNack, WentBack)
 from host_agent.transport.evset import EvState
 from host_agent.transport.kinds import TRANSPORTS, register_transport
 from host_agent.transport.policies import Policies
 
-__all__ = ["Connection", "ConnectionId", "Endpoint", "EvBackup", "EvState", "EvStateChanged", "MessageReceived",
+__all__ = ["Connection", "ConnectionFailed", "ConnectionId", "Endpoint", "EvBackup", "EvState", "EvStateChanged", "MessageReceived",
            "MessageSent", "PathInfo", "Policies", "Retransmitted", "TRANSPORTS", "TransportConfig",
            "TransportEvent", "TrimNack", "WentBack", "register_transport"]

@@ -47,6 +47,9 @@ class BaselineSender:
         self.next_seq = 0                           # next seq to (re)transmit
         self.high_seq = 0                           # one past the highest seq ever sent
         self._backoff = 1
+        self._timeouts = 0                          # consecutive timeouts without progress
+        self._budget = config.retry_budget()
+        self.failed: E.ConnectionFailed | None = None    # set when the retries ran out
         self._deadline: float | None = None
         self._cause = E.CAUSE_TIMEOUT
         self._last_nack: tuple[int, float] | None = None
@@ -81,6 +84,8 @@ class BaselineSender:
 
     def next_wakeup(self) -> float | None:
         """The RTO deadline, or the pacing clock when a packet may go."""
+        if self.failed is not None:
+            return None
         times = [self._deadline] if self._deadline is not None else []
         if self._ready() and self._window_allows():
             times.append(self._ready_time())
@@ -94,10 +99,23 @@ class BaselineSender:
             self._deadline = None
             return
         self.stats["timeouts"] += 1
+        self._timeouts += 1
+        if self._budget.exhausted(self._timeouts):
+            self._fail(now)
+            return
         self._backoff = min(self._backoff * 2, 1 << 16)
         self._go_back(now, self.cum_acked, E.CAUSE_TIMEOUT)
         self.cc.on_trim_or_loss(now)
         self._deadline = now + self.rto
+
+    def _fail(self, now: float) -> None:
+        """No progress through every retry the budget allows (linear_cnt + exp_cnt go-backs; the
+        baseline's timeout doubles from the first): the connection fails."""
+        self.failed = E.ConnectionFailed(now, self.ident, to_wire(self.cum_acked, self.cfg.initial_psn),
+                                         self._timeouts - 1, self.rto)
+        self.stats["connections_failed"] += 1
+        self._deadline = None
+        self.emit(self.failed)
 
     def _go_back(self, now: float, seq: int, cause: str) -> None:
         self.emit(E.WentBack(now, self.ident, to_wire(seq, self.cfg.initial_psn), cause))
@@ -105,7 +123,9 @@ class BaselineSender:
         self._cause = cause
 
     def poll(self, now: float, out: list) -> None:
-        """Append the data packets the window and the pacing clock allow now."""
+        """Append the data packets the window and the pacing clock allow now (none once failed)."""
+        if self.failed is not None:
+            return
         cc = self.cc
         while self._ready() and now >= self._ready_time() and self._window_allows():
             if self.next_seq < self.high_seq:
@@ -162,6 +182,7 @@ class BaselineSender:
                 self.emit(E.MessageSent(now, self.ident, seg.msg.msg_id, seg.msg.length))
         self.next_seq = max(self.next_seq, self.cum_acked)
         self._backoff = 1
+        self._timeouts = 0
         self._deadline = now + self.rto if self.cum_acked < self.high_seq else None
         return acked
 

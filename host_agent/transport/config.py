@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from host_agent.transport.timers import QP_TIMEOUT_UNIT, RetryBudget, qp_timeout_seconds
+
 MODES = ("mrc", "roce")               # the built-in transports (host_agent.transport.kinds registers them)
 MAX_QPS = 64                          # queue pairs per peer at most (baseline)
 
@@ -56,9 +58,11 @@ class TransportConfig:
     max_message_bytes: int = 64 << 20  # largest message either end sends or accepts (receiver buffers it whole)
     initial_psn: int = 0              # first PSN of every connection (both ends agree)
     ooo_window: int = 64              # max PSNs in flight beyond the cumulative ack (<= 64: SACK bitmap)
-    rto_min: float = 2e-3
-    rto_max: float = 1.0
-    rto_linear_retries: int = 2       # retransmissions of one packet at the base RTO before doubling
+    # --- timers: MRC's QP timer model (host_agent.transport.timers, docs/transport.md "Timers") ---
+    qp_timeout: int = 11              # t: the QP timeout 1.024 us x 2^t (0..24; 11: 2.1 ms) floors the RTO
+    retry_linear_cnt: int = 2         # retries of one packet at the base timeout (0..7)
+    retry_exp_cnt: int = 25           # then retries that double the timeout (0..25; 25: without end)
+    rto_max: float = 1.0              # ceiling on any one timeout (seconds)
     rto_srtt_factor: float = 3.0      # the RTO is never below this many smoothed RTTs
     initial_rtt: float = 1e-3         # RTT estimate before the first sample
     # --- receiver ------------------------------------------------------------------
@@ -72,17 +76,23 @@ class TransportConfig:
     keepalive_misses: int = 2         # consecutive unanswered keepalive probes that retire a path
     keepalive_data_pkts: int = 16     # at most one keepalive per this many data packets received
     probe_reply_fanout: int = 2       # a probe is answered on up to this many distinct paths
-    # --- congestion control (NSCC-like, docs/transport.md) ----------------------------
-    cc: bool = True                   # False: fixed window = cwnd_max_pkts
+    # --- congestion control: UEC NSCC's parameters ("uet-1.0-nscc"; docs/transport.md) ---------
+    cc: bool = True                   # False: fixed window = max_cwnd
     init_cwnd_pkts: int = 16
     cwnd_min_pkts: float = 1.0
-    cwnd_max_pkts: int = 64
-    base_rtt: float = 0.0             # 0: the smallest RTT sample seen
-    target_qdelay_frac: float = 0.3   # target queueing delay, as a fraction of the base RTT (docs: why not 0.75)
-    pi_gain: float = 1.0              # proportional increase gain
-    fi_gain: float = 1.0              # fair increase: packets per RTT
-    md_gain: float = 1.0              # multiplicative decrease gain
-    md_max: float = 0.5               # largest single decrease (fraction of cwnd)
+    max_cwnd: int = 64                # largest window, in packets (of mtu_payload + headers)
+    base_rtt: float = 0.0             # seconds; 0: the smallest RTT sample of a data packet
+    target_delay: float = 0.0         # target queueing delay, seconds; 0: 0.3 x the base RTT (docs: why not 0.75)
+    eta: float = 1.0                  # proportional increase gain (queueing delay below the target)
+    fi: float = 1.0                   # fair increase: packets per RTT (delay at or above the target)
+    fi_scale: float = 1.0             # factor on fi
+    gamma: float = 1.0                # multiplicative decrease gain
+    max_md_jump: float = 0.5          # largest single decrease (fraction of cwnd)
+    disable_qa: bool = False          # True: no quick adapt
+    qa_threshold: float = 0.0         # seconds of queueing delay that also trigger quick adapt; 0: only trims and losses
+    qa_gate: int = 1                  # quick adapt shrinks the window to at least cwnd / 2^qa_gate
+    adjust_bytes_threshold: int = 0   # increases are applied once this many bytes were acknowledged ...
+    adjust_period_threshold: float = 0.0  # ... or this many seconds passed (0, 0: at every acknowledgement)
     pacing_gain: float = 1.25         # pace at this times cwnd / srtt
     pacing_burst_pkts: int = 1        # packets an idle sender may emit back to back
     pacing_max_lag: float = 1e-3      # sending time a sender held back only by pacing may catch up after a late poll
@@ -112,6 +122,15 @@ class TransportConfig:
                              f"({self.num_evs})")
         if self.keepalive_data_pkts < 0:
             raise ValueError(f"TransportConfig.keepalive_data_pkts: {self.keepalive_data_pkts} must be >= 0")
+        for name in ("target_delay", "qa_threshold", "adjust_period_threshold", "fi_scale"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"TransportConfig.{name}: {getattr(self, name)} must be >= 0")
+        if not 0 < self.max_md_jump <= 1:
+            raise ValueError(f"TransportConfig.max_md_jump: {self.max_md_jump} is outside (0, 1]")
+        if not isinstance(self.qa_gate, int) or not 0 <= self.qa_gate <= 16:
+            raise ValueError(f"TransportConfig.qa_gate: {self.qa_gate!r} is outside 0..16")
+        if self.adjust_bytes_threshold < 0:
+            raise ValueError(f"TransportConfig.adjust_bytes_threshold: {self.adjust_bytes_threshold} must be >= 0")
         if self.pacing_burst_pkts < 1:
             raise ValueError(f"TransportConfig.pacing_burst_pkts: {self.pacing_burst_pkts} must be >= 1")
         if self.pacing_max_lag < 0:
@@ -121,8 +140,23 @@ class TransportConfig:
         if self.qps > 1 and self.mode != "roce":
             raise ValueError(f"TransportConfig.qps: {self.qps} queue pairs is for mode 'roce' (MRC sprays "
                              f"one QP over every path)")
-        if self.rto_min <= 0 or self.rto_max < self.rto_min:
-            raise ValueError("TransportConfig.rto_min/rto_max: need 0 < rto_min <= rto_max")
+        try:
+            self.retry_budget()
+        except ValueError as bad:
+            raise ValueError(f"TransportConfig.{bad}") from None
+        if self.rto_max < self.base_timeout:
+            raise ValueError(f"TransportConfig.rto_max: {self.rto_max} is below the QP timeout "
+                             f"{self.base_timeout:.6g} s (qp_timeout {self.qp_timeout})")
+
+    @property
+    def base_timeout(self) -> float:
+        """The QP timeout in seconds (1.024 us x 2^qp_timeout): the floor of the RTO."""
+        return QP_TIMEOUT_UNIT * (1 << self.qp_timeout)
+
+    def retry_budget(self) -> RetryBudget:
+        """The linear-then-exponential retries of one packet (host_agent.transport.timers)."""
+        qp_timeout_seconds(self.qp_timeout)
+        return RetryBudget(self.retry_linear_cnt, self.retry_exp_cnt, self.rto_max)
 
     @property
     def ev_floor(self) -> int:

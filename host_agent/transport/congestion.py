@@ -1,21 +1,25 @@
-"""Window-based congestion control in the spirit of UEC NSCC, with pacing.
+"""Window-based congestion control: UEC NSCC ("uet-1.0-nscc") with its parameter names, and pacing.
 
 Each acknowledgement brings the bytes it newly acknowledges, whether the acknowledged packet
-was ECN-marked, and an RTT sample (from the echoed timestamp). With q = RTT - base RTT and the
-target queueing delay t = target_qdelay_frac x base RTT:
+was ECN-marked, and an RTT sample (from the echoed timestamp). With q = RTT - base_rtt and the
+target queueing delay t = target_delay (0: 0.3 x the base RTT):
 
-| ECN | q < t                        | q >= t                                   |
-|-----|------------------------------|------------------------------------------|
-| no  | proportional increase        | fair increase (about fi_gain MTU per RTT)|
-| yes | hold                         | multiplicative decrease (once per RTT)   |
+| ECN | q < t                        | q >= t                                          |
+|-----|------------------------------|-------------------------------------------------|
+| no  | proportional increase (eta)  | fair increase (about fi x fi_scale MTU per RTT) |
+| yes | hold                         | multiplicative decrease (gamma, at most max_md_jump; once per RTT) |
 
-Trims and timeouts trigger "quick adapt" (once per RTT): the window drops to what was actually
-acknowledged over the last RTT. The sender paces packets at pacing_gain x cwnd / srtt.
-docs/transport.md gives the formulas and parameters.
+Trims, timeouts and (with qa_threshold) a queueing delay above qa_threshold trigger "quick
+adapt" (once per RTT, unless disable_qa): the window drops to what was actually acknowledged
+over the last RTT, at most by a factor 2^qa_gate. Increases are applied at once, or gathered
+until adjust_bytes_threshold bytes or adjust_period_threshold seconds. The sender paces packets
+at pacing_gain x cwnd / srtt. docs/transport.md gives the formulas and the parameters' table.
 """
 from __future__ import annotations
 
 from host_agent.transport.config import TransportConfig
+
+TARGET_DELAY_BASE_FRACTION = 0.3   # target_delay = 0: this fraction of the base RTT (docs: why not 0.75)
 
 
 class RttEstimator:
@@ -63,9 +67,9 @@ class RttEstimator:
         return self.min_rtt if self.min_rtt != float("inf") else self._cfg.initial_rtt
 
     def _compute_rto(self) -> float:
-        """max(srtt + 4 rttvar, rto_srtt_factor x srtt) x rto_scale, clamped to [rto_min, rto_max]."""
+        """max(srtt + 4 rttvar, rto_srtt_factor x srtt) x rto_scale, clamped to [QP timeout, rto_max]."""
         base = max(self.srtt + 4 * self.rttvar, self._cfg.rto_srtt_factor * self.srtt)
-        return min(self._cfg.rto_max, max(self._cfg.rto_min, base * self.rto_scale))
+        return min(self._cfg.rto_max, max(self._cfg.base_timeout, base * self.rto_scale))
 
 
 class NsccWindow:
@@ -76,7 +80,7 @@ class NsccWindow:
         self._rtt = rtt
         self.mss = packet_bytes
         self.cwnd_min = config.cwnd_min_pkts * packet_bytes
-        self.cwnd_max = config.cwnd_max_pkts * packet_bytes
+        self.cwnd_max = config.max_cwnd * packet_bytes
         self.cwnd = float(min(self.cwnd_max, config.init_cwnd_pkts * packet_bytes)) if config.cc else self.cwnd_max
         self.next_send = 0.0
         self.backlogged = False        # the sender's last poll ended held back by the pacing clock alone
@@ -87,36 +91,62 @@ class NsccWindow:
         self._acked_last_rtt = None    # bytes acknowledged over the last full RTT window
         self.decreases = 0
         self.quick_adapts = 0
+        self._gathered = 0.0           # increase not yet applied (adjust_*_threshold)
+        self._gathered_bytes = 0
+        self._last_adjust = 0.0
 
     # --- signals ---------------------------------------------------------------------------
     def on_ack(self, now: float, acked_bytes: int, ecn: bool, rtt: float | None) -> None:
         """React to an acknowledgement of `acked_bytes` new bytes."""
         self._count_acked(now, acked_bytes)
-        if not self._cfg.cc:
+        cfg = self._cfg
+        if not cfg.cc:
             return
         base = self._rtt.base_rtt
-        target = self._cfg.target_qdelay_frac * base
+        target = cfg.target_delay or TARGET_DELAY_BASE_FRACTION * base
         qdelay = max(0.0, (rtt if rtt is not None else self._rtt.srtt) - base)
         if not ecn:
             if qdelay < target:
-                self.cwnd += self._cfg.pi_gain * acked_bytes * (target - qdelay) / target if target > 0 else 0
+                self._increase(now, cfg.eta * acked_bytes * (target - qdelay) / target if target > 0 else 0,
+                               acked_bytes)
             else:
-                self.cwnd += self._cfg.fi_gain * self.mss * acked_bytes / self.cwnd
+                self._increase(now, cfg.fi * cfg.fi_scale * self.mss * acked_bytes / self.cwnd, acked_bytes)
         elif qdelay >= target and now - self._last_md >= self._rtt.srtt:
-            cut = min(self._cfg.md_max, self._cfg.md_gain * (qdelay - target) / max(qdelay, 1e-12))
+            cut = min(cfg.max_md_jump, cfg.gamma * (qdelay - target) / max(qdelay, 1e-12))
             self.cwnd *= 1.0 - cut
             self._last_md = now
             self.decreases += 1
+            self._gathered = 0.0
+        if cfg.qa_threshold and qdelay > cfg.qa_threshold:
+            self.on_trim_or_loss(now)
         self._clamp()
 
+    def _increase(self, now: float, amount: float, acked_bytes: int) -> None:
+        """Add `amount` bytes to the window, at once or once the adjust thresholds are reached."""
+        cfg = self._cfg
+        if not cfg.adjust_bytes_threshold and not cfg.adjust_period_threshold:
+            self.cwnd += amount
+            return
+        self._gathered += amount
+        self._gathered_bytes += acked_bytes
+        if ((cfg.adjust_bytes_threshold and self._gathered_bytes >= cfg.adjust_bytes_threshold)
+                or (cfg.adjust_period_threshold and now - self._last_adjust >= cfg.adjust_period_threshold)):
+            self.cwnd += self._gathered
+            self._gathered = 0.0
+            self._gathered_bytes = 0
+            self._last_adjust = now
+
     def on_trim_or_loss(self, now: float) -> None:
-        """Quick adapt: shrink to what the path delivered over the last RTT (once per RTT)."""
-        if not self._cfg.cc or now - self._last_qa < self._rtt.srtt:
+        """Quick adapt: shrink to what the path delivered over the last RTT, by at most a factor
+        2^qa_gate (once per RTT; never with disable_qa)."""
+        cfg = self._cfg
+        if not cfg.cc or cfg.disable_qa or now - self._last_qa < self._rtt.srtt:
             return
         achieved = self._acked_last_rtt if self._acked_last_rtt is not None else self._acked_since
-        self.cwnd = min(self.cwnd, max(achieved, self.cwnd / 2))
+        self.cwnd = min(self.cwnd, max(achieved, self.cwnd / (1 << cfg.qa_gate)))
         self._last_qa = now
         self.quick_adapts += 1
+        self._gathered = 0.0
         self._clamp()
 
     def _count_acked(self, now: float, acked_bytes: int) -> None:

@@ -104,9 +104,18 @@ class Connection:
         self._emit(E.EvBackup(now, self.ident, new.value, old.value, new.plane, new.path_key))
 
     # --- driving ----------------------------------------------------------------------------------
+    @property
+    def failed(self) -> E.ConnectionFailed | None:
+        """The event that failed this connection (a packet ran out of retries), or None."""
+        return getattr(self.sender, "failed", None)
+
     def receive(self, now: float, nic: int, pkt) -> list:
-        """Take one packet addressed to this connection; return control packets to send at once."""
+        """Take one packet addressed to this connection; return control packets to send at once.
+        A failed connection takes nothing (counted as `rx_after_failure`)."""
         out: list = []
+        if self.failed is not None:
+            self.stats["rx_after_failure"] += 1
+            return out
         plane = self.nic_plane.get(nic)
         if isinstance(pkt, DataPacket):
             self.receiver.on_data(now, plane, pkt, out)
@@ -124,7 +133,9 @@ class Connection:
         return out
 
     def poll(self, now: float, out: list) -> None:
-        """Run due timers, then append what may be sent now."""
+        """Run due timers, then append what may be sent now (nothing once failed)."""
+        if self.failed is not None:
+            return
         self.sender.expire(now)
         start = len(out)
         self.receiver.poll(now, out)
@@ -138,6 +149,8 @@ class Connection:
 
     def next_wakeup(self) -> float | None:
         """The earliest deadline of this connection."""
+        if self.failed is not None:
+            return None
         best = self.sender.next_wakeup()
         for t in (self.receiver.next_wakeup(), self.prober.next_wakeup()):
             if t is not None and (best is None or t < best):
@@ -149,6 +162,8 @@ class Connection:
         d = {"name": self.name, "peer": self.peer, "mode": self.mode, "stats": dict(self.stats),
              "cwnd": self.cc.cwnd, "srtt": self.rtt.srtt, "rto": self.rtt.rto,
              "cum_acked": self.sender.cum_acked, "idle": self.sender.idle}
+        if self.failed is not None:
+            d["error"] = self.failed.error
         if self.mode == "mrc":
             d["ev_states"] = self.evset.counts()
         return d
@@ -225,6 +240,8 @@ class Endpoint:
         message id. A `MessageSent` event reports when every byte has been acknowledged."""
         if self.connections.get(conn.local_qp) is not conn:
             raise ValueError(f"{self.name}: {conn.name} is not a connection of this endpoint")
+        if conn.failed is not None:
+            raise ValueError(f"{self.name}: cannot send on {conn.name}: {conn.failed.error}")
         if len(data) > conn.config.max_message_bytes:
             raise ValueError(f"{self.name}: a message of {len(data)} bytes is above max_message_bytes "
                              f"{conn.config.max_message_bytes} of {conn.name}")

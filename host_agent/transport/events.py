@@ -23,6 +23,7 @@ GO_BACK = "go_back"
 TRIM_NACK = "trim_nack"
 EV_REPLACE = "ev_replace"
 PROBE_RESULT = "probe_result"
+CONN_FAILED = "conn_failed"
 
 # Retransmission causes.
 CAUSE_TRIM = "trim"            # trim NACK
@@ -187,6 +188,27 @@ class ProbeResult(TransportEvent):
                 "port": self.port, "rtt_ns": self.rtt_ns}
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionFailed(TransportEvent):
+    """The connection failed: PSN `psn` timed out again after its last retry (`retries` of them,
+    the last waiting `timeout` seconds). The connection sends and takes nothing more."""
+
+    kind: ClassVar[str] = CONN_FAILED
+    psn: int
+    retries: int
+    timeout: float
+
+    @property
+    def error(self) -> str:
+        """The failure in words, naming the connection."""
+        return (f"connection {self.conn.name} failed: PSN {self.psn} unacknowledged after {self.retries} "
+                f"retries (retry limit reached; last timeout {self.timeout * 1e3:.3g} ms)")
+
+    def as_record(self) -> dict:
+        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "psn": self.psn, "retries": self.retries,
+                "timeout": self.timeout, "error": self.error}
+
+
 EVENT_CLASSES = (EvStateChanged, EvBackup, Retransmitted, MessageSent, MessageReceived, WentBack, TrimNack,
-                 EvReplaced, ProbeResult)
+                 EvReplaced, ProbeResult, ConnectionFailed)
 """Every event class, one per kind."""

@@ -29,6 +29,7 @@ class SenderPart(Protocol):
     """What a connection asks of its sender."""
 
     cum_acked: int
+    failed: object            # None, or the ConnectionFailed event once a packet ran out of retries
 
     @property
     def idle(self) -> bool: ...

@@ -14,7 +14,7 @@ from host_agent.transport.psn import from_wire, to_wire
 
 BITMAP_BITS = 64
 BITMAP_MASK = (1 << BITMAP_BITS) - 1
-ACK_WAIT_RTO_FRACTION = 0.5       # a coalesced SACK never waits longer than this fraction of rto_min
+ACK_WAIT_RTO_FRACTION = 0.5       # a coalesced SACK never waits longer than this fraction of the QP timeout
 GAP_GAIN = 0.125                  # weight of a new sample in the smoothed gap between data packets
 
 
@@ -51,14 +51,14 @@ class MrcReceiver:
         self._last_ce = False
         self._last_plane: int | None = None
         self.last_data_at = -1.0
-        self.gap = 0.0                    # smoothed time between data packets (each sample at most rto_min)
+        self.gap = 0.0                    # smoothed time between data packets (each sample at most the QP timeout)
 
     # --- data ---------------------------------------------------------------------------------
     def on_data(self, now: float, plane: int, pkt: DataPacket, out: list) -> None:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
         stats = self.stats
         if self.last_data_at >= 0:
-            sample = min(now - self.last_data_at, self.cfg.rto_min)
+            sample = min(now - self.last_data_at, self.cfg.base_timeout)
             self.gap += GAP_GAIN * (sample - self.gap)
         self.last_data_at = now
         seq = from_wire(pkt.psn, self.cfg.initial_psn, self.expected)
@@ -97,9 +97,9 @@ class MrcReceiver:
 
     def ack_wait(self) -> float:
         """How long a coalesced SACK may wait: `ack_delay`, or, when data arrives more slowly, the
-        time `ack_coalesce` packets take at the observed rate, capped at half of `rto_min` (so
+        time `ack_coalesce` packets take at the observed rate, capped at half of the QP timeout (so
         that the wait alone never times a packet out at the sender, whose RTO is at least that)."""
-        stretch = min(self.cfg.ack_coalesce * self.gap, ACK_WAIT_RTO_FRACTION * self.cfg.rto_min)
+        stretch = min(self.cfg.ack_coalesce * self.gap, ACK_WAIT_RTO_FRACTION * self.cfg.base_timeout)
         return stretch if stretch > self.cfg.ack_delay else self.cfg.ack_delay
 
     def _remember(self, pkt: DataPacket, ce: bool, plane: int) -> None:

@@ -61,6 +61,8 @@ class MrcSender:
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
         self._trim_at = 0.0                              # when the latest trim retransmission was queued
+        self._budget = config.retry_budget()             # MRC's linear-then-exponential retries
+        self.failed: E.ConnectionFailed | None = None    # set when a packet ran out of retries
 
     # --- application side ------------------------------------------------------------------
     def send_message(self, data) -> int:
@@ -79,6 +81,8 @@ class MrcSender:
     # --- timers ---------------------------------------------------------------------------------
     def next_wakeup(self) -> float | None:
         """Earliest per-packet deadline, or the pacing clock when a packet is ready to go."""
+        if self.failed is not None:
+            return None
         self._drop_stale_timers()
         t = self._timers[0][0] if self._timers else None
         nxt = self._next_packet(None)
@@ -96,8 +100,8 @@ class MrcSender:
             heapq.heappop(self._timers)
 
     def _timeout_for(self, seg: Segment) -> float:
-        backoff = seg.timeouts - self.cfg.rto_linear_retries
-        return min(self.cfg.rto_max, self.rtt.rto * (2 ** backoff if backoff > 0 else 1))
+        """The wait of the next transmission of `seg`: the RTO, doubled per retry past the linear ones."""
+        return self._budget.timeout(self.rtt.rto, seg.timeouts)
 
     def expire(self, now: float) -> None:
         """Handle every per-packet timeout due by `now`: queue a retransmission, and let the path
@@ -113,12 +117,28 @@ class MrcSender:
                 return
             _, seq, _ = heapq.heappop(self._timers)
             self._timed_out(self.segments[seq], now)
+            if self.failed is not None:
+                return
+
+    def _fail(self, seg: Segment, now: float) -> None:
+        """The retry budget of `seg` is spent: the connection fails, dropping everything queued."""
+        last = self._budget.timeout(self.rtt.rto, seg.timeouts - 1)
+        self.failed = E.ConnectionFailed(now, self.ident, (self.cfg.initial_psn + seg.seq) & PSN_MASK,
+                                         seg.timeouts - 1, last)
+        self.stats["connections_failed"] += 1
+        self._timers.clear()
+        self._retx.clear()
+        self._retx_cause.clear()
+        self.emit(self.failed)
 
     def _timed_out(self, seg: Segment, now: float) -> None:
         seg.in_flight = False
         self.inflight_bytes -= seg.wire
         seg.timeouts += 1
         self.stats["timeouts"] += 1
+        if self._budget.exhausted(seg.timeouts):
+            self._fail(seg, now)
+            return
         ev = seg.ev
         self.evset.note_drop(ev)
         if self.evset.get(ev.value) is ev and ev.usable:
@@ -203,7 +223,9 @@ class MrcSender:
         return seg, cause, ready
 
     def poll(self, now: float, out: list) -> None:
-        """Append the data packets the window and the pacing clock allow now."""
+        """Append the data packets the window and the pacing clock allow now (none once failed)."""
+        if self.failed is not None:
+            return
         cc = self.cc
         nic = self.nic
         nics = self.num_nics
@@ -244,7 +266,7 @@ class MrcSender:
         seg.trimmed = False
         seg.transmissions += 1
         self.inflight_bytes += seg.wire
-        timeout = self.rtt.rto if seg.timeouts <= self.cfg.rto_linear_retries else self._timeout_for(seg)
+        timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
         heapq.heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
         stats = self.stats
         stats["data_sent"] += 1

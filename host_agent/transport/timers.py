@@ -1,0 +1,71 @@
+"""MRC's QP timer model: the timeout exponent t and the linear-then-exponential retry budget.
+
+The OCP MRC 1.0 API sets a queue pair's ACK timeout as 1.024 us x 2^t (t <= 24, about 17 s),
+`retry.linear_cnt` (<= 7) retries at that timeout, then `retry.exp_cnt` (<= 25) retries whose
+timeout doubles each time; `exp_cnt` = 25 means without end. Past the last retry the
+connection fails. Here the timeout of a packet's first transmission is the transport's adaptive
+RTO, which the QP timeout floors (docs/transport.md, "Timers").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+QP_TIMEOUT_UNIT = 1.024e-6        # seconds: the QP timeout is this x 2^t
+MAX_QP_TIMEOUT = 24               # largest t (1.024 us x 2^24 = 17.18 s)
+MAX_LINEAR_RETRIES = 7
+MAX_EXP_RETRIES = 25
+EXP_RETRIES_WITHOUT_END = 25      # retry.exp_cnt = 25: doubling retries never run out
+
+
+def qp_timeout_seconds(t: int) -> float:
+    """The QP timeout of exponent `t`: 1.024 us x 2^t, in seconds."""
+    if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= MAX_QP_TIMEOUT:
+        raise ValueError(f"qp_timeout: {t!r} is outside 0..{MAX_QP_TIMEOUT}")
+    return QP_TIMEOUT_UNIT * (1 << t)
+
+
+@dataclass(frozen=True)
+class RetryBudget:
+    """How long each transmission of a packet waits, and when the retries run out.
+
+    `timeouts` counts the times the packet has timed out already (0 for its first transmission).
+    Transmissions 0..linear_cnt wait the base timeout; retry linear_cnt + k waits base x 2^k
+    (at most `ceiling`); after retry linear_cnt + exp_cnt has timed out the budget is spent,
+    unless exp_cnt is EXP_RETRIES_WITHOUT_END."""
+
+    linear_cnt: int
+    exp_cnt: int
+    ceiling: float = float("inf")
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.linear_cnt <= MAX_LINEAR_RETRIES:
+            raise ValueError(f"retry_linear_cnt: {self.linear_cnt} is outside 0..{MAX_LINEAR_RETRIES}")
+        if not 0 <= self.exp_cnt <= MAX_EXP_RETRIES:
+            raise ValueError(f"retry_exp_cnt: {self.exp_cnt} is outside 0..{MAX_EXP_RETRIES}")
+
+    @property
+    def without_end(self) -> bool:
+        """True when the retries never run out (exp_cnt = 25)."""
+        return self.exp_cnt == EXP_RETRIES_WITHOUT_END
+
+    @property
+    def retries(self) -> int | None:
+        """Retransmissions after timeouts a packet may have, or None (without end)."""
+        return None if self.without_end else self.linear_cnt + self.exp_cnt
+
+    def exhausted(self, timeouts: int) -> bool:
+        """True when a packet that has timed out `timeouts` times may not be sent again."""
+        return not self.without_end and timeouts > self.linear_cnt + self.exp_cnt
+
+    def timeout(self, base: float, timeouts: int) -> float:
+        """The wait of the transmission that follows `timeouts` timeouts, for base timeout `base`."""
+        doublings = timeouts - self.linear_cnt
+        if doublings <= 0:
+            return base
+        return min(self.ceiling, base * (1 << min(doublings, 62)))
+
+    def sequence(self, base: float, limit: int = 64) -> list[float]:
+        """The waits of a packet's transmissions that all time out (first transmission first), up
+        to the last retry or `limit` entries."""
+        count = limit if self.without_end else min(limit, self.linear_cnt + self.exp_cnt + 1)
+        return [self.timeout(base, k) for k in range(count)]
