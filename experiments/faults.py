@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+from experiments.backends.netsim_traffic import Traffic, build_fabric, cable_delay, transport_config
 from experiments.record import CaseRecord, FaultEvent
 from experiments.scenario import Case, FaultSpec
 from netsim import Network, SimSwitch, Simulator
@@ -220,7 +220,7 @@ def busiest_targets(case: Case, topo: Topology, choose: Callable = ecmp_member) 
     cases use the same targets, so every transport meets the same fault.
     """
     baseline = dataclasses.replace(case, transport=dataclasses.replace(case.transport, mode="roce", params={}))
-    fab = build_fabric(topo, Simulator(case.scenario.seed))
+    fab = build_fabric(topo, Simulator(case.scenario.seed), delay=cable_delay(case))
     traffic = Traffic(fab, baseline, transport_config(baseline, topo))
     links: Counter = Counter()
     switches: Counter = Counter()

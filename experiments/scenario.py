@@ -13,6 +13,8 @@ runs every variant with every transport: one *case* each.
     sample_interval_s: 0.005             # goodput sampling period
     topology: leafspine:2x2x2            # any `--topo` spec (topologies.topology_from_spec)
     link: {rate_bps: 20000000, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4}
+    # data-center keys (netsim): cable delay in seconds and payload bytes per data packet
+    #   link: {rate_bps: 100000000000, delay_s: 1.0e-6, mtu_payload: 4096}
     workload: {kind: allreduce, bytes: 1048576, chunk_bytes: 65536}
     faults:
       - {kind: link_kill, link: auto, at: 30%}
@@ -41,7 +43,9 @@ from host_agent.transport.config import MODES, TransportConfig
 
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
 FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss")
-LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold")
+LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold")   # fields of every topology link
+CABLE_KEYS = ("delay_s", "mtu_payload")   # of the fabric as a whole: cable delay (s), payload bytes per packet
+MAX_DELAY_S = 1.0
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
@@ -123,9 +127,25 @@ class Variant:
 
     label: str
     topology: str
-    link: dict
+    link: dict                       # LINK_KEYS (applied to every topology link) and CABLE_KEYS
     workload: WorkloadSpec
     faults: tuple
+
+    @property
+    def link_fields(self) -> dict:
+        """The link keys that are fields of every topology link (rate, queue, thresholds)."""
+        return {k: v for k, v in self.link.items() if k in LINK_KEYS}
+
+    @property
+    def delay_s(self) -> Optional[float]:
+        """The cable delay the scenario asks for (None: the backend's own)."""
+        value = self.link.get("delay_s")
+        return None if value is None else float(value)
+
+    @property
+    def mtu_payload(self) -> Optional[int]:
+        """Payload bytes per data packet the scenario asks for (None: the transport's default)."""
+        return self.link.get("mtu_payload")
 
 
 @dataclass(frozen=True)
@@ -267,9 +287,14 @@ def _variant(c: "_Checker", merged: dict, raw: dict, where: str, index: int) -> 
         topology_from_spec(topology)
     except (TopologySpecError, ValueError, OSError) as error:
         c.fail(at("topology"), str(error))
-    link = c.mapping(merged.get("link") or {}, at("link"), set(LINK_KEYS))
+    link = c.mapping(merged.get("link") or {}, at("link"), set(LINK_KEYS) | set(CABLE_KEYS))
     for key, value in link.items():
-        c.integer(value, f"{at('link')}.{key}", minimum=0 if key == "ecn_threshold" else 1)
+        if key == "delay_s":
+            delay = c.number(value, f"{at('link')}.{key}", minimum=0.0)
+            if delay > MAX_DELAY_S:
+                c.fail(f"{at('link')}.{key}", f"{delay} s is above {MAX_DELAY_S} s: a cable, not a satellite")
+        else:
+            c.integer(value, f"{at('link')}.{key}", minimum=0 if key == "ecn_threshold" else 1)
     workload = _workload(c, merged.get("workload"), at("workload"))
     faults = tuple(_fault(c, f, f"{at('faults')}[{i}]")
                    for i, f in enumerate(c.sequence(merged.get("faults") or [], at("faults"))))

@@ -106,6 +106,7 @@ class MininetBackend:
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         from testbed.agents import AgentLauncher
         from testbed.network import TestbedNetwork
+        budget.check_mininet(case)
         topo, notes = budget.target_topology(case, self.target)
         for note in notes:
             log.warning("%s: %s", case.label, note)

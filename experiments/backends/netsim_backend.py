@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 from controller.routes import rerouted_programs
 from experiments import faults as F
-from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+from experiments.backends.netsim_traffic import Traffic, build_fabric, cable_delay, transport_config
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
 from experiments.workloads import variant_topology
@@ -79,7 +79,7 @@ class NetsimBackend:
         scenario, variant, transport = case.scenario, case.variant, case.transport
         topo = variant_topology(variant)
         sim = Simulator(scenario.seed)
-        fab = build_fabric(topo, sim, trimming=transport.trimming)
+        fab = build_fabric(topo, sim, trimming=transport.trimming, delay=cable_delay(case))
         traffic = Traffic(fab, case, transport_config(case, topo))
         record = CaseRecord(scenario.name, variant.label, transport.name, transport.mode, self.name, scenario.seed,
                             topo.name, len(topo.hosts), variant.workload.kind, horizon=scenario.horizon_s,

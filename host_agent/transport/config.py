@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 MODES = ("mrc", "roce")               # the built-in transports (host_agent.transport.kinds registers them)
 MAX_QPS = 64                          # queue pairs per peer at most (baseline)
+MPR_PSNS = 128                        # an out-of-order window past one SACK bitmap comes in units of this (`mpr`)
+MAX_MPR = 1024                        # at most this many units (131072 PSNs, well inside half the 24-bit space)
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,8 @@ class TransportConfig:
     mtu_payload: int = 1024           # payload bytes per data packet
     max_message_bytes: int = 64 << 20  # largest message either end sends or accepts (receiver buffers it whole)
     initial_psn: int = 0              # first PSN of every connection (both ends agree)
-    ooo_window: int = 64              # max PSNs in flight beyond the cumulative ack (<= 64: SACK bitmap)
+    ooo_window: int = 64              # max PSNs in flight beyond the cumulative ack: <= 64 (one SACK bitmap),
+                                      # or a multiple of 128 (the API's `mpr` units; SACKs carry a base offset)
     rto_min: float = 2e-3
     rto_max: float = 1.0
     rto_linear_retries: int = 2       # retransmissions of one packet at the base RTO before doubling
@@ -97,8 +100,10 @@ class TransportConfig:
             raise ValueError(f"TransportConfig.mode: {self.mode!r} is not one of {tuple(TRANSPORTS)}")
         if not 16 <= self.num_evs <= 256:
             raise ValueError(f"TransportConfig.num_evs: {self.num_evs} is outside 16..256")
-        if not 1 <= self.ooo_window <= 64:
-            raise ValueError(f"TransportConfig.ooo_window: {self.ooo_window} is outside 1..64")
+        if not (1 <= self.ooo_window <= 64 or (self.ooo_window % MPR_PSNS == 0
+                                                and self.ooo_window <= MAX_MPR * MPR_PSNS)):
+            raise ValueError(f"TransportConfig.ooo_window: {self.ooo_window} is neither in 1..64 nor a multiple "
+                             f"of {MPR_PSNS} up to {MAX_MPR * MPR_PSNS}")
         if self.mtu_payload <= 0:
             raise ValueError(f"TransportConfig.mtu_payload: {self.mtu_payload} must be positive")
         if self.max_message_bytes <= 0:
@@ -120,3 +125,8 @@ class TransportConfig:
                              f"one QP over every path)")
         if self.rto_min <= 0 or self.rto_max < self.rto_min:
             raise ValueError("TransportConfig.rto_min/rto_max: need 0 < rto_min <= rto_max")
+
+    @property
+    def mpr(self) -> int:
+        """The out-of-order window in units of MPR_PSNS PSNs, as the API's `mpr` (rounded up)."""
+        return -(-self.ooo_window // MPR_PSNS)

@@ -29,7 +29,7 @@ class MrcSender:
 
     Sequence numbers are unbounded integers (`seq`); the wire carries them as 24-bit PSNs.
     Invariants: every seq below `cum_acked` is acknowledged; no seq at or beyond
-    `cum_acked + ooo_window` is ever sent (the receiver's SACK bitmap could not express it).
+    `cum_acked + ooo_window` is ever sent (the receiver would refuse it as out of window).
     """
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
