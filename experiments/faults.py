@@ -12,6 +12,8 @@ the fault's start; the backend schedules them, at a time or at a share of the wo
 - switch_blackhole: every port of the switch drops everything (fault table), links stay up.
 - switch_kill: the switch process stops (netsim: the switch stops and its links go down).
 - gray_loss: both ends of the link drop each packet with probability `loss` (fault table).
+- switch_slow: every link of the switch (both directions) runs at `share` of its rate: a gray
+  switch, up and forwarding, but slow (netsim).
 """
 from __future__ import annotations
 
@@ -47,6 +49,9 @@ class FaultTarget(Protocol):
 
     def set_switch_alive(self, switch: str, alive: bool) -> None:
         """Kill (False) or restart (True) a switch."""
+
+    def set_switch_rate(self, switch: str, share: float) -> None:
+        """Run every link of `switch`, both directions, at `share` of its rate (1.0: restored)."""
 
 
 @dataclass(frozen=True)
@@ -174,8 +179,17 @@ def _gray(fault, link, _switch, _horizon):
     return actions
 
 
+def _switch_slow(fault, _link, switch, _horizon):
+    actions = [FaultAction(0.0, f"links at {fault.share:.0%} rate", switch,
+                           lambda t: t.set_switch_rate(switch, fault.share), True)]
+    if fault.repair_after_s is not None:
+        actions.append(FaultAction(fault.repair_after_s, "links at full rate", switch,
+                                   lambda t: t.set_switch_rate(switch, 1.0), False))
+    return actions
+
+
 _PLANNERS = {"link_kill": _link_kill, "link_flap": _link_flap, "switch_blackhole": _blackhole,
-             "switch_kill": _switch_kill, "gray_loss": _gray}
+             "switch_kill": _switch_kill, "gray_loss": _gray, "switch_slow": _switch_slow}
 
 
 def needs_link(fault: FaultSpec) -> bool:

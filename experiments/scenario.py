@@ -42,7 +42,7 @@ import yaml
 from host_agent.transport.config import MODES, TransportConfig
 
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
-FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss")
+FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_slow")
 LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold")   # fields of every topology link
 CABLE_KEYS = ("delay_s", "mtu_payload")   # of the fabric as a whole: cable delay (s), payload bytes per packet
 MAX_DELAY_S = 1.0
@@ -88,12 +88,14 @@ class FaultSpec:
     flaps: int = 0                   # link_flap: state changes (0: until the run ends)
     loss: float = 0.01               # gray_loss: drop probability per packet
     repair_after_s: Optional[float] = None   # link_kill / switch_*: restore after this long
+    share: float = 0.25              # switch_slow: every link of the switch runs at this share of its rate
 
     @property
     def label(self) -> str:
         target = self.switch if self.kind.startswith("switch") else (
             self.link if isinstance(self.link, str) else "-".join(self.link))
-        extra = {"gray_loss": f" {self.loss:.0%} loss", "link_flap": f" every {self.period_s * 1e3:g} ms"}
+        extra = {"gray_loss": f" {self.loss:.0%} loss", "link_flap": f" every {self.period_s * 1e3:g} ms",
+                 "switch_slow": f" at {self.share:.0%} rate"}
         return f"{self.kind.replace('_', ' ')} ({target}){extra.get(self.kind, '')} at {self.at}"
 
 
@@ -317,7 +319,7 @@ def _workload(c: "_Checker", raw: Any, where: str) -> WorkloadSpec:
     return WorkloadSpec(kind, nbytes, chunk, dtype, senders, victim, receiver)
 
 
-FAULT_KEYS = {"kind", "at", "link", "switch", "period_s", "flaps", "loss", "repair_after_s"}
+FAULT_KEYS = {"kind", "at", "link", "switch", "period_s", "flaps", "loss", "repair_after_s", "share"}
 
 
 def _fault(c: "_Checker", raw: Any, where: str) -> FaultSpec:
@@ -348,7 +350,14 @@ def _fault(c: "_Checker", raw: Any, where: str) -> FaultSpec:
     repair = raw.get("repair_after_s")
     if repair is not None:
         repair = c.number(repair, f"{where}.repair_after_s", positive=True)
-    return FaultSpec(kind, when, link, switch, period, flaps, loss, repair)
+    share = 0.25
+    if "share" in raw:
+        if kind != "switch_slow":
+            c.fail(f"{where}.share", f"only a switch_slow fault has a rate share (this is {kind})")
+        share = c.number(raw["share"], f"{where}.share", positive=True)
+        if share > 1:
+            c.fail(f"{where}.share", f"{share} is a share of the link rate: it must lie in 0..1")
+    return FaultSpec(kind, when, link, switch, period, flaps, loss, repair, share)
 
 
 def _when(c: "_Checker", value: Any, where: str) -> When:

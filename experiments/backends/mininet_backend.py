@@ -64,6 +64,9 @@ class LiveTarget:
             raise RuntimeError("restarting a killed switch is not supported on the mininet backend")
         self.net.kill_switch(switch)
 
+    def set_switch_rate(self, switch: str, share: float) -> None:
+        raise RuntimeError("slowing a switch's links (switch_slow) is not supported on the mininet backend")
+
 
 class FaultTimers:
     """Fault actions run by timers in real time, each recorded as it happens (a failure as a note)."""

@@ -44,6 +44,7 @@ class NetsimTarget:
     def __init__(self, fab: Network, control: Optional[ControlPlane]) -> None:
         self.fab = fab
         self.control = control
+        self._full_rate: dict = {}          # SimLink -> its rate before any switch_slow fault
 
     def set_link(self, a: str, b: str, up: bool) -> None:
         cable = self.fab.cable(a, b)
@@ -68,6 +69,14 @@ class NetsimTarget:
             cable.set_up(alive)
         if self.control:
             self.control.notify()
+
+    def set_switch_rate(self, switch: str, share: float) -> None:
+        if switch not in self.fab.switches:
+            raise KeyError(f"{switch} is not a switch")
+        for cable in self.fab.cables_of(switch):
+            for link in (cable.ab, cable.ba):
+                full = self._full_rate.setdefault(link, link.rate_bps)
+                link.rate_bps = full * share
 
 
 class NetsimBackend:

@@ -70,6 +70,7 @@ class Traffic:
         self.corrupted = 0
         self.messengers: dict[str, EndpointMessenger] = {}
         self.kept_events: dict[str, list[dict]] = {h: [] for h in self.hosts}   # EV records not yet taken
+        self.started = False
         if self.workload.kind in COLLECTIVES:
             self._setup_collective()
         else:
@@ -171,6 +172,7 @@ class Traffic:
     def start(self) -> None:
         """Start the workload now."""
         now = self.sim.now
+        self.started = True
         if self.collectives:
             for coll in self.collectives.values():
                 coll.start(now)
@@ -190,7 +192,10 @@ class Traffic:
             self.fab.hosts[host].service()
 
     def done(self) -> bool:
-        """True when the workload has finished everywhere."""
+        """True when the workload has started and finished everywhere (a fault due at time 0 runs
+        before the start: nothing is queued yet, which is not done)."""
+        if not self.started:
+            return False
         if self.collectives:
             return all(c.done for c in self.collectives.values())
         return not self._expected
