@@ -11,6 +11,8 @@ import dataclasses
 from collections import Counter
 
 from experiments.scenario import Case
+from host_agent.transport import sizing
+from host_agent.transport.config import TransportConfig
 from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows, variant_topology
 from topologies.model import DEFAULT_RATE_BPS, Topology
 
@@ -27,11 +29,61 @@ PACKET_PAYLOAD = 1024           # bytes of data per MRC packet (its MTU payload)
 AGENT_SAMPLE_MIN_S = 0.005      # agents on Mininet record goodput at most this often
 
 
+MININET_FRAME_MAX = 1500 + 14   # bytes of an Ethernet frame a veth carries (MTU 1500)
+
+
 def transport_params(case: Case, topo: Topology, **extra) -> dict:
-    """The transport configuration fields of a case's hosts: the hosts' line rate, the seed, what
-    the backend adds (`extra`), then the scenario's own overrides."""
-    return {"line_rate_bps": float(topo.host_rate_bps()), "seed": case.scenario.seed, **extra,
+    """The transport configuration fields of a case's hosts: the hosts' line rate, the seed, the
+    scenario's payload size (`link.mtu_payload`), what the backend adds (`extra`), then the
+    scenario's own overrides."""
+    mtu = case.variant.mtu_payload
+    sized = {} if mtu is None else {"mtu_payload": mtu}
+    return {"line_rate_bps": float(topo.host_rate_bps()), "seed": case.scenario.seed, **sized, **extra,
             **case.transport.params}
+
+
+def path_hops(topo: Topology) -> int:
+    """Links a packet crosses from host to host on the longest shortest path: up every tier and down."""
+    return 2 * max(1, len(topo.tiers()))
+
+
+def network_base_rtt(case: Case, topo: Topology, delay_s: float) -> float:
+    """The base RTT of the case's fabric: a full data packet up and down every tier, `delay_s` per
+    cable, at the hosts' line rate, and its acknowledgement back."""
+    from wire.packets import CONTROL_BASE, CONTROL_HEADER_LEN, Sack
+    mtu = case.transport.params.get("mtu_payload") or case.variant.mtu_payload or TransportConfig.mtu_payload
+    return sizing.base_rtt(path_hops(topo), delay_s, float(topo.host_rate_bps()), mtu,
+                           CONTROL_BASE + CONTROL_HEADER_LEN[Sack])
+
+
+def network_params(case: Case, topo: Topology, delay_s: float | None) -> dict:
+    """Transport fields that follow the fabric's base RTT and BDP (`host_agent.transport.sizing`)
+    when the scenario sets its cable delay (`link.delay_s`, the data-center form); nothing
+    otherwise (the transport's defaults, tuned for the existing scenarios, stay). The scenario's
+    transport `params` still override each of them."""
+    if case.variant.delay_s is None or delay_s is None:
+        return {}
+    mtu = case.transport.params.get("mtu_payload") or case.variant.mtu_payload or TransportConfig.mtu_payload
+    return sizing.for_network(float(topo.host_rate_bps()), network_base_rtt(case, topo, delay_s), mtu)
+
+
+def check_mininet(case: Case) -> None:
+    """Raise ScenarioError naming the first scenario key of `case` the Mininet backend cannot honour."""
+    from experiments.scenario import ScenarioError
+    from wire.packets import DATA_OVERHEAD
+    path = case.scenario.path
+    if case.variant.delay_s is not None:
+        raise ScenarioError(path, "link.delay_s", f"{case.variant.delay_s:g} s: Mininet's links are veth pairs "
+                            f"whose delay is the machine's, not set per cable; run it with the netsim backend")
+    for i, fault in enumerate(case.variant.faults):
+        if fault.kind == "switch_slow":
+            raise ScenarioError(path, f"faults[{i}].kind", "switch_slow (a gray switch) runs on the netsim backend "
+                                f"only: the Mininet switches' queue rates are not changed at run time")
+    mtu = case.transport.params.get("mtu_payload") or case.variant.mtu_payload
+    if mtu is not None and mtu + DATA_OVERHEAD > MININET_FRAME_MAX:
+        raise ScenarioError(path, "link.mtu_payload", f"{mtu} bytes make data frames of {mtu + DATA_OVERHEAD} "
+                            f"bytes, above the veth MTU ({MININET_FRAME_MAX}-byte frames): at most "
+                            f"{MININET_FRAME_MAX - DATA_OVERHEAD} on Mininet")
 
 
 def nic_backlog(topo: Topology) -> int:

@@ -19,6 +19,8 @@ the fault's start; the backend schedules them, at a time or at a share of the wo
   the agents' control sockets.)
 - random_loss: every switch port facing a host drops each packet with probability `loss` (fault
   table), so every packet, data or acknowledgement, meets that loss once on its last hop.
+- switch_slow: every link of the switch (both directions) runs at `share` of its rate: a gray
+  switch, up and forwarding, but slow (netsim).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+from experiments.backends.netsim_traffic import Traffic, build_fabric, cable_delay, transport_config
 from host_agent.transport.evset import EvState, FloorError
 from experiments.record import CaseRecord, FaultEvent
 from experiments.scenario import Case, FaultSpec
@@ -58,6 +60,9 @@ class FaultTarget(Protocol):
 
     def set_evs_denied(self, switch: str, denied: bool) -> None:
         """Deny (True) or allow again (False), on every host, the EVs whose path crosses `switch`."""
+
+    def set_switch_rate(self, switch: str, share: float) -> None:
+        """Run every link of `switch`, both directions, at `share` of its rate (1.0: restored)."""
 
 
 @dataclass(frozen=True)
@@ -218,8 +223,18 @@ def _random_loss(fault, hops: list[tuple[str, str]]) -> list[FaultAction]:
     return actions
 
 
+def _switch_slow(fault, _link, switch, _horizon):
+    actions = [FaultAction(0.0, f"links at {fault.share:.0%} rate", switch,
+                           lambda t: t.set_switch_rate(switch, fault.share), True)]
+    if fault.repair_after_s is not None:
+        actions.append(FaultAction(fault.repair_after_s, "links at full rate", switch,
+                                   lambda t: t.set_switch_rate(switch, 1.0), False))
+    return actions
+
+
 _PLANNERS = {"link_kill": _link_kill, "link_flap": _link_flap, "switch_blackhole": _blackhole,
-             "switch_kill": _switch_kill, "gray_loss": _gray, "switch_ev_deny": _ev_deny}
+             "switch_kill": _switch_kill, "gray_loss": _gray, "switch_ev_deny": _ev_deny,
+             "switch_slow": _switch_slow}
 
 
 def needs_link(fault: FaultSpec) -> bool:
@@ -288,7 +303,7 @@ def busiest_targets(case: Case, topo: Topology, choose: Callable = ecmp_member) 
     cases use the same targets, so every transport meets the same fault.
     """
     baseline = dataclasses.replace(case, transport=dataclasses.replace(case.transport, mode="roce", params={}))
-    fab = build_fabric(topo, Simulator(case.scenario.seed))
+    fab = build_fabric(topo, Simulator(case.scenario.seed), delay=cable_delay(case))
     traffic = Traffic(fab, baseline, transport_config(baseline, topo))
     links: Counter = Counter()
     switches: Counter = Counter()

@@ -13,6 +13,8 @@ runs every variant with every transport: one *case* each.
     sample_interval_s: 0.005             # goodput sampling period
     topology: leafspine:2x2x2            # any `--topo` spec (topologies.topology_from_spec)
     link: {rate_bps: 20000000, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4}
+    # data-center keys (netsim): cable delay in seconds and payload bytes per data packet
+    #   link: {rate_bps: 100000000000, delay_s: 1.0e-6, mtu_payload: 4096}
     workload: {kind: allreduce, bytes: 1048576, chunk_bytes: 65536}
     faults:
       - {kind: link_kill, link: auto, at: 30%}
@@ -41,8 +43,10 @@ from host_agent.transport.config import MODES, TransportConfig
 
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
 FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_ev_deny",
-               "random_loss")
-LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold")
+               "random_loss", "switch_slow")
+LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold")   # fields of every topology link
+CABLE_KEYS = ("delay_s", "mtu_payload")   # of the fabric as a whole: cable delay (s), payload bytes per packet
+MAX_DELAY_S = 1.0
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
@@ -85,12 +89,14 @@ class FaultSpec:
     flaps: int = 0                   # link_flap: state changes (0: until the run ends)
     loss: float = 0.01               # gray_loss, random_loss: drop probability per packet
     repair_after_s: Optional[float] = None   # link_kill / switch_*: restore after this long
+    share: float = 0.25              # switch_slow: every link of the switch runs at this share of its rate
 
     @property
     def label(self) -> str:
         target = self.switch if self.kind.startswith("switch") else (
             self.link if isinstance(self.link, str) else "-".join(self.link))
-        extra = {"gray_loss": f" {self.loss:.0%} loss", "random_loss": f" {self.loss:.2%} loss", "link_flap": f" every {self.period_s * 1e3:g} ms"}
+        extra = {"gray_loss": f" {self.loss:.0%} loss", "random_loss": f" {self.loss:.2%} loss",
+                 "link_flap": f" every {self.period_s * 1e3:g} ms", "switch_slow": f" at {self.share:.0%} rate"}
         return f"{self.kind.replace('_', ' ')} ({target}){extra.get(self.kind, '')} at {self.at}"
 
 
@@ -124,9 +130,25 @@ class Variant:
 
     label: str
     topology: str
-    link: dict
+    link: dict                       # LINK_KEYS (applied to every topology link) and CABLE_KEYS
     workload: WorkloadSpec
     faults: tuple
+
+    @property
+    def link_fields(self) -> dict:
+        """The link keys that are fields of every topology link (rate, queue, thresholds)."""
+        return {k: v for k, v in self.link.items() if k in LINK_KEYS}
+
+    @property
+    def delay_s(self) -> Optional[float]:
+        """The cable delay the scenario asks for (None: the backend's own)."""
+        value = self.link.get("delay_s")
+        return None if value is None else float(value)
+
+    @property
+    def mtu_payload(self) -> Optional[int]:
+        """Payload bytes per data packet the scenario asks for (None: the transport's default)."""
+        return self.link.get("mtu_payload")
 
 
 @dataclass(frozen=True)
@@ -268,9 +290,14 @@ def _variant(c: "_Checker", merged: dict, raw: dict, where: str, index: int) -> 
         topology_from_spec(topology)
     except (TopologySpecError, ValueError, OSError) as error:
         c.fail(at("topology"), str(error))
-    link = c.mapping(merged.get("link") or {}, at("link"), set(LINK_KEYS))
+    link = c.mapping(merged.get("link") or {}, at("link"), set(LINK_KEYS) | set(CABLE_KEYS))
     for key, value in link.items():
-        c.integer(value, f"{at('link')}.{key}", minimum=0 if key == "ecn_threshold" else 1)
+        if key == "delay_s":
+            delay = c.number(value, f"{at('link')}.{key}", minimum=0.0)
+            if delay > MAX_DELAY_S:
+                c.fail(f"{at('link')}.{key}", f"{delay} s is above {MAX_DELAY_S} s: a cable, not a satellite")
+        else:
+            c.integer(value, f"{at('link')}.{key}", minimum=0 if key == "ecn_threshold" else 1)
     workload = _workload(c, merged.get("workload"), at("workload"))
     faults = tuple(_fault(c, f, f"{at('faults')}[{i}]")
                    for i, f in enumerate(c.sequence(merged.get("faults") or [], at("faults"))))
@@ -293,7 +320,7 @@ def _workload(c: "_Checker", raw: Any, where: str) -> WorkloadSpec:
     return WorkloadSpec(kind, nbytes, chunk, dtype, senders, victim, receiver)
 
 
-FAULT_KEYS = {"kind", "at", "link", "switch", "period_s", "flaps", "loss", "repair_after_s"}
+FAULT_KEYS = {"kind", "at", "link", "switch", "period_s", "flaps", "loss", "repair_after_s", "share"}
 
 
 def _fault(c: "_Checker", raw: Any, where: str) -> FaultSpec:
@@ -327,7 +354,14 @@ def _fault(c: "_Checker", raw: Any, where: str) -> FaultSpec:
     repair = raw.get("repair_after_s")
     if repair is not None:
         repair = c.number(repair, f"{where}.repair_after_s", positive=True)
-    return FaultSpec(kind, when, link, switch, period, flaps, loss, repair)
+    share = 0.25
+    if "share" in raw:
+        if kind != "switch_slow":
+            c.fail(f"{where}.share", f"only a switch_slow fault has a rate share (this is {kind})")
+        share = c.number(raw["share"], f"{where}.share", positive=True)
+        if share > 1:
+            c.fail(f"{where}.share", f"{share} is a share of the link rate: it must lie in 0..1")
+    return FaultSpec(kind, when, link, switch, period, flaps, loss, repair, share)
 
 
 def _when(c: "_Checker", value: Any, where: str) -> When:

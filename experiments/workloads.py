@@ -31,9 +31,10 @@ class PlannedFlow:
 def variant_topology(variant: Variant) -> Topology:
     """The variant's topology with its link overrides applied to every link."""
     topo = topology_from_spec(variant.topology)
-    if not variant.link:
+    fields = variant.link_fields
+    if not fields:
         return topo
-    links = [dataclasses.replace(link, **variant.link) for link in topo.links]
+    links = [dataclasses.replace(link, **fields) for link in topo.links]
     return Topology(topo.name, topo.hosts, topo.switches, links).validate()
 
 

@@ -128,3 +128,29 @@ def test_failover_mrc_recovery_holds_for_other_seeds(seed):
         s = metrics.summarise(NetsimBackend().run_case(case))
         assert s["completed"] and s["bit_exact"], (case.label, seed)
         assert s["time_to_recover_s"] is not None and s["time_to_recover_s"] <= 0.05, (case.label, seed, s)
+
+
+def slowest_over_ideal(record, case) -> float:
+    """The slowest flow's completion time over its ideal: the bytes into its receiver at the line
+    rate, plus the fabric's base RTT."""
+    from experiments.backends.netsim_traffic import cable_delay
+    from experiments.budget import network_base_rtt
+    from experiments.workloads import variant_topology
+    topo = variant_topology(case.variant)
+    rate, rtt = topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case))
+    into: dict = {}
+    for f in record.flows:
+        into[f.dst] = into.get(f.dst, 0) + f.expected_bytes
+    return max(f.finish / (into[f.dst] * 8 / rate + rtt) for f in record.flows)
+
+
+@pytest.mark.parametrize("label, bound", [("permutation", 1.3), ("incast", 1.15)])
+def test_datacenter_quick_mrc_flows_finish_near_ideal(label, bound):
+    """100 Gbit/s, 1 us cables, 4 KB packets (datacenter.yaml, quick): the transport's timers and
+    windows follow the base RTT and BDP, so MRC's slowest flow is near its ideal time."""
+    scenario = load_scenario(ROOT / "experiments" / "datacenter.yaml", quick=True)
+    case = next(c for c in scenario.cases() if c.variant.label == label and c.transport.mode == "mrc")
+    record = NetsimBackend().run_case(case)
+    s = metrics.summarise(record)
+    assert s["completed"] and s["bit_exact"], s
+    assert slowest_over_ideal(record, case) <= bound

@@ -88,6 +88,9 @@ class LiveTarget:
             raise RuntimeError("restarting a killed switch is not supported on the mininet backend")
         self.net.kill_switch(switch)
 
+    def set_switch_rate(self, switch: str, share: float) -> None:
+        raise RuntimeError("slowing a switch's links (switch_slow) is not supported on the mininet backend")
+
 
 def _deny_crossing(client, conn: dict, crossing: set, denied: bool) -> None:
     """Deny (or allow) every EV of connection `conn` whose path address is in `crossing`."""
@@ -149,6 +152,7 @@ class MininetBackend:
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         from testbed.agents import AgentLauncher
         from testbed.network import TestbedNetwork
+        budget.check_mininet(case)
         topo, notes = budget.target_topology(case, self.target)
         for note in notes:
             log.warning("%s: %s", case.label, note)

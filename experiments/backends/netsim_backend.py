@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 from controller.routes import rerouted_programs
 from experiments import faults as F
-from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+from experiments.backends.netsim_traffic import Traffic, build_fabric, cable_delay, transport_config
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
 from experiments.workloads import variant_topology
@@ -46,6 +46,7 @@ class NetsimTarget:
         self.control = control
         self.endpoints = endpoints or {}
         self.evs_changed = 0                   # EVs denied or allowed by switch_ev_deny faults
+        self._full_rate: dict = {}          # SimLink -> its rate before any switch_slow fault
 
     def set_link(self, a: str, b: str, up: bool) -> None:
         cable = self.fab.cable(a, b)
@@ -76,6 +77,14 @@ class NetsimTarget:
             raise KeyError(f"{switch} is not a switch")
         self.evs_changed += F.set_evs_denied(self.fab, self.endpoints, switch, denied, self.fab.sim.now)
 
+    def set_switch_rate(self, switch: str, share: float) -> None:
+        if switch not in self.fab.switches:
+            raise KeyError(f"{switch} is not a switch")
+        for cable in self.fab.cables_of(switch):
+            for link in (cable.ab, cable.ba):
+                full = self._full_rate.setdefault(link, link.rate_bps)
+                link.rate_bps = full * share
+
 
 class NetsimBackend:
     """Runs cases on the in-process network."""
@@ -86,7 +95,7 @@ class NetsimBackend:
         scenario, variant, transport = case.scenario, case.variant, case.transport
         topo = variant_topology(variant)
         sim = Simulator(scenario.seed)
-        fab = build_fabric(topo, sim, trimming=transport.trimming)
+        fab = build_fabric(topo, sim, trimming=transport.trimming, delay=cable_delay(case))
         traffic = Traffic(fab, case, transport_config(case, topo))
         record = CaseRecord(scenario.name, variant.label, transport.name, transport.mode, self.name, scenario.seed,
                             topo.name, len(topo.hosts), variant.workload.kind, horizon=scenario.horizon_s,

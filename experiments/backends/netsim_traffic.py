@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from controller.routes import compute_programs
-from experiments.budget import transport_params
+from experiments.budget import network_params, transport_params
 from experiments.record import FlowRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
@@ -24,17 +24,28 @@ from topologies.model import Topology
 
 KEPT_EVENTS = (E.EvStateChanged, E.EvBackup)   # transport events a case record keeps
 QP_BASE = 0x100
-LINK_DELAY_S = 20e-6             # propagation delay of every cable (a veth pair plus a switch hop)
+LINK_DELAY_S = 20e-6             # default propagation delay of every cable (a veth pair plus a switch hop)
 
 
-def build_fabric(topo: Topology, sim: Simulator, trimming: bool = True) -> Network:
-    """The simulated network of `topo` in `sim`, programmed with the controller's static routes."""
-    return from_topology(topo, compute_programs(topo), sim, delay=LINK_DELAY_S, trimming=trimming)
+def cable_delay(case: Case) -> float:
+    """The case's cable delay: its scenario's `link.delay_s`, else LINK_DELAY_S."""
+    delay = case.variant.delay_s
+    return LINK_DELAY_S if delay is None else delay
+
+
+def build_fabric(topo: Topology, sim: Simulator, trimming: bool = True, delay: float | None = None) -> Network:
+    """The simulated network of `topo` in `sim`, programmed with the controller's static routes,
+    `delay` seconds per cable (default LINK_DELAY_S)."""
+    return from_topology(topo, compute_programs(topo), sim, delay=LINK_DELAY_S if delay is None else delay,
+                         trimming=trimming)
 
 
 def transport_config(case: Case, topo: Topology) -> TransportConfig:
-    """The endpoint configuration of a case: its mode and overrides, the NIC line rate, the seed."""
-    return TransportConfig(mode=case.transport.mode, **transport_params(case, topo))
+    """The endpoint configuration of a case: its mode and overrides, the NIC line rate, the seed,
+    and, for a scenario that sets its cable delay, timers and windows that follow the fabric's
+    base RTT and BDP (`experiments.budget.network_params`)."""
+    extra = network_params(case, topo, cable_delay(case))
+    return TransportConfig(mode=case.transport.mode, **transport_params(case, topo, **extra))
 
 
 class Traffic:
@@ -60,6 +71,7 @@ class Traffic:
         self.failures: list[str] = []          # connections that ran out of retries, in words
         self.messengers: dict[str, EndpointMessenger] = {}
         self.kept_events: dict[str, list[dict]] = {h: [] for h in self.hosts}   # EV records not yet taken
+        self.started = False
         if self.workload.kind in COLLECTIVES:
             self._setup_collective()
         else:
@@ -163,6 +175,7 @@ class Traffic:
     def start(self) -> None:
         """Start the workload now."""
         now = self.sim.now
+        self.started = True
         if self.collectives:
             for coll in self.collectives.values():
                 coll.start(now)
@@ -182,7 +195,10 @@ class Traffic:
             self.fab.hosts[host].service()
 
     def done(self) -> bool:
-        """True when the workload has finished everywhere."""
+        """True when the workload has started and finished everywhere (a fault due at time 0 runs
+        before the start: nothing is queued yet, which is not done)."""
+        if not self.started:
+            return False
         if self.collectives:
             return all(c.done for c in self.collectives.values())
         return not self._expected

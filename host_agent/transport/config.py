@@ -7,6 +7,8 @@ from host_agent.transport.timers import QP_TIMEOUT_UNIT, RetryBudget, qp_timeout
 
 MODES = ("mrc", "roce")               # the built-in transports (host_agent.transport.kinds registers them)
 MAX_QPS = 64                          # queue pairs per peer at most (baseline)
+MPR_PSNS = 128                        # an out-of-order window past one SACK bitmap comes in units of this (`mpr`)
+MAX_MPR = 1024                        # at most this many units (131072 PSNs, well inside half the 24-bit space)
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class TransportConfig:
     mtu_payload: int = 1024           # payload bytes per data packet
     max_message_bytes: int = 64 << 20  # largest message either end sends or accepts (receiver buffers it whole)
     initial_psn: int = 0              # first PSN of every connection (both ends agree)
-    ooo_window: int = 64              # max PSNs in flight beyond the cumulative ack (<= 64: SACK bitmap)
+    ooo_window: int = 64              # max PSNs in flight beyond the cumulative ack: <= 64 (one SACK bitmap),
+                                      # or a multiple of 128 (the API's `mpr` units; SACKs carry a base offset)
     # --- timers: MRC's QP timer model (host_agent.transport.timers, docs/transport.md "Timers") ---
     qp_timeout: int = 11              # t: the QP timeout 1.024 us x 2^t (0..24; 11: 2.1 ms) floors the RTO
     retry_linear_cnt: int = 2         # retries of one packet at the base timeout (0..7)
@@ -107,8 +110,10 @@ class TransportConfig:
             raise ValueError(f"TransportConfig.mode: {self.mode!r} is not one of {tuple(TRANSPORTS)}")
         if not 16 <= self.num_evs <= 256:
             raise ValueError(f"TransportConfig.num_evs: {self.num_evs} is outside 16..256")
-        if not 1 <= self.ooo_window <= 64:
-            raise ValueError(f"TransportConfig.ooo_window: {self.ooo_window} is outside 1..64")
+        if not (1 <= self.ooo_window <= 64 or (self.ooo_window % MPR_PSNS == 0
+                                                and self.ooo_window <= MAX_MPR * MPR_PSNS)):
+            raise ValueError(f"TransportConfig.ooo_window: {self.ooo_window} is neither in 1..64 nor a multiple "
+                             f"of {MPR_PSNS} up to {MAX_MPR * MPR_PSNS}")
         if self.mtu_payload <= 0:
             raise ValueError(f"TransportConfig.mtu_payload: {self.mtu_payload} must be positive")
         if self.max_message_bytes <= 0:
@@ -162,3 +167,8 @@ class TransportConfig:
     def ev_floor(self) -> int:
         """The minimum-active floor of the EV set: `ev_min_active`, or `num_evs // 4` when unset."""
         return self.ev_min_active if self.ev_min_active is not None else max(1, self.num_evs // 4)
+
+    @property
+    def mpr(self) -> int:
+        """The out-of-order window in units of MPR_PSNS PSNs, as the API's `mpr` (rounded up)."""
+        return -(-self.ooo_window // MPR_PSNS)

@@ -26,6 +26,7 @@ from typing import Callable, Protocol, Sequence
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
+from host_agent.transport.steering import steering_of
 
 REORDER_SRTT_FRACTION = 0.25   # a later packet counts as evidence of a loss when sent this many srtt later
 
@@ -44,20 +45,39 @@ class EvSelector(Protocol):
 
 
 class RotationSelector:
-    """MRC's choice: the next slot of the EV set's rotation (SKIP EVs passed over once); a
-    retransmission that lands on the EV it was lost on takes the next one."""
+    """MRC's choice with steering (`steering`, docs/transport.md "Steering"): the next slot of the
+    EV set's rotation, passing over SKIP EVs once; when that EV is held out or its path has
+    strikes, an EV acknowledged clean instead (oldest first, REPS-like), else the next EV not held
+    out. A retransmission does not take the EV it was lost on while another is active."""
 
     def __init__(self, config: TransportConfig) -> None:
         pass
 
     def next_ev(self, evset: EvSet, now: float, resend_of: Ev | None) -> Ev:
+        steer = steering_of(evset)
+        steer.sent += 1
         ev = evset.next_data_ev(now)
-        if resend_of is not None and ev is resend_of and len(evset.active_evs()) > 1:
+        if not steer.strikes and not steer.held_until and (resend_of is None or ev is not resend_of):
+            return ev                                    # no congestion signal: the rotation's choice
+        if steer.suspect(ev) or ev is resend_of:
+            clean = steer.take_clean(evset, resend_of)   # REPS-like: reuse an EV acknowledged clean
+            if clean is not None:
+                return clean
+        active = len(evset.active_evs())
+        for _ in range(active - 1):
+            if not steer.held(ev) and ev is not resend_of:
+                return ev
+            ev = evset.next_data_ev(now)
+        if ev is resend_of and active > 1:
             ev = evset.next_data_ev(now)
         return ev
 
     def peek_ev(self, evset: EvSet) -> Ev:
-        return evset.peek_data_ev()
+        ev = evset.peek_data_ev()
+        steer = steering_of(evset)
+        if steer.strikes and steer.suspect(ev):
+            return steer.peek_clean(evset) or ev
+        return ev
 
 
 # --- SACK processing (selective repeat) ------------------------------------------------------------
@@ -128,8 +148,10 @@ class PathMonitor(Protocol):
     def on_trim(self, evset: EvSet, ev: Ev, last_hop: bool, now: float) -> None:
         """A packet sent on `ev` was trimmed (at the last hop when `last_hop`)."""
 
-    def on_ecn(self, evset: EvSet, ev: Ev, now: float) -> None:
-        """A SACK echoed an ECN mark of a packet sent on `ev`."""
+    def on_ecn(self, evset: EvSet, ev: Ev, now: float) -> bool | None:
+        """A SACK echoed an ECN mark of a packet sent on `ev`. Return True when the mark is that
+        path's own congestion, which steering avoids, so the window need not shrink for it
+        (None or False: the congestion control sees the mark)."""
 
     def on_spurious(self, evset: EvSet, ev: Ev, now: float) -> None:
         """A timeout that retired `ev` was spurious: the packet had arrived."""
@@ -141,13 +163,22 @@ class PathMonitor(Protocol):
         """`misses` keepalive probes in a row on `ev`'s path went unanswered while later probes
         were answered. Return True when the path was retired (else it is asked again at once)."""
 
+    # Optional (the sender calls it when a monitor has it):
+    # def on_ack(self, evset: EvSet, ev: Ev, ecn: bool, rtt: float, now: float) -> None:
+    #     """A SACK answered a packet sent on `ev` (after `on_ecn` when it echoed a mark), with
+    #     that packet's RTT."""
+
 
 class MrcPathMonitor:
     """MRC's rules (docs/transport.md, "EV states" and "Loss recovery").
 
     A timeout retires the EV (and its path's EVs when fates are shared) only with evidence:
     a packet sent a quarter srtt after it has arrived, and an RTT sample had been taken before it
-    left. A trim NACK (not at the last hop) and an ECN echo skip the EV once. A spurious timeout
+    left. A trim NACK (not at the last hop) and an ECN echo skip the EV once and are strikes of
+    the steering rule (`steering`: the EV is held out for longer at each strike); so is an
+    acknowledgement much slower than the connection's average, and a clean one takes a strike
+    off and offers the EV for reuse. A mark on a path struck repeatedly is that path's own
+    congestion: the window is not cut for it (`on_ecn` returns True). A spurious timeout
     reinstates what it retired; `probe_successes` clean probe replies in a row reinstate an EV;
     `keepalive_misses` unanswered keepalives retire a path.
     """
@@ -163,11 +194,19 @@ class MrcPathMonitor:
         return []
 
     def on_trim(self, evset: EvSet, ev: Ev, last_hop: bool, now: float) -> None:
-        if not last_hop:                       # fabric congestion: avoid that path for a rotation
+        if not last_hop:                       # fabric congestion: avoid that path for a while
             evset.skip(ev, "trim", now)
+            steering_of(evset).strike(ev, len(evset.active_evs()))
 
-    def on_ecn(self, evset: EvSet, ev: Ev, now: float) -> None:
+    def on_ecn(self, evset: EvSet, ev: Ev, now: float) -> bool:
         evset.skip(ev, "ecn", now)
+        return steering_of(evset).on_mark(ev, len(evset.active_evs()))
+
+    def on_ack(self, evset: EvSet, ev: Ev, ecn: bool, rtt: float, now: float) -> None:
+        """A SACK answered a packet sent on `ev`: a slow one is a strike, a clean one takes one off
+        (an ECN-echoed one was judged by `on_ecn`)."""
+        if not ecn:
+            steering_of(evset).on_ack(ev, False, rtt, len(evset.active_evs()))
 
     def on_spurious(self, evset: EvSet, ev: Ev, now: float) -> None:
         if not ev.usable and (ev.home or evset.get(ev.value) is ev):

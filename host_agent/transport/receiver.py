@@ -31,7 +31,8 @@ class MrcReceiver:
     """The receiving half of one MRC connection.
 
     `expected` is the first sequence number not yet received; `_ooo` has bit i set when
-    `expected + i` has been received. Each PSN is accepted once: later copies are duplicates,
+    `expected + i` has been received (up to `ooo_window` bits; a SACK carries 64 of them from a
+    base offset, `sack_window`). Each PSN is accepted once: later copies are duplicates,
     answered with a SACK and otherwise ignored.
     """
 
@@ -50,6 +51,7 @@ class MrcReceiver:
         self._last: DataPacket | None = None
         self._last_ce = False
         self._last_plane: int | None = None
+        self._last_seq = 0                # sequence number of `_last`
         self.last_data_at = -1.0
         self.gap = 0.0                    # smoothed time between data packets (each sample at most the QP timeout)
 
@@ -77,7 +79,7 @@ class MrcReceiver:
             stats["ce_received"] += 1
         if offset < 0 or (self._ooo >> offset) & 1:
             stats["duplicates"] += 1
-            self._remember(pkt, ce, plane)
+            self._remember(pkt, ce, plane, seq)
             out.extend(self._sacks(plane, self.cfg.ack_fanout))      # our earlier SACK may be lost
             return
         self._place(now, pkt)
@@ -85,7 +87,7 @@ class MrcReceiver:
         while self._ooo & 1:
             self._ooo >>= 1
             self.expected += 1
-        self._remember(pkt, ce, plane)
+        self._remember(pkt, ce, plane, seq)
         self._unacked += 1
         precious = pkt.flags & C.MRCH_FLAG_RETX or pkt.ack_req      # a retransmission, or the sender's tail
         if precious:
@@ -102,8 +104,19 @@ class MrcReceiver:
         stretch = min(self.cfg.ack_coalesce * self.gap, ACK_WAIT_RTO_FRACTION * self.cfg.base_timeout)
         return stretch if stretch > self.cfg.ack_delay else self.cfg.ack_delay
 
-    def _remember(self, pkt: DataPacket, ce: bool, plane: int) -> None:
-        self._last, self._last_ce, self._last_plane = pkt, self._last_ce or ce, plane
+    def _remember(self, pkt: DataPacket, ce: bool, plane: int, seq: int) -> None:
+        self._last, self._last_ce, self._last_plane, self._last_seq = pkt, self._last_ce or ce, plane, seq
+
+    def sack_window(self) -> tuple[int, int]:
+        """(base, bitmap) of the next SACK: the 64 sequence numbers from `base`, bit i set when
+        `base + i` has arrived. The base is the cumulative point while the latest packet lies in
+        the first 64; past that (a window beyond one bitmap), the 64-aligned block holding it, so
+        every packet is acknowledged by the SACK it triggers."""
+        offset = self._last_seq - self.expected
+        if offset < BITMAP_BITS:
+            return self.expected, self._ooo & BITMAP_MASK
+        shift = offset - offset % BITMAP_BITS
+        return self.expected + shift, (self._ooo >> shift) & BITMAP_MASK
 
     def _place(self, now: float, pkt: DataPacket) -> None:
         stats = self.stats
@@ -155,9 +168,10 @@ class MrcReceiver:
         ev = ev or self.evset.next_control_ev(plane)
         path = self.evset.path_of(ev)
         cum = to_wire(self.expected, self.cfg.initial_psn)
+        base, bitmap = self.sack_window()
         # positional: Sack(src, dst, ev, qp, cum_psn, sack_base, bitmap, ev_echo, ts_echo, ecn_echo)
-        sack = Sack(path.src, path.dst, ev.value, self.ident.remote_qp, cum, cum, self._ooo & BITMAP_MASK,
-                    pkt.ev, pkt.tsval, self._last_ce)
+        sack = Sack(path.src, path.dst, ev.value, self.ident.remote_qp, cum, to_wire(base, self.cfg.initial_psn),
+                    bitmap, pkt.ev, pkt.tsval, self._last_ce)
         self._unacked = 0
         self._ack_deadline = None
         self.stats["sacks_sent"] += 1

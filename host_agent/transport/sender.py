@@ -29,7 +29,7 @@ class MrcSender:
 
     Sequence numbers are unbounded integers (`seq`); the wire carries them as 24-bit PSNs.
     Invariants: every seq below `cum_acked` is acknowledged; no seq at or beyond
-    `cum_acked + ooo_window` is ever sent (the receiver's SACK bitmap could not express it).
+    `cum_acked + ooo_window` is ever sent (the receiver would refuse it as out of window).
     """
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
@@ -48,6 +48,7 @@ class MrcSender:
         self.monitor = monitor
         self._lost = sack.lost
         self._next_ev = selector.next_ev
+        self._on_ack = getattr(monitor, "on_ack", None)  # optional PathMonitor hook (policies)
         self.num_nics = len({p.nic for p in evset.paths})
         self.pending = SendQueue(self.cfg.mtu_payload)  # messages not yet fully cut into packets
         self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
@@ -366,12 +367,16 @@ class MrcSender:
         if lost:
             self._sack_losses(lost, now)
         self.rtt.sample(rtt)
-        if sack.ecn_echo:
+        ev = self.evset.get(sack.ev_echo)
+        ecn = sack.ecn_echo
+        if ecn:
             self.stats["ecn_echoes"] += 1
-            ev = self.evset.get(sack.ev_echo)
-            if ev is not None:
-                self.monitor.on_ecn(self.evset, ev, now)
-        self.cc.on_ack(now, acked, sack.ecn_echo, rtt)
+            if ev is not None and self.monitor.on_ecn(self.evset, ev, now):
+                ecn = False                         # the path's own congestion: steering avoids it
+                self.stats["ecn_steered"] += 1
+        if ev is not None and self._on_ack is not None:
+            self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
+        self.cc.on_ack(now, acked, ecn, rtt)
 
     def _sack_losses(self, lost, now: float) -> None:
         """Queue for retransmission the packets a SACK processor declared lost (still in flight)."""

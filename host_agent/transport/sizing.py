@@ -1,0 +1,79 @@
+"""Transport parameters that follow the network's speed: timers from its base RTT, windows from its BDP.
+
+`TransportConfig`'s defaults suit a Mininet testbed (RTTs of about a millisecond). At data-center
+speed (100 Gbit/s, RTTs of about 10 µs) its absolute values (a 2 ms RTO floor, a 1 ms initial RTT,
+a 50 µs ACK delay, a 64-packet window) are wrong by orders of magnitude; `for_network` gives
+values that scale with the base RTT and the bandwidth-delay product instead. Whoever knows the
+network (an experiment backend) passes them to TransportConfig; explicit overrides win.
+"""
+from __future__ import annotations
+
+import math
+
+from host_agent.transport.timers import MAX_QP_TIMEOUT, QP_TIMEOUT_UNIT
+from wire.packets import DATA_OVERHEAD
+
+RTO_MIN_BASE_RTTS = 10.0      # the RTO floor, in base RTTs, at least (rounded up to a QP timeout 1.024 us x 2^t)
+ACK_DELAY_BASE_RTT = 0.25     # longest a coalesced SACK waits, in base RTTs (never above ACK_DELAY_MAX_S)
+ACK_DELAY_MAX_S = 50e-6
+PROBE_RTO_MINS = 2.0          # probes of retired EVs every this many RTO floors
+WINDOW_BDPS = 2.0             # largest congestion window, in BDPs
+OOO_WINDOW_CWNDS = 2.0        # out-of-order window, in largest windows (sprayed packets arrive out of order)
+MPR_PSNS = 128                # the API sizes the out-of-order window in units of this many PSNs (`mpr`)
+BITMAP_PSNS = 64              # a window of at most this many PSNs fits one SACK bitmap: no `mpr` needed
+MIN_WINDOW_PKTS = 4
+
+
+def base_rtt(hops: int, delay_s: float, rate_bps: float, mtu_payload: int, ack_bytes: int = 0) -> float:
+    """The round trip of a full data packet over `hops` links each way, `delay_s` per cable, every
+    link at `rate_bps`: propagation both ways, store-and-forward of the packet at every hop and
+    of its acknowledgement (`ack_bytes`) on the way back."""
+    if hops < 1 or delay_s < 0 or rate_bps <= 0 or mtu_payload <= 0:
+        raise ValueError(f"base_rtt: need hops >= 1, delay_s >= 0, rate_bps > 0, mtu_payload > 0 "
+                         f"(got {hops}, {delay_s}, {rate_bps}, {mtu_payload})")
+    packet_s = (mtu_payload + DATA_OVERHEAD) * 8 / rate_bps
+    ack_s = ack_bytes * 8 / rate_bps
+    return 2 * hops * delay_s + hops * (packet_s + ack_s)
+
+
+def bdp_packets(rate_bps: float, rtt_s: float, mtu_payload: int) -> int:
+    """Full data packets that fill `rate_bps` for `rtt_s` (at least 1)."""
+    return max(1, math.ceil(rate_bps / 8 * rtt_s / (mtu_payload + DATA_OVERHEAD)))
+
+
+def ooo_window_for(window_pkts: int) -> int:
+    """The out-of-order window for a congestion window of `window_pkts`: one SACK bitmap while that
+    covers it, else a whole number of MPR_PSNS units (the API's `mpr`)."""
+    want = math.ceil(OOO_WINDOW_CWNDS * window_pkts)
+    if want <= BITMAP_PSNS:
+        return BITMAP_PSNS
+    return MPR_PSNS * math.ceil(want / MPR_PSNS)
+
+
+def qp_timeout_for(seconds: float) -> int:
+    """The smallest QP timeout t whose 1.024 us x 2^t is at least `seconds` (at most MAX_QP_TIMEOUT)."""
+    if seconds <= QP_TIMEOUT_UNIT:
+        return 0
+    return min(MAX_QP_TIMEOUT, math.ceil(math.log2(seconds / QP_TIMEOUT_UNIT) - 1e-12))
+
+
+def for_network(rate_bps: float, rtt_s: float, mtu_payload: int) -> dict:
+    """TransportConfig fields for a network whose hosts send at `rate_bps` and whose base RTT is
+    `rtt_s`: the RTO floor, initial RTT, ACK delay and probe period in base RTTs, the window in
+    BDPs and the out-of-order window to hold it."""
+    if rate_bps <= 0 or rtt_s <= 0 or mtu_payload <= 0:
+        raise ValueError(f"for_network: need rate_bps, rtt_s and mtu_payload > 0 (got {rate_bps}, {rtt_s}, "
+                         f"{mtu_payload})")
+    bdp = bdp_packets(rate_bps, rtt_s, mtu_payload)
+    window = max(MIN_WINDOW_PKTS, math.ceil(WINDOW_BDPS * bdp))
+    qp_timeout = qp_timeout_for(RTO_MIN_BASE_RTTS * rtt_s)
+    return {
+        "mtu_payload": mtu_payload,
+        "initial_rtt": rtt_s,
+        "qp_timeout": qp_timeout,
+        "ack_delay": min(ACK_DELAY_MAX_S, ACK_DELAY_BASE_RTT * rtt_s),
+        "probe_interval": PROBE_RTO_MINS * QP_TIMEOUT_UNIT * (1 << qp_timeout),
+        "init_cwnd_pkts": max(1, min(window, bdp)),
+        "max_cwnd": window,
+        "ooo_window": ooo_window_for(window),
+    }
