@@ -12,7 +12,9 @@ runs every variant with every transport: one *case* each.
     horizon_s: 5.0                       # give up after this much (simulated or real) time
     sample_interval_s: 0.005             # goodput sampling period
     topology: leafspine:2x2x2            # any `--topo` spec (topologies.topology_from_spec)
-    link: {rate_bps: 20000000, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4}
+    link: {rate_bps: auto, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4}
+                                         # rate_bps: auto (the default) is the topology's own rate
+                                         # on netsim, the calibrated one on mininet (experiments/budget.py)
     workload: {kind: allreduce, bytes: 1048576, chunk_bytes: 65536}
     faults:
       - {kind: link_kill, link: auto, at: 30%}
@@ -42,6 +44,7 @@ from host_agent.transport.config import MODES, TransportConfig
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
 FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss")
 LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold")
+AUTO = "auto"                        # rate_bps: the calibrated rate on mininet, the topology's on netsim
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
@@ -269,6 +272,8 @@ def _variant(c: "_Checker", merged: dict, raw: dict, where: str, index: int) -> 
         c.fail(at("topology"), str(error))
     link = c.mapping(merged.get("link") or {}, at("link"), set(LINK_KEYS))
     for key, value in link.items():
+        if key == "rate_bps" and value == AUTO:
+            continue
         c.integer(value, f"{at('link')}.{key}", minimum=0 if key == "ecn_threshold" else 1)
     workload = _workload(c, merged.get("workload"), at("workload"))
     faults = tuple(_fault(c, f, f"{at('faults')}[{i}]")

@@ -11,7 +11,7 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
-from experiments.scenario import Variant, WorkloadSpec
+from experiments.scenario import AUTO, Variant, WorkloadSpec
 from topologies import topology_from_spec
 from topologies.model import Topology
 
@@ -29,11 +29,13 @@ class PlannedFlow:
 
 
 def variant_topology(variant: Variant) -> Topology:
-    """The variant's topology with its link overrides applied to every link."""
+    """The variant's topology with its link overrides applied to every link (`rate_bps: auto`
+    keeps the topology's own rates: experiments/budget.py sets them on mininet)."""
     topo = topology_from_spec(variant.topology)
-    if not variant.link:
+    overrides = {k: v for k, v in variant.link.items() if not (k == "rate_bps" and v == AUTO)}
+    if not overrides:
         return topo
-    links = [dataclasses.replace(link, **variant.link) for link in topo.links]
+    links = [dataclasses.replace(link, **overrides) for link in topo.links]
     return Topology(topo.name, topo.hosts, topo.switches, links).validate()
 
 
