@@ -118,6 +118,7 @@ class NetsimBackend:
         record.completion_time = sim.now if record.completed else None
         record.bit_exact, record.app_duplicates, record.app_missing = traffic.outcome()
         record.transport_stats = traffic.stats()
+        record.base_rtt = traffic.base_rtt()
         record.ev_events.extend(traffic.ev_sets(sim.now))
         record.links = [LinkRecord(link.name, link.rate_bps, link.counters["tx_bytes"], link.counters["dropped_queue"],
                                    link.counters["dropped_down"]) for link in fab.fabric_links()]

@@ -279,6 +279,12 @@ class Endpoint:
         """The oldest event not yet taken, or None (one at a time, as `drain_events` all at once)."""
         return self._events.popleft() if self._events else None
 
+    def min_rtt(self) -> float | None:
+        """The smallest RTT of a full-size data packet over all connections (seconds; the configured
+        `base_rtt` when one is set), or None before any sample: the base RTT the run measured."""
+        seen = [c.rtt.min_rtt for c in self.connections.values() if c.rtt.min_rtt != float("inf")]
+        return min(seen) if seen else None
+
     def stats(self) -> dict:
         """Counters of this endpoint (sent, retransmitted by cause, evs_retired, ...) and per-connection state."""
         total = Counter(self._stats)
