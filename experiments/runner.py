@@ -73,7 +73,7 @@ def choose_link_rate(cases: list, backend_name: str, target: str, calibrate: boo
                      stream: TextIO = sys.stderr) -> Optional[calibration.LinkRate]:
     """The link rate of a mininet run (None on netsim, which keeps the scenario's rates): the
     calibrated one of `target`; without one, a calibration first when `calibrate` and a case asks for
-    `auto`, else the fixed fallback (with a note)."""
+    `auto`, else (or when the calibration finds no faithful rate) the fixed fallback, with a note."""
     if backend_name != "mininet":
         return None
     rate = budget.fallback_rate(target)
@@ -86,8 +86,14 @@ def choose_link_rate(cases: list, backend_name: str, target: str, calibrate: boo
     print(f"mrc-testbed run: no calibration of target {target} for this machine in "
           f"{calibration.calibration_file()}: calibrating first (a few minutes; --no-calibrate runs at "
           f"the fixed {rate.rate_bps / 1e6:g} Mbit/s instead)", file=stream)
-    record = rate_search.calibrate(target, rate_search.measure_allreduce(target),
-                                   progress=lambda line: print(f"  calibrate {target}: {line}", file=stream))
+    try:
+        record = rate_search.calibrate(target, rate_search.measure_allreduce(target),
+                                       progress=lambda line: print(f"  calibrate {target}: {line}", file=stream))
+    except calibration.CalibrationError as error:
+        note = (f"link rates at the fixed fallback of {rate.rate_bps / 1e6:g} Mbit/s: the calibration found no "
+                f"faithful rate on this machine now ({error}); nothing was recorded")
+        print(f"mrc-testbed run: {note}", file=stream)
+        return calibration.LinkRate(rate.rate_bps, note)
     path = calibration.save(record)
     print(f"mrc-testbed run: links run at {record.rate_bps / 1e6:g} Mbit/s on {target} "
           f"({record.margin:g} x {record.faithful_rate_bps / 1e6:g} Mbit/s, the fastest faithful rate); "

@@ -165,3 +165,12 @@ def test_a_declined_calibration_runs_at_the_fallback_and_netsim_keeps_its_rates(
     assert rate.rate_bps == budget.MAX_RATE_BPS["bmv2"] and "fixed fallback" in out.getvalue()
     assert runner.choose_link_rate(scenario().cases(), "netsim", "model", stream=out) is None
     assert not own_file.exists()
+
+
+def test_a_calibration_that_finds_no_faithful_rate_runs_at_the_fallback_and_records_nothing(own_file, monkeypatch):
+    monkeypatch.setattr(rate_search, "measure_allreduce", lambda target: fake_target(0))
+    out = io.StringIO()
+    rate = runner.choose_link_rate(scenario().cases(), "mininet", "model", calibrate=True, stream=out)
+    assert rate.rate_bps == budget.MAX_RATE_BPS["model"]
+    assert "found no faithful rate" in rate.note and "s1: CPU 99%" in rate.note
+    assert not own_file.exists()
