@@ -138,7 +138,9 @@ def _seconds(value: Optional[float]) -> str:
 
 def _rtts(value: Optional[float]) -> str:
     """' (N RTT)' beside a time, when its base RTT was measured."""
-    return "" if value is None else f" ({value:.3g} RTT)"
+    if value is None:
+        return ""
+    return f" ({value:.0f} RTT)" if value >= 100 else f" ({value:.3g} RTT)"
 
 
 def _millis(value: Optional[float], failure: Optional[float]) -> str:

@@ -35,6 +35,8 @@ def test_completion_and_recovery_are_given_in_base_rtts_of_the_record():
     header, rows = results.table_rows([summary])
     assert rows[0][header.index("completion")] == "0.4 s (200 RTT)"
     assert rows[0][header.index("recover")] == "50 ms (25 RTT)"
+    summary["completion_rtts"] = 7116.4
+    assert results.table_rows([summary])[1][0][header.index("completion")] == "0.4 s (7116 RTT)"
 
 
 def test_a_slower_run_with_a_longer_rtt_compares_in_rtts():
