@@ -274,6 +274,8 @@ def _variant(c: "_Checker", merged: dict, raw: dict, where: str, index: int) -> 
     for key, value in link.items():
         if key == "rate_bps" and value == AUTO:
             continue
+        if key == "rate_bps" and isinstance(value, str):
+            c.fail(f"{at('link')}.rate_bps", f"{value!r} is neither bit/s (an integer) nor {AUTO!r}")
         c.integer(value, f"{at('link')}.{key}", minimum=0 if key == "ecn_threshold" else 1)
     workload = _workload(c, merged.get("workload"), at("workload"))
     faults = tuple(_fault(c, f, f"{at('faults')}[{i}]")

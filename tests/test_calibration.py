@@ -140,7 +140,7 @@ def test_without_a_record_auto_falls_back_to_the_fixed_cap_with_a_note(own_file)
 
 
 def test_auto_is_the_only_word_a_rate_may_be():
-    with pytest.raises(ScenarioError, match="link.rate_bps"):
+    with pytest.raises(ScenarioError, match="link.rate_bps: 'fast' is neither bit/s .* nor 'auto'"):
         scenario({"rate_bps": "fast"})
 
 
