@@ -174,3 +174,22 @@ def test_a_calibration_that_finds_no_faithful_rate_runs_at_the_fallback_and_reco
     assert rate.rate_bps == budget.MAX_RATE_BPS["model"]
     assert "found no faithful rate" in rate.note and "s1: CPU 99%" in rate.note
     assert not own_file.exists()
+
+
+def test_calibrate_show_lists_the_records_and_names_a_malformed_file(own_file, capsys):
+    from cli.main import main
+    calibration.save(record("model", 8_000_000), own_file)
+    assert main(["calibrate", "--show"]) == 0
+    out = capsys.readouterr().out
+    assert str(own_file) in out and "model" in out and "(this machine)" in out
+    own_file.write_text("{")
+    assert main(["calibrate", "--show"]) == 1
+    assert f"{own_file}: not a calibration file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", [["--margin", "1.5"], ["--start-mbps", "0"]])
+def test_calibrate_refuses_a_bad_option_before_measuring(own_file, option, capsys, monkeypatch):
+    from cli.main import main
+    monkeypatch.setattr(rate_search, "measure_allreduce", lambda *a: pytest.fail("measured"))
+    assert main(["calibrate", *option]) == 2
+    assert option[0] in capsys.readouterr().err
