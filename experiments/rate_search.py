@@ -42,11 +42,14 @@ class Measurement:
     def good(self) -> bool:
         return self.faithful and self.completed and (self.goodput_share or 0.0) >= GOOD_SHARE
 
-    def describe(self) -> str:
+    def describe(self, most: int = 3) -> str:
+        """One line: the rate, the verdict with its first `most` reasons, completion and goodput."""
         share = "-" if self.goodput_share is None else f"{self.goodput_share:.2f}"
         verdict = "faithful" if self.faithful else "distorted"
         done = f"completed in {self.completion_s:.2f} s" if self.completed else "did not complete"
-        why = f" ({'; '.join(self.reasons)})" if self.reasons else ""
+        more = len(self.reasons) - most
+        why = (f" ({'; '.join(self.reasons[:most])}{f'; {more} more' if more > 0 else ''})"
+               if self.reasons else "")
         return (f"{self.rate_bps / 1e6:g} Mbit/s: {verdict}{why}, {done}, goodput {share} of the link bound "
                 f"-> {'good' if self.good else 'too fast'}")
 
@@ -106,8 +109,7 @@ def calibrate(target: str, measure: Measure, start_bps: int = START_BPS, margin:
     if result.best is None:
         worst = result.tried[-1]
         raise CalibrationError(f"target {target}: no rate was faithful with goodput at {GOOD_SHARE:.0%} of "
-                               f"the link bound, down to {worst.rate_bps / 1e6:g} Mbit/s ({worst.describe()}"
-                               f"{'; ' + '; '.join(worst.reasons) if worst.reasons else ''})")
+                               f"the link bound, down to {worst.rate_bps / 1e6:g} Mbit/s: {worst.describe()}")
     fastest = result.best.rate_bps
     return Calibration(Machine.this(), target, int(fastest * margin), fastest, margin, "", measurements)
 

@@ -193,3 +193,10 @@ def test_calibrate_refuses_a_bad_option_before_measuring(own_file, option, capsy
     monkeypatch.setattr(rate_search, "measure_allreduce", lambda *a: pytest.fail("measured"))
     assert main(["calibrate", *option]) == 2
     assert option[0] in capsys.readouterr().err
+
+
+def test_a_measurement_names_its_first_reasons_and_counts_the_rest():
+    m = Measurement(4_000_000, False, True, 0.6, 1.2, [f"h{i}: waited 1 ms for a CPU" for i in range(8)])
+    line = m.describe()
+    assert line.startswith("4 Mbit/s: distorted (h0: waited") and "h2:" in line and "h3:" not in line
+    assert "5 more" in line and "too fast" in line
