@@ -8,10 +8,13 @@ and agents sustain faithfully, and record it for `rate_bps: auto` (experiments/r
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from experiments import calibration, rate_search
 from experiments.backends import TARGETS, mininet_unavailable
+
+BUSY_LOAD = 0.5                  # load average per core above which the machine is said to be busy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"mrc-testbed calibrate: {why}", file=sys.stderr)
         return 2
     machine = calibration.Machine.this()
+    load = os.getloadavg()[0]
+    if load > BUSY_LOAD * machine.cores:
+        print(f"note: the machine is busy (load average {load:.1f} on {machine.cores} cores): the calibration "
+              "measures what it sustains now, beside that load", flush=True)
     print(f"calibrating target {args.target} on {machine.describe()}: an all-reduce on {args.topology} at "
           f"doubling rates from {args.start_mbps:g} Mbit/s (Ctrl-C stops; nothing is recorded then)", flush=True)
     try:
@@ -61,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         return 130
     print(f"target {args.target}: fastest faithful rate {record.faithful_rate_bps / 1e6:g} Mbit/s; "
           f"`rate_bps: auto` links run at {record.rate_bps / 1e6:g} Mbit/s ({record.margin:g} of it)")
-    print(f"recorded in {saved}")
+    print(f"recorded in {saved} (load average {record.conditions['load_1min_start']:g} at the start, "
+          f"{record.conditions['load_1min_end']:g} at the end)")
     return 0
 
 

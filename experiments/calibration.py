@@ -7,7 +7,8 @@ machine and switch target, and the file that keeps it.
     {"version": 1, "records": [{"machine": {"hostname": ..., "cpu_model": ..., "cores": 2},
                                 "target": "model", "rate_bps": 32000000, "faithful_rate_bps": 40000000,
                                 "margin": 0.8, "date": "2026-12-03 14:10:00 UTC",
-                                "measurements": [{...}, ...]}, ...]}
+                                "measurements": [{...}, ...],
+                                "conditions": {"load_1min_start": 0.4, "load_1min_end": 2.1}}, ...]}
 
 Where it lives: $MRC_CALIBRATION_FILE, else /var/lib/mrc-testbed/calibration.json for root, else
 ~/.cache/mrc-testbed/calibration.json.
@@ -61,6 +62,7 @@ class Calibration:
     margin: float = MARGIN
     date: str = ""
     measurements: list = field(default_factory=list)   # one dict per rate tried
+    conditions: dict = field(default_factory=dict)     # the machine's load while it was measured
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -106,7 +108,7 @@ def _record(raw: dict) -> Calibration:
                       int(raw["machine"]["cores"]))
     record = Calibration(machine, str(raw["target"]), int(raw["rate_bps"]), int(raw["faithful_rate_bps"]),
                          float(raw.get("margin", MARGIN)), str(raw.get("date", "")),
-                         list(raw.get("measurements", [])))
+                         list(raw.get("measurements", [])), dict(raw.get("conditions", {})))
     if record.rate_bps <= 0:
         raise ValueError(f"rate_bps {record.rate_bps} of target {record.target!r} is not positive")
     return record

@@ -9,6 +9,7 @@ the record (experiments/calibration.py) at MARGIN of the fastest good rate.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
@@ -104,14 +105,16 @@ def calibrate(target: str, measure: Measure, start_bps: int = START_BPS, margin:
               progress: Callable[[str], None] = lambda line: None, **limits) -> Calibration:
     """The calibration of `target` on this machine from a search with `measure`; CalibrationError
     when no rate down to the floor was good."""
+    load_start = os.getloadavg()[0]
     result = find_rate(measure, start_bps, progress=progress, **limits)
+    conditions = {"load_1min_start": round(load_start, 2), "load_1min_end": round(os.getloadavg()[0], 2)}
     measurements = [m.as_dict() for m in result.tried]
     if result.best is None:
         worst = result.tried[-1]
         raise CalibrationError(f"target {target}: no rate was faithful with goodput at {GOOD_SHARE:.0%} of "
                                f"the link bound, down to {worst.rate_bps / 1e6:g} Mbit/s: {worst.describe()}")
     fastest = result.best.rate_bps
-    return Calibration(Machine.this(), target, int(fastest * margin), fastest, margin, "", measurements)
+    return Calibration(Machine.this(), target, int(fastest * margin), fastest, margin, "", measurements, conditions)
 
 
 def calibration_case(rate_bps: int, topology: str = TOPOLOGY, measure_s: float = MEASURE_S) -> Case:

@@ -31,6 +31,7 @@ def test_calibration_chooses_a_lower_rate_for_a_slower_target():
     assert slow.rate_bps < fast.rate_bps
     assert fast.rate_bps == int(40_000_000 * calibration.MARGIN)
     assert [m["rate_bps"] for m in fast.measurements] == [5e6, 10e6, 20e6, 40e6, 80e6]
+    assert set(fast.conditions) == {"load_1min_start", "load_1min_end"}
 
 
 def test_a_target_too_slow_for_the_start_rate_is_searched_downwards():
@@ -58,7 +59,7 @@ def test_the_search_stops_at_the_ceiling():
 
 def record(target: str, rate: int, machine: Machine | None = None) -> Calibration:
     return Calibration(machine or Machine.this(), target, rate, int(rate / 0.8), 0.8, "",
-                       [{"rate_bps": rate, "faithful": True}])
+                       [{"rate_bps": rate, "faithful": True}], {"load_1min_start": 1.5})
 
 
 def test_records_round_trip_through_the_file_and_replace_their_own_machine_and_target(tmp_path):
@@ -73,6 +74,7 @@ def test_records_round_trip_through_the_file_and_replace_their_own_machine_and_t
     back = calibration.find("bmv2", path=path)
     assert back.rate_bps == 4_000_000 and back.machine == Machine.this() and back.date
     assert back.measurements == [{"rate_bps": 4_000_000, "faithful": True}]
+    assert back.conditions == {"load_1min_start": 1.5}
     assert len(calibration.read_records(path)) == 3
 
 
