@@ -53,6 +53,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("agent", "cli.agent", "run an MRC host agent on this host"),
     Command("conformance", "cli.conformance", "run the switch conformance cases on the model and BMv2"),
     Command("run", "cli.run", "run an experiment scenario (YAML) and save its results"),
+    Command("calibrate", "cli.calibrate", "measure the link rate this machine runs faithfully"),
     Command("report", "cli.report", "gather results folders into one report"),
     Command("bench", "cli.bench", "run the benchmarks and print their figures"),
     Command("lab", "cli.lab", "hands-on labs: list them, start one, check a student's work"),

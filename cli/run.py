@@ -3,6 +3,7 @@
     mrc-testbed run experiments/failover.yaml                 # default backend (see experiments/runner.py)
     mrc-testbed run experiments/failover.yaml --backend netsim --quick --seed 7 --out /tmp/f
     mrc-testbed run experiments/failover.yaml --backend mininet --pcap     # + a pcap per switch port
+    mrc-testbed run experiments/failover.yaml --no-calibrate  # no calibration: the fixed fallback rates
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from experiments import results
 from experiments.backends import BACKENDS, TARGETS
-from experiments.runner import choose_backend, run_scenario
+from experiments.runner import choose_backend, choose_link_rate, run_scenario, select_cases
 from experiments.scenario import ScenarioError, load_scenario
 from testbed.capture import add_pcap_arguments, capture_from_args
 from testbed.logs import setup_logging
@@ -35,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only this variant (repeatable)")
     parser.add_argument("--transport", action="append", default=[], metavar="NAME",
                         help="run only this transport (repeatable)")
+    parser.add_argument("--no-calibrate", action="store_true",
+                        help="mininet backend without a calibration of the target on this machine: run "
+                             "`rate_bps: auto` links at the fixed fallback rate instead of calibrating first")
     add_pcap_arguments(parser)          # mininet backend: pcaps in each case's run folder
 
 
@@ -58,9 +62,15 @@ def run(args: argparse.Namespace) -> int:
     folder = args.out or results.default_folder(scenario.name)
     setup_logging(getattr(args, "verbosity", 0), folder)
     try:
+        cases = select_cases(scenario, args.variant, args.transport)
+        link_rate = choose_link_rate(cases, backend_name, args.target, calibrate=not args.no_calibrate)
+    except (RuntimeError, ValueError) as error:
+        print(f"mrc-testbed run: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ValueError) else 1
+    try:
         summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
                                           variants=args.variant, transports=args.transport,
-                                          pcap=capture)
+                                          pcap=capture, link_rate=link_rate)
     except (RuntimeError, ValueError, KeyError) as error:
         print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
         return 1

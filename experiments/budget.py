@@ -1,23 +1,26 @@
 """What a case may ask of this machine: link rates, its horizon, and what each host's transport is told.
 
 Both backends take the hosts' line rate, the transport's parameters and the collective's sizes from
-here; the Mininet backend also caps link rates at what a switch target forwards on this kind of
-machine (2 cores) and stretches a horizon the workload cannot meet there. Every cap and stretch
-comes with a note for the case's record.
+here. On the Mininet backend, links whose rate is `auto` (or not given) run at the rate calibrated for
+the switch target on this machine (experiments/calibration.py), a given rate is capped at it, and a
+horizon the workload cannot meet there is stretched. Without a calibration the fixed caps of
+MAX_RATE_BPS stand in. Every cap, stretch and fallback comes with a note for the case's record.
 """
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
 
-from experiments.scenario import Case
+from experiments.calibration import LinkRate, link_rate
+from experiments.scenario import AUTO, Case
 from host_agent.transport import sizing
 from host_agent.transport.config import TransportConfig
 from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows, variant_topology
 from topologies.model import DEFAULT_RATE_BPS, Topology
 
 MODEL_MAX_RATE_BPS = DEFAULT_RATE_BPS
-# What each target forwards on this kind of machine (2 cores): link rates above are capped.
+# The fallback when this machine has no calibration for a target (`mrc-testbed calibrate`): what each
+# target forwarded on a 2-core machine where they were chosen.
 # BMv2 is CPU-bound here, at about BMV2_SWITCH_PPS packets/s summed over all its switch processes
 # (failover's RoCE + reroute took 4.7 s at 5, 10 and 20 Mbit/s alike), so 20 Mbit/s is already more
 # than 4 switches forward at once; the cap keeps its queue rate limiter (packets/s) in a sane range.
@@ -78,7 +81,7 @@ def check_mininet(case: Case) -> None:
     for i, fault in enumerate(case.variant.faults):
         if fault.kind == "switch_slow":
             raise ScenarioError(path, f"faults[{i}].kind", "switch_slow (a gray switch) runs on the netsim backend "
-                                f"only: the Mininet switches' queue rates are not changed at run time")
+                                "only: the Mininet switches' queue rates are not changed at run time")
     mtu = case.transport.params.get("mtu_payload") or case.variant.mtu_payload
     if mtu is not None and mtu + DATA_OVERHEAD > MININET_FRAME_MAX:
         raise ScenarioError(path, "link.mtu_payload", f"{mtu} bytes make data frames of {mtu + DATA_OVERHEAD} "
@@ -109,23 +112,45 @@ def message_time(case: Case, topo: Topology) -> float:
     return case.variant.workload.chunk_bytes * 8 / topo.host_rate_bps()
 
 
-def target_topology(case: Case, target: str) -> tuple[Topology, list[str]]:
-    """The case's topology with link rates capped at what `target` forwards here, and the notes
-    (a cap, a stretched horizon) the case's record carries."""
+def asks_auto(case: Case) -> bool:
+    """Whether the case's links take the calibrated rate (`rate_bps: auto`, or no rate given)."""
+    return case.variant.link.get("rate_bps", AUTO) == AUTO
+
+
+def fallback_rate(target: str) -> LinkRate:
+    """The link rate of `target` on this machine: the calibrated one, else the fixed cap with a note."""
+    return link_rate(target, MAX_RATE_BPS.get(target, MODEL_MAX_RATE_BPS))
+
+
+def target_topology(case: Case, target: str, rate: LinkRate | None = None) -> tuple[Topology, list[str]]:
+    """The case's topology with link rates set to (`auto`) or capped at `rate` (default: what the
+    calibration of `target` says, `fallback_rate`), and the notes (a cap, a fallback, a stretched
+    horizon) the case's record carries."""
+    rate = rate or fallback_rate(target)
     topo = variant_topology(case.variant)
     notes = []
     fastest = max(link.rate_bps for link in topo.links)
-    cap = MAX_RATE_BPS.get(target)
-    if cap and fastest > cap:
-        links = [dataclasses.replace(link, rate_bps=min(link.rate_bps, cap)) for link in topo.links]
-        topo = Topology(topo.name, topo.hosts, topo.switches, links).validate()
-        what = "the Python switch model" if target == "model" else "BMv2 on this machine"
-        notes.append(f"link rates capped at {cap / 1e6:g} Mbit/s for {what} "
+    what = "the Python switch model" if target == "model" else "BMv2"
+    if asks_auto(case):
+        scale = rate.rate_bps / fastest           # a topology's own rate ratios are kept
+        topo = _with_rates(topo, lambda r: max(1, int(round(r * scale))))
+        if rate.note:
+            notes.append(rate.note)
+    elif fastest > rate.rate_bps:
+        topo = _with_rates(topo, lambda r: min(r, rate.rate_bps))
+        notes.append(f"link rates capped at {rate.rate_bps / 1e6:g} Mbit/s for {what} on this machine "
                      f"(the scenario asks for {fastest / 1e6:g} Mbit/s)")
+        if rate.note:
+            notes.append(rate.note)
     _, stretched = horizon(case, topo, target)
     if stretched:
         notes.append(stretched)
     return topo, notes
+
+
+def _with_rates(topo: Topology, rate_of) -> Topology:
+    links = [dataclasses.replace(link, rate_bps=rate_of(link.rate_bps)) for link in topo.links]
+    return Topology(topo.name, topo.hosts, topo.switches, links).validate()
 
 
 def horizon(case: Case, topo: Topology, target: str) -> tuple[float, str | None]:

@@ -22,6 +22,9 @@ Definitions (the same for every backend):
   finished); spread = max / min.
 - link utilisation: bits sent on a switch-to-switch link direction over (rate x duration);
   imbalance = max / mean over the fabric's link directions.
+- base RTT: the smallest RTT of a full-size data packet that any host measured in the run. Times in
+  RTTs (completion, recovery, longest gap) are the times over it, so that runs on a fast and a slow
+  machine, or at different link rates, compare.
 """
 from __future__ import annotations
 
@@ -152,9 +155,17 @@ def imbalance(values: list[float]) -> Optional[float]:
     return max(values) / (sum(values) / len(values))
 
 
+def in_rtts(seconds: Optional[float], base_rtt: Optional[float]) -> Optional[float]:
+    """`seconds` in base RTTs (None when either is unknown)."""
+    if seconds is None or not base_rtt or base_rtt <= 0:
+        return None
+    return seconds / base_rtt
+
+
 def summarise(record: CaseRecord) -> dict:
     """The case's headline numbers, as JSON-ready values."""
     throughputs = flow_throughputs(record)
+    recover, gap = time_to_recover(record), longest_delivery_gap(record)
     utilisation = link_utilisation(record)
     roles = {}
     for flow, bps in zip(record.flows, throughputs):
@@ -174,8 +185,12 @@ def summarise(record: CaseRecord) -> dict:
         "completed": record.completed,
         "completion_time_s": record.completion_time,
         "failure_time_s": record.failure_time,
-        "time_to_recover_s": time_to_recover(record),
-        "longest_delivery_gap_s": longest_delivery_gap(record),
+        "time_to_recover_s": recover,
+        "longest_delivery_gap_s": gap,
+        "base_rtt_s": record.base_rtt,
+        "completion_rtts": in_rtts(record.completion_time, record.base_rtt),
+        "time_to_recover_rtts": in_rtts(recover, record.base_rtt),
+        "longest_delivery_gap_rtts": in_rtts(gap, record.base_rtt),
         "reroute_times_s": list(record.reroutes),
         "bit_exact": record.bit_exact,
         "app_duplicates": record.app_duplicates,

@@ -74,6 +74,7 @@ class CaseRecord:
     transport_stats: dict = field(default_factory=dict)  # summed counters of every connection
     switch_stats: dict = field(default_factory=dict)     # summed switch counters
     fidelity: dict = field(default_factory=dict)         # verdict, reasons, measured (testbed/fidelity.py)
+    base_rtt: Optional[float] = None       # the smallest data-packet RTT any host measured (s)
     notes: list = field(default_factory=list)
 
     def as_dict(self) -> dict:

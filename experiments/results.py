@@ -64,7 +64,7 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
     lines += ["", "Definitions: docs in `experiments/metrics.py` (time to recover = failure until goodput, "
               "averaged over 20 ms or two messages, is back to 90 % of before; \"stayed <90%\": the work "
               "completed at the capacity the failure left; longest gap = the longest time after the "
-              "failure with nothing delivered).", ""]
+              "failure with nothing delivered; N RTT = the time over the smallest data-packet RTT the hosts measured).", ""]
     for fig in figures:
         lines += [f"![{Path(fig).stem}]({Path(fig).name})", ""]
     path = Path(folder) / SUMMARY_MD
@@ -83,8 +83,9 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
     for s in summaries:
         r = s["retransmissions"]
         row = [s["variant"], s["transport"], "yes" if s["completed"] else "NO",
-               _seconds(s["completion_time_s"]),
-               _recovery(s["time_to_recover_s"], s["failure_time_s"], s["completed"]),
+               _seconds(s["completion_time_s"]) + _rtts(s.get("completion_rtts")),
+               _recovery(s["time_to_recover_s"], s["failure_time_s"], s["completed"])
+               + _rtts(s.get("time_to_recover_rtts")),
                _millis(s.get("longest_delivery_gap_s"), s["failure_time_s"]),
                str(s["evs_retired"]), f"{r['trim']}/{r['timeout']}/{r['nack']}",
                "yes" if s["bit_exact"] else "NO", s.get("fidelity", "unknown")]
@@ -133,6 +134,13 @@ def read_summary(folder: Path) -> Optional[dict]:
 
 def _seconds(value: Optional[float]) -> str:
     return "never" if value is None else f"{value:.4g} s"
+
+
+def _rtts(value: Optional[float]) -> str:
+    """' (N RTT)' beside a time, when its base RTT was measured."""
+    if value is None:
+        return ""
+    return f" ({value:.0f} RTT)" if value >= 100 else f" ({value:.3g} RTT)"
 
 
 def _millis(value: Optional[float], failure: Optional[float]) -> str:

@@ -1,8 +1,9 @@
 """Running a scenario: every case on a backend, with a progress bar; results, summaries and plots saved.
 
 The default backend is `mininet` (the model target) when this process is root, `mnexec` is
-installed and the testbed modules import; otherwise `netsim`, with one line saying so. A progress
-bar runs on stderr. `mrc-testbed run` (cli/run.py) prints the comparison table at the end.
+installed and the testbed modules import; otherwise `netsim`, with one line saying so. On mininet,
+`choose_link_rate` finds the calibrated link rate of the target, calibrating first when this machine
+has none and a case asks for `rate_bps: auto`. A progress bar runs on stderr. `mrc-testbed run` (cli/run.py) prints the comparison table at the end.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from experiments import metrics, plots, results
+from experiments import budget, calibration, metrics, plots, results
 from experiments.backends import default_backend, make_backend
 from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
@@ -68,6 +69,38 @@ def choose_backend(requested: Optional[str]) -> str:
     return name
 
 
+def choose_link_rate(cases: list, backend_name: str, target: str, calibrate: bool = True,
+                     stream: TextIO = sys.stderr) -> Optional[calibration.LinkRate]:
+    """The link rate of a mininet run (None on netsim, which keeps the scenario's rates): the
+    calibrated one of `target`; without one, a calibration first when `calibrate` and a case asks for
+    `auto`, else (or when the calibration finds no faithful rate) the fixed fallback, with a note."""
+    if backend_name != "mininet":
+        return None
+    rate = budget.fallback_rate(target)
+    if rate.note is None:
+        return rate
+    if not calibrate or not any(budget.asks_auto(case) for case in cases):
+        print(f"mrc-testbed run: {rate.note}", file=stream)
+        return rate
+    from experiments import rate_search
+    print(f"mrc-testbed run: no calibration of target {target} for this machine in "
+          f"{calibration.calibration_file()}: calibrating first (a few minutes; --no-calibrate runs at "
+          f"the fixed {rate.rate_bps / 1e6:g} Mbit/s instead)", file=stream)
+    try:
+        record = rate_search.calibrate(target, rate_search.measure_allreduce(target),
+                                       progress=lambda line: print(f"  calibrate {target}: {line}", file=stream))
+    except calibration.CalibrationError as error:
+        note = (f"link rates at the fixed fallback of {rate.rate_bps / 1e6:g} Mbit/s: the calibration found no "
+                f"faithful rate on this machine now ({error}); nothing was recorded")
+        print(f"mrc-testbed run: {note}", file=stream)
+        return calibration.LinkRate(rate.rate_bps, note)
+    path = calibration.save(record)
+    print(f"mrc-testbed run: links run at {record.rate_bps / 1e6:g} Mbit/s on {target} "
+          f"({record.margin:g} x {record.faithful_rate_bps / 1e6:g} Mbit/s, the fastest faithful rate); "
+          f"recorded in {path}", file=stream)
+    return calibration.LinkRate(record.rate_bps)
+
+
 def select_cases(scenario: Scenario, variants: list[str], transports: list[str]) -> list:
     """The scenario's cases, restricted to the named variants and transports (when given)."""
     known_v = [v.label for v in scenario.variants]
@@ -81,13 +114,14 @@ def select_cases(scenario: Scenario, variants: list[str], transports: list[str])
 
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
                  progress_stream: TextIO = sys.stderr, variants: list[str] = (),
-                 transports: list[str] = (), pcap: PcapCapture | None = None
-                 ) -> tuple[list[dict], list[Path]]:
+                 transports: list[str] = (), pcap: PcapCapture | None = None,
+                 link_rate: calibration.LinkRate | None = None) -> tuple[list[dict], list[Path]]:
     """Run every (selected) case, write the results folder; return (summaries, figure paths).
 
-    With `pcap` (mininet backend only) every switch port of every case is captured."""
+    With `pcap` (mininet backend only) every switch port of every case is captured; `link_rate`
+    (mininet only, default: the target's calibration, see `choose_link_rate`) sets the links' rates."""
     cases = select_cases(scenario, list(variants), list(transports))
-    backend = make_backend(backend_name, target, pcap=pcap)
+    backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate)
     if pcap is not None:
         print(f"mrc-testbed run: capturing every switch port to {backend.run_root}/{scenario.name}-<time>-<case>/"
               "<switch>-port<N>.pcap (decode: tshark -X lua_script:wireshark/mrc.lua -r FILE)",

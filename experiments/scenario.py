@@ -12,7 +12,9 @@ runs every variant with every transport: one *case* each.
     horizon_s: 5.0                       # give up after this much (simulated or real) time
     sample_interval_s: 0.005             # goodput sampling period
     topology: leafspine:2x2x2            # any `--topo` spec (topologies.topology_from_spec)
-    link: {rate_bps: 20000000, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4}
+    link: {rate_bps: auto, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4}
+                                         # rate_bps: auto (the default) is the topology's own rate
+                                         # on netsim, the calibrated one on mininet (experiments/budget.py)
     # data-center keys (netsim): cable delay in seconds and payload bytes per data packet
     #   link: {rate_bps: 100000000000, delay_s: 1.0e-6, mtu_payload: 4096}
     workload: {kind: allreduce, bytes: 1048576, chunk_bytes: 65536}
@@ -47,6 +49,7 @@ FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gra
 LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold")   # fields of every topology link
 CABLE_KEYS = ("delay_s", "mtu_payload")   # of the fabric as a whole: cable delay (s), payload bytes per packet
 MAX_DELAY_S = 1.0
+AUTO = "auto"                        # rate_bps: the calibrated rate on mininet, the topology's on netsim
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
@@ -292,6 +295,10 @@ def _variant(c: "_Checker", merged: dict, raw: dict, where: str, index: int) -> 
         c.fail(at("topology"), str(error))
     link = c.mapping(merged.get("link") or {}, at("link"), set(LINK_KEYS) | set(CABLE_KEYS))
     for key, value in link.items():
+        if key == "rate_bps" and value == AUTO:
+            continue
+        if key == "rate_bps" and isinstance(value, str):
+            c.fail(f"{at('link')}.rate_bps", f"{value!r} is neither bit/s (an integer) nor {AUTO!r}")
         if key == "delay_s":
             delay = c.number(value, f"{at('link')}.{key}", minimum=0.0)
             if delay > MAX_DELAY_S:

@@ -11,7 +11,7 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
-from experiments.scenario import Variant, WorkloadSpec
+from experiments.scenario import AUTO, Variant, WorkloadSpec
 from topologies import topology_from_spec
 from topologies.model import Topology
 
@@ -29,9 +29,10 @@ class PlannedFlow:
 
 
 def variant_topology(variant: Variant) -> Topology:
-    """The variant's topology with its link overrides applied to every link."""
+    """The variant's topology with its link overrides applied to every link (`rate_bps: auto`
+    keeps the topology's own rates: experiments/budget.py sets them on mininet)."""
     topo = topology_from_spec(variant.topology)
-    fields = variant.link_fields
+    fields = {k: v for k, v in variant.link_fields.items() if not (k == "rate_bps" and v == AUTO)}
     if not fields:
         return topo
     links = [dataclasses.replace(link, **fields) for link in topo.links]

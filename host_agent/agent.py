@@ -340,7 +340,7 @@ class Agent:
         stats = self.endpoint.stats()
         connections = list(stats.pop("connections", {}).values())
         self.counters["loop_iterations"], self.counters["loop_sleeps"] = self.loop_counts
-        self.events.write(self.wall(now), "counters", agent=dict(self.counters),
+        self.events.write(self.wall(now), "counters", agent=dict(self.counters), min_rtt_s=self.endpoint.min_rtt(),
                           wakeups=self.lateness.summary(),
                           nics=[n.counters() for n in self.nics], transport=stats, connections=connections,
                           messages={"sent": self.collective.messages_sent,

@@ -130,9 +130,12 @@ class CpuWatch:
             self._pids[name] = pid
             self._series.setdefault(name, [])
 
-    def start(self) -> "CpuWatch":
-        self._sample()
-        self._thread = threading.Thread(target=self._run, name="cpu-watch", daemon=True)
+    def start(self, delay_s: float = 0.0) -> "CpuWatch":
+        """Sample from now on, or from `delay_s` seconds on (what comes before, such as processes
+        starting up, is not judged)."""
+        if delay_s <= 0:
+            self._sample()
+        self._thread = threading.Thread(target=self._run, args=(delay_s,), name="cpu-watch", daemon=True)
         self._thread.start()
         return self
 
@@ -145,7 +148,11 @@ class CpuWatch:
         self._thread = None
         self._sample()
 
-    def _run(self) -> None:
+    def _run(self, delay_s: float) -> None:
+        if delay_s > 0:
+            if self._stop.wait(delay_s):
+                return
+            self._sample()
         while not self._stop.wait(self.sample_s):
             self._sample()
 
@@ -336,10 +343,11 @@ class FidelityMonitor:
         self.net = net
         self.cpu = CpuWatch(sample_s)
 
-    def start(self) -> "FidelityMonitor":
+    def start(self, delay_s: float = 0.0) -> "FidelityMonitor":
+        """Watch from now on, or from `delay_s` seconds on (once the workload starts)."""
         for name, pid in self.net.switch_pids().items():
             self.cpu.watch(name, pid)
-        self.cpu.start()
+        self.cpu.start(delay_s)
         return self
 
     def watch(self, name: str, pid: int) -> None:

@@ -169,6 +169,7 @@ def test_two_agents_complete_bit_exact_over_veth(tmp_path, veth, mode, workload)
     for rank, proc in enumerate(procs):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, f"agent {rank} exited {proc.returncode}: {err}"
+    rtts = []
     for rank in (0, 1):
         log = tmp_path / f"h{rank}.jsonl"
         records = records_of(log)
@@ -192,8 +193,11 @@ def test_two_agents_complete_bit_exact_over_veth(tmp_path, veth, mode, workload)
         assert moved >= expected_bytes
         (counters,) = records_of(log, "counters")
         assert counters["agent"].get("rx_malformed", 0) == 0
+        rtts.append(counters["min_rtt_s"])                      # None: this agent sent no data
         assert counters["nics"][0]["tx_frames"] > 0 and counters["nics"][0]["rx_frames"] > 0
         assert veth.run(rank, "cat", f"/proc/sys/net/ipv6/conf/{veth.ifs[rank]}/disable_ipv6").strip() == "1"
+    assert all(0 < rtt < 1.0 for rtt in rtts if rtt is not None)      # the base RTT each sender measured
+    assert rtts[0] is not None                                          # rank 0 sends in every workload
 
 
 def test_baseline_agents_with_several_qps_use_them_all(tmp_path, veth):
@@ -221,6 +225,7 @@ def test_two_plane_agents_spray_over_both_nics(tmp_path, veth2):
     for rank, proc in enumerate(procs):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, f"agent {rank} exited {proc.returncode}: {err}"
+    rtts = []
     for rank in (0, 1):
         log = tmp_path / f"h{rank}.jsonl"
         (result,) = records_of(log, "result")

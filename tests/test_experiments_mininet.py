@@ -37,6 +37,8 @@ def test_quick_failover_on_the_model_target_kills_the_link_mid_collective(failov
         assert [f.what for f in record.faults][:1] == ["link down"], name
         assert record.samples and record.ev_events is not None
         assert summary["failure_time_s"] is not None and summary["failure_time_s"] > 0
+        assert 0 < summary["base_rtt_s"] < 0.1, name                      # measured by the agents
+        assert summary["completion_rtts"] == pytest.approx(summary["completion_time_s"] / summary["base_rtt_s"])
     _, rerouted = failover["RoCE + reroute 1 s"]
     assert rerouted.transport_stats.get("retx_timeout", 0) > 0       # the baseline felt the dead link
 

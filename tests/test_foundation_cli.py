@@ -15,7 +15,8 @@ from cli import main as cli
 from cli.main import COMMANDS, Command
 
 PLANNED = {name: f"cli.{name}" for name in
-           ("up", "clean", "draw", "routes", "switch", "agent", "conformance", "run", "report", "bench", "lab")}
+           ("up", "clean", "draw", "routes", "switch", "agent", "conformance", "run", "calibrate", "report", "lab",
+            "bench")}
 
 
 @pytest.fixture(autouse=True)

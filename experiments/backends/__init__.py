@@ -56,9 +56,10 @@ def default_backend() -> tuple[str, Optional[str]]:
     return ("netsim", why) if why else ("mininet", None)
 
 
-def make_backend(name: str, target: str = "model", pcap=None) -> Backend:
-    """The backend called `name` ("netsim" or "mininet"; `target` and `pcap`, a
-    testbed.capture.PcapCapture capturing every switch port, only for mininet)."""
+def make_backend(name: str, target: str = "model", pcap=None, link_rate=None) -> Backend:
+    """The backend called `name` ("netsim" or "mininet"; `target`, `pcap`, a
+    testbed.capture.PcapCapture capturing every switch port, and `link_rate`, an
+    experiments.calibration.LinkRate, only for mininet)."""
     if name == "netsim":
         if pcap is not None:
             raise ValueError("--pcap captures the switch ports of the mininet backend: "
@@ -76,5 +77,5 @@ def make_backend(name: str, target: str = "model", pcap=None) -> Backend:
         if why:
             raise RuntimeError(why)
         from experiments.backends.mininet_backend import MininetBackend
-        return MininetBackend(target, pcap=pcap)
+        return MininetBackend(target, pcap=pcap, link_rate=link_rate)
     raise ValueError(f"--backend {name!r}: expected one of {', '.join(BACKENDS)}")

@@ -66,7 +66,7 @@ def read_results(record: CaseRecord, agents: list[AgentProcess], flow_logs: list
     agent's timer wake-up lateness (`host_agent.lateness` summary) by host name."""
     lateness: dict[str, dict] = {}
     stats: Counter = Counter()
-    finished, exact = {}, True
+    finished, exact, rtts = {}, True, []
     for agent in agents:
         for r in agent.records():
             kind = r.get("kind")
@@ -78,6 +78,8 @@ def read_results(record: CaseRecord, agents: list[AgentProcess], flow_logs: list
             elif kind == "counters":
                 if isinstance(r.get("wakeups"), dict):
                     lateness[agent.name] = r["wakeups"]
+                if isinstance(r.get("min_rtt_s"), (int, float)) and r["min_rtt_s"] > 0:
+                    rtts.append(r["min_rtt_s"])
                 transport = r.get("transport", {})
                 stats.update({k: v for k, v in transport.items() if isinstance(v, (int, float))})
         failure = agent.failure()
@@ -90,6 +92,7 @@ def read_results(record: CaseRecord, agents: list[AgentProcess], flow_logs: list
     record.completion_time = max(finished.values()) if record.completed else None
     record.end = record.completion_time if record.completed else record.horizon
     record.transport_stats = dict(stats)
+    record.base_rtt = min(rtts) if rtts else None
     record.app_missing = len(agents) - len(finished)
     return lateness
 

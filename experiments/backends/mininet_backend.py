@@ -8,8 +8,9 @@ agents' JSON-lines logs become the case record (`agent_logs`).
 
 A fault given as a share of the workload ("30%") starts when the agents' goodput records add up
 to that share of the workload's bytes (extrapolated at the rate so far, as the agents flush their
-logs every 50 ms). Link rates above what the target forwards here are capped and horizons too short
-for it stretched (`experiments.budget`; a note in the record says so). Goodput comes from the
+logs every 50 ms). Links run at `link_rate` (default: the calibration of the target on this machine):
+`auto` links at it, faster ones capped, and horizons too short for the target stretched
+(`experiments.budget`; a note in the record says so). Goodput comes from the
 agents' records, which count whole messages (`chunk_bytes`), so it is coarser than on netsim.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from experiments import budget
 from experiments import faults as F
 from experiments.backends.agent_jobs import agent_jobs
 from experiments.backends.agent_logs import Progress, read_results
+from experiments.calibration import LinkRate
 from experiments.metrics import RECOVERY_WINDOW_S
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
@@ -144,8 +146,10 @@ class MininetBackend:
 
     name = "mininet"
 
-    def __init__(self, target: str = "model", run_root: Path | None = None, pcap=None) -> None:
+    def __init__(self, target: str = "model", run_root: Path | None = None, pcap=None,
+                 link_rate: LinkRate | None = None) -> None:
         self.target = target
+        self.link_rate = link_rate               # None: the calibration of the target, read per case
         self.run_root = Path(run_root) if run_root else Path("runs") / "experiments"
         self.pcap = pcap                     # testbed.capture.PcapCapture: capture every switch port
 
@@ -153,7 +157,7 @@ class MininetBackend:
         from testbed.agents import AgentLauncher
         from testbed.network import TestbedNetwork
         budget.check_mininet(case)
-        topo, notes = budget.target_topology(case, self.target)
+        topo, notes = budget.target_topology(case, self.target, self.link_rate)
         for note in notes:
             log.warning("%s: %s", case.label, note)
         record = self._record(case, topo, notes)
@@ -182,7 +186,7 @@ class MininetBackend:
                 monitor.watch(item.name, agents.start(item.name, item.job, *extra).proc.pid)
             timers = FaultTimers(LiveTarget(net, controls), record, start_at)
             live = Progress([i.log for i in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)
-            monitor.start()
+            monitor.start(delay_s=start_at - time.time())     # the agents' start-up is not judged
             self._follow(case, topo, record, agents, timers, live, progress)
             monitor.stop()
             packets = self._read_counters(net, topo, record)

@@ -135,6 +135,7 @@ class NetsimBackend:
         record.bit_exact, record.app_duplicates, record.app_missing = traffic.outcome()
         record.transport_stats = traffic.stats()
         record.notes.extend(traffic.failures)
+        record.base_rtt = traffic.base_rtt()
         record.ev_events.extend(traffic.ev_sets(sim.now))
         record.links = [LinkRecord(link.name, link.rate_bps, link.counters["tx_bytes"], link.counters["dropped_queue"],
                                    link.counters["dropped_down"]) for link in fab.fabric_links()]

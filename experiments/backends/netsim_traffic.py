@@ -242,6 +242,11 @@ class Traffic:
                 out.append({"t": now, "kind": "ev_set", "conn": conn.name, "host": host, "evs": evs})
         return out
 
+    def base_rtt(self) -> float | None:
+        """The smallest data-packet RTT any host measured (None: none was)."""
+        seen = [rtt for rtt in (ep.min_rtt() for ep in self.endpoints.values()) if rtt is not None]
+        return min(seen) if seen else None
+
     def stats(self) -> dict:
         """Counters of every connection, summed."""
         total: Counter = Counter()

@@ -322,6 +322,12 @@ class Endpoint:
         conn.control.probe(ev, self._probe_requests, now, timeout)
         return self._probe_requests
 
+    def min_rtt(self) -> float | None:
+        """The smallest RTT of a full-size data packet over all connections (seconds; the configured
+        `base_rtt` when one is set), or None before any sample: the base RTT the run measured."""
+        seen = [c.rtt.min_rtt for c in self.connections.values() if c.rtt.min_rtt != float("inf")]
+        return min(seen) if seen else None
+
     def stats(self) -> dict:
         """Counters of this endpoint (sent, retransmitted by cause, evs_retired, ...) and per-connection state."""
         total = Counter(self._stats)

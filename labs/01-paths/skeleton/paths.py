@@ -6,9 +6,7 @@ You may use the topology model (topo.host_nics, topo.switch(name).usid, topo.hos
 topologies.graph.PlaneGraph(topo, plane).shortest_paths(a, b); build the address yourself (do not
 call topologies.paths or topologies.addressing: the encoding is what this lab is about).
 """
-import ipaddress
 
-from topologies.graph import PlaneGraph
 
 LOCATOR_PREFIX = 0xFC00     # the first 16 bits of every MRC path address
 USID_BITS = 16
