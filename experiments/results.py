@@ -143,10 +143,15 @@ def _rtts(value: Optional[float]) -> str:
     return f" ({value:.0f} RTT)" if value >= 100 else f" ({value:.3g} RTT)"
 
 
+def _short(value: float) -> str:
+    """A short time in the unit that keeps its digits: ms from 1 ms up, us below."""
+    return f"{value * 1e3:.0f} ms" if value >= 1e-3 else f"{value * 1e6:.0f} us"
+
+
 def _millis(value: Optional[float], failure: Optional[float]) -> str:
     if failure is None or value is None:
         return "-"
-    return f"{value * 1e3:.0f} ms"
+    return _short(value)
 
 
 def _recovery(value: Optional[float], failure: Optional[float], completed: bool) -> str:
@@ -155,7 +160,7 @@ def _recovery(value: Optional[float], failure: Optional[float], completed: bool)
         return "-"
     if value is None:
         return "stayed <90%" if completed else "never"
-    return f"{value * 1e3:.0f} ms"
+    return _short(value)
 
 
 def _jsonable(value):

@@ -338,3 +338,9 @@ def test_cpu_distorted_spans_are_shaded_on_the_goodput_panel():
         assert [p.get_label() for p in spans][0].startswith("CPU-distorted")
     finally:
         plt.close(fig)
+
+
+def test_short_times_in_the_table_keep_their_digits():
+    assert results._millis(0.150, 1.0) == "150 ms" and results._millis(42e-6, 1.0) == "42 us"
+    assert results._millis(None, 1.0) == "-" and results._millis(0.2, None) == "-"
+    assert results._recovery(None, 1.0, True) == "stayed <90%" and results._recovery(None, 1.0, False) == "never"
