@@ -16,7 +16,7 @@ FILE, CLASS = "monitor.py", "DeadPathMonitor"
 MB = 1_000_000
 KILL, REPAIR = 100e-6, 600e-6
 DEAD_SWITCH = "s3"
-PAUSE = (300e-6, 1.3e-3)         # the receiver's process stands still (about 20 QP timeouts), in the pause run
+PAUSE = (300e-6, 1.3e-3)         # the receiver's process stands still (about 15 QP timeouts), in the pause run
 RTOS = 3                         # the killed path's EVs must all be retired within this many RTOs
 _runs: dict = {}                 # (folder, file state, scenario) -> result
 
