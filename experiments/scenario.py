@@ -305,11 +305,29 @@ def _variant(c: "_Checker", merged: dict, raw: dict, where: str, index: int) -> 
                 c.fail(f"{at('link')}.{key}", f"{delay} s is above {MAX_DELAY_S} s: a cable, not a satellite")
         else:
             c.integer(value, f"{at('link')}.{key}", minimum=0 if key == "ecn_threshold" else 1)
+    _check_links(c, topology, link, at("link"))
     workload = _workload(c, merged.get("workload"), at("workload"))
     faults = tuple(_fault(c, f, f"{at('faults')}[{i}]")
                    for i, f in enumerate(c.sequence(merged.get("faults") or [], at("faults"))))
     label = c.text(raw.get("label", topology if index == 0 else f"variant {index + 1}"), f"{where}.label")
     return Variant(label, topology, dict(link), workload, faults)
+
+
+def _check_links(c: "_Checker", topology: str, link: dict, where: str) -> None:
+    """The link keys, over the topology's own values, make links the topology accepts (e.g. an
+    ecn_threshold above the default trim_threshold does not)."""
+    import dataclasses
+    from topologies import topology_from_spec
+    from topologies.model import Topology
+    fields = {k: v for k, v in link.items() if k in LINK_KEYS and not (k == "rate_bps" and v == AUTO)}
+    if not fields:
+        return
+    topo = topology_from_spec(topology)
+    try:
+        Topology(topo.name, topo.hosts, topo.switches,
+                 [dataclasses.replace(each, **fields) for each in topo.links]).validate()
+    except ValueError as error:
+        c.fail(where, str(error))
 
 
 def _workload(c: "_Checker", raw: Any, where: str) -> WorkloadSpec:

@@ -344,3 +344,12 @@ def test_short_times_in_the_table_keep_their_digits():
     assert results._millis(0.150, 1.0) == "150 ms" and results._millis(42e-6, 1.0) == "42 us"
     assert results._millis(None, 1.0) == "-" and results._millis(0.2, None) == "-"
     assert results._recovery(None, 1.0, True) == "stayed <90%" and results._recovery(None, 1.0, False) == "never"
+
+
+def test_link_keys_the_topology_refuses_are_a_scenario_error_naming_link(tmp_path):
+    """ecn_threshold 24 over the default trim threshold of 8 (a fuzzed datacenter.yaml found it)."""
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\ntitle: bad\ntopology: leafspine:2x2x2\nlink: {ecn_threshold: 24}\n"
+                    "workload: {kind: allreduce, bytes: 65536}\ntransports: [{name: MRC, mode: mrc}]\n")
+    with pytest.raises(ScenarioError, match="link: .*ecn_threshold = 24 exceeds trim_threshold = 8"):
+        load_scenario(path)
