@@ -1,33 +1,26 @@
 """Checks of lab 2: compile the student's mrc.p4 with p4c (into a temporary folder, never p4/build)
 and run the trimming conformance cases on BMv2 with the result."""
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 from labs.catalog import HOW_TO_GET, get_lab
 from labs.checking import Check, CheckFailed, CheckSkipped
 
-P4C_FLAGS = ["--target", "bmv2", "--arch", "v1model", "--std", "p4-16"]
 CASE_FILE = "trim.yaml"          # every case of this file, and the other cases named after trimming
-COMPILE_TIMEOUT_S = 300
 
 
 def _compile(source: Path, out: Path) -> tuple[Path, Path]:
     """(BMv2 JSON, text P4Info) of `source` compiled into `out`; CheckFailed with p4c's errors."""
-    p4c = shutil.which("p4c")
-    if p4c is None:
+    from conformance.program import P4CompileError, compile_p4
+    if shutil.which("p4c") is None:
         raise CheckSkipped(f"p4c is not on PATH: {HOW_TO_GET['p4c']}")
-    p4info = out / "mrc.p4info.txt"         # .txt: older p4c pick the format by suffix and know no .txtpb
-    result = subprocess.run([p4c, *P4C_FLAGS, "--p4runtime-files", str(p4info), "-o", str(out), str(source)],
-                            capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
-    bmv2_json = out / f"{source.stem}.json"
-    if result.returncode != 0:
-        errors = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
-        raise CheckFailed(f"p4c rejected {source.name} (exit {result.returncode}): " + " | ".join(errors[:6]))
-    if not bmv2_json.exists() or not p4info.exists():
-        raise CheckFailed(f"p4c wrote no {bmv2_json.name} and {p4info.name} into {out}")
-    return bmv2_json, p4info
+    try:
+        files = compile_p4(source, out)
+    except P4CompileError as error:
+        lines = [line for line in str(error).splitlines() if line.strip()]
+        raise CheckFailed(" | ".join(lines[:7])) from None
+    return files.bmv2_json, files.p4info
 
 
 def check_compiles(ws):
