@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
-FIRST_BUCKET_S = 1e-6            # bucket k holds lateness in [2^(k-1), 2^k) us; bucket 0 below 1 us
-BUCKETS = 24                     # up to about 8 s
+FIRST_BUCKET_S = 1e-6            # bucket k holds lateness in [2^((k-1)/STEPS), 2^(k/STEPS)) us; bucket 0 below 1 us
+STEPS = 4                        # buckets per doubling: a percentile is at most 19 % above the true value
+BUCKETS = 24 * STEPS + 1         # up to about 16 s
 
 
 class WakeupLateness:
@@ -19,8 +20,8 @@ class WakeupLateness:
     def record(self, late_s: float) -> None:
         """One wake-up `late_s` seconds after the time asked for (early ones count as 0)."""
         late_s = max(0.0, late_s)
-        bucket = 0 if late_s < FIRST_BUCKET_S else min(BUCKETS - 1,
-                                                       int(math.log2(late_s / FIRST_BUCKET_S)) + 1)
+        bucket = 0 if late_s < FIRST_BUCKET_S else min(
+            BUCKETS - 1, int(math.log2(late_s / FIRST_BUCKET_S) * STEPS) + 1)
         self.counts[bucket] += 1
         self.n += 1
         if late_s > self.max_s:
@@ -35,7 +36,7 @@ class WakeupLateness:
         for bucket, count in enumerate(self.counts):
             seen += count
             if seen >= rank:
-                return min(FIRST_BUCKET_S * 2 ** bucket, self.max_s)
+                return min(FIRST_BUCKET_S * 2 ** (bucket / STEPS), self.max_s)
         return self.max_s
 
     def summary(self) -> dict:

@@ -35,6 +35,8 @@ LINK_LOSS_MIN_PACKETS = 20       # ... counted only from this many lost packets 
 QUEUE_SERVED_LIMIT = 0.95        # share of its rate a backlogged queue must be served at
 QUEUE_MIN_BUSY_S = 0.05          # ... judged only from this much backlogged service time
 WAKEUP_LATE_LIMIT_S = 1e-3       # p99 lateness of an agent's timer wake-ups (half the 2 ms minimum RTO)
+PACKET_TIMES_OF_WAIT = 0.5       # ... both limits are at least this many (wait) or 1 (lateness) packet
+                                 # times at the hosts' rate: a slower emulated network tolerates more
 WAKEUP_MIN_COUNT = 100           # ... judged only from this many timer wake-ups
 
 
@@ -186,9 +188,9 @@ class CpuWatch:
                     for i in range(self.window, len(spent))), default=mean)
         return CpuShare(mean, max(peak, mean))
 
-    def distorted_spans(self) -> list[Span]:
+    def distorted_spans(self, sched_wait_s: float = SCHED_WAIT_LIMIT_S) -> list[Span]:
         """The windows (wall clock) in which a watched process used more CPU than PROCESS_CPU_LIMIT
-        or waited longer than SCHED_WAIT_LIMIT_S per wake-up, merged per process and reason."""
+        or waited longer than `sched_wait_s` per wake-up, merged per process and reason."""
         with self._lock:
             series = {name: list(points) for name, points in self._series.items()}
         spans = []
@@ -199,7 +201,7 @@ class CpuWatch:
                 start, end = a[0] + self._wall_offset, b[0] + self._wall_offset
                 if share > PROCESS_CPU_LIMIT:
                     spans.append(Span(start, end, name, "CPU"))
-                if wait is not None and wait > SCHED_WAIT_LIMIT_S:
+                if wait is not None and wait > sched_wait_s:
                     spans.append(Span(start, end, name, "CPU wait"))
         return merge_spans(spans)
 
@@ -250,6 +252,20 @@ def link_losses(topo, tx: dict[str, dict[int, int]], rx: dict[str, dict[int, int
     return losses
 
 
+@dataclass(frozen=True)
+class Limits:
+    """The time limits of a verdict: fixed floors, raised for a slow emulated network, where
+    one packet's transmission takes longer than the floors (a 1 KB packet at 1 Mbit/s: 8 ms)."""
+
+    sched_wait_s: float = SCHED_WAIT_LIMIT_S
+    wakeup_late_s: float = WAKEUP_LATE_LIMIT_S
+
+    @classmethod
+    def for_packet_time(cls, packet_s: float) -> "Limits":
+        """Limits for hosts whose full data packet takes `packet_s` seconds to send."""
+        return cls(max(SCHED_WAIT_LIMIT_S, PACKET_TIMES_OF_WAIT * packet_s), max(WAKEUP_LATE_LIMIT_S, packet_s))
+
+
 @dataclass
 class Verdict:
     """Faithful, or distorted with one line per reason; with what was measured."""
@@ -258,6 +274,7 @@ class Verdict:
     measured: dict = field(default_factory=dict)
     watched: bool = True                 # False: nothing could be measured (a verdict of "unknown")
     spans: list[tuple[float, float, str]] = field(default_factory=list)   # (start s, end s, who: why)
+    limits: Limits = field(default_factory=Limits)
 
     @property
     def faithful(self) -> bool:
@@ -274,10 +291,11 @@ class Verdict:
         self.measured["wakeups"] = dict(lateness)
         for name, summary in sorted(lateness.items()):
             p99 = summary.get("p99_ms", 0.0) / 1e3
-            if summary.get("n", 0) >= WAKEUP_MIN_COUNT and p99 > WAKEUP_LATE_LIMIT_S:
+            if summary.get("n", 0) >= WAKEUP_MIN_COUNT and p99 > self.limits.wakeup_late_s:
                 self.reasons.append(f"{name}: timer wake-ups late by {p99 * 1e3:.2g} ms at p99 "
                                     f"(p50 {summary.get('p50_ms', 0.0):.2g} ms, max "
-                                    f"{summary.get('max_ms', 0.0):.3g} ms, {summary['n']} wake-ups)")
+                                    f"{summary.get('max_ms', 0.0):.3g} ms, {summary['n']} wake-ups; "
+                                    f"limit {self.limits.wakeup_late_s * 1e3:.2g} ms)")
 
     def add_queue_service(self, service: dict[str, dict[int, dict]]) -> None:
         """Judge how each switch's rate-limited queues were served while backlogged too
@@ -299,19 +317,19 @@ class Verdict:
                 "spans": [list(span) for span in self.spans]}
 
 
-def judge(cpu: CpuWatch, losses: list[LinkLoss], origin: float = 0.0) -> Verdict:
+def judge(cpu: CpuWatch, losses: list[LinkLoss], origin: float = 0.0, limits: Limits = Limits()) -> Verdict:
     """The verdict of a run from its CPU watch and its link losses; its distorted spans in seconds
     since `origin` (a wall-clock time, e.g. the start of the workload)."""
-    verdict = judge_measures(cpu.processes(), cpu.machine(), cpu.load_peak, losses)
+    verdict = judge_measures(cpu.processes(), cpu.machine(), cpu.load_peak, losses, limits=limits)
     verdict.spans = [(round(s.start - origin, 3), round(s.end - origin, 3), f"{s.who}: {s.why}")
-                     for s in cpu.distorted_spans()]
+                     for s in cpu.distorted_spans(limits.sched_wait_s)]
     return verdict
 
 
 def judge_measures(processes: dict[str, CpuShare], machine: CpuShare, load_peak: float,
-                   losses: list[LinkLoss], cpus: int | None = None) -> Verdict:
+                   losses: list[LinkLoss], cpus: int | None = None, limits: Limits = Limits()) -> Verdict:
     """The verdict of a run from what was measured: each process's CPU, the machine's, link losses."""
-    verdict = Verdict()
+    verdict = Verdict(limits=limits)
     cores = cpus or os.cpu_count() or 1
     verdict.measured = {"machine_cpu": machine.as_dict(), "cpus": cores, "load_peak": round(load_peak, 2),
                         "processes": {n: s.as_dict() for n, s in processes.items()},
@@ -320,7 +338,7 @@ def judge_measures(processes: dict[str, CpuShare], machine: CpuShare, load_peak:
         why = []
         if share.peak > PROCESS_CPU_LIMIT:
             why.append(f"CPU {share.peak:.0%} of a core at its busiest (mean {share.mean:.0%})")
-        if share.wait_peak_s > SCHED_WAIT_LIMIT_S:
+        if share.wait_peak_s > limits.sched_wait_s:
             why.append(f"waited {share.wait_peak_s * 1e3:.2g} ms for a CPU per wake-up at worst "
                        f"(mean {share.wait_mean_s * 1e3:.2g} ms)")
         if why:
@@ -335,13 +353,23 @@ def judge_measures(processes: dict[str, CpuShare], machine: CpuShare, load_peak:
     return verdict
 
 
+def _packet_bytes(given: int | None) -> int:
+    """A full data packet on the wire (the transport's default payload) unless `given`."""
+    if given is not None:
+        return given
+    from host_agent.transport.config import TransportConfig
+    from wire.packets import DATA_OVERHEAD
+    return TransportConfig().mtu_payload + DATA_OVERHEAD
+
+
 class FidelityMonitor:
     """The fidelity of one running `TestbedNetwork`: its switch processes watched from `start()`,
     with any other process added by `watch` (agents); `verdict()` judges what it saw so far."""
 
-    def __init__(self, net, sample_s: float = SAMPLE_S) -> None:
+    def __init__(self, net, sample_s: float = SAMPLE_S, packet_bytes: int | None = None) -> None:
         self.net = net
         self.cpu = CpuWatch(sample_s)
+        self.limits = Limits.for_packet_time(_packet_bytes(packet_bytes) * 8 / net.topology.host_rate_bps())
 
     def start(self, delay_s: float = 0.0) -> "FidelityMonitor":
         """Watch from now on, or from `delay_s` seconds on (once the workload starts)."""
@@ -362,7 +390,7 @@ class FidelityMonitor:
         counters already; otherwise every live switch's counters are read now. Links of nodes in
         `skip` (faulted on purpose) are not judged. Distorted spans are timed from `origin` (wall clock)."""
         tx, rx = packets if packets is not None else self._packets()
-        return judge(self.cpu, link_losses(self.net.topology, tx, rx, skip), origin)
+        return judge(self.cpu, link_losses(self.net.topology, tx, rx, skip), origin, self.limits)
 
     def _packets(self) -> tuple[dict, dict]:
         tx, rx = {}, {}

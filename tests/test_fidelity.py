@@ -114,12 +114,18 @@ def test_wakeup_lateness_percentiles_are_bucket_edges_and_the_max_is_exact():
     late = WakeupLateness()
     assert late.summary() == {"n": 0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
     for _ in range(98):
-        late.record(30e-6)                  # in [16, 32) us
+        late.record(30e-6)                  # in [26.9, 32) us: quarter-octave buckets
     late.record(-1e-6)                      # early: counts as on time
     late.record(0.0123)
     s = late.summary()
     assert s["n"] == 100 and s["p50_ms"] == 0.032 and s["max_ms"] == 12.3
     assert s["p99_ms"] == 0.032              # 99 of 100 are at most 32 us
+    one = WakeupLateness()
+    one.record(0.9e-3)
+    assert one.percentile(0.5) == pytest.approx(0.9e-3)          # capped at the max
+    for _ in range(10):
+        one.record(0.55e-3)
+    assert 0.55e-3 <= one.percentile(0.5) <= 0.55e-3 * 1.19     # a bucket edge within 19 %
     late.record(0.0123)
     assert late.summary()["p99_ms"] == 12.3  # now the 99th percentile is in the last, capped at the max
 
@@ -131,7 +137,7 @@ def test_late_timer_wakeups_of_an_agent_are_a_reason():
                           "h3": {"n": 10, "p50_ms": 5.0, "p99_ms": 9.0, "max_ms": 9.0}})   # too few to judge
     assert verdict.label == "distorted"
     assert verdict.reasons == ["h1: timer wake-ups late by 4.1 ms at p99 (p50 0.064 ms, max 9.1 ms, "
-                               "5000 wake-ups)"]
+                               "5000 wake-ups; limit 1 ms)"]
     assert verdict.as_dict()["measured"]["wakeups"]["h2"]["p99_ms"] == 0.256
 
 
@@ -154,3 +160,17 @@ def test_the_model_queue_counts_service_it_could_not_catch_up_on():
     q.charge(1000, 0.002 + MAX_LAG + 0.010, backlogged=True)  # 10 ms later than it can catch up on
     s = q.service()
     assert s["busy_s"] == pytest.approx(0.003) and s["lost_s"] == pytest.approx(0.010)
+
+
+def test_a_slow_emulated_network_tolerates_longer_waits_and_later_wakeups():
+    from testbed.fidelity import Limits
+    fast, slow = Limits.for_packet_time(0.4e-3), Limits.for_packet_time(13e-3)    # 1 KB at 20 and 0.625 Mbit/s
+    assert (fast.sched_wait_s, fast.wakeup_late_s) == (SCHED_WAIT_LIMIT_S, 1e-3)
+    assert slow.sched_wait_s == pytest.approx(6.5e-3) and slow.wakeup_late_s == pytest.approx(13e-3)
+    waited = {"s6": CpuShare(mean=0.1, peak=0.2, wait_mean_s=0.1e-3, wait_peak_s=0.65e-3)}
+    late = {"h1": {"n": 900, "p50_ms": 0.064, "p99_ms": 1.2, "max_ms": 1.4}}
+    for limits, distorted in ((fast, True), (slow, False)):
+        verdict = judge_measures(waited, CpuShare(0.3, 0.5), 0.8, [], cpus=2, limits=limits)
+        verdict.add_lateness(late)
+        assert (verdict.label == "distorted") is distorted, verdict.reasons
+        assert len(verdict.reasons) == (2 if distorted else 0)
