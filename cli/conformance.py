@@ -41,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--p4info", help="text P4Info (default: p4/build/mrc.p4info.txtpb)")
     parser.add_argument("--bmv2-json", help="BMv2 JSON for the bmv2 target (default: p4/build/mrc.json)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    explain = parser.add_mutually_exclusive_group()
+    explain.add_argument("--explain", action="store_const", const="all", dest="explain", default="failed",
+                         help="on bmv2, trace every case (default: only the cases that fail are run again "
+                              "with BMv2's trace log and explained packet by packet)")
+    explain.add_argument("--no-explain", action="store_const", const="none", dest="explain",
+                         help="on bmv2, do not explain failing cases")
 
 
 def format_table(results: list[CaseResult]) -> str:
@@ -82,13 +88,22 @@ def run(args: argparse.Namespace) -> int:
     try:
         names = TARGETS if args.target == "all" else (args.target,)
         results: list[CaseResult] = []
+        reports: list[str] = []
         for name in names:
-            results += run_cases(cases, make_target(name, args))
+            if name == "bmv2" and getattr(args, "explain", "none") != "none":
+                from conformance.explain import run_cases_explained
+                mine, explained = run_cases_explained(cases, make_target(name, args), args.explain)
+                results += mine
+                reports += explained
+            else:
+                results += run_cases(cases, make_target(name, args))
     except P4InfoError as exc:
         print(f"conformance: {exc}", file=sys.stderr)
         return 2
     finally:
         signal.signal(signal.SIGTERM, previous)
+    for report in reports:
+        print(report, end="\n\n")
     print(format_table(results))
     print(summary(results))
     if all(r.status == "skip" for r in results):       # a skip of everything is not a pass

@@ -297,10 +297,18 @@ class Bmv2Target(ProcessTarget):
 
     name = "bmv2"
     THRIFT_PORT = 9090          # inside the lab's own namespace: no clash with other switches
+    TRACE_NAME = "bmv2-trace"   # BMv2 adds ".txt" to the --log-file name
 
     def __init__(self, p4info_path: Optional[str] = None, bmv2_json: Optional[str] = None):
         super().__init__(p4info_path)
         self.bmv2_json = Path(bmv2_json) if bmv2_json else DEFAULT_BMV2_JSON
+        self.trace = False      # when True, each switch started writes a trace log (trace_path())
+
+    def trace_path(self) -> Optional[Path]:
+        """The trace log of the switch started last (when `trace` was on), else None."""
+        if not self.tmp:
+            return None
+        return Path(self.tmp) / f"{self.TRACE_NAME}.txt"
 
     def unavailable(self) -> Optional[str]:
         """Root, simple_switch_grpc and simple_switch_CLI on PATH, and the compiled JSON."""
@@ -324,11 +332,17 @@ class Bmv2Target(ProcessTarget):
                 "--notifications-addr", f"ipc://{os.path.join(self.tmp, 'notifications.ipc')}"]
         for n in range(1, NPORTS + 1):
             argv += ["-i", f"{n}@{self.lab.switch_if(n)}"]
+        if self.trace:          # every record, flushed, with whole frames dumped on receive and send
+            argv += ["--log-file", os.path.join(self.tmp, self.TRACE_NAME), "--log-level", "trace",
+                     "--log-flush", "--dump-packet-data", "65536"]
         return argv + ["--", "--grpc-server-addr", address, "--priority-queues", "2"]
 
     def _launch(self, seed, queues, hold_port, address) -> subprocess.Popen:
         """BMv2 inside the lab's switch namespace: its thrift server binds every address of that
         namespace only (BMv2 cannot bind it to one address)."""
+        trace = self.trace_path()
+        if trace is not None and trace.exists():     # one log per switch run
+            trace.unlink()
         with open(self.log_path, "ab") as log:
             return self.lab.popen("switch", self.command(address), stdout=log, stderr=log)
 

@@ -59,9 +59,25 @@ class CaseResult:
         return self.status == "pass"
 
 
+@dataclass
+class CaseRun:
+    """A case run on a target: its result, and what went in and came out (fillers left out)."""
+
+    result: CaseResult
+    inputs: list[tuple[int, bytes]]
+    outputs: list[Output]
+    counters: dict[str, dict[int, tuple[int, int]]]
+
+
 def run_case(case: ConformanceCase, target) -> CaseResult:
     """Program a fresh switch, send the case's packets, and check the outputs and counters."""
+    return execute_case(case, target).result
+
+
+def execute_case(case: ConformanceCase, target) -> CaseRun:
+    """run_case, keeping the frames sent and received and the counters read."""
     start = time.monotonic()
+    inputs: list[tuple[int, bytes]] = []
     try:
         hold_port = int(case.preload["port"]) if case.preload else None
         target.reset(case.seed, case.queues, hold_port)
@@ -82,13 +98,15 @@ def run_case(case: ConformanceCase, target) -> CaseResult:
                     p, b = counters[name][port]
                     counters[name][port] = (p - packets, b)
     except Exception as exc:  # a target failure is reported per case, the run goes on
-        return CaseResult(case.name, target.name, "error", f"{type(exc).__name__}: {exc}",
-                          time.monotonic() - start)
+        return CaseRun(CaseResult(case.name, target.name, "error", f"{type(exc).__name__}: {exc}",
+                                  time.monotonic() - start), inputs, [], {})
     if fillers:
         outputs = infer_priorities(outputs, int(case.preload["port"]))
-    failures = check(case, inputs, [o for o in outputs if not is_filler(o.frame)], counters)
+    outputs = [o for o in outputs if not is_filler(o.frame)]
+    failures = check(case, inputs, outputs, counters)
     status = "fail" if failures else "pass"
-    return CaseResult(case.name, target.name, status, "; ".join(failures), time.monotonic() - start)
+    return CaseRun(CaseResult(case.name, target.name, status, "; ".join(failures), time.monotonic() - start),
+                   inputs, outputs, counters)
 
 
 def infer_priorities(outputs: list[Output], held_port: int) -> list[Output]:
@@ -195,6 +213,13 @@ def _check_one(e: dict, i: int, inputs: list[tuple[int, bytes]], o: Output) -> l
     if e.get("consistent"):
         problems += scapy_consistency(o.frame)
     return problems
+
+
+def expected_frame(e: dict, i: int, inputs: list[tuple[int, bytes]]) -> Optional[bytes]:
+    """The exact frame an `as_input` expectation (the i-th of the case) wants, else None."""
+    if "as_input" not in e:
+        return None
+    return _with_fields(inputs[int(e.get("input", i))][1], e["as_input"] or {})
 
 
 def _with_fields(frame: bytes, fields: dict) -> bytes:
