@@ -41,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--p4info", help="text P4Info (default: p4/build/mrc.p4info.txtpb)")
     parser.add_argument("--bmv2-json", help="BMv2 JSON for the bmv2 target (default: p4/build/mrc.json)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--differential", type=int, metavar="N",
+                        help="generate N cases with hypothesis, run each on the model and on --target, and "
+                             "write every divergence (shrunk) as a case file (needs hypothesis: test extras)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --differential (default 0)")
+    parser.add_argument("--out", metavar="FILE", help="case file for the divergences of --differential "
+                        "(default: differential-<target>-<seed>.yaml in the current folder)")
     explain = parser.add_mutually_exclusive_group()
     explain.add_argument("--explain", action="store_const", const="all", dest="explain", default="failed",
                          help="on bmv2, trace every case (default: only the cases that fail are run again "
@@ -68,9 +74,57 @@ def summary(results: list[CaseResult]) -> str:
     return "; ".join(parts)
 
 
+def run_differential(args: argparse.Namespace) -> int:
+    """--differential: exit status 1 when the targets diverged, 2 when the run could not be made."""
+    from pathlib import Path
+    if args.target in ("model", "all"):
+        print("conformance: --differential compares the model with one other target: give --target bmv2 "
+              "(or model-grpc, model-proc)", file=sys.stderr)
+        return 2
+    if args.differential < 1:
+        print(f"conformance: --differential needs N >= 1, got {args.differential}", file=sys.stderr)
+        return 2
+    try:
+        from conformance.differential import run_differential as search
+    except ImportError as exc:
+        print(f"conformance: --differential needs hypothesis ({exc}); install the test extras", file=sys.stderr)
+        return 2
+    from conformance.targets import ModelTarget
+    other = make_target(args.target, args)
+    reason = other.unavailable()
+    if reason:
+        print(f"conformance: --target {args.target} cannot run here: {reason}", file=sys.stderr)
+        return 2
+    reference = ModelTarget(args.p4info)
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    other.start()
+    try:
+        report = search(args.differential, args.seed, reference, other,
+                        progress=lambda line: print(f"  {line}", flush=True))
+    finally:
+        other.stop()
+        signal.signal(signal.SIGTERM, previous)
+    print(f"differential model vs {args.target}: {report.examples} cases generated (seed {args.seed}), "
+          f"{report.runs} run on both targets with shrinking, {report.seconds:.0f} s, "
+          f"{len(report.divergences)} divergences")
+    if report.errors:
+        print(f"  {len(report.errors)} scenarios could not run on a target (not counted as divergences); "
+              f"first: {report.errors[0]}")
+    for i, d in enumerate(report.divergences):
+        print(f"  divergence {i}: " + "; ".join(d.differences[:8]))
+    if not report.divergences:
+        return 0
+    out = Path(args.out or f"differential-{args.target}-{args.seed}.yaml")
+    out.write_text(report.case_file(f"diff_{args.target.replace('-', '_')}_{args.seed}"))
+    print(f"written: {out} (run it with: mrc-testbed conformance --cases {out.parent} --target {args.target})")
+    return 1
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the cases; exit status 1 when any case failed or errored, 2 when none could run."""
     from pathlib import Path
+    if getattr(args, "differential", None) is not None:
+        return run_differential(args)
     try:
         cases = load_cases(Path(args.cases), args.select)
     except CaseError as exc:

@@ -100,7 +100,8 @@ def _differences(e: dict, i: int, inputs: list[tuple[int, bytes]], o: Output) ->
     frame = expected_frame(e, i, inputs)
     if frame is not None:
         diff = field_diff(frame, o.frame)
-        out += [f"as input {e.get('input', i)} with {e['as_input']}: " + ("same bytes" if not diff else "differs")]
+        what = "the expected bytes" if "bytes" in e else f"input {e.get('input', i)} with {e['as_input']}"
+        out += [f"{what}: " + ("same bytes" if not diff else "differs")]
         out += ["  " + d + " (expected -> actual)" for d in diff]
     return out
 

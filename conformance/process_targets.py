@@ -70,7 +70,7 @@ class ProcessTarget:
         self.sent_fillers = 0
         self.injected: dict[int, int] = {}   # frames sent per in port since the switch started
         self.counted: dict[int, int] = {}    # MrcIngress.rx per in port, as last read
-        self.offsets: dict[str, dict[int, int]] = {}
+        self.offsets: dict[str, dict[int, tuple[int, int]]] = {}
         self.log_path: Optional[str] = None
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -143,7 +143,8 @@ class ProcessTarget:
     def preload(self, port: int, in_port: int, frames: list[bytes]) -> None:
         """Prime the slow queue with one extra filler; once it has left, queue the fillers behind it."""
         self._inject(in_port, frames[0])
-        self.offsets = {"MrcIngress.rx": {in_port: 1}, "MrcEgress.tx": {port: 1}}
+        primer = (1, len(frames[0]))
+        self.offsets = {"MrcIngress.rx": {in_port: primer}, "MrcEgress.tx": {port: primer}}
         self._wait_departure(port)
         for frame in frames:          # the next departure is one HOLD_PPS interval after the primer's
             self._inject(in_port, frame)
@@ -190,8 +191,8 @@ class ProcessTarget:
         self._check_alive()
         return outputs
 
-    def counter_offsets(self) -> dict[str, dict[int, int]]:
-        """The extra filler sent by preload, in rx of its in port and tx of the held port."""
+    def counter_offsets(self) -> dict[str, dict[int, tuple[int, int]]]:
+        """The extra filler sent by preload (packets, bytes), in rx of its in port and tx of the held port."""
         return self.offsets
 
     def read_counters(self, names: list[str]) -> dict[str, dict[int, tuple[int, int]]]:

@@ -95,7 +95,7 @@ def test_explanation_of_a_wrong_priority_and_bytes_from_a_captured_log():
     assert "packet 5.0 (input 0)" in text and "(4 filler packets" in text
     assert "packet 4.0 (not sent by the case)" in text      # the captured case sent two
     assert "priority: expected low, actual high   <-- differs" in text
-    assert "MRCH.flags: 0 -> TRIMMED (expected -> actual)" in text
+    assert "MRCH.flags: 0 -> TRIMMED (expected -> actual)" in text and "input 0 with {'IPv6.tc': 43}: differs" in text
     assert "IPv6.plen: 1052 -> 48 (expected -> actual)" in text
 
 
