@@ -96,11 +96,20 @@ def run_differential(args: argparse.Namespace) -> int:
         print(f"conformance: --target {args.target} cannot run here: {reason}", file=sys.stderr)
         return 2
     reference = ModelTarget(args.p4info)
-    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    out = Path(args.out or f"differential-{args.target}-{args.seed}.yaml")
+    prefix = f"diff_{args.target.replace('-', '_')}_{args.seed}"
+
+    def write(report) -> None:          # after every divergence: a run cut short keeps what it found
+        out.write_text(report.case_file(prefix))
+
+    def interrupt(*_):                  # hypothesis takes SystemExit in a test for a failure; not this
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
     other.start()
     try:
         report = search(args.differential, args.seed, reference, other,
-                        progress=lambda line: print(f"  {line}", flush=True))
+                        progress=lambda line: print(f"  {line}", flush=True), found=write)
     finally:
         other.stop()
         signal.signal(signal.SIGTERM, previous)
@@ -114,8 +123,7 @@ def run_differential(args: argparse.Namespace) -> int:
         print(f"  divergence {i}: " + "; ".join(d.differences[:8]))
     if not report.divergences:
         return 0
-    out = Path(args.out or f"differential-{args.target}-{args.seed}.yaml")
-    out.write_text(report.case_file(f"diff_{args.target.replace('-', '_')}_{args.seed}"))
+    write(report)
     print(f"written: {out} (run it with: mrc-testbed conformance --cases {out.parent} --target {args.target})")
     return 1
 

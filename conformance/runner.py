@@ -42,6 +42,7 @@ class Output:
     port: int
     frame: bytes
     priority: Optional[int] = None
+    inferred: bool = False      # the priority was inferred from overtaking (infer_priorities), not reported
 
 
 @dataclass
@@ -120,7 +121,7 @@ def infer_priorities(outputs: list[Output], held_port: int) -> list[Output]:
     out = []
     for i, o in enumerate(outputs):
         if o.priority is None and o.port == held_port and not is_filler(o.frame):
-            o = Output(o.port, o.frame, C.PRIORITY_HIGH if i < last_filler else C.PRIORITY_LOW)
+            o = Output(o.port, o.frame, C.PRIORITY_HIGH if i < last_filler else C.PRIORITY_LOW, inferred=True)
         out.append(o)
     return out
 

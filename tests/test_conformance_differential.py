@@ -103,3 +103,18 @@ def test_small_differential_run_on_bmv2(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "15 cases generated (seed 5)" in out
     assert status == 0, out          # every divergence found so far is fixed or excluded (README)
+
+
+def test_a_priority_inferred_from_overtaking_is_not_compared():
+    from dataclasses import replace
+    from conformance.runner import Output, execute_case
+    case = to_case({"entries": [{"table": N.ROUTING, "match": {"dst_addr": "fc00:1:1001::/48"},
+                                 "action": N.FORWARD, "params": {"port": 2}}],
+                    "send": [{"port": 1, "packet": {"kind": "sack", "src": "fc00:1:1000::", "dst": "fc00:1:1001::"}}]},
+                   "x")
+    a = execute_case(case, ModelTarget())
+    o = a.outputs[0]
+    reported = replace(a, outputs=[Output(o.port, o.frame, 1 - o.priority)])
+    inferred = replace(a, outputs=[Output(o.port, o.frame, 1 - o.priority, inferred=True)])
+    assert compare_runs(a, reported) == [f"port 2: priority high -> low"]
+    assert compare_runs(a, inferred) == []
