@@ -94,15 +94,25 @@ def test_cli_differential_model_grpc_finds_nothing(capsys, tmp_path):
     assert not (tmp_path / "d.yaml").exists()
 
 
+# Divergences found and documented in conformance/README.md ("Findings"), not fixed: BMv2 counts a
+# trimmed packet's bytes in MrcEgress.tx before the cut.
+DOCUMENTED = {("counter MrcEgress.tx",)}
+
+
 @pytest.mark.requires_root
 @pytest.mark.requires_bmv2
 @pytest.mark.integration
 @pytest.mark.slow
-def test_small_differential_run_on_bmv2(tmp_path, capsys):
-    status = cli.run(_args(differential=15, seed=5, target="bmv2", out=tmp_path / "d.yaml"))
-    out = capsys.readouterr().out
-    assert "15 cases generated (seed 5)" in out
-    assert status == 0, out          # every divergence found so far is fixed or excluded (README)
+def test_small_differential_run_on_bmv2():
+    from conformance.process_targets import Bmv2Target
+    other = Bmv2Target()
+    other.start()
+    try:
+        report = run_differential(15, 5, ModelTarget(), other)
+    finally:
+        other.stop()
+    assert report.examples == 15 and report.errors == []
+    assert {d.signature for d in report.divergences} <= DOCUMENTED, [d.differences for d in report.divergences]
 
 
 def test_a_priority_inferred_from_overtaking_is_not_compared():
