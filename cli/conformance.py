@@ -41,6 +41,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--p4info", help="text P4Info (default: p4/build/mrc.p4info.txtpb)")
     parser.add_argument("--bmv2-json", help="BMv2 JSON for the bmv2 target (default: p4/build/mrc.json)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--differential", type=int, metavar="N",
+                        help="generate N cases with hypothesis, run each on the model and on --target, and "
+                             "write every divergence (shrunk) as a case file (needs hypothesis: test extras)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --differential (default 0)")
+    parser.add_argument("--out", metavar="FILE", help="case file for the divergences of --differential "
+                        "(default: differential-<target>-<seed>.yaml in the current folder)")
+    explain = parser.add_mutually_exclusive_group()
+    explain.add_argument("--explain", action="store_const", const="all", dest="explain", default="failed",
+                         help="on bmv2, trace every case (default: only the cases that fail are run again "
+                              "with BMv2's trace log and explained packet by packet)")
+    explain.add_argument("--no-explain", action="store_const", const="none", dest="explain",
+                         help="on bmv2, do not explain failing cases")
 
 
 def format_table(results: list[CaseResult]) -> str:
@@ -62,9 +74,65 @@ def summary(results: list[CaseResult]) -> str:
     return "; ".join(parts)
 
 
+def run_differential(args: argparse.Namespace) -> int:
+    """--differential: exit status 1 when the targets diverged, 2 when the run could not be made."""
+    from pathlib import Path
+    if args.target in ("model", "all"):
+        print("conformance: --differential compares the model with one other target: give --target bmv2 "
+              "(or model-grpc, model-proc)", file=sys.stderr)
+        return 2
+    if args.differential < 1:
+        print(f"conformance: --differential needs N >= 1, got {args.differential}", file=sys.stderr)
+        return 2
+    try:
+        from conformance.differential import run_differential as search
+    except ImportError as exc:
+        print(f"conformance: --differential needs hypothesis ({exc}); install the test extras", file=sys.stderr)
+        return 2
+    from conformance.targets import ModelTarget
+    other = make_target(args.target, args)
+    reason = other.unavailable()
+    if reason:
+        print(f"conformance: --target {args.target} cannot run here: {reason}", file=sys.stderr)
+        return 2
+    reference = ModelTarget(args.p4info)
+    out = Path(args.out or f"differential-{args.target}-{args.seed}.yaml")
+    prefix = f"diff_{args.target.replace('-', '_')}_{args.seed}"
+
+    def write(report) -> None:          # after every divergence: a run cut short keeps what it found
+        out.write_text(report.case_file(prefix))
+
+    def interrupt(*_):                  # hypothesis takes SystemExit in a test for a failure; not this
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    other.start()
+    try:
+        report = search(args.differential, args.seed, reference, other,
+                        progress=lambda line: print(f"  {line}", flush=True), found=write)
+    finally:
+        other.stop()
+        signal.signal(signal.SIGTERM, previous)
+    print(f"differential model vs {args.target}: {report.examples} cases generated (seed {args.seed}), "
+          f"{report.runs} run on both targets with shrinking, {report.seconds:.0f} s, "
+          f"{len(report.divergences)} divergences")
+    if report.errors:
+        print(f"  {len(report.errors)} scenarios could not run on a target (not counted as divergences); "
+              f"first: {report.errors[0]}")
+    for i, d in enumerate(report.divergences):
+        print(f"  divergence {i}: " + "; ".join(d.differences[:8]))
+    if not report.divergences:
+        return 0
+    write(report)
+    print(f"written: {out} (run it with: mrc-testbed conformance --cases {out.parent} --target {args.target})")
+    return 1
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the cases; exit status 1 when any case failed or errored, 2 when none could run."""
     from pathlib import Path
+    if getattr(args, "differential", None) is not None:
+        return run_differential(args)
     try:
         cases = load_cases(Path(args.cases), args.select)
     except CaseError as exc:
@@ -82,13 +150,22 @@ def run(args: argparse.Namespace) -> int:
     try:
         names = TARGETS if args.target == "all" else (args.target,)
         results: list[CaseResult] = []
+        reports: list[str] = []
         for name in names:
-            results += run_cases(cases, make_target(name, args))
+            if name == "bmv2" and getattr(args, "explain", "none") != "none":
+                from conformance.explain import run_cases_explained
+                mine, explained = run_cases_explained(cases, make_target(name, args), args.explain)
+                results += mine
+                reports += explained
+            else:
+                results += run_cases(cases, make_target(name, args))
     except P4InfoError as exc:
         print(f"conformance: {exc}", file=sys.stderr)
         return 2
     finally:
         signal.signal(signal.SIGTERM, previous)
+    for report in reports:
+        print(report, end="\n\n")
     print(format_table(results))
     print(summary(results))
     if all(r.status == "skip" for r in results):       # a skip of everything is not a pass

@@ -70,7 +70,7 @@ class ProcessTarget:
         self.sent_fillers = 0
         self.injected: dict[int, int] = {}   # frames sent per in port since the switch started
         self.counted: dict[int, int] = {}    # MrcIngress.rx per in port, as last read
-        self.offsets: dict[str, dict[int, int]] = {}
+        self.offsets: dict[str, dict[int, tuple[int, int]]] = {}
         self.log_path: Optional[str] = None
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -143,7 +143,8 @@ class ProcessTarget:
     def preload(self, port: int, in_port: int, frames: list[bytes]) -> None:
         """Prime the slow queue with one extra filler; once it has left, queue the fillers behind it."""
         self._inject(in_port, frames[0])
-        self.offsets = {"MrcIngress.rx": {in_port: 1}, "MrcEgress.tx": {port: 1}}
+        primer = (1, len(frames[0]))
+        self.offsets = {"MrcIngress.rx": {in_port: primer}, "MrcEgress.tx": {port: primer}}
         self._wait_departure(port)
         for frame in frames:          # the next departure is one HOLD_PPS interval after the primer's
             self._inject(in_port, frame)
@@ -190,8 +191,8 @@ class ProcessTarget:
         self._check_alive()
         return outputs
 
-    def counter_offsets(self) -> dict[str, dict[int, int]]:
-        """The extra filler sent by preload, in rx of its in port and tx of the held port."""
+    def counter_offsets(self) -> dict[str, dict[int, tuple[int, int]]]:
+        """The extra filler sent by preload (packets, bytes), in rx of its in port and tx of the held port."""
         return self.offsets
 
     def read_counters(self, names: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
@@ -297,10 +298,18 @@ class Bmv2Target(ProcessTarget):
 
     name = "bmv2"
     THRIFT_PORT = 9090          # inside the lab's own namespace: no clash with other switches
+    TRACE_NAME = "bmv2-trace"   # BMv2 adds ".txt" to the --log-file name
 
     def __init__(self, p4info_path: Optional[str] = None, bmv2_json: Optional[str] = None):
         super().__init__(p4info_path)
         self.bmv2_json = Path(bmv2_json) if bmv2_json else DEFAULT_BMV2_JSON
+        self.trace = False      # when True, each switch started writes a trace log (trace_path())
+
+    def trace_path(self) -> Optional[Path]:
+        """The trace log of the switch started last (when `trace` was on), else None."""
+        if not self.tmp:
+            return None
+        return Path(self.tmp) / f"{self.TRACE_NAME}.txt"
 
     def unavailable(self) -> Optional[str]:
         """Root, simple_switch_grpc and simple_switch_CLI on PATH, and the compiled JSON."""
@@ -324,11 +333,17 @@ class Bmv2Target(ProcessTarget):
                 "--notifications-addr", f"ipc://{os.path.join(self.tmp, 'notifications.ipc')}"]
         for n in range(1, NPORTS + 1):
             argv += ["-i", f"{n}@{self.lab.switch_if(n)}"]
+        if self.trace:          # every record, flushed, with whole frames dumped on receive and send
+            argv += ["--log-file", os.path.join(self.tmp, self.TRACE_NAME), "--log-level", "trace",
+                     "--log-flush", "--dump-packet-data", "65536"]
         return argv + ["--", "--grpc-server-addr", address, "--priority-queues", "2"]
 
     def _launch(self, seed, queues, hold_port, address) -> subprocess.Popen:
         """BMv2 inside the lab's switch namespace: its thrift server binds every address of that
         namespace only (BMv2 cannot bind it to one address)."""
+        trace = self.trace_path()
+        if trace is not None and trace.exists():     # one log per switch run
+            trace.unlink()
         with open(self.log_path, "ab") as log:
             return self.lab.popen("switch", self.command(address), stdout=log, stderr=log)
 

@@ -2,7 +2,8 @@
 
 Expectation keys (`expect:` of a case):
 - `packets`: the exact list of packets out, each `{port, priority: high|low, length, fields: {Layer.field: v},
-  as_input: {Layer.field: v}, input: i, consistent: true}`; compared port by port in order. `as_input`
+  as_input: {Layer.field: v}, input: i, bytes: hex, consistent: true}`; compared port by port in order.
+  `bytes` is the whole frame in hex (the differential search writes its cases so). `as_input`
   means: byte for byte the i-th sent frame (default: the entry's position) with those fields set.
   `consistent` runs Scapy over the frame and checks its length fields and MRC headers.
 - `none: true`: nothing comes out.
@@ -41,6 +42,7 @@ class Output:
     port: int
     frame: bytes
     priority: Optional[int] = None
+    inferred: bool = False      # the priority was inferred from overtaking (infer_priorities), not reported
 
 
 @dataclass
@@ -59,9 +61,25 @@ class CaseResult:
         return self.status == "pass"
 
 
+@dataclass
+class CaseRun:
+    """A case run on a target: its result, and what went in and came out (fillers left out)."""
+
+    result: CaseResult
+    inputs: list[tuple[int, bytes]]
+    outputs: list[Output]
+    counters: dict[str, dict[int, tuple[int, int]]]
+
+
 def run_case(case: ConformanceCase, target) -> CaseResult:
     """Program a fresh switch, send the case's packets, and check the outputs and counters."""
+    return execute_case(case, target).result
+
+
+def execute_case(case: ConformanceCase, target) -> CaseRun:
+    """run_case, keeping the frames sent and received and the counters read."""
     start = time.monotonic()
+    inputs: list[tuple[int, bytes]] = []
     try:
         hold_port = int(case.preload["port"]) if case.preload else None
         target.reset(case.seed, case.queues, hold_port)
@@ -76,19 +94,21 @@ def run_case(case: ConformanceCase, target) -> CaseResult:
         outputs = target.finish(None if expected is None else expected + len(fillers))
         counter_names = sorted((case.expect.get("counters") or {}).keys())
         counters = target.read_counters(counter_names) if counter_names else {}
-        for name, cells in target.counter_offsets().items():     # packets only the target added
-            for port, packets in cells.items():
+        for name, cells in target.counter_offsets().items():     # packets and bytes only the target added
+            for port, (packets, octets) in cells.items():
                 if name in counters and port in counters[name]:
                     p, b = counters[name][port]
-                    counters[name][port] = (p - packets, b)
+                    counters[name][port] = (p - packets, b - octets)
     except Exception as exc:  # a target failure is reported per case, the run goes on
-        return CaseResult(case.name, target.name, "error", f"{type(exc).__name__}: {exc}",
-                          time.monotonic() - start)
+        return CaseRun(CaseResult(case.name, target.name, "error", f"{type(exc).__name__}: {exc}",
+                                  time.monotonic() - start), inputs, [], {})
     if fillers:
         outputs = infer_priorities(outputs, int(case.preload["port"]))
-    failures = check(case, inputs, [o for o in outputs if not is_filler(o.frame)], counters)
+    outputs = [o for o in outputs if not is_filler(o.frame)]
+    failures = check(case, inputs, outputs, counters)
     status = "fail" if failures else "pass"
-    return CaseResult(case.name, target.name, status, "; ".join(failures), time.monotonic() - start)
+    return CaseRun(CaseResult(case.name, target.name, status, "; ".join(failures), time.monotonic() - start),
+                   inputs, outputs, counters)
 
 
 def infer_priorities(outputs: list[Output], held_port: int) -> list[Output]:
@@ -101,7 +121,7 @@ def infer_priorities(outputs: list[Output], held_port: int) -> list[Output]:
     out = []
     for i, o in enumerate(outputs):
         if o.priority is None and o.port == held_port and not is_filler(o.frame):
-            o = Output(o.port, o.frame, C.PRIORITY_HIGH if i < last_filler else C.PRIORITY_LOW)
+            o = Output(o.port, o.frame, C.PRIORITY_HIGH if i < last_filler else C.PRIORITY_LOW, inferred=True)
         out.append(o)
     return out
 
@@ -192,9 +212,21 @@ def _check_one(e: dict, i: int, inputs: list[tuple[int, bytes]], o: Output) -> l
         if o.frame != want_frame:
             problems.append(f"bytes differ from input {index} with {e['as_input']}: "
                             f"first difference at byte {_first_difference(o.frame, want_frame)}")
+    if "bytes" in e and o.frame != bytes.fromhex(e["bytes"]):
+        from conformance.frame_diff import field_diff
+        problems.append("bytes differ: " + ", ".join(field_diff(bytes.fromhex(e["bytes"]), o.frame)[:4]))
     if e.get("consistent"):
         problems += scapy_consistency(o.frame)
     return problems
+
+
+def expected_frame(e: dict, i: int, inputs: list[tuple[int, bytes]]) -> Optional[bytes]:
+    """The exact frame a `bytes` or `as_input` expectation (the i-th of the case) wants, else None."""
+    if "bytes" in e:
+        return bytes.fromhex(e["bytes"])
+    if "as_input" not in e:
+        return None
+    return _with_fields(inputs[int(e.get("input", i))][1], e["as_input"] or {})
 
 
 def _with_fields(frame: bytes, fields: dict) -> bytes:

@@ -75,8 +75,8 @@ class ModelTarget:
             self.now = max(self.now, due)
         return list(self.outputs)
 
-    def counter_offsets(self) -> dict[str, dict[int, int]]:
-        """Packets this target added to counters beyond the case's own (none)."""
+    def counter_offsets(self) -> dict[str, dict[int, tuple[int, int]]]:
+        """(packets, bytes) this target added to counters beyond the case's own (none)."""
         return {}
 
     def read_counters(self, names: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
