@@ -41,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--p4info", help="text P4Info (default: p4/build/mrc.p4info.txtpb)")
     parser.add_argument("--bmv2-json", help="BMv2 JSON for the bmv2 target (default: p4/build/mrc.json)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--p4", metavar="FILE.p4",
+                        help="your own program: compile it with p4c into a temporary folder, check its "
+                             "P4Info against the switch contract (names, keys, actions; ids may differ) "
+                             "and run the cases on BMv2 with it")
     parser.add_argument("--differential", type=int, metavar="N",
                         help="generate N cases with hypothesis, run each on the model and on --target, and "
                              "write every divergence (shrunk) as a case file (needs hypothesis: test extras)")
@@ -128,9 +132,39 @@ def run_differential(args: argparse.Namespace) -> int:
     return 1
 
 
+def run_own_program(args: argparse.Namespace) -> int:
+    """--p4: compile the engineer's program, check it against the contract, run the cases on BMv2."""
+    import tempfile
+    from conformance.program import P4CompileError, compile_p4, contract_differences
+    from pipeline_contract.p4info import load_p4info
+    if args.target not in ("model", "bmv2"):
+        print(f"conformance: --p4 runs your program on BMv2; --target {args.target} runs the repository's "
+              "pipeline (give --target bmv2)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="mrc-p4c-") as out:
+        print(f"compiling {args.p4} with p4c into {out} ...", flush=True)
+        try:
+            files = compile_p4(args.p4, out)
+        except P4CompileError as error:
+            print(f"conformance: {error}", file=sys.stderr)
+            return 2
+        differences = contract_differences(load_p4info(files.p4info))
+        if differences:
+            print(f"conformance: {args.p4} does not meet the switch contract (the names, keys and actions the "
+                  f"controller and the cases use; ids may differ):\n  " + "\n  ".join(differences),
+                  file=sys.stderr)
+            return 2
+        print(f"{args.p4}: compiled; its P4Info meets the switch contract; running the cases on bmv2", flush=True)
+        own = argparse.Namespace(**{**vars(args), "p4": None, "target": "bmv2", "p4info": str(files.p4info),
+                                    "bmv2_json": str(files.bmv2_json)})
+        return run(own)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the cases; exit status 1 when any case failed or errored, 2 when none could run."""
     from pathlib import Path
+    if getattr(args, "p4", None):
+        return run_own_program(args)
     if getattr(args, "differential", None) is not None:
         return run_differential(args)
     try:

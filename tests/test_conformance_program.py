@@ -61,3 +61,57 @@ def test_a_compile_writes_only_into_its_own_folder(tmp_path):
     assert files.bmv2_json == out / "mine.json" and files.p4info == out / "mine.p4info.txt"
     assert contract_differences(load_p4info(files.p4info)) == []
     assert sorted(p.name for p in BUILD.iterdir()) == before
+
+
+def _run_cli(argv, env_path=None):
+    import subprocess
+    import sys
+    import os
+    env = dict(os.environ)
+    if env_path:
+        env["PATH"] = env_path + os.pathsep + env["PATH"]
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, "-m", "cli", "conformance", *argv], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_cli_own_program_a_p4c_error_and_a_broken_contract_are_said(tmp_path):
+    source = tmp_path / "mine.p4"
+    source.write_text("// mine\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_p4c(bin_dir, 'echo "mine.p4(3): error: no such table" >&2\nexit 1\n')
+    done = _run_cli(["--p4", str(source), "--target", "bmv2"], str(bin_dir))
+    assert done.returncode == 2 and "mine.p4(3): error: no such table" in done.stderr
+    # a program whose P4Info lost a table: the contract is named line by line
+    p4info = load_p4info()
+    del p4info.tables[0]
+    from google.protobuf import text_format
+    (tmp_path / "broken.p4info.txt").write_text(text_format.MessageToString(p4info))
+    _fake_p4c(bin_dir, 'out=""; while [ $# -gt 0 ]; do [ "$1" = "-o" ] && out="$2"; shift; done\n'
+                       f'cp {BUILD / "mrc.json"} "$out/mine.json"\n'
+                       f'cp {tmp_path / "broken.p4info.txt"} "$out/mine.p4info.txt"\n')
+    done = _run_cli(["--p4", str(source)], str(bin_dir))
+    assert done.returncode == 2 and "does not meet the switch contract" in done.stderr
+    assert f"table {load_p4info().tables[0].preamble.name}: missing" in done.stderr
+    done = _run_cli(["--p4", str(source), "--target", "model-grpc"], str(bin_dir))
+    assert done.returncode == 2 and "runs your program on BMv2" in done.stderr
+
+
+@pytest.mark.integration
+def test_cli_own_program_runs_the_cases_on_bmv2(tmp_path):
+    """p4c stood in for by a copy of the committed build of p4/mrc.p4: the trim cases pass on BMv2."""
+    import os
+    import shutil
+    if os.geteuid() != 0 or shutil.which("simple_switch_grpc") is None:
+        pytest.skip("needs root and simple_switch_grpc on PATH (BMv2)")
+    source = tmp_path / "mine.p4"
+    source.write_text("// mine\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_p4c(bin_dir, 'out=""; while [ $# -gt 0 ]; do [ "$1" = "-o" ] && out="$2"; shift; done\n'
+                       f'cp {BUILD / "mrc.json"} "$out/mine.json"\n'
+                       f'cp {BUILD / "mrc.p4info.txtpb"} "$out/mine.p4info.txt"\n')
+    done = _run_cli(["--p4", str(source), "-k", "trim"], str(bin_dir))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "meets the switch contract" in done.stdout and " bmv2 " in done.stdout and "FAIL" not in done.stdout
