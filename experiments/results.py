@@ -145,6 +145,8 @@ def _rtts(value: Optional[float]) -> str:
 
 def _short(value: float) -> str:
     """A short time in the unit that keeps its digits: ms from 1 ms up, us below."""
+    if value == 0:
+        return "0 ms"
     return f"{value * 1e3:.0f} ms" if value >= 1e-3 else f"{value * 1e6:.0f} us"
 
 
