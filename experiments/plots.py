@@ -6,7 +6,8 @@ Every figure has a title, axes labelled with units, a legend, and marks the fail
 - goodput.png      goodput over time per transport, one row per variant (whole run + a zoom
                    around the failure), failure and reroute instants marked;
 - completion.png   completion time and time to recover per transport and variant;
-- ev_states.png    per-EV state timeline (GOOD / SKIP / ASSUMED_BAD) of MRC under a gray link;
+- ev_states.png    per-EV state timeline (GOOD / SKIP / ASSUMED_BAD, and DENIED / UNKNOWN when an
+                   operator denied EVs) of MRC under a gray link or a switch_ev_deny;
 - scale.png        completion and recovery time against the number of hosts;
 - flows.png        per-flow throughput and link utilisation (incast, permutation).
 """
@@ -28,7 +29,8 @@ COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
 # Later transports are drawn thinner on top of earlier ones, so lines that coincide stay visible.
 WIDTHS = [3.2, 2.2, 1.3, 1.0, 0.8, 0.7]
 STYLES = ["-", "--", "-", "-.", ":", "-"]
-STATE_COLOURS = {"GOOD": "#2ca02c", "SKIP": "#f2c12e", "ASSUMED_BAD": "#d62728"}
+STATE_COLOURS = {"GOOD": "#2ca02c", "SKIP": "#f2c12e", "ASSUMED_BAD": "#d62728",
+                 "DENIED": "#4a4a4a", "UNKNOWN": "#9467bd"}     # DENIED: by an operator; UNKNOWN: to probe
 ZOOM_BEFORE_S = 0.05
 ZOOM_AFTER_S = 0.25
 SMOOTH_S = 0.02
@@ -41,7 +43,8 @@ def make_figures(records: list[CaseRecord], summaries: list[dict], folder: Path,
     colour = _colours(records)
     out = [goodput_figure(records, colour, folder / "goodput.png", title),
            completion_figure(summaries, colour, folder / "completion.png", title)]
-    if any(r.mode == "mrc" and r.ev_events for r in records) and _has_fault(records, "loss on"):
+    if any(r.mode == "mrc" and r.ev_events for r in records) and (
+            _has_fault(records, "loss on") or _has_fault(records, "EVs denied")):
         out.append(ev_state_figure(records, folder / "ev_states.png", title))
     if len({s["hosts"] for s in summaries}) > 1:
         out.append(scale_figure(summaries, colour, folder / "scale.png", title))
@@ -357,7 +360,9 @@ def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
         ax.set_xlabel("time since the workload started (ms)")
         ax.set_ylabel("EVs of the connection, by path")
         ax.set_title(f"{r.variant} / {r.transport}: EV states of connection {conn}")
-        handles = [Patch(color=c, alpha=0.25 if s == "GOOD" else 1, label=s) for s, c in STATE_COLOURS.items()]
+        seen = {"GOOD", "SKIP", "ASSUMED_BAD"} | {st for st, *_ in spans}
+        handles = [Patch(color=c, alpha=0.25 if s == "GOOD" else 1, label=s)
+                   for s, c in STATE_COLOURS.items() if s in seen]
         handles += ax.get_legend_handles_labels()[0]
         ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path, f"{title}: per-EV state timeline (bad EVs retired, probed back to GOOD)")

@@ -85,3 +85,14 @@ def test_on_the_model_testbed_agents_deny_through_their_control_sockets(tmp_path
     assert summary["completed"] and summary["bit_exact"], summary
     assert set(glob.glob("/tmp/mrc-ctl-*")) == before
     assert not [n for n in record.notes if n.startswith("left behind")], record.notes
+
+
+def test_the_ev_timeline_is_drawn_with_the_denied_and_unknown_states(tmp_path, monkeypatch):
+    from experiments import metrics, plots
+    record = run({"kind": "switch_ev_deny", "switch": "auto", "at": 0.001, "repair_after_s": 0.002})
+    drawn = []
+    real_patch = plots.Patch
+    monkeypatch.setattr(plots, "Patch", lambda **kw: drawn.append(kw["label"]) or real_patch(**kw))
+    paths = plots.make_figures([record], [metrics.summarise(record)], tmp_path, "maintenance")
+    assert tmp_path / "ev_states.png" in paths
+    assert {"DENIED", "UNKNOWN"} <= set(drawn)
