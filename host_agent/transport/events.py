@@ -8,7 +8,7 @@ hold (`{"t", "kind", "conn": <connection name>, ...fields}`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from host_agent.transport.config import ConnectionId
@@ -42,8 +42,23 @@ class TransportEvent:
     conn: ConnectionId
 
     def as_record(self) -> dict:
-        """The flat dict of this event, as logs and experiment records hold it."""
-        return {"t": self.t, "kind": self.kind, "conn": self.conn.name}
+        """The flat dict of this event, as logs and experiment records hold it: time, kind, the
+        connection's name, then the event's own fields (a kind whose record differs overrides this)."""
+        record = {"t": self.t, "kind": self.kind, "conn": self.conn.name}
+        for name in _own_fields(type(self)):
+            record[name] = getattr(self, name)
+        return record
+
+
+_OWN_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _own_fields(cls: type) -> tuple[str, ...]:
+    """The dataclass fields of an event class beyond `t` and `conn`, in declaration order."""
+    names = _OWN_FIELDS.get(cls)
+    if names is None:
+        names = _OWN_FIELDS[cls] = tuple(f.name for f in fields(cls) if f.name not in ("t", "conn"))
+    return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +77,6 @@ class EvStateChanged(TransportEvent):
     port: int = 0
     drop_count: int = 0
 
-    def as_record(self) -> dict:
-        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "ev": self.ev, "plane": self.plane,
-                "path": self.path, "dst": self.dst, "old": self.old, "new": self.new, "cause": self.cause,
-                "port": self.port, "drop_count": self.drop_count}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +89,6 @@ class EvBackup(TransportEvent):
     plane: int
     path: int
 
-    def as_record(self) -> dict:
-        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "ev": self.ev, "replaces": self.replaces,
-                "plane": self.plane, "path": self.path}
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +146,6 @@ class WentBack(TransportEvent):
     psn: int
     cause: str
 
-    def as_record(self) -> dict:
-        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "psn": self.psn, "cause": self.cause}
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,9 +158,6 @@ class TrimNack(TransportEvent):
     ev: int
     srtt: float
 
-    def as_record(self) -> dict:
-        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "psn": self.psn, "reason": self.reason,
-                "ev": self.ev, "srtt": self.srtt}
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,9 +170,6 @@ class EvReplaced(TransportEvent):
     plane: int
     path: int
 
-    def as_record(self) -> dict:
-        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "ev": self.ev, "replaces": self.replaces,
-                "plane": self.plane, "path": self.path}
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,9 +183,6 @@ class ProbeResult(TransportEvent):
     port: int
     rtt_ns: int | None
 
-    def as_record(self) -> dict:
-        return {"t": self.t, "kind": self.kind, "conn": self.conn.name, "req_id": self.req_id, "ev": self.ev,
-                "port": self.port, "rtt_ns": self.rtt_ns}
 
 
 @dataclass(frozen=True, slots=True)
