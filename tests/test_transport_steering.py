@@ -7,7 +7,7 @@ import random
 from host_agent.transport import PathInfo, TransportConfig
 from host_agent.transport.evset import EvSet
 from host_agent.transport.policies import MrcPathMonitor, RotationSelector
-from host_agent.transport.steering import Steering, steering_of
+from host_agent.transport.steering import Steering
 
 CFG = TransportConfig(num_evs=32, ev_min_active=4)
 
@@ -35,10 +35,10 @@ def test_an_ev_marked_again_and_again_stays_out_longer_and_clean_acks_bring_it_b
         monitor.on_ecn(evset, ev, 0.0)
     often = gap_after(evset, selector, ev)
     assert often > 4 * once, (once, often)
-    assert steering_of(evset).strikes[ev.path_key] == 4
+    assert evset.steering.strikes[ev.path_key] == 4
     for _ in range(4):                                  # clean acknowledgements take the strikes off
         monitor.on_ack(evset, ev, False, 10e-6, 0.0)
-    assert ev.path_key not in steering_of(evset).strikes
+    assert ev.path_key not in evset.steering.strikes
     monitor.on_ecn(evset, ev, 0.0)
     again = gap_after(evset, selector, ev)
     assert again < often / 4, (once, often, again)
@@ -78,6 +78,6 @@ def test_a_slow_acknowledgement_is_a_strike_a_normal_one_is_clean():
     ev = selector.next_ev(evset, 0.0, None)
     for _ in range(10):
         monitor.on_ack(evset, ev, False, 10e-6, 0.0)
-    assert ev.path_key not in steering_of(evset).strikes
+    assert ev.path_key not in evset.steering.strikes
     monitor.on_ack(evset, ev, False, 100e-6, 0.0)
-    assert steering_of(evset).strikes[ev.path_key] == 1
+    assert evset.steering.strikes[ev.path_key] == 1

@@ -25,6 +25,7 @@ import random
 from dataclasses import dataclass
 
 from host_agent.transport.config import PathInfo
+from host_agent.transport.steering import Steering
 
 
 class EvState(str, enum.Enum):
@@ -93,6 +94,7 @@ class EvSet:
         self.paths = list(paths)
         self.min_active = min_active
         self.share_fate = share_fate_by_path
+        self.steering = Steering(by_path=share_fate_by_path)   # congestion holds and clean EVs (steering.py)
         self._rng = rng
         self._on_change = on_change or (lambda ev, old, cause, now: None)
         self._on_backup = on_backup or (lambda new, old, now: None)

@@ -26,7 +26,6 @@ from typing import Callable, Protocol, Sequence
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
-from host_agent.transport.steering import steering_of
 
 REORDER_SRTT_FRACTION = 0.25   # a later packet counts as evidence of a loss when sent this many srtt later
 
@@ -54,7 +53,7 @@ class RotationSelector:
         pass
 
     def next_ev(self, evset: EvSet, now: float, resend_of: Ev | None) -> Ev:
-        steer = steering_of(evset)
+        steer = evset.steering
         steer.sent += 1
         ev = evset.next_data_ev(now)
         if not steer.strikes and not steer.held_until and (resend_of is None or ev is not resend_of):
@@ -74,7 +73,7 @@ class RotationSelector:
 
     def peek_ev(self, evset: EvSet) -> Ev:
         ev = evset.peek_data_ev()
-        steer = steering_of(evset)
+        steer = evset.steering
         if steer.strikes and steer.suspect(ev):
             return steer.peek_clean(evset) or ev
         return ev
@@ -196,17 +195,17 @@ class MrcPathMonitor:
     def on_trim(self, evset: EvSet, ev: Ev, last_hop: bool, now: float) -> None:
         if not last_hop:                       # fabric congestion: avoid that path for a while
             evset.skip(ev, "trim", now)
-            steering_of(evset).strike(ev, len(evset.active_evs()))
+            evset.steering.strike(ev, len(evset.active_evs()))
 
     def on_ecn(self, evset: EvSet, ev: Ev, now: float) -> bool:
         evset.skip(ev, "ecn", now)
-        return steering_of(evset).on_mark(ev, len(evset.active_evs()))
+        return evset.steering.on_mark(ev, len(evset.active_evs()))
 
     def on_ack(self, evset: EvSet, ev: Ev, ecn: bool, rtt: float, now: float) -> None:
         """A SACK answered a packet sent on `ev`: a slow one is a strike, a clean one takes one off
         (an ECN-echoed one was judged by `on_ecn`)."""
         if not ecn:
-            steering_of(evset).on_ack(ev, False, rtt, len(evset.active_evs()))
+            evset.steering.on_ack(ev, False, rtt, len(evset.active_evs()))
 
     def on_spurious(self, evset: EvSet, ev: Ev, now: float) -> None:
         if not ev.usable and (ev.home or evset.get(ev.value) is ev):

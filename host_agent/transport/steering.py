@@ -20,16 +20,17 @@ signals and shrinks with clean acknowledgements (docs/transport.md, "Steering"):
 Time is counted in data packets sent, so the rule is the same at every link speed. When the EV set
 shares fates by path (`share_fate_by_path`: the sender knows which uSID path each EV takes), strikes
 and holds belong to the path, so every EV on a congested path is held out together; else to the
-EV alone. The state is kept per EV set; the default EV selector and path monitor (`policies`) share it through
-`steering_of(evset)`.
+EV alone. Each EV set holds its connection's state (`EvSet.steering`); the default EV selector and
+path monitor (`policies`) share it through it.
 """
 from __future__ import annotations
 
-import weakref
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from host_agent.transport.evset import Ev, EvSet
+if TYPE_CHECKING:                       # the EV set holds a Steering: types only, no import cycle
+    from host_agent.transport.evset import Ev, EvSet
 
 HOLD_ROTATIONS = 1.0        # rotations a first strike holds an EV out (MRC's "skip once")
 GROWTH = 2.0                # each further strike multiplies the hold by this
@@ -155,15 +156,3 @@ class Steering:
             if ev.usable and evset.get(ev.value) is ev and not self.held(ev):
                 return ev
         return None
-
-
-DEFAULT_PARAMS = SteeringParams()
-_STATES: "weakref.WeakKeyDictionary[EvSet, Steering]" = weakref.WeakKeyDictionary()
-
-
-def steering_of(evset: EvSet) -> Steering:
-    """The steering state of the connection owning `evset` (made on first use)."""
-    state = _STATES.get(evset)
-    if state is None:
-        state = _STATES[evset] = Steering(DEFAULT_PARAMS, by_path=evset.share_fate)
-    return state
