@@ -107,13 +107,13 @@ class Connection:
     @property
     def failed(self) -> E.ConnectionFailed | None:
         """The event that failed this connection (a packet ran out of retries), or None."""
-        return getattr(self.sender, "failed", None)
+        return self.sender.failed
 
     def receive(self, now: float, nic: int, pkt) -> list:
         """Take one packet addressed to this connection; return control packets to send at once.
         A failed connection takes nothing (counted as `rx_after_failure`)."""
         out: list = []
-        if self.failed is not None:
+        if self.sender.failed is not None:          # the attribute, not the property: per packet
             self.stats["rx_after_failure"] += 1
             return out
         plane = self.nic_plane.get(nic)
@@ -134,7 +134,7 @@ class Connection:
 
     def poll(self, now: float, out: list) -> None:
         """Run due timers, then append what may be sent now (nothing once failed)."""
-        if self.failed is not None:
+        if self.sender.failed is not None:
             return
         self.sender.expire(now)
         start = len(out)
@@ -149,7 +149,7 @@ class Connection:
 
     def next_wakeup(self) -> float | None:
         """The earliest deadline of this connection."""
-        if self.failed is not None:
+        if self.sender.failed is not None:
             return None
         best = self.sender.next_wakeup()
         for t in (self.receiver.next_wakeup(), self.prober.next_wakeup()):
