@@ -204,8 +204,8 @@ class MrcPathMonitor:
     def on_ack(self, evset: EvSet, ev: Ev, ecn: bool, rtt: float, now: float) -> None:
         """A SACK answered a packet sent on `ev`: a slow one is a strike, a clean one takes one off
         (an ECN-echoed one was judged by `on_ecn`)."""
-        if not ecn:
-            evset.steering.on_ack(ev, False, rtt, len(evset.active_evs()))
+        if not ecn and evset.steering.on_ack(ev, False, rtt):
+            evset.steering.strike(ev, len(evset.active_evs()))
 
     def on_spurious(self, evset: EvSet, ev: Ev, now: float) -> None:
         if not ev.usable and (ev.home or evset.get(ev.value) is ev):

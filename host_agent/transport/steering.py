@@ -104,9 +104,10 @@ class Steering:
             self.clean.append(ev)
             self._queued.add(ev.value)
 
-    def on_ack(self, ev: Ev, ecn: bool, rtt: float | None, rotation: int) -> bool:
-        """Judge one acknowledgement of `ev`: a strike (marked, or RTT above `delay_factor` x the
-        connection's average) or clean. Returns True for a strike."""
+    def on_ack(self, ev: Ev, ecn: bool, rtt: float | None) -> bool:
+        """Judge one acknowledgement of `ev`. Clean (no mark, RTT within `delay_factor` x the
+        connection's average): one strike off, and False. Marked or slow: True, and the caller
+        strikes (`strike`, with the rotation's size: computed only then)."""
         delayed = False
         if rtt is not None and rtt > 0:
             if self.avg_rtt:
@@ -115,7 +116,6 @@ class Steering:
             else:
                 self.avg_rtt = rtt
         if ecn or delayed:
-            self.strike(ev, rotation)
             return True
         self.clean_ack(ev)
         return False
