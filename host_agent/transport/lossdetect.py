@@ -49,8 +49,13 @@ class ReorderLossDetector:
         self._calm = 0
 
     def sent(self, seg) -> None:
-        """`seg` was (re)transmitted just now."""
+        """`seg` was (re)transmitted just now (`watch((seg, seg.transmissions))` does the same)."""
         self._order.append((seg, seg.transmissions))
+
+    @property
+    def watch(self):
+        """The bound append of the send-ordered list: call it with (segment, transmission number)."""
+        return self._order.append
 
     def delivered(self, sent_at: float, rtt: float) -> None:
         """An acknowledgement answered a packet sent at `sent_at` (at the latest) after `rtt`."""
@@ -63,7 +68,7 @@ class ReorderLossDetector:
         order = self._order
         out = []
         xmit = self.xmit
-        wait = max(self.rtt, self.srtt()) + (self.window or REORDER_BASE_RTTS * self.base_rtt()) * self.scale
+        wait = None
         self.deadline = None
         while order:
             seg, tx = order[0]
@@ -73,6 +78,10 @@ class ReorderLossDetector:
             sent = seg.sent_at
             if sent >= xmit:
                 break                            # nothing sent after it is known to have arrived
+            if wait is None:
+                srtt = self.srtt()
+                wait = ((self.rtt if self.rtt > srtt else srtt)
+                        + (self.window or REORDER_BASE_RTTS * self.base_rtt()) * self.scale)
             if sent + wait > now:
                 self.deadline = sent + wait
                 break

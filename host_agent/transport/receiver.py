@@ -82,7 +82,8 @@ class MrcReceiver:
             self._remember(pkt, ce, plane, seq)
             out.extend(self._sacks(plane, self.cfg.ack_fanout))      # our earlier SACK may be lost
             return
-        if self._unacked and offset // BITMAP_BITS != self._block():
+        if (self._unacked and (offset >= BITMAP_BITS or self._last_seq - self.expected >= BITMAP_BITS)
+                and offset // BITMAP_BITS != self._block()):
             out.extend(self._sacks(plane, 1))   # the pending SACK's block: the next shows only this one's
         self._place(now, pkt)
         self._ooo |= 1 << offset

@@ -68,6 +68,7 @@ class MrcSender:
         self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt, lambda: rtt.srtt + 2 * rtt.rttvar)
                           if config.sack_loss_detection else None)
         self._probe_at: float | None = None              # when a tail probe is due (with the detector)
+        self._watch = self._detector.watch if self._detector is not None else None
         self.failed: E.ConnectionFailed | None = None    # set when a packet ran out of retries
 
     # --- application side ------------------------------------------------------------------
@@ -327,8 +328,8 @@ class MrcSender:
         seg.trimmed = False
         seg.transmissions += 1
         self.inflight_bytes += seg.wire
-        if self._detector is not None:
-            self._detector.sent(seg)
+        if self._watch is not None:
+            self._watch((seg, seg.transmissions))     # the detector's send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
         heapq.heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
         stats = self.stats
@@ -438,7 +439,9 @@ class MrcSender:
             self._sack_losses(lost, now)
         detector = self._detector
         if detector is not None:
-            detector.delivered(trigger - TS_SLACK, rtt)   # surely sent no earlier than this
+            if trigger - TS_SLACK > detector.xmit:       # detector.delivered, inline: this is per SACK
+                detector.xmit = trigger - TS_SLACK        # surely sent no earlier than this
+                detector.rtt = rtt
             lost = detector.lost(now)
             if lost:
                 self._declare_lost(lost, now)
