@@ -1,8 +1,8 @@
 """Fast loss detection from SACKs: a time-based rule in the spirit of RACK (RFC 8985).
 
 A packet still in flight is declared lost when a packet sent after it has been acknowledged
-and it has been outstanding longer than that acknowledgement's RTT (or the smoothed RTT, when
-larger) plus a reorder window. The
+and it has been outstanding longer than that acknowledgement's RTT (or the smoothed RTT plus
+twice its variation, when larger) plus a reorder window. The
 rule asks about send times, not sequence numbers, so spraying (every packet on its own path)
 and ECN queues, which reorder packets by up to a queue's delay, cost nothing below the window:
 a packet overtaken by one on a faster path is still given a round trip and a window to arrive.
@@ -31,9 +31,10 @@ class ReorderLossDetector:
     """Which packets a connection's acknowledgements show lost (`lost`), and when to look again.
 
     `window` is the reorder window in seconds; `base_rtt`, called when `window` is 0, gives the
-    base RTT, of which the window is then REORDER_BASE_RTTS; `srtt` gives the smoothed RTT, which the wait never goes below (a latest
-    sample from a path with an empty queue says little about one with a full queue).
-    Packets are `message.Segment`s (`sent_at`, `transmissions`, `in_flight`)."""
+    base RTT, of which the window is then REORDER_BASE_RTTS. `srtt` gives the round trip the wait
+    never goes below (the sender: srtt + 2 rttvar), since a latest sample from a path with an
+    empty queue says little about one with a full queue. Packets are `message.Segment`s
+    (`sent_at`, `transmissions`, `in_flight`)."""
 
     __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "_order", "_calm")
 

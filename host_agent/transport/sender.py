@@ -65,7 +65,8 @@ class MrcSender:
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
         self._trim_at = 0.0                              # when the latest trim retransmission was queued
         self._budget = config.retry_budget()             # MRC's linear-then-exponential retries
-        self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt, lambda: rtt.srtt + 2 * rtt.rttvar)
+        self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt,
+                                              lambda: rtt.srtt + 2 * rtt.rttvar)
                           if config.sack_loss_detection else None)
         self._probe_at: float | None = None              # when a tail probe is due (with the detector)
         self._watch = self._detector.watch if self._detector is not None else None
