@@ -24,8 +24,8 @@ RATE = 20_000_000                       # the topology's links (leaf_spine's def
 SHARE = 0.05                            # the slowed spine's share of its rate in the traffic test
 SLOW_RATE = 8_000_000                   # the traffic test's links: BMv2's debug build forwards 20 Mbit/s links
                                         # below their rate, and then barely feels a slowed spine
-# Bytes the slowed spine carried over what the other one did: the model 0.23; BMv2 0.25-0.75 over
-# six runs (its forwarding speed on a shared machine, not only the queue rate, paces the fast spine).
+# Bytes the slowed spine carried over what the other one did: the model 0.06; BMv2 0.25-0.63 over
+# three runs (its forwarding speed on a shared machine, not only the queue rate, paces the fast spine).
 MOST_CARRIED = {"model": 0.5, "bmv2": 0.8}
 
 
