@@ -34,6 +34,8 @@ class MrcSender:
     `cum_acked + ooo_window` is ever sent (the receiver would refuse it as out of window).
     """
 
+    # Keep at most 30 instance attributes: CPython 3.11 shares the keys of instance dicts up to
+    # that many, and past it every attribute access is slower (two more cost ~1 us per packet).
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
                  cc: CongestionControl, nic: NicClock, stats: Counter, emit: Callable[[E.TransportEvent], None],
                  selector: EvSelector, sack: SackProcessor, monitor: PathMonitor) -> None:
@@ -376,11 +378,16 @@ class MrcSender:
         self.stats["messages_sent"] += 1
         self.emit(E.MessageSent(now, self.ident, msg.msg_id, msg.length))
 
-    def _advance_cum(self, cum: int, now: float) -> int:
+    def _advance_cum(self, cum: int, now: float, newly: list | None = None) -> int:
+        """Acknowledge everything below `cum`; return the bytes newly acknowledged (the packets
+        themselves appended to `newly` when given)."""
         acked = 0
         cum = min(cum, self.next_seq)
         while self.cum_acked < cum:
-            acked += self._ack(self.segments.pop(self.cum_acked), now)
+            seg = self.segments.pop(self.cum_acked)
+            if newly is not None and not seg.acked:
+                newly.append(seg)
+            acked += self._ack(seg, now)
             self.cum_acked += 1
         while self.cum_acked < self.next_seq and self.segments[self.cum_acked].acked:
             del self.segments[self.cum_acked]
@@ -425,6 +432,7 @@ class MrcSender:
             cum = self.cum_acked                    # stale or bogus: only the bitmap may help
         base = from_wire(sack.sack_base, ipsn, cum)
         acked = 0
+        newly = []                                       # packets this SACK acknowledges first
         bits = sack.bitmap
         while bits:
             low = bits & -bits
@@ -432,8 +440,10 @@ class MrcSender:
             bits ^= low
             seg = self.segments.get(seq)
             if seg is not None:
+                if not seg.acked:
+                    newly.append(seg)
                 acked += self._ack(seg, now)
-        acked += self._advance_cum(cum, now)
+        acked += self._advance_cum(cum, now, newly)
         self._trigger_sent = None
         lost = self._lost(cum, base, sack.bitmap, self, now)
         if lost:
@@ -458,7 +468,25 @@ class MrcSender:
                 self.stats["ecn_steered"] += 1
         if ev is not None and self._on_ack is not None:
             self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
+        if newly and self.evset.steering.signalled:     # steering learns from them only then
+            self._judge_unechoed(newly, ev, now)
         self.cc.on_ack(now, acked, ecn, rtt)
+
+    def _judge_unechoed(self, segments: list[Segment], echoed, now: float) -> None:
+        """Tell the path monitor (`on_acked`) of every packet a SACK acknowledged without echoing
+        it, with the time since it was sent (asked only while the EV set's steering has a signal
+        standing: `steering.Steering.signalled`). Retransmissions are left out: which
+        transmission arrived is not known."""
+        on_acked = getattr(self.monitor, "on_acked", None)     # optional PathMonitor hook (policies)
+        if on_acked is None:
+            return
+        evset = self.evset
+        by_value = evset.by_value
+        for seg in segments:
+            other = seg.ev
+            if other is echoed or seg.transmissions != 1 or by_value.get(other.value) is not other:
+                continue
+            on_acked(evset, other, now - seg.sent_at, now)
 
     def _sack_losses(self, lost, now: float) -> None:
         """Queue for retransmission the packets a SACK processor declared lost (still in flight)."""
