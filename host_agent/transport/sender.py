@@ -70,8 +70,6 @@ class MrcSender:
         self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt,
                                               lambda: rtt.srtt + 2 * rtt.rttvar)
                           if config.sack_loss_detection else None)
-        self._probe_at: float | None = None              # when a tail probe is due (with the detector)
-        self._watch = self._detector.watch if self._detector is not None else None
         self.failed: E.ConnectionFailed | None = None    # set when a packet ran out of retries
 
     # --- application side ------------------------------------------------------------------
@@ -97,7 +95,7 @@ class MrcSender:
         t = self._timers[0][0] if self._timers else None
         detector = self._detector
         if detector is not None:
-            for due in (detector.deadline, self._probe_at):
+            for due in (detector.deadline, detector.probe_at):
                 if due is not None and (t is None or due < t):
                     t = due
         nxt = self._next_packet(None)
@@ -130,7 +128,7 @@ class MrcSender:
                 lost = detector.lost(now)
                 if lost:
                     self._declare_lost(lost, now)
-            if self._probe_at is not None and self._probe_at <= now:
+            if detector.probe_at is not None and detector.probe_at <= now:
                 self._tail_probe(now)
         timers = self._timers
         if not timers or timers[0][0] > now:
@@ -191,7 +189,7 @@ class MrcSender:
         something (none before the first): send the newest packet in flight again
         (cause "tail_probe"), once, so that its SACK shows what is missing before it (`lossdetect`).
         Nothing is blamed and the window is not touched: a probe is no loss."""
-        self._probe_at = None
+        self._detector.probe_at = None
         if self._retx or not self.inflight_bytes:
             return                                   # something is being resent already, or nothing is out
         seg = self._detector.newest_in_flight()
@@ -331,8 +329,9 @@ class MrcSender:
         seg.trimmed = False
         seg.transmissions += 1
         self.inflight_bytes += seg.wire
-        if self._watch is not None:
-            self._watch((seg, seg.transmissions))     # the detector's send-ordered list (`lossdetect`)
+        detector = self._detector
+        if detector is not None:
+            detector.sent(seg)                        # its send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
         heapq.heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
         stats = self.stats
@@ -457,7 +456,7 @@ class MrcSender:
             if lost:
                 self._declare_lost(lost, now)
             if acked:                                 # the tail probe waits from the latest progress
-                self._probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
+                detector.probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
         self.rtt.sample(rtt)
         ev = self.evset.get(sack.ev_echo)
         ecn = sack.ecn_echo
