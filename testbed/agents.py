@@ -105,7 +105,9 @@ class AgentLauncher:
                 return False
             if tick is not None:
                 tick()
-            waiting = next(a for a in self.agents.values() if a.exit_code is None)
+            waiting = next((a for a in self.agents.values() if a.exit_code is None), None)
+            if waiting is None:               # the last one exited while `tick` ran
+                break
             try:
                 waiting.proc.wait(min(tick_s, max(left, 0.001)))
             except subprocess.TimeoutExpired:
