@@ -16,6 +16,7 @@ from typing import Callable
 
 from host_agent.eventlog import read_log
 from host_agent.job import Job
+from testbed import realtime
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT_MODULE = "host_agent.agent"
@@ -86,7 +87,7 @@ class AgentLauncher:
         if job.log:
             Path(job.log).unlink(missing_ok=True)
         with open(self.log_dir / f"{name}.stderr", "wb") as stderr:
-            cmd = [sys.executable, "-m", AGENT_MODULE, "--job", str(path), *agent_args]
+            cmd = [*realtime.command_prefix(), sys.executable, "-m", AGENT_MODULE, "--job", str(path), *agent_args]
             proc = self.net.popen(job.host, cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(REPO))
         agent = AgentProcess(name, job, path, proc)
         self.agents[name] = agent
