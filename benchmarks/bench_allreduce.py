@@ -8,7 +8,9 @@ leaf-spine (2 spines, 2 hosts per leaf; 2 leaves for 4 hosts, 4 for 8). A ring a
     T_ideal = 2(N-1)/N * size * 8 / link rate.
 Algorithm bandwidth = size / completion time; the ratio T_ideal / T is the share of the bound
 reached (below 1 by header overhead — about 8 % for 1 KB payloads — and by everything else).
-On netsim (simulated time, always) and on the Mininet model target (real time; root and mnexec).
+On netsim (simulated time, always) and on the Mininet model target (real time; root and mnexec), there
+at the link rate calibrated for the model target on this machine (`mrc-testbed calibrate`; the fixed
+MODEL_RATE_BPS, with a note, when there is none), with the fidelity verdict of each run.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Optional
 
 from benchmarks.cases import MODEL_RATE_BPS, NETSIM_RATE_BPS, host_link_rate, mininet_left_out, run_cases
 from benchmarks.figures import Measurement
+from experiments import calibration
 
 NAME = "allreduce"
 DESCRIPTION = "ring all-reduce bandwidth vs 2(N-1)/N * size / link rate, 4 and 8 hosts"
@@ -46,7 +49,8 @@ def measure_one(backend: str, hosts: int, size: int, rate_bps: float) -> dict:
     ideal = ideal_seconds(hosts, size, rate)
     took: Optional[float] = record.completion_time if record.completed else None
     return {"hosts": hosts, "bytes": size, "link_rate_bps": rate, "completed": record.completed,
-            "bit_exact": record.bit_exact, "completion_s": took, "ideal_s": ideal,
+            "fidelity": record.fidelity.get("verdict"), "bit_exact": record.bit_exact, "completion_s": took,
+            "ideal_s": ideal,
             "algbw_bps": size * 8 / took if took else None,
             "ratio": ideal / took if took else None, "notes": list(record.notes)}
 
@@ -59,13 +63,21 @@ def measure(options: argparse.Namespace) -> Measurement:
     if left_out:
         result.skipped.append(left_out)
     else:
-        backends.append(("mininet", MODEL_RATE_BPS))
+        calibrated = calibration.link_rate("model", MODEL_RATE_BPS)
+        result.details["mininet_rate"] = {"rate_bps": calibrated.rate_bps, "note": calibrated.note}
+        result.add("mininet link rate", calibrated.rate_bps / 1e6, "Mbit/s")
+        if calibrated.note:
+            print(f"   mininet: {calibrated.note}", flush=True)
+        backends.append(("mininet", calibrated.rate_bps))
     for backend, rate in backends:
         for hosts in SIZES:
             run = measure_one(backend, hosts, size, rate)
             result.details[f"{backend}-{hosts}"] = run
             where = f"{backend} {hosts} hosts"
             note = "" if run["completed"] else "did not complete"
+            ratio = "-" if run["ratio"] is None else f"{run['ratio']:.3f}"
+            print(f"   {where}: {ratio} of the bound at {rate / 1e6:g} Mbit/s"
+                  f"{', ' + str(run['fidelity']) if backend == 'mininet' else ''}", flush=True)
             result.add(f"{where}: algbw", run["algbw_bps"] and run["algbw_bps"] / 1e6, "Mbit/s", note=note)
             result.add(f"{where}: ratio to bound", run["ratio"], "", note=note)
             if run["completed"] and not run["bit_exact"]:

@@ -173,7 +173,8 @@ class Agent:
         return status
 
     def _loop(self, wake_fd: int) -> tuple[int, str]:
-        """Poll the transport, transmit, receive; sleep (select, microsecond timeout) only when idle."""
+        """Poll the transport, transmit, receive; sleep (select, microsecond timeout) until the transport's
+        next deadline, a frame or a signal: one pass per wake-up, not a spare one after each send."""
         endpoint, collective = self.endpoint, self.collective
         by_fd = {nic.fileno(): nic for nic in self.nics}
         fds = [*by_fd, wake_fd]
@@ -185,7 +186,6 @@ class Agent:
         deadline = start + self.job.timeout
         sampler = _GoodputSampler(self, now)
         finished_at = None
-        busy = False
         iterations = sleeps = 0
         drain = endpoint.drain_events
         while True:
@@ -203,6 +203,11 @@ class Agent:
             out = endpoint.poll(now)
             if out:
                 self._transmit(out)
+            events = drain()                     # what polling raised (retransmissions, failures)
+            if events:
+                self._handle(events)
+                if self.connection_error is not None and finished_at is None:
+                    return EXIT_FAILED, self.connection_error
             if now >= sampler.next_at:
                 sampler.sample(now)
             if finished_at is None and collective.done:
@@ -219,10 +224,10 @@ class Agent:
             if finished_at is None and now >= deadline:
                 return EXIT_FAILED, f"timeout after {self.job.timeout} s"
             timer = None                         # the transport's wake-up time, when the sleep ends at it
-            if out or busy:
-                wait = 0.0                       # busy: only look at the sockets
-            else:
-                wake = endpoint.next_wakeup()
+            if events:
+                wait = 0.0                       # handling them may have queued messages: poll again
+            else:                                # (frames waiting end the sleep at once)
+                wake = endpoint.next_wakeup()    # a time already past: at once
                 limit = min(sampler.next_at, deadline if finished_at is None else finished_at + self.linger,
                             math.inf if started else start)
                 if wake is not None and wake < limit:
@@ -233,18 +238,17 @@ class Agent:
                     timer = None
                 else:
                     sleeps += 1
-                self.loop_counts = (iterations, sleeps)
+            self.loop_counts = (iterations, sleeps)
             readable = select.select(fds if control is None else fds + control.fds(), (), (), wait)[0]
             if timer is not None and not readable:
                 self.lateness.record(monotonic() - mono0 - timer)
-            busy = False
             for fd in readable:
                 if fd == wake_fd:
                     _drain(fd)
                 elif fd not in by_fd:
                     control.on_readable(fd)
                 else:
-                    busy = self._receive(by_fd[fd]) or busy
+                    self._receive(by_fd[fd])
 
     def _handle(self, events: list) -> None:
         """Hand the transport's events to the collective (messages received and sent) and keep

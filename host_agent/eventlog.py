@@ -55,6 +55,10 @@ def _default(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} to the event log")
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), default=_default, allow_nan=False).encode   # built once:
+_ENCODE_CLEAN = json.JSONEncoder(separators=(",", ":")).encode       # json.dumps with options builds one per call
+
+
 class LogWriter:
     """Appends JSON-lines records to a file (or any text stream)."""
 
@@ -73,9 +77,9 @@ class LogWriter:
         record = {"t": t, "kind": kind}
         record.update(fields)
         try:                                   # fast path: plain values (bytes/sets/enums via _default)
-            line = json.dumps(record, separators=(",", ":"), default=_default, allow_nan=False)
+            line = _ENCODE(record)
         except ValueError:                     # NaN or infinity somewhere: write them as null
-            line = json.dumps(_clean(record), separators=(",", ":"))
+            line = _ENCODE_CLEAN(_clean(record))
         self._stream.write(line + "\n")
         self.records += 1
 

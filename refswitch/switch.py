@@ -66,7 +66,9 @@ class SwitchCore:
         if result is None:
             return
         port, out, priority = result
-        q = self.queues.ports.get(port) or self.queues.queue(port)
+        q = self.queues.ports.get(port)
+        if q is None:                             # (`or` would ask the queue its length: a sum per frame)
+            q = self.queues.queue(port)
         if not q.paused and not q.fifos[0] and not q.fifos[1]:
             if q.unlimited:                       # the common case: straight out
                 self._send(pipeline, port, out, priority)
@@ -80,17 +82,26 @@ class SwitchCore:
             pipeline.count_queue_drop(port, len(out))
 
     def drain(self) -> Optional[float]:
-        """Send every frame whose time has come; return when the next one is due (None: nothing waits)."""
+        """Send every frame whose time has come; return when the next one is due (None: nothing waits).
+
+        The clock is read once, when the first queue holding frames is met: a frame that falls due
+        while others are being sent waits for the next call (the event loop makes it at once)."""
         pipeline = self.pipeline
         next_due = None
+        now = None
         for port, q in self.queues.ports.items():
+            low, high = q.fifos
+            if q.paused or not (high or low):
+                continue
+            if now is None:
+                now = self.clock()
             while True:
                 due = q.ready_at()
                 if due is None:
                     break
-                now = self.clock()
                 if due > now:
-                    next_due = due if next_due is None else min(next_due, due)
+                    if next_due is None or due < next_due:
+                        next_due = due
                     break
                 priority, frame = q.dequeue(now)
                 if pipeline is not None:

@@ -16,6 +16,7 @@ from typing import Callable
 
 from host_agent.eventlog import read_log
 from host_agent.job import Job
+from testbed import realtime
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT_MODULE = "host_agent.agent"
@@ -86,7 +87,7 @@ class AgentLauncher:
         if job.log:
             Path(job.log).unlink(missing_ok=True)
         with open(self.log_dir / f"{name}.stderr", "wb") as stderr:
-            cmd = [sys.executable, "-m", AGENT_MODULE, "--job", str(path), *agent_args]
+            cmd = [*realtime.command_prefix(), sys.executable, "-m", AGENT_MODULE, "--job", str(path), *agent_args]
             proc = self.net.popen(job.host, cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(REPO))
         agent = AgentProcess(name, job, path, proc)
         self.agents[name] = agent
@@ -105,7 +106,9 @@ class AgentLauncher:
                 return False
             if tick is not None:
                 tick()
-            waiting = next(a for a in self.agents.values() if a.exit_code is None)
+            waiting = next((a for a in self.agents.values() if a.exit_code is None), None)
+            if waiting is None:               # the last one exited while `tick` ran
+                break
             try:
                 waiting.proc.wait(min(tick_s, max(left, 0.001)))
             except subprocess.TimeoutExpired:

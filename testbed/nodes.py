@@ -28,6 +28,7 @@ import grpc
 from mininet.node import Host, Node, Switch
 
 from controller.entries import PortQueue
+from testbed import realtime
 from testbed.processes import stop_process
 from testbed.capture import PcapCapture
 from testbed.registry import marked_env
@@ -185,8 +186,8 @@ class P4Switch(RunMarked, Switch):
             os.unlink(sock)
         log = open(self.log_path, "ab")
         try:
-            self.process = self.popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
-                                      stderr=subprocess.STDOUT, cwd=str(REPO))
+            self.process = self.popen([*realtime.command_prefix(), *self.command()], stdin=subprocess.DEVNULL,
+                                      stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO))
         finally:
             log.close()
         if self.registry is not None:
