@@ -72,6 +72,7 @@ class Traffic:
         self.messengers: dict[str, EndpointMessenger] = {}
         self.kept_events: dict[str, list[dict]] = {h: [] for h in self.hosts}   # EV records not yet taken
         self.started = False
+        self._unfinished: list = []            # collectives not yet seen done (done() checks the last)
         if self.workload.kind in COLLECTIVES:
             self._setup_collective()
         else:
@@ -105,6 +106,7 @@ class Traffic:
             coll = make_collective(w.kind, rank, world, messenger, **params)
             self.messengers[host] = messenger
             self.collectives[host] = coll
+        self._unfinished = list(self.collectives.values())
         for rank, host in enumerate(self.hosts):
             for peer in self.collectives[host].peers():
                 self.messengers[host].add_peer(peer, self.connections(host, self.hosts[peer]))
@@ -200,7 +202,10 @@ class Traffic:
         if not self.started:
             return False
         if self.collectives:
-            return all(c.done for c in self.collectives.values())
+            unfinished = self._unfinished          # a collective once done stays done: each is
+            while unfinished and unfinished[-1].done:   # asked until it is, not on every call
+                unfinished.pop()
+            return not unfinished
         return not self._expected
 
     def received(self) -> list[int]:
