@@ -38,6 +38,7 @@ class EvState(str, enum.Enum):
     UNKNOWN = "UNKNOWN"
 
 
+_USABLE = (EvState.GOOD, EvState.SKIP)    # the states `Ev.usable` is true in
 OPERATOR = "operator"      # the cause of a change an operator asked for
 OPERATOR_STATES = (EvState.GOOD, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UNKNOWN)   # MODIFY_EV_STATE
 
@@ -184,6 +185,10 @@ class EvSet:
         """EVs that data is sprayed on now (usable, or kept by the floor)."""
         return [s.current for s in self._rotation_slots()]
 
+    def active_count(self) -> int:
+        """How many EVs data is sprayed on now (`len(active_evs())`)."""
+        return len(self._rotation_slots())
+
     def one_ev_per_path(self) -> list[Ev]:
         """One EV on each path (usable EVs first, then bad or unknown ones; never a DENIED one), in
         path order within each group."""
@@ -288,7 +293,8 @@ class EvSet:
             self._unknown[id(ev)] = ev
         else:
             self._unknown.pop(id(ev), None)
-        self._dirty()
+        if not (old in _USABLE and state in _USABLE):
+            self._dirty()                      # GOOD <-> SKIP (every ECN echo) changes neither list
         self._on_change(ev, old, cause, now)
 
     def skip(self, ev: Ev, cause: str, now: float) -> None:
