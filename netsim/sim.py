@@ -22,6 +22,7 @@ class Simulator:
         self.heap: list = []
         self.tickets = itertools.count(1)
         self.events_run = 0
+        self._stopping = False
 
     def at(self, t: float, fn: Callable, *args) -> None:
         """Run `fn(*args)` at time `t` (not before now)."""
@@ -36,9 +37,16 @@ class Simulator:
             t = self.now
         heapq.heappush(self.heap, (t, next(self.tickets), fn, args))
 
+    def stop(self) -> None:
+        """End `run` after the event running now (what a `stop` predicate turning true does, for a
+        caller that knows when that happens instead of being asked after every event)."""
+        self._stopping = True
+
     def run(self, until: float | None = None, stop: Callable[[], bool] | None = None,
             max_events: int | None = None) -> None:
-        """Run events up to time `until`, until `stop()` is true, or until nothing is left."""
+        """Run events up to time `until`, until `stop()` is true (or `self.stop()` was called), or
+        until nothing is left."""
+        self._stopping = False
         q = self.heap
         pop = heapq.heappop
         horizon = float("inf") if until is None else until
@@ -54,7 +62,7 @@ class Simulator:
             self.now = t
             fn(*args)
             count += 1
-            if stop is not None and stop():
+            if self._stopping or (stop is not None and stop()):
                 break
             if count == limit:
                 break

@@ -72,6 +72,7 @@ class Traffic:
         self.messengers: dict[str, EndpointMessenger] = {}
         self.kept_events: dict[str, list[dict]] = {h: [] for h in self.hosts}   # EV records not yet taken
         self.started = False
+        self.stop_when_done = False            # stop the simulator as soon as the workload is done
         self._unfinished: list = []            # collectives not yet seen done (done() checks the last)
         if self.workload.kind in COLLECTIVES:
             self._setup_collective()
@@ -163,6 +164,8 @@ class Traffic:
             record = event.as_record()
             record["host"] = host
             self.kept_events[host].append(record)
+        if self.stop_when_done and self.done():
+            self.sim.stop()
 
     def take_kept_events(self) -> list[dict]:
         """The kept EV records since the last call, host by host (after draining what waits)."""
@@ -195,6 +198,8 @@ class Traffic:
                     self._pending[i] += 1
         for host in self.hosts:
             self.fab.hosts[host].service()
+        if self.stop_when_done and self.done():
+            self.sim.stop()
 
     def done(self) -> bool:
         """True when the workload has started and finished everywhere (a fault due at time 0 runs
