@@ -69,6 +69,8 @@ class Connection:
         self.control = EvControl(ident, self.evset, self.prober, emit, self.touch)
         self.quiet_until = _NEVER     # a poll before this time would change nothing (Endpoint.next_wakeup)
         self._polled_at: float | None = None    # time of the last poll since the last touch (None: touched since)
+        self.wakeup: float | None = None        # next_wakeup() as Endpoint.next_wakeup last worked it out,
+        self.wakeup_nic_version = -1            # ... at this version of the NIC clock
 
     # --- identity ----------------------------------------------------------------------------------
     @property
@@ -314,10 +316,17 @@ class Endpoint:
         if self._urgent:
             return self._urgent_at
         best = None
+        version = self.nic.version
         for c in self.connections.values():
-            t = c.next_wakeup()
             if c.quiet_until == _NEVER:             # polled or touched since it was worked out
+                t = c.wakeup = c.next_wakeup()
+                c.wakeup_nic_version = version
                 c.quiet_until = c.quiet_time(t)
+            elif c.wakeup_nic_version == version:   # nothing it depends on changed: the same answer
+                t = c.wakeup
+            else:                                   # only the NIC clock moved: its quiet time still holds
+                t = c.wakeup = c.next_wakeup()
+                c.wakeup_nic_version = version
             if t is not None and (best is None or t < best):
                 best = t
         return best
