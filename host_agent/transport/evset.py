@@ -126,10 +126,13 @@ class EvSet:
         keys = self.plane_paths[plane]
         quota = -(-count // len(keys))
         load = dict.fromkeys(keys, 0)
+        open_keys = set(keys)                  # the paths below their quota, kept as loads grow
         evs = []
         for _ in range(count):
-            ev = self._new_ev(plane, True, {k for k in keys if load[k] < quota}) or self._new_ev(plane, True)
+            ev = self._new_ev(plane, True, open_keys) or self._new_ev(plane, True)
             load[ev.path_key] += 1
+            if load[ev.path_key] >= quota:
+                open_keys.discard(ev.path_key)
             evs.append(ev)
         return evs
 
