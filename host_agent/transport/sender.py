@@ -86,8 +86,6 @@ class MrcSender:
         """Earliest per-packet deadline, or the pacing clock when a packet is ready to go."""
         if self.failed is not None:
             return None
-        if not self.pending and self.cum_acked == self.next_seq:
-            return None                          # idle: every timer left is stale and nothing may go
         self._drop_stale_timers()
         t = self._timers[0][0] if self._timers else None
         nxt = self._next_packet(None)
