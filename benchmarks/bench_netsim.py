@@ -9,7 +9,9 @@ packet received by one switch (a packet crossing four switches counts four); the
 on every run of a case (netsim is deterministic), so packets per wall-second compares the
 simulator's speed across versions. Each case runs `--repeat` times and the fastest run counts (the
 machine may be shared: its load average is saved with the figures). Wall time covers the whole
-case: building the network and the traffic, the run, and checking the results.
+case: building the network and the traffic, the run, and checking the results. The process's CPU
+time per simulated packet is printed beside it: on a loaded machine it is the steadier figure (wall
+time there also counts the other processes' turns on the CPUs).
 
 A third figure isolates the simulator from the transport: on fattree:8, every host sprays 1 KB
 data packets over its uSID paths to the host half the fabric away, paced at 1.2 us, through
@@ -46,8 +48,17 @@ def time_case(case, repeat: int) -> dict:
         cpus.append(time.process_time() - cpu0)
     packets = record.switch_stats.get("rx", 0)
     return {"case": case.label, "packets": packets, "wall_s": min(walls), "cpu_s": min(cpus), "walls_s": walls,
-            "completed": record.completed, "completion_s": record.completion_time,
-            "packets_per_wall_s": packets / min(walls), "load_average": os.getloadavg()}
+            "cpus_s": cpus, "completed": record.completed, "completion_s": record.completion_time,
+            "packets_per_wall_s": packets / min(walls), "packets_per_cpu_s": packets / min(cpus),
+            "cpu_us_per_packet": min(cpus) / packets * 1e6 if packets else None,
+            "load_average": os.getloadavg()}
+
+
+def _line(what: str, run: dict) -> str:
+    """One printed line: packets, wall and CPU time of a case."""
+    return (f"   {what}: {run['packets']} packets in {run['wall_s']:.2f} s wall, {run['cpu_s']:.2f} s CPU "
+            f"= {run['packets_per_wall_s']:,.0f} pkt/wall-s, {run['packets_per_cpu_s']:,.0f} pkt/CPU-s "
+            f"({run['cpu_us_per_packet']:.1f} us CPU per packet; load average {run['load_average'][0]:.1f})")
 
 
 class Sprayer:
@@ -115,18 +126,19 @@ def measure(options: argparse.Namespace) -> Measurement:
     runs = [time_case(case, repeat) for case in permutation_cases()]
     result.details["permutation"] = runs
     for run in runs:
-        print(f"   permutation, {run['case']}: {run['packets']} packets in {run['wall_s']:.2f} s "
-              f"= {run['packets_per_wall_s']:,.0f} pkt/wall-s", flush=True)
-    packets, wall = sum(r["packets"] for r in runs), sum(r["wall_s"] for r in runs)
+        print(_line(f"permutation, {run['case']}", run), flush=True)
+    packets = sum(r["packets"] for r in runs)
+    wall, cpu = sum(r["wall_s"] for r in runs), sum(r["cpu_s"] for r in runs)
     result.add("permutation: simulated packets per wall-second", packets / wall, "pkt/s")
+    result.add("permutation: simulated packets per CPU-second", packets / cpu, "pkt/s")
     fat = time_case(fat_tree_case(), repeat)
     result.details["fattree8_allreduce"] = fat
-    print(f"   fat-tree k=8 all-reduce 128 KB: {fat['packets']} packets in {fat['wall_s']:.2f} s "
-          f"= {fat['packets_per_wall_s']:,.0f} pkt/wall-s", flush=True)
+    print(_line("fat-tree k=8 all-reduce 128 KB", fat), flush=True)
     note = "" if fat["completed"] else "did not complete"
     result.add("fat-tree k=8 all-reduce: simulated packets per wall-second", fat["packets_per_wall_s"], "pkt/s",
                note=note)
     result.add("fat-tree k=8 all-reduce: wall time", fat["wall_s"], "s", better="lower", note=note)
+    result.add("fat-tree k=8 all-reduce: CPU time", fat["cpu_s"], "s", better="lower", note=note)
     fwd = forwarding_only(repeat)
     result.details["forwarding_only"] = fwd
     print(f"   forwarding only (fat-tree k=8, no transport): {fwd['packets']} packets in {fwd['cpu_s']:.2f} CPU-s "

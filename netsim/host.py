@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Protocol
 
-from wire.packets import priority_of
+from wire import constants as C
+
+_HIGH_DSCP, _HIGH, _LOW = C.HIGH_PRIORITY_DSCP, C.PRIORITY_HIGH, C.PRIORITY_LOW
 
 
 class Endpoint(Protocol):
@@ -59,16 +61,18 @@ class SimHost:
     def service(self) -> None:
         """Poll the endpoint, transmit its packets and set the next wake-up."""
         now = self.sim.now
+        endpoint = self.endpoint
         if self.on_event is not None:
             self._dispatch()
-        for nic, pkt in self.endpoint.poll(now):
-            link = self.nics.get(nic)
+        nics = self.nics
+        for nic, pkt in endpoint.poll(now):
+            link = nics.get(nic)
             if link is None:
                 raise KeyError(f"host {self.name}: endpoint sent on NIC {nic}, which this host does not have")
-            link.send(pkt, priority_of(pkt))
+            link.send(pkt, _HIGH if pkt.dscp in _HIGH_DSCP else _LOW)   # wire.packets.priority_of
         if self.on_event is not None:
             self._dispatch()
-        t = self.endpoint.next_wakeup()
+        t = endpoint.next_wakeup()
         if t is None:
             return
         t = max(t, now + 1e-9)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter, deque
+from heapq import heappush
 
 from wire import constants as C
 from wire.packets import DataPacket, wire_size
@@ -18,12 +19,13 @@ class SimLink:
     down drops what is offered to it and what is on the wire when it goes down.
     """
 
-    __slots__ = ("sim", "name", "rate_bps", "delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
+    __slots__ = ("sim", "_heap", "_tickets", "name", "rate_bps", "delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
                  "dest", "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
     def __init__(self, sim, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
         self.sim = sim
+        self._heap, self._tickets = sim.heap, sim.tickets     # events are pushed straight onto them
         self.name = name
         self.rate_bps = rate_bps
         self.delay = delay
@@ -90,7 +92,8 @@ class SimLink:
 
     def _start(self) -> None:
         """Put the next packet on the wire (HIGH first), or go idle."""
-        high, low = self.queues[_HIGH], self.queues[_LOW]
+        queues = self.queues
+        high, low = queues[_HIGH], queues[_LOW]
         if high:
             pkt = high.popleft()
         elif low:
@@ -100,14 +103,15 @@ class SimLink:
             return
         self.busy = True
         size = wire_size(pkt)
-        self.sim.after(size * 8 / self.rate_bps, self._done, pkt, self._epoch, size)
+        heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._done,
+                              (pkt, self._epoch, size)))
 
     def _done(self, pkt, epoch: int, size: int) -> None:
         """The last bit left: the packet propagates, the next one starts."""
         if epoch == self._epoch and self.up:
             self.tx += 1
             self.tx_bytes += size
-            self.sim.after(self.delay, self._arrive, pkt, epoch)
+            heappush(self._heap, (self.sim.now + self.delay, next(self._tickets), self._arrive, (pkt, epoch)))
         else:
             self.dropped_down += 1
         self._start()

@@ -10,34 +10,44 @@ from typing import Callable
 class Simulator:
     """Runs callbacks in time order (seconds, float); ties run in scheduling order.
 
-    An event is a heap entry (time, sequence number, callback, arguments): the sequence number
-    breaks ties, so equal times run in the order they were scheduled.
+    An event is a heap entry (time, ticket, callback, arguments) in `heap`: the ticket, drawn
+    from `tickets` when the event is scheduled, breaks ties, so equal times run in the order they
+    were scheduled. The simulator's own hot parts (links) push entries onto `heap` themselves,
+    a function call cheaper than `after`; whatever they push must not be earlier than `now`.
     """
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0.0
         self.rng = random.Random(seed)
-        self._queue: list = []
-        self._seq = itertools.count(1)
+        self.heap: list = []
+        self.tickets = itertools.count(1)
         self.events_run = 0
+        self._stopping = False
 
     def at(self, t: float, fn: Callable, *args) -> None:
         """Run `fn(*args)` at time `t` (not before now)."""
         if t < self.now:
             t = self.now
-        heapq.heappush(self._queue, (t, next(self._seq), fn, args))
+        heapq.heappush(self.heap, (t, next(self.tickets), fn, args))
 
     def after(self, delay: float, fn: Callable, *args) -> None:
         """Run `fn(*args)` `delay` seconds from now."""
         t = self.now + delay
         if t < self.now:
             t = self.now
-        heapq.heappush(self._queue, (t, next(self._seq), fn, args))
+        heapq.heappush(self.heap, (t, next(self.tickets), fn, args))
+
+    def stop(self) -> None:
+        """End `run` after the event running now (what a `stop` predicate turning true does, for a
+        caller that knows when that happens instead of being asked after every event)."""
+        self._stopping = True
 
     def run(self, until: float | None = None, stop: Callable[[], bool] | None = None,
             max_events: int | None = None) -> None:
-        """Run events up to time `until`, until `stop()` is true, or until nothing is left."""
-        q = self._queue
+        """Run events up to time `until`, until `stop()` is true (or `self.stop()` was called), or
+        until nothing is left."""
+        self._stopping = False
+        q = self.heap
         pop = heapq.heappop
         horizon = float("inf") if until is None else until
         limit = -1 if max_events is None else max(max_events, 1)     # at least one event runs
@@ -52,7 +62,7 @@ class Simulator:
             self.now = t
             fn(*args)
             count += 1
-            if stop is not None and stop():
+            if self._stopping or (stop is not None and stop()):
                 break
             if count == limit:
                 break

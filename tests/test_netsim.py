@@ -44,6 +44,18 @@ def test_usid_shift_consumes_the_first_usid():
     assert usid_shift(dst).to_bytes(16, "big") == usid_address(1, [0x0102, 0x1003])
 
 
+def test_stop_ends_the_run_after_the_event_that_asked_and_the_next_run_goes_on():
+    sim, ran = Simulator(), []
+    sim.at(1.0, ran.append, 1)
+    sim.at(2.0, lambda: (ran.append(2), sim.stop()))
+    sim.at(2.0, ran.append, 3)                  # same time, scheduled after: not run by this run
+    sim.at(3.0, ran.append, 4)
+    sim.run(until=10.0)
+    assert ran == [1, 2] and sim.now == 2.0
+    sim.run(until=10.0)
+    assert ran == [1, 2, 3, 4] and sim.now == 10.0
+
+
 def test_link_serialises_then_propagates_and_serves_high_priority_first():
     sim = Simulator()
     sink = Sink(sim)

@@ -123,7 +123,8 @@ class NetsimBackend:
                 sim.after(interval, sample)
 
         sim.at(0.0, sample)
-        sim.run(until=scenario.horizon_s, stop=traffic.done)
+        traffic.stop_when_done = True         # ends the run when done turns true: not asked after every event
+        sim.run(until=scenario.horizon_s)
         record.samples.append([sim.now, traffic.received()])
         self._keep_events(traffic, record)
         traffic.finish_times()

@@ -72,6 +72,8 @@ class Traffic:
         self.messengers: dict[str, EndpointMessenger] = {}
         self.kept_events: dict[str, list[dict]] = {h: [] for h in self.hosts}   # EV records not yet taken
         self.started = False
+        self.stop_when_done = False            # stop the simulator as soon as the workload is done
+        self._unfinished: list = []            # collectives not yet seen done (done() checks the last)
         if self.workload.kind in COLLECTIVES:
             self._setup_collective()
         else:
@@ -105,6 +107,7 @@ class Traffic:
             coll = make_collective(w.kind, rank, world, messenger, **params)
             self.messengers[host] = messenger
             self.collectives[host] = coll
+        self._unfinished = list(self.collectives.values())
         for rank, host in enumerate(self.hosts):
             for peer in self.collectives[host].peers():
                 self.messengers[host].add_peer(peer, self.connections(host, self.hosts[peer]))
@@ -161,6 +164,8 @@ class Traffic:
             record = event.as_record()
             record["host"] = host
             self.kept_events[host].append(record)
+        if self.stop_when_done and self.done():
+            self.sim.stop()
 
     def take_kept_events(self) -> list[dict]:
         """The kept EV records since the last call, host by host (after draining what waits)."""
@@ -193,6 +198,8 @@ class Traffic:
                     self._pending[i] += 1
         for host in self.hosts:
             self.fab.hosts[host].service()
+        if self.stop_when_done and self.done():
+            self.sim.stop()
 
     def done(self) -> bool:
         """True when the workload has started and finished everywhere (a fault due at time 0 runs
@@ -200,7 +207,10 @@ class Traffic:
         if not self.started:
             return False
         if self.collectives:
-            return all(c.done for c in self.collectives.values())
+            unfinished = self._unfinished          # a collective once done stays done: each is
+            while unfinished and unfinished[-1].done:   # asked until it is, not on every call
+                unfinished.pop()
+            return not unfinished
         return not self._expected
 
     def received(self) -> list[int]:

@@ -32,6 +32,8 @@ from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import DEFAULT_POLICIES, Policies
 from host_agent.transport.probes import Prober
 
+_NEVER = float("-inf")           # Connection.quiet_until when its next poll must run
+
 
 class Connection:
     """One full-duplex connection to a peer: EV set, sender, receiver, prober, RTT and window.
@@ -64,7 +66,11 @@ class Connection:
         receiver = self.receiver
         self.prober = Prober(ident, config, self.evset, self.rtt, self.stats, self.monitor,
                              lambda: self.sender.idle, lambda: receiver.last_data_at, parts.keepalive, emit)
-        self.control = EvControl(ident, self.evset, self.prober, emit)
+        self.control = EvControl(ident, self.evset, self.prober, emit, self.touch)
+        self.quiet_until = _NEVER     # a poll before this time would change nothing (Endpoint.next_wakeup)
+        self._polled_at: float | None = None    # time of the last poll since the last touch (None: touched since)
+        self.wakeup: float | None = None        # next_wakeup() as Endpoint.next_wakeup last worked it out,
+        self.wakeup_nic_version = -1            # ... at this version of the NIC clock
 
     # --- identity ----------------------------------------------------------------------------------
     @property
@@ -109,9 +115,35 @@ class Connection:
         """The event that failed this connection (a packet ran out of retries), or None."""
         return self.sender.failed
 
+    def touch(self) -> None:
+        """Something changed this connection outside `poll` (a packet, a message, an EV operation):
+        its next poll runs whatever the time."""
+        self.quiet_until = _NEVER
+        self._polled_at = None
+
+    def quiet_time(self, wakeup: float | None) -> float:
+        """Until when a poll of this connection would change nothing, given its `next_wakeup()`
+        (`wakeup`), computed after a poll with nothing changed since (else -inf: poll at once).
+
+        Untouched since its last poll, the connection's state moves only with time: its timers,
+        its pacing clock and the NIC clock (which other connections only push later). Before
+        its next wakeup no timer is due and no packet may go; before its pacing clock's next
+        tick the sender's poll leaves `cc.backlogged` as the last poll left it; the prober is
+        asked at every poll while it has work that does not wait for a time."""
+        polled = self._polled_at
+        if polled is None or self.prober.busy(_NEVER):       # at -inf: only the work that needs no time
+            return _NEVER
+        quiet = float("inf") if wakeup is None else wakeup
+        tick = self.cc.next_send
+        if polled < tick < quiet:
+            quiet = tick
+        return quiet
+
     def receive(self, now: float, nic: int, pkt) -> list:
         """Take one packet addressed to this connection; return control packets to send at once.
         A failed connection takes nothing (counted as `rx_after_failure`)."""
+        self.quiet_until = _NEVER                   # touch(), inline: per packet
+        self._polled_at = None
         out: list = []
         if self.sender.failed is not None:          # the attribute, not the property: per packet
             self.stats["rx_after_failure"] += 1
@@ -146,6 +178,8 @@ class Connection:
             for index, pkt in out[start:]:
                 nic.account(index, wire_size(pkt), now)
         self.sender.poll(now, out)
+        self._polled_at = now
+        self.quiet_until = _NEVER                   # until the endpoint works it out again
 
     def next_wakeup(self) -> float | None:
         """The earliest deadline of this connection."""
@@ -245,6 +279,7 @@ class Endpoint:
         if len(data) > conn.config.max_message_bytes:
             raise ValueError(f"{self.name}: a message of {len(data)} bytes is above max_message_bytes "
                              f"{conn.config.max_message_bytes} of {conn.name}")
+        conn.touch()
         return conn.sender.send_message(data)
 
     # --- I/O ---------------------------------------------------------------------------------------
@@ -269,6 +304,8 @@ class Endpoint:
             for index, pkt in out:
                 nic.account(index, wire_size(pkt), now)
         for conn in self.connections.values():
+            if now < conn.quiet_until:
+                continue                         # nothing of it is due and nothing changed: a no-op
             conn.poll(now, out)
         self._stats["packets_sent"] += len(out)
         return out
@@ -279,8 +316,17 @@ class Endpoint:
         if self._urgent:
             return self._urgent_at
         best = None
+        version = self.nic.version
         for c in self.connections.values():
-            t = c.next_wakeup()
+            if c.quiet_until == _NEVER:             # polled or touched since it was worked out
+                t = c.wakeup = c.next_wakeup()
+                c.wakeup_nic_version = version
+                c.quiet_until = c.quiet_time(t)
+            elif c.wakeup_nic_version == version:   # nothing it depends on changed: the same answer
+                t = c.wakeup
+            else:                                   # only the NIC clock moved: its quiet time still holds
+                t = c.wakeup = c.next_wakeup()
+                c.wakeup_nic_version = version
             if t is not None and (best is None or t < best):
                 best = t
         return best

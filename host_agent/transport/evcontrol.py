@@ -38,11 +38,13 @@ def parse_state(name) -> EvState:
 class EvControl:
     """The control operations on one connection's EV set (`now` passed in, nothing blocks)."""
 
-    def __init__(self, ident: ConnectionId, evset: EvSet, prober: Prober, emit: Callable) -> None:
+    def __init__(self, ident: ConnectionId, evset: EvSet, prober: Prober, emit: Callable,
+                 touched: Callable[[], None] = lambda: None) -> None:
         self.ident = ident
         self.evset = evset
         self.prober = prober
         self._emit = emit
+        self._touched = touched          # told before every change (the connection polls again)
 
     def ev(self, value) -> Ev:
         """Our EV with this value; ValueError naming `ev` when it is not one of ours."""
@@ -80,6 +82,7 @@ class EvControl:
         """MODIFY_EV_STATE: set one EV's state (GOOD, ASSUMED_BAD, DENIED, UNKNOWN); return it.
         Denying below the floor raises `evset.FloorError` (a ValueError)."""
         ev = self.ev(value)
+        self._touched()
         self.evset.set_state(ev, parse_state(state), now, OPERATOR)
         return self.query(ev.value)
 
@@ -103,6 +106,7 @@ class EvControl:
                 new_value = parse_ev(new_value)
             except ValueError as err:
                 raise ValueError(str(err).replace("ev:", "new_ev:", 1)) from None
+        self._touched()
         new = self.evset.replace(old, now, new_value)
         self._emit(E.EvReplaced(now, self.ident, new.value, old.value, new.plane, new.path_key))
         return self.query(new.value)
@@ -116,4 +120,5 @@ class EvControl:
         if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
                                     or not 0 < timeout <= 10):
             raise ValueError(f"timeout: {timeout!r} is not a number of seconds in (0, 10]")
+        self._touched()
         self.prober.request(ev, req_id, timeout, now)

@@ -38,6 +38,7 @@ class EvState(str, enum.Enum):
     UNKNOWN = "UNKNOWN"
 
 
+_USABLE = (EvState.GOOD, EvState.SKIP)    # the states `Ev.usable` is true in
 OPERATOR = "operator"      # the cause of a change an operator asked for
 OPERATOR_STATES = (EvState.GOOD, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UNKNOWN)   # MODIFY_EV_STATE
 
@@ -125,10 +126,13 @@ class EvSet:
         keys = self.plane_paths[plane]
         quota = -(-count // len(keys))
         load = dict.fromkeys(keys, 0)
+        open_keys = set(keys)                  # the paths below their quota, kept as loads grow
         evs = []
         for _ in range(count):
-            ev = self._new_ev(plane, True, {k for k in keys if load[k] < quota}) or self._new_ev(plane, True)
+            ev = self._new_ev(plane, True, open_keys) or self._new_ev(plane, True)
             load[ev.path_key] += 1
+            if load[ev.path_key] >= quota:
+                open_keys.discard(ev.path_key)
             evs.append(ev)
         return evs
 
@@ -183,6 +187,10 @@ class EvSet:
     def active_evs(self) -> list[Ev]:
         """EVs that data is sprayed on now (usable, or kept by the floor)."""
         return [s.current for s in self._rotation_slots()]
+
+    def active_count(self) -> int:
+        """How many EVs data is sprayed on now (`len(active_evs())`)."""
+        return len(self._rotation_slots())
 
     def one_ev_per_path(self) -> list[Ev]:
         """One EV on each path (usable EVs first, then bad or unknown ones; never a DENIED one), in
@@ -288,7 +296,8 @@ class EvSet:
             self._unknown[id(ev)] = ev
         else:
             self._unknown.pop(id(ev), None)
-        self._dirty()
+        if not (old in _USABLE and state in _USABLE):
+            self._dirty()                      # GOOD <-> SKIP (every ECN echo) changes neither list
         self._on_change(ev, old, cause, now)
 
     def skip(self, ev: Ev, cause: str, now: float) -> None:

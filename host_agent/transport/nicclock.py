@@ -14,11 +14,13 @@ class NicClock:
         self.rate = line_rate_bps / 8                      # bytes/s of each NIC
         self._free: dict[int, float] = {}                  # NIC -> when what it holds will have left
         self._backlog = backlog_bytes / self.rate if self.rate else 0.0
+        self.version = 0                                   # bumped whenever a NIC's horizon moves
 
     def account(self, nic: int, nbytes: int, now: float) -> None:
         """Note `nbytes` handed to NIC `nic` at `now`."""
         if self.rate:
             self._free[nic] = max(self._free.get(nic, 0.0), now) + nbytes / self.rate
+            self.version += 1
 
     def free_at(self, nic: int) -> float:
         """When NIC `nic` may take another data packet (by our clock)."""

@@ -62,7 +62,7 @@ class RotationSelector:
             clean = steer.take_clean(evset, resend_of, ev)    # REPS-like: an EV acknowledged clean
             if clean is not None:
                 return clean
-        active = len(evset.active_evs())
+        active = evset.active_count()
         for _ in range(active - 1):
             if not steer.held(ev) and ev is not resend_of:
                 return ev

@@ -53,7 +53,9 @@ class MrcSender:
         self._lost = sack.lost
         self._next_ev = selector.next_ev
         self._on_ack = getattr(monitor, "on_ack", None)  # optional PathMonitor hook (policies)
-        self.num_nics = len({p.nic for p in evset.paths})
+        nics = {p.nic for p in evset.paths}
+        self.num_nics = len(nics)
+        self._only_nic = next(iter(nics)) if len(nics) == 1 else None   # every EV's NIC, when there is one
         self.pending = SendQueue(self.cfg.mtu_payload)  # messages not yet fully cut into packets
         self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
         self.next_seq = 0
@@ -278,7 +280,10 @@ class MrcSender:
             seg = cause = None
         ready = self.cc.next_send
         if self.nic.rate:
-            free = self.nic.free_at(self.evset.path_of(self.selector.peek_ev(self.evset)).nic)
+            nic = self._only_nic
+            if nic is None:                      # which NIC depends on the EV the packet would take
+                nic = self.evset.path_of(self.selector.peek_ev(self.evset)).nic
+            free = self.nic.free_at(nic)
             if free > ready:
                 ready = free
         if now is not None and now < ready:
