@@ -53,9 +53,7 @@ class MrcSender:
         self._lost = sack.lost
         self._next_ev = selector.next_ev
         self._on_ack = getattr(monitor, "on_ack", None)  # optional PathMonitor hook (policies)
-        nics = {p.nic for p in evset.paths}
-        self.num_nics = len(nics)
-        self._only_nic = next(iter(nics)) if len(nics) == 1 else None   # every EV's NIC, when there is one
+        self._nics = tuple(sorted({p.nic for p in evset.paths}))  # the NICs the EVs use
         self.pending = SendQueue(self.cfg.mtu_payload)  # messages not yet fully cut into packets
         self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
         self.next_seq = 0
@@ -280,8 +278,10 @@ class MrcSender:
             seg = cause = None
         ready = self.cc.next_send
         if self.nic.rate:
-            nic = self._only_nic
-            if nic is None:                      # which NIC depends on the EV the packet would take
+            nics = self._nics
+            if len(nics) == 1:
+                nic = nics[0]
+            else:                                # which NIC depends on the EV the packet would take
                 nic = self.evset.path_of(self.selector.peek_ev(self.evset)).nic
             free = self.nic.free_at(nic)
             if free > ready:
@@ -296,7 +296,7 @@ class MrcSender:
             return
         cc = self.cc
         nic = self.nic
-        nics = self.num_nics
+        nics = len(self._nics)
         rate = None                                      # the pacing rate: fixed while nothing is acknowledged
         while True:
             if not self._retx and now < cc.next_send:
