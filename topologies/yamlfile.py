@@ -305,8 +305,8 @@ def dumps_topology(topo: Topology) -> str:
         "switches": [{"name": s.name, "tier": TIER_NAMES[s.tier], "plane": s.plane} for s in topo.switches],
         "links": [{"a": l.a, "a_port": l.a_port, "b": l.b, "b_port": l.b_port,
                    "rate": format_rate(l.rate_bps), "queue_depth": l.queue_depth,
-                   "trim_threshold": l.trim_threshold, "ecn_threshold": l.ecn_threshold,
-                   "ecn_max_threshold": l.ecn_ramp_top}
+                   "trim_threshold": l.trim_threshold, "ecn_threshold": l.ecn_threshold}
+                  | ({} if l.ecn_max_threshold is None else {"ecn_max_threshold": l.ecn_max_threshold})
                   for l in topo.links],
     }
     return _FlowDumper.dump(document)
