@@ -137,11 +137,7 @@ def slowest_over_ideal(record, case) -> float:
     from experiments.budget import network_base_rtt
     from experiments.workloads import variant_topology
     topo = variant_topology(case.variant)
-    rate, rtt = topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case))
-    into: dict = {}
-    for f in record.flows:
-        into[f.dst] = into.get(f.dst, 0) + f.expected_bytes
-    return max(f.finish / (into[f.dst] * 8 / rate + rtt) for f in record.flows)
+    return metrics.slowest_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
 
 
 @pytest.mark.parametrize("label, bound", [("permutation", 1.3), ("incast", 1.15)])
