@@ -76,7 +76,7 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the comparison table (columns that say nothing are left out)."""
     flows = any(s["workload"] in ("incast", "permutation") for s in summaries)
     header = ["variant", "transport", "done", "completion", "recover", "longest gap", "EVs retired",
-              "retx trim/timeout/nack", "bit-exact", "fidelity"]
+              "retx trim/timeout/nack/sack", "bit-exact", "fidelity"]
     if flows:
         header += ["flow Mb/s min/max", "victim Mb/s", "link max/mean", "queue drops"]
     rows = []
@@ -87,7 +87,7 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
                _recovery(s["time_to_recover_s"], s["failure_time_s"], s["completed"])
                + _rtts(s.get("time_to_recover_rtts")),
                _millis(s.get("longest_delivery_gap_s"), s["failure_time_s"]),
-               str(s["evs_retired"]), f"{r['trim']}/{r['timeout']}/{r['nack']}",
+               str(s["evs_retired"]), f"{r['trim']}/{r['timeout']}/{r['nack']}/{r.get('sack', 0) + r.get('tail_probe', 0)}",
                "yes" if s["bit_exact"] else "NO", s.get("fidelity", "unknown")]
         if flows:
             ft = s["flow_throughput_bps"]

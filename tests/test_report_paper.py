@@ -21,7 +21,7 @@ def test_paper_page_puts_the_loss_sweep_beside_the_statement_and_says_what_was_n
     parser = argparse.ArgumentParser()
     run_cmd.add_arguments(parser)
     args = parser.parse_args([str(ROOT / "experiments" / "loss-sweep.yaml"), "--quick", "--backend", "netsim",
-                              "--out", str(tmp_path / "sweep"), "--variant", "allreduce 256 KiB 1% loss"])
+                              "--out", str(tmp_path / "sweep"), "--variant", "allreduce 8 MiB 1% loss"])
     assert run_cmd.run(args) == 0
     assert report.run(paper_args(tmp_path)) == 0
     assert "beside 1 measured scenario(s)" in capsys.readouterr().out
@@ -29,9 +29,9 @@ def test_paper_page_puts_the_loss_sweep_beside_the_statement_and_says_what_was_n
     loss = page.split("## Loss")[1].split("\n## ")[0]
     assert "at 1 % loss RoCE is unusable while MRC keeps about a third" in loss
     assert "- goodput: payload bytes received per second, summed" in loss
-    assert "- allreduce 256 KiB 1% loss: MRC " in loss and "MRC/RoCE " in loss and "Mbit/s" in loss
+    assert "- allreduce 8 MiB 1% loss: MRC " in loss and "MRC/RoCE " in loss and "Mbit/s" in loss
     assert "backend netsim" in loss and "quick" in loss and "`sweep`" in loss
-    assert "Why it differs at lab scale:** At 20 Mbit/s" in loss
+    assert "Why it differs at lab scale:** Go-back-N throws away about a bandwidth-delay product" in loss
     assert page.count("**Paper:**") == len(CLAIMS)
     gray = page.split("## A gray path")[1].split("\n## ")[0]
     assert "not run: no results folder of `gray`" in gray and "mrc-testbed run experiments/gray.yaml" in gray

@@ -434,7 +434,7 @@ def _sack(psn_cum, bitmap, answering):
 
 def test_spurious_timeout_is_taken_back():
     """A SACK answering a packet sent before the retransmission proves the original arrived."""
-    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6})
+    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6, "sack_loss_detection": False})   # the timer's case
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths())
     ep.send_message(conn, bytes(1000))
@@ -459,7 +459,7 @@ def test_spurious_timeout_is_taken_back():
 def test_timeout_of_a_packet_sent_before_any_rtt_sample_blames_no_path():
     """Its RTO was the initial guess (on the Mininet testbed the first round trips take several
     times initial_rtt): later packets arriving first prove nothing against its path."""
-    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6})
+    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6, "sack_loss_detection": False})   # the timer's case
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths())
     ep.send_message(conn, bytes(1000))
@@ -475,7 +475,7 @@ def test_timeout_of_a_packet_sent_before_any_rtt_sample_blames_no_path():
 def test_timeout_with_nothing_delivered_since_retransmits_without_blaming_the_path():
     """A stall of everything (peer or fabric) is no evidence against the packet's path: the packet
     is resent, no EV is retired, and when it turns out to have arrived the RTO is not stretched."""
-    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6})
+    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6, "sack_loss_detection": False})   # the timer's case
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths())
     ep.send_message(conn, bytes(3000))

@@ -65,6 +65,21 @@ def test_a_sack_past_the_first_64_psns_carries_the_block_holding_the_packet():
     assert sack.sack_base == 0 and sack.bitmap == (1 << 1) | (1 << 5)
 
 
+def test_coalesced_packets_are_sacked_before_the_next_packet_moves_the_bitmap_to_another_block():
+    rx = _receiver(256)
+    rx.cfg.ack_coalesce = 4
+    out: list = []
+    for psn in (61, 62, 63):                       # PSN 0 missing; three packets wait for a SACK
+        rx.on_data(0.0, 0, _data(psn), out)
+    assert out == []
+    rx.on_data(0.0, 0, _data(64), out)             # the next SACK shows the block 64..127 only
+    (_, first), = out
+    assert first.sack_base == 0 and first.bitmap == 0b111 << 61
+    rx.poll(rx.next_wakeup(), out)
+    second = out[-1][1]
+    assert second.sack_base == 64 and second.bitmap == 1
+
+
 def test_a_packet_beyond_the_window_is_refused():
     rx = _receiver(128)
     out: list = []

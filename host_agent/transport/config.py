@@ -68,6 +68,9 @@ class TransportConfig:
     rto_max: float = 1.0              # ceiling on any one timeout (seconds)
     rto_srtt_factor: float = 3.0      # the RTO is never below this many smoothed RTTs
     initial_rtt: float = 1e-3         # RTT estimate before the first sample
+    # --- loss detection from SACKs (host_agent.transport.lossdetect, docs/transport.md "Random loss") ---
+    sack_loss_detection: bool = True  # a packet overtaken by one SACKed and older than RTT + window is lost
+    sack_reorder_window: float = 0.0  # that reorder window, seconds; 0: two base RTTs (base_rtt or the smallest sample)
     # --- receiver ------------------------------------------------------------------
     ack_coalesce: int = 4             # one SACK every this many in-order data packets
     ack_delay: float = 50e-6          # longest a pending SACK waits
@@ -127,7 +130,7 @@ class TransportConfig:
                              f"({self.num_evs})")
         if self.keepalive_data_pkts < 0:
             raise ValueError(f"TransportConfig.keepalive_data_pkts: {self.keepalive_data_pkts} must be >= 0")
-        for name in ("target_delay", "qa_threshold", "adjust_period_threshold", "fi_scale"):
+        for name in ("target_delay", "qa_threshold", "adjust_period_threshold", "fi_scale", "sack_reorder_window"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TransportConfig.{name}: {getattr(self, name)} must be >= 0")
         if not 0 < self.max_md_jump <= 1:

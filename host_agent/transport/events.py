@@ -29,8 +29,9 @@ CONN_FAILED = "conn_failed"
 CAUSE_TRIM = "trim"            # trim NACK
 CAUSE_TIMEOUT = "timeout"      # per-packet timer (MRC) or RTO (baseline)
 CAUSE_NACK = "nack"            # baseline out-of-sequence NACK
-CAUSE_SACK = "sack"            # a SACK showed the packet lost (only a plug-in SackProcessor says so)
-RETX_CAUSES = (CAUSE_TRIM, CAUSE_TIMEOUT, CAUSE_NACK)     # the causes the built-in transports use
+CAUSE_SACK = "sack"            # SACKs showed the packet lost (MRC's reorder-window rule, or a plug-in SackProcessor)
+CAUSE_TAIL_PROBE = "tail_probe"  # MRC: nothing acknowledged for a while, the newest packet sent again to draw a SACK
+RETX_CAUSES = (CAUSE_TRIM, CAUSE_TIMEOUT, CAUSE_NACK, CAUSE_SACK, CAUSE_TAIL_PROBE)  # the built-in transports' causes
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,7 @@ class Segment:
     queued: bool = False       # waiting in the retransmission queue
     trimmed: bool = False      # the latest transmission came back as a trim NACK
     blamed: object = None      # the EV its latest timeout retired (taken back if the timeout was spurious)
+    declared_lost: bool = False  # SACKs showed a transmission lost (lossdetect; taken back if it arrives)
 
     def __post_init__(self) -> None:
         if not self.wire:

@@ -82,6 +82,9 @@ class MrcReceiver:
             self._remember(pkt, ce, plane, seq)
             out.extend(self._sacks(plane, self.cfg.ack_fanout))      # our earlier SACK may be lost
             return
+        if (self._unacked and (offset >= BITMAP_BITS or self._last_seq - self.expected >= BITMAP_BITS)
+                and offset // BITMAP_BITS != self._block()):
+            out.extend(self._sacks(plane, 1))   # the pending SACK's block: the next shows only this one's
         self._place(now, pkt)
         self._ooo |= 1 << offset
         while self._ooo & 1:
@@ -106,6 +109,10 @@ class MrcReceiver:
 
     def _remember(self, pkt: DataPacket, ce: bool, plane: int, seq: int) -> None:
         self._last, self._last_ce, self._last_plane, self._last_seq = pkt, self._last_ce or ce, plane, seq
+
+    def _block(self) -> int:
+        """Which 64-PSN block past the cumulative point the next SACK's bitmap shows (0: the first)."""
+        return max(0, self._last_seq - self.expected) // BITMAP_BITS
 
     def sack_window(self) -> tuple[int, int]:
         """(base, bitmap) of the next SACK: the 64 sequence numbers from `base`, bit i set when

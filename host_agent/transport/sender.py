@@ -1,8 +1,9 @@
-"""MRC sender: sprays packets over the EV set, recovers by SACK, trim NACK and per-packet timeout.
+"""MRC sender: sprays packets over the EV set, recovers by trim NACK, SACK and per-packet timeout.
 
 Which EV a packet takes, what a SACK says and what a loss does to an EV are the policies of
 `host_agent.transport.policies`; the sender keeps the sequence space, the timers and the
-retransmission queue.
+retransmission queue, and finds untrimmed losses from SACKs by their send times
+(`lossdetect.ReorderLossDetector`) before their timers would.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from host_agent.transport import events as E
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import EvSet
+from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
 from host_agent.transport.message import OutMessage, SendQueue, Segment, ts_age
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import CongestionControl, EvSelector, PathMonitor, SackProcessor, Timeout
@@ -63,6 +65,11 @@ class MrcSender:
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
         self._trim_at = 0.0                              # when the latest trim retransmission was queued
         self._budget = config.retry_budget()             # MRC's linear-then-exponential retries
+        self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt,
+                                              lambda: rtt.srtt + 2 * rtt.rttvar)
+                          if config.sack_loss_detection else None)
+        self._probe_at: float | None = None              # when a tail probe is due (with the detector)
+        self._watch = self._detector.watch if self._detector is not None else None
         self.failed: E.ConnectionFailed | None = None    # set when a packet ran out of retries
 
     # --- application side ------------------------------------------------------------------
@@ -86,6 +93,11 @@ class MrcSender:
             return None
         self._drop_stale_timers()
         t = self._timers[0][0] if self._timers else None
+        detector = self._detector
+        if detector is not None:
+            for due in (detector.deadline, self._probe_at):
+                if due is not None and (t is None or due < t):
+                    t = due
         nxt = self._next_packet(None)
         if nxt is not None:
             ready = self._trim_at if nxt[1] == E.CAUSE_TRIM else nxt[2]
@@ -108,7 +120,16 @@ class MrcSender:
         """Handle every per-packet timeout due by `now`: queue a retransmission, and let the path
         monitor judge the EV (`policies.MrcPathMonitor.on_timeout`: a timeout blames its path only
         when a later packet got through). A timeout that blames no usable EV of ours counts as
-        `timeouts_unattributed`."""
+        `timeouts_unattributed`. A loss the SACKs show once its reorder window has passed
+        (`lossdetect`) is declared first."""
+        detector = self._detector
+        if detector is not None:
+            if detector.deadline is not None and detector.deadline <= now:
+                lost = detector.lost(now)
+                if lost:
+                    self._declare_lost(lost, now)
+            if self._probe_at is not None and self._probe_at <= now:
+                self._tail_probe(now)
         timers = self._timers
         if not timers or timers[0][0] > now:
             return                               # nothing due (a stale timer on top is not due either)
@@ -130,6 +151,8 @@ class MrcSender:
         self._timers.clear()
         self._retx.clear()
         self._retx_cause.clear()
+        if self._detector is not None:
+            self._detector.clear()
         self.emit(self.failed)
 
     def _timed_out(self, seg: Segment, now: float) -> None:
@@ -140,18 +163,57 @@ class MrcSender:
         if self._budget.exhausted(seg.timeouts):
             self._fail(seg, now)
             return
-        ev = seg.ev
-        self.evset.note_drop(ev)
-        if self.evset.get(ev.value) is ev and ev.usable:
-            retired = self.monitor.on_timeout(
-                self.evset, Timeout(ev, seg.sent_at, self.delivered_sent_at, self.first_rtt_at, self.rtt.srtt), now)
-            if retired:
-                seg.blamed = ev
-                self._resend_stranded(retired)
-            else:
-                self.stats["timeouts_unattributed"] += 1
+        retired = self._blame(seg, now)
+        if retired:
+            self._resend_stranded(retired)
+        elif retired is not None:
+            self.stats["timeouts_unattributed"] += 1
         self.cc.on_trim_or_loss(now)
         self._queue_retx(seg.seq, E.CAUSE_TIMEOUT)
+
+    def _blame(self, seg: Segment, now: float) -> list | None:
+        """Let the path monitor judge the EV `seg` was lost on (`PathMonitor.on_timeout`, with the
+        evidence the sender has): the EVs it retired, or None when that EV is no longer ours or usable."""
+        ev = seg.ev
+        self.evset.note_drop(ev)
+        if self.evset.get(ev.value) is not ev or not ev.usable:
+            return None
+        retired = self.monitor.on_timeout(
+            self.evset, Timeout(ev, seg.sent_at, self.delivered_sent_at, self.first_rtt_at, self.rtt.srtt), now)
+        if retired:
+            seg.blamed = ev
+        return retired
+
+    def _tail_probe(self, now: float) -> None:
+        """Nothing was acknowledged for PROBE_SRTTS srtt since the latest SACK that acknowledged
+        something (none before the first): send the newest packet in flight again
+        (cause "tail_probe"), once, so that its SACK shows what is missing before it (`lossdetect`).
+        Nothing is blamed and the window is not touched: a probe is no loss."""
+        self._probe_at = None
+        if self._retx or not self.inflight_bytes:
+            return                                   # something is being resent already, or nothing is out
+        seg = self._detector.newest_in_flight()
+        if seg is None:
+            return
+        seg.in_flight = False
+        self.inflight_bytes -= seg.wire
+        self.stats["tail_probes"] += 1
+        self._queue_retx(seg.seq, E.CAUSE_TAIL_PROBE)
+
+    def _declare_lost(self, lost: list, now: float) -> None:
+        """Packets the SACKs show lost (`lossdetect`): a loss without a trim, so the path monitor
+        judges each one's EV as it judges a timeout (MRC: a failed path, retired at once for a
+        backup), and each is queued for retransmission now (cause "sack"). Packets still in
+        flight on a retired EV are left to the same rule: a lost one is found within its window."""
+        stats = self.stats
+        for seg in lost:
+            seg.in_flight = False
+            self.inflight_bytes -= seg.wire
+            seg.declared_lost = True
+            stats["sack_timed_losses"] += 1
+            self._blame(seg, now)
+            self._queue_retx(seg.seq, E.CAUSE_SACK)
+        self.cc.on_trim_or_loss(now)
 
     def _resend_stranded(self, retired: list) -> None:
         """Queue for retransmission every packet still in flight on an EV just retired.
@@ -267,6 +329,8 @@ class MrcSender:
         seg.trimmed = False
         seg.transmissions += 1
         self.inflight_bytes += seg.wire
+        if self._watch is not None:
+            self._watch((seg, seg.transmissions))     # the detector's send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
         heapq.heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
         stats = self.stats
@@ -298,7 +362,8 @@ class MrcSender:
             return 0
         seg.acked = True
         trigger = self._trigger_sent
-        if seg.timeouts and trigger is not None and (seg.queued or trigger < seg.sent_at - TS_SLACK):
+        if ((seg.timeouts or seg.declared_lost) and trigger is not None
+                and (seg.queued or trigger < seg.sent_at - TS_SLACK)):
             self._spurious(seg, now)
         if seg.in_flight:
             seg.in_flight = False
@@ -323,28 +388,35 @@ class MrcSender:
         return acked
 
     def _spurious(self, seg: Segment, now: float) -> None:
-        """The packet timed out although it had arrived: take back the blame and stretch the RTO.
+        """The packet timed out (or was declared lost from SACKs) although it had arrived: take
+        back the blame, and stretch the RTO or widen the reorder window.
 
         Seen when the SACK covering it answers a packet sent before the retransmission (or the
         retransmission has not even left yet). The RTO is stretched only when the timeout had
         retired an EV: its path was slower than the RTO while later packets got through, the
         variance the RTO must cover. An unattributed timeout (a stall of everything) says nothing
-        about that, and a long RTO would only delay the detection of a real failure."""
-        self.stats["spurious_timeouts"] += 1
+        about that, and a long RTO would only delay the detection of a real failure. A loss
+        declared from SACKs that was not one widens the reorder window instead (`lossdetect`)."""
         ev, seg.blamed = seg.blamed, None
-        if ev is None:
-            return
-        self.rtt.spurious()
-        self.monitor.on_spurious(self.evset, ev, now)
+        if seg.declared_lost:
+            seg.declared_lost = False
+            self.stats["spurious_sack_losses"] += 1
+            self._detector.spurious()
+        else:
+            self.stats["spurious_timeouts"] += 1
+            if ev is not None:
+                self.rtt.spurious()
+        if ev is not None:
+            self.monitor.on_spurious(self.evset, ev, now)
 
     def on_sack(self, now: float, sack: Sack) -> None:
         """Acknowledge what a SACK covers; retransmit what the SACK processor finds lost; feed
         ECN and delay to the path monitor and the window."""
         self.stats["sacks_received"] += 1
         rtt = ts_age(now, sack.ts_echo)
-        self._trigger_sent = now - rtt          # when the packet this SACK answers was sent
-        if self._trigger_sent > self.delivered_sent_at:
-            self.delivered_sent_at = self._trigger_sent
+        trigger = self._trigger_sent = now - rtt      # when the packet this SACK answers was sent
+        if trigger > self.delivered_sent_at:
+            self.delivered_sent_at = trigger
         if self.first_rtt_at == float("inf"):
             self.first_rtt_at = now
         ipsn = self.cfg.initial_psn
@@ -366,6 +438,16 @@ class MrcSender:
         lost = self._lost(cum, base, sack.bitmap, self, now)
         if lost:
             self._sack_losses(lost, now)
+        detector = self._detector
+        if detector is not None:
+            if trigger - TS_SLACK > detector.xmit:       # detector.delivered, inline: this is per SACK
+                detector.xmit = trigger - TS_SLACK        # surely sent no earlier than this
+                detector.rtt = rtt
+            lost = detector.lost(now)
+            if lost:
+                self._declare_lost(lost, now)
+            if acked:                                 # the tail probe waits from the latest progress
+                self._probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
         self.rtt.sample(rtt)
         ev = self.evset.get(sack.ev_echo)
         ecn = sack.ecn_echo

@@ -16,6 +16,7 @@ from wire.packets import DATA_OVERHEAD
 RTO_MIN_BASE_RTTS = 10.0      # the RTO floor, in base RTTs, at least (rounded up to a QP timeout 1.024 us x 2^t)
 ACK_DELAY_BASE_RTT = 0.25     # longest a coalesced SACK waits, in base RTTs (never above ACK_DELAY_MAX_S)
 ACK_DELAY_MAX_S = 50e-6
+REORDER_BASE_RTTS = 1.0       # reorder window of loss detection from SACKs, in base RTTs (lossdetect; unsized: 2)
 PROBE_RTO_MINS = 2.0          # probes of retired EVs every this many RTO floors
 WINDOW_BDPS = 2.0             # largest congestion window, in BDPs
 OOO_WINDOW_CWNDS = 2.0        # out-of-order window, in largest windows (sprayed packets arrive out of order)
@@ -59,8 +60,8 @@ def qp_timeout_for(seconds: float) -> int:
 
 def for_network(rate_bps: float, rtt_s: float, mtu_payload: int) -> dict:
     """TransportConfig fields for a network whose hosts send at `rate_bps` and whose base RTT is
-    `rtt_s`: the RTO floor, initial RTT, ACK delay and probe period in base RTTs, the window in
-    BDPs and the out-of-order window to hold it."""
+    `rtt_s`: the RTO floor, initial RTT, ACK delay, reorder window and probe period in base RTTs,
+    the window in BDPs and the out-of-order window to hold it."""
     if rate_bps <= 0 or rtt_s <= 0 or mtu_payload <= 0:
         raise ValueError(f"for_network: need rate_bps, rtt_s and mtu_payload > 0 (got {rate_bps}, {rtt_s}, "
                          f"{mtu_payload})")
@@ -72,6 +73,7 @@ def for_network(rate_bps: float, rtt_s: float, mtu_payload: int) -> dict:
         "initial_rtt": rtt_s,
         "qp_timeout": qp_timeout,
         "ack_delay": min(ACK_DELAY_MAX_S, ACK_DELAY_BASE_RTT * rtt_s),
+        "sack_reorder_window": REORDER_BASE_RTTS * rtt_s,
         "probe_interval": PROBE_RTO_MINS * QP_TIMEOUT_UNIT * (1 << qp_timeout),
         "init_cwnd_pkts": max(1, min(window, bdp)),
         "max_cwnd": window,

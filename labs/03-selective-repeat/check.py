@@ -2,8 +2,8 @@
 
 Every run sends h1 -> h2 over a one-plane leaf-spine with two spines (MRC sprays over both),
 with a random loss of data at the receiver's last hop (leaf s2's port to h2). The path monitor
-is held still (a timeout retires no EV; lab 4 is about that), so every retransmission is the
-SACK processor's or a timer's. Runs are deterministic: the loss pattern is the simulator's seed.
+is held still (a timeout retires no EV; lab 4 is about that), and the sender's own loss detection
+from SACKs (`sack_loss_detection`) is off, so every retransmission is the SACK processor's or a timer's. Runs are deterministic: the loss pattern is the simulator's seed.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ SEED = 7
 MB = 1_000_000
 GOODPUT_MARGIN = 1.10          # at 1 % loss, selective repeat beats go-back-N by at least 10 %
 SACK_SHARE = 0.9               # share of the retransmissions a SACK must have asked for
+OWN_DETECTION_OFF = {"sack_loss_detection": False}   # MRC's built-in rule would repair the losses itself
 _runs: dict = {}               # (folder, file state, scenario) -> (flow outcome, packets dropped)
 
 
@@ -44,7 +45,7 @@ def run(ws, loss: float, size: int = MB, seed: int = SEED, mode: str = "mrc"):
         net.switches["s2"].set_fault(net.port("s2", "h2"), drop_prob=loss)
         policies = (Policies(sack=student_class(ws), path_monitor=HeldPathMonitor) if mode == "mrc"
                     else None)
-        outcome = transfers.run_flows(net, [transfers.Flow("h1", "h2", size)], transfers.config(mode),
+        outcome = transfers.run_flows(net, [transfers.Flow("h1", "h2", size)], transfers.config(mode, **OWN_DETECTION_OFF),
                                       policies, until=0.5)
         return outcome.flows[0], net.switches["s2"].counters["fault_drops_data"]
     return _remember(key, make)

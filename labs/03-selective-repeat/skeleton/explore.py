@@ -28,7 +28,7 @@ class HeldPathMonitor(MrcPathMonitor):
 def one_run(label: str, mode: str, policies, loss: float, size: int, seed: int) -> None:
     net = transfers.fabric(seed)
     net.switches["s2"].set_fault(net.port("s2", "h2"), drop_prob=loss)
-    flow = transfers.run_flows(net, [transfers.Flow("h1", "h2", size)], transfers.config(mode), policies,
+    flow = transfers.run_flows(net, [transfers.Flow("h1", "h2", size)], transfers.config(mode, sack_loss_detection=False), policies,
                                until=1.0).flows[0]
     tx, rx = flow.sender.stats, flow.receiver.stats
     print(f"{label:<28} {'yes' if flow.exactly_once else 'NO':>4} {flow.goodput_bps / 1e9:>9.2f} "

@@ -1,0 +1,118 @@
+"""Fast loss detection from SACKs: a time-based rule in the spirit of RACK (RFC 8985).
+
+A packet still in flight is declared lost when a packet sent after it has been acknowledged
+and it has been outstanding longer than that acknowledgement's RTT (or the smoothed RTT plus
+twice its variation, when larger) plus a reorder window. The
+rule asks about send times, not sequence numbers, so spraying (every packet on its own path)
+and ECN queues, which reorder packets by up to a queue's delay, cost nothing below the window:
+a packet overtaken by one on a faster path is still given a round trip and a window to arrive.
+Without acknowledgements (a paused receiver) nothing newer is delivered and nothing is declared.
+
+The detector keeps the packets in the order they were (re)transmitted. A scan starts at the
+oldest and stops at the first packet in flight that is not yet lost (every later one was sent
+later still), so its cost per acknowledgement is the packets it declares or finds settled.
+When the oldest packet in flight is overtaken but not yet old enough, `deadline` says when it
+will be. A loss at the very tail of a burst leaves no later packet to be acknowledged: as RACK's
+companion TLP does, the sender then sends its newest packet again once nothing has been
+acknowledged for PROBE_SRTTS smoothed RTTs (`newest_in_flight`), and the SACK of that probe is
+the evidence this rule needs, long before the per-packet timeout (at least 10 base RTTs).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+REORDER_BASE_RTTS = 2.0        # the reorder window when none is configured, in base RTTs
+PROBE_SRTTS = 2.0              # a tail probe goes out when nothing was acknowledged for this many srtt
+REORDER_SCALE_MAX = 8.0        # a reorder window widened by spurious losses grows to at most this many times
+REORDER_CALM_LOSSES = 16       # declared losses without a spurious one that halve a widened window
+
+
+class ReorderLossDetector:
+    """Which packets a connection's acknowledgements show lost (`lost`), and when to look again.
+
+    `window` is the reorder window in seconds; `base_rtt`, called when `window` is 0, gives the
+    base RTT, of which the window is then REORDER_BASE_RTTS. `srtt` gives the round trip the wait
+    never goes below (the sender: srtt + 2 rttvar), since a latest sample from a path with an
+    empty queue says little about one with a full queue. Packets are `message.Segment`s
+    (`sent_at`, `transmissions`, `in_flight`)."""
+
+    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "_order", "_calm")
+
+    def __init__(self, window: float, base_rtt, srtt) -> None:
+        self.window = window
+        self.base_rtt = base_rtt
+        self.srtt = srtt
+        self.scale = 1.0               # > 1 after spurious losses
+        self.xmit = float("-inf")      # send time of the newest packet known delivered
+        self.rtt = 0.0                 # the RTT of that packet
+        self.deadline: float | None = None   # when the oldest overtaken packet becomes lost
+        self._order: deque = deque()   # (segment, its transmission number), in the order sent
+        self._calm = 0
+
+    def sent(self, seg) -> None:
+        """`seg` was (re)transmitted just now (`watch((seg, seg.transmissions))` does the same)."""
+        self._order.append((seg, seg.transmissions))
+
+    @property
+    def watch(self):
+        """The bound append of the send-ordered list: call it with (segment, transmission number)."""
+        return self._order.append
+
+    def delivered(self, sent_at: float, rtt: float) -> None:
+        """An acknowledgement answered a packet sent at `sent_at` (at the latest) after `rtt`."""
+        if sent_at > self.xmit:
+            self.xmit = sent_at
+            self.rtt = rtt
+
+    def lost(self, now: float) -> list:
+        """The packets in flight now shown lost (oldest first), taken off the watch; sets `deadline`."""
+        order = self._order
+        out = []
+        xmit = self.xmit
+        wait = None
+        self.deadline = None
+        while order:
+            seg, tx = order[0]
+            if seg.transmissions != tx or not seg.in_flight:
+                order.popleft()                  # acknowledged, trimmed, timed out or sent again since
+                continue
+            sent = seg.sent_at
+            if sent >= xmit:
+                break                            # nothing sent after it is known to have arrived
+            if wait is None:
+                srtt = self.srtt()
+                wait = ((self.rtt if self.rtt > srtt else srtt)
+                        + (self.window or REORDER_BASE_RTTS * self.base_rtt()) * self.scale)
+            if sent + wait > now:
+                self.deadline = sent + wait
+                break
+            order.popleft()
+            out.append(seg)
+        if out and self.scale > 1.0:
+            self._calm += len(out)
+            if self._calm >= REORDER_CALM_LOSSES:
+                self.scale = max(1.0, self.scale / 2)
+                self._calm = 0
+        return out
+
+    def newest_in_flight(self):
+        """The most recently sent packet still in flight, or None."""
+        for seg, tx in reversed(self._order):
+            if seg.transmissions == tx and seg.in_flight:
+                return seg
+        return None
+
+    def spurious(self) -> None:
+        """A packet declared lost had arrived: the reordering is wider than the window; double it."""
+        self.scale = min(REORDER_SCALE_MAX, self.scale * 2)
+        self._calm = 0
+
+    def clear(self) -> None:
+        """Forget every packet (the connection failed)."""
+        self._order.clear()
+        self.deadline = None
+
+    @property
+    def watched(self) -> int:
+        """Transmissions still on the watch list (some may be settled already)."""
+        return len(self._order)

@@ -1,0 +1,140 @@
+"""Loss detection from SACKs (host_agent.transport.lossdetect): the reorder-window rule and what
+must never trigger it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from host_agent.transport.lossdetect import ReorderLossDetector
+
+BASE = 10e-6
+
+
+@dataclass
+class Seg:
+    seq: int
+    sent_at: float
+    transmissions: int = 1
+    in_flight: bool = True
+
+
+def detector(window=BASE):
+    return ReorderLossDetector(window, lambda: BASE, lambda: BASE)
+
+
+def sent(det, *times):
+    segs = [Seg(i, t) for i, t in enumerate(times)]
+    for s in segs:
+        det.sent(s)
+    return segs
+
+
+def test_an_overtaken_packet_is_lost_only_after_the_rtt_and_the_reorder_window():
+    det = detector()
+    a, b = sent(det, 0.0, 1e-6)
+    det.delivered(b.sent_at, BASE)                 # b (sent after a) arrived
+    assert det.lost(15e-6) == [] and det.deadline == BASE + BASE   # a may still be reordered
+    assert det.lost(20e-6) == [a] and det.deadline is None
+
+
+def test_a_packet_sent_after_the_newest_delivered_one_is_never_lost():
+    det = detector()
+    a, b = sent(det, 0.0, 1e-6)
+    det.delivered(a.sent_at, BASE)                 # only the older one arrived
+    assert det.lost(1.0) == [] and det.deadline is None
+
+
+def test_a_paused_receiver_declares_nothing():
+    det = detector()
+    sent(det, 0.0, 1e-6, 2e-6)                     # no acknowledgement at all
+    assert det.lost(1.0) == [] and det.deadline is None
+
+
+def test_trimmed_and_resent_packets_are_not_declared_again():
+    det = detector()
+    trimmed, waiting, resent, later = sent(det, 0.0, 1e-6, 2e-6, 3e-6)
+    trimmed.in_flight = False                      # a trim NACK came: queued for retransmission
+    waiting.in_flight = False                      # declared lost already, waiting to go again
+    resent.transmissions = 2                       # sent again since: its old transmission is settled
+    det.delivered(later.sent_at, BASE)
+    assert det.lost(1.0) == []
+
+
+def test_a_spurious_loss_widens_the_window():
+    det = detector()
+    a, b = sent(det, 0.0, 1e-6)
+    det.delivered(b.sent_at, BASE)
+    det.spurious()
+    assert det.lost(25e-6) == [] and det.deadline == BASE + 2 * BASE
+
+
+# --- in the MRC sender --------------------------------------------------------------------------------
+from wire import constants as C                                          # noqa: E402
+from wire.packets import Nack, Sack                                      # noqa: E402
+from host_agent.transport import Endpoint, EvState, PathInfo, Retransmitted, TransportConfig   # noqa: E402
+
+FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, sack_reorder_window=10e-6)
+
+
+def mrc_sender():
+    paths = [PathInfo(p, p, bytes([0xFC, 0, 0, p]) + bytes(12), bytes([0xFC, 0, 0, p, 1, i]) + bytes(10))
+             for p in range(2) for i in range(4)]
+    ep = Endpoint("tx", TransportConfig(**FAST))
+    return ep, ep.connect("rx", 1, 2, paths)
+
+
+def sack(cum, bitmap, answering):
+    return Sack(src=bytes(16), dst=bytes(16), ev=5, qp=1, cum_psn=cum, sack_base=cum, bitmap=bitmap,
+                ev_echo=answering.ev, ts_echo=answering.tsval)
+
+
+def three_packets(ep, conn):
+    """A warm-up packet acknowledged after 10 us, then two packets sent at 20 and 30 us."""
+    ep.send_message(conn, bytes(1000))
+    (_, warmup), = ep.poll(0.0)
+    ep.receive(10e-6, 0, sack(1, 0, warmup))
+    ep.send_message(conn, bytes(1000))
+    (_, first), = ep.poll(20e-6)
+    ep.send_message(conn, bytes(1000))
+    (_, second), = ep.poll(30e-6)
+    return first, second
+
+
+def sack_retransmissions(ep):
+    return [e for e in ep.drain_events() if isinstance(e, Retransmitted) and e.cause in ("sack", "tail_probe")]
+
+
+def test_the_sender_resends_an_overtaken_packet_before_its_timer_and_retires_its_ev():
+    ep, conn = mrc_sender()
+    first, second = three_packets(ep, conn)
+    ep.receive(40e-6, 0, sack(1, 0b10, second))         # the later packet arrived, `first` did not
+    # lost at 20 us + max(rtt 10, srtt + 2 rttvar = 10 + 2 x 5) + window 10 = 50 us; its timer: 85.5 us
+    assert ep.poll(49e-6) == []
+    (_, again), = ep.poll(50.5e-6)
+    assert again.psn == first.psn and again.flags & C.MRCH_FLAG_RETX and again.ev != first.ev
+    assert [e.cause for e in sack_retransmissions(ep)] == ["sack"]
+    stats = ep.stats()
+    assert stats["sack_timed_losses"] == 1 and "timeouts" not in stats
+    assert conn.evset.get(first.ev).state is EvState.ASSUMED_BAD     # a loss without trim: a failed path
+
+
+def test_a_trimmed_packet_is_left_to_its_nack():
+    ep, conn = mrc_sender()
+    first, second = three_packets(ep, conn)
+    ep.receive(35e-6, 0, Nack(bytes(16), bytes(16), 5, 1, first.psn, 1, C.NACK_TRIMMED, first.ev, first.tsval))
+    (_, again), = ep.poll(35e-6)
+    assert again.psn == first.psn
+    ep.receive(40e-6, 0, sack(1, 0b10, second))
+    assert [p for _, p in ep.poll(60e-6)] == [] and "sack_timed_losses" not in ep.stats()
+
+
+def test_a_lost_tail_is_probed_once_then_found_from_the_probes_sack():
+    ep, conn = mrc_sender()
+    first, second = three_packets(ep, conn)
+    ep.receive(35e-6, 0, sack(2, 0, first))              # `first` arrived; `second`, the tail, did not
+    # nothing acknowledged for 2 srtt (about 20 us) after that SACK: the newest packet goes again
+    assert ep.poll(50e-6) == []
+    (_, probe), = ep.poll(56e-6)
+    assert probe.psn == second.psn and probe.flags & C.MRCH_FLAG_RETX
+    assert [e.cause for e in sack_retransmissions(ep)] == ["tail_probe"]
+    assert ep.poll(80e-6) == []                          # once: the timer takes over if it is lost too
+    assert ep.stats()["tail_probes"] == 1 and conn.evset.get(second.ev).state is EvState.GOOD
