@@ -80,9 +80,9 @@ def check_mininet(case: Case) -> None:
         raise ScenarioError(path, "link.delay_s", f"{case.variant.delay_s:g} s: Mininet's links are veth pairs "
                             f"whose delay is the machine's, not set per cable; run it with the netsim backend")
     for i, fault in enumerate(case.variant.faults):
-        if fault.kind == "switch_slow":
-            raise ScenarioError(path, f"faults[{i}].kind", "switch_slow (a gray switch) runs on the netsim backend "
-                                "only: the Mininet switches' queue rates are not changed at run time")
+        if fault.kind == "switch_kill" and fault.repair_after_s is not None:
+            raise ScenarioError(path, f"faults[{i}].repair_after_s", "a switch_kill fault is not repaired on the "
+                                "mininet backend (a killed switch process is not restarted); run it with netsim")
     mtu = case.transport.params.get("mtu_payload") or case.variant.mtu_payload
     if mtu is not None and mtu + DATA_OVERHEAD > MININET_FRAME_MAX:
         raise ScenarioError(path, "link.mtu_payload", f"{mtu} bytes make data frames of {mtu + DATA_OVERHEAD} "

@@ -10,7 +10,8 @@ the fault's start; the backend schedules them, at a time or at a share of the wo
 - link_kill: the link goes down (both directions); optionally back up after `repair_after_s`.
 - link_flap: the link changes state every `period_s` (down first), `flaps` times or until the end.
 - switch_blackhole: every port of the switch drops everything (fault table), links stay up.
-- switch_kill: the switch process stops (netsim: the switch stops and its links go down).
+- switch_kill: the switch process stops (netsim: the switch stops and its links go down; mininet
+  does not restart it, so a repair there is refused).
 - gray_loss: both ends of the link drop each packet with probability `loss` (fault table).
 - switch_ev_deny: an operator takes the switch out for maintenance: every host DENIES the EVs of
   its MRC connections whose path crosses it (down to each connection's `ev_min_active` floor);
@@ -20,7 +21,8 @@ the fault's start; the backend schedules them, at a time or at a share of the wo
 - random_loss: every switch port facing a host drops each packet with probability `loss` (fault
   table), so every packet, data or acknowledgement, meets that loss once on its last hop.
 - switch_slow: every link of the switch (both directions) runs at `share` of its rate: a gray
-  switch, up and forwarding, but slow (netsim).
+  switch, up and forwarding, but slow. (netsim: the links' rates; mininet: the egress queue rates
+  of the switch and of its neighbour switches' ports facing it, a host's NIC keeping its pace.)
 """
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ A JSON config (`--config FILE`) gives the same settings:
 Command-line options override the file. The process writes `<pid> <grpc address>` to the ready
 file once its ports are open and the P4Runtime server answers, and removes it on exit (SIGTERM).
 With `--stats-file`, it writes its counters as JSON at exit, tail drops (`queue_drops`) included:
-BMv2 does not count those and P4Runtime cannot read them.
+BMv2 does not count those and P4Runtime cannot read them. With `--control PATH`, egress queue
+rates can be changed while it runs (`refswitch.control`, as BMv2's `set_queue_rate`).
 """
 from __future__ import annotations
 
@@ -68,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ready-file", help="write '<pid> <address>' here when ready")
     parser.add_argument("--stats-file", help="write every non-zero counter (queue_drops included) here as JSON "
                                              "at exit")
+    parser.add_argument("--control", metavar="PATH",
+                        help="serve queue rate changes on this unix socket (refswitch.control: "
+                             "set_queue_rate PORT RATE_BPS)")
     parser.add_argument("--log-level", help="level of the mrc.refswitch logger (DEBUG, INFO, WARNING, ...)")
 
 
@@ -81,7 +85,7 @@ def build_config(args: argparse.Namespace) -> SwitchConfig:
         except (OSError, json.JSONDecodeError) as exc:
             raise SystemExit(f"switch: cannot read config {args.config}: {exc}")
         unknown = set(data) - {"name", "device_id", "ports", "queues", "grpc_address", "p4info", "seed", "ready_file",
-                             "stats_file"}
+                             "stats_file", "control"}
         if unknown:
             raise SystemExit(f"switch: config {args.config}: unknown keys {sorted(unknown)}")
         cfg.name = data.get("name", cfg.name)
@@ -98,6 +102,7 @@ def build_config(args: argparse.Namespace) -> SwitchConfig:
         cfg.seed = int(data.get("seed", 0))
         cfg.ready_file = data.get("ready_file")
         cfg.stats_file = data.get("stats_file")
+        cfg.control_path = data.get("control")
     if args.name:
         cfg.name = args.name
     if args.device_id is not None:
@@ -116,6 +121,8 @@ def build_config(args: argparse.Namespace) -> SwitchConfig:
         cfg.ready_file = args.ready_file
     if args.stats_file:
         cfg.stats_file = args.stats_file
+    if args.control:
+        cfg.control_path = args.control
     if not cfg.ports:
         raise SystemExit("switch: no ports given (use --port N=IFNAME or a config file)")
     return cfg

@@ -3,7 +3,8 @@
 `SwitchCore` holds the programmable state (P4Info, tables, pipeline, counters) and the egress
 queues, without any I/O: frames go in with `receive`, leave through the `transmit` callback
 when their queue lets them. `Switch` adds raw-socket ports, one epoll event loop with pacing
-timers, and the P4Runtime server.
+timers, the P4Runtime server and, optionally, the control socket for queue rates
+(`refswitch.control`).
 """
 from __future__ import annotations
 
@@ -116,6 +117,7 @@ class SwitchConfig:
     seed: int = 0
     ready_file: Optional[str] = None
     stats_file: Optional[str] = None      # counters as JSON, written at exit (queue_drops included)
+    control_path: Optional[str] = None    # unix socket for queue rate changes at run time (refswitch.control)
 
 
 class ReferenceSwitch:
@@ -128,6 +130,7 @@ class ReferenceSwitch:
         for port, (rate_bps, rate_pps, depth) in config.queues.items():
             self.core.queues.configure(port, depth=depth, rate_bps=rate_bps, rate_pps=rate_pps)
         self.server = None
+        self.control = None                   # refswitch.control.ControlServer, with control_path
         self._senders: dict = {}              # port -> bound send of its socket (the hot path)
         self._stop_r, self._stop_w = os.pipe()
         self._running = False
@@ -150,6 +153,10 @@ class ReferenceSwitch:
         self._senders = {n: p.sock.send for n, p in self.ports.items()}
         self.server = P4RuntimeServer(self.core, self.config.device_id, self.config.grpc_address)
         self.server.start()
+        if self.config.control_path:
+            from refswitch.control import ControlServer
+            self.control = ControlServer(self.core.queues, self.config.control_path)
+            self.control.start()
         log.info("switch %s: %d ports, P4Runtime on %s", self.config.name, len(self.ports), self.server.address)
         if self.config.ready_file:
             tmp = self.config.ready_file + ".tmp"
@@ -206,6 +213,9 @@ class ReferenceSwitch:
         if self.server is not None:
             self.server.stop()
             self.server = None
+        if self.control is not None:
+            self.control.stop()
+            self.control = None
         for p in self.ports.values():
             p.close()
         if self.core.pipeline is not None:

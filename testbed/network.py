@@ -30,6 +30,7 @@ from mininet.net import Mininet
 from p4.v1 import p4runtime_pb2
 
 from controller.convergence import DEFAULT_DELAY_S, ConvergingControlPlane
+from controller.entries import PortQueue
 from controller.installer import CompiledProgram, install
 from controller.routes import compute_programs
 from pipeline_contract.client import CounterValue, P4RuntimeClient
@@ -233,6 +234,29 @@ class TestbedNetwork:
         kind = p4runtime_pb2.Update.MODIFY if old is not None else p4runtime_pb2.Update.INSERT
         client.write([(kind, entry)])
         self._port_faults[(switch, port)] = entry
+
+    def set_switch_rate(self, switch: str, share: float) -> None:
+        """Serve every link of `switch` at `share` of the rate it was programmed with (1.0: back to
+        it), both ways: its own egress queues, and the queues of neighbour switches facing it (a
+        host's NIC towards a slowed leaf keeps its pace). A gray switch: up, forwarding, slow."""
+        if not self.topology.is_switch(switch):
+            raise KeyError(f"no switch named {switch!r}")
+        if not 0 < share <= 1:
+            raise ValueError(f"share: {share!r} is not in (0, 1]")
+        ports = [(switch, port) for port in self.topology.ports_of(switch)]
+        for port in self.topology.ports_of(switch):
+            far = self.topology.neighbor(switch, port)
+            if self.topology.is_switch(far.node):
+                ports.append((far.node, self.topology.port_towards(far.node, switch)))
+        changes: dict[str, list[PortQueue]] = {}
+        for name, port in ports:
+            full = next(q for q in self.programs[name].queues if q.port == port)
+            if not full.rate_bps:
+                raise ValueError(f"{name} port {port}: its queue has no rate (unlimited) to take a share of")
+            rate = full.rate_bps if share == 1 else max(1, int(full.rate_bps * share))
+            changes.setdefault(name, []).append(dataclasses.replace(full, rate_bps=rate))
+        for name, queues in changes.items():
+            self.switch(name).set_queue_rates(queues)
 
     def set_trimming(self, on: bool) -> None:
         """Trimming on every port as the controller programmed it, or off (drop-tail switches: the

@@ -9,7 +9,9 @@ thrift server and its IPv6 settings never touch the root namespace), running one
 
 Both have the same life cycle: `start()` launches the process (log in `<run_dir>/<name>.log`,
 optional pcap per port), `wait_ready()` waits for the process to serve P4Runtime (with a deadline),
-`configure_queues()` applies the egress queue settings, `stop()` ends the process by PID.
+`configure_queues()` applies the egress queue settings, `set_queue_rates()` changes queue rates
+while it runs (the model through its control socket, BMv2 through `set_queue_rate`), `stop()` ends
+the process by PID.
 """
 from __future__ import annotations
 
@@ -157,6 +159,11 @@ class P4Switch(RunMarked, Switch):
         """Apply egress queue rate and depth per port (after the pipeline is installed)."""
         raise NotImplementedError
 
+    def set_queue_rates(self, queues: list[PortQueue]) -> None:
+        """While running: serve each of these ports' egress queues at its new `rate_bps` (its depth
+        is left as it is); a gray switch (experiments' switch_slow fault)."""
+        raise NotImplementedError
+
     def queue_service(self) -> dict[int, dict] | None:
         """After the process stopped: how each rate-limited queue was served while backlogged
         (port -> rate, busy_s, lost_s), or None when this target cannot say."""
@@ -277,10 +284,16 @@ class RefSwitch(P4Switch):
         """Where the model writes its counters and queue service when it exits."""
         return Path(self.run_dir) / f"{self.topo_name}.stats.json"
 
+    @property
+    def control_path(self) -> str:
+        """The model's control socket (refswitch.control), beside its P4Runtime socket."""
+        return str(Path(self.grpc_address[len("unix:"):]).with_name(f"{self.topo_name}.ctl.sock"))
+
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "refswitch.main", "--name", self.topo_name,
                "--device-id", str(self.device_id), "--grpc-addr", self.grpc_address,
-               "--ready-file", str(self.ready_file), "--stats-file", str(self.stats_file)]
+               "--ready-file", str(self.ready_file), "--stats-file", str(self.stats_file),
+               "--control", self.control_path]
         for port, ifname in self.data_ports().items():
             cmd += ["--port", f"{port}={ifname}"]
         for q in self.queues:
@@ -307,6 +320,16 @@ class RefSwitch(P4Switch):
         except (OSError, ValueError):
             return None                       # not written: the process was killed, not stopped
         return {int(port): service for port, service in (doc.get("queues") or {}).items()}
+
+    def set_queue_rates(self, queues: list[PortQueue]) -> None:
+        """Through the model's control socket (`refswitch.control`)."""
+        from refswitch.control import request
+        request(self.control_path, [f"set_queue_rate {q.port} {q.rate_bps}" for q in queues])
+
+    def queue_rate(self, port: int) -> int:
+        """The bit rate the model's egress queue of `port` is served at now (0: unlimited)."""
+        from refswitch.control import request
+        return int(request(self.control_path, [f"get_queue_rate {port}"])[0].split()[1])
 
     def configure_queues(self, queues: list[PortQueue]) -> None:
         """The model takes its queues on its command line; check they are the ones asked for."""
@@ -351,11 +374,27 @@ class Bmv2Switch(P4Switch):
         for q in queues:
             for prio in range(C.NUM_PRIORITIES):
                 commands.append(f"set_queue_depth {q.depth_pkts} {q.port} {prio}")
-                if q.rate_bps:
-                    pps = max(1, q.rate_bps // (8 * RATE_PACKET_BYTES[prio]))
-                    commands.append(f"set_queue_rate {pps} {q.port} {prio}")
+            commands += self._rate_commands(q)
         if commands:
             self.runtime_cli(commands)
+
+    def set_queue_rates(self, queues: list[PortQueue]) -> None:
+        """set_queue_rate of every priority through the thrift CLI (a rate of 0 cannot be set:
+        BMv2 queues have no "unlimited" rate once limited)."""
+        for q in queues:
+            if not q.rate_bps:
+                raise ValueError(f"{self.name}: port {q.port}: a BMv2 queue rate cannot be set back to unlimited")
+        commands = [c for q in queues for c in self._rate_commands(q)]
+        if commands:
+            self.runtime_cli(commands)
+
+    @staticmethod
+    def _rate_commands(q: PortQueue) -> list[str]:
+        """set_queue_rate of each priority of `q`'s port, in packets/s (RATE_PACKET_BYTES); none when unlimited."""
+        if not q.rate_bps:
+            return []
+        return [f"set_queue_rate {max(1, q.rate_bps // (8 * RATE_PACKET_BYTES[prio]))} {q.port} {prio}"
+                for prio in range(C.NUM_PRIORITIES)]
 
 
 TARGETS = {"model": RefSwitch, "bmv2": Bmv2Switch}

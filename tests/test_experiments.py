@@ -140,6 +140,19 @@ def slowest_over_ideal(record, case) -> float:
     return metrics.slowest_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
 
 
+def test_datacenter_gray_spine_mrc_steers_its_slowest_flow_below_blind_spraying():
+    """One spine's links at 25 % (datacenter.yaml, full size: 2 MB flows, a few seconds): steering
+    keeps MRC's slowest flow at 1.78x of ideal (1.91x while only the packet a SACK echoes fed the
+    reuse of clean EVs; blind spraying without congestion control 2.05x). The issue's target,
+    1.4x, is not reached: docs/transport.md, "Steering", says what limits it."""
+    scenario = load_scenario(ROOT / "experiments" / "datacenter.yaml")
+    case = next(c for c in scenario.cases() if c.variant.label == "permutation, gray spine" and c.transport.mode == "mrc")
+    record = NetsimBackend().run_case(case)
+    s = metrics.summarise(record)
+    assert s["completed"] and s["bit_exact"], s
+    assert slowest_over_ideal(record, case) <= 1.8
+
+
 @pytest.mark.parametrize("label, bound", [("permutation", 1.3), ("incast", 1.15)])
 def test_datacenter_quick_mrc_flows_finish_near_ideal(label, bound):
     """100 Gbit/s, 1 us cables, 4 KB packets (datacenter.yaml, quick): the transport's timers and

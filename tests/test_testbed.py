@@ -173,6 +173,7 @@ def test_model_switch_command_line(tmp_path):
     assert config.ports == {1: "s3-eth1", 2: "s3-eth2"} and config.device_id == 3
     assert config.queues[1] == (20_000_000, 0, 64)
     assert config.stats_file == str(tmp_path / "s3.stats.json")     # read back for the queue service
+    assert config.control_path == str(tmp_path / "s3.ctl.sock")      # queue rates at run time (switch_slow)
 
 
 def test_bmv2_switch_command_line(tmp_path, monkeypatch):

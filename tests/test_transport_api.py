@@ -222,3 +222,11 @@ def test_ev_selection_and_congestion_control_are_plugged_in_the_same_way():
     default_ep.send_message(default_conn, bytes(10_000))
     evs = [p.ev for t in range(4) for _, p in default_ep.poll(t * 1e-6)]
     assert len(evs) > 2 and len(set(evs)) == len(evs)            # MRC's rotation: a new EV each packet
+
+
+def test_the_sender_keeps_at_most_30_instance_attributes():
+    """CPython 3.11 shares instance-dict keys up to 30; past that every attribute access of the
+    per-packet path is slower (host_agent/transport/sender.py says so where the fields are set)."""
+    ep = Endpoint("h0", TransportConfig())
+    conn = ep.connect("h1", 1, 2, paths())
+    assert len(vars(conn.sender)) <= 30, sorted(vars(conn.sender))

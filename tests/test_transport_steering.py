@@ -81,3 +81,112 @@ def test_a_slow_acknowledgement_is_a_strike_a_normal_one_is_clean():
     assert ev.path_key not in evset.steering.strikes
     monitor.on_ack(evset, ev, False, 100e-6, 0.0)
     assert evset.steering.strikes[ev.path_key] == 1
+
+
+ACK_DELAY = 2e-6
+
+
+def back_to_back(packets: int):
+    """A sender and a receiver endpoint wired directly, `packets` full packets queued and sent."""
+    from host_agent.transport import Endpoint
+    cfg = TransportConfig(num_evs=32, ack_coalesce=4, ack_delay=ACK_DELAY, init_cwnd_pkts=packets, max_cwnd=64,
+                          pacing_burst_pkts=packets, initial_rtt=1e-5, qp_timeout=10)
+    tx, rx = Endpoint("tx", cfg), Endpoint("rx", cfg)
+    paths = [PathInfo(0, 0, bytes(16), bytes([0xFC, 0, 0, 0, 1, i]) + bytes(10)) for i in range(4)]
+    conn = tx.connect("rx", 1, 2, paths)
+    rx.connect("tx", 2, 1, paths)
+    tx.send_message(conn, bytes(cfg.mtu_payload * packets))
+    sent, now = [], 0.0
+    while len(sent) < packets:                          # paced: a packet at each wake-up
+        last = now
+        sent += [pkt for _, pkt in tx.poll(now)]
+        now = tx.next_wakeup()
+    assert len(sent) == packets and last < 10e-6
+    return tx, rx, conn, sent
+
+
+def sacks_for(rx, sent, now):
+    """The SACKs the receiver sends for `sent`, arriving at `now` (the coalesced ones included)."""
+    for pkt in sent:
+        rx.receive(now, 0, pkt)
+    return [pkt for _, pkt in rx.poll(now) + rx.poll(now + ACK_DELAY)]
+
+
+def test_without_a_signal_only_the_echoed_packet_of_a_sack_is_judged():
+    tx, rx, conn, sent = back_to_back(8)
+    sacks = sacks_for(rx, sent, 15e-6)
+    assert 0 < len(sacks) < len(sent)                   # coalesced: fewer SACKs than packets
+    for sack in sacks:
+        tx.receive(20e-6, 0, sack)
+    assert {ev.value for ev in conn.evset.steering.clean} == {s.ev_echo for s in sacks}
+
+
+def test_while_a_signal_stands_every_packet_a_sack_acknowledges_is_judged():
+    tx, rx, conn, sent = back_to_back(8)
+    steer = conn.evset.steering
+    evs = {conn.evset.get(p.ev) for p in sent}
+    elsewhere = next(e for e in conn.evset.by_value.values() if e not in evs)
+    steer.held_until[elsewhere.value] = 1e9             # a signal about another EV (no path struck)
+    assert steer.signalled
+    sacks = sacks_for(rx, sent, 15e-6)
+    for sack in sacks:
+        tx.receive(20e-6, 0, sack)
+    assert {ev.value for ev in steer.clean} == {p.ev for p in sent}   # each packet's EV offered for reuse
+
+
+def test_a_packet_acknowledged_late_without_an_echo_is_not_offered_for_reuse_nor_struck():
+    tx, rx, conn, sent = back_to_back(8)
+    steer, evset = conn.evset.steering, conn.evset
+    steer.avg_rtt = 15e-6
+    evs = {evset.get(p.ev) for p in sent}
+    elsewhere = next(e for e in evset.by_value.values() if e not in evs)
+    steer.strike(elsewhere, 1_000)                      # a signal that stands (held out a long while)
+    late, echoed = next((a, b) for a in sent for b in sent
+                        if len({evset.get(a.ev).path_key, evset.get(b.ev).path_key, elsewhere.path_key}) == 3)
+    steer.strikes[evset.get(late.ev).path_key] = 1.0    # its path is under suspicion
+    for pkt in (late, echoed):                          # both held somewhere, arriving together
+        rx.receive(95e-6, 0, pkt)
+    sacks = [pkt for _, pkt in rx.poll(rx.next_wakeup())]
+    assert [s.ev_echo for s in sacks][:1] == [echoed.ev]    # the SACK echoes the later one only
+    for sack in sacks:
+        tx.receive(100e-6, 0, sack)
+    assert late.ev not in {ev.value for ev in steer.clean}
+    assert steer.strikes[evset.get(late.ev).path_key] == 1.0   # a bound on its RTT: neither clean nor a strike
+
+
+def test_an_ev_acknowledged_clean_waits_for_reuse_one_rotation_at_most():
+    evset, selector, monitor = setup()
+    chosen = [selector.next_ev(evset, 0.0, None) for _ in range(8)]
+    bad, good = chosen[0], next(e for e in chosen if e.path_key != chosen[0].path_key)
+    monitor.on_ack(evset, good, False, 10e-6, 0.0)      # clean: offered for reuse
+    for _ in range(3):
+        monitor.on_ecn(evset, bad, 0.0)
+    steer = evset.steering
+    assert steer.peek_clean(evset) is good
+    steer.sent += int(steer.params.clean_age * len(evset.slots)) + 1   # a rotation later
+    assert steer.peek_clean(evset) is None and steer.take_clean(evset, None) is None
+
+
+def test_an_unechoed_packet_on_a_struck_path_is_not_offered_for_reuse():
+    evset, selector, monitor = setup()
+    ev = selector.next_ev(evset, 0.0, None)
+    steer = evset.steering
+    steer.avg_rtt = 10e-6
+    monitor.on_acked(evset, ev, 5e-6, 0.0)
+    assert steer.peek_clean(evset) is ev                # on time, path clean: offered
+    steer.take_clean(evset, None)
+    steer.strikes[ev.path_key] = 1.0
+    monitor.on_acked(evset, ev, 5e-6, 0.0)
+    assert steer.peek_clean(evset) is None              # its path is suspect: left to echoed samples
+
+
+def test_a_suspect_ev_is_replaced_only_by_a_clean_ev_of_a_less_struck_path():
+    evset, selector, monitor = setup()
+    steer = evset.steering
+    chosen = [selector.next_ev(evset, 0.0, None) for _ in range(8)]
+    a, b = chosen[0], next(e for e in chosen if e.path_key != chosen[0].path_key)
+    monitor.on_ack(evset, b, False, 10e-6, 0.0)         # b acknowledged clean: offered for reuse
+    steer.strikes[a.path_key] = steer.strikes[b.path_key] = 2.0
+    assert steer.take_clean(evset, None, a) is None     # as suspect as a's path: no better
+    steer.strikes[b.path_key] = 1.0
+    assert steer.take_clean(evset, None, a) is b        # less struck: takes a's turn

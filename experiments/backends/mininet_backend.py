@@ -90,7 +90,9 @@ class LiveTarget:
         self.net.kill_switch(switch)
 
     def set_switch_rate(self, switch: str, share: float) -> None:
-        raise RuntimeError("slowing a switch's links (switch_slow) is not supported on the mininet backend")
+        """Through the egress queue rates of the switch and of its neighbour switches
+        (`testbed.network.TestbedNetwork.set_switch_rate`)."""
+        self.net.set_switch_rate(switch, share)
 
 
 def _deny_crossing(client, conn: dict, crossing: set, denied: bool) -> None:

@@ -36,7 +36,7 @@ class ReorderLossDetector:
     empty queue says little about one with a full queue. Packets are `message.Segment`s
     (`sent_at`, `transmissions`, `in_flight`)."""
 
-    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "_order", "_calm")
+    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "probe_at", "_order", "_calm")
 
     def __init__(self, window: float, base_rtt, srtt) -> None:
         self.window = window
@@ -46,17 +46,13 @@ class ReorderLossDetector:
         self.xmit = float("-inf")      # send time of the newest packet known delivered
         self.rtt = 0.0                 # the RTT of that packet
         self.deadline: float | None = None   # when the oldest overtaken packet becomes lost
+        self.probe_at: float | None = None   # when the sender's tail probe is due (it sets and clears it)
         self._order: deque = deque()   # (segment, its transmission number), in the order sent
         self._calm = 0
 
     def sent(self, seg) -> None:
-        """`seg` was (re)transmitted just now (`watch((seg, seg.transmissions))` does the same)."""
+        """`seg` was (re)transmitted just now."""
         self._order.append((seg, seg.transmissions))
-
-    @property
-    def watch(self):
-        """The bound append of the send-ordered list: call it with (segment, transmission number)."""
-        return self._order.append
 
     def delivered(self, sent_at: float, rtt: float) -> None:
         """An acknowledgement answered a packet sent at `sent_at` (at the latest) after `rtt`."""
@@ -110,7 +106,7 @@ class ReorderLossDetector:
     def clear(self) -> None:
         """Forget every packet (the connection failed)."""
         self._order.clear()
-        self.deadline = None
+        self.deadline = self.probe_at = None
 
     @property
     def watched(self) -> int:

@@ -46,8 +46,8 @@ class EvSelector(Protocol):
 class RotationSelector:
     """MRC's choice with steering (`steering`, docs/transport.md "Steering"): the next slot of the
     EV set's rotation, passing over SKIP EVs once; when that EV is held out or its path has
-    strikes, an EV acknowledged clean instead (oldest first, REPS-like), else the next EV not held
-    out. A retransmission does not take the EV it was lost on while another is active."""
+    strikes, an EV acknowledged clean instead (oldest first, REPS-like; on a path with fewer
+    strikes unless that EV is held out), else the next EV not held out. A retransmission does not take the EV it was lost on while another is active."""
 
     def __init__(self, config: TransportConfig) -> None:
         pass
@@ -59,7 +59,7 @@ class RotationSelector:
         if not steer.strikes and not steer.held_until and (resend_of is None or ev is not resend_of):
             return ev                                    # no congestion signal: the rotation's choice
         if steer.suspect(ev) or ev is resend_of:
-            clean = steer.take_clean(evset, resend_of)   # REPS-like: reuse an EV acknowledged clean
+            clean = steer.take_clean(evset, resend_of, ev)    # REPS-like: an EV acknowledged clean
             if clean is not None:
                 return clean
         active = len(evset.active_evs())
@@ -162,10 +162,15 @@ class PathMonitor(Protocol):
         """`misses` keepalive probes in a row on `ev`'s path went unanswered while later probes
         were answered. Return True when the path was retired (else it is asked again at once)."""
 
-    # Optional (the sender calls it when a monitor has it):
+    # Optional (the sender calls them when a monitor has them):
     # def on_ack(self, evset: EvSet, ev: Ev, ecn: bool, rtt: float, now: float) -> None:
     #     """A SACK answered a packet sent on `ev` (after `on_ecn` when it echoed a mark), with
     #     that packet's RTT."""
+    # def on_acked(self, evset: EvSet, ev: Ev, within: float, now: float) -> None:
+    #     """A SACK acknowledged for the first time, without echoing it, a packet sent on `ev`
+    #     `within` seconds ago (not CE-marked; `within` bounds its RTT from above). Called only
+    #     while the EV set's steering has a signal standing (`evset.steering.signalled`), not
+    #     for retransmissions."""
 
 
 class MrcPathMonitor:
@@ -176,9 +181,10 @@ class MrcPathMonitor:
     left. A trim NACK (not at the last hop) and an ECN echo skip the EV once and are strikes of
     the steering rule (`steering`: the EV is held out for longer at each strike); so is an
     acknowledgement much slower than the connection's average, and a clean one takes a strike
-    off and offers the EV for reuse. A mark on a path struck repeatedly is that path's own
-    congestion: the window is not cut for it (`on_ecn` returns True). A spurious timeout
-    reinstates what it retired; `probe_successes` clean probe replies in a row reinstate an EV;
+    off and offers the EV for reuse, as does a packet a SACK acknowledged without echoing it,
+    when it came back within the delay bound (`on_acked`). A mark on a path struck repeatedly is
+    that path's own congestion: the window is not cut for it (`on_ecn` returns True). A
+    spurious timeout reinstates what it retired; `probe_successes` clean probe replies in a row reinstate an EV;
     `keepalive_misses` unanswered keepalives retire a path.
     """
 
@@ -206,6 +212,11 @@ class MrcPathMonitor:
         (an ECN-echoed one was judged by `on_ecn`)."""
         if not ecn and evset.steering.on_ack(ev, False, rtt):
             evset.steering.strike(ev, len(evset.active_evs()))
+
+    def on_acked(self, evset: EvSet, ev: Ev, within: float, now: float) -> None:
+        """A SACK acknowledged, without echoing it, a packet sent on `ev` `within` seconds ago:
+        clean when that is within the steering's delay bound (else nothing is known)."""
+        evset.steering.acked_within(ev, within)
 
     def on_spurious(self, evset: EvSet, ev: Ev, now: float) -> None:
         if not ev.usable and (ev.home or evset.get(ev.value) is ev):

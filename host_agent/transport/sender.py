@@ -34,6 +34,8 @@ class MrcSender:
     `cum_acked + ooo_window` is ever sent (the receiver would refuse it as out of window).
     """
 
+    # Keep at most 30 instance attributes: CPython 3.11 shares the keys of instance dicts up to
+    # that many, and past it every attribute access is slower (two more cost ~1 us per packet).
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
                  cc: CongestionControl, nic: NicClock, stats: Counter, emit: Callable[[E.TransportEvent], None],
                  selector: EvSelector, sack: SackProcessor, monitor: PathMonitor) -> None:
@@ -68,8 +70,6 @@ class MrcSender:
         self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt,
                                               lambda: rtt.srtt + 2 * rtt.rttvar)
                           if config.sack_loss_detection else None)
-        self._probe_at: float | None = None              # when a tail probe is due (with the detector)
-        self._watch = self._detector.watch if self._detector is not None else None
         self.failed: E.ConnectionFailed | None = None    # set when a packet ran out of retries
 
     # --- application side ------------------------------------------------------------------
@@ -95,7 +95,7 @@ class MrcSender:
         t = self._timers[0][0] if self._timers else None
         detector = self._detector
         if detector is not None:
-            for due in (detector.deadline, self._probe_at):
+            for due in (detector.deadline, detector.probe_at):
                 if due is not None and (t is None or due < t):
                     t = due
         nxt = self._next_packet(None)
@@ -128,7 +128,7 @@ class MrcSender:
                 lost = detector.lost(now)
                 if lost:
                     self._declare_lost(lost, now)
-            if self._probe_at is not None and self._probe_at <= now:
+            if detector.probe_at is not None and detector.probe_at <= now:
                 self._tail_probe(now)
         timers = self._timers
         if not timers or timers[0][0] > now:
@@ -189,7 +189,7 @@ class MrcSender:
         something (none before the first): send the newest packet in flight again
         (cause "tail_probe"), once, so that its SACK shows what is missing before it (`lossdetect`).
         Nothing is blamed and the window is not touched: a probe is no loss."""
-        self._probe_at = None
+        self._detector.probe_at = None
         if self._retx or not self.inflight_bytes:
             return                                   # something is being resent already, or nothing is out
         seg = self._detector.newest_in_flight()
@@ -329,8 +329,9 @@ class MrcSender:
         seg.trimmed = False
         seg.transmissions += 1
         self.inflight_bytes += seg.wire
-        if self._watch is not None:
-            self._watch((seg, seg.transmissions))     # the detector's send-ordered list (`lossdetect`)
+        detector = self._detector
+        if detector is not None:
+            detector.sent(seg)                        # its send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
         heapq.heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
         stats = self.stats
@@ -376,11 +377,16 @@ class MrcSender:
         self.stats["messages_sent"] += 1
         self.emit(E.MessageSent(now, self.ident, msg.msg_id, msg.length))
 
-    def _advance_cum(self, cum: int, now: float) -> int:
+    def _advance_cum(self, cum: int, now: float, newly: list | None = None) -> int:
+        """Acknowledge everything below `cum`; return the bytes newly acknowledged (the packets
+        themselves appended to `newly` when given)."""
         acked = 0
         cum = min(cum, self.next_seq)
         while self.cum_acked < cum:
-            acked += self._ack(self.segments.pop(self.cum_acked), now)
+            seg = self.segments.pop(self.cum_acked)
+            if newly is not None and not seg.acked:
+                newly.append(seg)
+            acked += self._ack(seg, now)
             self.cum_acked += 1
         while self.cum_acked < self.next_seq and self.segments[self.cum_acked].acked:
             del self.segments[self.cum_acked]
@@ -425,6 +431,7 @@ class MrcSender:
             cum = self.cum_acked                    # stale or bogus: only the bitmap may help
         base = from_wire(sack.sack_base, ipsn, cum)
         acked = 0
+        newly = []                                       # packets this SACK acknowledges first
         bits = sack.bitmap
         while bits:
             low = bits & -bits
@@ -432,8 +439,10 @@ class MrcSender:
             bits ^= low
             seg = self.segments.get(seq)
             if seg is not None:
+                if not seg.acked:
+                    newly.append(seg)
                 acked += self._ack(seg, now)
-        acked += self._advance_cum(cum, now)
+        acked += self._advance_cum(cum, now, newly)
         self._trigger_sent = None
         lost = self._lost(cum, base, sack.bitmap, self, now)
         if lost:
@@ -447,7 +456,7 @@ class MrcSender:
             if lost:
                 self._declare_lost(lost, now)
             if acked:                                 # the tail probe waits from the latest progress
-                self._probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
+                detector.probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
         self.rtt.sample(rtt)
         ev = self.evset.get(sack.ev_echo)
         ecn = sack.ecn_echo
@@ -458,7 +467,25 @@ class MrcSender:
                 self.stats["ecn_steered"] += 1
         if ev is not None and self._on_ack is not None:
             self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
+        if newly and self.evset.steering.signalled:     # steering learns from them only then
+            self._judge_unechoed(newly, ev, now)
         self.cc.on_ack(now, acked, ecn, rtt)
+
+    def _judge_unechoed(self, segments: list[Segment], echoed, now: float) -> None:
+        """Tell the path monitor (`on_acked`) of every packet a SACK acknowledged without echoing
+        it, with the time since it was sent (asked only while the EV set's steering has a signal
+        standing: `steering.Steering.signalled`). Retransmissions are left out: which
+        transmission arrived is not known."""
+        on_acked = getattr(self.monitor, "on_acked", None)     # optional PathMonitor hook (policies)
+        if on_acked is None:
+            return
+        evset = self.evset
+        by_value = evset.by_value
+        for seg in segments:
+            other = seg.ev
+            if other is echoed or seg.transmissions != 1 or by_value.get(other.value) is not other:
+                continue
+            on_acked(evset, other, now - seg.sent_at, now)
 
     def _sack_losses(self, lost, now: float) -> None:
         """Queue for retransmission the packets a SACK processor declared lost (still in flight)."""

@@ -14,8 +14,15 @@ signals and shrinks with clean acknowledgements (docs/transport.md, "Steering"):
   load-balancing signal; marks spread over every path still reach the window).
 - A clean acknowledgement (no mark, RTT below that bound) takes `clean_decay` strikes off, and
   queues the EV for reuse: when the rotation's next EV is held out or its path has strikes, the
-  packet takes an EV acknowledged clean instead, oldest first (in the spirit of REPS), else the
-  next EV not held out. Without congestion signals the rotation is MRC's.
+  packet takes an EV acknowledged clean instead, oldest first (in the spirit of REPS), provided
+  its path has fewer strikes than that EV's (any, when that EV is held out), else the next EV not
+  held out. Without congestion signals the rotation is MRC's.
+- A SACK echoes one packet, but acknowledges several (one per `ack_coalesce`). While a signal
+  stands (`signalled`), every other packet it acknowledges for the first time is judged too:
+  unmarked (a CE mark gets a SACK of its own), with the time since it was sent as a bound on its
+  RTT. Within the delay bound, and when its path has no strikes, its EV is queued for reuse as
+  well; strikes are left to exact (echoed) samples. An EV waits for reuse at most `clean_age` rotations of the EV set
+  (`num_evs` data packets): older news of a path may be stale (a link that went down since).
 
 Time is counted in data packets sent, so the rule is the same at every link speed. When the EV set
 shares fates by path (`share_fate_by_path`: the sender knows which uSID path each EV takes), strikes
@@ -39,6 +46,7 @@ CLEAN_DECAY = 1.0           # strikes a clean acknowledgement takes off
 DELAY_FACTOR = 2.0          # an RTT above this many times the connection's average RTT is a strike
 RTT_GAIN = 1.0 / 16         # weight of a sample in that average
 CLEAN_CACHE = 256           # EVs acknowledged clean remembered for reuse, at most
+CLEAN_AGE = 1.0             # EV-set rotations (num_evs data packets) an EV acknowledged clean may wait for reuse
 LOCAL_STRIKES = 1.0         # a mark on a path with this many strikes is that path's own congestion
 
 
@@ -53,6 +61,7 @@ class SteeringParams:
     delay_factor: float = DELAY_FACTOR
     rtt_gain: float = RTT_GAIN
     clean_cache: int = CLEAN_CACHE
+    clean_age: float = CLEAN_AGE
     local_strikes: float = LOCAL_STRIKES
 
 
@@ -66,8 +75,12 @@ class Steering:
         self.strikes: dict[int, float] = {}    # key (path or EV value, `key`) -> strike count
         self.held_until: dict[int, float] = {}  # EV value -> `sent` count at which its hold ends
         self.clean: deque[Ev] = deque()        # EVs acknowledged clean, oldest first
-        self._queued: set[int] = set()         # values in `clean`
+        self._queued: dict[int, int] = {}      # value in `clean` -> `sent` when it was queued
         self.avg_rtt = 0.0                     # smoothed RTT of every acknowledgement (0: none yet)
+        self._delay_factor = params.delay_factor   # read on every acknowledgement
+        self._rtt_gain = params.rtt_gain
+        self._clean_cache = params.clean_cache
+        self._clean_age = params.clean_age
 
     def key(self, ev: Ev) -> int:
         """What strikes are counted by: `ev`'s path, or `ev` itself (holds are always per EV)."""
@@ -92,17 +105,23 @@ class Steering:
 
     def clean_ack(self, ev: Ev) -> None:
         """A clean acknowledgement of a packet sent on `ev`: fewer strikes, and queued for reuse."""
-        key = self.key(ev)
-        k = self.strikes.get(key)
-        if k is not None:
-            k -= self.params.clean_decay
-            if k > 0:
-                self.strikes[key] = k
-            else:
-                del self.strikes[key]
-        if ev.value not in self._queued and len(self.clean) < self.params.clean_cache:
+        strikes = self.strikes
+        if strikes:
+            key = ev.path_key if self.by_path else ev.value
+            k = strikes.get(key)
+            if k is not None:
+                k -= self.params.clean_decay
+                if k > 0:
+                    strikes[key] = k
+                else:
+                    del strikes[key]
+        self._offer(ev)
+
+    def _offer(self, ev: Ev) -> None:
+        """Queue `ev` for reuse (once; at most `clean_cache` EVs wait)."""
+        if len(self.clean) < self._clean_cache and ev.value not in self._queued:
             self.clean.append(ev)
-            self._queued.add(ev.value)
+            self._queued[ev.value] = self.sent
 
     def on_ack(self, ev: Ev, ecn: bool, rtt: float | None) -> bool:
         """Judge one acknowledgement of `ev`. Clean (no mark, RTT within `delay_factor` x the
@@ -110,15 +129,29 @@ class Steering:
         strikes (`strike`, with the rotation's size: computed only then)."""
         delayed = False
         if rtt is not None and rtt > 0:
-            if self.avg_rtt:
-                delayed = rtt > self.params.delay_factor * self.avg_rtt
-                self.avg_rtt += self.params.rtt_gain * (rtt - self.avg_rtt)
+            avg = self.avg_rtt
+            if avg:
+                delayed = rtt > self._delay_factor * avg
+                self.avg_rtt = avg + self._rtt_gain * (rtt - avg)
             else:
                 self.avg_rtt = rtt
         if ecn or delayed:
             return True
         self.clean_ack(ev)
         return False
+
+    @property
+    def signalled(self) -> bool:
+        """True while a congestion signal stands: some path (or EV) has strikes or is held out."""
+        return bool(self.strikes or self.held_until)
+
+    def acked_within(self, ev: Ev, within: float) -> None:
+        """A SACK acknowledged, without echoing it, a packet sent on `ev` `within` seconds ago (so
+        it was not CE-marked: a mark gets a SACK of its own). Within the delay bound, and when its
+        path has no strikes, `ev` is offered for reuse. Strikes are neither taken off nor added
+        (`within` only bounds its RTT from above: the receiver may have held the SACK)."""
+        if within <= self._delay_factor * self.avg_rtt and self.key(ev) not in self.strikes:
+            self._offer(ev)
 
     # --- choice -------------------------------------------------------------------------------
     def suspect(self, ev: Ev) -> bool:
@@ -135,24 +168,33 @@ class Steering:
             return False
         return True
 
-    def take_clean(self, evset: EvSet, exclude: Ev | None) -> Ev | None:
-        """The oldest EV acknowledged clean that is still ours, usable and not held (dropping
-        those that are not), or None."""
+    def take_clean(self, evset: EvSet, exclude: Ev | None, instead_of: Ev | None = None) -> Ev | None:
+        """The oldest EV acknowledged clean within the last `clean_age` rotations that is still
+        ours, usable and not held (dropping those that are not), or None. With `instead_of` (the
+        rotation's suspect EV) not held out, only when that oldest one's path has fewer strikes."""
+        oldest = self.sent - self._clean_age * len(evset.slots)
+        queued = self._queued
         while self.clean:
             ev = self.clean[0]
-            if ev is not exclude and ev.usable and evset.get(ev.value) is ev and not self.held(ev):
+            fresh = queued[ev.value] >= oldest
+            if fresh and ev is not exclude and ev.usable and evset.get(ev.value) is ev and not self.held(ev):
+                if instead_of is not None and not self.held(instead_of):
+                    strikes = self.strikes
+                    if strikes.get(self.key(ev), 0.0) >= strikes.get(self.key(instead_of), 0.0):
+                        return None             # not on a path less suspect than the one it would replace
                 self.clean.popleft()
-                self._queued.discard(ev.value)
+                del queued[ev.value]
                 return ev
-            if ev is exclude:
+            if fresh and ev is exclude:
                 return None
             self.clean.popleft()
-            self._queued.discard(ev.value)
+            del queued[ev.value]
         return None
 
     def peek_clean(self, evset: EvSet) -> Ev | None:
         """The EV `take_clean` would return, without taking it."""
+        oldest = self.sent - self._clean_age * len(evset.slots)
         for ev in self.clean:
-            if ev.usable and evset.get(ev.value) is ev and not self.held(ev):
+            if self._queued[ev.value] >= oldest and ev.usable and evset.get(ev.value) is ev and not self.held(ev):
                 return ev
         return None
