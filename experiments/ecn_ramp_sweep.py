@@ -26,16 +26,18 @@ ROOT = Path(__file__).resolve().parent.parent
 DATACENTER = ROOT / "experiments" / "datacenter.yaml"
 CASES = ("permutation", "permutation, gray spine", "incast")
 # (ecn_threshold, ecn_max_threshold) in packets; trimming stays at the scenario's 48 (about 1.7 BDP)
-PAIRS = ((8, 8), (16, 16), (24, 24), (32, 32), (4, 24), (8, 32), (12, 36), (16, 40), (24, 48), (8, 48))
+PAIRS = ((8, 8), (16, 16), (24, 24), (32, 32), (4, 24), (8, 32), (12, 36), (16, 40), (20, 40), (8, 48), (12, 48),
+         (16, 48), (20, 48), (24, 48))
 
 
-def run_pair(pair: tuple[int, int], quick: bool) -> dict[str, float | None]:
-    """{case label: MRC's slowest flow over ideal} with every link's ECN thresholds set to `pair`."""
+def run_pair(pair: tuple[int, int], quick: bool, seed: int | None = None) -> dict[str, float | None]:
+    """{case label: MRC's slowest flow over ideal} with every link's ECN thresholds set to `pair`
+    (`seed`: the scenario's own when None)."""
     from experiments.backends.netsim_backend import NetsimBackend
     from experiments.backends.netsim_traffic import cable_delay
     from experiments.budget import network_base_rtt
     from experiments.workloads import variant_topology
-    scenario = load_scenario(DATACENTER, quick=quick)
+    scenario = load_scenario(DATACENTER, quick=quick, seed=seed)
     out = {}
     for case in scenario.cases():
         if case.transport.mode != "mrc" or case.variant.label not in CASES:

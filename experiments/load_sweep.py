@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from typing import Any, Callable
 
 import yaml
 
+from experiments.scenario import LOAD_SWEEP
 from pipeline_contract import names as N
 from topologies import topology_from_spec
 from topologies.model import Topology
@@ -120,7 +122,10 @@ def load_sweep_spec(path: str | Path, quick: bool = False) -> SweepSpec:
         raise SweepError(f"{path}: not YAML: {error}") from None
     if not isinstance(raw, dict):
         raise SweepError(f"{path}: a sweep file is a mapping")
-    known = {"name", "title", "description", "topology", "link", "senders", "receiver", "bottleneck",
+    if raw.get("kind") != LOAD_SWEEP:
+        raise SweepError(f"{path}: kind must be {LOAD_SWEEP!r} (a sweep file), not {raw.get('kind')!r}"
+                         + ("; scenarios run with `mrc-testbed run`" if "workload" in raw else ""))
+    known = {"kind", "name", "title", "description", "topology", "link", "senders", "receiver", "bottleneck",
              "loads", "step_s", "payload_bytes", "quick"}
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -145,13 +150,27 @@ def load_sweep_spec(path: str | Path, quick: bool = False) -> SweepSpec:
     loads = need("loads", list, "a list of loads (shares of the bottleneck's rate)")
     if not loads or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 10 for x in loads):
         raise SweepError(f"{path}: loads must be numbers in (0, 10], not {loads!r}")
-    bottleneck = need("bottleneck", list, "[switch, next node]")
-    spec = SweepSpec(name=need("name", str, "text"), title=str(raw.get("title", raw["name"])),
+    def names(key: str, what: str, count: int | None = None) -> tuple[str, ...]:
+        value = need(key, list, what)
+        if not value or not all(isinstance(x, str) for x in value) or (count is not None and len(value) != count):
+            raise SweepError(f"{path}: {key} must be {what}, not {value!r}")
+        return tuple(value)
+
+    payload = raw.get("payload_bytes", 1000)
+    if not isinstance(payload, int) or isinstance(payload, bool) or not 1 <= payload <= 9000:
+        raise SweepError(f"{path}: payload_bytes must be an integer in 1..9000, not {payload!r}")
+    step = need("step_s", (int, float), "seconds")
+    if not 0 < step <= 600:
+        raise SweepError(f"{path}: step_s must be in (0, 600] seconds, not {step!r}")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(raw.get("name", ""))):
+        raise SweepError(f"{path}: name must be letters, digits, '.', '_' or '-' (it names the results "
+                         f"folder), not {raw.get('name')!r}")
+    title = raw.get("title", raw.get("name"))
+    spec = SweepSpec(name=need("name", str, "text"), title=str(title),
                      topology=need("topology", str, "a topology spec (e.g. dumbbell:2)"), link=dict(link),
-                     senders=tuple(need("senders", list, "a list of hosts")), receiver=need("receiver", str, "a host"),
-                     bottleneck=tuple(bottleneck), loads=tuple(float(x) for x in loads),
-                     step_s=float(need("step_s", (int, float), "seconds")),
-                     payload_bytes=int(raw.get("payload_bytes", 1000)))
+                     senders=names("senders", "a list of hosts"), receiver=need("receiver", str, "a host"),
+                     bottleneck=names("bottleneck", "[switch, next node]", count=2),
+                     loads=tuple(float(x) for x in loads), step_s=float(step), payload_bytes=payload)
     _check_against_topology(path, spec)
     return spec
 
@@ -161,8 +180,6 @@ def _check_against_topology(path: Path, spec: SweepSpec) -> None:
         topo = spec.topology_built()
     except (ValueError, TypeError) as error:
         raise SweepError(f"{path}: topology/link: {error}") from None
-    if len(spec.bottleneck) != 2:
-        raise SweepError(f"{path}: bottleneck must be [switch, next node], not {list(spec.bottleneck)}")
     switch, towards = spec.bottleneck
     try:
         topo.link_between(switch, towards)
@@ -173,8 +190,13 @@ def _check_against_topology(path: Path, spec: SweepSpec) -> None:
     for host in (*spec.senders, spec.receiver):
         if host not in {h.name for h in topo.hosts}:
             raise SweepError(f"{path}: no host {host!r} in {spec.topology}")
-    if spec.step_s <= 0 or spec.payload_bytes < 1:
-        raise SweepError(f"{path}: step_s and payload_bytes must be positive")
+    if spec.receiver in spec.senders:
+        raise SweepError(f"{path}: receiver {spec.receiver} is also a sender")
+    try:
+        for load in spec.loads:
+            sender_specs(spec, topo, load)
+    except (SweepError, ValueError) as error:
+        raise SweepError(f"{path}: {error}") from None
 
 
 # --- running it -------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from experiments.backends.netsim_backend import NetsimBackend
 from experiments.scenario import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = sorted((ROOT / "experiments").glob("*.yaml"))
+SCENARIOS = sorted(p for p in (ROOT / "experiments").glob("*.yaml")
+                   if "kind: load-sweep" not in p.read_text())          # trim-sweep.yaml: `mrc-testbed sweep`
 
 
 def run_cases(name: str, variant: int = 0, transports=None) -> dict:

@@ -80,3 +80,11 @@ def test_quick_sweep_trims_and_marks_only_above_the_link_rate(tmp_path, target):
     assert heavy.ecn_share > 0.2
     assert link.ecn_threshold <= heavy.depth_quantile(0.99) <= link.trim_threshold
     assert sum(heavy.depth_hist) == heavy.arrived
+
+
+def test_a_sweep_file_is_not_a_scenario_and_each_loader_says_which_command_runs_it(tmp_path):
+    from experiments.scenario import ScenarioError, load_scenario
+    with pytest.raises(ScenarioError, match="run it with `mrc-testbed sweep"):
+        load_scenario(SWEEP)
+    with pytest.raises(SweepError, match="scenarios run with `mrc-testbed run`"):
+        load_sweep_spec(ROOT / "experiments" / "failover.yaml")
