@@ -410,31 +410,31 @@ control MrcIngress(inout headers_t hdr,
 
         if (high_priority) {
             enqueue_high();
-            return;
-        }
-        if (meta.port_configured == 1) {
-            count_depth_seen(depth);
-        }
-        if (trimmable && meta.port_configured == 1
-                && depth >= (bit<32>) meta.trim_threshold) {
-            trim();
         } else {
-            /* ECN ramp: below ecn_threshold never, from ecn_max_threshold always,
-             * in between with probability (depth - low) / (high - low). */
-            if (ect && meta.port_configured == 1 && meta.host_facing == 0
-                    && depth >= (bit<32>) meta.ecn_threshold) {
-                if (depth >= (bit<32>) meta.ecn_max_threshold) {
-                    mark_ecn();
-                } else {
-                    bit<32> span = (bit<32>) meta.ecn_max_threshold - (bit<32>) meta.ecn_threshold;
-                    bit<32> draw;
-                    random(draw, 32w0, span - 1);
-                    if (draw < depth - (bit<32>) meta.ecn_threshold) {
+            if (meta.port_configured == 1) {
+                count_depth_seen(depth);
+            }
+            if (trimmable && meta.port_configured == 1
+                    && depth >= (bit<32>) meta.trim_threshold) {
+                trim();
+            } else {
+                /* ECN ramp: below ecn_threshold never, from ecn_max_threshold always,
+                 * in between with probability (depth - low) / (high - low). */
+                if (ect && meta.port_configured == 1 && meta.host_facing == 0
+                        && depth >= (bit<32>) meta.ecn_threshold) {
+                    if (depth >= (bit<32>) meta.ecn_max_threshold) {
                         mark_ecn();
+                    } else {
+                        bit<32> span = (bit<32>) meta.ecn_max_threshold - (bit<32>) meta.ecn_threshold;
+                        bit<32> draw;
+                        random(draw, 32w0, span - 1);
+                        if (draw < depth - (bit<32>) meta.ecn_threshold) {
+                            mark_ecn();
+                        }
                     }
                 }
+                enqueue_low();
             }
-            enqueue_low();
         }
     }
 }
