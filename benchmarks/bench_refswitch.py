@@ -157,7 +157,8 @@ def measure_model(lab, args, tmp: str, trim: bool, queue: str | None = None) -> 
                               "MrcIngress.forward", {"port": 2})]
         if trim:
             entries.append(TableEntry("MrcIngress.port_config", {"port": 2}, "MrcIngress.set_port_config",
-                                      {"trim_threshold": 0, "ecn_threshold": 0, "host_facing": 0}))
+                                      {"trim_threshold": 0, "ecn_threshold": 0, "host_facing": 0,
+                                       "ecn_max_threshold": 0}))
         with P4RuntimeClient(f"unix:{sock}", 1, "bench") as client:
             client.set_pipeline(load_p4info())
             client.insert(entries)

@@ -134,6 +134,10 @@ def parse_case(data: dict[str, Any], common: dict[str, Any], source: str) -> Con
     unknown = set(expect) - EXPECT_KEYS
     if unknown:
         raise CaseError(f"{where}: unknown expect keys {sorted(unknown)}")
+    delivered = expect.get("delivered", [0, 0])
+    if not (isinstance(delivered, list) and len(delivered) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in delivered)):
+        raise CaseError(f"{where}: expect.delivered must be [lo, hi] (packets out), not {delivered!r}")
     entries = [parse_entry(e, where) for e in (common.get("entries") or []) + (data.get("entries") or [])]
     send = [SendGroup(port=int(g["port"]), spec=g["packet"], count=int(g.get("count", 1)),
                       vary_ev=bool(g.get("vary_ev", False)), ev_step=int(g.get("ev_step", 1)))

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from pipeline_contract import names as N
 from pipeline_contract.entries import TableEntry
 from pipeline_contract.p4info import REPO_ROOT, load_p4info
 from conformance.runner import Output
@@ -144,7 +145,8 @@ class ProcessTarget:
         """Prime the slow queue with one extra filler; once it has left, queue the fillers behind it."""
         self._inject(in_port, frames[0])
         primer = (1, len(frames[0]))
-        self.offsets = {"MrcIngress.rx": {in_port: primer}, "MrcEgress.tx": {port: primer}}
+        self.offsets = {N.RX: {in_port: primer}, N.TX: {port: primer},
+                        N.QUEUE_DEPTH_SEEN: {N.depth_cell(port, 0): primer}}   # it found the queue empty
         self._wait_departure(port)
         for frame in frames:          # the next departure is one HOLD_PPS interval after the primer's
             self._inject(in_port, frame)
@@ -192,7 +194,8 @@ class ProcessTarget:
         return outputs
 
     def counter_offsets(self) -> dict[str, dict[int, tuple[int, int]]]:
-        """The extra filler sent by preload (packets, bytes), in rx of its in port and tx of the held port."""
+        """The extra filler sent by preload (packets, bytes): rx of its in port, tx of the held port, and
+        the held port's queue_depth_seen at depth 0."""
         return self.offsets
 
     def read_counters(self, names: list[str]) -> dict[str, dict[int, tuple[int, int]]]:

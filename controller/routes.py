@@ -110,7 +110,8 @@ def port_config_entries(topo: Topology, switch: Switch) -> list[TableEntry]:
         entries.append(TableEntry(PORT_CONFIG, {"port": port}, SET_PORT_CONFIG,
                                   {"trim_threshold": link.trim_threshold,
                                    "ecn_threshold": link.ecn_threshold,
-                                   "host_facing": host_facing}))
+                                   "host_facing": host_facing,
+                                   "ecn_max_threshold": link.ecn_ramp_top}))
     return entries
 
 

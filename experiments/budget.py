@@ -12,6 +12,7 @@ import dataclasses
 from collections import Counter
 
 from experiments.calibration import LinkRate, link_rate
+from experiments.metrics import RECOVERY_WINDOW_S
 from experiments.scenario import AUTO, Case
 from host_agent.transport import sizing
 from host_agent.transport.config import TransportConfig
@@ -107,9 +108,16 @@ def agent_sample_interval(case: Case) -> float:
     return max(case.scenario.sample_interval_s, AGENT_SAMPLE_MIN_S)
 
 
-def message_time(case: Case, topo: Topology) -> float:
-    """Seconds one message (`chunk_bytes`) takes at the hosts' line rate."""
-    return case.variant.workload.chunk_bytes * 8 / topo.host_rate_bps()
+RECOVERY_WINDOW_PACKETS = 8     # packets a recovery window holds at least on Mininet (goodput's noise)
+
+
+def recovery_window(topo: Topology) -> float:
+    """The averaging window of the time-to-recover metric on Mininet: metrics.RECOVERY_WINDOW_S,
+    widened to hold RECOVERY_WINDOW_PACKETS data packets at the hosts' rate. The agents count payload
+    bytes as packets arrive, so windows slide by their sample interval: the recovery time resolves
+    to that interval (5 ms), not to a message."""
+    packet_s = PACKET_PAYLOAD * 8 / topo.host_rate_bps()
+    return max(RECOVERY_WINDOW_S, RECOVERY_WINDOW_PACKETS * packet_s)
 
 
 def asks_auto(case: Case) -> bool:

@@ -56,7 +56,8 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     """Seconds from the first failure until goodput is back to `fraction` of before (None: never).
 
     Goodput is averaged over `window` (default: the record's `recovery_window`, 20 ms on netsim,
-    at least two messages' worth on the mininet backend, whose goodput counts whole messages).
+    at least 8 packets' worth on the mininet backend: experiments.budget.recovery_window); windows
+    slide by the record's samples, so the result resolves to its sample interval.
     When goodput stays up for a while after the failure (messages already under way on other
     paths still arrive) and then drops, recovery is from that drop. A drop that lasts until the
     work is done is the collective's own tail, not the failure's. A workload that never completed
@@ -89,6 +90,17 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     # no dip, or one that lasts to the end of the (completed) work: the collective's own tail
     first = next((s for s, g in windows if g >= target), None)
     return None if first is None else max(0.0, first - t_fail)
+
+
+def slowest_over_ideal(record: CaseRecord, rate_bps: float, base_rtt: float) -> Optional[float]:
+    """The slowest flow's finish over its ideal: the bytes into its receiver at `rate_bps`, plus the
+    fabric's `base_rtt` (None when a flow never finished)."""
+    into: dict[str, int] = {}
+    for f in record.flows:
+        into[f.dst] = into.get(f.dst, 0) + f.expected_bytes
+    if not record.flows or any(f.finish is None for f in record.flows):
+        return None
+    return max(f.finish / (into[f.dst] * 8 / rate_bps + base_rtt) for f in record.flows)
 
 
 def longest_delivery_gap(record: CaseRecord) -> Optional[float]:

@@ -12,7 +12,7 @@ runs every variant with every transport: one *case* each.
     horizon_s: 5.0                       # give up after this much (simulated or real) time
     sample_interval_s: 0.005             # goodput sampling period
     topology: leafspine:2x2x2            # any `--topo` spec (topologies.topology_from_spec)
-    link: {rate_bps: auto, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4}
+    link: {rate_bps: auto, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4, ecn_max_threshold: 8}
                                          # rate_bps: auto (the default) is the topology's own rate
                                          # on netsim, the calibrated one on mininet (experiments/budget.py)
     # data-center keys (netsim): cable delay in seconds and payload bytes per data packet
@@ -46,7 +46,9 @@ from host_agent.transport.config import MODES, TransportConfig
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
 FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_ev_deny",
                "random_loss", "switch_slow")
-LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold")   # fields of every topology link
+LOAD_SWEEP = "load-sweep"        # the `kind:` of a sweep file (experiments/load_sweep.py) beside the scenarios
+LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold",   # fields of every topology link
+             "ecn_max_threshold")
 CABLE_KEYS = ("delay_s", "mtu_payload")   # of the fabric as a whole: cable delay (s), payload bytes per packet
 MAX_DELAY_S = 1.0
 AUTO = "auto"                        # rate_bps: the calibrated rate on mininet, the topology's on netsim
@@ -211,6 +213,8 @@ def load_scenario(path: Union[str, Path], quick: bool = False, seed: Optional[in
 def parse_scenario(doc: Any, path: str = "<scenario>", quick: bool = False, seed: Optional[int] = None) -> Scenario:
     """Validate a scenario given as a dict (what the YAML file holds)."""
     c = _Checker(path)
+    if isinstance(doc, dict) and doc.get("kind") == LOAD_SWEEP:
+        c.fail("kind", f"this file is a {LOAD_SWEEP}, not a scenario: run it with `mrc-testbed sweep {path}`")
     doc = c.mapping(doc, "", TOP_KEYS)
     if quick and doc.get("quick") is not None:
         doc = _merge(doc, c.mapping(doc["quick"], "quick", TOP_KEYS - {"quick", "name"}))

@@ -19,11 +19,13 @@ _TOP32 = ((1 << 32) - 1) << 96
 
 @dataclass
 class PortConfig:
-    """Trim and ECN thresholds (packets in the LOW queue) of one egress port."""
+    """Trim and ECN thresholds (packets in the LOW queue) of one egress port: ECN marks with a
+    probability rising from 0 at `ecn_threshold` to 1 at `ecn_max_threshold` (a step when equal)."""
 
     trim_threshold: int
     ecn_threshold: int
     host_facing: bool = False
+    ecn_max_threshold: int = 0
 
 
 @dataclass
@@ -132,7 +134,8 @@ class SimSwitch:
             elif e.table == N.PORT_CONFIG:
                 p = e.params
                 self.port_config[e.match["port"]] = PortConfig(p["trim_threshold"], p["ecn_threshold"],
-                                                               bool(p["host_facing"]))
+                                                               bool(p["host_facing"]),
+                                                               p["ecn_max_threshold"])
             elif e.table == N.PORT_FAULT:
                 drop = e.params.get("drop_ppm")
                 self.set_fault(e.match["port"], drop_all=drop is None, drop_prob=(drop or 0) / 1e6)
@@ -232,7 +235,10 @@ class SimSwitch:
             pkt.dscp = C.DSCP_TRIMMED_LASTHOP if cfg.host_facing else C.DSCP_TRIMMED
             self._counts["trimmed"] += 1
             return _HIGH
-        if pkt.ecn != C.ECN_NOT_ECT and not cfg.host_facing and queued >= cfg.ecn_threshold:
+        low = cfg.ecn_threshold
+        if pkt.ecn != C.ECN_NOT_ECT and not cfg.host_facing and queued >= low and (
+                queued >= cfg.ecn_max_threshold
+                or self.sim.rng.random() * (cfg.ecn_max_threshold - low) < queued - low):
             pkt.ecn = C.ECN_CE
             self._counts["ecn_marked"] += 1
         return _LOW

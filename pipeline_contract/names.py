@@ -28,10 +28,27 @@ NO_ROUTE_DROPS = "MrcIngress.no_route_drops"
 FAULT_DROPS = "MrcIngress.fault_drops"
 TRIMMED = "MrcIngress.trimmed"
 ECN_MARKED = "MrcIngress.ecn_marked"
-TX = "MrcEgress.tx"
+TX = "MrcEgress.tx"                          # a trimmed packet counts its length before the cut (v1model)
 COUNTERS = (RX, MALFORMED_DROPS, NO_ROUTE_DROPS, FAULT_DROPS, TRIMMED, ECN_MARKED, TX)
 COUNTER_SIZE = 512
 
+# --- the queue depth each low-priority packet saw (a histogram per port) --------------------
+QUEUE_DEPTH_SEEN = "MrcIngress.queue_depth_seen"
+DEPTH_BUCKETS = 32                          # cells per port: depth 0..30, then 31 or more
+QUEUE_DEPTH_SEEN_SIZE = COUNTER_SIZE * DEPTH_BUCKETS
+ALL_COUNTERS = COUNTERS + (QUEUE_DEPTH_SEEN,)
+COUNTER_SIZES = {**{name: COUNTER_SIZE for name in COUNTERS}, QUEUE_DEPTH_SEEN: QUEUE_DEPTH_SEEN_SIZE}
+
+
+def depth_cell(port: int, depth: int) -> int:
+    """The queue_depth_seen cell of a packet to `port` that saw `depth` packets queued."""
+    return port * DEPTH_BUCKETS + min(depth, DEPTH_BUCKETS - 1)
+
+
+def depth_of_cell(cell: int) -> tuple[int, int]:
+    """(port, depth bucket) of a queue_depth_seen cell; the last bucket means that depth or more."""
+    return divmod(cell, DEPTH_BUCKETS)
+
 # --- thresholds ------------------------------------------------------------------------------
-THRESHOLD_BITS = 19                         # bit<19> trim_threshold, ecn_threshold (as enq_qdepth)
+THRESHOLD_BITS = 19                         # bit<19> trim_threshold, ecn_threshold, ecn_max_threshold
 TRIM_NEVER = (1 << THRESHOLD_BITS) - 1      # the largest trim threshold: no queue reaches it, trimming off

@@ -17,7 +17,7 @@ from refswitch.tables import TableStore
 from wire import constants as C
 
 COUNTER_SIZE = N.COUNTER_SIZE
-P4_COUNTERS = N.COUNTERS            # the P4 program's counters; the model adds its tail-drop count
+P4_COUNTERS = N.ALL_COUNTERS        # the P4 program's counters; the model adds its tail-drop count
 QUEUE_DROPS = "queue_drops"
 
 PPM = 1_000_000
@@ -31,6 +31,7 @@ _CONTROL = frozenset(C.CONTROL_OPCODES)
 _HIGH_DSCP = frozenset(C.HIGH_PRIORITY_DSCP)
 _TRIMMABLE_DSCP = frozenset(C.TRIMMABLE_DSCP)
 _ECT = frozenset((0b01, C.ECN_ECT0))
+_DEPTH_BUCKETS = N.DEPTH_BUCKETS
 
 # From byte 12: EtherType, first two IPv6 bytes (version, traffic class), payload length, next header,
 # then UDP source port, destination port, length.
@@ -38,6 +39,13 @@ _unpack_head = struct.Struct("!HBB2xHB33xHHH").unpack_from
 _pack_tc = struct.Struct("!BB").pack_into
 _pack_u16 = struct.Struct("!H").pack_into
 _pack_u16x2 = struct.Struct("!HH").pack_into
+
+
+class TrimmedFrame(bytes):
+    """A trimmed frame that remembers its length before the cut: v1model cuts a packet as it leaves,
+    so MrcEgress.tx counts the untrimmed length (BMv2 does)."""
+
+    untrimmed_length: int
 
 
 def _trim(frame: bytes, b14: int, b15: int, host_facing: int) -> bytes:
@@ -49,16 +57,18 @@ def _trim(frame: bytes, b14: int, b15: int, host_facing: int) -> bytes:
     _pack_u16(out, _PLEN_OFFSET, C.TRIMMED_UDP_LEN)
     _pack_u16x2(out, C.UDP_OFFSET + 4, C.TRIMMED_UDP_LEN, 0)      # UDP length, checksum
     out[_MRCH_FLAGS_OFFSET] |= C.MRCH_FLAG_TRIMMED
-    return bytes(out)
+    trimmed = TrimmedFrame(out)
+    trimmed.untrimmed_length = len(frame)
+    return trimmed
 
 
 class Counters:
-    """Packet and byte counts by counter name and port."""
+    """Packet and byte counts by counter name and cell (the port, or a port's depth bucket)."""
 
     def __init__(self, names=P4_COUNTERS + (QUEUE_DROPS,), size: int = COUNTER_SIZE):
-        self.size = size
-        self.packets: dict[str, list[int]] = {n: [0] * size for n in names}
-        self.bytes: dict[str, list[int]] = {n: [0] * size for n in names}
+        self.sizes = {n: N.COUNTER_SIZES.get(n, size) for n in names}
+        self.packets: dict[str, list[int]] = {n: [0] * s for n, s in self.sizes.items()}
+        self.bytes: dict[str, list[int]] = {n: [0] * s for n, s in self.sizes.items()}
 
     def read(self, name: str, index: int) -> tuple[int, int]:
         """(packets, bytes) of counter `name` at `index`."""
@@ -75,9 +85,9 @@ class Counters:
 
     def reset(self) -> None:
         """Zero every counter."""
-        for name in self.packets:
-            self.packets[name] = [0] * self.size
-            self.bytes[name] = [0] * self.size
+        for name, size in self.sizes.items():
+            self.packets[name] = [0] * size
+            self.bytes[name] = [0] * size
 
 
 class Pipeline:
@@ -103,6 +113,7 @@ class Pipeline:
         self._trimmed = (p[N.TRIMMED], b[N.TRIMMED])
         self._ecn = (p[N.ECN_MARKED], b[N.ECN_MARKED])
         self._tx = (p[N.TX], b[N.TX])
+        self._depth_seen = (p[N.QUEUE_DEPTH_SEEN], b[N.QUEUE_DEPTH_SEEN])
         self._qdrops = (p[QUEUE_DROPS], b[QUEUE_DROPS])
 
     def reset_counters(self) -> None:
@@ -180,12 +191,18 @@ class Pipeline:
             return port, frame, C.PRIORITY_LOW
         cfg = config[1]
         q = queued_low[port]
+        cell = port * _DEPTH_BUCKETS + (q if q < _DEPTH_BUCKETS else _DEPTH_BUCKETS - 1)
+        self._depth_seen[0][cell] += 1
+        self._depth_seen[1][cell] += n
         if (opcode == C.OP_RC_WRITE_ONLY and dscp in _TRIMMABLE_DSCP
                 and not frame[_MRCH_FLAGS_OFFSET] & C.MRCH_FLAG_TRIMMED and q >= cfg["trim_threshold"]):
             self._trimmed[0][port] += 1
             self._trimmed[1][port] += n
             return port, _trim(frame, b14, b15, cfg["host_facing"]), C.PRIORITY_HIGH
-        if (tc & 3) in _ECT and not cfg["host_facing"] and q >= cfg["ecn_threshold"]:
+        low = cfg["ecn_threshold"]
+        if (tc & 3) in _ECT and not cfg["host_facing"] and q >= low and (
+                q >= cfg["ecn_max_threshold"]
+                or self.rng.randrange(cfg["ecn_max_threshold"] - low) < q - low):
             self._ecn[0][port] += 1
             self._ecn[1][port] += n
             frame = bytearray(frame)

@@ -110,7 +110,7 @@ class SwitchCore:
 
     def _send(self, pipeline: Pipeline, port: int, frame: bytes, priority: int) -> None:
         if self.transmit(port, frame, priority):
-            pipeline.count_tx(port, len(frame))
+            pipeline.count_tx(port, getattr(frame, "untrimmed_length", len(frame)))
         else:
             pipeline.count_queue_drop(port, len(frame))
 

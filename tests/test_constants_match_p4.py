@@ -15,7 +15,7 @@ CONST_RE = re.compile(r"^\s*const\s+bit<(\d+)>\s+(\w+)\s*=\s*(0[xX][0-9a-fA-F]+|
                       re.MULTILINE)
 
 # Constants that exist only in the P4 program (not part of the wire format).
-P4_ONLY = {"IPV6_VERSION", "NUM_PORTS", "PPM_MAX", "DROP_ALWAYS_PPM"}
+P4_ONLY = {"IPV6_VERSION", "NUM_PORTS", "PPM_MAX", "DROP_ALWAYS_PPM", "DEPTH_BUCKETS", "DEPTH_BUCKET_LAST"}
 
 
 def _name_of(value: int, prefix: str) -> str:
@@ -96,3 +96,11 @@ def test_widths_match_the_header_fields(p4_consts):
             assert width == 8, name
         elif name.startswith("PRIORITY_"):
             assert width == 3, name
+
+
+def test_depth_buckets_match_the_contract(p4_consts):
+    """queue_depth_seen's cells per port: the P4 program and pipeline_contract.names agree."""
+    from pipeline_contract import names
+    assert p4_consts["DEPTH_BUCKETS"][1] == names.DEPTH_BUCKETS
+    assert p4_consts["DEPTH_BUCKET_LAST"][1] == names.DEPTH_BUCKETS - 1
+    assert p4_consts["NUM_PORTS"][1] == names.COUNTER_SIZE

@@ -14,7 +14,8 @@ from experiments.backends.netsim_backend import NetsimBackend
 from experiments.scenario import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = sorted((ROOT / "experiments").glob("*.yaml"))
+SCENARIOS = sorted(p for p in (ROOT / "experiments").glob("*.yaml")
+                   if "kind: load-sweep" not in p.read_text())          # trim-sweep.yaml: `mrc-testbed sweep`
 
 
 def run_cases(name: str, variant: int = 0, transports=None) -> dict:
@@ -137,11 +138,7 @@ def slowest_over_ideal(record, case) -> float:
     from experiments.budget import network_base_rtt
     from experiments.workloads import variant_topology
     topo = variant_topology(case.variant)
-    rate, rtt = topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case))
-    into: dict = {}
-    for f in record.flows:
-        into[f.dst] = into.get(f.dst, 0) + f.expected_bytes
-    return max(f.finish / (into[f.dst] * 8 / rate + rtt) for f in record.flows)
+    return metrics.slowest_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
 
 
 def test_datacenter_gray_spine_mrc_steers_its_slowest_flow_below_blind_spraying():

@@ -214,7 +214,8 @@ def switch_pipeline(trim_threshold: int, fault: str | None, seed: int):
                                  "MrcIngress.forward", {"port": port}))
     for port in (2, 3, 4):
         tables.insert(TableEntry("MrcIngress.port_config", {"port": port}, "MrcIngress.set_port_config",
-                                 {"trim_threshold": trim_threshold, "ecn_threshold": 0, "host_facing": port == 2}))
+                                 {"trim_threshold": trim_threshold, "ecn_threshold": 0, "host_facing": port == 2,
+                                  "ecn_max_threshold": 0}))
     if fault == "drop":
         tables.insert(TableEntry("MrcIngress.port_fault", {"port": 4}, "MrcIngress.fault_drop", {}))
     elif fault == "random":

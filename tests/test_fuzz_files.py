@@ -20,6 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from experiments.load_sweep import SweepError, load_sweep_spec
 from experiments.scenario import ScenarioError, load_scenario
 from host_agent.job import JobError, load_job
 from topologies.yamlfile import TopologyFileError, load_topology
@@ -79,8 +80,18 @@ def use_scenario(scenario) -> None:
         variant_topology(variant)
 
 
-def _yaml_files(*globs) -> list[str]:
-    return [p.read_text() for g in globs for p in sorted(REPO.glob(g))]
+def _yaml_files(*globs, sweeps: bool = False) -> list[str]:
+    """The texts of the files matching `globs`: the load sweeps' (`kind: load-sweep`) or the others'."""
+    texts = [p.read_text() for g in globs for p in sorted(REPO.glob(g))]
+    return [t for t in texts if ("kind: load-sweep" in t) == sweeps]
+
+
+def use_sweep(spec) -> None:
+    """A loaded sweep builds its topology and each sender's load generator."""
+    from experiments.load_sweep import sender_specs
+    topo = spec.topology_built()
+    for load in spec.loads:
+        sender_specs(spec, topo, load)
 
 
 KINDS = {
@@ -91,6 +102,8 @@ KINDS = {
                 lambda doc: json.dumps(doc, indent=1), use_job),
     "scenario": Kind("scenario", load_scenario, ScenarioError, _yaml_files("experiments/*.yaml"), ".yaml",
                      lambda doc: yaml.safe_dump(doc, sort_keys=False), use_scenario),
+    "sweep": Kind("sweep", load_sweep_spec, SweepError, _yaml_files("experiments/*.yaml", sweeps=True), ".yaml",
+                  lambda doc: yaml.safe_dump(doc, sort_keys=False), use_sweep),
 }
 
 # --- mutations ------------------------------------------------------------------------------------

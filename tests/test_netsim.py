@@ -89,7 +89,7 @@ def test_link_tail_drops_and_down_link_loses_everything():
     assert len(sink.got) == 1
 
 
-def one_switch(trim=2, ecn=1, host_facing=False):
+def one_switch(trim=2, ecn=1, host_facing=False, ecn_max=0):
     sim = Simulator(3)
     sw = Switch(sim, "s", 0x0100)
     sw.add_local(prefix48(0, 0x0100) >> 80)
@@ -97,7 +97,7 @@ def one_switch(trim=2, ecn=1, host_facing=False):
     link = Link(sim, "s->x", 1e9, 1e-6, depth=100)
     link.connect(sink, 1)
     sw.links[1] = link
-    sw.port_config[1] = PortConfig(trim, ecn, host_facing)
+    sw.port_config[1] = PortConfig(trim, ecn, host_facing, ecn_max)
     sw.add_route(prefix48(0, 0x1001), 48, ("forward", 1))
     return sim, sw, sink
 
@@ -120,6 +120,21 @@ def test_switch_trims_at_the_threshold_and_marks_ecn_only_in_the_fabric(host_fac
     arrival = [p for _, _, p in sink.got]
     assert arrival[:3] == [pkts[0], pkts[4], pkts[5]]                # trimmed headers jump the queue
     assert all(p.dst == usid_address(0, [0x1001]) for p in pkts)     # the switch consumed its uSID
+
+
+def test_switch_ecn_ramp_marks_half_the_packets_halfway_up_and_none_at_its_foot():
+    sim, sw, sink = one_switch(trim=100, ecn=2, ecn_max=10)
+    dst = usid_address(0, [0x0100, 0x1001])
+    at_foot, halfway = [], []
+    for _ in range(400):                     # bursts of 8: the k-th packet (k >= 2) sees k - 2 queued
+        burst = [data_pkt(dst) for _ in range(8)]
+        for p in burst:
+            sw.receive(p, 2)
+        sim.run()                            # the queue drains between bursts
+        at_foot.append(burst[3].ecn == C.ECN_CE)       # saw 2 queued: probability 0
+        halfway.append(burst[7].ecn == C.ECN_CE)       # saw 6 queued: (6 - 2) / (10 - 2)
+    assert not any(at_foot)
+    assert 0.4 < sum(halfway) / len(halfway) < 0.6
 
 
 def test_switch_never_trims_no_trim_or_control_and_drops_unroutable():

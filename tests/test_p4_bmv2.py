@@ -47,9 +47,9 @@ ENTRIES = [
     TableEntry("MrcIngress.ecmp_member", {"group": 7, "index": 0}, "MrcIngress.forward", {"port": FABRIC}),
     TableEntry("MrcIngress.ecmp_member", {"group": 7, "index": 1}, "MrcIngress.forward", {"port": HOST}),
     TableEntry("MrcIngress.port_config", {"port": FABRIC}, "MrcIngress.set_port_config",
-               {"trim_threshold": TRIM_AT, "ecn_threshold": ECN_AT, "host_facing": 0}),
+               {"trim_threshold": TRIM_AT, "ecn_threshold": ECN_AT, "host_facing": 0, "ecn_max_threshold": ECN_AT}),
     TableEntry("MrcIngress.port_config", {"port": HOST}, "MrcIngress.set_port_config",
-               {"trim_threshold": TRIM_AT, "ecn_threshold": ECN_AT, "host_facing": 1}),
+               {"trim_threshold": TRIM_AT, "ecn_threshold": ECN_AT, "host_facing": 1, "ecn_max_threshold": ECN_AT}),
     TableEntry("MrcIngress.port_fault", {"port": FAULTED}, "MrcIngress.fault_drop"),
 ]
 

@@ -46,11 +46,13 @@ ACTIONS = {
     "MrcIngress.drop_no_route": [],
     "MrcIngress.fault_drop": [],
     "MrcIngress.fault_drop_random": [("drop_ppm", 32)],
-    "MrcIngress.set_port_config": [("trim_threshold", 19), ("ecn_threshold", 19), ("host_facing", 1)],
+    "MrcIngress.set_port_config": [("trim_threshold", 19), ("ecn_threshold", 19), ("host_facing", 1),
+                                   ("ecn_max_threshold", 19)],
 }
 
 COUNTERS = {"MrcIngress.rx", "MrcIngress.malformed_drops", "MrcIngress.no_route_drops",
             "MrcIngress.fault_drops", "MrcIngress.trimmed", "MrcIngress.ecn_marked", "MrcEgress.tx"}
+HISTOGRAMS = {"MrcIngress.queue_depth_seen": 512 * 32}      # per port x 32 queue-depth buckets
 REGISTERS = {"MrcIngress.queued_low": 32}
 PORT_ARRAY_SIZE = 512
 
@@ -78,7 +80,7 @@ def test_architecture_is_v1model(p4info):
 def test_exactly_the_contract_objects(p4info):
     assert {t.preamble.name for t in p4info.tables} == set(TABLES)
     assert {a.preamble.name for a in p4info.actions} == set(ACTIONS)
-    assert {c.preamble.name for c in p4info.counters} == COUNTERS
+    assert {c.preamble.name for c in p4info.counters} == COUNTERS | set(HISTOGRAMS)
     assert {r.preamble.name for r in p4info.registers} == set(REGISTERS)
 
 
@@ -116,7 +118,7 @@ def test_action_params(p4info, action_name):
 
 def test_counters_are_per_port_packets_and_bytes(p4info):
     for counter in p4info.counters:
-        assert counter.size == PORT_ARRAY_SIZE, counter.preamble.name
+        assert counter.size == HISTOGRAMS.get(counter.preamble.name, PORT_ARRAY_SIZE), counter.preamble.name
         assert counter.spec.unit == p4info_pb2.CounterSpec.BOTH, counter.preamble.name
 
 
@@ -136,13 +138,13 @@ def test_every_contract_name_is_declared_in_the_p4_source():
         if name == "NoAction":
             continue
         short = name.split(".")[-1]
-        signature = ", ".join(f"bit<{w}> {p}" if p != "port" else "port_t port" for p, w in params)
-        pattern = rf"\baction\s+{short}\s*\(\s*{re.escape(signature)}\s*\)"
+        signature = r",\s*".join(re.escape(f"bit<{w}> {p}" if p != "port" else "port_t port") for p, w in params)
+        pattern = rf"\baction\s+{short}\s*\(\s*{signature}\s*\)"
         assert re.search(pattern, source), f"{P4_SOURCE}: no action {short}({signature})"
     for keys, *_ in TABLES.values():
         for key, _, _ in keys:
             assert f'@name("{key}")' in source, f"{P4_SOURCE}: no key named {key}"
-    for name in COUNTERS:
+    for name in COUNTERS | set(HISTOGRAMS):
         assert re.search(rf"\)\s*{name.split('.')[-1]}\s*;", source), f"{P4_SOURCE}: no counter {name}"
     for name in REGISTERS:
         assert f'@name("{name}")' in source, f"{P4_SOURCE}: no register {name}"

@@ -44,9 +44,10 @@ def route(dst: str, port: int) -> TableEntry:
     return TableEntry("MrcIngress.routing", {"dst_addr": prefix(dst)}, "MrcIngress.forward", {"port": port})
 
 
-def port_config(port: int, trim: int, ecn: int, host_facing: int = 0) -> TableEntry:
+def port_config(port: int, trim: int, ecn: int, host_facing: int = 0, ecn_max: int | None = None) -> TableEntry:
     return TableEntry("MrcIngress.port_config", {"port": port}, "MrcIngress.set_port_config",
-                      {"trim_threshold": trim, "ecn_threshold": ecn, "host_facing": host_facing})
+                      {"trim_threshold": trim, "ecn_threshold": ecn, "host_facing": host_facing,
+                       "ecn_max_threshold": ecn if ecn_max is None else ecn_max})
 
 
 @pytest.fixture
@@ -164,6 +165,32 @@ def test_ecn_mark_sets_ce_only(tables):
     assert codec.decode(out).ecn == C.ECN_CE and codec.decode(out).dscp == C.DSCP_TRIMMABLE
     assert bytearray(out)[15] & 0xCF == frame[15] & 0xCF           # only the ECN bits changed
     assert out[:15] == frame[:15] and out[16:] == frame[16:]
+
+
+@pytest.mark.parametrize("depth, share", [(2, 0.0), (3, 0.25), (4, 0.5), (5, 0.75), (6, 1.0), (9, 1.0)])
+def test_ecn_ramp_marks_with_a_probability_rising_from_low_to_high_threshold(tables, depth, share):
+    tables.insert(route("fc00:1:1001::/48", 2))
+    tables.insert(port_config(2, trim=10, ecn=2, ecn_max=6))
+    p = Pipeline(tables, seed=3)
+    queued = [0] * 512
+    queued[2] = depth
+    frame = data_frame(ecn=C.ECN_ECT0)
+    n = 2000
+    marked = sum(codec.decode(p.process(frame, 1, queued)[1]).ecn == C.ECN_CE for _ in range(n))
+    assert abs(marked / n - share) < 0.05, (depth, marked)
+    assert p.counters.read("MrcIngress.ecn_marked", 2)[0] == marked
+
+
+def test_queue_depth_seen_counts_each_low_priority_packet_at_its_depth(tables):
+    tables.insert(route("fc00:1:1001::/48", 2))
+    tables.insert(port_config(2, trim=8, ecn=4))
+    p = Pipeline(tables)
+    queued = [0] * 512
+    for depth in (0, 3, 3, 40):
+        queued[2] = depth
+        p.process(data_frame(), 1, queued)
+    cells = p.counters.nonzero()["MrcIngress.queue_depth_seen"]
+    assert {cell: packets for cell, (packets, _) in cells.items()} == {64: 1, 67: 2, 95: 1}
 
 
 def test_control_packet_is_high_priority_and_untouched(tables):

@@ -70,7 +70,7 @@ def test_entries_written_are_read_back_and_forward(switch, client):
         TableEntry("MrcIngress.ecmp_member", {"group": 1, "index": 0}, "MrcIngress.forward", {"port": 3}),
         TableEntry("MrcIngress.ecmp_member", {"group": 1, "index": 1}, "MrcIngress.forward", {"port": 4}),
         TableEntry("MrcIngress.port_config", {"port": 2}, "MrcIngress.set_port_config",
-                   {"trim_threshold": 8, "ecn_threshold": 4, "host_facing": 1}),
+                   {"trim_threshold": 8, "ecn_threshold": 4, "host_facing": 1, "ecn_max_threshold": 4}),
         TableEntry("MrcIngress.port_fault", {"port": 4}, "MrcIngress.fault_drop_random", {"drop_ppm": 5000}),
     ]
     assert client.insert(entries) == len(entries)
@@ -145,7 +145,7 @@ def test_raw_requests_get_statuses_not_crashes(switch, client):
         # every counter, every index (counter_id 0, no index)
         cells = [e for r in stub.Read(p4runtime_pb2.ReadRequest(device_id=DEVICE, entities=[
             p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry())])) for e in r.entities]
-        assert len(cells) == 512 * len(got.config.p4info.counters)
+        assert len(cells) == sum(c.size for c in got.config.p4info.counters)
         # unsupported things: a status with a message
         with pytest.raises(grpc.RpcError) as err:
             list(stub.Read(p4runtime_pb2.ReadRequest(device_id=DEVICE, entities=[
@@ -186,7 +186,8 @@ def test_trimmed_counter_visible_over_p4runtime(switch, client):
     core, _, sent = switch
     client.insert([route("fc00:1:1001::/48", 2),
                    TableEntry("MrcIngress.port_config", {"port": 2}, "MrcIngress.set_port_config",
-                              {"trim_threshold": 0, "ecn_threshold": 0, "host_facing": 0})])
+                              {"trim_threshold": 0, "ecn_threshold": 0, "host_facing": 0,
+                               "ecn_max_threshold": 0})])
     core.receive(frame_to("fc00:1:1001::", payload=500), 1)
     assert len(sent[0][1]) == C.DATA_HEADERS_LEN
     assert client.read_counter("MrcIngress.trimmed", 2)[2].packets == 1

@@ -175,9 +175,9 @@ def test_port_config_and_queues_follow_the_links():
     s1 = R.compute_programs(topo)["s1"]
     config = {e.match["port"]: e.params for e in s1.entries_of(R.PORT_CONFIG)}
     assert config == {
-        1: {"trim_threshold": 6, "ecn_threshold": 2, "host_facing": 1},
-        2: {"trim_threshold": 6, "ecn_threshold": 2, "host_facing": 1},
-        3: {"trim_threshold": 6, "ecn_threshold": 2, "host_facing": 0},
+        1: {"trim_threshold": 6, "ecn_threshold": 2, "host_facing": 1, "ecn_max_threshold": 2},
+        2: {"trim_threshold": 6, "ecn_threshold": 2, "host_facing": 1, "ecn_max_threshold": 2},
+        3: {"trim_threshold": 6, "ecn_threshold": 2, "host_facing": 0, "ecn_max_threshold": 2},
     }
     assert all(e.action == R.SET_PORT_CONFIG for e in s1.entries_of(R.PORT_CONFIG))
     assert [(q.port, q.rate_bps, q.depth_pkts) for q in s1.queues] == [

@@ -19,7 +19,7 @@ def test_one_switch(capsys):
     assert "dst_usid_prefix=fc00:0:100::/48 [s1]  -> usid_shift()" in out
     assert "dst_addr=fc00:0:1001::/48 [h2-eth0]  -> ecmp_select(group=1, size=2)" in out
     assert "group=1 index=1  -> forward(port=3)" in out
-    assert "port=1 [h1]  -> set_port_config(trim_threshold=8, ecn_threshold=4, host_facing=1)" in out
+    assert "port=1 [h1]  -> set_port_config(trim_threshold=8, ecn_threshold=4, host_facing=1, ecn_max_threshold=4)" in out
     assert "port 3   rate 20 Mbit/s  depth 64 pkts  -> s5:1" in out
     assert "s2  device_id" not in out
 

@@ -23,6 +23,8 @@ def test_defaults_are_consistent():
     assert (link.rate_bps, link.queue_depth, link.trim_threshold, link.ecn_threshold) == (
         DEFAULT_RATE_BPS, DEFAULT_QUEUE_DEPTH, DEFAULT_TRIM_THRESHOLD, DEFAULT_ECN_THRESHOLD)
     assert DEFAULT_ECN_THRESHOLD <= DEFAULT_TRIM_THRESHOLD <= DEFAULT_QUEUE_DEPTH
+    assert link.ecn_max_threshold is None and link.ecn_ramp_top == link.ecn_threshold    # unset: a step
+    assert Link("h1", 0, "s1", 1, ecn_max_threshold=8).ecn_ramp_top == 8
 
 
 def test_queries():
@@ -65,6 +67,9 @@ def test_without_links():
     ([Link("h1", 0, "s1", 1, rate_bps=0)], "link", 0, "rate_bps = 0 must be positive"),
     ([Link("h1", 0, "s1", 1, ecn_threshold=9, trim_threshold=8)], "link", 0, "ecn_threshold = 9 exceeds"),
     ([Link("h1", 0, "s1", 1, trim_threshold=80)], "link", 0, "trim_threshold = 80 exceeds queue_depth"),
+    ([Link("h1", 0, "s1", 1, ecn_threshold=4, ecn_max_threshold=3)], "link", 0, "ecn_max_threshold = 3 is below"),
+    ([Link("h1", 0, "s1", 1, ecn_max_threshold=65)], "link", 0, "ecn_max_threshold = 65 exceeds queue_depth"),
+    ([Link("h1", 0, "s1", 1, ecn_max_threshold="8")], "link", 0, "ecn_max_threshold = '8' is not an integer"),
 ])
 def test_validate_names_the_bad_link(links, kind, index, message):
     with pytest.raises(TopologyError, match=message) as info:

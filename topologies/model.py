@@ -21,7 +21,7 @@ from topologies import addressing
 DEFAULT_RATE_BPS = 20_000_000      # 20 Mbit/s: ~2.5k pkt/s of 1 KB, forwardable by the Python model
 DEFAULT_QUEUE_DEPTH = 64           # packets; tail-drop above this
 DEFAULT_TRIM_THRESHOLD = 8         # packets queued (low priority) from which trimmable data is trimmed
-DEFAULT_ECN_THRESHOLD = 4          # packets queued from which ECT packets are marked CE
+DEFAULT_ECN_THRESHOLD = 4          # packets queued from which ECT packets may be marked CE
 
 # --- Switch tiers ----------------------------------------------------------------------------
 TIER_LEAF = 0     # leaf / edge / ToR: hosts attach here
@@ -75,7 +75,9 @@ class Link:
     """A full-duplex link between node `a` port `a_port` and node `b` port `b_port`.
 
     A host end's port is the plane (NIC) number; a switch end's port is its P4 port (from 1).
-    Queue depth and thresholds are in packets and apply to the egress queue at both ends.
+    Queue depth and thresholds are in packets and apply to the egress queue at both ends. ECN
+    marks with a probability that rises from 0 at `ecn_threshold` to 1 at `ecn_max_threshold`;
+    unset (None), the top is `ecn_threshold` itself: a step, every ECT packet marked from there.
     """
 
     a: str
@@ -86,6 +88,12 @@ class Link:
     queue_depth: int = DEFAULT_QUEUE_DEPTH
     trim_threshold: int = DEFAULT_TRIM_THRESHOLD
     ecn_threshold: int = DEFAULT_ECN_THRESHOLD
+    ecn_max_threshold: Optional[int] = None
+
+    @property
+    def ecn_ramp_top(self) -> int:
+        """The queue depth from which every ECT packet is marked (the P4 parameter ecn_max_threshold)."""
+        return self.ecn_threshold if self.ecn_max_threshold is None else self.ecn_max_threshold
 
     @property
     def label(self) -> str:
@@ -368,9 +376,10 @@ class Topology:
 
     @staticmethod
     def _validate_link_numbers(link: Link, fail) -> None:
-        for name in ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold"):
+        for name in ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold", "ecn_max_threshold"):
             value = getattr(link, name)
-            if not isinstance(value, int) or isinstance(value, bool):
+            if (not isinstance(value, int) or isinstance(value, bool)) and not (
+                    name == "ecn_max_threshold" and value is None):
                 fail(f"{name} = {value!r} is not an integer")
         if link.rate_bps <= 0:
             fail(f"rate_bps = {link.rate_bps} must be positive")
@@ -380,5 +389,9 @@ class Topology:
             fail(f"ecn_threshold = {link.ecn_threshold} must not be negative")
         if link.ecn_threshold > link.trim_threshold:
             fail(f"ecn_threshold = {link.ecn_threshold} exceeds trim_threshold = {link.trim_threshold}")
+        if link.ecn_ramp_top < link.ecn_threshold:
+            fail(f"ecn_max_threshold = {link.ecn_ramp_top} is below ecn_threshold = {link.ecn_threshold}")
+        if link.ecn_ramp_top > link.queue_depth:
+            fail(f"ecn_max_threshold = {link.ecn_ramp_top} exceeds queue_depth = {link.queue_depth}")
         if link.trim_threshold > link.queue_depth:
             fail(f"trim_threshold = {link.trim_threshold} exceeds queue_depth = {link.queue_depth}")

@@ -4,7 +4,8 @@ Two forms. A builder shortcut::
 
     builder: leafspine            # dumbbell | leafspine | fattree | multiplane
     params: {leaves: 4, spines: 2, hosts_per_leaf: 2}
-    defaults: {rate: 20Mbit, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4}   # optional
+    defaults: {rate: 20Mbit, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4,   # optional
+               ecn_max_threshold: 8}        # ECN ramp top; unset: a step at ecn_threshold
 
 or an explicit description::
 
@@ -31,7 +32,8 @@ from topologies import builders
 from topologies.model import TIER_NAMES, Host, Link, Switch, Topology, TopologyError
 
 LINK_FIELDS = {"rate": "rate_bps", "queue_depth": "queue_depth",
-               "trim_threshold": "trim_threshold", "ecn_threshold": "ecn_threshold"}
+               "trim_threshold": "trim_threshold", "ecn_threshold": "ecn_threshold",
+               "ecn_max_threshold": "ecn_max_threshold"}
 _RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(?:bit(?:/s)?|bps|b/s)?\s*", re.IGNORECASE)
 _RATE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _TIERS_BY_NAME = {name: tier for tier, name in TIER_NAMES.items()}
@@ -304,6 +306,7 @@ def dumps_topology(topo: Topology) -> str:
         "links": [{"a": l.a, "a_port": l.a_port, "b": l.b, "b_port": l.b_port,
                    "rate": format_rate(l.rate_bps), "queue_depth": l.queue_depth,
                    "trim_threshold": l.trim_threshold, "ecn_threshold": l.ecn_threshold}
+                  | ({} if l.ecn_max_threshold is None else {"ecn_max_threshold": l.ecn_max_threshold})
                   for l in topo.links],
     }
     return _FlowDumper.dump(document)

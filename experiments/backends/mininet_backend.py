@@ -30,7 +30,6 @@ from experiments import faults as F
 from experiments.backends.agent_jobs import agent_jobs
 from experiments.backends.agent_logs import Progress, read_results
 from experiments.calibration import LinkRate
-from experiments.metrics import RECOVERY_WINDOW_S
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
 from pipeline_contract.names import RX, TX
@@ -221,7 +220,7 @@ class MininetBackend:
                           f"{self.name}:{self.target}", scenario.seed, topo.name, len(topo.hosts),
                           variant.workload.kind, horizon=horizon,
                           sample_interval=budget.agent_sample_interval(case), notes=notes,
-                          recovery_window=max(RECOVERY_WINDOW_S, 2 * budget.message_time(case, topo)))
+                          recovery_window=budget.recovery_window(topo))
 
     @staticmethod
     def _follow(case: Case, topo: Topology, record: CaseRecord, agents, timers: FaultTimers,

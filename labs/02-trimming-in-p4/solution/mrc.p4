@@ -51,6 +51,8 @@ const bit<4>  IPV6_VERSION          = 6;
 const bit<32> NUM_PORTS             = 512;    /* size of every per-port counter and register */
 const bit<32> PPM_MAX               = 999999; /* uniform draw in [0, PPM_MAX] */
 const bit<32> DROP_ALWAYS_PPM       = 1000000;
+const bit<32> DEPTH_BUCKETS         = 32;     /* queue_depth_seen cells per port: depth 0..30, 31+ */
+const bit<32> DEPTH_BUCKET_LAST     = 31;
 
 /*************************************************************************
 *********************** H E A D E R S  ***********************************
@@ -128,6 +130,7 @@ struct metadata_t {
     bit<1>  port_configured;  /* port_config hit: trimming and marking enabled */
     bit<19> trim_threshold;
     bit<19> ecn_threshold;
+    bit<19> ecn_max_threshold;
     bit<1>  host_facing;
     bit<1>  queued_low;       /* counted in queued_low, released in egress */
 }
@@ -218,6 +221,9 @@ control MrcIngress(inout headers_t hdr,
     counter(NUM_PORTS, CounterType.packets_and_bytes) fault_drops;
     counter(NUM_PORTS, CounterType.packets_and_bytes) trimmed;
     counter(NUM_PORTS, CounterType.packets_and_bytes) ecn_marked;
+    /* Low-priority packets by the queue depth they saw at the trim/ECN decision:
+     * cell port * DEPTH_BUCKETS + min(depth, DEPTH_BUCKET_LAST). */
+    counter(NUM_PORTS * DEPTH_BUCKETS, CounterType.packets_and_bytes) queue_depth_seen;
 
     /* --- forwarding ---------------------------------------------------- */
 
@@ -276,10 +282,14 @@ control MrcIngress(inout headers_t hdr,
         meta.fault_drop_ppm = drop_ppm;
     }
 
-    action set_port_config(bit<19> trim_threshold, bit<19> ecn_threshold, bit<1> host_facing) {
+    /* ECN marks with a probability that rises from 0 at ecn_threshold to 1 at
+     * ecn_max_threshold (equal thresholds: a step). */
+    action set_port_config(bit<19> trim_threshold, bit<19> ecn_threshold, bit<1> host_facing,
+                           bit<19> ecn_max_threshold) {
         meta.port_configured = 1;
         meta.trim_threshold = trim_threshold;
         meta.ecn_threshold = ecn_threshold;
+        meta.ecn_max_threshold = ecn_max_threshold;
         meta.host_facing = host_facing;
     }
 
@@ -325,6 +335,11 @@ control MrcIngress(inout headers_t hdr,
     @hidden action mark_ecn() {
         hdr.ipv6.ecn = ECN_CE;
         ecn_marked.count((bit<32>) standard_metadata.egress_spec);
+    }
+
+    @hidden action count_depth_seen(bit<32> depth) {
+        bit<32> bucket = (depth < DEPTH_BUCKET_LAST) ? depth : DEPTH_BUCKET_LAST;
+        queue_depth_seen.count((bit<32>) standard_metadata.egress_spec * DEPTH_BUCKETS + bucket);
     }
 
     @hidden action enqueue_high() {
@@ -395,15 +410,31 @@ control MrcIngress(inout headers_t hdr,
 
         if (high_priority) {
             enqueue_high();
-        } else if (trimmable && meta.port_configured == 1
-                   && depth >= (bit<32>) meta.trim_threshold) {
-            trim();
         } else {
-            if (ect && meta.port_configured == 1 && meta.host_facing == 0
-                    && depth >= (bit<32>) meta.ecn_threshold) {
-                mark_ecn();
+            if (meta.port_configured == 1) {
+                count_depth_seen(depth);
             }
-            enqueue_low();
+            if (trimmable && meta.port_configured == 1
+                    && depth >= (bit<32>) meta.trim_threshold) {
+                trim();
+            } else {
+                /* ECN ramp: below ecn_threshold never, from ecn_max_threshold always,
+                 * in between with probability (depth - low) / (high - low). */
+                if (ect && meta.port_configured == 1 && meta.host_facing == 0
+                        && depth >= (bit<32>) meta.ecn_threshold) {
+                    if (depth >= (bit<32>) meta.ecn_max_threshold) {
+                        mark_ecn();
+                    } else {
+                        bit<32> span = (bit<32>) meta.ecn_max_threshold - (bit<32>) meta.ecn_threshold;
+                        bit<32> draw;
+                        random(draw, 32w0, span - 1);
+                        if (draw < depth - (bit<32>) meta.ecn_threshold) {
+                            mark_ecn();
+                        }
+                    }
+                }
+                enqueue_low();
+            }
         }
     }
 }

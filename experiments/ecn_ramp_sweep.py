@@ -1,0 +1,105 @@
+"""Choosing the ECN ramp: MRC's slowest flow over its ideal time, on netsim, for each pair
+(ecn_threshold, ecn_max_threshold), on the data-center cases where the marking decides the result.
+
+    .venv/bin/python -m experiments.ecn_ramp_sweep [--quick] [--out experiments/figures]
+
+Runs MRC on the `permutation`, `permutation, gray spine` and `incast` variants of
+experiments/datacenter.yaml with every link's ECN thresholds replaced by each pair of `PAIRS`
+(a pair with equal ends is a step), and writes `ecn-ramp-sweep.json` (every figure, with the run's
+conditions) and `ecn-ramp-sweep.png` (slowest/ideal per pair and case). The thresholds
+datacenter.yaml uses were chosen from this figure (its comments say which and why).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+
+from experiments import metrics
+from experiments.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+DATACENTER = ROOT / "experiments" / "datacenter.yaml"
+CASES = ("permutation", "permutation, gray spine", "incast")
+# (ecn_threshold, ecn_max_threshold) in packets; trimming stays at the scenario's 48 (about 1.7 BDP)
+PAIRS = ((8, 8), (16, 16), (24, 24), (32, 32), (4, 24), (8, 32), (12, 36), (16, 40), (20, 40), (8, 48), (12, 48),
+         (16, 48), (20, 48), (24, 48))
+
+
+def run_pair(pair: tuple[int, int], quick: bool, seed: int | None = None) -> dict[str, float | None]:
+    """{case label: MRC's slowest flow over ideal} with every link's ECN thresholds set to `pair`
+    (`seed`: the scenario's own when None)."""
+    from experiments.backends.netsim_backend import NetsimBackend
+    from experiments.backends.netsim_traffic import cable_delay
+    from experiments.budget import network_base_rtt
+    from experiments.workloads import variant_topology
+    scenario = load_scenario(DATACENTER, quick=quick, seed=seed)
+    out = {}
+    for case in scenario.cases():
+        if case.transport.mode != "mrc" or case.variant.label not in CASES:
+            continue
+        link = {**case.variant.link, "ecn_threshold": pair[0], "ecn_max_threshold": pair[1]}
+        case = dataclasses.replace(case, variant=dataclasses.replace(case.variant, link=link))
+        topo = variant_topology(case.variant)
+        record = NetsimBackend().run_case(case)
+        out[case.variant.label] = metrics.slowest_over_ideal(
+            record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+    return out
+
+
+def plot(results: dict[tuple[int, int], dict], path: Path, title: str) -> None:
+    """Grouped bars: slowest/ideal per ECN pair, one bar per case."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    pairs = list(results)
+    fig, ax = plt.subplots(figsize=(11, 4))
+    width = 0.8 / len(CASES)
+    for k, label in enumerate(CASES):
+        values = [results[p].get(label) or 0.0 for p in pairs]
+        ax.bar([i + k * width for i in range(len(pairs))], values, width, label=label)
+    ax.set_xticks([i + width * (len(CASES) - 1) / 2 for i in range(len(pairs))])
+    ax.set_xticklabels([f"step {a}" if a == b else f"ramp {a}..{b}" for a, b in pairs], rotation=30, fontsize=8)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_ylabel("MRC's slowest flow / ideal")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.ecn_ramp_sweep", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="datacenter.yaml's quick sizes (256 KB flows)")
+    parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "figures")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    load_start, began = os.getloadavg()[0], time.monotonic()
+    results = {}
+    for pair in PAIRS:
+        results[pair] = run_pair(pair, args.quick)
+        print(f"ECN {pair[0]:>2}..{pair[1]:<2}  " + "  ".join(
+            f"{label}: {v:.3f}x" if v is not None else f"{label}: never" for label, v in results[pair].items()),
+            flush=True)
+    conditions = {"date": datetime.now().isoformat(timespec="seconds"), "quick": args.quick,
+                  "wall_s": round(time.monotonic() - began, 1), "load_1min_start": round(load_start, 2),
+                  "load_1min_end": round(os.getloadavg()[0], 2), "backend": "netsim (deterministic)"}
+    data = {"conditions": conditions,
+            "results": [{"ecn_threshold": a, "ecn_max_threshold": b, **r} for (a, b), r in results.items()]}
+    (args.out / "ecn-ramp-sweep.json").write_text(json.dumps(data, indent=1))
+    size = "256 KB" if args.quick else "2 MB"
+    plot(results, args.out / "ecn-ramp-sweep.png",
+         f"ECN thresholds on datacenter.yaml (netsim, 4x4x4 leaf-spine, 100 Gbit/s, 1 us cables, 4 KB packets, "
+         f"{size} flows, trim at 48)")
+    print(f"written: {args.out / 'ecn-ramp-sweep.png'}, {args.out / 'ecn-ramp-sweep.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
