@@ -109,6 +109,7 @@ def test_a_broken_case_is_explained_on_bmv2():
     wrong_port, trim = reports
     assert "table MrcIngress.routing: hit" in wrong_port and "Action entry: MrcIngress.forward - 2," in wrong_port
     assert "port 3: expected 1 packets, got 0" in wrong_port and "sent out of port 2, 1106 bytes" in wrong_port
-    assert "actions: MrcIngress.forward, MrcIngress.set_port_config, MrcIngress.trim" in trim
+    assert ("actions: MrcIngress.forward, MrcIngress.set_port_config, MrcIngress.count_depth_seen, "
+            "MrcIngress.trim") in trim
     assert "priority 1 (high), truncated to DATA_HEADERS_LEN" in trim
     assert "MRCH.flags: 0 -> TRIMMED (expected -> actual)" in trim
