@@ -220,7 +220,7 @@ class MininetBackend:
                           f"{self.name}:{self.target}", scenario.seed, topo.name, len(topo.hosts),
                           variant.workload.kind, horizon=horizon,
                           sample_interval=budget.agent_sample_interval(case), notes=notes,
-                          recovery_window=budget.recovery_window(topo))
+                          recovery_window=budget.recovery_window(case, topo))
 
     @staticmethod
     def _follow(case: Case, topo: Topology, record: CaseRecord, agents, timers: FaultTimers,
