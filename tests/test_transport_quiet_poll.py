@@ -61,11 +61,13 @@ def test_passing_over_quiet_connections_changes_nothing(monkeypatch, kill_at, de
 
 
 def _quiet_endpoint():
-    """An endpoint with one connection, polled once with nothing to do: it is passed over after."""
+    """An endpoint with two connections (one alone is always polled), polled once with nothing to
+    do: the first is passed over after."""
     ep = Endpoint("h0", TransportConfig(keepalive_probes=False, **FAST))
     paths = [PathInfo(0, 0, bytes(15) + b"\x01", bytes(15) + b"\x02"),
              PathInfo(0, 0, bytes(15) + b"\x01", bytes(15) + b"\x03")]
     conn = ep.connect("h1", 5, 6, paths)
+    ep.connect("h2", 7, 8, [PathInfo(0, 0, bytes(15) + b"\x01", bytes(15) + b"\x04")])
     assert ep.poll(0.0) == []
     ep.next_wakeup()
     assert conn.quiet_until > 1e-3                 # nothing due: the next poll passes it over

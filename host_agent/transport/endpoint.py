@@ -315,9 +315,13 @@ class Endpoint:
         already past means: at once."""
         if self._urgent:
             return self._urgent_at
+        connections = self.connections
+        if len(connections) == 1:                   # one connection (an agent's usual case): it is
+            for c in connections.values():          # polled every time, no quiet time to work out
+                return c.next_wakeup()
         best = None
         version = self.nic.version
-        for c in self.connections.values():
+        for c in connections.values():
             if c.quiet_until == _NEVER:             # polled or touched since it was worked out
                 t = c.wakeup = c.next_wakeup()
                 c.wakeup_nic_version = version
