@@ -36,7 +36,7 @@ from controller.routes import compute_programs
 from pipeline_contract.client import CounterValue, P4RuntimeClient
 from pipeline_contract.entries import TableEntry
 from pipeline_contract.names import FAULT_DROP, FAULT_DROP_RANDOM, PORT_CONFIG, PORT_FAULT, TRIM_NEVER
-from testbed import nodes
+from testbed import nodes, realtime
 from testbed.capture import PcapCapture
 from testbed.processes import DEFAULT_GRACE_S, stop_process
 from testbed.registry import RunRegistry, leftovers, state_dir
@@ -82,6 +82,7 @@ class TestbedNetwork:
         self._port_faults: dict[tuple[str, int], TableEntry] = {}   # faults installed now
         # what each switch reported of its rate-limited queues when stop() ended it (model target)
         self.queue_service: dict[str, dict[int, dict]] = {}
+        self.control_priority = realtime.ControlPriority()   # this thread and the wire's shell, while up
 
     # --- bring-up -----------------------------------------------------------------------------
     def start(self) -> "TestbedNetwork":
@@ -114,6 +115,7 @@ class TestbedNetwork:
             raise BringUpError(f"bring-up of {self.topology.name} on {self.target} failed: {exc}") \
                 from exc
         self.bring_up_s = time.monotonic() - began
+        self.control_priority.raise_((self.wire.pid,))
         self.progress(f"network {self.topology.name} up on {self.target} in {self.bring_up_s:.2f} s")
         (self.run_dir / "bringup.json").write_text(json.dumps({
             "topology": self.topology.name, "target": self.target, "hosts": len(self.topology.hosts),
@@ -368,4 +370,5 @@ class TestbedNetwork:
                 self.sock_dir.rmdir()
             except OSError:
                 pass
+        self.control_priority.lower()
         return remaining
