@@ -38,11 +38,14 @@ MININET_FRAME_MAX = 1500 + 14   # bytes of an Ethernet frame a veth carries (MTU
 
 def transport_params(case: Case, topo: Topology, **extra) -> dict:
     """The transport configuration fields of a case's hosts: the hosts' line rate, the seed, the
-    scenario's payload size (`link.mtu_payload`), what the backend adds (`extra`), then the
-    scenario's own overrides."""
+    scenario's payload size (`link.mtu_payload`), timers no shorter than a few packets at that rate
+    (`sizing.for_line_rate`), what the backend adds (`extra`), then the scenario's own overrides."""
     mtu = case.variant.mtu_payload
     sized = {} if mtu is None else {"mtu_payload": mtu}
-    return {"line_rate_bps": float(topo.host_rate_bps()), "seed": case.scenario.seed, **sized, **extra,
+    rate = float(topo.host_rate_bps())
+    payload = case.transport.params.get("mtu_payload") or mtu or TransportConfig.mtu_payload
+    timers = sizing.for_line_rate(rate, payload) if rate > 0 else {}
+    return {"line_rate_bps": rate, "seed": case.scenario.seed, **sized, **timers, **extra,
             **case.transport.params}
 
 

@@ -3,13 +3,17 @@
 `TransportConfig`'s defaults suit a Mininet testbed (RTTs of about a millisecond). At data-center
 speed (100 Gbit/s, RTTs of about 10 µs) its absolute values (a 2 ms RTO floor, a 1 ms initial RTT,
 a 50 µs ACK delay, a 64-packet window) are wrong by orders of magnitude; `for_network` gives
-values that scale with the base RTT and the bandwidth-delay product instead. Whoever knows the
-network (an experiment backend) passes them to TransportConfig; explicit overrides win.
+values that scale with the base RTT and the bandwidth-delay product instead. At the other end,
+links slower than the 20 Mbit/s the defaults were tuned at (a calibrated Mininet rate of a few
+Mbit/s) make one packet's time on the wire as long as the 2 ms RTO floor; `for_line_rate` keeps
+the timers a few packet times long there. Whoever knows the network (an experiment backend) passes
+them to TransportConfig; explicit overrides win.
 """
 from __future__ import annotations
 
 import math
 
+from host_agent.transport.config import TransportConfig
 from host_agent.transport.timers import MAX_QP_TIMEOUT, QP_TIMEOUT_UNIT
 from wire.packets import DATA_OVERHEAD
 
@@ -23,6 +27,9 @@ OOO_WINDOW_CWNDS = 2.0        # out-of-order window, in largest windows (sprayed
 MPR_PSNS = 128                # the API sizes the out-of-order window in units of this many PSNs (`mpr`)
 BITMAP_PSNS = 64              # a window of at most this many PSNs fits one SACK bitmap: no `mpr` needed
 MIN_WINDOW_PKTS = 4
+RTO_MIN_PACKETS = 4           # the RTO floor spans at least this many full packets at the line rate
+INITIAL_RTT_PACKETS = 2       # the RTT assumed before any sample: at least this many packet times
+PACING_LAG_PACKETS = 2        # sending time a late poll may catch up on: at least this many packet times
 
 
 def base_rtt(hops: int, delay_s: float, rate_bps: float, mtu_payload: int, ack_bytes: int = 0) -> float:
@@ -78,4 +85,29 @@ def for_network(rate_bps: float, rtt_s: float, mtu_payload: int) -> dict:
         "init_cwnd_pkts": max(1, min(window, bdp)),
         "max_cwnd": window,
         "ooo_window": ooo_window_for(window),
+    }
+
+
+def packet_time(rate_bps: float, mtu_payload: int) -> float:
+    """Seconds a full data packet takes on a link of `rate_bps`."""
+    return (mtu_payload + DATA_OVERHEAD) * 8 / rate_bps
+
+
+def for_line_rate(rate_bps: float, mtu_payload: int) -> dict:
+    """TransportConfig timer fields no shorter than a few full packets' time at `rate_bps`: the RTO
+    floor (qp_timeout), the initial RTT and the pacing catch-up, with the probe period scaled as the
+    RTO floor is. Where packets are short against the defaults (20 Mbit/s and faster) they are the
+    defaults. Without it, at 4 Mbit/s (2.3 ms a 1 KB packet), the 2.1 ms floor timed out packets
+    still queued, and a coalesced SACK, which may wait at most half the floor, went for nearly
+    every data packet: about 7 % of each link's bytes."""
+    if rate_bps <= 0 or mtu_payload <= 0:
+        raise ValueError(f"for_line_rate: need rate_bps and mtu_payload > 0 (got {rate_bps}, {mtu_payload})")
+    defaults = TransportConfig()
+    packet_s = packet_time(rate_bps, mtu_payload)
+    qp_timeout = max(defaults.qp_timeout, qp_timeout_for(RTO_MIN_PACKETS * packet_s))
+    return {
+        "qp_timeout": qp_timeout,
+        "initial_rtt": max(defaults.initial_rtt, INITIAL_RTT_PACKETS * packet_s),
+        "probe_interval": defaults.probe_interval * (1 << (qp_timeout - defaults.qp_timeout)),
+        "pacing_max_lag": max(defaults.pacing_max_lag, PACING_LAG_PACKETS * packet_s),
     }
