@@ -14,6 +14,7 @@ import os
 import select
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -40,6 +41,9 @@ class SwitchCore:
         self.seed = seed
         self.clock = clock
         self.queues = EgressQueues()
+        # frames being serialised on a rate-limited port: port -> deque of (when the last bit is out,
+        # frame, priority); a frame leaves then, as on a store-and-forward link
+        self.on_wire: dict[int, deque] = {}
         self.p4info: Optional[p4info_pb2.P4Info] = None
         self.index: Optional[P4InfoIndex] = None
         self.tables: Optional[TableStore] = None
@@ -76,16 +80,30 @@ class SwitchCore:
             now = self.clock()
             if q.next_time <= now:
                 q.charge(len(out), now)
-                self._send(pipeline, port, out, priority)
+                if q.rate_bps:
+                    self._serialise(port, q.next_time, out, priority)
+                else:
+                    self._send(pipeline, port, out, priority)
                 return
         if not q.enqueue(out, priority):
             pipeline.count_queue_drop(port, len(out))
 
+    def _serialise(self, port: int, done_at: float, frame: bytes, priority: int) -> None:
+        """Put a frame on the wire of a port limited by a bit rate (a link's speed): it leaves at
+        `done_at`, when its last bit is out. A port limited only in packets/s (BMv2's kind of
+        rate, the conformance suite's hold) paces departures and sends each frame at once."""
+        line = self.on_wire.get(port)
+        if line is None:
+            line = self.on_wire[port] = deque()
+        line.append((done_at, frame, priority))
+
     def drain(self) -> Optional[float]:
         """Send every frame whose time has come; return when the next one is due (None: nothing waits).
 
-        The clock is read once, when the first queue holding frames is met: a frame that falls due
-        while others are being sent waits for the next call (the event loop makes it at once)."""
+        A frame leaves a port limited by a bit rate once its serialisation is over (it starts when the
+        queue's pacing clock lets it). The clock is read once, when the first frame waiting is met: a frame
+        that falls due while others are being sent waits for the next call (the event loop makes it
+        at once)."""
         pipeline = self.pipeline
         next_due = None
         now = None
@@ -104,8 +122,24 @@ class SwitchCore:
                         next_due = due
                     break
                 priority, frame = q.dequeue(now)
-                if pipeline is not None:
+                if q.rate_bps:
+                    self._serialise(port, q.next_time, frame, priority)
+                elif pipeline is not None:
                     self._send(pipeline, port, frame, priority)
+        if self.on_wire:
+            if now is None:
+                now = self.clock()
+            for port in list(self.on_wire):
+                line = self.on_wire[port]
+                while line and line[0][0] <= now:
+                    _, frame, priority = line.popleft()
+                    if pipeline is not None:
+                        self._send(pipeline, port, frame, priority)
+                if line:
+                    if next_due is None or line[0][0] < next_due:
+                        next_due = line[0][0]
+                else:
+                    del self.on_wire[port]
         return next_due
 
     def _send(self, pipeline: Pipeline, port: int, frame: bytes, priority: int) -> None:

@@ -283,7 +283,7 @@ def test_switch_core_paces_a_rate_limited_port_and_counts_tail_drops():
     frame = data_frame(payload=64)
     for _ in range(6):
         core.receive(frame, 1)
-    assert len(sent) == 1                                          # first goes at once, 3 wait, 2 dropped
+    assert len(sent) == 1              # packets/s only: the first goes at once, 3 wait, 2 dropped
     assert core.pipeline.counters.read("queue_drops", 2)[0] == 2
     times = []
     while (due := core.drain()) is not None:
@@ -291,6 +291,32 @@ def test_switch_core_paces_a_rate_limited_port_and_counts_tail_drops():
         times.append(due)
     assert [t for t, _ in sent] == pytest.approx([0.0, 0.01, 0.02, 0.03])
     assert core.pipeline.counters.read("MrcEgress.tx", 2)[0] == 4
+
+
+def test_a_frame_leaves_a_rate_limited_port_when_its_last_bit_is_out():
+    """Store and forward: a lone frame on an idle port takes its serialisation time, as on a real link
+    (without it, a model fabric's RTT left out every hop's time on the wire)."""
+    now = [5.0]
+    sent = []
+    core = SwitchCore(lambda port, frame, prio: sent.append((now[0], len(frame))) or True, load_p4info(),
+                      clock=lambda: now[0])
+    core.tables.insert(route("fc00:1:1001::/48", 2))
+    core.queues.configure(2, rate_bps=8_000_000)
+    frame = data_frame(payload=1000)
+    wire_s = len(frame) * 8 / 8_000_000
+    core.receive(frame, 1)
+    assert sent == [] and core.drain() == pytest.approx(5.0 + wire_s)
+    now[0] = 5.0 + wire_s / 2
+    assert core.drain() == pytest.approx(5.0 + wire_s) and sent == []
+    now[0] = 5.0 + wire_s
+    assert core.drain() is None
+    assert sent == [(pytest.approx(5.0 + wire_s), len(frame))]
+    assert core.queues.low_lengths[2] == 0           # on the wire, not in the queue the pipeline sees
+    core.receive(frame, 1)
+    core.receive(frame, 1)                           # back to back: one serialisation apart
+    while (due := core.drain()) is not None:
+        now[0] = due
+    assert [t for t, _ in sent[1:]] == pytest.approx([5.0 + 2 * wire_s, 5.0 + 3 * wire_s])
 
 
 def test_rate_holds_when_the_loop_wakes_up_only_every_millisecond():
