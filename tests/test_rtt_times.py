@@ -72,3 +72,25 @@ def test_a_netsim_run_records_its_base_rtt():
     assert 4 * 1024 * 8 / 20e6 < record.base_rtt < record.completion_time
     summary = metrics.summarise(record)
     assert summary["completion_rtts"] == pytest.approx(record.completion_time / record.base_rtt)
+
+
+def test_a_short_packet_gives_no_base_rtt_sample():
+    from host_agent.transport.congestion import RttEstimator
+    rtt = RttEstimator(TransportConfig())
+    rtt.sent_short(1000)
+    rtt.sample_echo(0.001, 1000)                        # an 8-byte message's quick round trip
+    assert rtt.min_rtt == float("inf") and rtt.samples == 1
+    rtt.sample_echo(0.004, 2000)                        # a full packet's
+    assert rtt.min_rtt == 0.004
+
+
+def test_the_base_rtt_of_an_all_reduce_is_a_full_packets():
+    """Ring neighbours under one switch at 2 Mbit/s: a full packet crosses two links (4.5 ms each);
+    the all-reduce's 8-byte messages came back in 7.4 ms and were taken as the base RTT."""
+    scenario = parse_scenario({"name": "rtt", "topology": "fattree:4", "horizon_s": 20.0,
+                               "link": {"rate_bps": 2_000_000},
+                               "workload": {"kind": "allreduce", "bytes": 32768, "chunk_bytes": 16384},
+                               "transports": [{"name": "MRC", "mode": "mrc"}]})
+    record = NetsimBackend().run_case(scenario.cases()[0], lambda f: None)
+    assert record.completed
+    assert record.base_rtt >= 2 * 1130 * 8 / 2e6

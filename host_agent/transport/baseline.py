@@ -162,10 +162,13 @@ class BaselineSender:
             self.emit(E.Retransmitted(now, self.ident, to_wire(seg.seq, self.cfg.initial_psn), cause, ev.value,
                                       ev.value))
         msg = seg.msg
+        tsval = ts_now(now)
+        if seg.length < self.cfg.mtu_payload:
+            self.rtt.sent_short(tsval)
         return path.nic, DataPacket(
             src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp,
             psn=to_wire(seg.seq, self.cfg.initial_psn), va=seg.offset, rkey=self.ident.remote_qp,
-            length=seg.length, msg_id=msg.msg_id, msg_len=msg.length, tsval=ts_now(now),
+            length=seg.length, msg_id=msg.msg_id, msg_len=msg.length, tsval=tsval,
             payload=seg.payload(), flags=C.MRCH_FLAG_RETX if retx else 0, dscp=C.DSCP_NO_TRIM,
             ecn=C.ECN_ECT0, ack_req=seg.seq == self.high_seq - 1 and not self.pending)
 
@@ -192,7 +195,7 @@ class BaselineSender:
         cum = from_wire(sack.cum_psn, self.cfg.initial_psn, self.cum_acked)
         acked = self._advance(now, cum)
         rtt = ts_age(now, sack.ts_echo)
-        self.rtt.sample(rtt)
+        self.rtt.sample_echo(rtt, sack.ts_echo)
         self.cc.on_ack(now, acked, sack.ecn_echo, rtt)
 
     def on_nack(self, now: float, nack: Nack) -> None:

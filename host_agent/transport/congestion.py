@@ -17,9 +17,12 @@ at pacing_gain x cwnd / srtt. docs/transport.md gives the formulas and the param
 """
 from __future__ import annotations
 
+from collections import deque
+
 from host_agent.transport.config import TransportConfig
 
 TARGET_DELAY_BASE_FRACTION = 0.3   # target_delay = 0: this fraction of the base RTT (docs: why not 0.75)
+SHORT_SENT_KEPT = 256              # timestamps of short data packets remembered (the newest)
 
 
 class RttEstimator:
@@ -33,6 +36,20 @@ class RttEstimator:
         self.samples = 0
         self.rto_scale = 1.0          # > 1 after spurious timeouts, decays back with samples
         self.rto = self._compute_rto()
+        self._short_sent: deque[int] = deque(maxlen=SHORT_SENT_KEPT)   # timestamps of short data packets
+
+    def sent_short(self, tsval: int) -> None:
+        """Note a data packet shorter than full size sent with timestamp `tsval` (a small message,
+        a message's last piece): the SACK that echoes it gives no base RTT sample."""
+        self._short_sent.append(tsval)
+
+    def sample_echo(self, rtt: float, ts_echo: int) -> None:
+        """Fold in the RTT of the data packet a SACK echoes (its timestamp `ts_echo`): a base RTT
+        sample only when that packet was full size. An all-reduce's 8-byte messages crossed a
+        2 Mbit/s fabric in 7.4 ms where a full packet needs 9.8: taken as the base, the queueing
+        delay of every full packet looked 2.4 ms longer than it was."""
+        short = self._short_sent
+        self.sample(rtt, full_size=not short or ts_echo not in short)
 
     def sample(self, rtt: float, full_size: bool = True) -> None:
         """Fold in one RTT sample (seconds).

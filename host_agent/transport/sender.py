@@ -353,11 +353,14 @@ class MrcSender:
                                       self.rtt.srtt, self.rtt.rto))
         msg = seg.msg
         offset = seg.offset
+        tsval = int(now * 1e6) & 0xFFFFFFFF
+        if seg.length < self.cfg.mtu_payload:
+            self.rtt.sent_short(tsval)
         # positional: DataPacket(src, dst, ev, qp, psn, va, rkey, length, msg_id, msg_len, tsval,
         #                        payload, flags, dscp, ecn, ack_req)
         remote_qp = self.ident.remote_qp
         pkt = DataPacket(path.src, path.dst, ev.value, remote_qp, psn, offset, remote_qp,
-                         seg.length, msg.msg_id, msg.length, int(now * 1e6) & 0xFFFFFFFF,
+                         seg.length, msg.msg_id, msg.length, tsval,
                          msg.data[offset:offset + seg.length], flags, dscp, C.ECN_ECT0,
                          seg.seq == self.next_seq - 1 and not self.pending)
         return path.nic, pkt
@@ -462,7 +465,7 @@ class MrcSender:
                 self._declare_lost(lost, now)
             if acked:                                 # the tail probe waits from the latest progress
                 detector.probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
-        self.rtt.sample(rtt)
+        self.rtt.sample_echo(rtt, sack.ts_echo)
         ev = self.evset.get(sack.ev_echo)
         ecn = sack.ecn_echo
         if ecn:
