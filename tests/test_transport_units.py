@@ -401,7 +401,7 @@ def test_base_rtt_comes_from_data_packets_only():
     cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6})
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths())
-    ep.send_message(conn, bytes(1000))
+    ep.send_message(conn, bytes(cfg.mtu_payload))              # one full packet
     (_, first), = ep.poll(0.0)
     ep.receive(40e-6, 0, _sack(1, 0, first))                     # a data round trip: 40 us
     assert conn.rtt.base_rtt == pytest.approx(40e-6)
@@ -409,7 +409,7 @@ def test_base_rtt_comes_from_data_packets_only():
     probe = conn.prober._probe(50e-6, conn.evset.home_evs()[0], "reinstate")
     ep.receive(55e-6, 0, ProbeReply(src=bytes(16), dst=bytes(16), ev=9, qp=1, probe_id=probe[1].probe_id,
                                     ev_echo=probe[1].ev, ts_echo=probe[1].tsval))
-    ep.send_message(conn, bytes(1000))
+    ep.send_message(conn, bytes(cfg.mtu_payload))
     (_, second), = ep.poll(60e-6)
     ep.receive(64e-6, 0, Nack(src=bytes(16), dst=bytes(16), ev=9, qp=1, psn=1, cum_psn=1, reason=C.NACK_TRIMMED,
                               ev_echo=second.ev, ts_echo=second.tsval))
