@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"topology of the measuring all-reduce (default: {rate_search.TOPOLOGY})")
     parser.add_argument("--start-mbps", type=float, default=rate_search.START_BPS / 1e6,
                         help=f"first rate tried, Mbit/s (default: {rate_search.START_BPS / 1e6:g}); "
-                             "doubled while faithful, halved until faithful")
+                             "doubled while faithful, halved until faithful, then one try between")
     parser.add_argument("--margin", type=float, default=calibration.MARGIN,
                         help=f"share of the fastest faithful rate recorded (default: {calibration.MARGIN:g})")
     parser.add_argument("--show", action="store_true", help="print the calibration file's records and exit")

@@ -2,7 +2,7 @@
 
 `find_rate` doubles the rate from a start while a measurement at it is good (judged faithful by
 the fidelity monitor, completed, and with goodput at GOOD_SHARE of the link bound or more), or
-halves it until one is; it only needs a function that measures one rate, so the search is tested
+halves it until one is, then tries once between the last good rate and its double; it only needs a function that measures one rate, so the search is tested
 without Mininet. `measure_allreduce` is that function on the Mininet backend: an all-reduce on a
 leaf-spine sized to last about MEASURE_S at the link rate. `calibrate` runs the search and makes
 the record (experiments/calibration.py) at MARGIN of the fastest good rate.
@@ -21,6 +21,8 @@ from experiments.scenario import Case, parse_scenario
 START_BPS = 5_000_000            # the first rate tried
 CEILING_BPS = 1_000_000_000      # never tried above this
 FLOOR_BPS = 500_000              # never tried below this
+REFINE_STEP = 2 ** 0.5           # the one try between a good rate and its double that was not
+RATE_GRAIN_BPS = 10_000          # rates tried are whole multiples of this
 GOOD_SHARE = 0.5                 # goodput (link bound over completion time) a good rate reaches
 MEASURE_S = 1.0                  # an all-reduce lasts about this long at the link bound
 TOPOLOGY = "leafspine:4x2x2"     # 4 leaves, 2 spines, 2 hosts per leaf: 8 hosts
@@ -72,7 +74,8 @@ Measure = Callable[[int], Measurement]
 def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = CEILING_BPS,
               floor_bps: int = FLOOR_BPS, progress: Callable[[str], None] = lambda line: None) -> SearchResult:
     """Double the rate from `start_bps` while measurements are good (up to `ceiling_bps`); when the
-    start is not good, halve it until one is (down to `floor_bps`)."""
+    start is not good, halve it until one is (down to `floor_bps`). Between the fastest good rate
+    and its double that was not good, try once the rate sqrt(2) times the good one."""
     tried: list[Measurement] = []
 
     def at(rate: int) -> Measurement:
@@ -82,6 +85,12 @@ def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = C
         progress(m.describe())
         return m
 
+    def between(best: Measurement) -> Measurement:
+        """The better of `best` and the rate halfway (geometrically) to the double that was not good."""
+        middle = int(round(best.rate_bps * REFINE_STEP / RATE_GRAIN_BPS)) * RATE_GRAIN_BPS
+        m = at(middle)
+        return m if m.good else best
+
     first = at(start_bps)
     if first.good:
         best, rate = first, start_bps
@@ -89,7 +98,7 @@ def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = C
             rate *= 2
             m = at(rate)
             if not m.good:
-                break
+                return SearchResult(between(best), tried)
             best = m
         return SearchResult(best, tried)
     rate = start_bps
@@ -97,7 +106,7 @@ def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = C
         rate //= 2
         m = at(rate)
         if m.good:
-            return SearchResult(m, tried)
+            return SearchResult(between(m), tried)
     return SearchResult(None, tried)
 
 

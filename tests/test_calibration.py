@@ -30,15 +30,21 @@ def test_calibration_chooses_a_lower_rate_for_a_slower_target():
     assert fast.faithful_rate_bps == 40_000_000 and slow.faithful_rate_bps == 10_000_000
     assert slow.rate_bps < fast.rate_bps
     assert fast.rate_bps == int(40_000_000 * calibration.MARGIN)
-    assert [m["rate_bps"] for m in fast.measurements] == [5e6, 10e6, 20e6, 40e6, 80e6]
+    assert [m["rate_bps"] for m in fast.measurements] == [5e6, 10e6, 20e6, 40e6, 80e6, 56.57e6]
     assert set(fast.conditions) == {"load_1min_start", "load_1min_end"}
+
+
+def test_the_search_tries_once_between_a_good_rate_and_its_double():
+    result = find_rate(fake_target(7.5e6), start_bps=5_000_000)
+    assert [m.rate_bps for m in result.tried] == [5_000_000, 10_000_000, 7_070_000]
+    assert result.best.rate_bps == 7_070_000
 
 
 def test_a_target_too_slow_for_the_start_rate_is_searched_downwards():
     calls = []
     result = find_rate(fake_target(1.5e6, calls), start_bps=8_000_000)
-    assert calls == [8_000_000, 4_000_000, 2_000_000, 1_000_000]
-    assert result.best.rate_bps == 1_000_000
+    assert calls == [8_000_000, 4_000_000, 2_000_000, 1_000_000, 1_410_000]
+    assert result.best.rate_bps == 1_410_000
 
 
 def test_a_rate_with_poor_goodput_is_not_good_even_when_faithful():
