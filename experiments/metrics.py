@@ -13,8 +13,10 @@ Definitions (the same for every backend):
   failure that takes capacity away can keep a transport below that mark for good while it still
   delivers at what is left: the longest delivery gap tells those apart from a stall.
 - longest delivery gap: the longest time, from the first failure until the work was done (or the
-  run ended), during which no receiver got a new byte. It is measured in sampling intervals, so
-  it is a multiple of them; a stall until a control plane reroutes shows up here.
+  run ended), during which no receiver got a new byte; a stall until a control plane reroutes shows
+  up here. Where the record has its receivers' delivery times (`deliveries`: Mininet agents note
+  the first and last receive of each sample interval that brought new bytes) a gap longer than a
+  sample interval is measured to the packet; otherwise in whole sampling intervals.
 - EVs retired: EV transitions to ASSUMED_BAD (each one, including EVs retired again after a probe
   reinstated them).
 - retransmissions by cause: trim (trim NACK), timeout, nack (baseline go-back-N).
@@ -104,7 +106,8 @@ def slowest_over_ideal(record: CaseRecord, rate_bps: float, base_rtt: float) -> 
 
 
 def longest_delivery_gap(record: CaseRecord) -> Optional[float]:
-    """Seconds of the longest run of samples after the first failure with no new byte delivered.
+    """Seconds of the longest time after the first failure with no new byte delivered: between
+    the record's delivery times when it has them, else the longest run of samples without.
 
     None without a failure or samples. Runs from the failure to the completion, or to the end of
     the run when the work never completed: then a gap still open at the end counts up to it."""
@@ -112,6 +115,8 @@ def longest_delivery_gap(record: CaseRecord) -> Optional[float]:
     if t_fail is None or not record.samples:
         return None
     end_of_work = record.completion_time if record.completion_time is not None else record.end
+    if record.deliveries:
+        return _gap_between_deliveries(record.deliveries, t_fail, end_of_work, record.completion_time is None)
     longest, last_delivery, delivered, previous = 0.0, t_fail, None, t_fail
     for t, per_flow in record.samples:
         total = sum(per_flow)
@@ -126,6 +131,23 @@ def longest_delivery_gap(record: CaseRecord) -> Optional[float]:
         previous = t
     if record.completion_time is None:
         longest = max(longest, end_of_work - last_delivery)
+    return max(0.0, longest)
+
+
+def _gap_between_deliveries(deliveries: list, t_fail: float, end: float, open_end: bool) -> float:
+    """The longest time in [t_fail, end] between deliveries, from spans [first, last] of
+    deliveries (a span's inside counts as delivering); to `end` as well when `open_end`."""
+    longest, last = 0.0, t_fail
+    for first, final in sorted(deliveries):
+        if final < t_fail:
+            continue
+        if first > end:
+            break
+        if first > last:
+            longest = max(longest, first - last)
+        last = max(last, final)
+    if open_end:
+        longest = max(longest, end - last)
     return max(0.0, longest)
 
 

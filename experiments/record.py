@@ -66,6 +66,8 @@ class CaseRecord:
     sample_interval: float = 0.01
     recovery_window: float = 0.02          # averaging window of the time-to-recover metric (s)
     samples: list = field(default_factory=list)        # [t, [cumulative bytes per flow]]
+    deliveries: list = field(default_factory=list)     # [first, last]: a receiver's first and last
+    # delivery of new bytes within one of its sample intervals (s), when the backend knows them
     flows: list = field(default_factory=list)          # FlowRecord
     links: list = field(default_factory=list)          # LinkRecord (fabric links)
     faults: list = field(default_factory=list)         # FaultEvent

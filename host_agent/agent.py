@@ -69,6 +69,7 @@ class Agent:
         self.kernel_quiet: dict[str, bool] = {}
         self._stop_signal: int | None = None
         self.loop_counts = (0, 0)             # (loop iterations, of which slept), as of the last idle one
+        self._sampler: _GoodputSampler | None = None   # the goodput records, while the loop runs
         self.lateness = WakeupLateness()       # timer wake-ups against the time the transport asked for
         self._cpu_at_start = 0.0
         self.run_cpu: float | None = None      # CPU seconds from the workload's start to its end
@@ -184,7 +185,7 @@ class Agent:
         start = max(now, self.job.start_at - self._wall0)
         started = False
         deadline = start + self.job.timeout
-        sampler = _GoodputSampler(self, now)
+        sampler = self._sampler = _GoodputSampler(self, now)
         finished_at = None
         iterations = sleeps = 0
         drain = endpoint.drain_events
@@ -296,6 +297,8 @@ class Agent:
                 if self.counters["rx_rejected"] <= MAX_MALFORMED_RECORDS:
                     self.events.write(self.wall(now), "rejected", nic=nic.ifname, reason=str(bad),
                                       packet=type(pkt).__name__)
+        if taken and self._sampler is not None:
+            self._sampler.note_receive(now)
         return taken
 
     def result(self):
@@ -363,7 +366,9 @@ class Agent:
 
 
 class _GoodputSampler:
-    """Goodput records every `goodput_interval`; also drains transport events and flushes the log."""
+    """Goodput records every `goodput_interval`, each with the times of the interval's first and
+    last delivery of new payload bytes (`rx_first`, `rx_last`: a gap in delivery is then known to
+    the packet, not to the interval); also drains transport events and flushes the log."""
 
     def __init__(self, agent: Agent, now: float) -> None:
         self.agent = agent
@@ -371,16 +376,35 @@ class _GoodputSampler:
         self.next_at = now + self.every
         self.last_at = self.last_flush = now
         self.last_rx = self.last_rx_msg = self.last_tx = 0
+        self.seen_rx = 0                   # payload bytes received as of the latest receive
+        self.first_rx_at = self.last_rx_at = None
+
+    def received(self) -> int:
+        """Payload bytes (first copies) received so far on every connection."""
+        return sum(c.stats["payload_bytes_received"] for c in self.agent.endpoint.connections.values())
+
+    def note_receive(self, now: float) -> None:
+        """After frames were received at `now`: note it as a delivery when they brought new payload."""
+        rx = self.received()
+        if rx != self.seen_rx:
+            self.seen_rx = rx
+            if self.first_rx_at is None:
+                self.first_rx_at = now
+            self.last_rx_at = now
 
     def sample(self, now: float) -> None:
         agent = self.agent
-        rx = sum(c.stats["payload_bytes_received"] for c in agent.endpoint.connections.values())
+        rx = self.received()
         rx_msg, tx = agent.messenger.rx_bytes, agent.messenger.tx_acked_bytes
         interval = now - self.last_at
+        spans = {}
+        if self.first_rx_at is not None:
+            spans = {"rx_first": agent.wall(self.first_rx_at), "rx_last": agent.wall(self.last_rx_at)}
         agent.events.write(agent.wall(now), "goodput", interval=interval,
                            rx_bytes=rx - self.last_rx, rx_msg_bytes=rx_msg - self.last_rx_msg,
                            tx_bytes=tx - self.last_tx, rx_bps=8 * (rx - self.last_rx) / interval,
-                           tx_bps=8 * (tx - self.last_tx) / interval)
+                           tx_bps=8 * (tx - self.last_tx) / interval, **spans)
+        self.first_rx_at = self.last_rx_at = None
         self.last_rx, self.last_rx_msg, self.last_tx, self.last_at = rx, rx_msg, tx, now
         self.next_at = now + self.every
         agent._log_transport_events()

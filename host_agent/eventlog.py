@@ -9,7 +9,9 @@ Every record has `t` (UNIX time in seconds, float, so that logs of several agent
   with their fields (`retransmit` has `cause`; the last two follow control-socket requests).
 - `goodput`: every `goodput_interval`: `interval` (s); `rx_bytes`: payload bytes the transport
   placed (first copies, packet by packet); `rx_msg_bytes`: bytes of whole messages delivered;
-  `tx_bytes`: bytes of own messages fully acknowledged; `rx_bps`/`tx_bps` from rx_bytes/tx_bytes.
+  `tx_bytes`: bytes of own messages fully acknowledged; `rx_bps`/`tx_bps` from rx_bytes/tx_bytes;
+  `rx_first`/`rx_last` (UNIX time, only when rx_bytes > 0): the interval's first and last receive
+  that brought new payload.
 - `counters`: frames sent/received, malformed and stray frames dropped, retransmissions by cause.
 - `result`: the collective's CollectiveResult fields, plus `cpu_s` (agent CPU seconds from the
   workload's start to its end), and `error` when a connection failed (a packet ran out of its

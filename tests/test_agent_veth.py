@@ -169,7 +169,7 @@ def test_two_agents_complete_bit_exact_over_veth(tmp_path, veth, mode, workload)
     for rank, proc in enumerate(procs):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, f"agent {rank} exited {proc.returncode}: {err}"
-    rtts = []
+    rtts, delivered = [], 0
     for rank in (0, 1):
         log = tmp_path / f"h{rank}.jsonl"
         records = records_of(log)
@@ -191,6 +191,11 @@ def test_two_agents_complete_bit_exact_over_veth(tmp_path, veth, mode, workload)
         assert [s["t"] for s in samples] == sorted(s["t"] for s in samples)
         moved = sum(s["rx_bytes"] + s["tx_bytes"] for s in samples)
         assert moved >= expected_bytes
+        received = [s for s in samples if s["rx_bytes"]]
+        delivered += len(received)
+        assert all(s["t"] - s["interval"] - 0.001 <= s["rx_first"] <= s["rx_last"] <= s["t"]
+                   for s in received)                          # the interval's deliveries, in it
+        assert all("rx_first" not in s for s in samples if not s["rx_bytes"])
         (counters,) = records_of(log, "counters")
         assert counters["agent"].get("rx_malformed", 0) == 0
         rtts.append(counters["min_rtt_s"])                      # None: this agent sent no data
@@ -198,6 +203,7 @@ def test_two_agents_complete_bit_exact_over_veth(tmp_path, veth, mode, workload)
         assert veth.run(rank, "cat", f"/proc/sys/net/ipv6/conf/{veth.ifs[rank]}/disable_ipv6").strip() == "1"
     assert all(0 < rtt < 1.0 for rtt in rtts if rtt is not None)      # the base RTT each sender measured
     assert rtts[0] is not None                                          # rank 0 sends in every workload
+    assert delivered > 0
 
 
 def test_baseline_agents_with_several_qps_use_them_all(tmp_path, veth):
@@ -225,7 +231,7 @@ def test_two_plane_agents_spray_over_both_nics(tmp_path, veth2):
     for rank, proc in enumerate(procs):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, f"agent {rank} exited {proc.returncode}: {err}"
-    rtts = []
+    rtts, delivered = [], 0
     for rank in (0, 1):
         log = tmp_path / f"h{rank}.jsonl"
         (result,) = records_of(log, "result")

@@ -353,3 +353,42 @@ def test_link_keys_the_topology_refuses_are_a_scenario_error_naming_link(tmp_pat
                     "workload: {kind: allreduce, bytes: 65536}\ntransports: [{name: MRC, mode: mrc}]\n")
     with pytest.raises(ScenarioError, match="link: .*ecn_threshold = 24 exceeds trim_threshold = 8"):
         load_scenario(path)
+
+
+def test_with_delivery_times_the_longest_gap_is_measured_to_the_packet():
+    """Samples every 5 ms, deliveries known: a 12.3 ms outage reads 12.3 ms, not a multiple of 5."""
+    from experiments.record import CaseRecord, FaultEvent
+    rec = CaseRecord("s", "v", "t", "mrc", "mininet", 0, "topo", 2, "allreduce", sample_interval=0.005)
+    rec.samples = [[k * 0.005, [k * 1000]] for k in range(40)]
+    rec.faults = [FaultEvent(0.05, "link down", "s1-s3", True)]
+    rec.completion_time = rec.end = 0.2
+    rec.deliveries = [[0.0401, 0.0449], [0.0451, 0.0512], [0.0635, 0.0649], [0.065, 0.0699],
+                      [0.0701, 0.0748], [0.16, 0.19]]     # nothing 51.2 -> 63.5 ms and 74.8 -> 160 ms
+    assert metrics.longest_delivery_gap(rec) == pytest.approx(0.0852)
+    rec.deliveries = rec.deliveries[:-1]
+    rec.completion_time, rec.end = None, 0.2                     # never done: open to the end
+    assert metrics.longest_delivery_gap(rec) == pytest.approx(0.2 - 0.0748)
+    rec.deliveries = [[0.0401, 0.0512], [0.0635, 0.07]]
+    rec.completion_time = rec.end = 0.07
+    assert metrics.longest_delivery_gap(rec) == pytest.approx(0.0123)
+
+
+def test_agent_goodput_records_give_the_delivery_times(tmp_path):
+    import json
+    from experiments.backends.agent_logs import _goodput
+    from experiments.record import CaseRecord, FlowRecord
+    from experiments.backends.agent_jobs import FlowLog
+    log = tmp_path / "h1.jsonl"
+    start = 1000.0
+    lines = [{"t": start + 0.005, "kind": "goodput", "rx_bytes": 2048, "rx_first": start + 0.0012,
+              "rx_last": start + 0.0047},
+             {"t": start + 0.010, "kind": "goodput", "rx_bytes": 0},
+             {"t": start + 0.015, "kind": "goodput", "rx_bytes": 1024, "rx_first": start + 0.0131,
+              "rx_last": start + 0.0131}]
+    log.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    rec = CaseRecord("s", "v", "t", "mrc", "mininet", 0, "topo", 2, "allreduce", sample_interval=0.005)
+    flow = FlowRecord("h2", "h1", 3072)
+    _goodput(rec, [FlowLog(flow, log)], start)
+    assert rec.deliveries == [[pytest.approx(0.0012), pytest.approx(0.0047)],
+                              [pytest.approx(0.0131), pytest.approx(0.0131)]]
+    assert rec.samples[-1][1] == [3072]

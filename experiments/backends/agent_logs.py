@@ -106,6 +106,8 @@ def _goodput(record: CaseRecord, flow_logs: list[FlowLog], start_at: float) -> N
         for r in read_log(item.log):
             if r.get("kind") == "goodput":
                 per_bin[max(0, int((r["t"] - start_at) / interval))] += r.get("rx_bytes", 0)
+                if r.get("rx_bytes") and "rx_first" in r and "rx_last" in r:
+                    record.deliveries.append([r["rx_first"] - start_at, r["rx_last"] - start_at])
             elif r.get("kind") == "result" and r.get("ok"):
                 item.flow.finish = r["t"] - start_at
         bins.append(per_bin)
@@ -118,3 +120,4 @@ def _goodput(record: CaseRecord, flow_logs: list[FlowLog], start_at: float) -> N
         record.samples.append([(k + 1) * interval, list(cumulative)])
     for item, got in zip(flow_logs, cumulative):
         item.flow.received_bytes = got
+    record.deliveries.sort()
