@@ -52,6 +52,14 @@ def parse_queue(text: str) -> tuple[int, int, int, int]:
     return port, rate_bps, depth, rate_pps
 
 
+def parse_ingress(text: str) -> tuple[int, int]:
+    """`PORT:RATE_BPS` -> (port, rate_bps)."""
+    parts = text.split(":")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or int(parts[1]) < 1:
+        raise argparse.ArgumentTypeError(f"--ingress {text!r}: expected PORT:RATE_BPS (integers, rate >= 1)")
+    return int(parts[0]), int(parts[1])
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of the switch subcommand."""
     parser.add_argument("--config", help="JSON file with the switch settings (options override it)")
@@ -61,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="P4 port N on interface IFNAME (repeat)")
     parser.add_argument("--queue", type=parse_queue, action="append", default=[],
                         metavar="PORT:RATE_BPS:DEPTH[:RATE_PPS]", help="egress queue of a port (repeat)")
+    parser.add_argument("--ingress", type=parse_ingress, action="append", default=[], metavar="PORT:RATE_BPS",
+                        help="a port whose incoming link no switch serialises (from a host): frames enter "
+                             "once their last bit is in at this rate (repeat)")
     parser.add_argument("--grpc-addr", help="P4Runtime address: unix:/path or 127.0.0.1:PORT "
                                             "(default 127.0.0.1:9559)")
     parser.add_argument("--p4info", help="load this text P4Info at start (otherwise wait for "
@@ -111,6 +122,8 @@ def build_config(args: argparse.Namespace) -> SwitchConfig:
         cfg.ports[number] = ifname
     for port, rate_bps, depth, rate_pps in args.queue:
         cfg.queues[port] = (rate_bps, rate_pps, depth)
+    for port, rate_bps in args.ingress:
+        cfg.ingress[port] = rate_bps
     if args.grpc_addr:
         cfg.grpc_address = args.grpc_addr
     if args.p4info:

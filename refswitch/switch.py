@@ -44,6 +44,11 @@ class SwitchCore:
         # frames being serialised on a rate-limited port: port -> deque of (when the last bit is out,
         # frame, priority); a frame leaves then, as on a store-and-forward link
         self.on_wire: dict[int, deque] = {}
+        # links into the switch that no egress queue serialises (from a host's NIC): port -> bit rate;
+        # a frame from such a port is processed once its last bit has come in
+        self.ingress_rates: dict[int, int] = {}
+        self.arriving: dict[int, deque] = {}       # port -> deque of (when its last bit is in, frame)
+        self._ingress_free: dict[int, float] = {}  # port -> when the frame being received ends
         self.p4info: Optional[p4info_pb2.P4Info] = None
         self.index: Optional[P4InfoIndex] = None
         self.tables: Optional[TableStore] = None
@@ -62,6 +67,20 @@ class SwitchCore:
         log.debug("pipeline loaded: %d tables, %d counters", len(index.tables), len(index.counters))
 
     def receive(self, frame: bytes, in_port: int) -> None:
+        """Take a frame in: at once, or, from a port with an ingress rate, once its last bit is in."""
+        rate = self.ingress_rates.get(in_port) if self.ingress_rates else None
+        if rate:
+            now = self.clock()
+            done = max(now, self._ingress_free.get(in_port, 0.0)) + len(frame) * 8 / rate
+            self._ingress_free[in_port] = done
+            line = self.arriving.get(in_port)
+            if line is None:
+                line = self.arriving[in_port] = deque()
+            line.append((done, frame))
+            return
+        self.process(frame, in_port)
+
+    def process(self, frame: bytes, in_port: int) -> None:
         """Run a frame through the pipeline and queue (or send) what comes out."""
         pipeline = self.pipeline
         if pipeline is None:
@@ -100,13 +119,25 @@ class SwitchCore:
     def drain(self) -> Optional[float]:
         """Send every frame whose time has come; return when the next one is due (None: nothing waits).
 
-        A frame leaves a port limited by a bit rate once its serialisation is over (it starts when the
+        A frame from a port with an ingress rate enters the pipeline once its last bit is in; a frame
+        leaves a port limited by a bit rate once its serialisation is over (it starts when the
         queue's pacing clock lets it). The clock is read once, when the first frame waiting is met: a frame
         that falls due while others are being sent waits for the next call (the event loop makes it
         at once)."""
-        pipeline = self.pipeline
         next_due = None
         now = None
+        if self.arriving:
+            now = self.clock()
+            for port in list(self.arriving):
+                line = self.arriving[port]
+                while line and line[0][0] <= now:
+                    self.process(line.popleft()[1], port)
+                if line:
+                    if next_due is None or line[0][0] < next_due:
+                        next_due = line[0][0]
+                else:
+                    del self.arriving[port]
+        pipeline = self.pipeline
         for port, q in self.queues.ports.items():
             low, high = q.fifos
             if q.paused or not (high or low):
@@ -157,6 +188,7 @@ class SwitchConfig:
     device_id: int = 1
     ports: dict[int, str] = field(default_factory=dict)            # P4 port -> interface name
     queues: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # port -> (rate_bps, rate_pps, depth)
+    ingress: dict[int, int] = field(default_factory=dict)    # port -> bit rate of the link into it (from a host)
     grpc_address: str = "127.0.0.1:9559"
     p4info_path: Optional[str] = None
     seed: int = 0
@@ -174,6 +206,7 @@ class ReferenceSwitch:
         self.core = SwitchCore(self._transmit, p4info, seed=config.seed)
         for port, (rate_bps, rate_pps, depth) in config.queues.items():
             self.core.queues.configure(port, depth=depth, rate_bps=rate_bps, rate_pps=rate_pps)
+        self.core.ingress_rates = {port: rate for port, rate in config.ingress.items() if rate}
         self.server = None
         self.control = None                   # refswitch.control.ControlServer, with control_path
         self._senders: dict = {}              # port -> bound send of its socket (the hot path)

@@ -140,12 +140,25 @@ class TestbedNetwork:
         switch_cls = nodes.TARGETS[self.target]
         for switch in self.topology.switches:
             program = self.programs[switch.name]
-            extra = {"queues": program.queues} if switch_cls is nodes.RefSwitch else {}
+            extra = ({"queues": program.queues, "ingress": self._host_links_into(switch.name)}
+                     if switch_cls is nodes.RefSwitch else {})
             self.net.addSwitch(switch.name, cls=switch_cls, device_id=program.device_id,
                                run_dir=str(self.run_dir), sock_dir=str(self.sock_dir),
                                topo_name=switch.name, pcap=self.pcap, registry=self.registry,
                                **extra)
         return f"{len(self.topology.switches)} {self.target} switches"
+
+    def _host_links_into(self, switch: str) -> dict[int, int]:
+        """Port -> bit rate of each link from a host into `switch`: no switch egress queue
+        serialises those, so the model does it as frames come in (BMv2 cannot)."""
+        rates = {}
+        for port in self.topology.ports_of(switch):
+            far = self.topology.neighbor(switch, port)
+            if self.topology.is_host(far.node):
+                link = self.topology.link_between(switch, far.node)
+                if link.rate_bps:
+                    rates[port] = link.rate_bps
+        return rates
 
     def _add_links(self) -> str:
         self.wire = nodes.WireNode(WIRE, run_id=self.registry.state.run_id)

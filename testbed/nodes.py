@@ -275,9 +275,10 @@ class RefSwitch(P4Switch):
 
     target = "model"
 
-    def __init__(self, name, queues: list[PortQueue] = (), **params):
+    def __init__(self, name, queues: list[PortQueue] = (), ingress: dict[int, int] | None = None, **params):
         super().__init__(name, **params)
         self.queues = list(queues)
+        self.ingress = dict(ingress or {})       # port -> bit rate of the host's link into it
         self.ready_file = self.run_dir / f"{self.topo_name}.ready"
 
     @property
@@ -299,6 +300,8 @@ class RefSwitch(P4Switch):
             cmd += ["--port", f"{port}={ifname}"]
         for q in self.queues:
             cmd += ["--queue", f"{q.port}:{q.rate_bps}:{q.depth_pkts}"]
+        for port, rate in sorted(self.ingress.items()):
+            cmd += ["--ingress", f"{port}:{rate}"]
         return cmd
 
     def start(self, controllers=()) -> None:

@@ -393,3 +393,36 @@ def test_random_frames_with_ecmp_reach_only_group_members(tables):
         assert port == (4, 5, 6)[ecmp_index(addr("fc00:1:1000::"), addr("fc00:1:1001::"), 17, sport, 4791, 3)]
         seen[port] = seen.get(port, 0) + 1
     assert set(seen) == {4, 5, 6}
+
+
+def test_a_frame_from_a_host_link_enters_when_its_last_bit_is_in():
+    """A host's link into the switch has no egress queue to serialise it: the model does it at
+    ingress, so host -> switch -> host takes two serialisations, as on netsim."""
+    now = [1.0]
+    sent = []
+    core = SwitchCore(lambda port, frame, prio: sent.append(now[0]) or True, load_p4info(), clock=lambda: now[0])
+    core.tables.insert(route("fc00:1:1001::/48", 2))
+    core.queues.configure(2, rate_bps=8_000_000)
+    core.ingress_rates = {1: 8_000_000}
+    frame = data_frame(payload=1000)
+    wire_s = len(frame) * 8 / 8_000_000
+    core.receive(frame, 1)
+    core.receive(frame, 1)                              # back to back behind it on the host's link
+    assert core.pipeline.counters.read("MrcIngress.rx", 1)[0] == 0
+    while (due := core.drain()) is not None:
+        now[0] = due
+    assert sent == [pytest.approx(1.0 + 2 * wire_s), pytest.approx(1.0 + 3 * wire_s)]
+    assert core.pipeline.counters.read("MrcIngress.rx", 1)[0] == 2
+    core.receive(frame, 3)                              # no ingress rate: the pipeline sees it at once
+    assert core.pipeline.counters.read("MrcIngress.rx", 3)[0] == 1
+
+
+def test_ingress_rates_on_the_command_line():
+    import argparse
+    from refswitch.main import add_arguments, build_config, parse_ingress
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert build_config(parser.parse_args(["--port", "1=a", "--ingress", "1:20000000"])).ingress == {1: 20_000_000}
+    for bad in ("1", "1:0", "x:5", "1:2:3"):
+        with pytest.raises(argparse.ArgumentTypeError, match="--ingress"):
+            parse_ingress(bad)

@@ -155,6 +155,7 @@ def bare_switch(cls, tmp_path, ports):
     switch.grpc_address = f"unix:{tmp_path}/s3.grpc.sock"
     switch.ready_file = tmp_path / "s3.ready"
     switch.queues = [PortQueue(1, 20_000_000, 64)]
+    switch.ingress = {1: 20_000_000}
     switch.data_ports = lambda: ports
     return switch
 
@@ -172,6 +173,7 @@ def test_model_switch_command_line(tmp_path):
     config = build_config(parser.parse_args(cmd[3:]))
     assert config.ports == {1: "s3-eth1", 2: "s3-eth2"} and config.device_id == 3
     assert config.queues[1] == (20_000_000, 0, 64)
+    assert config.ingress == {1: 20_000_000}                      # a host's link, serialised coming in
     assert config.stats_file == str(tmp_path / "s3.stats.json")     # read back for the queue service
     assert config.control_path == str(tmp_path / "s3.ctl.sock")      # queue rates at run time (switch_slow)
 
@@ -271,3 +273,14 @@ def test_clean_run_also_ends_unrecorded_processes_carrying_the_run_marker(tmp_pa
     finally:
         stray.kill()
         stray.wait()
+
+
+def test_the_model_serialises_each_hosts_link_into_its_leaf(tmp_path):
+    from testbed.network import TestbedNetwork
+    from topologies.spec import topology_from_spec
+    net = TestbedNetwork(topology_from_spec("leafspine:2x2x2"), "model", run_dir=tmp_path)
+    leaf = net._host_links_into("s1")
+    assert sorted(leaf) == [p for p in net.topology.ports_of("s1")
+                            if net.topology.is_host(net.topology.neighbor("s1", p).node)]
+    assert set(leaf.values()) == {20_000_000}
+    assert net._host_links_into("s3") == {}                     # a spine: every link has a switch queue
