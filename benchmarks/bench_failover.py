@@ -1,16 +1,20 @@
-"""Recovery time after a link kill, in ms and in RTTs: MRC against the RoCE-style baseline.
+"""Recovery time after a link kill, in ms and in RTTs: MRC against the RoCE-style baseline; and a
+fat-tree k=4 failover on Mininet against netsim, in RTTs.
 
-    .venv/bin/python -m benchmarks.bench_failover [--no-mininet]
+    .venv/bin/python -m benchmarks.bench_failover [--no-mininet] [--no-fat-tree] [--fat-tree-rate BPS]
 
 Runs the quick failover experiment (experiments/failover.yaml, leaf-spine variant: ring
 all-reduce over 4 hosts, the baseline's busiest leaf-spine link killed at 30 % of the collective)
 for MRC, RoCE (no rerouting) and RoCE with the emulated converging control plane (reroute after
-1 s). Recovery = failure -> goodput back to 90 % of its level before (experiments.metrics), and
-to 50 % (the Mininet model target's goodput is noisy: its 90 % figure is often "never").
-The RTT it is counted in is the unloaded RTT of a 4-link path between hosts on different leaves:
-a full data frame out and a SACK back, each serialised at the link rate on every link, plus the
-propagation delay (netsim's cable delay; ~0 for Mininet veths). On netsim (simulated time,
-always) and on the Mininet model target (root and mnexec).
+1 s), on netsim and on the Mininet model target at the rate calibrated for this machine
+(`mrc-testbed calibrate`; the fixed MODEL_RATE_BPS, with a note, without a record). Recovery =
+failure -> goodput back to 90 % of its level before (experiments.metrics), and to 50 %. Times in
+RTTs are over the base RTT the run measured (the smallest RTT of a full data packet any host saw);
+each Mininet case prints its fidelity verdict.
+
+Then a ring all-reduce of 256 KB on fattree:4 (16 hosts, 20 switches) over MRC with a link killed
+at 30 %, at `--fat-tree-rate` (default 1 Mbit/s) on netsim and on Mininet: completion in seconds
+and in measured base RTTs, and Mininet's over netsim's.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from pathlib import Path
 
 from benchmarks.cases import MODEL_RATE_BPS, host_link_rate, mininet_left_out, run_cases
 from benchmarks.figures import Measurement
-from experiments import metrics
+from experiments import calibration, metrics
 from wire import constants as C
 
 NAME = "failover"
@@ -39,8 +43,20 @@ def unloaded_rtt(rate_bps: float, link_delay_s: float) -> float:
     return PATH_LINKS * per_link
 
 
-def scenario(backend: str) -> dict:
-    """The quick failover scenario, leaf-spine variant only (Mininet: links at the model's rate)."""
+FAT_TREE_RATE_BPS = 1_000_000
+
+
+def fat_tree_scenario(rate_bps: int) -> dict:
+    """MRC's ring all-reduce on fattree:4 with a link killed at 30 %, every link at `rate_bps`."""
+    return {"name": "bench-failover-fattree4", "seed": 1, "horizon_s": max(10.0, 4e7 / rate_bps),
+            "sample_interval_s": 0.005, "topology": "fattree:4", "link": {"rate_bps": rate_bps},
+            "workload": {"kind": "allreduce", "bytes": 262144, "chunk_bytes": 65536},
+            "faults": [{"kind": "link_kill", "link": "auto", "at": "30%"}],
+            "transports": [{"name": "MRC", "mode": "mrc"}]}
+
+
+def scenario(backend: str, rate_bps: float | None = None) -> dict:
+    """The quick failover scenario, leaf-spine variant only (Mininet: links at `rate_bps`)."""
     import yaml
     doc = yaml.safe_load(SCENARIO.read_text())
     quick = doc.pop("quick", None) or {}
@@ -49,7 +65,7 @@ def scenario(backend: str) -> dict:
     doc["variants"] = [v for v in doc.get("variants", [{"label": "leaf-spine"}]) if v["label"] == "leaf-spine"]
     doc["name"] = f"bench-failover-{backend}"
     if backend == "mininet":
-        doc["link"] = {**(doc.get("link") or {}), "rate_bps": MODEL_RATE_BPS}
+        doc["link"] = {**(doc.get("link") or {}), "rate_bps": int(rate_bps or MODEL_RATE_BPS)}
     return doc
 
 
@@ -58,17 +74,27 @@ def measure(options: argparse.Namespace) -> Measurement:
     result = Measurement()
     backends = ["netsim"]
     left_out = mininet_left_out(options)
+    mininet_rate = None
     if left_out:
         result.skipped.append(left_out)
     else:
         backends.append("mininet")
+        calibrated = calibration.link_rate("model", MODEL_RATE_BPS)
+        mininet_rate = calibrated.rate_bps
+        result.add("mininet link rate", mininet_rate / 1e6, "Mbit/s")
+        if calibrated.note:
+            print(f"   mininet: {calibrated.note}", flush=True)
     for backend in backends:
-        runs = run_cases(scenario(backend), backend)
+        runs = run_cases(scenario(backend, mininet_rate), backend)
         rate = host_link_rate(runs[0][0])
-        rtt = unloaded_rtt(rate, LINK_DELAY_S if backend == "netsim" else 0.0)
-        result.details[backend] = {"link_rate_bps": rate, "unloaded_rtt_s": rtt, "cases": {}}
+        unloaded = unloaded_rtt(rate, LINK_DELAY_S if backend == "netsim" else 0.0)
+        result.details[backend] = {"link_rate_bps": rate, "unloaded_rtt_s": unloaded, "cases": {}}
         for case, record in runs:
             summary = metrics.summarise(record)
+            rtt = record.base_rtt or unloaded
+            if backend == "mininet":
+                print(f"   {backend} {case.transport.name}: {record.fidelity.get('verdict')}, base RTT "
+                      f"{rtt * 1e3:.2f} ms", flush=True)
             result.details[backend]["cases"][case.transport.name] = {
                 key: summary[key] for key in ("completed", "completion_time_s", "failure_time_s",
                                               "time_to_recover_s", "reroute_times_s", "bit_exact",
@@ -84,11 +110,40 @@ def measure(options: argparse.Namespace) -> Measurement:
             if case.transport.mode == "mrc":
                 result.add(f"{where}: completion", summary["completion_time_s"], "s", better="lower",
                            note="" if summary["completed"] else "did not complete")
+    if not getattr(options, "no_fat_tree", False):
+        fat_tree(result, backends, int(getattr(options, "fat_tree_rate", None) or FAT_TREE_RATE_BPS))
     return result
+
+
+def fat_tree(result: Measurement, backends: list[str], rate_bps: int) -> None:
+    """The fat-tree k=4 failover on each backend: completion in s and in measured base RTTs."""
+    in_rtts = {}
+    for backend in backends:
+        [(case, record)] = run_cases(fat_tree_scenario(rate_bps), backend)
+        took = record.completion_time if record.completed else None
+        rtts = took / record.base_rtt if took and record.base_rtt else None
+        in_rtts[backend] = rtts
+        verdict = record.fidelity.get("verdict", "simulated")
+        result.details[f"fattree4-{backend}"] = {"rate_bps": rate_bps, "completion_s": took,
+                                                 "base_rtt_s": record.base_rtt, "completion_rtts": rtts,
+                                                 "fidelity": verdict, "reasons": record.fidelity.get("reasons")}
+        shown = "did not complete" if took is None else f"{took:.3f} s = {rtts:.0f} base RTTs"
+        print(f"   fat-tree k=4 failover on {backend} at {rate_bps / 1e6:g} Mbit/s: {shown} ({verdict})",
+              flush=True)
+        note = "" if took is not None else "did not complete"
+        result.add(f"fat-tree k=4 {backend}: completion", took, "s", better="lower", note=note)
+        result.add(f"fat-tree k=4 {backend}: completion in RTTs", rtts, "RTTs", better="lower", note=note)
+    if in_rtts.get("mininet") and in_rtts.get("netsim"):
+        ratio = in_rtts["mininet"] / in_rtts["netsim"]
+        print(f"   fat-tree k=4: Mininet over netsim, in RTTs: {ratio:.2f}", flush=True)
+        result.add("fat-tree k=4: Mininet over netsim in RTTs", ratio, "", better="lower")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-mininet", action="store_true", help="netsim only")
+    parser.add_argument("--no-fat-tree", action="store_true", help="leave out the fat-tree k=4 failover")
+    parser.add_argument("--fat-tree-rate", type=int, default=FAT_TREE_RATE_BPS, metavar="BPS",
+                        help="link rate of the fat-tree k=4 failover (default 1 Mbit/s)")
 
 
 def main(argv=None) -> int:
