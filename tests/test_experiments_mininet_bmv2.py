@@ -50,9 +50,14 @@ def test_a_horizon_too_short_for_bmv2_is_stretched_and_says_so():
     stretched, note = horizon(case, topo, "bmv2")
     assert need > 0.5 and stretched >= 2 * need                 # room for the workload, not just its bound
     assert len(notes) == 2 and notes[1] == note and note.startswith("horizon stretched on bmv2 here from 0.5 s"), notes
-    model_topo, model_notes = target_topology(case, "model")
-    assert horizon(case, model_topo, "model") == (0.5, None)     # the model forwards fast enough: unchanged
+    roomy = incast(horizon_s=2.0)
+    model_topo, model_notes = target_topology(roomy, "model")
+    model_need, _ = estimated_duration(roomy, model_topo, "model")
+    assert model_need * 1.25 <= 2.0
+    assert horizon(roomy, model_topo, "model") == (2.0, None)    # room beyond what it needs: unchanged
     assert not [n for n in model_notes if n.startswith("horizon")], model_notes
+    tight, _ = horizon(incast(horizon_s=0.4), model_topo, "model")    # 0.4 s for about 0.37 s of work
+    assert tight == pytest.approx(3 * model_need, abs=0.05)
 
 
 def test_the_failover_scenario_fits_its_horizon_on_bmv2():
