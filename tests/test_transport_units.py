@@ -163,6 +163,21 @@ def test_receiver_coalesces_in_order_sacks_and_flushes_on_its_timer():
     assert [p.cum_psn for _, p in tail] == [4, 4] and len({p.dst for _, p in tail}) == 2
 
 
+def test_a_packet_overtaken_by_the_senders_tail_is_sacked_on_two_paths():
+    """The tail (A bit) arrives before packets sent ahead of it: no later data will repeat their
+    news, so their SACKs go on ack_fanout distinct paths (one lost on a dead path of ours must not
+    make the sender take them for lost); once new data passes the tail, one copy again."""
+    ep, conn, _ = receiver_endpoint(ack_coalesce=2)
+    ep.receive(0.0, 0, data(2, 20, b"x" * 10, 100, ack_req=True))   # the tail, first
+    assert len(ep.poll(0.0)) == 2
+    ep.receive(1e-6, 0, data(0, 0, b"x" * 10, 100))
+    ep.receive(2e-6, 0, data(1, 10, b"x" * 10, 100))               # coalesced with the one before
+    stragglers = ep.poll(2e-6)
+    assert [p.cum_psn for _, p in stragglers] == [3, 3] and len({p.dst for _, p in stragglers}) == 2
+    ep.receive(3e-6, 0, data(3, 30, b"x" * 10, 100))               # past the tail: a later SACK repeats it
+    assert ep.poll(3e-6) == [] and len(ep.poll(9e-6)) == 1
+
+
 def sacks_for_spaced_arrivals(gap, count, **overrides):
     """SACKs a receiver sends for `count` in-order packets arriving `gap` seconds apart (polled at each)."""
     ep, conn, _ = receiver_endpoint(**overrides)

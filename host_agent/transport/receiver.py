@@ -52,6 +52,7 @@ class MrcReceiver:
         self._last_ce = False
         self._last_plane: int | None = None
         self._last_seq = 0                # sequence number of `_last`
+        self._tail_seq = -1               # the latest sender's tail received (a packet with the BTH A bit)
         self.last_data_at = -1.0
         self.gap = 0.0                    # smoothed time between data packets (each sample at most the QP timeout)
 
@@ -84,7 +85,7 @@ class MrcReceiver:
             return
         if (self._unacked and (offset >= BITMAP_BITS or self._last_seq - self.expected >= BITMAP_BITS)
                 and offset // BITMAP_BITS != self._block()):
-            out.extend(self._sacks(plane, 1))   # the pending SACK's block: the next shows only this one's
+            out.extend(self._sacks(plane, self._copies()))   # the pending SACK's block: the next shows only this one's
         self._place(now, pkt)
         self._ooo |= 1 << offset
         while self._ooo & 1:
@@ -92,11 +93,13 @@ class MrcReceiver:
             self.expected += 1
         self._remember(pkt, ce, plane, seq)
         self._unacked += 1
+        if pkt.ack_req and seq > self._tail_seq:
+            self._tail_seq = seq
         precious = pkt.flags & C.MRCH_FLAG_RETX or pkt.ack_req      # a retransmission, or the sender's tail
         if precious:
             out.extend(self._sacks(plane, self.cfg.ack_fanout))
         elif ce or self._unacked >= self.cfg.ack_coalesce:
-            out.extend(self._sacks(plane, 1))
+            out.extend(self._sacks(plane, self._copies()))
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.ack_wait()
 
@@ -154,7 +157,14 @@ class MrcReceiver:
     def poll(self, now: float, out: list) -> None:
         """Send the coalesced SACK when its delay has run out."""
         if self._ack_deadline is not None and now >= self._ack_deadline:
-            out.extend(self._sacks(self._last_plane, 1))
+            out.extend(self._sacks(self._last_plane, self._copies()))
+
+    def _copies(self) -> int:
+        """How many copies the pending SACK goes in: `ack_fanout` when its packet arrived after the
+        sender's tail (the A bit) and was sent before it, else 1. Such a straggler's news has no
+        later data packet to be repeated in: were its SACK lost (on a dead path of ours), the sender
+        would take it for lost and blame the good path it went on."""
+        return self.cfg.ack_fanout if self._last_seq < self._tail_seq else 1
 
     def _sacks(self, plane: int | None, copies: int) -> list:
         """The current SACK on up to `copies` distinct paths (one that gets through is enough)."""
