@@ -121,10 +121,13 @@ def plan_faults(case: Case, topo: Topology, horizon: float) -> list[PlannedFault
     return planned
 
 
-def apply_action(action: FaultAction, target: FaultTarget, record: CaseRecord, t: float) -> None:
-    """Run one action on `target` and record it as happening at `t` (seconds into the workload)."""
+def apply_action(action: FaultAction, target: FaultTarget, record: CaseRecord, now: Callable[[], float]) -> float:
+    """Run one action on `target` and record it as happening when it has taken effect: `now()`
+    (seconds into the workload) once it returns, which it also returns."""
     action.apply(target)
+    t = now()
     record.faults.append(FaultEvent(t, action.what, action.target, action.breaks))
+    return t
 
 
 def plan_actions(fault: FaultSpec, link: tuple[str, str] | None, switch: str | None,

@@ -16,7 +16,10 @@ and before this its link kill "at 30 %" came after the collective had finished. 
 all the time, so they take little from the emulation.
 
 On by default where it works (root, `chrt` on PATH, the kernel allows SCHED_RR); MRC_REALTIME=0
-turns it off. Calibrate with the setting the runs will use.
+turns it off. Calibrate with the setting the runs will use. Above the calibrated rate an
+emulation at real-time priority also starves the kernel's own threads: a link set down, which
+waits for them, took effect 235-290 ms late (6 ms at the calibrated rate); the fidelity monitor
+judges every fault's lateness for that reason.
 """
 from __future__ import annotations
 

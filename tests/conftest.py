@@ -101,3 +101,21 @@ def calibration_file(tmp_path_factory):
         os.environ.pop(calibration.ENV_FILE, None)
     else:
         os.environ[calibration.ENV_FILE] = saved
+
+
+@pytest.fixture(autouse=True, scope="session")
+def ordinary_scheduling():
+    """The tests run the emulation at the fixed rates above (20 Mbit/s), past what a 2-core machine
+    sustains faithfully; an emulation that keeps every CPU busy at real-time priority starves the
+    kernel's own threads, and a link set down then takes effect 235-290 ms late (the fidelity
+    monitor says so). So the tests run switches and agents as ordinary processes
+    (MRC_REALTIME=0), as a run at a rate above its calibration should; tests/test_realtime.py
+    sets the variable itself. Subprocesses inherit it."""
+    from testbed import realtime
+    saved = os.environ.get(realtime.ENV)
+    os.environ[realtime.ENV] = "0"
+    yield
+    if saved is None:
+        os.environ.pop(realtime.ENV, None)
+    else:
+        os.environ[realtime.ENV] = saved

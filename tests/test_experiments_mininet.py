@@ -5,6 +5,7 @@ a network up, runs the agents, kills a link and tears everything down.
 """
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,24 @@ def test_quick_failover_on_the_model_target_mrc_is_bit_exact_and_baseline_waits_
     assert mrc["longest_delivery_gap_s"] < 0.25, mrc
     assert rerouted["longest_delivery_gap_s"] > 0.5, rerouted
     assert rerouted["time_to_recover_s"] is None or rerouted["time_to_recover_s"] >= 1.0 - 0.05
+
+
+def test_recovery_times_resolve_to_5_ms_or_better(failover):
+    """Goodput is sampled every 5 ms at most, and the gap after the failure is measured between the
+    receivers' first and last deliveries of each sample, not in whole samples."""
+    for name, (summary, record) in failover.items():
+        assert record.sample_interval <= 0.005, name
+        assert record.deliveries, name
+        spans_after = [d for d in record.deliveries if d[1] >= record.failure_time]
+        assert spans_after and all(first <= last for first, last in record.deliveries)
+        gap = metrics.longest_delivery_gap(record)
+        lasts = sorted([last for _, last in record.deliveries] + [record.failure_time])
+
+        def a_last_near(t: float) -> bool:
+            i = bisect.bisect_left(lasts, t - 1e-6)
+            return i < len(lasts) and lasts[i] <= t + 1e-6
+        # it runs from a delivery (or the failure) to a delivery: not a multiple of the sampling
+        assert gap == 0 or any(a_last_near(first - gap) for first, _ in record.deliveries), name
 
 
 def test_nothing_is_left_behind(failover):

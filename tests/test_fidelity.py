@@ -174,3 +174,36 @@ def test_a_slow_emulated_network_tolerates_longer_waits_and_later_wakeups():
         verdict.add_lateness(late)
         assert (verdict.label == "distorted") is distorted, verdict.reasons
         assert len(verdict.reasons) == (2 if distorted else 0)
+
+
+def test_a_fault_that_took_effect_late_is_a_reason():
+    """A link set down waits for the kernel's own threads: an emulation keeping every CPU busy at
+    real-time priority made that 235-290 ms, and the run had looked faithful."""
+    verdict = judge_measures({"h1": LIGHT}, CpuShare(0.3, 0.5), 0.8, [], cpus=2)
+    verdict.add_fault_lateness([("link down", "s1-s3", 0.0058), ("link up", "s1-s3", 0.004)])
+    assert verdict.faithful
+    verdict.add_fault_lateness([("link down", "s1-s3", 0.2466)])
+    assert verdict.label == "distorted"
+    assert verdict.reasons == ["s1-s3: link down took effect 247 ms after it was due (limit 20 ms)"]
+    assert verdict.as_dict()["measured"]["faults_late_ms"] == [["link down", "s1-s3", 246.6]]
+
+
+def test_fault_timers_record_a_fault_when_it_has_taken_effect():
+    from experiments.backends.mininet_backend import FaultTimers
+    from experiments.faults import FaultAction
+    from experiments.record import CaseRecord
+
+    class SlowTarget:                                    # a link that takes 60 ms to go down
+        def set_link(self, a, b, up):
+            time.sleep(0.06)
+
+    record = CaseRecord("s", "v", "t", "mrc", "mininet", 0, "topo", 2, "allreduce")
+    start = time.time()
+    timers = FaultTimers(SlowTarget(), record, start)
+    action = FaultAction(0.0, "link down", "s1-s3", lambda t: t.set_link("s1", "s3", False), True)
+    timers.start([action], start)
+    timers.timers[0].join(5)
+    [event] = record.faults
+    [(what, where, late)] = timers.late
+    assert (what, where) == ("link down", "s1-s3") and late >= 0.06
+    assert event.t >= 0.06 and event.t == pytest.approx(late, abs=0.01)

@@ -115,25 +115,29 @@ def _deny_crossing(client, conn: dict, crossing: set, denied: bool) -> None:
 
 
 class FaultTimers:
-    """Fault actions run by timers in real time, each recorded as it happens (a failure as a note)."""
+    """Fault actions run by timers in real time, each recorded when it has taken effect (a failure
+    as a note), with how long after it was due that was (`late`: what, target, seconds)."""
 
     def __init__(self, target: LiveTarget, record: CaseRecord, start_at: float) -> None:
         self.target = target
         self.record = record
         self.start_at = start_at
         self.timers: list[threading.Timer] = []
+        self.late: list[tuple[str, str, float]] = []
 
     def start(self, actions: list[F.FaultAction], begin: float) -> None:
         """Run `actions` at their offsets from the UNIX time `begin`."""
         for action in actions:
-            timer = threading.Timer(max(0.0, begin + action.offset - time.time()), self._fire, (action,))
+            due = begin + action.offset
+            timer = threading.Timer(max(0.0, due - time.time()), self._fire, (action, max(due, time.time())))
             timer.daemon = True
             timer.start()
             self.timers.append(timer)
 
-    def _fire(self, action: F.FaultAction) -> None:
+    def _fire(self, action: F.FaultAction, due: float) -> None:
         try:
-            F.apply_action(action, self.target, self.record, time.time() - self.start_at)
+            t = F.apply_action(action, self.target, self.record, lambda: time.time() - self.start_at)
+            self.late.append((action.what, action.target, t + self.start_at - due))
         except Exception as error:        # noqa: BLE001 - reported in the record
             self.record.notes.append(f"fault {action.what} on {action.target} failed: {error!r}")
 
@@ -209,6 +213,8 @@ class MininetBackend:
         if verdict is not None:
             verdict.add_lateness(lateness)
             verdict.add_queue_service(net.queue_service)
+            if timers is not None:
+                verdict.add_fault_lateness(timers.late)
             record.fidelity = verdict.as_dict()
         progress(1.0)
         return record

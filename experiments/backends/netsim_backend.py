@@ -165,7 +165,7 @@ class NetsimBackend:
         """Run `actions` at their offsets from now."""
         start = sim.now
         for action in actions:
-            sim.at(start + action.offset, lambda action=action: F.apply_action(action, target, record, sim.now))
+            sim.at(start + action.offset, lambda action=action: F.apply_action(action, target, record, lambda: sim.now))
 
     @staticmethod
     def _keep_events(traffic: Traffic, record: CaseRecord) -> None:
