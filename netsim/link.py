@@ -20,7 +20,7 @@ class SimLink:
     """
 
     __slots__ = ("sim", "_heap", "_tickets", "name", "rate_bps", "delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
-                 "dest", "data_offered_at", "trace_data", "peak_queue",
+                 "dest", "_receive", "_port", "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
     def __init__(self, sim, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
@@ -36,6 +36,7 @@ class SimLink:
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
         self.dest = None                        # (node, port): node.receive(pkt, port)
+        self._receive, self._port = None, 0     # the same, as node.receive and port
         self.data_offered_at: list[float] = []  # time of every data packet offered (when tracing)
         self.trace_data = False
         self.peak_queue = 0                     # most packets ever waiting (both priorities)
@@ -50,6 +51,7 @@ class SimLink:
     def connect(self, node, port: int) -> None:
         """Deliver to `node.receive(pkt, port)`."""
         self.dest = (node, port)
+        self._receive, self._port = node.receive, port
 
     @property
     def low_depth_now(self) -> int:
@@ -77,30 +79,25 @@ class SimLink:
         if not self.up:
             self.dropped_down += 1
             return False
+        depth = self.high_depth if priority == _HIGH else self.depth
+        if not self.busy and depth > 0:          # idle: both queues are empty, the packet goes on the wire
+            if not self.peak_queue:
+                self.peak_queue = 1              # it was queued, for no time, as the only packet
+            self._transmit(pkt)
+            return True
         queues = self.queues
         q = queues[priority]
-        if len(q) >= (self.high_depth if priority == _HIGH else self.depth):
+        if len(q) >= depth:
             self.dropped_queue += 1
             return False
         q.append(pkt)
         queued = len(queues[0]) + len(queues[1])
         if queued > self.peak_queue:
             self.peak_queue = queued
-        if not self.busy:
-            self._start()
         return True
 
-    def _start(self) -> None:
-        """Put the next packet on the wire (HIGH first), or go idle."""
-        queues = self.queues
-        high, low = queues[_HIGH], queues[_LOW]
-        if high:
-            pkt = high.popleft()
-        elif low:
-            pkt = low.popleft()
-        else:
-            self.busy = False
-            return
+    def _transmit(self, pkt) -> None:
+        """Serialise `pkt`: the link is busy until its last bit has left."""
         self.busy = True
         size = wire_size(pkt)
         heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._done,
@@ -114,11 +111,16 @@ class SimLink:
             heappush(self._heap, (self.sim.now + self.delay, next(self._tickets), self._arrive, (pkt, epoch)))
         else:
             self.dropped_down += 1
-        self._start()
+        queues = self.queues                     # the next packet, HIGH first
+        if queues[_HIGH]:
+            self._transmit(queues[_HIGH].popleft())
+        elif queues[_LOW]:
+            self._transmit(queues[_LOW].popleft())
+        else:
+            self.busy = False
 
     def _arrive(self, pkt, epoch: int) -> None:
         if epoch != self._epoch or not self.up:
             self.dropped_down += 1
             return
-        node, port = self.dest
-        node.receive(pkt, port)
+        self._receive(pkt, self._port)
