@@ -20,7 +20,7 @@ class SimLink:
     """
 
     __slots__ = ("sim", "_heap", "_tickets", "name", "rate_bps", "delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
-                 "dest", "_receive", "_port", "data_offered_at", "trace_data", "peak_queue",
+                 "dest", "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
     def __init__(self, sim, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
@@ -36,7 +36,6 @@ class SimLink:
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
         self.dest = None                        # (node, port): node.receive(pkt, port)
-        self._receive, self._port = None, 0     # the same, as node.receive and port
         self.data_offered_at: list[float] = []  # time of every data packet offered (when tracing)
         self.trace_data = False
         self.peak_queue = 0                     # most packets ever waiting (both priorities)
@@ -51,7 +50,6 @@ class SimLink:
     def connect(self, node, port: int) -> None:
         """Deliver to `node.receive(pkt, port)`."""
         self.dest = (node, port)
-        self._receive, self._port = node.receive, port
 
     @property
     def low_depth_now(self) -> int:
@@ -123,4 +121,5 @@ class SimLink:
         if epoch != self._epoch or not self.up:
             self.dropped_down += 1
             return
-        self._receive(pkt, self._port)
+        node, port = self.dest
+        node.receive(pkt, port)

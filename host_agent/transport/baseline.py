@@ -19,12 +19,13 @@ from host_agent.transport import events as E
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import EvSet
-from host_agent.transport.message import SendQueue, Segment, ts_age, ts_now
+from host_agent.transport.message import SendQueue, Segment, ts_age
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import CongestionControl
-from host_agent.transport.psn import from_wire, to_wire
+from host_agent.transport.psn import PSN_MASK, from_wire, to_wire
 
 SEQUENCE_ERROR = C.NACK_PSN_OUT_OF_WINDOW
+_DATA_OVERHEAD = C.DATA_HEADERS_LEN + C.ICRC_LEN
 
 
 class BaselineSender:
@@ -68,28 +69,31 @@ class BaselineSender:
         """The current RTO including backoff."""
         return min(self.cfg.rto_max, self.rtt.rto * self._backoff)
 
-    def _outstanding_bytes(self) -> int:
-        return (self.next_seq - self.cum_acked) * (self.cfg.mtu_payload + C.DATA_HEADERS_LEN + C.ICRC_LEN)
-
-    def _ready(self) -> bool:
-        return self.next_seq < self.high_seq or bool(self.pending)
-
-    def _window_allows(self) -> bool:
-        return self.next_seq == self.cum_acked or self._outstanding_bytes() < self.cc.cwnd
+    def _may_send(self) -> bool:
+        """True when a packet is ready (to resend, or new) and the window allows it."""
+        next_seq = self.next_seq
+        if next_seq >= self.high_seq and not self.pending:
+            return False
+        return (next_seq == self.cum_acked
+                or (next_seq - self.cum_acked) * (self.cfg.mtu_payload + _DATA_OVERHEAD) < self.cc.cwnd)
 
     def _ready_time(self) -> float:
         """The pacing clock, or later when our NIC is still busy (line rate known)."""
-        nic = self.evset.path_of(self.evset.slots[0].current).nic
-        return max(self.cc.next_send, self.nic.free_at(nic))
+        evset = self.evset
+        free = self.nic.free_at(evset.paths[evset.slots[0].current.path_key].nic)
+        ready = self.cc.next_send
+        return free if free > ready else ready
 
     def next_wakeup(self) -> float | None:
         """The RTO deadline, or the pacing clock when a packet may go."""
         if self.failed is not None:
             return None
-        times = [self._deadline] if self._deadline is not None else []
-        if self._ready() and self._window_allows():
-            times.append(self._ready_time())
-        return min(times) if times else None
+        t = self._deadline
+        if self._may_send():
+            ready = self._ready_time()
+            if t is None or ready < t:
+                t = ready
+        return t
 
     def expire(self, now: float) -> None:
         """No progress for an RTO: go back to the cumulative ack and double the RTO."""
@@ -127,7 +131,7 @@ class BaselineSender:
         if self.failed is not None:
             return
         cc = self.cc
-        while self._ready() and now >= self._ready_time() and self._window_allows():
+        while self._may_send() and now >= self._ready_time():
             if self.next_seq < self.high_seq:
                 seg, cause = self.segments[self.next_seq], self._cause
             else:
@@ -139,7 +143,7 @@ class BaselineSender:
             self.nic.account(nic, seg.wire, now)
             if self._deadline is None:
                 self._deadline = now + self.rto
-        cc.backlogged = now < cc.next_send and self._ready() and self._window_allows()
+        cc.backlogged = now < cc.next_send and self._may_send()
 
     def _new_segment(self) -> Segment:
         seg = self.pending.cut(self.high_seq)
@@ -162,12 +166,15 @@ class BaselineSender:
             self.emit(E.Retransmitted(now, self.ident, to_wire(seg.seq, self.cfg.initial_psn), cause, ev.value,
                                       ev.value))
         msg = seg.msg
+        offset = seg.offset
+        remote_qp = self.ident.remote_qp
+        # positional: DataPacket(src, dst, ev, qp, psn, va, rkey, length, msg_id, msg_len, tsval,
+        #                        payload (a view of the message, as MRC's), flags, dscp, ecn, ack_req)
         return path.nic, DataPacket(
-            src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp,
-            psn=to_wire(seg.seq, self.cfg.initial_psn), va=seg.offset, rkey=self.ident.remote_qp,
-            length=seg.length, msg_id=msg.msg_id, msg_len=msg.length, tsval=ts_now(now),
-            payload=seg.payload(), flags=C.MRCH_FLAG_RETX if retx else 0, dscp=C.DSCP_NO_TRIM,
-            ecn=C.ECN_ECT0, ack_req=seg.seq == self.high_seq - 1 and not self.pending)
+            path.src, path.dst, ev.value, remote_qp, (self.cfg.initial_psn + seg.seq) & PSN_MASK, offset, remote_qp,
+            seg.length, msg.msg_id, msg.length, int(now * 1e6) & 0xFFFFFFFF, msg.data[offset:offset + seg.length],
+            C.MRCH_FLAG_RETX if retx else 0, C.DSCP_NO_TRIM, C.ECN_ECT0,
+            seg.seq == self.high_seq - 1 and not self.pending)
 
     def _advance(self, now: float, cum: int) -> int:
         if not self.cum_acked < cum <= self.high_seq:
