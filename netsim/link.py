@@ -81,7 +81,10 @@ class SimLink:
         if not self.busy and depth > 0:          # idle: both queues are empty, the packet goes on the wire
             if not self.peak_queue:
                 self.peak_queue = 1              # it was queued, for no time, as the only packet
-            self._transmit(pkt)
+            self.busy = True                     # serialised until its last bit has left
+            size = wire_size(pkt)
+            heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._done,
+                                  (pkt, self._epoch, size)))
             return True
         queues = self.queues
         q = queues[priority]
@@ -94,13 +97,6 @@ class SimLink:
             self.peak_queue = queued
         return True
 
-    def _transmit(self, pkt) -> None:
-        """Serialise `pkt`: the link is busy until its last bit has left."""
-        self.busy = True
-        size = wire_size(pkt)
-        heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._done,
-                              (pkt, self._epoch, size)))
-
     def _done(self, pkt, epoch: int, size: int) -> None:
         """The last bit left: the packet propagates, the next one starts."""
         if epoch == self._epoch and self.up:
@@ -109,13 +105,17 @@ class SimLink:
             heappush(self._heap, (self.sim.now + self.delay, next(self._tickets), self._arrive, (pkt, epoch)))
         else:
             self.dropped_down += 1
-        queues = self.queues                     # the next packet, HIGH first
+        queues = self.queues                     # the next packet, HIGH first, goes on the wire
         if queues[_HIGH]:
-            self._transmit(queues[_HIGH].popleft())
+            pkt = queues[_HIGH].popleft()
         elif queues[_LOW]:
-            self._transmit(queues[_LOW].popleft())
+            pkt = queues[_LOW].popleft()
         else:
             self.busy = False
+            return
+        size = wire_size(pkt)
+        heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._done,
+                              (pkt, self._epoch, size)))
 
     def _arrive(self, pkt, epoch: int) -> None:
         if epoch != self._epoch or not self.up:

@@ -26,6 +26,7 @@ from host_agent.transport.psn import PSN_MASK, from_wire, to_wire
 
 SEQUENCE_ERROR = C.NACK_PSN_OUT_OF_WINDOW
 _DATA_OVERHEAD = C.DATA_HEADERS_LEN + C.ICRC_LEN
+_ECN_CE, _TRIMMED = C.ECN_CE, C.MRCH_FLAG_TRIMMED
 
 
 class BaselineSender:
@@ -239,33 +240,36 @@ class BaselineReceiver:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
         stats = self.stats
         self.last_data_at = now
-        seq = from_wire(pkt.psn, self.cfg.initial_psn, self.expected)
+        expected = self.expected
+        seq = from_wire(pkt.psn, self.cfg.initial_psn, expected)
         self._last = pkt
-        self._last_ce = self._last_ce or pkt.ecn == C.ECN_CE
-        if seq < self.expected:
+        ce = pkt.ecn == _ECN_CE
+        self._last_ce = self._last_ce or ce
+        if seq < expected:
             stats["duplicates"] += 1
             out.append(self._sack())
             return
-        if seq > self.expected or pkt.trimmed:
+        if seq > expected or pkt.flags & _TRIMMED:
             stats["out_of_sequence"] += 1
             if not self._nacked:
                 self._nacked = True
                 out.append(self._nack(pkt))
             return
         self._nacked = False
-        self.expected += 1
+        self.expected = expected + 1
         stats["data_received"] += 1
         stats["payload_bytes_received"] += pkt.length
-        buf = self._buffers.get(pkt.msg_id)
+        msg_id = pkt.msg_id
+        buf = self._buffers.get(msg_id)
         if buf is None:
-            buf = self._buffers[pkt.msg_id] = bytearray()
+            buf = self._buffers[msg_id] = bytearray()
         buf += pkt.payload
         if len(buf) >= pkt.msg_len:
-            del self._buffers[pkt.msg_id]
+            del self._buffers[msg_id]
             stats["messages_received"] += 1
-            self.emit(E.MessageReceived(now, self.ident, pkt.msg_id, bytes(buf)))
+            self.emit(E.MessageReceived(now, self.ident, msg_id, bytes(buf)))
         self._unacked += 1
-        if self._unacked >= self.cfg.ack_coalesce or pkt.ack_req or pkt.ecn == C.ECN_CE:
+        if self._unacked >= self.cfg.ack_coalesce or pkt.ack_req or ce:
             out.append(self._sack())
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.cfg.ack_delay
@@ -284,14 +288,15 @@ class BaselineReceiver:
         return ev, self.evset.path_of(ev)
 
     def _sack(self):
-        ev, path = self._route()
-        cum = to_wire(self.expected, self.cfg.initial_psn)
+        ev = self.evset.slots[0].current               # _route, inline: per packet
+        path = self.evset.paths[ev.path_key]
+        cum = (self.cfg.initial_psn + self.expected) & PSN_MASK
         self._unacked, self._ack_deadline = 0, None
         ce, self._last_ce = self._last_ce, False
         self.stats["sacks_sent"] += 1
-        return path.nic, Sack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, cum_psn=cum,
-                              sack_base=cum, bitmap=0, ev_echo=self._last.ev, ts_echo=self._last.tsval,
-                              ecn_echo=ce)
+        last = self._last
+        # positional: Sack(src, dst, ev, qp, cum_psn, sack_base, bitmap, ev_echo, ts_echo, ecn_echo)
+        return path.nic, Sack(path.src, path.dst, ev.value, self.ident.remote_qp, cum, cum, 0, last.ev, last.tsval, ce)
 
     def _nack(self, pkt: DataPacket):
         ev, path = self._route()

@@ -334,8 +334,9 @@ class Endpoint:
                 return c.next_wakeup()
         best = None
         version = self.nic.version
+        never = _NEVER
         for c in connections.values():
-            if c.quiet_until == _NEVER:             # polled or touched since it was worked out
+            if c.quiet_until == never:              # polled or touched since it was worked out
                 t = c.wakeup = c.next_wakeup()
                 c.wakeup_nic_version = version
                 c.quiet_until = c.quiet_time(t)

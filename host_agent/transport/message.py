@@ -122,4 +122,4 @@ def ts_now(now: float) -> int:
 
 def ts_age(now: float, ts_echo: int) -> float:
     """Seconds since the echoed timestamp `ts_echo` was taken."""
-    return ((ts_now(now) - ts_echo) & 0xFFFFFFFF) / 1e6
+    return (((int(now * 1e6) & 0xFFFFFFFF) - ts_echo) & 0xFFFFFFFF) / 1e6       # ts_now(now) - ts_echo
