@@ -256,6 +256,7 @@ class MrcSender:
                 seg.queued = False
 
     def _window_allows(self, nbytes: int) -> bool:
+        """True when `nbytes` more may be in flight (always when nothing is; inline on the per-packet paths)."""
         return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.cc.cwnd
 
     def _next_packet(self, now: float | None):
@@ -275,7 +276,7 @@ class MrcSender:
             seg = self.segments[seq]
             if prio == 0:
                 return seg, _CAUSE_TRIM, None
-            if inflight and inflight + seg.wire > self.cc.cwnd:      # _window_allows, inline
+            if inflight and inflight + seg.wire > self.cc.cwnd:      # not _window_allows(seg.wire)
                 return None
             cause = self._retx_cause[seq]
         else:
@@ -314,8 +315,9 @@ class MrcSender:
         rate = None                                      # the pacing rate: fixed while nothing is acknowledged
         while True:
             if not self._retx and now < cc.next_send:
+                inflight = self.inflight_bytes          # ... and _window_allows(mtu_payload)
                 cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self.cfg.ooo_window
-                                 and self._window_allows(self.cfg.mtu_payload))
+                                 and (not inflight or inflight + self.cfg.mtu_payload <= cc.cwnd))
                 return                                   # fast path: the pacing clock says not yet
             nxt = self._next_packet(now)
             if nxt is None:
