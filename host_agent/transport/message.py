@@ -57,11 +57,13 @@ class SendQueue(deque):
         """The next packet of the oldest message, numbered `seq`; a message leaves the queue
         with its last packet."""
         msg = self[0]
-        length = min(self.mtu, msg.length - msg.next_offset)
-        seg = Segment(seq, msg, msg.next_offset, length, length + DATA_OVERHEAD)
-        msg.next_offset += length
+        offset = msg.next_offset
+        left = msg.length - offset
+        length = self.mtu if self.mtu < left else left
+        seg = Segment(seq, msg, offset, length, length + DATA_OVERHEAD)
+        msg.next_offset = offset + length
         msg.segments_made += 1
-        if msg.fully_segmented:
+        if msg.segments_made == msg.num_segments:      # fully_segmented
             self.popleft()
         return seg
 
