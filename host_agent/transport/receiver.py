@@ -170,13 +170,12 @@ class MrcReceiver:
             self._last_ce = False
             return [first[:2]]
         out, used = [first], {first[2]}
-        if copies > 1:
-            for ev in self.evset.one_ev_per_path():
-                if len(out) >= copies:
-                    break
-                if ev.usable and ev.path_key not in used:
-                    used.add(ev.path_key)
-                    out.append(self._sack(plane, ev))
+        for ev in self.evset.one_ev_per_path():
+            if len(out) >= copies:
+                break
+            if ev.usable and ev.path_key not in used:
+                used.add(ev.path_key)
+                out.append(self._sack(plane, ev))
         self._last_ce = False
         return [(nic, pkt) for nic, pkt, _ in out]
 
