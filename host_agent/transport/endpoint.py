@@ -72,7 +72,7 @@ class Connection:
         self.quiet_until = _NEVER     # a poll before this time would change nothing (Endpoint.next_wakeup)
         self._polled_at: float | None = None    # time of the last poll since the last touch (None: touched since)
         self.wakeup: float | None = None        # next_wakeup() as Endpoint.next_wakeup last worked it out,
-        self.wakeup_nic_version = -1            # ... at this version of the NIC clock
+        self.wakeup_nic_version = -1            # ... at this version of the NIC clock (inf: idle, whatever the NIC)
 
     # --- identity ----------------------------------------------------------------------------------
     @property
@@ -338,11 +338,10 @@ class Endpoint:
         for c in connections.values():
             if c.quiet_until == never:              # polled or touched since it was worked out
                 t = c.wakeup = c.next_wakeup()
-                c.wakeup_nic_version = version
+                c.wakeup_nic_version = _INF if c.sender.idle else version   # an idle sender asks no NIC
                 c.quiet_until = c.quiet_time(t)
-            elif c.wakeup_nic_version == version or c.sender.idle:
-                t = c.wakeup                        # nothing it depends on changed (an idle sender
-                                                    # asks no NIC): the same answer
+            elif c.wakeup_nic_version >= version:   # nothing it depends on changed: the same answer
+                t = c.wakeup
             else:                                   # only the NIC clock moved: its quiet time still holds
                 t = c.wakeup = c.next_wakeup()
                 c.wakeup_nic_version = version
