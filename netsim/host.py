@@ -1,6 +1,7 @@
 """A simulated host: the transport endpoint it is given, and its NICs, driven by the simulator's clock."""
 from __future__ import annotations
 
+from heapq import heappush
 from typing import Iterable, Optional, Protocol
 
 from wire import constants as C
@@ -36,6 +37,7 @@ class SimHost:
 
     def __init__(self, sim, name: str, index: int) -> None:
         self.sim = sim
+        self._heap, self._tickets = sim.heap, sim.tickets     # wake-ups are pushed straight onto them
         self.name = name
         self.index = index
         self.nics: dict[int, object] = {}
@@ -62,28 +64,29 @@ class SimHost:
         """Poll the endpoint, transmit its packets and set the next wake-up."""
         now = self.sim.now
         endpoint = self.endpoint
-        if self.on_event is not None:
-            self._dispatch()
+        handle = self.on_event
+        if handle is not None:
+            for event in endpoint.drain_events():
+                handle(event)
         nics = self.nics
         for nic, pkt in endpoint.poll(now):
             link = nics.get(nic)
             if link is None:
                 raise KeyError(f"host {self.name}: endpoint sent on NIC {nic}, which this host does not have")
             link.send(pkt, _HIGH if pkt.dscp in _HIGH_DSCP else _LOW)   # wire.packets.priority_of
-        if self.on_event is not None:
-            self._dispatch()
+        if handle is not None:
+            for event in endpoint.drain_events():
+                handle(event)
         t = endpoint.next_wakeup()
         if t is None:
             return
-        t = max(t, now + 1e-9)
-        if self._wake_at is None or t < self._wake_at or self._wake_at <= now:
+        soonest = now + 1e-9
+        if t < soonest:
+            t = soonest
+        wake_at = self._wake_at
+        if wake_at is None or t < wake_at or wake_at <= now:
             self._wake_at = t
-            self.sim.at(t, self._wake, t)
-
-    def _dispatch(self) -> None:
-        handle = self.on_event
-        for event in self.endpoint.drain_events():
-            handle(event)
+            heappush(self._heap, (t, next(self._tickets), self._wake, (t,)))    # sim.at: t is past now
 
     def _wake(self, t: float) -> None:
         if self._wake_at != t:

@@ -77,34 +77,25 @@ class SimLink:
         if not self.up:
             self.dropped_down += 1
             return False
+        depth = self.high_depth if priority == _HIGH else self.depth
+        if not self.busy and depth > 0:          # idle: both queues are empty, the packet goes on the wire
+            if not self.peak_queue:
+                self.peak_queue = 1              # it was queued, for no time, as the only packet
+            self.busy = True                     # serialised until its last bit has left
+            size = wire_size(pkt)
+            heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._done,
+                                  (pkt, self._epoch, size)))
+            return True
         queues = self.queues
         q = queues[priority]
-        if len(q) >= (self.high_depth if priority == _HIGH else self.depth):
+        if len(q) >= depth:
             self.dropped_queue += 1
             return False
         q.append(pkt)
         queued = len(queues[0]) + len(queues[1])
         if queued > self.peak_queue:
             self.peak_queue = queued
-        if not self.busy:
-            self._start()
         return True
-
-    def _start(self) -> None:
-        """Put the next packet on the wire (HIGH first), or go idle."""
-        queues = self.queues
-        high, low = queues[_HIGH], queues[_LOW]
-        if high:
-            pkt = high.popleft()
-        elif low:
-            pkt = low.popleft()
-        else:
-            self.busy = False
-            return
-        self.busy = True
-        size = wire_size(pkt)
-        heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._done,
-                              (pkt, self._epoch, size)))
 
     def _done(self, pkt, epoch: int, size: int) -> None:
         """The last bit left: the packet propagates, the next one starts."""
@@ -114,7 +105,17 @@ class SimLink:
             heappush(self._heap, (self.sim.now + self.delay, next(self._tickets), self._arrive, (pkt, epoch)))
         else:
             self.dropped_down += 1
-        self._start()
+        queues = self.queues                     # the next packet, HIGH first, goes on the wire
+        if queues[_HIGH]:
+            pkt = queues[_HIGH].popleft()
+        elif queues[_LOW]:
+            pkt = queues[_LOW].popleft()
+        else:
+            self.busy = False
+            return
+        size = wire_size(pkt)
+        heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._done,
+                              (pkt, self._epoch, size)))
 
     def _arrive(self, pkt, epoch: int) -> None:
         if epoch != self._epoch or not self.up:

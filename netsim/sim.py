@@ -53,18 +53,16 @@ class Simulator:
         limit = -1 if max_events is None else max(max_events, 1)     # at least one event runs
         count = 0
         while q:
-            t = q[0][0]
+            t, ticket, fn, args = pop(q)
             if t > horizon:
+                heapq.heappush(q, (t, ticket, fn, args))   # back: (time, ticket) orders it as before
                 self.now = until
                 self.events_run += count
                 return
-            _, _, fn, args = pop(q)
             self.now = t
             fn(*args)
             count += 1
-            if self._stopping or (stop is not None and stop()):
-                break
-            if count == limit:
+            if self._stopping or count == limit or (stop is not None and stop()):
                 break
         self.events_run += count
         if until is not None and not q:

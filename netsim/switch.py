@@ -186,7 +186,10 @@ class SimSwitch:
                     self._counts["fault_drops_data"] += 1
                 return
         link = self.links[port]
-        priority = self._classify(pkt, port, link)
+        if pkt.dscp in _HIGH_DSCP:                       # control and trimmed headers: nothing to classify
+            priority = _HIGH
+        else:
+            priority = self._classify(pkt, port, link)
         if not link.send(pkt, priority):
             self._counts["queue_drops"] += 1
 

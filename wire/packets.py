@@ -110,11 +110,15 @@ CONTROL_BASE = C.BTH_OFFSET + C.BTH_LEN             # Ethernet + IPv6 + UDP + BT
 CONTROL_HEADER_LEN = {Sack: C.SACK_LEN, Nack: C.NACK_LEN, Probe: C.PROBE_LEN, ProbeReply: C.PROBE_REPLY_LEN}
 
 
+_CONTROL_SIZE = {kind: CONTROL_BASE + length for kind, length in CONTROL_HEADER_LEN.items()}
+_DATA_HEADERS_LEN, _TRIMMED = C.DATA_HEADERS_LEN, C.MRCH_FLAG_TRIMMED
+
+
 def wire_size(pkt: Packet) -> int:
     """Bytes of a decoded packet as an Ethernet frame (a trimmed data packet ends after MRCH)."""
     if type(pkt) is DataPacket:
-        return C.DATA_HEADERS_LEN if pkt.flags & C.MRCH_FLAG_TRIMMED else DATA_OVERHEAD + len(pkt.payload)
-    return CONTROL_BASE + CONTROL_HEADER_LEN[type(pkt)]
+        return _DATA_HEADERS_LEN if pkt.flags & _TRIMMED else DATA_OVERHEAD + len(pkt.payload)
+    return _CONTROL_SIZE[type(pkt)]
 
 
 def priority_of(pkt: Packet) -> int:

@@ -19,12 +19,14 @@ from host_agent.transport import events as E
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import EvSet
-from host_agent.transport.message import SendQueue, Segment, ts_age, ts_now
+from host_agent.transport.message import SendQueue, Segment, ts_age
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import CongestionControl
-from host_agent.transport.psn import from_wire, to_wire
+from host_agent.transport.psn import PSN_MASK, from_wire, to_wire
 
 SEQUENCE_ERROR = C.NACK_PSN_OUT_OF_WINDOW
+_DATA_OVERHEAD = C.DATA_HEADERS_LEN + C.ICRC_LEN
+_ECN_CE, _TRIMMED = C.ECN_CE, C.MRCH_FLAG_TRIMMED
 
 
 class BaselineSender:
@@ -68,28 +70,31 @@ class BaselineSender:
         """The current RTO including backoff."""
         return min(self.cfg.rto_max, self.rtt.rto * self._backoff)
 
-    def _outstanding_bytes(self) -> int:
-        return (self.next_seq - self.cum_acked) * (self.cfg.mtu_payload + C.DATA_HEADERS_LEN + C.ICRC_LEN)
-
-    def _ready(self) -> bool:
-        return self.next_seq < self.high_seq or bool(self.pending)
-
-    def _window_allows(self) -> bool:
-        return self.next_seq == self.cum_acked or self._outstanding_bytes() < self.cc.cwnd
+    def _may_send(self) -> bool:
+        """True when a packet is ready (to resend, or new) and the window allows it."""
+        next_seq = self.next_seq
+        if next_seq >= self.high_seq and not self.pending:
+            return False
+        return (next_seq == self.cum_acked
+                or (next_seq - self.cum_acked) * (self.cfg.mtu_payload + _DATA_OVERHEAD) < self.cc.cwnd)
 
     def _ready_time(self) -> float:
         """The pacing clock, or later when our NIC is still busy (line rate known)."""
-        nic = self.evset.path_of(self.evset.slots[0].current).nic
-        return max(self.cc.next_send, self.nic.free_at(nic))
+        evset = self.evset
+        free = self.nic.free_at(evset.paths[evset.slots[0].current.path_key].nic)
+        ready = self.cc.next_send
+        return free if free > ready else ready
 
     def next_wakeup(self) -> float | None:
         """The RTO deadline, or the pacing clock when a packet may go."""
         if self.failed is not None:
             return None
-        times = [self._deadline] if self._deadline is not None else []
-        if self._ready() and self._window_allows():
-            times.append(self._ready_time())
-        return min(times) if times else None
+        t = self._deadline
+        if self._may_send():
+            ready = self._ready_time()
+            if t is None or ready < t:
+                t = ready
+        return t
 
     def expire(self, now: float) -> None:
         """No progress for an RTO: go back to the cumulative ack and double the RTO."""
@@ -127,7 +132,7 @@ class BaselineSender:
         if self.failed is not None:
             return
         cc = self.cc
-        while self._ready() and now >= self._ready_time() and self._window_allows():
+        while self._may_send() and now >= self._ready_time():
             if self.next_seq < self.high_seq:
                 seg, cause = self.segments[self.next_seq], self._cause
             else:
@@ -139,7 +144,7 @@ class BaselineSender:
             self.nic.account(nic, seg.wire, now)
             if self._deadline is None:
                 self._deadline = now + self.rto
-        cc.backlogged = now < cc.next_send and self._ready() and self._window_allows()
+        cc.backlogged = now < cc.next_send and self._may_send()
 
     def _new_segment(self) -> Segment:
         seg = self.pending.cut(self.high_seq)
@@ -162,15 +167,18 @@ class BaselineSender:
             self.emit(E.Retransmitted(now, self.ident, to_wire(seg.seq, self.cfg.initial_psn), cause, ev.value,
                                       ev.value))
         msg = seg.msg
-        tsval = ts_now(now)
+        offset = seg.offset
+        remote_qp = self.ident.remote_qp
+        tsval = int(now * 1e6) & 0xFFFFFFFF
         if seg.length < self.cfg.mtu_payload:
             self.rtt.sent_short(tsval)
+        # positional: DataPacket(src, dst, ev, qp, psn, va, rkey, length, msg_id, msg_len, tsval,
+        #                        payload (a view of the message, as MRC's), flags, dscp, ecn, ack_req)
         return path.nic, DataPacket(
-            src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp,
-            psn=to_wire(seg.seq, self.cfg.initial_psn), va=seg.offset, rkey=self.ident.remote_qp,
-            length=seg.length, msg_id=msg.msg_id, msg_len=msg.length, tsval=tsval,
-            payload=seg.payload(), flags=C.MRCH_FLAG_RETX if retx else 0, dscp=C.DSCP_NO_TRIM,
-            ecn=C.ECN_ECT0, ack_req=seg.seq == self.high_seq - 1 and not self.pending)
+            path.src, path.dst, ev.value, remote_qp, (self.cfg.initial_psn + seg.seq) & PSN_MASK, offset, remote_qp,
+            seg.length, msg.msg_id, msg.length, tsval, msg.data[offset:offset + seg.length],
+            C.MRCH_FLAG_RETX if retx else 0, C.DSCP_NO_TRIM, C.ECN_ECT0,
+            seg.seq == self.high_seq - 1 and not self.pending)
 
     def _advance(self, now: float, cum: int) -> int:
         if not self.cum_acked < cum <= self.high_seq:
@@ -235,33 +243,36 @@ class BaselineReceiver:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
         stats = self.stats
         self.last_data_at = now
-        seq = from_wire(pkt.psn, self.cfg.initial_psn, self.expected)
+        expected = self.expected
+        seq = from_wire(pkt.psn, self.cfg.initial_psn, expected)
         self._last = pkt
-        self._last_ce = self._last_ce or pkt.ecn == C.ECN_CE
-        if seq < self.expected:
+        ce = pkt.ecn == _ECN_CE
+        self._last_ce = self._last_ce or ce
+        if seq < expected:
             stats["duplicates"] += 1
             out.append(self._sack())
             return
-        if seq > self.expected or pkt.trimmed:
+        if seq > expected or pkt.flags & _TRIMMED:
             stats["out_of_sequence"] += 1
             if not self._nacked:
                 self._nacked = True
                 out.append(self._nack(pkt))
             return
         self._nacked = False
-        self.expected += 1
+        self.expected = expected + 1
         stats["data_received"] += 1
         stats["payload_bytes_received"] += pkt.length
-        buf = self._buffers.get(pkt.msg_id)
+        msg_id = pkt.msg_id
+        buf = self._buffers.get(msg_id)
         if buf is None:
-            buf = self._buffers[pkt.msg_id] = bytearray()
+            buf = self._buffers[msg_id] = bytearray()
         buf += pkt.payload
         if len(buf) >= pkt.msg_len:
-            del self._buffers[pkt.msg_id]
+            del self._buffers[msg_id]
             stats["messages_received"] += 1
-            self.emit(E.MessageReceived(now, self.ident, pkt.msg_id, bytes(buf)))
+            self.emit(E.MessageReceived(now, self.ident, msg_id, bytes(buf)))
         self._unacked += 1
-        if self._unacked >= self.cfg.ack_coalesce or pkt.ack_req or pkt.ecn == C.ECN_CE:
+        if self._unacked >= self.cfg.ack_coalesce or pkt.ack_req or ce:
             out.append(self._sack())
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.cfg.ack_delay
@@ -280,14 +291,15 @@ class BaselineReceiver:
         return ev, self.evset.path_of(ev)
 
     def _sack(self):
-        ev, path = self._route()
-        cum = to_wire(self.expected, self.cfg.initial_psn)
+        ev = self.evset.slots[0].current               # _route, inline: per packet
+        path = self.evset.paths[ev.path_key]
+        cum = (self.cfg.initial_psn + self.expected) & PSN_MASK
         self._unacked, self._ack_deadline = 0, None
         ce, self._last_ce = self._last_ce, False
         self.stats["sacks_sent"] += 1
-        return path.nic, Sack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, cum_psn=cum,
-                              sack_base=cum, bitmap=0, ev_echo=self._last.ev, ts_echo=self._last.tsval,
-                              ecn_echo=ce)
+        last = self._last
+        # positional: Sack(src, dst, ev, qp, cum_psn, sack_base, bitmap, ev_echo, ts_echo, ecn_echo)
+        return path.nic, Sack(path.src, path.dst, ev.value, self.ident.remote_qp, cum, cum, 0, last.ev, last.tsval, ce)
 
     def _nack(self, pkt: DataPacket):
         ev, path = self._route()

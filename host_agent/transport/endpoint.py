@@ -27,12 +27,14 @@ from host_agent.transport import events as E
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evcontrol import EvControl
+from host_agent.transport.evset import EvState
 from host_agent.transport.kinds import TRANSPORTS, Wiring
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import DEFAULT_POLICIES, Policies
 from host_agent.transport.probes import Prober
 
 _NEVER = float("-inf")           # Connection.quiet_until when its next poll must run
+_INF = float("inf")
 
 
 class Connection:
@@ -70,7 +72,7 @@ class Connection:
         self.quiet_until = _NEVER     # a poll before this time would change nothing (Endpoint.next_wakeup)
         self._polled_at: float | None = None    # time of the last poll since the last touch (None: touched since)
         self.wakeup: float | None = None        # next_wakeup() as Endpoint.next_wakeup last worked it out,
-        self.wakeup_nic_version = -1            # ... at this version of the NIC clock
+        self.wakeup_nic_version = -1            # ... at this version of the NIC clock (inf: idle, whatever the NIC)
 
     # --- identity ----------------------------------------------------------------------------------
     @property
@@ -96,13 +98,14 @@ class Connection:
     # --- EV set changes, reported as events ---------------------------------------------------------
     def _ev_changed(self, ev, old, cause: str, now: float) -> None:
         path = self.evset.path_of(ev)
+        state = ev.state
         self._emit(E.EvStateChanged(now, self.ident, ev.value, ev.plane, ev.path_key, path.dst.hex(),
-                                    old.value, ev.state.value, cause, path.nic, ev.drops))
-        if ev.state.value == "ASSUMED_BAD":
+                                    old.value, state.value, cause, path.nic, ev.drops))
+        if state is EvState.ASSUMED_BAD:
             self.stats["evs_retired"] += 1
-        elif old.value == "ASSUMED_BAD":
+        elif old is EvState.ASSUMED_BAD:
             self.stats["evs_reinstated"] += 1
-        elif ev.state.value == "SKIP":
+        elif state is EvState.SKIP:
             self.stats[f"evs_skipped_{cause}"] += 1
 
     def _ev_backup(self, new, old, now: float) -> None:
@@ -133,7 +136,7 @@ class Connection:
         polled = self._polled_at
         if polled is None or self.prober.busy(_NEVER):       # at -inf: only the work that needs no time
             return _NEVER
-        quiet = float("inf") if wakeup is None else wakeup
+        quiet = _INF if wakeup is None else wakeup
         tick = self.cc.next_send
         if polled < tick < quiet:
             quiet = tick
@@ -166,29 +169,35 @@ class Connection:
 
     def poll(self, now: float, out: list) -> None:
         """Run due timers, then append what may be sent now (nothing once failed)."""
-        if self.sender.failed is not None:
+        sender = self.sender
+        if sender.failed is not None:
             return
-        self.sender.expire(now)
+        sender.expire(now)
         start = len(out)
         self.receiver.poll(now, out)
-        if self.prober.busy(now):
-            self.prober.poll(now, out)
+        prober = self.prober
+        if prober.busy(now):
+            prober.poll(now, out)
         nic = self._nic
         if nic.rate and len(out) > start:
             for index, pkt in out[start:]:
                 nic.account(index, wire_size(pkt), now)
-        self.sender.poll(now, out)
+        sender.poll(now, out)
         self._polled_at = now
         self.quiet_until = _NEVER                   # until the endpoint works it out again
 
     def next_wakeup(self) -> float | None:
         """The earliest deadline of this connection."""
-        if self.sender.failed is not None:
+        sender = self.sender
+        if sender.failed is not None:
             return None
-        best = self.sender.next_wakeup()
-        for t in (self.receiver.next_wakeup(), self.prober.next_wakeup()):
-            if t is not None and (best is None or t < best):
-                best = t
+        best = sender.next_wakeup()
+        t = self.receiver.next_wakeup()
+        if t is not None and (best is None or t < best):
+            best = t
+        t = self.prober.next_wakeup()
+        if t is not None and (best is None or t < best):
+            best = t
         return best
 
     def describe(self) -> dict:
@@ -298,11 +307,15 @@ class Endpoint:
 
     def poll(self, now: float) -> list[tuple[int, object]]:
         """Run the timers due by `now`; return the (nic, packet) pairs to transmit now."""
-        out, self._urgent = self._urgent, []
-        nic = self.nic
-        if nic.rate:
-            for index, pkt in out:
-                nic.account(index, wire_size(pkt), now)
+        out = self._urgent
+        if out:
+            self._urgent = []
+            nic = self.nic
+            if nic.rate:
+                for index, pkt in out:
+                    nic.account(index, wire_size(pkt), now)
+        else:
+            out = []
         for conn in self.connections.values():
             if now < conn.quiet_until:
                 continue                         # nothing of it is due and nothing changed: a no-op
@@ -321,12 +334,13 @@ class Endpoint:
                 return c.next_wakeup()
         best = None
         version = self.nic.version
+        never = _NEVER
         for c in connections.values():
-            if c.quiet_until == _NEVER:             # polled or touched since it was worked out
+            if c.quiet_until == never:              # polled or touched since it was worked out
                 t = c.wakeup = c.next_wakeup()
-                c.wakeup_nic_version = version
+                c.wakeup_nic_version = _INF if c.sender.idle else version   # an idle sender asks no NIC
                 c.quiet_until = c.quiet_time(t)
-            elif c.wakeup_nic_version == version:   # nothing it depends on changed: the same answer
+            elif c.wakeup_nic_version >= version:   # nothing it depends on changed: the same answer
                 t = c.wakeup
             else:                                   # only the NIC clock moved: its quiet time still holds
                 t = c.wakeup = c.next_wakeup()

@@ -9,6 +9,7 @@ hold (`{"t", "kind", "conn": <connection name>, ...fields}`).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import ClassVar
 
 from host_agent.transport.config import ConnectionId
@@ -46,20 +47,25 @@ class TransportEvent:
         """The flat dict of this event, as logs and experiment records hold it: time, kind, the
         connection's name, then the event's own fields (a kind whose record differs overrides this)."""
         record = {"t": self.t, "kind": self.kind, "conn": self.conn.name}
-        for name in _own_fields(type(self)):
-            record[name] = getattr(self, name)
+        names, values = _own_fields(type(self))
+        if names:
+            record.update(zip(names, values(self)))
         return record
 
 
-_OWN_FIELDS: dict[type, tuple[str, ...]] = {}
+_OWN_FIELDS: dict[type, tuple] = {}
 
 
-def _own_fields(cls: type) -> tuple[str, ...]:
-    """The dataclass fields of an event class beyond `t` and `conn`, in declaration order."""
-    names = _OWN_FIELDS.get(cls)
-    if names is None:
-        names = _OWN_FIELDS[cls] = tuple(f.name for f in fields(cls) if f.name not in ("t", "conn"))
-    return names
+def _own_fields(cls: type) -> tuple:
+    """The dataclass fields of an event class beyond `t` and `conn`, in declaration order, and a
+    function giving their values (as a tuple)."""
+    known = _OWN_FIELDS.get(cls)
+    if known is None:
+        names = tuple(f.name for f in fields(cls) if f.name not in ("t", "conn"))
+        getter = attrgetter(*names) if names else None
+        values = (lambda event: (getter(event),)) if len(names) == 1 else getter
+        known = _OWN_FIELDS[cls] = (names, values)
+    return known
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ class EvState(str, enum.Enum):
 
 
 _USABLE = (EvState.GOOD, EvState.SKIP)    # the states `Ev.usable` is true in
+_SKIP = EvState.SKIP
 OPERATOR = "operator"      # the cause of a change an operator asked for
 OPERATOR_STATES = (EvState.GOOD, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UNKNOWN)   # MODIFY_EV_STATE
 
@@ -249,10 +250,10 @@ class EvSet:
         rotation = self._rotation if self._rotation is not None else self._rotation_slots()
         n = len(rotation)
         for _ in range(n):
-            slot = rotation[self._pos % n]
-            self._pos = (self._pos + 1) % n
-            ev = slot.current
-            if ev.state is EvState.SKIP:
+            pos = self._pos
+            ev = rotation[pos % n].current
+            self._pos = (pos + 1) % n
+            if ev.state is _SKIP:
                 self._set(ev, EvState.GOOD, "skipped_once", now)
                 continue
             return ev

@@ -57,11 +57,13 @@ class SendQueue(deque):
         """The next packet of the oldest message, numbered `seq`; a message leaves the queue
         with its last packet."""
         msg = self[0]
-        length = min(self.mtu, msg.length - msg.next_offset)
-        seg = Segment(seq, msg, msg.next_offset, length, length + DATA_OVERHEAD)
-        msg.next_offset += length
+        offset = msg.next_offset
+        left = msg.length - offset
+        length = self.mtu if self.mtu < left else left
+        seg = Segment(seq, msg, offset, length, length + DATA_OVERHEAD)
+        msg.next_offset = offset + length
         msg.segments_made += 1
-        if msg.fully_segmented:
+        if msg.segments_made == msg.num_segments:      # fully_segmented
             self.popleft()
         return seg
 
@@ -122,4 +124,4 @@ def ts_now(now: float) -> int:
 
 def ts_age(now: float, ts_echo: int) -> float:
     """Seconds since the echoed timestamp `ts_echo` was taken."""
-    return ((ts_now(now) - ts_echo) & 0xFFFFFFFF) / 1e6
+    return (((int(now * 1e6) & 0xFFFFFFFF) - ts_echo) & 0xFFFFFFFF) / 1e6       # ts_now(now) - ts_echo

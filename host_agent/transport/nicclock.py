@@ -18,8 +18,10 @@ class NicClock:
 
     def account(self, nic: int, nbytes: int, now: float) -> None:
         """Note `nbytes` handed to NIC `nic` at `now`."""
-        if self.rate:
-            self._free[nic] = max(self._free.get(nic, 0.0), now) + nbytes / self.rate
+        rate = self.rate
+        if rate:
+            free = self._free.get(nic, 0.0)
+            self._free[nic] = (free if free > now else now) + nbytes / rate
             self.version += 1
 
     def free_at(self, nic: int) -> float:

@@ -201,17 +201,17 @@ class MrcPathMonitor:
     def on_trim(self, evset: EvSet, ev: Ev, last_hop: bool, now: float) -> None:
         if not last_hop:                       # fabric congestion: avoid that path for a while
             evset.skip(ev, "trim", now)
-            evset.steering.strike(ev, len(evset.active_evs()))
+            evset.steering.strike(ev, evset.active_count())
 
     def on_ecn(self, evset: EvSet, ev: Ev, now: float) -> bool:
         evset.skip(ev, "ecn", now)
-        return evset.steering.on_mark(ev, len(evset.active_evs()))
+        return evset.steering.on_mark(ev, evset.active_count())
 
     def on_ack(self, evset: EvSet, ev: Ev, ecn: bool, rtt: float, now: float) -> None:
         """A SACK answered a packet sent on `ev`: a slow one is a strike, a clean one takes one off
         (an ECN-echoed one was judged by `on_ecn`)."""
         if not ecn and evset.steering.on_ack(ev, False, rtt):
-            evset.steering.strike(ev, len(evset.active_evs()))
+            evset.steering.strike(ev, evset.active_count())
 
     def on_acked(self, evset: EvSet, ev: Ev, within: float, now: float) -> None:
         """A SACK acknowledged, without echoing it, a packet sent on `ev` `within` seconds ago:

@@ -66,18 +66,16 @@ class Prober:
         self._requests: list[tuple[object, int, float | None]] = []   # (EV, request id, timeout) not yet sent
         self._requested_at = 0.0                        # when the first of them was asked for
 
-    def _wanted(self, now: float) -> bool:
-        return self.evset.any_bad or self.evset.any_unknown or self._keepalive_due(now)
-
     def _keepalive_due(self, now: float) -> bool:
         """A keepalive is due on a connection that only acknowledges, while data arrives, once
         `keepalive_data_pkts` data packets came in since the last one (so that keepalives cost at
         most one probe per that many data packets, however slow the link)."""
-        if not self._keepalive or not self._sending_idle():
+        if (not self._keepalive
+                or self.stats["data_received"] - self._data_at_keepalive < self.cfg.keepalive_data_pkts
+                or not self._sending_idle()):
             return False
         last = self._last_data_at()
-        return (last >= 0 and now - last <= 2 * self.cfg.probe_interval
-                and self.stats["data_received"] - self._data_at_keepalive >= self.cfg.keepalive_data_pkts)
+        return last >= 0 and now - last <= 2 * self.cfg.probe_interval
 
     def next_wakeup(self) -> float | None:
         """Next probe round (when there is something to probe) or the earliest probe timeout."""
@@ -96,14 +94,20 @@ class Prober:
 
     def schedule(self, now: float) -> None:
         """Arm the probe round timer when something needs probing."""
-        if self._next_round is None and self._wanted(now):
-            self._next_round = now + self.cfg.probe_interval
+        if self._next_round is None:
+            evset = self.evset
+            if evset.any_bad or evset.any_unknown or self._keepalive_due(now):     # something to probe
+                self._next_round = now + self.cfg.probe_interval
 
     def busy(self, now: float) -> bool:
         """True when `poll` has something to do at `now` (cheap: called on every endpoint poll)."""
-        return bool(self.outstanding or self._retry or self._requests) or (
-            self._next_round is not None and now >= self._next_round) or (
-            self._next_round is None and (self.evset.any_bad or self.evset.any_unknown))
+        if self.outstanding or self._retry or self._requests:
+            return True
+        next_round = self._next_round
+        if next_round is not None:
+            return now >= next_round
+        evset = self.evset
+        return evset.any_bad or evset.any_unknown
 
     def poll(self, now: float, out: list) -> None:
         """Expire unanswered probes; send a round of probes when it is due."""
@@ -177,12 +181,15 @@ class Prober:
             if id(ev) not in busy:
                 out.append(self._probe(now, ev, VERIFY))
         if self._keepalive_due(now):
-            active = [e for e in evset.active_evs() if e.usable]
-            keys = sorted({e.path_key for e in active})
+            first: dict = {}                           # path -> its first usable active EV
+            for e in evset.active_evs():
+                if e.path_key not in first and e.usable:
+                    first[e.path_key] = e
+            keys = sorted(first)
             if keys:
                 key = keys[self._keepalive_path % len(keys)]
                 self._keepalive_path += 1
-                ev = next(e for e in active if e.path_key == key)
+                ev = first[key]
                 if id(ev) not in busy:
                     out.append(self._probe(now, ev, KEEPALIVE))
                     self._data_at_keepalive = self.stats["data_received"]

@@ -14,7 +14,7 @@ def to_wire(seq: int, initial_psn: int) -> int:
 
 def from_wire(psn: int, initial_psn: int, near: int) -> int:
     """The sequence number nearest to `near` whose wire PSN is `psn` (wrap-safe)."""
-    diff = (psn - to_wire(near, initial_psn)) & PSN_MASK
+    diff = (psn - ((initial_psn + near) & PSN_MASK)) & PSN_MASK       # psn - to_wire(near)
     if diff >= _HALF:
         diff -= PSN_MOD
     return near + diff

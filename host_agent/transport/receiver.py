@@ -16,6 +16,7 @@ BITMAP_BITS = 64
 BITMAP_MASK = (1 << BITMAP_BITS) - 1
 ACK_WAIT_RTO_FRACTION = 0.5       # a coalesced SACK never waits longer than this fraction of the QP timeout
 GAP_GAIN = 0.125                  # weight of a new sample in the smoothed gap between data packets
+_TRIMMED, _RETX, _ECN_CE = C.MRCH_FLAG_TRIMMED, C.MRCH_FLAG_RETX, C.ECN_CE
 
 
 @dataclass(eq=False)
@@ -60,45 +61,48 @@ class MrcReceiver:
     def on_data(self, now: float, plane: int, pkt: DataPacket, out: list) -> None:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
         stats = self.stats
+        cfg = self.cfg
         if self.last_data_at >= 0:
-            sample = min(now - self.last_data_at, self.cfg.base_timeout)
+            sample = min(now - self.last_data_at, cfg.base_timeout)
             self.gap += GAP_GAIN * (sample - self.gap)
         self.last_data_at = now
-        seq = from_wire(pkt.psn, self.cfg.initial_psn, self.expected)
-        if pkt.trimmed:
+        seq = from_wire(pkt.psn, cfg.initial_psn, self.expected)
+        if pkt.flags & _TRIMMED:                                    # pkt.trimmed, without the call
             stats["trimmed_received"] += 1
             reason = C.NACK_TRIMMED_LASTHOP if pkt.dscp == C.DSCP_TRIMMED_LASTHOP else C.NACK_TRIMMED
             out.extend(self._trim_nacks(plane, pkt, reason))
             return
-        offset = seq - self.expected
-        if offset >= self.cfg.ooo_window:
+        expected = self.expected
+        offset = seq - expected
+        if offset >= cfg.ooo_window:
             stats["out_of_window"] += 1
             out.append(self._nack(plane, pkt, C.NACK_PSN_OUT_OF_WINDOW)[:2])
             return
-        ce = pkt.ecn == C.ECN_CE
+        ce = pkt.ecn == _ECN_CE
         if ce:
             stats["ce_received"] += 1
         if offset < 0 or (self._ooo >> offset) & 1:
             stats["duplicates"] += 1
             self._remember(pkt, ce, plane, seq)
-            out.extend(self._sacks(plane, self.cfg.ack_fanout))      # our earlier SACK may be lost
+            out.extend(self._sacks(plane, cfg.ack_fanout))      # our earlier SACK may be lost
             return
-        if (self._unacked and (offset >= BITMAP_BITS or self._last_seq - self.expected >= BITMAP_BITS)
+        if (self._unacked and (offset >= BITMAP_BITS or self._last_seq - expected >= BITMAP_BITS)
                 and offset // BITMAP_BITS != self._block()):
             out.extend(self._sacks(plane, self._copies()))   # the pending SACK's block: the next shows only this one's
         self._place(now, pkt)
-        self._ooo |= 1 << offset
-        while self._ooo & 1:
-            self._ooo >>= 1
-            self.expected += 1
-        self._remember(pkt, ce, plane, seq)
+        ooo = self._ooo | 1 << offset
+        if ooo & 1:                             # the in-order point moves past every packet held
+            run = (~ooo & (ooo + 1)).bit_length() - 1
+            ooo >>= run
+            self.expected = expected + run
+        self._ooo = ooo
+        self._last, self._last_ce, self._last_plane, self._last_seq = pkt, self._last_ce or ce, plane, seq
         self._unacked += 1
         if pkt.ack_req and seq > self._tail_seq:
             self._tail_seq = seq
-        precious = pkt.flags & C.MRCH_FLAG_RETX or pkt.ack_req      # a retransmission, or the sender's tail
-        if precious:
-            out.extend(self._sacks(plane, self.cfg.ack_fanout))
-        elif ce or self._unacked >= self.cfg.ack_coalesce:
+        if pkt.flags & _RETX or pkt.ack_req:    # a retransmission, or the sender's tail
+            out.extend(self._sacks(plane, cfg.ack_fanout))
+        elif ce or self._unacked >= cfg.ack_coalesce:
             out.extend(self._sacks(plane, self._copies()))
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.ack_wait()
@@ -139,12 +143,15 @@ class MrcReceiver:
                                  f"bytes, above max_message_bytes {self.cfg.max_message_bytes}")
             msg = self.messages[pkt.msg_id] = InMessage(pkt.msg_id, bytearray(pkt.msg_len))
         offset = pkt.va
-        if offset + len(pkt.payload) > len(msg.buffer):
+        payload = pkt.payload
+        size = len(payload)
+        buffer = msg.buffer
+        if offset + size > len(buffer):
             raise ValueError(f"{self.ident.name}: data packet psn {pkt.psn} of message {pkt.msg_id} ends at "
-                             f"{offset + len(pkt.payload)}, past the message length {len(msg.buffer)}")
-        msg.buffer[offset:offset + len(pkt.payload)] = pkt.payload
-        msg.received += len(pkt.payload)
-        if msg.received == len(msg.buffer):
+                             f"{offset + size}, past the message length {len(buffer)}")
+        buffer[offset:offset + size] = payload
+        msg.received += size
+        if msg.received == len(buffer):
             del self.messages[pkt.msg_id]
             stats["messages_received"] += 1
             self.emit(E.MessageReceived(now, self.ident, msg.msg_id, bytes(msg.buffer)))
@@ -169,14 +176,16 @@ class MrcReceiver:
     def _sacks(self, plane: int | None, copies: int) -> list:
         """The current SACK on up to `copies` distinct paths (one that gets through is enough)."""
         first = self._sack(plane)
+        if copies <= 1:
+            self._last_ce = False
+            return [first[:2]]
         out, used = [first], {first[2]}
-        if copies > 1:
-            for ev in self.evset.one_ev_per_path():
-                if len(out) >= copies:
-                    break
-                if ev.usable and ev.path_key not in used:
-                    used.add(ev.path_key)
-                    out.append(self._sack(plane, ev))
+        for ev in self.evset.one_ev_per_path():
+            if len(out) >= copies:
+                break
+            if ev.usable and ev.path_key not in used:
+                used.add(ev.path_key)
+                out.append(self._sack(plane, ev))
         self._last_ce = False
         return [(nic, pkt) for nic, pkt, _ in out]
 

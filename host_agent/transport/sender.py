@@ -24,6 +24,8 @@ from host_agent.transport.policies import CongestionControl, EvSelector, PathMon
 from host_agent.transport.psn import PSN_MASK, from_wire
 
 TS_SLACK = 2e-6        # echoed timestamps count whole microseconds
+_CAUSE_TRIM = E.CAUSE_TRIM
+_INF = float("inf")
 
 
 class MrcSender:
@@ -91,16 +93,21 @@ class MrcSender:
         """Earliest per-packet deadline, or the pacing clock when a packet is ready to go."""
         if self.failed is not None:
             return None
-        self._drop_stale_timers()
-        t = self._timers[0][0] if self._timers else None
+        timers = self._timers
+        if timers:
+            self._drop_stale_timers()
+        t = timers[0][0] if timers else None
         detector = self._detector
         if detector is not None:
-            for due in (detector.deadline, detector.probe_at):
-                if due is not None and (t is None or due < t):
-                    t = due
+            due = detector.deadline
+            if due is not None and (t is None or due < t):
+                t = due
+            due = detector.probe_at
+            if due is not None and (t is None or due < t):
+                t = due
         nxt = self._next_packet(None)
         if nxt is not None:
-            ready = self._trim_at if nxt[1] == E.CAUSE_TRIM else nxt[2]
+            ready = self._trim_at if nxt[1] == _CAUSE_TRIM else nxt[2]
             t = ready if t is None or ready < t else t
         return t
 
@@ -249,6 +256,7 @@ class MrcSender:
                 seg.queued = False
 
     def _window_allows(self, nbytes: int) -> bool:
+        """True when `nbytes` more may be in flight (always when nothing is; inline on the per-packet paths)."""
         return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.cc.cwnd
 
     def _next_packet(self, now: float | None):
@@ -259,31 +267,38 @@ class MrcSender:
         out-of-order bound) and waits until its ready time: the pacing clock and, when the line
         rate is known, the time the NIC of the next EV is free. With `now` None only the window
         is asked about."""
-        self._pop_stale_retx()
         retx = self._retx
+        if retx:
+            self._pop_stale_retx()
+        inflight = self.inflight_bytes
         if retx:
             prio, seq = retx[0]
             seg = self.segments[seq]
             if prio == 0:
-                return seg, E.CAUSE_TRIM, None
-            if not self._window_allows(seg.wire):
+                return seg, _CAUSE_TRIM, None
+            if inflight and inflight + seg.wire > self.cc.cwnd:      # not _window_allows(seg.wire)
                 return None
             cause = self._retx_cause[seq]
         else:
-            if not self.pending or self.next_seq >= self.cum_acked + self.cfg.ooo_window:
+            pending = self.pending
+            if not pending or self.next_seq >= self.cum_acked + self.cfg.ooo_window:
                 return None
-            msg = self.pending[0]
-            if not self._window_allows(min(self.cfg.mtu_payload, msg.length - msg.next_offset) + DATA_OVERHEAD):
-                return None
+            if inflight:
+                msg = pending[0]
+                mtu = self.cfg.mtu_payload
+                left = msg.length - msg.next_offset
+                if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > self.cc.cwnd:
+                    return None
             seg = cause = None
         ready = self.cc.next_send
-        if self.nic.rate:
+        nic = self.nic
+        if nic.rate:
             nics = self._nics
             if len(nics) == 1:
-                nic = nics[0]
+                index = nics[0]
             else:                                # which NIC depends on the EV the packet would take
-                nic = self.evset.path_of(self.selector.peek_ev(self.evset)).nic
-            free = self.nic.free_at(nic)
+                index = self.evset.path_of(self.selector.peek_ev(self.evset)).nic
+            free = nic.free_at(index)
             if free > ready:
                 ready = free
         if now is not None and now < ready:
@@ -300,8 +315,9 @@ class MrcSender:
         rate = None                                      # the pacing rate: fixed while nothing is acknowledged
         while True:
             if not self._retx and now < cc.next_send:
+                inflight = self.inflight_bytes          # ... and _window_allows(mtu_payload)
                 cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self.cfg.ooo_window
-                                 and self._window_allows(self.cfg.mtu_payload))
+                                 and (not inflight or inflight + self.cfg.mtu_payload <= cc.cwnd))
                 return                                   # fast path: the pacing clock says not yet
             nxt = self._next_packet(now)
             if nxt is None:
@@ -431,7 +447,7 @@ class MrcSender:
         trigger = self._trigger_sent = now - rtt      # when the packet this SACK answers was sent
         if trigger > self.delivered_sent_at:
             self.delivered_sent_at = trigger
-        if self.first_rtt_at == float("inf"):
+        if self.first_rtt_at == _INF:
             self.first_rtt_at = now
         ipsn = self.cfg.initial_psn
         cum = from_wire(sack.cum_psn, ipsn, self.cum_acked)
