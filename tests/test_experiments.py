@@ -143,15 +143,17 @@ def slowest_over_ideal(record, case) -> float:
 
 def test_datacenter_gray_spine_mrc_steers_its_slowest_flow_below_blind_spraying():
     """One spine's links at 25 % (datacenter.yaml, full size: 2 MB flows, a few seconds): steering
-    keeps MRC's slowest flow at 1.78x of ideal (1.91x while only the packet a SACK echoes fed the
-    reuse of clean EVs; blind spraying without congestion control 2.05x). The issue's target,
-    1.4x, is not reached: docs/transport.md, "Steering", says what limits it."""
+    and NSCC's data-center tuning (pacing over the target RTT, target 0.75 base RTT, largest
+    decrease 0.2) keep MRC's slowest flow at 1.56x of ideal (1.64x before that tuning, 1.91x while
+    only the packet a SACK echoes fed the reuse of clean EVs; blind spraying without congestion
+    control 2.05x). The issue's target, 1.4x, is not reached: docs/transport.md, "NSCC at
+    data-center speed", says what limits it."""
     scenario = load_scenario(ROOT / "experiments" / "datacenter.yaml")
     case = next(c for c in scenario.cases() if c.variant.label == "permutation, gray spine" and c.transport.mode == "mrc")
     record = NetsimBackend().run_case(case)
     s = metrics.summarise(record)
     assert s["completed"] and s["bit_exact"], s
-    assert slowest_over_ideal(record, case) <= 1.8
+    assert slowest_over_ideal(record, case) <= 1.6
 
 
 @pytest.mark.parametrize("label, bound", [("permutation", 1.3), ("incast", 1.15)])

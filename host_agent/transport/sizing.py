@@ -23,6 +23,8 @@ OOO_WINDOW_CWNDS = 2.0        # out-of-order window, in largest windows (sprayed
 MPR_PSNS = 128                # the API sizes the out-of-order window in units of this many PSNs (`mpr`)
 BITMAP_PSNS = 64              # a window of at most this many PSNs fits one SACK bitmap: no `mpr` needed
 MIN_WINDOW_PKTS = 4
+TARGET_DELAY_BASE_RTTS = 0.75 # NSCC's target queueing delay, in base RTTs (NSCC's typical; unsized: 0.3)
+MAX_MD_JUMP = 0.2             # NSCC's largest single decrease (unsized: 0.5)
 
 
 def base_rtt(hops: int, delay_s: float, rate_bps: float, mtu_payload: int, ack_bytes: int = 0) -> float:
@@ -58,16 +60,19 @@ def qp_timeout_for(seconds: float) -> int:
     return min(MAX_QP_TIMEOUT, math.ceil(math.log2(seconds / QP_TIMEOUT_UNIT) - 1e-12))
 
 
-def for_network(rate_bps: float, rtt_s: float, mtu_payload: int) -> dict:
+def for_network(rate_bps: float, rtt_s: float, mtu_payload: int, spraying: bool = True) -> dict:
     """TransportConfig fields for a network whose hosts send at `rate_bps` and whose base RTT is
     `rtt_s`: the RTO floor, initial RTT, ACK delay, reorder window and probe period in base RTTs,
-    the window in BDPs and the out-of-order window to hold it."""
+    the window in BDPs and the out-of-order window to hold it. For a connection that sprays
+    (`spraying`: MRC), also NSCC's target delay in base RTTs, a gentler largest decrease and pacing
+    over the target RTT (`nscc_for_network`)."""
     if rate_bps <= 0 or rtt_s <= 0 or mtu_payload <= 0:
         raise ValueError(f"for_network: need rate_bps, rtt_s and mtu_payload > 0 (got {rate_bps}, {rtt_s}, "
                          f"{mtu_payload})")
     bdp = bdp_packets(rate_bps, rtt_s, mtu_payload)
     window = max(MIN_WINDOW_PKTS, math.ceil(WINDOW_BDPS * bdp))
     qp_timeout = qp_timeout_for(RTO_MIN_BASE_RTTS * rtt_s)
+    nscc = nscc_for_network(rtt_s) if spraying else {}
     return {
         "mtu_payload": mtu_payload,
         "initial_rtt": rtt_s,
@@ -78,4 +83,16 @@ def for_network(rate_bps: float, rtt_s: float, mtu_payload: int) -> dict:
         "init_cwnd_pkts": max(1, min(window, bdp)),
         "max_cwnd": window,
         "ooo_window": ooo_window_for(window),
+        **nscc,
     }
+
+
+def nscc_for_network(rtt_s: float) -> dict:
+    """NSCC's fields for a sprayed connection on a network of base RTT `rtt_s` whose switches mark
+    ECN from about half a BDP and trim past one (datacenter.yaml: a ramp 16..48 packets, trimming
+    at 48, BDP 28): the target delay in base RTTs, a largest decrease of MAX_MD_JUMP, and pacing
+    over at most the target RTT (docs/transport.md, "NSCC at data-center speed"). A single-path
+    baseline keeps the unsized values: its drop-tail queues on ECMP collisions overflowed with
+    either the target or the pacing rule (loss-sweep --quick: RoCE's loss-free all-to-all took
+    twice as long)."""
+    return {"target_delay": TARGET_DELAY_BASE_RTTS * rtt_s, "max_md_jump": MAX_MD_JUMP, "pace_at_target": True}
