@@ -147,13 +147,22 @@ def test_datacenter_gray_spine_mrc_steers_its_slowest_flow_below_blind_spraying(
     decrease 0.2) keep MRC's slowest flow at 1.56x of ideal (1.64x before that tuning, 1.91x while
     only the packet a SACK echoes fed the reuse of clean EVs; blind spraying without congestion
     control 2.05x). The issue's target, 1.4x, is not reached: docs/transport.md, "NSCC at
-    data-center speed", says what limits it."""
+    data-center speed", says what limits it. An out-of-order window of four windows (not two)
+    lets packets held on the slow spine not stop the others: median flow 1.42x (1.52x)."""
+    import statistics
+    from experiments.backends.netsim_traffic import cable_delay
+    from experiments.budget import network_base_rtt
+    from experiments.datacenter_seeds import flow_ratios
+    from experiments.workloads import variant_topology
     scenario = load_scenario(ROOT / "experiments" / "datacenter.yaml")
     case = next(c for c in scenario.cases() if c.variant.label == "permutation, gray spine" and c.transport.mode == "mrc")
     record = NetsimBackend().run_case(case)
     s = metrics.summarise(record)
     assert s["completed"] and s["bit_exact"], s
     assert slowest_over_ideal(record, case) <= 1.6
+    topo = variant_topology(case.variant)
+    ratios = flow_ratios(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+    assert statistics.median(ratios) <= 1.46
 
 
 @pytest.mark.parametrize("label, bound", [("permutation", 1.3), ("incast", 1.15)])
