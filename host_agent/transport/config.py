@@ -55,6 +55,7 @@ class TransportConfig:
     num_evs: int = 128                # EVs per connection, split evenly across planes (16..256)
     ev_min_active: int | None = None  # floor: never spray over fewer EVs than this (None: num_evs // 4)
     share_fate_by_path: bool = True   # EVs mapping to the same uSID path are retired/reinstated together
+    steer_share_struck: bool = False  # steering: strikes grow once per rotation, a struck path keeps 1/2^k of its slots (sizing: on)
     # --- packets and reliability ---------------------------------------------------
     mtu_payload: int = 1024           # payload bytes per data packet
     max_message_bytes: int = 64 << 20  # largest message either end sends or accepts (receiver buffers it whole)

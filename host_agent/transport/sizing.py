@@ -95,4 +95,5 @@ def nscc_for_network(rtt_s: float) -> dict:
     baseline keeps the unsized values: its drop-tail queues on ECMP collisions overflowed with
     either the target or the pacing rule (loss-sweep --quick: RoCE's loss-free all-to-all took
     twice as long)."""
-    return {"target_delay": TARGET_DELAY_BASE_RTTS * rtt_s, "max_md_jump": MAX_MD_JUMP, "pace_at_target": True}
+    return {"target_delay": TARGET_DELAY_BASE_RTTS * rtt_s, "max_md_jump": MAX_MD_JUMP, "pace_at_target": True,
+            "steer_share_struck": True}
