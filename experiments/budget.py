@@ -66,13 +66,14 @@ def network_base_rtt(case: Case, topo: Topology, delay_s: float) -> float:
 
 def network_params(case: Case, topo: Topology, delay_s: float | None) -> dict:
     """Transport fields that follow the fabric's base RTT and BDP (`host_agent.transport.sizing`)
-    when the scenario sets its cable delay (`link.delay_s`, the data-center form); nothing
-    otherwise (the transport's defaults, tuned for the existing scenarios, stay). The scenario's
-    transport `params` still override each of them."""
+    when the scenario sets its cable delay (`link.delay_s`, the data-center form; NSCC's tuning
+    for spraying only for MRC); nothing otherwise (the transport's defaults, tuned for the
+    existing scenarios, stay). The scenario's transport `params` still override each of them."""
     if case.variant.delay_s is None or delay_s is None:
         return {}
     mtu = case.transport.params.get("mtu_payload") or case.variant.mtu_payload or TransportConfig.mtu_payload
-    return sizing.for_network(float(topo.host_rate_bps()), network_base_rtt(case, topo, delay_s), mtu)
+    return sizing.for_network(float(topo.host_rate_bps()), network_base_rtt(case, topo, delay_s), mtu,
+                              spraying=case.transport.mode == "mrc")
 
 
 def check_mininet(case: Case) -> None:

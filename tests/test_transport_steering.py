@@ -7,7 +7,7 @@ import random
 from host_agent.transport import PathInfo, TransportConfig
 from host_agent.transport.evset import EvSet
 from host_agent.transport.policies import MrcPathMonitor, RotationSelector
-from host_agent.transport.steering import Steering
+from host_agent.transport.steering import Steering, SteeringParams
 
 CFG = TransportConfig(num_evs=32, ev_min_active=4)
 
@@ -190,3 +190,52 @@ def test_a_suspect_ev_is_replaced_only_by_a_clean_ev_of_a_less_struck_path():
     assert steer.take_clean(evset, None, a) is None     # as suspect as a's path: no better
     steer.strikes[b.path_key] = 1.0
     assert steer.take_clean(evset, None, a) is b        # less struck: takes a's turn
+
+
+def setup_shared(seed=1):
+    paths = [PathInfo(0, 0, bytes(16), bytes([0xFC, 0, 0, 0, 1, i]) + bytes(10)) for i in range(4)]
+    evset = EvSet(paths, CFG.num_evs, CFG.ev_floor, random.Random(seed), True,
+                  steering=SteeringParams(share_struck=True))
+    return evset, RotationSelector(CFG), MrcPathMonitor(CFG)
+
+
+def test_share_struck_counts_a_paths_strikes_once_per_rotation():
+    """With share_struck, the marks of one rotation (about packets sent before the steering
+    could react) add one strike; a mark a rotation later adds another. Without it, each adds one."""
+    for shared, expected in ((True, 1), (False, 5)):
+        evset, selector, monitor = setup_shared() if shared else setup()
+        ev = selector.next_ev(evset, 0.0, None)
+        for _ in range(5):
+            monitor.on_ecn(evset, ev, 0.0)
+        assert evset.steering.strikes[ev.path_key] == expected
+    evset, selector, monitor = setup_shared()
+    ev = selector.next_ev(evset, 0.0, None)
+    monitor.on_ecn(evset, ev, 0.0)
+    for _ in range(len(evset.slots)):
+        selector.next_ev(evset, 0.0, None)
+    monitor.on_ecn(evset, ev, 0.0)
+    assert evset.steering.strikes[ev.path_key] == 2
+
+
+def test_share_struck_keeps_a_struck_path_in_use_at_a_share_halved_per_strike():
+    """A path struck k times, with EVs acknowledged clean on the others, keeps about 1 / 2^k of its
+    slots with share_struck (without it, none while clean EVs last)."""
+    counts = {}
+    for shared in (True, False):
+        evset, selector, monitor = setup_shared() if shared else setup()
+        chosen = [selector.next_ev(evset, 0.0, None) for _ in range(8)]
+        bad = chosen[0]
+        for _ in range(2):                              # two strikes, a rotation apart
+            monitor.on_ecn(evset, bad, 0.0)
+            for _ in range(len(evset.slots)):
+                selector.next_ev(evset, 0.0, None)
+        picks = []
+        for _ in range(512):
+            ev = selector.next_ev(evset, 0.0, None)
+            picks.append(ev)
+            if ev.path_key != bad.path_key:
+                monitor.on_ack(evset, ev, False, 10e-6, 0.0)   # the other paths keep coming back clean
+        counts[shared] = sum(e.path_key == bad.path_key for e in picks)
+        assert evset.steering.strikes[bad.path_key] == 2
+    assert counts[False] == 0, counts
+    assert 512 / 4 / 4 / 2 <= counts[True] <= 512 / 4 / 4 * 2, counts    # about a quarter of its 1/4

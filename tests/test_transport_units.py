@@ -375,6 +375,23 @@ def test_pacing_spaces_packets_by_window_over_rtt():
     assert not w.may_send(1.1e-6) and w.may_send(1.3e-6)
 
 
+def test_pace_at_target_paces_over_the_target_rtt_when_slow_samples_inflate_srtt():
+    """Samples of a slow path (70 us, base 10 us) push srtt far above what most packets see: by
+    default the pacing follows srtt; with pace_at_target it spreads the window over at most the
+    base RTT plus the target delay, and below that over srtt as before."""
+    slow, capped = window(pacing_gain=1.0, cc=False, max_cwnd=10), window(
+        pacing_gain=1.0, cc=False, max_cwnd=10, pace_at_target=True, target_delay=5e-6)
+    for w in (slow, capped):
+        for _ in range(8):
+            w._rtt.sample(70e-6)
+    assert slow._rtt.srtt > 40e-6
+    assert slow.pacing_rate(1) == pytest.approx(10 * 1000 / slow._rtt.srtt)
+    assert capped.pacing_rtt() == pytest.approx(15e-6)
+    assert capped.pacing_rate(1) == pytest.approx(10 * 1000 / 15e-6)
+    calm = window(pacing_gain=1.0, cc=False, max_cwnd=10, pace_at_target=True, target_delay=5e-6)
+    assert calm.pacing_rtt() == pytest.approx(12e-6)            # srtt below the cap: srtt
+
+
 def _sent_by_polls(cfg, times, message=bytes(200_000)):
     ep = Endpoint("tx", cfg)
     conn = ep.connect("rx", 1, 2, paths(1, 1))

@@ -41,6 +41,20 @@ def test_sizing_gives_a_window_of_two_bdps_and_an_ooo_window_to_hold_it():
     TransportConfig(**params)                      # a valid configuration
 
 
+def test_sizing_tunes_nscc_for_spraying_only():
+    """A sprayed connection gets NSCC's target delay in base RTTs, a largest decrease of 0.2,
+    pacing over the target RTT and the steering's share for struck paths; a single-path baseline
+    keeps the unsized values."""
+    sprayed = sizing.for_network(100e9, 10e-6, PAYLOAD)
+    assert sprayed["target_delay"] == pytest.approx(sizing.TARGET_DELAY_BASE_RTTS * 10e-6)
+    assert sprayed["max_md_jump"] == sizing.MAX_MD_JUMP and sprayed["pace_at_target"] is True
+    assert sprayed["steer_share_struck"] is True
+    single = sizing.for_network(100e9, 10e-6, PAYLOAD, spraying=False)
+    assert not {"target_delay", "max_md_jump", "pace_at_target", "steer_share_struck"} & set(single)
+    assert {k: v for k, v in sprayed.items() if k in single} == single
+    TransportConfig(**sprayed)
+
+
 def _receiver(window: int) -> MrcReceiver:
     path = PathInfo(0, 0, bytes(16), bytes([0xFC]) + bytes(15))
     evset = EvSet([path], 16, 1, random.Random(1), True)

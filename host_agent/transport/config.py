@@ -55,6 +55,7 @@ class TransportConfig:
     num_evs: int = 128                # EVs per connection, split evenly across planes (16..256)
     ev_min_active: int | None = None  # floor: never spray over fewer EVs than this (None: num_evs // 4)
     share_fate_by_path: bool = True   # EVs mapping to the same uSID path are retired/reinstated together
+    steer_share_struck: bool = False  # steering: strikes grow once per rotation, a struck path keeps 1/2^k of its slots (sizing: on)
     # --- packets and reliability ---------------------------------------------------
     mtu_payload: int = 1024           # payload bytes per data packet
     max_message_bytes: int = 64 << 20  # largest message either end sends or accepts (receiver buffers it whole)
@@ -100,6 +101,7 @@ class TransportConfig:
     adjust_bytes_threshold: int = 0   # increases are applied once this many bytes were acknowledged ...
     adjust_period_threshold: float = 0.0  # ... or this many seconds passed (0, 0: at every acknowledgement)
     pacing_gain: float = 1.25         # pace at this times cwnd / srtt
+    pace_at_target: bool = False      # pace over at most base RTT + target delay, not a larger srtt (sizing: on)
     pacing_burst_pkts: int = 1        # packets an idle sender may emit back to back
     pacing_max_lag: float = 1e-3      # sending time a sender held back only by pacing may catch up after a late poll
     line_rate_bps: float = 0.0        # per-NIC line rate; 0: unknown (no cap on the pacing rate, no NIC clock)

@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass
 
 from host_agent.transport.config import PathInfo
-from host_agent.transport.steering import Steering
+from host_agent.transport.steering import Steering, SteeringParams
 
 
 class EvState(str, enum.Enum):
@@ -90,13 +90,14 @@ class EvSet:
     """
 
     def __init__(self, paths: list[PathInfo], num_evs: int, min_active: int, rng: random.Random,
-                 share_fate_by_path: bool = True, on_change=None, on_backup=None) -> None:
+                 share_fate_by_path: bool = True, on_change=None, on_backup=None,
+                 steering: SteeringParams | None = None) -> None:
         if not paths:
             raise ValueError("EvSet: a connection needs at least one path")
         self.paths = list(paths)
         self.min_active = min_active
         self.share_fate = share_fate_by_path
-        self.steering = Steering(by_path=share_fate_by_path)   # congestion holds and clean EVs (steering.py)
+        self.steering = Steering(steering or SteeringParams(), by_path=share_fate_by_path)   # holds, clean EVs
         self._rng = rng
         self._on_change = on_change or (lambda ev, old, cause, now: None)
         self._on_backup = on_backup or (lambda new, old, now: None)

@@ -19,6 +19,7 @@ from host_agent.transport.baseline import BaselineReceiver, BaselineSender
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import EvSet
+from host_agent.transport.steering import SteeringParams
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import CongestionControl, PathMonitor, Policies
 from host_agent.transport.receiver import MrcReceiver
@@ -84,7 +85,8 @@ def build_mrc(w: Wiring) -> Parts:
     """MRC: EVs sprayed over every path, selective acknowledgement, trims, EV retirement."""
     cfg = w.config
     evset = EvSet(w.paths, cfg.num_evs, cfg.ev_floor, w.rng, cfg.share_fate_by_path,
-                  on_change=w.on_ev_change, on_backup=w.on_ev_backup)
+                  on_change=w.on_ev_change, on_backup=w.on_ev_backup,
+                  steering=SteeringParams(share_struck=True) if cfg.steer_share_struck else None)
     sender = MrcSender(w.ident, cfg, evset, w.rtt, w.cc, w.nic, w.stats, w.emit,
                        w.policies.ev_selector(cfg), w.policies.sack(cfg), w.monitor)
     return Parts(evset, sender, MrcReceiver(w.ident, cfg, evset, w.stats, w.emit), keepalive=True)

@@ -47,7 +47,8 @@ class RotationSelector:
     """MRC's choice with steering (`steering`, docs/transport.md "Steering"): the next slot of the
     EV set's rotation, passing over SKIP EVs once; when that EV is held out or its path has
     strikes, an EV acknowledged clean instead (oldest first, REPS-like; on a path with fewer
-    strikes unless that EV is held out), else the next EV not held out. A retransmission does not take the EV it was lost on while another is active."""
+    strikes unless that EV is held out), else the next EV not held out; with the steering's
+    `share_struck`, a struck path not held keeps one in 2^k of its slots. A retransmission does not take the EV it was lost on while another is active."""
 
     def __init__(self, config: TransportConfig) -> None:
         pass
@@ -58,6 +59,8 @@ class RotationSelector:
         ev = evset.next_data_ev(now)
         if not steer.strikes and not steer.held_until and (resend_of is None or ev is not resend_of):
             return ev                                    # no congestion signal: the rotation's choice
+        if steer.params.share_struck and ev is not resend_of and not steer.held(ev) and steer.admit(ev):
+            return ev                                    # a struck path's share of its slots
         if steer.suspect(ev) or ev is resend_of:
             clean = steer.take_clean(evset, resend_of, ev)    # REPS-like: an EV acknowledged clean
             if clean is not None:

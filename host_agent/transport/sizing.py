@@ -23,13 +23,15 @@ ACK_DELAY_MAX_S = 50e-6
 REORDER_BASE_RTTS = 1.0       # reorder window of loss detection from SACKs, in base RTTs (lossdetect; unsized: 2)
 PROBE_RTO_MINS = 2.0          # probes of retired EVs every this many RTO floors
 WINDOW_BDPS = 2.0             # largest congestion window, in BDPs
-OOO_WINDOW_CWNDS = 2.0        # out-of-order window, in largest windows (sprayed packets arrive out of order)
+OOO_WINDOW_CWNDS = 4.0        # out-of-order window, in largest windows (sprayed packets arrive out of order; slow paths late)
 MPR_PSNS = 128                # the API sizes the out-of-order window in units of this many PSNs (`mpr`)
 BITMAP_PSNS = 64              # a window of at most this many PSNs fits one SACK bitmap: no `mpr` needed
 MIN_WINDOW_PKTS = 4
 RTO_MIN_PACKETS = 4           # the RTO floor spans at least this many full packets at the line rate
 INITIAL_RTT_PACKETS = 2       # the RTT assumed before any sample: at least this many packet times
 PACING_LAG_PACKETS = 2        # sending time a late poll may catch up on: at least this many packet times
+TARGET_DELAY_BASE_RTTS = 0.75 # NSCC's target queueing delay, in base RTTs (NSCC's typical; unsized: 0.3)
+MAX_MD_JUMP = 0.2             # NSCC's largest single decrease (unsized: 0.5)
 
 
 def base_rtt(hops: int, delay_s: float, rate_bps: float, mtu_payload: int, ack_bytes: int = 0) -> float:
@@ -65,16 +67,19 @@ def qp_timeout_for(seconds: float) -> int:
     return min(MAX_QP_TIMEOUT, math.ceil(math.log2(seconds / QP_TIMEOUT_UNIT) - 1e-12))
 
 
-def for_network(rate_bps: float, rtt_s: float, mtu_payload: int) -> dict:
+def for_network(rate_bps: float, rtt_s: float, mtu_payload: int, spraying: bool = True) -> dict:
     """TransportConfig fields for a network whose hosts send at `rate_bps` and whose base RTT is
     `rtt_s`: the RTO floor, initial RTT, ACK delay, reorder window and probe period in base RTTs,
-    the window in BDPs and the out-of-order window to hold it."""
+    the window in BDPs and the out-of-order window to hold it. For a connection that sprays
+    (`spraying`: MRC), also NSCC's target delay in base RTTs, a gentler largest decrease and pacing
+    over the target RTT (`nscc_for_network`)."""
     if rate_bps <= 0 or rtt_s <= 0 or mtu_payload <= 0:
         raise ValueError(f"for_network: need rate_bps, rtt_s and mtu_payload > 0 (got {rate_bps}, {rtt_s}, "
                          f"{mtu_payload})")
     bdp = bdp_packets(rate_bps, rtt_s, mtu_payload)
     window = max(MIN_WINDOW_PKTS, math.ceil(WINDOW_BDPS * bdp))
     qp_timeout = qp_timeout_for(RTO_MIN_BASE_RTTS * rtt_s)
+    nscc = nscc_for_network(rtt_s) if spraying else {}
     return {
         "mtu_payload": mtu_payload,
         "initial_rtt": rtt_s,
@@ -85,6 +90,7 @@ def for_network(rate_bps: float, rtt_s: float, mtu_payload: int) -> dict:
         "init_cwnd_pkts": max(1, min(window, bdp)),
         "max_cwnd": window,
         "ooo_window": ooo_window_for(window),
+        **nscc,
     }
 
 
@@ -111,3 +117,15 @@ def for_line_rate(rate_bps: float, mtu_payload: int) -> dict:
         "probe_interval": defaults.probe_interval * (1 << (qp_timeout - defaults.qp_timeout)),
         "pacing_max_lag": max(defaults.pacing_max_lag, PACING_LAG_PACKETS * packet_s),
     }
+
+
+def nscc_for_network(rtt_s: float) -> dict:
+    """NSCC's fields for a sprayed connection on a network of base RTT `rtt_s` whose switches mark
+    ECN from about half a BDP and trim past one (datacenter.yaml: a ramp 16..48 packets, trimming
+    at 48, BDP 28): the target delay in base RTTs, a largest decrease of MAX_MD_JUMP, and pacing
+    over at most the target RTT (docs/transport.md, "NSCC at data-center speed"). A single-path
+    baseline keeps the unsized values: its drop-tail queues on ECMP collisions overflowed with
+    either the target or the pacing rule (loss-sweep --quick: RoCE's loss-free all-to-all took
+    twice as long)."""
+    return {"target_delay": TARGET_DELAY_BASE_RTTS * rtt_s, "max_md_jump": MAX_MD_JUMP, "pace_at_target": True,
+            "steer_share_struck": True}

@@ -17,6 +17,12 @@ signals and shrinks with clean acknowledgements (docs/transport.md, "Steering"):
   packet takes an EV acknowledged clean instead, oldest first (in the spirit of REPS), provided
   its path has fewer strikes than that EV's (any, when that EV is held out), else the next EV not
   held out. Without congestion signals the rotation is MRC's.
+- With `share_struck` (sizing turns it on at data-center speed), a path's strike count grows at
+  most once per rotation (the other signals of that rotation are about packets sent before the
+  steering could react; each still holds its EV), and a struck path that is not held keeps one of
+  every 2^k of its rotation slots instead of giving each to an EV acknowledged clean: without
+  it a slow path struck dozens of times in its first RTT was never used again, so never
+  acknowledged clean again.
 - A SACK echoes one packet, but acknowledges several (one per `ack_coalesce`). While a signal
   stands (`signalled`), every other packet it acknowledges for the first time is judged too:
   unmarked (a CE mark gets a SACK of its own), with the time since it was sent as a bound on its
@@ -63,6 +69,7 @@ class SteeringParams:
     clean_cache: int = CLEAN_CACHE
     clean_age: float = CLEAN_AGE
     local_strikes: float = LOCAL_STRIKES
+    share_struck: bool = False          # strikes grow once per rotation; a struck path keeps 1 / 2^k of its slots
 
 
 class Steering:
@@ -81,6 +88,8 @@ class Steering:
         self._rtt_gain = params.rtt_gain
         self._clean_cache = params.clean_cache
         self._clean_age = params.clean_age
+        self._struck_at: dict[int, int] = {}   # key -> `sent` at its latest strike count increase (share_struck)
+        self._credit: dict[int, float] = {}    # key -> slots owed to a struck path (share_struck)
 
     def key(self, ev: Ev) -> int:
         """What strikes are counted by: `ev`'s path, or `ev` itself (holds are always per EV)."""
@@ -90,7 +99,10 @@ class Steering:
     def strike(self, ev: Ev, rotation: int) -> float:
         """A congestion signal about `ev`; hold it (its path) out. Returns the hold, in data packets."""
         p, key = self.params, self.key(ev)
-        k = self.strikes.get(key, 0.0) + 1.0
+        k = self.strikes.get(key, 0.0)
+        if not p.share_struck or k <= 0 or self.sent - self._struck_at.get(key, 0) >= max(1, rotation):
+            k += 1.0
+            self._struck_at[key] = self.sent
         self.strikes[key] = k
         hold = min(p.max_hold_rotations, p.hold_rotations * p.growth ** (k - 1.0)) * max(1, rotation)
         self.held_until[ev.value] = max(self.held_until.get(ev.value, 0.0), self.sent + hold)
@@ -154,6 +166,20 @@ class Steering:
             self._offer(ev)
 
     # --- choice -------------------------------------------------------------------------------
+    def admit(self, ev: Ev) -> bool:
+        """With `share_struck`: True when `ev`, not held, may take its rotation slot although its
+        path has k strikes: one slot in 2^k (a credit per path), every slot without strikes."""
+        key = self.key(ev)
+        k = self.strikes.get(key)
+        if k is None:
+            return True
+        credit = self._credit.get(key, 0.0) + 0.5 ** k
+        if credit >= 1.0:
+            self._credit[key] = credit - 1.0
+            return True
+        self._credit[key] = credit
+        return False
+
     def suspect(self, ev: Ev) -> bool:
         """True when `ev` is held out or its strikes (its path's) are not all decayed."""
         return self.key(ev) in self.strikes or self.held(ev)

@@ -1,0 +1,74 @@
+"""MRC's flows against their ideal time on experiments/datacenter.yaml, seed by seed.
+
+    .venv/bin/python -m experiments.datacenter_seeds [--seeds 1 2 3 4] [--variant LABEL ...] [--quick]
+
+Runs MRC on netsim (deterministic) for each seed and each variant (default: `permutation`,
+`permutation, gray spine`, `incast`) and prints, per run, the slowest and the median flow's
+completion time over its ideal (bytes into its receiver at the line rate plus the fabric's base
+RTT), then the mean over the seeds. The issue's targets (issue 16) are about the slowest flow.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from experiments.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+DATACENTER = ROOT / "experiments" / "datacenter.yaml"
+VARIANTS = ("permutation", "permutation, gray spine", "incast")
+
+
+def flow_ratios(record, rate_bps: float, base_rtt: float) -> list[float] | None:
+    """Each flow's finish over its ideal (as metrics.slowest_over_ideal), or None when one never finished."""
+    into: dict[str, int] = {}
+    for f in record.flows:
+        into[f.dst] = into.get(f.dst, 0) + f.expected_bytes
+    if not record.flows or any(f.finish is None for f in record.flows):
+        return None
+    return sorted(f.finish / (into[f.dst] * 8 / rate_bps + base_rtt) for f in record.flows)
+
+
+def run(variant: str, seed: int, quick: bool, mode: str = "mrc") -> list[float] | None:
+    """The sorted flow ratios of `mode` on `variant` of datacenter.yaml with `seed`."""
+    from experiments.backends.netsim_backend import NetsimBackend
+    from experiments.backends.netsim_traffic import cable_delay
+    from experiments.budget import network_base_rtt
+    from experiments.workloads import variant_topology
+    scenario = load_scenario(DATACENTER, quick=quick, seed=seed)
+    case = next((c for c in scenario.cases() if c.transport.mode == mode and c.variant.label == variant), None)
+    if case is None:
+        raise SystemExit(f"datacenter.yaml has no variant {variant!r} for mode {mode!r}")
+    topo = variant_topology(case.variant)
+    record = NetsimBackend().run_case(case)
+    return flow_ratios(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.datacenter_seeds", description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4])
+    parser.add_argument("--variant", action="append", help="a variant label (repeatable; default: three)")
+    parser.add_argument("--quick", action="store_true", help="datacenter.yaml's quick sizes (256 KB flows)")
+    args = parser.parse_args(argv)
+    for variant in args.variant or VARIANTS:
+        slowest, median = [], []
+        for seed in args.seeds:
+            began = time.monotonic()
+            ratios = run(variant, seed, args.quick)
+            if ratios is None:
+                print(f"{variant:<24} seed {seed}: a flow never finished", flush=True)
+                continue
+            slowest.append(ratios[-1])
+            median.append(statistics.median(ratios))
+            print(f"{variant:<24} seed {seed}: slowest {ratios[-1]:.3f}x  median {median[-1]:.3f}x  "
+                  f"({time.monotonic() - began:.0f} s wall)", flush=True)
+        if slowest:
+            print(f"{variant:<24} mean   : slowest {statistics.mean(slowest):.3f}x  "
+                  f"median {statistics.mean(median):.3f}x  (max slowest {max(slowest):.3f}x)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
