@@ -14,21 +14,12 @@ import statistics
 import time
 from pathlib import Path
 
+from experiments import metrics
 from experiments.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 DATACENTER = ROOT / "experiments" / "datacenter.yaml"
 VARIANTS = ("permutation", "permutation, gray spine", "incast")
-
-
-def flow_ratios(record, rate_bps: float, base_rtt: float) -> list[float] | None:
-    """Each flow's finish over its ideal (as metrics.slowest_over_ideal), or None when one never finished."""
-    into: dict[str, int] = {}
-    for f in record.flows:
-        into[f.dst] = into.get(f.dst, 0) + f.expected_bytes
-    if not record.flows or any(f.finish is None for f in record.flows):
-        return None
-    return sorted(f.finish / (into[f.dst] * 8 / rate_bps + base_rtt) for f in record.flows)
 
 
 def run(variant: str, seed: int, quick: bool, mode: str = "mrc") -> list[float] | None:
@@ -43,7 +34,7 @@ def run(variant: str, seed: int, quick: bool, mode: str = "mrc") -> list[float] 
         raise SystemExit(f"datacenter.yaml has no variant {variant!r} for mode {mode!r}")
     topo = variant_topology(case.variant)
     record = NetsimBackend().run_case(case)
-    return flow_ratios(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+    return metrics.flows_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
 
 
 def main(argv: list[str] | None = None) -> int:

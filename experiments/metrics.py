@@ -94,15 +94,21 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     return None if first is None else max(0.0, first - t_fail)
 
 
-def slowest_over_ideal(record: CaseRecord, rate_bps: float, base_rtt: float) -> Optional[float]:
-    """The slowest flow's finish over its ideal: the bytes into its receiver at `rate_bps`, plus the
-    fabric's `base_rtt` (None when a flow never finished)."""
+def flows_over_ideal(record: CaseRecord, rate_bps: float, base_rtt: float) -> Optional[list[float]]:
+    """Each flow's finish over its ideal, sorted: the bytes into its receiver at `rate_bps`, plus
+    the fabric's `base_rtt` (None when a flow never finished)."""
     into: dict[str, int] = {}
     for f in record.flows:
         into[f.dst] = into.get(f.dst, 0) + f.expected_bytes
     if not record.flows or any(f.finish is None for f in record.flows):
         return None
-    return max(f.finish / (into[f.dst] * 8 / rate_bps + base_rtt) for f in record.flows)
+    return sorted(f.finish / (into[f.dst] * 8 / rate_bps + base_rtt) for f in record.flows)
+
+
+def slowest_over_ideal(record: CaseRecord, rate_bps: float, base_rtt: float) -> Optional[float]:
+    """The slowest flow's finish over its ideal (`flows_over_ideal`; None when a flow never finished)."""
+    ratios = flows_over_ideal(record, rate_bps, base_rtt)
+    return None if ratios is None else ratios[-1]
 
 
 def longest_delivery_gap(record: CaseRecord) -> Optional[float]:

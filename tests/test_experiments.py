@@ -153,7 +153,7 @@ def test_datacenter_gray_spine_mrc_steers_its_slowest_flow_below_blind_spraying(
     import statistics
     from experiments.backends.netsim_traffic import cable_delay
     from experiments.budget import network_base_rtt
-    from experiments.datacenter_seeds import flow_ratios
+    from experiments.metrics import flows_over_ideal
     from experiments.workloads import variant_topology
     scenario = load_scenario(ROOT / "experiments" / "datacenter.yaml")
     case = next(c for c in scenario.cases() if c.variant.label == "permutation, gray spine" and c.transport.mode == "mrc")
@@ -162,7 +162,7 @@ def test_datacenter_gray_spine_mrc_steers_its_slowest_flow_below_blind_spraying(
     assert s["completed"] and s["bit_exact"], s
     assert slowest_over_ideal(record, case) <= 1.55
     topo = variant_topology(case.variant)
-    ratios = flow_ratios(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+    ratios = flows_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
     assert statistics.median(ratios) <= 1.39
 
 
