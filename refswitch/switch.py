@@ -128,15 +128,7 @@ class SwitchCore:
         now = None
         if self.arriving:
             now = self.clock()
-            for port in list(self.arriving):
-                line = self.arriving[port]
-                while line and line[0][0] <= now:
-                    self.process(line.popleft()[1], port)
-                if line:
-                    if next_due is None or line[0][0] < next_due:
-                        next_due = line[0][0]
-                else:
-                    del self.arriving[port]
+            next_due = self._release(self.arriving, now, self._enter)
         pipeline = self.pipeline
         for port, q in self.queues.ports.items():
             low, high = q.fifos
@@ -158,20 +150,37 @@ class SwitchCore:
                 elif pipeline is not None:
                     self._send(pipeline, port, frame, priority)
         if self.on_wire:
-            if now is None:
-                now = self.clock()
-            for port in list(self.on_wire):
-                line = self.on_wire[port]
-                while line and line[0][0] <= now:
-                    _, frame, priority = line.popleft()
-                    if pipeline is not None:
-                        self._send(pipeline, port, frame, priority)
-                if line:
-                    if next_due is None or line[0][0] < next_due:
-                        next_due = line[0][0]
-                else:
-                    del self.on_wire[port]
+            due = self._release(self.on_wire, self.clock() if now is None else now, self._leave)
+            if due is not None and (next_due is None or due < next_due):
+                next_due = due
         return next_due
+
+    @staticmethod
+    def _release(lines: dict[int, deque], now: float, deliver: Callable) -> Optional[float]:
+        """Hand `deliver(port, entry)` every entry of the per-port `lines` (each a deque of tuples
+        led by their due time, in order) due by `now`; forget emptied lines; return the earliest
+        due time left (None: none)."""
+        next_due = None
+        for port in list(lines):
+            line = lines[port]
+            while line and line[0][0] <= now:
+                deliver(port, line.popleft())
+            if line:
+                if next_due is None or line[0][0] < next_due:
+                    next_due = line[0][0]
+            else:
+                del lines[port]
+        return next_due
+
+    def _enter(self, port: int, entry: tuple) -> None:
+        """A frame from a host's link whose last bit is in: into the pipeline."""
+        self.process(entry[1], port)
+
+    def _leave(self, port: int, entry: tuple) -> None:
+        """A frame whose last bit is out on `port`'s link: sent."""
+        pipeline = self.pipeline
+        if pipeline is not None:
+            self._send(pipeline, port, entry[1], entry[2])
 
     def _send(self, pipeline: Pipeline, port: int, frame: bytes, priority: int) -> None:
         if self.transmit(port, frame, priority):
