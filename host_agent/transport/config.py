@@ -56,6 +56,8 @@ class TransportConfig:
     ev_min_active: int | None = None  # floor: never spray over fewer EVs than this (None: num_evs // 4)
     share_fate_by_path: bool = True   # EVs mapping to the same uSID path are retired/reinstated together
     steer_share_struck: bool = False  # steering: strikes grow once per rotation, a struck path keeps 1/2^k of its slots (sizing: on)
+    path_cap_pkts: int = 0            # a path's packets in flight until acknowledged at a normal RTT (0: no cap; sizing: 4)
+    path_cap_rtts: float = 1.5        # an acknowledgement within this many base RTTs opens its path's cap by one
     # --- packets and reliability ---------------------------------------------------
     mtu_payload: int = 1024           # payload bytes per data packet
     max_message_bytes: int = 64 << 20  # largest message either end sends or accepts (receiver buffers it whole)
@@ -131,6 +133,10 @@ class TransportConfig:
                 or not 1 <= self.ev_min_active <= self.num_evs):
             raise ValueError(f"TransportConfig.ev_min_active: {self.ev_min_active!r} is outside 1..num_evs "
                              f"({self.num_evs})")
+        if not isinstance(self.path_cap_pkts, int) or isinstance(self.path_cap_pkts, bool) or self.path_cap_pkts < 0:
+            raise ValueError(f"TransportConfig.path_cap_pkts: {self.path_cap_pkts!r} must be an int >= 0")
+        if not self.path_cap_rtts > 0:
+            raise ValueError(f"TransportConfig.path_cap_rtts: {self.path_cap_rtts} must be > 0")
         if self.keepalive_data_pkts < 0:
             raise ValueError(f"TransportConfig.keepalive_data_pkts: {self.keepalive_data_pkts} must be >= 0")
         for name in ("target_delay", "qa_threshold", "adjust_period_threshold", "fi_scale", "sack_reorder_window"):

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import enum
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from host_agent.transport.config import PathInfo
+from host_agent.transport.pathcap import PathLoad
 from host_agent.transport.steering import Steering, SteeringParams
 
 
@@ -67,6 +68,7 @@ class Ev:
     bad_since: float = 0.0
     probe_successes: int = 0
     drops: int = 0                  # packets sent on it found lost (timeouts and trims)
+    load: PathLoad = field(default_factory=PathLoad, repr=False)   # its path's packets in flight (shared)
 
     @property
     def usable(self) -> bool:
@@ -91,10 +93,11 @@ class EvSet:
 
     def __init__(self, paths: list[PathInfo], num_evs: int, min_active: int, rng: random.Random,
                  share_fate_by_path: bool = True, on_change=None, on_backup=None,
-                 steering: SteeringParams | None = None) -> None:
+                 steering: SteeringParams | None = None, path_cap: float | None = None) -> None:
         if not paths:
             raise ValueError("EvSet: a connection needs at least one path")
         self.paths = list(paths)
+        self.loads = [PathLoad() if path_cap is None else PathLoad(path_cap) for _ in self.paths]
         self.min_active = min_active
         self.share_fate = share_fate_by_path
         self.steering = Steering(steering or SteeringParams(), by_path=share_fate_by_path)   # holds, clean EVs
@@ -150,7 +153,7 @@ class EvSet:
                 continue
             key = candidates[ev_path_index(value, len(candidates))]
             if allowed is None or key in allowed:
-                ev = Ev(value, plane, key, home=home)
+                ev = Ev(value, plane, key, home=home, load=self.loads[key])
                 self.by_value[value] = ev
                 return ev
         return None
@@ -450,7 +453,8 @@ class EvSet:
             if value in self.by_value:
                 raise ValueError(f"new_ev: {value:#x} is already an EV of this connection")
             keys = self.plane_paths[ev.plane]
-            new = Ev(value, ev.plane, keys[ev_path_index(value, len(keys))])
+            key = keys[ev_path_index(value, len(keys))]
+            new = Ev(value, ev.plane, key, load=self.loads[key])
             self.by_value[value] = new
         new.state = EvState.UNKNOWN
         self._unknown[id(new)] = new

@@ -21,6 +21,7 @@ from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import EvSet
 from host_agent.transport.steering import SteeringParams
 from host_agent.transport.nicclock import NicClock
+from host_agent.transport.pathcap import PathCapSelector
 from host_agent.transport.policies import CongestionControl, PathMonitor, Policies
 from host_agent.transport.receiver import MrcReceiver
 from host_agent.transport.sender import MrcSender
@@ -86,9 +87,13 @@ def build_mrc(w: Wiring) -> Parts:
     cfg = w.config
     evset = EvSet(w.paths, cfg.num_evs, cfg.ev_floor, w.rng, cfg.share_fate_by_path,
                   on_change=w.on_ev_change, on_backup=w.on_ev_backup,
-                  steering=SteeringParams(share_struck=True) if cfg.steer_share_struck else None)
+                  steering=SteeringParams(share_struck=True) if cfg.steer_share_struck else None,
+                  path_cap=cfg.path_cap_pkts or None)
+    selector = w.policies.ev_selector(cfg)
+    if cfg.path_cap_pkts:
+        selector = PathCapSelector(selector)      # no path holds more than its cap while another has room
     sender = MrcSender(w.ident, cfg, evset, w.rtt, w.cc, w.nic, w.stats, w.emit,
-                       w.policies.ev_selector(cfg), w.policies.sack(cfg), w.monitor)
+                       selector, w.policies.sack(cfg), w.monitor)
     return Parts(evset, sender, MrcReceiver(w.ident, cfg, evset, w.stats, w.emit), keepalive=True)
 
 

@@ -20,6 +20,7 @@ from host_agent.transport.evset import EvSet
 from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
 from host_agent.transport.message import OutMessage, SendQueue, Segment, ts_age
 from host_agent.transport.nicclock import NicClock
+from host_agent.transport.pathcap import open_caps
 from host_agent.transport.policies import CongestionControl, EvSelector, PathMonitor, SackProcessor, Timeout
 from host_agent.transport.psn import PSN_MASK, from_wire
 
@@ -164,6 +165,7 @@ class MrcSender:
 
     def _timed_out(self, seg: Segment, now: float) -> None:
         seg.in_flight = False
+        seg.ev.load.inflight -= 1
         self.inflight_bytes -= seg.wire
         seg.timeouts += 1
         self.stats["timeouts"] += 1
@@ -203,6 +205,7 @@ class MrcSender:
         if seg is None:
             return
         seg.in_flight = False
+        seg.ev.load.inflight -= 1
         self.inflight_bytes -= seg.wire
         self.stats["tail_probes"] += 1
         self._queue_retx(seg.seq, E.CAUSE_TAIL_PROBE)
@@ -215,6 +218,7 @@ class MrcSender:
         stats = self.stats
         for seg in lost:
             seg.in_flight = False
+            seg.ev.load.inflight -= 1
             self.inflight_bytes -= seg.wire
             seg.declared_lost = True
             stats["sack_timed_losses"] += 1
@@ -231,6 +235,7 @@ class MrcSender:
         for seg in self.segments.values():
             if seg.in_flight and id(seg.ev) in gone:
                 seg.in_flight = False
+                seg.ev.load.inflight -= 1
                 self.inflight_bytes -= seg.wire
                 self.stats["stranded_resent"] += 1
                 self._queue_retx(seg.seq, E.CAUSE_TIMEOUT)
@@ -347,6 +352,7 @@ class MrcSender:
         seg.ev = ev
         seg.sent_at = now
         seg.in_flight = True
+        ev.load.inflight += 1
         seg.trimmed = False
         seg.transmissions += 1
         self.inflight_bytes += seg.wire
@@ -392,6 +398,7 @@ class MrcSender:
             self._spurious(seg, now)
         if seg.in_flight:
             seg.in_flight = False
+            seg.ev.load.inflight -= 1
             self.inflight_bytes -= seg.wire
         if seg.msg.segment_acked():
             self._message_sent(seg.msg, now)
@@ -493,6 +500,9 @@ class MrcSender:
                 self.stats["ecn_steered"] += 1
         if ev is not None and self._on_ack is not None:
             self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
+        cfg = self.cfg
+        if newly and cfg.path_cap_pkts:                 # acknowledgements at a normal RTT open their paths' caps
+            open_caps(newly, now, cfg.path_cap_rtts * self.rtt.base_rtt, cfg.max_cwnd)
         if newly and self.evset.steering.signalled:     # steering learns from them only then
             self._judge_unechoed(newly, ev, now)
         self.cc.on_ack(now, acked, ecn, rtt)
@@ -520,6 +530,7 @@ class MrcSender:
             seg = self.segments.get(seq)
             if seg is not None and seg.in_flight and not seg.acked:
                 seg.in_flight = False
+                seg.ev.load.inflight -= 1
                 self.inflight_bytes -= seg.wire
                 self.stats["sack_losses"] += 1
                 self._queue_retx(seq, E.CAUSE_SACK)
@@ -544,6 +555,7 @@ class MrcSender:
         if seg is None or seg.acked or not seg.in_flight or seg.ev is None or seg.ev.value != nack.ev_echo:
             return                                   # answered already, or about an older transmission
         seg.in_flight = False
+        seg.ev.load.inflight -= 1
         seg.trimmed = True
         self.inflight_bytes -= seg.wire
         self.stats["trims"] += 1

@@ -32,6 +32,8 @@ INITIAL_RTT_PACKETS = 2       # the RTT assumed before any sample: at least this
 PACING_LAG_PACKETS = 2        # sending time a late poll may catch up on: at least this many packet times
 TARGET_DELAY_BASE_RTTS = 0.75 # NSCC's target queueing delay, in base RTTs (NSCC's typical; unsized: 0.3)
 MAX_MD_JUMP = 0.2             # NSCC's largest single decrease (unsized: 0.5)
+PATH_CAP_PKTS = 4             # a path's packets in flight until acknowledged at a normal RTT (pathcap; unsized: no cap)
+PATH_CAP_RTTS = 1.5           # an acknowledgement within this many base RTTs opens its path's cap (pathcap)
 
 
 def base_rtt(hops: int, delay_s: float, rate_bps: float, mtu_payload: int, ack_bytes: int = 0) -> float:
@@ -124,9 +126,11 @@ def nscc_for_network(rtt_s: float) -> dict:
     """NSCC's fields for a sprayed connection on a network of base RTT `rtt_s` whose switches mark
     ECN from about half a BDP and trim past one (datacenter.yaml: a ramp 16..48 packets, trimming
     at 48, BDP 28): the target delay in base RTTs, a largest decrease of MAX_MD_JUMP, and pacing
-    over at most the target RTT (docs/transport.md, "NSCC at data-center speed"). A single-path
+    over at most the target RTT (docs/transport.md, "NSCC at data-center speed"), the steering's
+    share for struck paths, and a cap on each path's packets in flight that acknowledgements at a
+    normal RTT open (`pathcap`; docs/transport.md, "Path cap"). A single-path
     baseline keeps the unsized values: its drop-tail queues on ECMP collisions overflowed with
     either the target or the pacing rule (loss-sweep --quick: RoCE's loss-free all-to-all took
     twice as long)."""
     return {"target_delay": TARGET_DELAY_BASE_RTTS * rtt_s, "max_md_jump": MAX_MD_JUMP, "pace_at_target": True,
-            "steer_share_struck": True}
+            "steer_share_struck": True, "path_cap_pkts": PATH_CAP_PKTS, "path_cap_rtts": PATH_CAP_RTTS}
