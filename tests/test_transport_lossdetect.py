@@ -15,16 +15,10 @@ class Seg:
     sent_at: float
     transmissions: int = 1
     in_flight: bool = True
-    ev: object = None
 
 
-@dataclass
-class Ev:
-    path_key: int
-
-
-def detector(window=BASE, by_path=False):
-    return ReorderLossDetector(window, lambda: BASE, lambda: BASE, by_path)
+def detector(window=BASE):
+    return ReorderLossDetector(window, lambda: BASE, lambda: BASE)
 
 
 def sent(det, *times):
@@ -40,23 +34,6 @@ def test_an_overtaken_packet_is_lost_only_after_the_rtt_and_the_reorder_window()
     det.delivered(b.sent_at, BASE)                 # b (sent after a) arrived
     assert det.lost(15e-6) == [] and det.deadline == BASE + BASE   # a may still be reordered
     assert det.lost(20e-6) == [a] and det.deadline is None
-
-
-def test_a_packet_on_a_slow_path_is_given_that_paths_round_trip():
-    det = detector(by_path=True)
-    slow, fast = Ev(1), Ev(2)
-    a, b = sent(det, 0.0, 1e-6)
-    a.ev, b.ev = slow, fast
-    det.heard(slow.path_key, 8 * BASE)             # its path's queue: eight base RTTs
-    det.delivered(b.sent_at, BASE)                 # b, sent after a on a fast path, arrived
-    b.in_flight = False
-    assert det.lost(20e-6) == [] and det.deadline == 8 * BASE + BASE
-    assert det.lost(90e-6) == [a]
-    c, d = sent(det, 100e-6, 101e-6)
-    c.ev, d.ev = Ev(3), fast                       # a path not heard from: the connection's wait
-    det.delivered(d.sent_at, BASE)
-    d.in_flight = False
-    assert det.lost(120e-6) == [c]
 
 
 def test_a_packet_sent_after_the_newest_delivered_one_is_never_lost():

@@ -74,7 +74,6 @@ class TransportConfig:
     # --- loss detection from SACKs (host_agent.transport.lossdetect, docs/transport.md "Random loss") ---
     sack_loss_detection: bool = True  # a packet overtaken by one SACKed and older than RTT + window is lost
     sack_reorder_window: float = 0.0  # that reorder window, seconds; 0: two base RTTs (base_rtt or the smallest sample)
-    sack_path_wait: bool = False      # a packet out on a path waits at least that path's latest echoed RTT + window
     # --- receiver ------------------------------------------------------------------
     ack_coalesce: int = 4             # one SACK every this many in-order data packets
     ack_delay: float = 50e-6          # longest a pending SACK waits

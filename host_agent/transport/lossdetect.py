@@ -33,22 +33,18 @@ class ReorderLossDetector:
     `window` is the reorder window in seconds; `base_rtt`, called when `window` is 0, gives the
     base RTT, of which the window is then REORDER_BASE_RTTS. `srtt` gives the round trip the wait
     never goes below (the sender: srtt + 2 rttvar), since a latest sample from a path with an
-    empty queue says little about one with a full queue. With `by_path`, a packet also waits its
-    own path's latest echoed RTT plus the window (`heard`): a path with a standing queue (a gray
-    switch) holds its packets longer than the connection's round trip says. Packets are
-    `message.Segment`s (`sent_at`, `transmissions`, `in_flight`, `ev`)."""
+    empty queue says little about one with a full queue. Packets are `message.Segment`s
+    (`sent_at`, `transmissions`, `in_flight`)."""
 
-    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "path_rtt", "deadline", "probe_at", "_order",
-                 "_calm")
+    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "probe_at", "_order", "_calm")
 
-    def __init__(self, window: float, base_rtt, srtt, by_path: bool = False) -> None:
+    def __init__(self, window: float, base_rtt, srtt) -> None:
         self.window = window
         self.base_rtt = base_rtt
         self.srtt = srtt
         self.scale = 1.0               # > 1 after spurious losses
         self.xmit = float("-inf")      # send time of the newest packet known delivered
         self.rtt = 0.0                 # the RTT of that packet
-        self.path_rtt: dict | None = {} if by_path else None   # path key (`Ev.path_key`) -> latest RTT echoed on it
         self.deadline: float | None = None   # when the oldest overtaken packet becomes lost
         self.probe_at: float | None = None   # when the sender's tail probe is due (it sets and clears it)
         self._order: deque = deque()   # (segment, its transmission number), in the order sent
@@ -63,13 +59,6 @@ class ReorderLossDetector:
         if sent_at > self.xmit:
             self.xmit = sent_at
             self.rtt = rtt
-
-    def heard(self, path_key: int, rtt: float) -> None:
-        """An acknowledgement echoed a packet sent on path `path_key` after `rtt`: a packet still
-        out on that path is given that round trip plus the window before it is declared lost
-        (with `by_path`; else nothing)."""
-        if self.path_rtt is not None:
-            self.path_rtt[path_key] = rtt
 
     def lost(self, now: float) -> list:
         """The packets in flight now shown lost (oldest first), taken off the watch; sets `deadline`."""
@@ -93,11 +82,6 @@ class ReorderLossDetector:
             if sent + wait > now:
                 self.deadline = sent + wait
                 break
-            if self.path_rtt is not None:
-                path_wait = self._path_wait(seg)
-                if sent + path_wait > now:       # its own path is slower than the connection's round trip
-                    self.deadline = sent + path_wait
-                    break
             order.popleft()
             out.append(seg)
         if out and self.scale > 1.0:
@@ -106,15 +90,6 @@ class ReorderLossDetector:
                 self.scale = max(1.0, self.scale / 2)
                 self._calm = 0
         return out
-
-    def _path_wait(self, seg) -> float:
-        """How long `seg` may be outstanding on its own path: that path's latest echoed RTT plus
-        the reorder window (0 when the path has not been heard from)."""
-        ev = seg.ev
-        rtt = self.path_rtt.get(ev.path_key) if ev is not None else None
-        if rtt is None:
-            return 0.0
-        return rtt + (self.window or REORDER_BASE_RTTS * self.base_rtt()) * self.scale
 
     def newest_in_flight(self):
         """The most recently sent packet still in flight, or None."""

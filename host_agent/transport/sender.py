@@ -71,7 +71,7 @@ class MrcSender:
         self._trim_at = 0.0                              # when the latest trim retransmission was queued
         self._budget = config.retry_budget()             # MRC's linear-then-exponential retries
         self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt,
-                                              lambda: rtt.srtt + 2 * rtt.rttvar, config.sack_path_wait)
+                                              lambda: rtt.srtt + 2 * rtt.rttvar)
                           if config.sack_loss_detection else None)
         self.failed: E.ConnectionFailed | None = None    # set when a packet ran out of retries
 
@@ -478,20 +478,18 @@ class MrcSender:
         lost = self._lost(cum, base, sack.bitmap, self, now)
         if lost:
             self._sack_losses(lost, now)
-        ev = self.evset.get(sack.ev_echo)
         detector = self._detector
         if detector is not None:
             if trigger - TS_SLACK > detector.xmit:       # detector.delivered, inline: this is per SACK
                 detector.xmit = trigger - TS_SLACK        # surely sent no earlier than this
                 detector.rtt = rtt
-            if ev is not None and detector.path_rtt is not None:
-                detector.path_rtt[ev.path_key] = rtt      # detector.heard, inline
             lost = detector.lost(now)
             if lost:
                 self._declare_lost(lost, now)
             if acked:                                 # the tail probe waits from the latest progress
                 detector.probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
         self.rtt.sample_echo(rtt, sack.ts_echo)
+        ev = self.evset.get(sack.ev_echo)
         ecn = sack.ecn_echo
         if ecn:
             self.stats["ecn_echoes"] += 1

@@ -88,7 +88,6 @@ def for_network(rate_bps: float, rtt_s: float, mtu_payload: int, spraying: bool 
         "qp_timeout": qp_timeout,
         "ack_delay": min(ACK_DELAY_MAX_S, ACK_DELAY_BASE_RTT * rtt_s),
         "sack_reorder_window": REORDER_BASE_RTTS * rtt_s,
-        "sack_path_wait": True,
         "probe_interval": PROBE_RTO_MINS * QP_TIMEOUT_UNIT * (1 << qp_timeout),
         "init_cwnd_pkts": max(1, min(window, bdp)),
         "max_cwnd": window,
