@@ -141,15 +141,13 @@ def slowest_over_ideal(record, case) -> float:
     return metrics.slowest_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
 
 
-def test_datacenter_gray_spine_mrc_steers_its_slowest_flow_below_blind_spraying():
-    """One spine's links at 25 % (datacenter.yaml, full size: 2 MB flows, a few seconds): steering
-    and the data-center sizing keep MRC's slowest flow at 1.52x of ideal and the median flow at
-    1.35x (seed 1). Before the sizing's NSCC tuning (pacing over the target RTT, target 0.75 base
-    RTT, largest decrease 0.2) 1.64x; out-of-order window of two windows, not four: median 1.52x;
-    without the steering's share for struck paths: 1.55x, median 1.42x; 1.91x while only the
-    packet a SACK echoes fed the reuse of clean EVs; blind spraying without congestion control
-    2.05x. The issue's target for the slowest flow, 1.4x, is not reached (seeds 1-8: 1.41-1.52x):
-    docs/transport.md, "NSCC at data-center speed", says what limits it."""
+def test_datacenter_gray_spine_mrc_keeps_its_slowest_flow_within_the_issue_target():
+    """One spine's links at 25 % (datacenter.yaml, full size: 2 MB flows, a few seconds): steering,
+    the path cap and the data-center sizing keep MRC's slowest flow at 1.345x of ideal and the
+    median flow at 1.28x (seed 1), within the issue's 1.4x (seeds 1-16: 1.329-1.397x, mean 1.360x).
+    Without the path cap 1.453x (median 1.343x); before the sizing's NSCC tuning 1.64x; blind
+    spraying without congestion control 2.05x. docs/transport.md ("Path cap", "NSCC at data-center
+    speed") gives the steps between."""
     import statistics
     from experiments.backends.netsim_traffic import cable_delay
     from experiments.budget import network_base_rtt
@@ -160,10 +158,10 @@ def test_datacenter_gray_spine_mrc_steers_its_slowest_flow_below_blind_spraying(
     record = NetsimBackend().run_case(case)
     s = metrics.summarise(record)
     assert s["completed"] and s["bit_exact"], s
-    assert slowest_over_ideal(record, case) <= 1.55
+    assert slowest_over_ideal(record, case) <= 1.4
     topo = variant_topology(case.variant)
     ratios = flows_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
-    assert statistics.median(ratios) <= 1.39
+    assert statistics.median(ratios) <= 1.32
 
 
 @pytest.mark.parametrize("label, bound", [("permutation", 1.3), ("incast", 1.15)])
