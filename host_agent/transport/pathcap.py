@@ -38,11 +38,6 @@ class PathLoad:
         self.inflight = 0
         self.cap = cap
 
-    @property
-    def full(self) -> bool:
-        """True when the path holds its cap."""
-        return self.inflight >= self.cap
-
 
 def open_caps(acked: Iterable, now: float, bound: float, most: float) -> None:
     """Raise by one the cap of the path of every packet in `acked` (first transmissions just
