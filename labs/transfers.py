@@ -156,28 +156,4 @@ def _starter(net: Network, ep: Endpoint, out: FlowOutcome, payloads: list[bytes]
 def pause(net: Network, host: str, start: float, end: float) -> list:
     """From `start` to `end` the process of `host` does not run (a descheduled agent): what arrives
     waits, as in a socket buffer, and its timers fire only at `end`. Returns the held packets' list."""
-    h = net.hosts[host]
-    held: list = []
-    receive, service = h.receive, h.service
-
-    def paused() -> bool:
-        return start <= net.sim.now < end
-
-    def held_receive(pkt, nic):
-        if paused():
-            held.append((pkt, nic))
-        else:
-            receive(pkt, nic)
-
-    def held_service():
-        if not paused():
-            service()
-
-    def resume():
-        for pkt, nic in held:
-            receive(pkt, nic)
-        service()
-
-    h.receive, h.service = held_receive, held_service
-    net.at(end, resume)
-    return held
+    return net.hosts[host].pause(start, end)

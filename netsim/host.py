@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 from heapq import heappush
-from typing import Iterable, Optional, Protocol
+from typing import Any, Callable, Final, Iterable, Optional, Protocol
 
+from netsim.link import SimLink
+from netsim.sim import Simulator
 from wire import constants as C
 
-_HIGH_DSCP, _HIGH, _LOW = C.HIGH_PRIORITY_DSCP, C.PRIORITY_HIGH, C.PRIORITY_LOW
+_HIGH_DSCP: Final = C.HIGH_PRIORITY_DSCP
+_HIGH: Final = C.PRIORITY_HIGH
+_LOW: Final = C.PRIORITY_LOW
 
 
 class Endpoint(Protocol):
@@ -32,20 +36,24 @@ class SimHost:
     endpoint's `next_wakeup()`. With an `on_event` handler (the application on this host) it
     drains the endpoint's events and hands them over before each poll and after it, so that
     what the application sends in answer goes out at once; without one, events wait in the
-    endpoint for whoever drains them.
+    endpoint for whoever drains them. While the host is paused (`pause`) it neither polls nor
+    takes packets: they wait and are handed over, in order, when the pause ends.
     """
 
-    def __init__(self, sim, name: str, index: int) -> None:
+    def __init__(self, sim: Simulator, name: str, index: int) -> None:
         self.sim = sim
         self._heap, self._tickets = sim.heap, sim.tickets     # wake-ups are pushed straight onto them
         self.name = name
         self.index = index
-        self.nics: dict[int, object] = {}
+        self.nics: dict[int, SimLink] = {}
         self.nic_addr: dict[int, bytes] = {}
         self.usid = 0
         self.endpoint: Optional[Endpoint] = None
-        self.on_event = None
+        self.on_event: Any = None
         self._wake_at: float | None = None
+        self._on_wake: Callable = self._wake      # bound once: a wake-up event holds it
+        self._held: list | None = None          # packets waiting out a pause (None: never paused)
+        self._pause = (0.0, 0.0)                # (start, end) of the latest pause
 
     def attach(self, endpoint: Endpoint, on_event=None) -> None:
         """Drive `endpoint` from now on, handing its events to `on_event(event)` if given."""
@@ -53,9 +61,32 @@ class SimHost:
         self.on_event = on_event
         self.service()
 
+    def pause(self, start: float, end: float) -> list:
+        """From `start` to `end` the host's process does not run (a descheduled agent): what arrives
+        waits, as in a socket buffer, and its timers fire only at `end`. Returns the list the held
+        (packet, NIC) pairs are kept in. A later pause replaces this one."""
+        self._pause = (start, end)
+        self._held = []
+        self.sim.at(end, self._resume, self._held)
+        return self._held
+
+    def _paused(self) -> bool:
+        start, end = self._pause
+        return start <= self.sim.now < end
+
+    def _resume(self, held: list) -> None:
+        if held is not self._held or self._paused():
+            return                              # replaced by a later pause
+        for pkt, nic in held:
+            self.receive(pkt, nic)
+        self.service()
+
     def receive(self, pkt, nic: int) -> None:
         """A packet arrived on NIC `nic`."""
         if self.endpoint is None:
+            return
+        if self._held is not None and self._paused():
+            self._held.append((pkt, nic))
             return
         self.endpoint.receive(self.sim.now, nic, pkt)
         self.service()
@@ -63,7 +94,9 @@ class SimHost:
     def service(self) -> None:
         """Poll the endpoint, transmit its packets and set the next wake-up."""
         now = self.sim.now
-        endpoint = self.endpoint
+        if self._held is not None and self._paused():
+            return
+        endpoint: Any = self.endpoint
         handle = self.on_event
         if handle is not None:
             for event in endpoint.drain_events():
@@ -86,7 +119,7 @@ class SimHost:
         wake_at = self._wake_at
         if wake_at is None or t < wake_at or wake_at <= now:
             self._wake_at = t
-            heappush(self._heap, (t, next(self._tickets), self._wake, (t,)))    # sim.at: t is past now
+            heappush(self._heap, (t, next(self._tickets), self._on_wake, (t,)))    # sim.at: t is past now
 
     def _wake(self, t: float) -> None:
         if self._wake_at != t:

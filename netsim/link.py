@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from heapq import heappush
+from typing import Any, Callable, Final
 
 from wire import constants as C
+from netsim.sim import Simulator
 from wire.packets import DataPacket, wire_size
 
-_LOW, _HIGH = C.PRIORITY_LOW, C.PRIORITY_HIGH
+_LOW: Final = C.PRIORITY_LOW
+_HIGH: Final = C.PRIORITY_HIGH
 _COUNTERS = ("offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
 
@@ -19,28 +22,35 @@ class SimLink:
     down drops what is offered to it and what is on the wire when it goes down.
     """
 
-    __slots__ = ("sim", "_heap", "_tickets", "name", "rate_bps", "delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
+    __slots__ = ("sim", "_heap", "_tickets", "_on_done", "_on_arrive", "name", "rate_bps", "delay", "depth", "high_depth",
+                 "queues", "busy", "up", "_epoch",
                  "dest", "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
-    def __init__(self, sim, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
+    def __init__(self, sim: Simulator, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
         self.sim = sim
         self._heap, self._tickets = sim.heap, sim.tickets     # events are pushed straight onto them
+        self._on_done: Callable = self._done                # bound once: an event per packet holds them
+        self._on_arrive: Callable = self._arrive
         self.name = name
         self.rate_bps = rate_bps
         self.delay = delay
         self.depth = depth
         self.high_depth = high_depth if high_depth is not None else depth
-        self.queues = (deque(), deque())         # indexed by priority (LOW 0, HIGH 1)
+        self.queues: tuple[deque, deque] = (deque(), deque())     # indexed by priority (LOW 0, HIGH 1)
         self.busy = False
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
-        self.dest = None                        # (node, port): node.receive(pkt, port)
+        self.dest: Any = None                   # (node, port): node.receive(pkt, port)
         self.data_offered_at: list[float] = []  # time of every data packet offered (when tracing)
         self.trace_data = False
         self.peak_queue = 0                     # most packets ever waiting (both priorities)
-        for name_ in _COUNTERS:
-            setattr(self, name_, 0)
+        self.offered = 0
+        self.data_offered = 0
+        self.dropped_down = 0
+        self.dropped_queue = 0
+        self.tx = 0
+        self.tx_bytes = 0
 
     @property
     def counters(self) -> Counter:
@@ -83,7 +93,7 @@ class SimLink:
                 self.peak_queue = 1              # it was queued, for no time, as the only packet
             self.busy = True                     # serialised until its last bit has left
             size = wire_size(pkt)
-            heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._done,
+            heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._on_done,
                                   (pkt, self._epoch, size)))
             return True
         queues = self.queues
@@ -102,7 +112,7 @@ class SimLink:
         if epoch == self._epoch and self.up:
             self.tx += 1
             self.tx_bytes += size
-            heappush(self._heap, (self.sim.now + self.delay, next(self._tickets), self._arrive, (pkt, epoch)))
+            heappush(self._heap, (self.sim.now + self.delay, next(self._tickets), self._on_arrive, (pkt, epoch)))
         else:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire
@@ -114,7 +124,7 @@ class SimLink:
             self.busy = False
             return
         size = wire_size(pkt)
-        heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._done,
+        heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._on_done,
                               (pkt, self._epoch, size)))
 
     def _arrive(self, pkt, epoch: int) -> None:

@@ -56,7 +56,7 @@ class Simulator:
             t, ticket, fn, args = pop(q)
             if t > horizon:
                 heapq.heappush(q, (t, ticket, fn, args))   # back: (time, ticket) orders it as before
-                self.now = until
+                self.now = horizon
                 self.events_run += count
                 return
             self.now = t

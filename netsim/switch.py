@@ -4,17 +4,24 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from typing import Final
+
 from pipeline_contract import names as N
 from pipeline_contract.ecmp import ecmp_index
 from wire import constants as C
 from wire.packets import DataPacket
+from netsim.link import SimLink
+from netsim.sim import Simulator
 
-ADDR_BITS = 128
-MAX_REMEMBERED = 1 << 16          # forwarding decisions a switch keeps before starting afresh
-_HIGH, _LOW = C.PRIORITY_HIGH, C.PRIORITY_LOW
-_HIGH_DSCP, _TRIMMABLE_DSCP, _TRIMMED = C.HIGH_PRIORITY_DSCP, C.TRIMMABLE_DSCP, C.MRCH_FLAG_TRIMMED
-_LOW80 = (1 << 80) - 1
-_TOP32 = ((1 << 32) - 1) << 96
+ADDR_BITS: Final = 128
+MAX_REMEMBERED: Final = 1 << 16          # forwarding decisions a switch keeps before starting afresh
+_HIGH: Final = C.PRIORITY_HIGH
+_LOW: Final = C.PRIORITY_LOW
+_HIGH_DSCP: Final = C.HIGH_PRIORITY_DSCP
+_TRIMMABLE_DSCP: Final = C.TRIMMABLE_DSCP
+_TRIMMED: Final = C.MRCH_FLAG_TRIMMED
+_LOW80: Final = (1 << 80) - 1
+_TOP32: Final = ((1 << 32) - 1) << 96
 
 
 @dataclass
@@ -59,12 +66,12 @@ class SimSwitch:
     forgets them when a table changes.
     """
 
-    def __init__(self, sim, name: str, usid: int, plane: int = 0) -> None:
+    def __init__(self, sim: Simulator, name: str, usid: int, plane: int = 0) -> None:
         self.sim = sim
         self.name = name
         self.usid = usid
         self.plane = plane
-        self.links: dict[int, object] = {}
+        self.links: dict[int, SimLink] = {}
         self._usid_local: set[int] = set()
         self.routes: dict[int, dict[int, tuple]] = {}
         self.ecmp_groups: dict[int, list[int]] = {}
@@ -80,7 +87,7 @@ class SimSwitch:
     def counters(self) -> Counter:
         """A snapshot of the switch's counters: rx, no_route_drops, fault_drops(_data), queue_drops,
         trimmed, ecn_marked (those that ever counted)."""
-        snapshot = Counter()
+        snapshot: Counter = Counter()
         if self._rx:
             snapshot["rx"] = self._rx
         snapshot.update(self._counts)
@@ -202,6 +209,7 @@ class SimSwitch:
             dst = usid_shift(dst)
             shifted = dst.to_bytes(16, "big")
         action = self.lookup(dst)
+        decision: tuple
         if action is None:
             decision = (shifted, None, None)
         elif action[0] == "ecmp":

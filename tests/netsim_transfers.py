@@ -93,6 +93,7 @@ class _Session:
         self.expected: dict[tuple, bytes] = {}
         self.received: Counter = Counter()
         self.results: list[TransferResult] = []
+        self._transfer_of: dict = {}             # Connection -> index of its transfer in results
         self.rx_conn: list = []
         self.tx_conn: list = []
         self.events: list[dict] = []
@@ -128,14 +129,14 @@ class _Session:
         if kind is MessageReceived:
             self._on_message(ep.connection(event.conn), event.msg_id, event.data)
         elif kind is MessageSent:
-            res = self.results[ep.connection(event.conn).transfer_index]
+            res = self.results[self._transfer_of[ep.connection(event.conn)]]
             res.acked += 1
         record = event.as_record()
         record["host"] = host
         self.events.append(record)
 
     def _on_message(self, conn, msg_id: int, data: bytes) -> None:
-        idx = conn.transfer_index
+        idx = self._transfer_of[conn]
         res = self.results[idx]
         key = (idx, msg_id)
         self.received[key] += 1
@@ -154,7 +155,7 @@ class _Session:
         self._qp += 2
         ca = a.connect(t.dst, qa, qb, self.net.paths(t.src, t.dst, mode), self.net.paths(t.dst, t.src, mode))
         cb = b.connect(t.src, qb, qa, self.net.paths(t.dst, t.src, mode), self.net.paths(t.src, t.dst, mode))
-        ca.transfer_index = cb.transfer_index = index
+        self._transfer_of[ca] = self._transfer_of[cb] = index
         msg_size = t.message_size or max(t.size, 1)
         chunks = [t.size - off if t.size - off < msg_size else msg_size for off in range(0, max(t.size, 1), msg_size)]
         res = TransferResult(t, len(chunks))

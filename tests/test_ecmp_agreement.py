@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from pipeline_contract.entries import TableEntry
 from wire import codec, constants as C
 from wire.packets import DataPacket
+from netsim.link import SimLink
 from netsim.sim import Simulator
 from netsim.switch import SimSwitch, ecmp_member
 from pipeline_contract.p4info import load_p4info
@@ -50,26 +51,14 @@ def packet(ev: int) -> DataPacket:
                       tsval=0, payload=bytes(64), flags=0, dscp=C.DSCP_TRIMMABLE, ecn=C.ECN_ECT0)
 
 
-class PortSink:
-    """An egress link of the netsim switch that records the port packets leave by."""
-
-    low_depth_now = 0
-
-    def __init__(self, port: int, out: list):
-        self.port, self.out = port, out
-
-    def send(self, pkt, priority: int) -> bool:
-        self.out.append(self.port)
-        return True
-
-
 def netsim_port(size: int, ev: int) -> int:
-    out: list[int] = []
-    sw = SimSwitch(Simulator(), "s5", LOCAL_USID)
-    sw.links = {port: PortSink(port, out) for port in range(1, size + 1)}
+    """The egress port the netsim switch picks: the one link of `size` that was offered the packet."""
+    sim = Simulator()
+    sw = SimSwitch(sim, "s5", LOCAL_USID)
+    sw.links = {port: SimLink(sim, f"s5-eth{port}", 1e9, 0.0, 8) for port in range(1, size + 1)}
     sw.install(ecmp_program(size))
     sw.receive(packet(ev), 9)
-    (port,) = out
+    (port,) = [port for port, link in sw.links.items() if link.offered]
     return port
 
 

@@ -34,6 +34,25 @@ class Sink:
         self.got.append((self.sim.now, port, pkt))
 
 
+class Recorder:
+    """An endpoint that records the (NIC, packet) pairs it is handed and sends nothing."""
+
+    def __init__(self):
+        self.got = []
+
+    def receive(self, now, nic, pkt):
+        self.got.append((nic, pkt))
+
+    def poll(self, now):
+        return []
+
+    def next_wakeup(self):
+        return None
+
+    def drain_events(self):
+        return []
+
+
 def data_pkt(dst, ev=1, payload=b"x" * 1000, dscp=C.DSCP_TRIMMABLE, src=bytes(16)):
     return DataPacket(src=src, dst=dst, ev=ev, qp=1, psn=0, va=0, rkey=0, length=len(payload), msg_id=0,
                       msg_len=len(payload), tsval=0, payload=payload, dscp=dscp)
@@ -168,9 +187,7 @@ def test_leaf_spine_usid_paths_cross_exactly_their_switches():
     paths = net.mrc_paths("h1", "h3")
     assert len(paths) == 6 and {p.plane for p in paths} == {0, 1}
     h3 = net.hosts["h3"]
-    h3.endpoint = Sink(net.sim)
-    h3.endpoint.receive = lambda now, nic, pkt: h3.endpoint.got.append((nic, pkt))
-    h3.service = lambda: None
+    h3.attach(Recorder())
     for path in paths:
         before = {n: s.counters["rx"] for n, s in net.switches.items()}
         net.hosts["h1"].nics[path.nic].send(data_pkt(path.dst, src=path.src), C.PRIORITY_LOW)

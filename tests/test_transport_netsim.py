@@ -174,43 +174,13 @@ def test_senders_do_not_overrun_their_own_nic():
     assert all(t.sender_stats.get("retx_timeout", 0) == 0 for t in res.transfers)
 
 
-def stall_host(net, host: str, start: float, end: float) -> list:
-    """From `start` to `end` the host's process does not run (as a descheduled agent): what arrives
-    waits in its socket buffer and its timers fire only at `end`. Returns the held packets' list."""
-    h = net.hosts[host]
-    held = []
-    receive, service = h.receive, h.service
-
-    def stalled() -> bool:
-        return start <= net.sim.now < end
-
-    def held_receive(pkt, nic):
-        if stalled():
-            held.append((pkt, nic))
-        else:
-            receive(pkt, nic)
-
-    def held_service():
-        if not stalled():
-            service()
-
-    def resume():
-        for pkt, nic in held:
-            receive(pkt, nic)
-        service()
-
-    h.receive, h.service = held_receive, held_service
-    net.at(end, resume)
-    return held
-
-
 def test_a_stalled_receiver_costs_retransmissions_but_retires_no_ev():
     """Regression (Mininet failover: thousands of EVs retired spuriously): when the peer stops for
     many RTOs, every packet in flight times out, but nothing sent after them arrived either, so the
     timeouts are no evidence against their paths. Nothing is lost, no EV is retired, and the RTO is
     not stretched (it would delay the detection of a real failure)."""
     net = fabric(seed=8)
-    held = stall_host(net, "h2", 300e-6, 1.3e-3)                 # 20 x the QP timeout (65.5 us)
+    held = net.hosts["h2"].pause(300e-6, 1.3e-3)                 # 20 x the QP timeout (65.5 us)
     res = run_transfers(net, [Transfer("h1", "h2", MB, message_size=100_000)], TransportConfig(**FAST), until=0.05)
     tr = res.transfers[0]
     assert held and tr.complete and tr.finish > 1.3e-3
@@ -246,7 +216,7 @@ def test_a_stalled_sender_costs_its_receiver_no_keepalive_retirement():
     are suspects, not misses (no probe sent after them was answered), and their late replies
     clear them: the receiver retires none of its paths."""
     net = fabric(seed=8)
-    stall_host(net, "h1", 300e-6, 1.3e-3)
+    net.hosts["h1"].pause(300e-6, 1.3e-3)
     res = run_transfers(net, [Transfer("h1", "h2", MB, message_size=100_000)], TransportConfig(**FAST), until=0.05)
     assert res.all_complete and res.transfers[0].finish > 1.3e-3
     assert net.hosts["h2"].endpoint.connections[0x101].stats["probe_timeouts"] > 0   # keepalives did time out

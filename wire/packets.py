@@ -27,7 +27,7 @@ class DataPacket:
     msg_id: int                # MRCH message id (16 bits)
     msg_len: int               # MRCH total message length in bytes
     tsval: int                 # MRCH sender timestamp, microseconds mod 2**32
-    payload: bytes = b""       # bytes-like (a sender passes a view of its message); empty when trimmed
+    payload: bytes | memoryview = b""       # bytes-like (a sender passes a view of its message); empty when trimmed
     flags: int = 0             # MRCH flags (C.MRCH_FLAG_TRIMMED, C.MRCH_FLAG_RETX)
     dscp: int = C.DSCP_TRIMMABLE
     ecn: int = C.ECN_ECT0

@@ -161,7 +161,7 @@ class BaselineSender:
         stats = self.stats
         stats["data_sent"] += 1
         stats["data_bytes_sent"] += seg.length
-        if retx:
+        if cause is not None:
             stats["retransmitted"] += 1
             stats[f"retx_{cause}"] += 1
             self.emit(E.Retransmitted(now, self.ident, to_wire(seg.seq, self.cfg.initial_psn), cause, ev.value,
@@ -239,7 +239,7 @@ class BaselineReceiver:
         self._last_ce = False
         self.last_data_at = -1.0
 
-    def on_data(self, now: float, plane: int, pkt: DataPacket, out: list) -> None:
+    def on_data(self, now: float, plane: int | None, pkt: DataPacket, out: list) -> None:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
         stats = self.stats
         self.last_data_at = now

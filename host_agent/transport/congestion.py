@@ -105,7 +105,7 @@ class NsccWindow:
         self._last_qa = -1.0
         self._acked_since = 0          # bytes acknowledged since _window_start
         self._window_start = 0.0
-        self._acked_last_rtt = None    # bytes acknowledged over the last full RTT window
+        self._acked_last_rtt: int | None = None    # bytes acknowledged over the last full RTT window
         self.decreases = 0
         self.quick_adapts = 0
         self._gathered = 0.0           # increase not yet applied (adjust_*_threshold)

@@ -35,6 +35,7 @@ from host_agent.transport.probes import Prober
 
 _NEVER = float("-inf")           # Connection.quiet_until when its next poll must run
 _INF = float("inf")
+_IDLE = 1 << 62                  # Connection.wakeup_nic_version of an idle sender: later than any NIC version
 
 
 class Connection:
@@ -72,7 +73,7 @@ class Connection:
         self.quiet_until = _NEVER     # a poll before this time would change nothing (Endpoint.next_wakeup)
         self._polled_at: float | None = None    # time of the last poll since the last touch (None: touched since)
         self.wakeup: float | None = None        # next_wakeup() as Endpoint.next_wakeup last worked it out,
-        self.wakeup_nic_version = -1            # ... at this version of the NIC clock (inf: idle, whatever the NIC)
+        self.wakeup_nic_version = -1            # ... at this version of the NIC clock (_IDLE: whatever the NIC)
 
     # --- identity ----------------------------------------------------------------------------------
     @property
@@ -338,7 +339,7 @@ class Endpoint:
         for c in connections.values():
             if c.quiet_until == never:              # polled or touched since it was worked out
                 t = c.wakeup = c.next_wakeup()
-                c.wakeup_nic_version = _INF if c.sender.idle else version   # an idle sender asks no NIC
+                c.wakeup_nic_version = _IDLE if c.sender.idle else version   # an idle sender asks no NIC
                 c.quiet_until = c.quiet_time(t)
             elif c.wakeup_nic_version >= version:   # nothing it depends on changed: the same answer
                 t = c.wakeup

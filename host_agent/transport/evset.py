@@ -135,6 +135,7 @@ class EvSet:
         evs = []
         for _ in range(count):
             ev = self._new_ev(plane, True, open_keys) or self._new_ev(plane, True)
+            assert ev is not None
             load[ev.path_key] += 1
             if load[ev.path_key] >= quota:
                 open_keys.discard(ev.path_key)

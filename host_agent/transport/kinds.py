@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from host_agent.transport import events as E
 from host_agent.transport.baseline import BaselineReceiver, BaselineSender
@@ -31,7 +31,7 @@ class SenderPart(Protocol):
     """What a connection asks of its sender."""
 
     cum_acked: int
-    failed: object            # None, or the ConnectionFailed event once a packet ran out of retries
+    failed: Any               # None, or the ConnectionFailed event once a packet ran out of retries
 
     @property
     def idle(self) -> bool: ...
@@ -48,7 +48,7 @@ class ReceiverPart(Protocol):
 
     last_data_at: float            # when data last arrived (-1: never)
 
-    def on_data(self, now: float, plane: int, pkt, out: list) -> None: ...
+    def on_data(self, now: float, plane: int | None, pkt, out: list) -> None: ...
     def poll(self, now: float, out: list) -> None: ...
     def next_wakeup(self) -> float | None: ...
 

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any, Iterator
 
 from wire.packets import DATA_OVERHEAD
+
+View = memoryview      # a name of this module's: mypyc resolves a compiled dataclass's annotations here
 
 
 @dataclass(eq=False)
@@ -12,7 +15,7 @@ class OutMessage:
     """One message being sent: its bytes, how far it is cut into packets, how much is acknowledged."""
 
     msg_id: int
-    data: memoryview
+    data: View
     num_segments: int
     length: int = -1           # message length in bytes (set from data)
     next_offset: int = 0
@@ -38,25 +41,38 @@ class OutMessage:
         return False
 
 
-class SendQueue(deque):
+class SendQueue:
     """Messages not yet fully cut into packets, oldest first; gives each its 16-bit id."""
 
     def __init__(self, mtu: int) -> None:
-        super().__init__()
         self.mtu = mtu
         self._next_id = 0
+        self._messages: deque[OutMessage] = deque()
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __bool__(self) -> bool:
+        return bool(self._messages)
+
+    def __iter__(self) -> Iterator[OutMessage]:
+        return iter(self._messages)
+
+    def oldest(self) -> OutMessage:
+        """The message the next packet is cut from."""
+        return self._messages[0]
 
     def add(self, data) -> int:
         """Queue a message (bytes-like, not copied); return its id."""
         msg_id = self._next_id
-        self.append(new_message(msg_id, data, self.mtu))
+        self._messages.append(new_message(msg_id, data, self.mtu))
         self._next_id = (msg_id + 1) & 0xFFFF
         return msg_id
 
     def cut(self, seq: int) -> "Segment":
         """The next packet of the oldest message, numbered `seq`; a message leaves the queue
         with its last packet."""
-        msg = self[0]
+        msg = self._messages[0]
         offset = msg.next_offset
         left = msg.length - offset
         length = self.mtu if self.mtu < left else left
@@ -64,7 +80,7 @@ class SendQueue(deque):
         msg.next_offset = offset + length
         msg.segments_made += 1
         if msg.segments_made == msg.num_segments:      # fully_segmented
-            self.popleft()
+            self._messages.popleft()
         return seg
 
 
@@ -77,7 +93,7 @@ class Segment:
     offset: int
     length: int
     wire: int = 0              # bytes of the packet on the wire
-    ev: object = None          # Ev of the latest transmission
+    ev: Any = None             # Ev of the latest transmission
     sent_at: float = 0.0       # time of the latest transmission
     transmissions: int = 0
     timeouts: int = 0
@@ -85,7 +101,7 @@ class Segment:
     acked: bool = False
     queued: bool = False       # waiting in the retransmission queue
     trimmed: bool = False      # the latest transmission came back as a trim NACK
-    blamed: object = None      # the EV its latest timeout retired (taken back if the timeout was spurious)
+    blamed: Any = None         # the EV its latest timeout retired (taken back if the timeout was spurious)
     declared_lost: bool = False  # SACKs showed a transmission lost (lossdetect; taken back if it arrives)
 
     def __post_init__(self) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from wire.packets import Probe, ProbeReply
 from host_agent.transport.events import ProbeResult
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.congestion import RttEstimator
-from host_agent.transport.evset import EvSet
+from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.message import ts_age, ts_now
 from host_agent.transport.policies import PathMonitor
 
@@ -25,7 +25,7 @@ MAX_SUSPECTS = 64           # unanswered keepalives kept for judgement
 class Outstanding:
     """A probe waiting for its reply."""
 
-    ev: object
+    ev: Ev
     sent_at: float
     purpose: str
     req_id: int = 0                  # REQUEST: the operator's request id
@@ -248,7 +248,7 @@ class Prober:
         if o.purpose == REINSTATE and not o.ev.usable and self.evset.get(o.ev.value) is o.ev:
             self.monitor.on_probe(self.evset, o.ev, True, now)
 
-    def answer(self, plane: int, probe: Probe) -> list:
+    def answer(self, plane: int | None, probe: Probe) -> list:
         """Replies to a peer's probe, on our own EVs: the next control EV (preferring the probe's
         plane), then one EV on each other distinct path, up to `probe_reply_fanout` replies.
 

@@ -58,7 +58,7 @@ class MrcReceiver:
         self.gap = 0.0                    # smoothed time between data packets (each sample at most the QP timeout)
 
     # --- data ---------------------------------------------------------------------------------
-    def on_data(self, now: float, plane: int, pkt: DataPacket, out: list) -> None:
+    def on_data(self, now: float, plane: int | None, pkt: DataPacket, out: list) -> None:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
         stats = self.stats
         cfg = self.cfg
@@ -114,7 +114,7 @@ class MrcReceiver:
         stretch = min(self.cfg.ack_coalesce * self.gap, ACK_WAIT_RTO_FRACTION * self.cfg.base_timeout)
         return stretch if stretch > self.cfg.ack_delay else self.cfg.ack_delay
 
-    def _remember(self, pkt: DataPacket, ce: bool, plane: int, seq: int) -> None:
+    def _remember(self, pkt: DataPacket, ce: bool, plane: int | None, seq: int) -> None:
         self._last, self._last_ce, self._last_plane, self._last_seq = pkt, self._last_ce or ce, plane, seq
 
     def _block(self) -> int:
@@ -191,6 +191,7 @@ class MrcReceiver:
 
     def _sack(self, plane: int | None, ev=None):
         pkt = self._last
+        assert pkt is not None                       # a SACK answers the latest data packet
         ev = ev or self.evset.next_control_ev(plane)
         path = self.evset.path_of(ev)
         cum = to_wire(self.expected, self.cfg.initial_psn)
@@ -203,7 +204,7 @@ class MrcReceiver:
         self.stats["sacks_sent"] += 1
         return path.nic, sack, ev.path_key
 
-    def _trim_nacks(self, plane: int, pkt: DataPacket, reason: int) -> list:
+    def _trim_nacks(self, plane: int | None, pkt: DataPacket, reason: int) -> list:
         """The NACK of a trimmed packet on up to `ack_fanout` distinct paths.
 
         A NACK lost on a dead path of ours would leave the sender to time the packet out while
@@ -219,7 +220,7 @@ class MrcReceiver:
                 out.append(self._nack(plane, pkt, reason, ev)[:2])
         return out
 
-    def _nack(self, plane: int, pkt: DataPacket, reason: int, ev=None):
+    def _nack(self, plane: int | None, pkt: DataPacket, reason: int, ev=None):
         ev = ev or self.evset.next_control_ev(plane)
         path = self.evset.path_of(ev)
         self.stats["nacks_sent"] += 1

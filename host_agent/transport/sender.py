@@ -16,7 +16,7 @@ from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Sack
 from host_agent.transport import events as E
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.congestion import RttEstimator
-from host_agent.transport.evset import EvSet
+from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
 from host_agent.transport.message import OutMessage, SendQueue, Segment, ts_age
 from host_agent.transport.nicclock import NicClock
@@ -183,7 +183,7 @@ class MrcSender:
     def _blame(self, seg: Segment, now: float) -> list | None:
         """Let the path monitor judge the EV `seg` was lost on (`PathMonitor.on_timeout`, with the
         evidence the sender has): the EVs it retired, or None when that EV is no longer ours or usable."""
-        ev = seg.ev
+        ev: Ev = seg.ev
         self.evset.note_drop(ev)
         if self.evset.get(ev.value) is not ev or not ev.usable:
             return None
@@ -198,10 +198,12 @@ class MrcSender:
         something (none before the first): send the newest packet in flight again
         (cause "tail_probe"), once, so that its SACK shows what is missing before it (`lossdetect`).
         Nothing is blamed and the window is not touched: a probe is no loss."""
-        self._detector.probe_at = None
+        detector = self._detector
+        assert detector is not None                  # scheduled only by the detector
+        detector.probe_at = None
         if self._retx or not self.inflight_bytes:
             return                                   # something is being resent already, or nothing is out
-        seg = self._detector.newest_in_flight()
+        seg = detector.newest_in_flight()
         if seg is None:
             return
         seg.in_flight = False
@@ -276,6 +278,8 @@ class MrcSender:
         if retx:
             self._pop_stale_retx()
         inflight = self.inflight_bytes
+        seg: Segment | None
+        cause: str | None
         if retx:
             prio, seq = retx[0]
             seg = self.segments[seq]
@@ -289,7 +293,7 @@ class MrcSender:
             if not pending or self.next_seq >= self.cum_acked + self.cfg.ooo_window:
                 return None
             if inflight:
-                msg = pending[0]
+                msg = pending.oldest()
                 mtu = self.cfg.mtu_payload
                 left = msg.length - msg.next_offset
                 if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > self.cc.cwnd:
@@ -438,7 +442,9 @@ class MrcSender:
         if seg.declared_lost:
             seg.declared_lost = False
             self.stats["spurious_sack_losses"] += 1
-            self._detector.spurious()
+            detector = self._detector
+            assert detector is not None              # only the detector declares losses from SACKs
+            detector.spurious()
         else:
             self.stats["spurious_timeouts"] += 1
             if ev is not None:

@@ -9,6 +9,7 @@ RTO, which the QP timeout floors (docs/transport.md, "Timers").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 QP_TIMEOUT_UNIT = 1.024e-6        # seconds: the QP timeout is this x 2^t
 MAX_QP_TIMEOUT = 24               # largest t (1.024 us x 2^24 = 17.18 s)
@@ -17,7 +18,7 @@ MAX_EXP_RETRIES = 25
 EXP_RETRIES_WITHOUT_END = 25      # retry.exp_cnt = 25: doubling retries never run out
 
 
-def qp_timeout_seconds(t: int) -> float:
+def qp_timeout_seconds(t: Any) -> float:
     """The QP timeout of exponent `t`: 1.024 us x 2^t, in seconds."""
     if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= MAX_QP_TIMEOUT:
         raise ValueError(f"qp_timeout: {t!r} is outside 0..{MAX_QP_TIMEOUT}")
