@@ -32,6 +32,7 @@ from host_agent.transport.kinds import TRANSPORTS, Wiring
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import DEFAULT_POLICIES, Policies
 from host_agent.transport.probes import Prober
+from host_agent.transport.tally import Tally
 
 _NEVER = float("-inf")           # Connection.quiet_until when its next poll must run
 _INF = float("inf")
@@ -56,7 +57,7 @@ class Connection:
         self.reverse_paths = list(reverse_paths) if reverse_paths else None
         self.nic_plane = {p.nic: p.plane for p in paths}
         self.num_nics = len(self.nic_plane)
-        self.stats: Counter = Counter()
+        self.stats: Counter = Tally()
         self._emit = emit
         self._nic = nic
         self.rtt = RttEstimator(config)
@@ -231,7 +232,7 @@ class Endpoint:
         self._rng = random.Random((self.config.seed, rng_seed, name).__repr__())
         self.connections: dict[int, Connection] = {}
         self._events: deque[E.TransportEvent] = deque()
-        self._stats: Counter = Counter()
+        self._stats: Counter = Tally()
         self._urgent: list = []                  # control packets produced by receive()
         self._urgent_at = 0.0                    # when the first of them was produced
         self._probe_requests = 0                 # probe requests made (their ids)

@@ -41,6 +41,7 @@ class MrcReceiver:
                  emit: Callable[[E.TransportEvent], None]) -> None:
         self.ident = ident
         self.cfg = config
+        self._qp_timeout = config.base_timeout      # a property of the config: read once
         self.evset = evset
         self.stats = stats
         self.emit = emit
@@ -63,7 +64,7 @@ class MrcReceiver:
         stats = self.stats
         cfg = self.cfg
         if self.last_data_at >= 0:
-            sample = min(now - self.last_data_at, cfg.base_timeout)
+            sample = min(now - self.last_data_at, self._qp_timeout)
             self.gap += GAP_GAIN * (sample - self.gap)
         self.last_data_at = now
         seq = from_wire(pkt.psn, cfg.initial_psn, self.expected)
@@ -111,7 +112,7 @@ class MrcReceiver:
         """How long a coalesced SACK may wait: `ack_delay`, or, when data arrives more slowly, the
         time `ack_coalesce` packets take at the observed rate, capped at half of the QP timeout (so
         that the wait alone never times a packet out at the sender, whose RTO is at least that)."""
-        stretch = min(self.cfg.ack_coalesce * self.gap, ACK_WAIT_RTO_FRACTION * self.cfg.base_timeout)
+        stretch = min(self.cfg.ack_coalesce * self.gap, ACK_WAIT_RTO_FRACTION * self._qp_timeout)
         return stretch if stretch > self.cfg.ack_delay else self.cfg.ack_delay
 
     def _remember(self, pkt: DataPacket, ce: bool, plane: int | None, seq: int) -> None:
