@@ -3,10 +3,11 @@
 
 VENV ?= .venv
 
-.PHONY: help setup test ci p4 clean-net lint
+.PHONY: help setup speedups test ci p4 clean-net lint
 
 help:
 	@echo "make setup      install Debian packages and $(VENV) (scripts/setup.sh, as root)"
+	@echo "make speedups   compile netsim's and the transport's hot path (python -m speedups build)"
 	@echo "make test       run the test suite"
 	@echo "make ci         what CI runs: set-up, clean-up, tests (.ci/run)"
 	@echo "make p4         compile p4/mrc.p4 with p4c (make -C p4)"
@@ -15,6 +16,9 @@ help:
 
 setup:
 	bash scripts/setup.sh
+
+speedups:
+	$(VENV)/bin/python -m speedups build
 
 test:
 	$(VENV)/bin/python -m pytest -q tests

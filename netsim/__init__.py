@@ -5,8 +5,12 @@ pipeline contract of docs/design.md on decoded packet objects (uSID shift-and-fo
 ECMP, trimming, ECN, faults); hosts that drive the transport endpoints they are given.
 One entry: `from_topology(topo, programs)` builds the network of a `topologies.Topology` whose
 switches run the given programs (the controller's). Everything is seeded: the same scenario
-gives the same result.
+gives the same result. Its hot modules may run compiled (`speedups`): the same results, faster.
 """
+import speedups
+
+speedups.select()                    # before the first compiled module is imported
+
 from netsim.host import Endpoint, SimHost
 from netsim.link import SimLink
 from netsim.network import Cable, Network, NicPath

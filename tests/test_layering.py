@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Bottom first. Packages in one layer are peers: they do not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("speedups",),                                      # which build of the hot modules runs
     ("wire",),                                          # the MRC wire format
     ("pipeline_contract",),                             # names, P4Info, entries, P4Runtime client
     ("topologies",),                                    # networks, addresses, uSID paths

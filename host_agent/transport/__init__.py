@@ -7,8 +7,12 @@ retransmissions). The same code runs in a Mininet host agent (raw sockets) and o
 in-process network of `netsim`. Transport kinds ("mrc", "roce") come from one registry
 (`kinds`); the policies a researcher plugs in (EV selection, SACK processing, dead-path
 detection, congestion control) are in `policies`. docs/transport.md describes the algorithm,
-its parameters and the extension points.
+its parameters and the extension points. Its per-packet modules may run compiled (`speedups`).
 """
+import speedups
+
+speedups.select()                    # before the first compiled module is imported
+
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.endpoint import Connection, Endpoint
 from host_agent.transport.events import (ConnectionFailed, EvBackup, EvStateChanged, MessageReceived, MessageSent,

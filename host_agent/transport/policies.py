@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
+from mypy_extensions import mypyc_attr          # marks what the compiled build (speedups) lets Python extend
+
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
@@ -43,6 +45,7 @@ class EvSelector(Protocol):
         whether that EV's NIC is free before sending)."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)     # a researcher's policy may extend it
 class RotationSelector:
     """MRC's choice with steering (`steering`, docs/transport.md "Steering"): the next slot of the
     EV set's rotation, passing over SKIP EVs once; when that EV is held out or its path has
@@ -115,6 +118,7 @@ class SackProcessor(Protocol):
         are ignored."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)     # a researcher's policy may extend it
 class MrcSackProcessor:
     """MRC's reading: a SACK declares nothing lost. Spraying over paths of unequal delay
     reorders packets, so a hole in the bitmap is no evidence; trim NACKs and per-packet timeouts
@@ -176,6 +180,7 @@ class PathMonitor(Protocol):
     #     for retransmissions."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)     # a researcher's policy may extend it
 class MrcPathMonitor:
     """MRC's rules (docs/transport.md, "EV states" and "Loss recovery").
 

@@ -1,0 +1,139 @@
+"""The compiled build of the simulator's hot path, and the choice between it and pure Python.
+
+`MODULES` (netsim's event loop, links, switches and hosts, and the sans-IO transport's per-packet
+parts) can be compiled to C extension modules with mypyc: `python -m speedups build` puts a
+`.so` beside each `.py` (and mypyc's library of its code) and records a stamp of the sources it compiled (`scripts/setup.sh` does
+it). Both builds run the same code and give the same results; the compiled one takes about half
+the CPU time per simulated packet (`benchmarks/bench_netsim.py` measures both in one run).
+
+The compiled build is used only when every module of it matches its source. A source edited
+since the build, or MRC_PURE_PYTHON=1 in the environment, selects pure Python for all of them:
+a mix would hold two copies of a class, one compiled and one not. `select()` makes the choice
+once, before the first of them is imported (`netsim` and `host_agent.transport` call it first
+thing); `build_in_use()` says which build that was, and why, for a run's conditions.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent        # the checkout: MODULES' sources are under it
+# One stamp per interpreter: a checkout shared with a VM may hold builds for two Pythons.
+STAMP = Path(__file__).resolve().parent / f"build.{sys.implementation.cache_tag}.json"
+PURE_ENV = "MRC_PURE_PYTHON"
+
+MODULES = (
+    "netsim.sim", "netsim.link", "netsim.switch", "netsim.host",
+    "host_agent.transport.endpoint", "host_agent.transport.sender", "host_agent.transport.receiver",
+    "host_agent.transport.baseline", "host_agent.transport.congestion", "host_agent.transport.probes",
+    "host_agent.transport.steering", "host_agent.transport.lossdetect", "host_agent.transport.psn",
+    "host_agent.transport.evset", "host_agent.transport.timers", "host_agent.transport.pathcap",
+    "host_agent.transport.nicclock", "host_agent.transport.message", "host_agent.transport.policies",
+    "wire.packets",
+)
+
+
+@dataclass(frozen=True)
+class Build:
+    """Which build the modules of `MODULES` are loaded from: "compiled" or "pure Python", and why."""
+
+    kind: str
+    reason: str
+
+    @property
+    def compiled(self) -> bool:
+        return self.kind == "compiled"
+
+    def __str__(self) -> str:
+        return f"{self.kind} ({self.reason})"
+
+
+def source_path(module: str) -> Path:
+    """The `.py` file of `module`."""
+    return ROOT.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def extension_path(module: str) -> Path:
+    """Where the compiled extension of `module` is for this interpreter."""
+    return source_path(module).with_suffix(importlib.machinery.EXTENSION_SUFFIXES[0])
+
+
+def library_path(module: str) -> Path:
+    """Where the compiled code of `module` is: mypyc's library beside the extension, which only loads it."""
+    source = source_path(module)
+    return source.with_name(source.stem + "__mypyc" + importlib.machinery.EXTENSION_SUFFIXES[0])
+
+
+def source_digests() -> dict[str, str]:
+    """The SHA-256 of each module's source, as a stamp records them."""
+    return {m: hashlib.sha256(source_path(m).read_bytes()).hexdigest() for m in MODULES}
+
+
+def read_stamp() -> dict:
+    """The stamp the last build wrote ({} when there is none or it cannot be read)."""
+    try:
+        return json.loads(STAMP.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def inspect_build() -> Build:
+    """Which build `select()` would choose now, and why (reads the files; imports nothing)."""
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return Build("pure Python", f"{PURE_ENV} is set")
+    built = [m for m in MODULES if extension_path(m).exists()]
+    if not built:
+        return Build("pure Python", "not compiled: python -m speedups build")
+    if len(built) < len(MODULES):
+        missing = sorted(set(MODULES) - set(built))
+        return Build("pure Python", f"compiled build incomplete, {missing[0]} missing: python -m speedups build")
+    stamp = read_stamp()
+    if not stamp:
+        return Build("pure Python", f"the compiled build has no stamp {STAMP.name}: python -m speedups build")
+    recorded = stamp.get("sources", {})
+    changed = [m for m, digest in source_digests().items() if recorded.get(m) != digest]
+    if changed:
+        return Build("pure Python", f"{source_path(changed[0]).relative_to(ROOT)} changed since the compiled "
+                                    f"build: python -m speedups build")
+    return Build("compiled", f"mypyc {stamp.get('mypy', '?')}")
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Finds the `.py` of a module of `MODULES` ahead of its compiled extension."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in MODULES:
+            return None
+        return importlib.util.spec_from_file_location(fullname, source_path(fullname))
+
+
+_chosen: Build | None = None
+
+
+def select() -> Build:
+    """Choose the build for this process, once: pure Python unless the compiled one is complete and
+    current. Must run before any module of `MODULES` is imported; later calls return the choice."""
+    global _chosen
+    if _chosen is not None:
+        return _chosen
+    build = inspect_build()
+    if not build.compiled:
+        if any(extension_path(m).exists() for m in MODULES):       # present but not to be used
+            sys.meta_path.insert(0, _SourceFinder())
+            if PURE_ENV not in build.reason:
+                warnings.warn(f"speedups: using pure Python: {build.reason}", RuntimeWarning, stacklevel=2)
+    _chosen = build
+    return build
+
+
+def build_in_use() -> Build:
+    """The build this process runs (`select()`'s choice; chosen now if no module was imported yet)."""
+    return select()
