@@ -13,6 +13,10 @@ case: building the network and the traffic, the run, and checking the results. T
 time per simulated packet is printed beside it: on a loaded machine it is the steadier figure (wall
 time there also counts the other processes' turns on the CPUs).
 
+The build in use (`speedups`: the per-packet modules compiled with mypyc, or pure Python) is
+printed first. When it is the compiled one, the permutation cases run again in a child process
+as pure Python (MRC_PURE_PYTHON=1), so the gain of compiling is a ratio measured in one run.
+
 A third figure isolates the simulator from the transport: on fattree:8, every host sprays 1 KB
 data packets over its uSID paths to the host half the fabric away, paced at 1.2 us, through
 trivial endpoints (`Sprayer`) that send and count and nothing else; its packets per CPU-second
@@ -21,16 +25,20 @@ are netsim's own forwarding speed (links, queues, switches, event loop).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+import speedups
 from benchmarks.figures import Measurement
 
 NAME = "netsim"
 DESCRIPTION = "simulator speed: simulated packets per wall-second (permutation; fat-tree k=8 all-reduce)"
-PERMUTATION = Path(__file__).resolve().parent.parent / "experiments" / "permutation.yaml"
+ROOT = Path(__file__).resolve().parent.parent
+PERMUTATION = ROOT / "experiments" / "permutation.yaml"
 FAT_TREE = {"name": "bench-netsim-fattree8", "seed": 1, "horizon_s": 4.0, "sample_interval_s": 0.005,
             "topology": "fattree:8", "link": {"rate_bps": 100_000_000},
             "workload": {"kind": "allreduce", "bytes": 131072, "chunk_bytes": 65536},
@@ -109,6 +117,28 @@ def forwarding_only(repeat: int, count: int = 300) -> dict:
     return {"packets": packets, "cpu_s": min(cpus), "cpus_s": cpus, "packets_per_cpu_s": packets / min(cpus)}
 
 
+PURE_PERMUTATION = """
+import json, sys
+from benchmarks import bench_netsim as b
+runs = [b.time_case(case, int(sys.argv[1])) for case in b.permutation_cases()]
+print(json.dumps({"build": str(__import__("speedups").build_in_use()), "runs": runs}))
+"""
+
+
+def pure_permutation(repeat: int) -> dict:
+    """The permutation cases as pure Python, in a child process: build, packets, wall and CPU seconds."""
+    env = dict(os.environ, **{speedups.PURE_ENV: "1"})
+    done = subprocess.run([sys.executable, "-c", PURE_PERMUTATION, str(repeat)], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the pure-Python run failed: {done.stderr.strip()[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    runs = result["runs"]
+    result.update(packets=sum(r["packets"] for r in runs), wall_s=sum(r["wall_s"] for r in runs),
+                  cpu_s=sum(r["cpu_s"] for r in runs))
+    return result
+
+
 def permutation_cases() -> list:
     from experiments.scenario import load_scenario
     return load_scenario(PERMUTATION).cases()
@@ -123,6 +153,9 @@ def fat_tree_case():
 def measure(options: argparse.Namespace) -> Measurement:
     result = Measurement()
     repeat = max(1, getattr(options, "repeat", None) or 2)
+    build = speedups.build_in_use()
+    result.details["build"] = str(build)
+    print(f"   build: {build}", flush=True)
     runs = [time_case(case, repeat) for case in permutation_cases()]
     result.details["permutation"] = runs
     for run in runs:
@@ -131,6 +164,16 @@ def measure(options: argparse.Namespace) -> Measurement:
     wall, cpu = sum(r["wall_s"] for r in runs), sum(r["cpu_s"] for r in runs)
     result.add("permutation: simulated packets per wall-second", packets / wall, "pkt/s")
     result.add("permutation: simulated packets per CPU-second", packets / cpu, "pkt/s")
+    if build.compiled:
+        pure = pure_permutation(repeat)
+        result.details["permutation_pure_python"] = pure
+        assert pure["packets"] == packets, "the pure-Python run simulated other packets"
+        print(f"   permutation as pure Python: {pure['packets']} packets in {pure['wall_s']:.2f} s wall, "
+              f"{pure['cpu_s']:.2f} s CPU = {pure['packets'] / pure['wall_s']:,.0f} pkt/wall-s; compiled / pure: "
+              f"{pure['wall_s'] / wall:.2f}x wall, {pure['cpu_s'] / cpu:.2f}x CPU", flush=True)
+        result.add("permutation as pure Python: simulated packets per wall-second", pure["packets"] / pure["wall_s"],
+                   "pkt/s")
+        result.add("permutation: compiled over pure Python, wall time per packet", pure["wall_s"] / wall, "x")
     fat = time_case(fat_tree_case(), repeat)
     result.details["fattree8_allreduce"] = fat
     print(_line("fat-tree k=8 all-reduce 128 KB", fat), flush=True)

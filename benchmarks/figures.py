@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import speedups
+
 RESULTS = Path(__file__).resolve().parent / "results"
 REGRESSION_SHARE = 0.10          # a figure worse than the previous one by more than this is flagged
 
@@ -61,7 +63,7 @@ def machine_info() -> dict:
     """Where and when a measurement ran (figures depend on the machine and its load)."""
     return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "platform": platform.platform(), "load_average": list(os.getloadavg()),
-            "root": os.geteuid() == 0,
+            "root": os.geteuid() == 0, "build": str(speedups.inspect_build()),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
