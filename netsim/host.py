@@ -1,7 +1,6 @@
 """A simulated host: the transport endpoint it is given, and its NICs, driven by the simulator's clock."""
 from __future__ import annotations
 
-from heapq import heappush
 from typing import Any, Callable, Final, Iterable, Optional, Protocol
 
 from netsim.link import SimLink
@@ -42,7 +41,6 @@ class SimHost:
 
     def __init__(self, sim: Simulator, name: str, index: int) -> None:
         self.sim = sim
-        self._heap, self._tickets = sim.heap, sim.tickets     # wake-ups are pushed straight onto them
         self.name = name
         self.index = index
         self.nics: dict[int, SimLink] = {}
@@ -119,7 +117,7 @@ class SimHost:
         wake_at = self._wake_at
         if wake_at is None or t < wake_at or wake_at <= now:
             self._wake_at = t
-            heappush(self._heap, (t, next(self._tickets), self._on_wake, (t,)))    # sim.at: t is past now
+            self.sim.push(t, self._on_wake, (t,))           # sim.at without its check: t is past now
 
     def _wake(self, t: float) -> None:
         if self._wake_at != t:

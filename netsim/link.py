@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collections import Counter, deque
-from heapq import heappush
 from typing import Any, Callable, Final
 
 from wire import constants as C
@@ -22,14 +21,13 @@ class SimLink:
     down drops what is offered to it and what is on the wire when it goes down.
     """
 
-    __slots__ = ("sim", "_heap", "_tickets", "_on_done", "_on_arrive", "name", "rate_bps", "delay", "depth", "high_depth",
+    __slots__ = ("sim", "_on_done", "_on_arrive", "name", "rate_bps", "delay", "depth", "high_depth",
                  "queues", "busy", "up", "_epoch",
                  "dest", "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
     def __init__(self, sim: Simulator, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
         self.sim = sim
-        self._heap, self._tickets = sim.heap, sim.tickets     # events are pushed straight onto them
         self._on_done: Callable = self._done                # bound once: an event per packet holds them
         self._on_arrive: Callable = self._arrive
         self.name = name
@@ -93,8 +91,7 @@ class SimLink:
                 self.peak_queue = 1              # it was queued, for no time, as the only packet
             self.busy = True                     # serialised until its last bit has left
             size = wire_size(pkt)
-            heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._on_done,
-                                  (pkt, self._epoch, size)))
+            self.sim.push(self.sim.now + size * 8 / self.rate_bps, self._on_done, (pkt, self._epoch, size))
             return True
         queues = self.queues
         q = queues[priority]
@@ -112,7 +109,7 @@ class SimLink:
         if epoch == self._epoch and self.up:
             self.tx += 1
             self.tx_bytes += size
-            heappush(self._heap, (self.sim.now + self.delay, next(self._tickets), self._on_arrive, (pkt, epoch)))
+            self.sim.push(self.sim.now + self.delay, self._on_arrive, (pkt, epoch))
         else:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire
@@ -124,8 +121,7 @@ class SimLink:
             self.busy = False
             return
         size = wire_size(pkt)
-        heappush(self._heap, (self.sim.now + size * 8 / self.rate_bps, next(self._tickets), self._on_done,
-                              (pkt, self._epoch, size)))
+        self.sim.push(self.sim.now + size * 8 / self.rate_bps, self._on_done, (pkt, self._epoch, size))
 
     def _arrive(self, pkt, epoch: int) -> None:
         if epoch != self._epoch or not self.up:
