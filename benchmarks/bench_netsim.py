@@ -1,6 +1,6 @@
 """Simulator speed: simulated packets per wall-second on the permutation case and a fat-tree all-reduce.
 
-    .venv/bin/python -m benchmarks.bench_netsim [--repeat 2]
+    .venv/bin/python -m benchmarks.bench_netsim [--repeat 2] [--against 091479d]
 
 Runs, on the netsim backend, every case of experiments/permutation.yaml (a cross-leaf permutation
 on leafspine:2x4x4 at 20 Mbit/s: MRC spraying, RoCE ECMP, RoCE with 4 QPs) and a ring all-reduce
@@ -17,6 +17,11 @@ The build in use (`speedups`: the per-packet modules compiled with mypyc, or pur
 printed first. When it is the compiled one, the permutation cases run again in a child process
 as pure Python (MRC_PURE_PYTHON=1), so the gain of compiling is a ratio measured in one run.
 
+With `--against REV`, the same cases (permutation and fat-tree) also run on the code of git
+revision REV of this checkout, exported to a scratch folder with this benchmark beside it, in a
+child process: "before" and "after" in one run, with their ratio (packet counts may differ where
+REV's transport behaves otherwise, so the ratio is per simulated packet).
+
 A third figure isolates the simulator from the transport: on fattree:8, every host sprays 1 KB
 data packets over its uSID paths to the host half the fabric away, paced at 1.2 us, through
 trivial endpoints (`Sprayer`) that send and count and nothing else; its packets per CPU-second
@@ -25,10 +30,14 @@ are netsim's own forwarding speed (links, queues, switches, event loop).
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,26 +126,76 @@ def forwarding_only(repeat: int, count: int = 300) -> dict:
     return {"packets": packets, "cpu_s": min(cpus), "cpus_s": cpus, "packets_per_cpu_s": packets / min(cpus)}
 
 
-PURE_PERMUTATION = """
+CHILD = """
 import json, sys
 from benchmarks import bench_netsim as b
-runs = [b.time_case(case, int(sys.argv[1])) for case in b.permutation_cases()]
-print(json.dumps({"build": str(__import__("speedups").build_in_use()), "runs": runs}))
+repeat, fat_tree = int(sys.argv[1]), sys.argv[2] == "fat-tree"
+runs = [b.time_case(case, repeat) for case in b.permutation_cases()]
+fat = b.time_case(b.fat_tree_case(), repeat) if fat_tree else None
+print(json.dumps({"build": str(__import__("speedups").build_in_use()), "runs": runs, "fat_tree": fat}))
 """
 
 
-def pure_permutation(repeat: int) -> dict:
-    """The permutation cases as pure Python, in a child process: build, packets, wall and CPU seconds."""
-    env = dict(os.environ, **{speedups.PURE_ENV: "1"})
-    done = subprocess.run([sys.executable, "-c", PURE_PERMUTATION, str(repeat)], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+def run_child(tree: Path, repeat: int, fat_tree: bool, env: dict, what: str) -> dict:
+    """The permutation cases (and the fat-tree) run by the code under `tree`, in a child process:
+    build, runs, and the permutation's packets, wall and CPU seconds summed."""
+    done = subprocess.run([sys.executable, "-c", CHILD, str(repeat), "fat-tree" if fat_tree else "-"], cwd=tree,
+                          env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"the pure-Python run failed: {done.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"the run of {what} failed: {done.stderr.strip()[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     runs = result["runs"]
     result.update(packets=sum(r["packets"] for r in runs), wall_s=sum(r["wall_s"] for r in runs),
                   cpu_s=sum(r["cpu_s"] for r in runs))
     return result
+
+
+def pure_permutation(repeat: int) -> dict:
+    """The permutation cases as pure Python, in a child process."""
+    return run_child(ROOT, repeat, False, dict(os.environ, **{speedups.PURE_ENV: "1"}), "pure Python")
+
+
+def export_revision(rev: str, into: Path) -> None:
+    """The files of git revision `rev` of this checkout in `into`, with this benchmark and the
+    `speedups` package of now beside them (what the child process imports)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True)
+    if archive.returncode != 0:
+        raise ValueError(f"--against {rev}: {archive.stderr.decode(errors='replace').strip()}")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        files = [m for m in tar.getmembers() if m.isfile() or m.isdir()]     # no links: none is code
+        try:
+            tar.extractall(into, members=files, filter="data")
+        except TypeError:                         # Python before 3.11.4: no extraction filters
+            tar.extractall(into, members=files)
+    shutil.copy2(Path(__file__).resolve(), into / "benchmarks" / "bench_netsim.py")
+    shutil.copytree(ROOT / "speedups", into / "speedups", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("*.json", "*.so", "__pycache__"))
+
+
+def run_at_revision(rev: str, repeat: int, fat_tree: bool = True) -> dict:
+    """The permutation cases (and the fat-tree) on the code of git revision `rev`."""
+    with tempfile.TemporaryDirectory(prefix="bench-netsim-") as tmp:
+        export_revision(rev, Path(tmp))
+        env = {k: v for k, v in os.environ.items() if k != speedups.PURE_ENV}
+        return run_child(Path(tmp), repeat, fat_tree, env, f"revision {rev}")
+
+
+def _compare_with_revision(result: Measurement, rev: str, repeat: int, now: dict, fat: dict) -> None:
+    """Add the figures of revision `rev` and now's speed over them, per simulated packet."""
+    then = run_at_revision(rev, repeat)
+    result.details[f"at_{rev}"] = then
+    ratio = (now["packets"] / now["wall_s"]) / (then["packets"] / then["wall_s"])
+    print(f"   permutation at {rev}: {then['packets']} packets in {then['wall_s']:.2f} s wall = "
+          f"{then['packets'] / then['wall_s']:,.0f} pkt/wall-s ({then['build']}); now over {rev}: {ratio:.2f}x "
+          f"per packet", flush=True)
+    result.add(f"permutation at {rev}: simulated packets per wall-second", then["packets"] / then["wall_s"], "pkt/s")
+    result.add(f"permutation: now over {rev}, wall time per packet", ratio, "x")
+    old = then["fat_tree"]
+    fat_ratio = fat["packets_per_wall_s"] / old["packets_per_wall_s"]
+    print(_line(f"fat-tree k=8 all-reduce 128 KB at {rev}", old) + f"; now over {rev}: {fat_ratio:.2f}x per packet",
+          flush=True)
+    result.add(f"fat-tree k=8 all-reduce at {rev}: wall time", old["wall_s"], "s", better="lower")
+    result.add(f"fat-tree k=8 all-reduce: now over {rev}, wall time per packet", fat_ratio, "x")
 
 
 def permutation_cases() -> list:
@@ -182,6 +241,9 @@ def measure(options: argparse.Namespace) -> Measurement:
                note=note)
     result.add("fat-tree k=8 all-reduce: wall time", fat["wall_s"], "s", better="lower", note=note)
     result.add("fat-tree k=8 all-reduce: CPU time", fat["cpu_s"], "s", better="lower", note=note)
+    against = getattr(options, "against", None)
+    if against:
+        _compare_with_revision(result, against, repeat, {"packets": packets, "wall_s": wall}, fat)
     fwd = forwarding_only(repeat)
     result.details["forwarding_only"] = fwd
     print(f"   forwarding only (fat-tree k=8, no transport): {fwd['packets']} packets in {fwd['cpu_s']:.2f} CPU-s "
@@ -193,6 +255,9 @@ def measure(options: argparse.Namespace) -> Measurement:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=2, help="runs of each case; the fastest counts (default 2)")
+    parser.add_argument("--against", metavar="REV",
+                        help="also run the cases on the code of git revision REV (e.g. 091479d, when issue 16 "
+                             "was filed) and print now over REV per simulated packet")
 
 
 def main(argv=None) -> int:

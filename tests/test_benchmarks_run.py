@@ -95,3 +95,20 @@ def test_netsim_forwarding_benchmark_counts_every_hop_of_every_packet():
 
     run = forwarding_only(1, count=3)
     assert run["packets"] == 128 * 3 * 5 and run["packets_per_cpu_s"] > 0
+
+
+def test_netsim_benchmark_runs_a_revision_of_the_checkout_beside_now():
+    """--against REV: REV's code, exported with the benchmark beside it, runs in a child process
+    (here HEAD, whose cases simulate the packets the working tree's do); a bad REV is named."""
+    import subprocess
+    import pytest
+    from benchmarks import bench_netsim as bn
+
+    if subprocess.run(["git", "-C", str(bn.ROOT), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    then = bn.run_at_revision("HEAD", 1, fat_tree=False)
+    now = [bn.time_case(case, 1) for case in bn.permutation_cases()]
+    assert then["packets"] == sum(r["packets"] for r in now) > 0 and then["wall_s"] > 0
+    assert then["fat_tree"] is None and "pure Python" in then["build"]
+    with pytest.raises(ValueError, match="--against no-such-revision"):
+        bn.run_at_revision("no-such-revision", 1, fat_tree=False)
