@@ -124,14 +124,27 @@ def package_version(name: str) -> Optional[str]:
     return done.stdout.strip() or None
 
 
-def installed_check() -> Check:
-    """The p4lang packages' versions and the BMv2 program on PATH (for information)."""
+def speedups_status(repo: Path) -> str:
+    """Which build of the simulator's and the transport's hot path this Python runs (speedups)."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "speedups", "status"], cwd=repo, capture_output=True,
+                              text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    lines = (done.stdout.strip() or done.stderr.strip() or "no answer").splitlines()
+    return lines[-1].removeprefix("speedups: ")
+
+
+def installed_check(repo: Path = REPO) -> Check:
+    """The p4lang packages' versions, the BMv2 program on PATH and the build of the hot path
+    (for information)."""
     versions = []
     for name in P4LANG_PACKAGES:
         version = package_version(name)
         versions.append(f"{name} {version}" if version else f"{name} not installed")
     switch = shutil.which("simple_switch_grpc")
-    details = [f"simple_switch_grpc: {Path(switch).resolve() if switch else 'not on PATH'}"]
+    details = [f"simple_switch_grpc: {Path(switch).resolve() if switch else 'not on PATH'}",
+               f"netsim and transport: {speedups_status(repo)}"]
     return Check("installed", None, ", ".join(versions), details)
 
 
@@ -260,7 +273,7 @@ def render(checks: list[Check], settings: Settings) -> str:
 def self_check(settings: Settings) -> tuple[list[Check], bool]:
     """Every check in turn; whether all passed."""
     settings.out.mkdir(parents=True, exist_ok=True)
-    checks = [installed_check(), conformance_check(settings), failover_check(settings),
+    checks = [installed_check(settings.repo), conformance_check(settings), failover_check(settings),
               fidelity_check(settings)]
     if any(check.passed is False for check in checks):
         checks.append(clean_up(settings))
