@@ -1,15 +1,17 @@
 """The compiled build of the simulator's hot path, and the choice between it and pure Python.
 
 `MODULES` (netsim's event loop, links, switches and hosts, and the sans-IO transport's per-packet
-parts) can be compiled to C extension modules with mypyc: `python -m speedups build` puts a
-`.so` beside each `.py` (and mypyc's library of its code) and records a stamp of the sources it compiled (`scripts/setup.sh` does
-it). Both builds run the same code and give the same results; the compiled one takes about half
-the CPU time per simulated packet (`benchmarks/bench_netsim.py` measures both in one run).
+parts) can be compiled to C extension modules with mypyc: `python -m speedups build` puts a `.so`
+beside each `.py` (and mypyc's library of its code) and records a stamp of the sources it read
+(`scripts/setup.sh` does it). Both builds run the same code and give the same results; the compiled
+one takes about half the CPU time per simulated packet (`benchmarks/bench_netsim.py` measures both
+in one run).
 
-The compiled build is used only when every module of it matches its source. A source edited
-since the build, or MRC_PURE_PYTHON=1 in the environment, selects pure Python for all of them:
-a mix would hold two copies of a class, one compiled and one not. `select()` makes the choice
-once, before the first of them is imported (`netsim` and `host_agent.transport` call it first
+The compiled build is used only when it matches its stamp: the digests of every source mypyc read
+(`SOURCE_FOLDERS`) and the size and time of every file it made. A source edited since the build, a
+compiled file replaced, or MRC_PURE_PYTHON=1 in the environment selects pure Python for all of them:
+a mix would hold two copies of a class, one compiled and one not. `select()` makes the choice once,
+before the first of them is imported (`wire`, `netsim` and `host_agent.transport` call it first
 thing); `build_in_use()` says which build that was, and why, for a run's conditions.
 """
 from __future__ import annotations
@@ -26,9 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent        # the checkout: MODULES' sources are under it
-# One stamp per interpreter: a checkout shared with a VM may hold builds for two Pythons.
-STAMP = Path(__file__).resolve().parent / f"build.{sys.implementation.cache_tag}.json"
+# One stamp per kind of extension (interpreter and platform), as their file names have: a checkout
+# shared with a VM may hold builds for two of them.
+_TAG = importlib.machinery.EXTENSION_SUFFIXES[0].rsplit(".", 1)[0].lstrip(".") or sys.implementation.cache_tag
+STAMP = Path(__file__).resolve().parent / f"build.{_TAG}.json"
 PURE_ENV = "MRC_PURE_PYTHON"
+# What mypyc reads to compile MODULES (their own sources and the types they use): a change to any
+# of these files makes the build stale.
+SOURCE_FOLDERS = ("wire", "netsim", "host_agent/transport", "pipeline_contract")
 
 MODULES = (
     "netsim.sim", "netsim.link", "netsim.switch", "netsim.host",
@@ -72,9 +79,24 @@ def library_path(module: str) -> Path:
     return source.with_name(source.stem + "__mypyc" + importlib.machinery.EXTENSION_SUFFIXES[0])
 
 
+def compiled_files() -> list[Path]:
+    """Every file the build puts beside the sources: each module's extension and library."""
+    return [path for m in MODULES for path in (extension_path(m), library_path(m))]
+
+
 def source_digests() -> dict[str, str]:
-    """The SHA-256 of each module's source, as a stamp records them."""
-    return {m: hashlib.sha256(source_path(m).read_bytes()).hexdigest() for m in MODULES}
+    """The SHA-256 of every source file mypyc reads (`SOURCE_FOLDERS`), by path from the checkout."""
+    files = sorted(path for folder in SOURCE_FOLDERS for path in (ROOT / folder).glob("*.py"))
+    return {str(path.relative_to(ROOT)): hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
+
+
+def compiled_stats() -> dict[str, list[int]]:
+    """The size and modification time of each compiled file, by path from the checkout."""
+    out = {}
+    for path in compiled_files():
+        info = path.stat()
+        out[str(path.relative_to(ROOT))] = [info.st_size, info.st_mtime_ns]
+    return out
 
 
 def read_stamp() -> dict:
@@ -98,11 +120,15 @@ def inspect_build() -> Build:
     stamp = read_stamp()
     if not stamp:
         return Build("pure Python", f"the compiled build has no stamp {STAMP.name}: python -m speedups build")
-    recorded = stamp.get("sources", {})
-    changed = [m for m, digest in source_digests().items() if recorded.get(m) != digest]
+    if not all(path.exists() for path in compiled_files()):
+        return Build("pure Python", "compiled build incomplete: python -m speedups build")
+    recorded, digests = stamp.get("sources", {}), source_digests()
+    changed = sorted(set(recorded) ^ set(digests)) or [f for f, digest in digests.items() if recorded[f] != digest]
     if changed:
-        return Build("pure Python", f"{source_path(changed[0]).relative_to(ROOT)} changed since the compiled "
-                                    f"build: python -m speedups build")
+        return Build("pure Python", f"{changed[0]} changed since the compiled build: python -m speedups build")
+    replaced = [f for f, stat in compiled_stats().items() if stamp.get("compiled", {}).get(f) != stat]
+    if replaced:
+        return Build("pure Python", f"{replaced[0]} is not the file the build made: python -m speedups build")
     return Build("compiled", f"mypyc {stamp.get('mypy', '?')}")
 
 
@@ -126,10 +152,9 @@ def select() -> Build:
         return _chosen
     build = inspect_build()
     if not build.compiled:
-        if any(extension_path(m).exists() for m in MODULES):       # present but not to be used
-            sys.meta_path.insert(0, _SourceFinder())
-            if PURE_ENV not in build.reason:
-                warnings.warn(f"speedups: using pure Python: {build.reason}", RuntimeWarning, stacklevel=2)
+        sys.meta_path.insert(0, _SourceFinder())   # even with no extension now: a build may come later
+        if any(extension_path(m).exists() for m in MODULES) and PURE_ENV not in build.reason:
+            warnings.warn(f"speedups: using pure Python: {build.reason}", RuntimeWarning, stacklevel=2)
     _chosen = build
     return build
 

@@ -59,7 +59,7 @@ def _working_directory(path: Path):
 
 def clean() -> list[Path]:
     """Remove every compiled file of the build and its stamp; return what was removed."""
-    removed = [path for m in S.MODULES for path in (S.extension_path(m), S.library_path(m)) if path.exists()]
+    removed = [path for path in S.compiled_files() if path.exists()]
     removed += [S.STAMP] if S.STAMP.exists() else []
     for path in removed:
         path.unlink()
@@ -85,14 +85,15 @@ def build(verbose: bool = False) -> float:
                 dist = Distribution({"name": "speedups", "ext_modules": extensions})
                 dist.verbose = int(verbose)
                 command = dist.get_command_obj("build_ext")
-                command.inplace, command.build_temp, command.parallel = True, tmp, os.cpu_count() or 1
+                command.inplace, command.parallel = True, os.cpu_count() or 1
+                command.build_temp = command.build_lib = tmp      # nothing left in the checkout but the results
                 dist.run_command("build_ext")
         except SystemExit as exc:                    # mypyc exits on a type error, the compiler on a failure
             raise BuildError(f"mypyc failed (exit {exc.code}):\n{log.getvalue().strip()}") from None
         except Exception as exc:                     # setuptools' CompileError and the like
             raise BuildError(f"compiling failed: {exc}\n{log.getvalue().strip()}") from None
-    S.STAMP.write_text(json.dumps({"mypy": mypy_version, "python": sys.version.split()[0], "sources": digests},
-                                  indent=1) + "\n")
+    S.STAMP.write_text(json.dumps({"mypy": mypy_version, "python": sys.version.split()[0], "sources": digests,
+                                   "compiled": S.compiled_stats()}, indent=1) + "\n")
     return time.monotonic() - start
 
 

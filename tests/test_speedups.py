@@ -28,6 +28,7 @@ def fake_tree(tmp_path, monkeypatch):
     monkeypatch.setattr(speedups, "ROOT", tmp_path)
     monkeypatch.setattr(speedups, "STAMP", tmp_path / "build.json")
     monkeypatch.setattr(speedups, "MODULES", ("fakepkg.fast",))
+    monkeypatch.setattr(speedups, "SOURCE_FOLDERS", ("fakepkg",))
     monkeypatch.setattr(speedups, "_chosen", None)
     monkeypatch.delenv(speedups.PURE_ENV, raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -39,9 +40,11 @@ def fake_tree(tmp_path, monkeypatch):
 
 
 def compile_fake(tree: Path) -> None:
-    """What a build leaves: the extension beside the source, and the stamp of that source."""
+    """What a build leaves: the extension and library beside the source, and the stamp of both."""
     (tree / "fakepkg" / f"fast{SUFFIX}").write_bytes(b"not a shared object")
-    speedups.STAMP.write_text(json.dumps({"mypy": "test", "sources": speedups.source_digests()}))
+    (tree / "fakepkg" / f"fast__mypyc{SUFFIX}").write_bytes(b"not a library")
+    speedups.STAMP.write_text(json.dumps({"mypy": "test", "sources": speedups.source_digests(),
+                                          "compiled": speedups.compiled_stats()}))
 
 
 def test_without_a_build_pure_python_is_used(fake_tree):
@@ -59,6 +62,21 @@ def test_an_edited_source_selects_pure_python_naming_it(fake_tree):
     (fake_tree / "fakepkg" / "fast.py").write_text("WHERE = 'source'  # edited\n")
     build = speedups.inspect_build()
     assert not build.compiled and "fakepkg/fast.py changed" in build.reason
+
+
+def test_an_edited_dependency_selects_pure_python(fake_tree):
+    """mypyc compiled against the types of the files beside the module: a new one counts too."""
+    compile_fake(fake_tree)
+    (fake_tree / "fakepkg" / "types.py").write_text("X = 1\n")
+    build = speedups.inspect_build()
+    assert not build.compiled and "fakepkg/types.py changed" in build.reason
+
+
+def test_a_replaced_extension_selects_pure_python(fake_tree):
+    compile_fake(fake_tree)
+    (fake_tree / "fakepkg" / f"fast{SUFFIX}").write_bytes(b"another build's extension")
+    build = speedups.inspect_build()
+    assert not build.compiled and f"fakepkg/fast{SUFFIX} is not the file the build made" in build.reason
 
 
 def test_the_environment_selects_pure_python(fake_tree, monkeypatch):
