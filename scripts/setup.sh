@@ -3,7 +3,8 @@
 #   1. the Debian packages the testbed runs (as root; skipped when all are present),
 #   2. a Python virtual environment (<repo>/.venv, or $MRC_VENV) made with the python3 on PATH,
 #   3. the project installed in it, editable, with its test extras,
-#   4. the compiled build of the simulator's hot path (python -m speedups build; pure Python if it fails).
+#   4. the compiled build of the simulator's hot path (python -m speedups build; pure Python if it fails,
+#      as with --user-only on a machine without gcc or Python's headers).
 # Safe to run again: every stage checks what is there and only adds what is missing.
 set -euo pipefail
 
@@ -26,7 +27,8 @@ usage: scripts/setup.sh [--user-only] [--dev]
 Installs the Debian packages the testbed needs (as root), creates the Python virtual
 environment $VENV and installs the project in it with its test extras.
 
-  --user-only   only build the virtual environment (no root, no Debian packages)
+  --user-only   no root, no Debian packages: the virtual environment (and the compiled build
+                where gcc and Python's headers are already there)
   --pure        skip the compiled build of the simulator (pure Python, about half the speed)
   --dev         also install ${DEV_PACKAGES[*]} (the tests' static checks use them)
   -h, --help    show this help
@@ -86,7 +88,8 @@ install_debian_packages() {
     if [ "$PURE" -eq 0 ]; then
         wanted+=("${BUILD_PACKAGES[@]}")
         if ! "$PYTHON" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
-            wanted+=(python3-dev)
+            # the headers of this interpreter's version (python3-dev has only the default one's)
+            wanted+=("python$("$PYTHON" -V 2>&1 | sed -E 's/^Python ([0-9]+\.[0-9]+).*/\1/')-dev")
         fi
     fi
     if [ "$DEV" -eq 1 ]; then
@@ -147,7 +150,7 @@ give_venv_to_repo_owner() {
     owner="$(stat -c %u "$REPO")"
     if [ "$(id -u)" -eq 0 ] && [ "$owner" != 0 ]; then
         chown -R "$owner" "$VENV" "$REPO"/*.egg-info 2>/dev/null || true
-        find "$REPO" -path "$VENV" -prune -o \( -name '*.so' -o -path "$REPO/speedups/build.json" \) \
+        find "$REPO" -path "$VENV" -prune -o \( -name '*.so' -o -path "$REPO/speedups/build.*.json" \) \
             -user 0 -exec chown "$owner" {} + 2>/dev/null || true
     fi
 }

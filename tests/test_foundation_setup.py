@@ -155,7 +155,7 @@ def test_pure_installs_no_compiler_and_removes_the_build(fake_setup):
 def test_python_headers_are_added_when_missing(fake_setup):
     done, calls = fake_setup(installed=RUNTIME + " gcc", headers=False)
     assert done.returncode == 0, done.stderr
-    assert calls_of(calls, "apt-get")[1].endswith("--no-install-recommends python3-dev")
+    assert calls_of(calls, "apt-get")[1].endswith("--no-install-recommends python3.11-dev")
 
 
 def test_user_only_touches_no_system_package(fake_setup):
