@@ -50,8 +50,9 @@ class SimHost:
         self.on_event: Any = None
         self._wake_at: float | None = None
         self._on_wake: Callable = self._wake      # bound once: a wake-up event holds it
-        self._held: list | None = None          # packets waiting out a pause (None: never paused)
-        self._pause = (0.0, 0.0)                # (start, end) of the latest pause
+        self._held: list | None = None          # packets held by pauses, in arrival order (None: never paused)
+        self._handed = 0                        # how many of them were handed over
+        self._pauses: list[tuple[float, float]] = []      # (start, end) of every pause
 
     def attach(self, endpoint: Endpoint, on_event=None) -> None:
         """Drive `endpoint` from now on, handing its events to `on_event(event)` if given."""
@@ -61,30 +62,34 @@ class SimHost:
 
     def pause(self, start: float, end: float) -> list:
         """From `start` to `end` the host's process does not run (a descheduled agent): what arrives
-        waits, as in a socket buffer, and its timers fire only at `end`. Returns the list the held
-        (packet, NIC) pairs are kept in. A later pause replaces this one."""
-        self._pause = (start, end)
-        self._held = []
-        self.sim.at(end, self._resume, self._held)
+        waits, as in a socket buffer, and its timers fire only when no pause holds it any more.
+        Pauses may overlap. Returns the list of the (packet, NIC) pairs pauses held (it keeps them)."""
+        self._pauses.append((start, end))
+        if self._held is None:
+            self._held = []
+        self.sim.at(end, self._resume)
         return self._held
 
     def _paused(self) -> bool:
-        start, end = self._pause
-        return start <= self.sim.now < end
+        now = self.sim.now
+        return any(start <= now < end for start, end in self._pauses)
 
-    def _resume(self, held: list) -> None:
-        if held is not self._held or self._paused():
-            return                              # replaced by a later pause
-        for pkt, nic in held:
+    def _resume(self) -> None:
+        held = self._held
+        if held is None or self._paused():
+            return                              # another pause still holds the host
+        while self._handed < len(held):         # what arrived in the pause, in order
+            pkt, nic = held[self._handed]
+            self._handed += 1
             self.receive(pkt, nic)
         self.service()
 
     def receive(self, pkt, nic: int) -> None:
         """A packet arrived on NIC `nic`."""
-        if self.endpoint is None:
-            return
         if self._held is not None and self._paused():
             self._held.append((pkt, nic))
+            return
+        if self.endpoint is None:
             return
         self.endpoint.receive(self.sim.now, nic, pkt)
         self.service()

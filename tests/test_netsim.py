@@ -288,3 +288,27 @@ def test_netsim_imports_only_the_layers_below_it():
             for name in names:
                 top = name.split(".")[0]
                 assert top not in ours or top in allowed, f"{path.name} imports {name}"
+
+
+def test_a_paused_host_holds_arrivals_until_no_pause_is_left():
+    """Overlapping pauses: what arrives while either holds is handed over, in order, at the later end."""
+    from netsim import SimHost
+
+    class Timed(Recorder):
+        def __init__(self, sim):
+            super().__init__()
+            self.sim = sim
+
+        def receive(self, now, nic, pkt):
+            self.got.append((now, pkt))
+
+    sim = Simulator()
+    host = SimHost(sim, "h", 0)
+    host.attach(Timed(sim))
+    held = host.pause(1.0, 3.0)
+    assert host.pause(2.0, 4.0) is held
+    for t in (0.5, 1.5, 2.5, 3.5, 4.5):
+        sim.at(t, host.receive, t, 0)
+    sim.run()
+    assert host.endpoint.got == [(0.5, 0.5), (4.0, 1.5), (4.0, 2.5), (4.0, 3.5), (4.5, 4.5)]
+    assert [pkt for pkt, _ in held] == [1.5, 2.5, 3.5]
