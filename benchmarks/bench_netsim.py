@@ -158,7 +158,12 @@ def pure_permutation(repeat: int) -> dict:
 def export_revision(rev: str, into: Path) -> None:
     """The files of git revision `rev` of this checkout in `into`, with this benchmark and the
     `speedups` package of now beside them (what the child process imports)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True)
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                             f"{rev}^{{commit}}"], capture_output=True, text=True)
+    if commit.returncode != 0:
+        raise ValueError(f"--against {rev}: not a commit of the git checkout {ROOT}")
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit.stdout.strip()],
+                             capture_output=True)
     if archive.returncode != 0:
         raise ValueError(f"--against {rev}: {archive.stderr.decode(errors='replace').strip()}")
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
@@ -167,6 +172,9 @@ def export_revision(rev: str, into: Path) -> None:
             tar.extractall(into, members=files, filter="data")
         except TypeError:                         # Python before 3.11.4: no extraction filters
             tar.extractall(into, members=files)
+    if not (into / "experiments" / "backends").is_dir():
+        raise ValueError(f"--against {rev}: that revision has no netsim backend to run the cases on")
+    (into / "benchmarks").mkdir(exist_ok=True)
     shutil.copy2(Path(__file__).resolve(), into / "benchmarks" / "bench_netsim.py")
     shutil.copytree(ROOT / "speedups", into / "speedups", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.json", "*.so", "__pycache__"))

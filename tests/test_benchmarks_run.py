@@ -110,5 +110,5 @@ def test_netsim_benchmark_runs_a_revision_of_the_checkout_beside_now():
     now = [bn.time_case(case, 1) for case in bn.permutation_cases()]
     assert then["packets"] == sum(r["packets"] for r in now) > 0 and then["wall_s"] > 0
     assert then["fat_tree"] is None and "pure Python" in then["build"]
-    with pytest.raises(ValueError, match="--against no-such-revision"):
+    with pytest.raises(ValueError, match="--against no-such-revision: not a commit"):
         bn.run_at_revision("no-such-revision", 1, fat_tree=False)
