@@ -50,9 +50,9 @@ class SimHost:
         self.on_event: Any = None
         self._wake_at: float | None = None
         self._on_wake: Callable = self._wake      # bound once: a wake-up event holds it
-        self._held: list | None = None          # packets held by pauses, in arrival order (None: never paused)
+        self._pauses: list[tuple[float, float]] = []      # (start, end) of the pauses not over yet
+        self._held: list = []                   # packets held by pauses, in arrival order
         self._handed = 0                        # how many of them were handed over
-        self._pauses: list[tuple[float, float]] = []      # (start, end) of every pause
 
     def attach(self, endpoint: Endpoint, on_event=None) -> None:
         """Drive `endpoint` from now on, handing its events to `on_event(event)` if given."""
@@ -65,8 +65,6 @@ class SimHost:
         waits, as in a socket buffer, and its timers fire only when no pause holds it any more.
         Pauses may overlap. Returns the list of the (packet, NIC) pairs pauses held (it keeps them)."""
         self._pauses.append((start, end))
-        if self._held is None:
-            self._held = []
         self.sim.at(end, self._resume)
         return self._held
 
@@ -75,9 +73,11 @@ class SimHost:
         return any(start <= now < end for start, end in self._pauses)
 
     def _resume(self) -> None:
-        held = self._held
-        if held is None or self._paused():
+        now = self.sim.now
+        self._pauses = [(start, end) for start, end in self._pauses if end > now]
+        if self._paused():
             return                              # another pause still holds the host
+        held = self._held
         while self._handed < len(held):         # what arrived in the pause, in order
             pkt, nic = held[self._handed]
             self._handed += 1
@@ -86,7 +86,7 @@ class SimHost:
 
     def receive(self, pkt, nic: int) -> None:
         """A packet arrived on NIC `nic`."""
-        if self._held is not None and self._paused():
+        if self._pauses and self._paused():
             self._held.append((pkt, nic))
             return
         if self.endpoint is None:
@@ -97,7 +97,7 @@ class SimHost:
     def service(self) -> None:
         """Poll the endpoint, transmit its packets and set the next wake-up."""
         now = self.sim.now
-        if self._held is not None and self._paused():
+        if self._pauses and self._paused():
             return
         endpoint: Any = self.endpoint
         handle = self.on_event

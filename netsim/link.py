@@ -5,8 +5,8 @@ from collections import Counter, deque
 from typing import Any, Callable, Final
 
 from wire import constants as C
-from netsim.sim import Simulator
 from wire.packets import DataPacket, wire_size
+from netsim.sim import Simulator
 
 _LOW: Final = C.PRIORITY_LOW
 _HIGH: Final = C.PRIORITY_HIGH
@@ -43,7 +43,7 @@ class SimLink:
         self.data_offered_at: list[float] = []  # time of every data packet offered (when tracing)
         self.trace_data = False
         self.peak_queue = 0                     # most packets ever waiting (both priorities)
-        self.offered = 0
+        self.offered = 0                        # _COUNTERS, one by one (a compiled class declares them so)
         self.data_offered = 0
         self.dropped_down = 0
         self.dropped_queue = 0

@@ -30,7 +30,7 @@ class RttEstimator:
 
     def __init__(self, config: TransportConfig) -> None:
         self._cfg = config
-        self._rto_floor = config.base_timeout     # the QP timeout (a property of the config: read once)
+        self._qp_timeout = config.base_timeout      # the RTO's floor (a property of the config: read once)
         self.srtt = config.initial_rtt
         self.rttvar = config.initial_rtt / 2
         self.min_rtt = config.base_rtt or float("inf")
@@ -87,7 +87,7 @@ class RttEstimator:
     def _compute_rto(self) -> float:
         """max(srtt + 4 rttvar, rto_srtt_factor x srtt) x rto_scale, clamped to [QP timeout, rto_max]."""
         base = max(self.srtt + 4 * self.rttvar, self._cfg.rto_srtt_factor * self.srtt)
-        return min(self._cfg.rto_max, max(self._rto_floor, base * self.rto_scale))
+        return min(self._cfg.rto_max, max(self._qp_timeout, base * self.rto_scale))
 
 
 class NsccWindow:
