@@ -100,7 +100,10 @@ def test_live_session_on_a_model_network(tmp_path, capsys):
         sessions = EvSessions(net)
         session = sessions.get("h1", "h2")
         array = session.request("h1", "array")
-        assert len(array) == 128 and {r["state"] for r in array} == {"GOOD"}
+        # every EV usable after the session's small transfer: GOOD, or SKIP for one turn when that
+        # transfer's burst drew an ECN echo (a race with the read, more likely with the compiled agent)
+        states = {r["state"] for r in array}
+        assert len(array) == 128 and "GOOD" in states and states <= {"GOOD", "SKIP"}
         assert {r["path"] for r in array} == {0, 1}                      # two spines: two paths
         denied = session.request("h1", "deny", ev=array[0]["ev"])
         assert denied["state"] == "DENIED"
