@@ -6,7 +6,7 @@
  * per-port fault table, and queue-depth trimming with a strict high-priority
  * egress queue. The names of controls, tables, keys, actions, parameters,
  * counters and registers are the "Switch pipeline contract" of
- * docs/design.md; the numbers repeat host_agent/constants.py
+ * docs/design.md; the numbers repeat wire/constants.py
  * (tests/test_constants_match_p4.py checks both). p4/README.md explains the
  * design. Run BMv2 with `-- --priority-queues 2`.
  */
@@ -17,7 +17,7 @@
 *********************** C O N S T A N T S  *******************************
 *************************************************************************/
 
-/* Shared with host_agent/constants.py (same names, same values). */
+/* Shared with wire/constants.py (same names, same values). */
 const bit<16> ETHERTYPE_IPV6        = 0x86DD;
 const bit<8>  IPPROTO_UDP           = 17;
 const bit<16> ROCEV2_UDP_PORT       = 4791;
