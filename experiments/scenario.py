@@ -41,7 +41,8 @@ from typing import Any, Optional, Union
 
 import yaml
 
-from host_agent.transport.config import MODES, TransportConfig
+from host_agent.transport import kinds
+from host_agent.transport.config import TransportConfig
 
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
 FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_ev_deny",
@@ -267,7 +268,7 @@ def _merge(base: dict, over: dict) -> dict:
 
 def _transport(c: "_Checker", raw: Any, where: str) -> TransportSpec:
     raw = c.mapping(raw, where, {"name", "mode", "reroute_delay_s", "trimming", "params"})
-    mode = c.choice(raw.get("mode"), f"{where}.mode", MODES)
+    mode = c.choice(raw.get("mode"), f"{where}.mode", tuple(kinds.TRANSPORTS))
     name = c.text(raw.get("name", mode), f"{where}.name")
     delay = raw.get("reroute_delay_s")
     if delay is not None:

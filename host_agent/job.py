@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from host_agent.transport.config import MODES, TransportConfig
+from host_agent.transport import kinds
+from host_agent.transport.config import TransportConfig
 from topologies.model import HostNic, Topology
 from topologies.paths import host_paths
 
@@ -305,7 +306,7 @@ def _parse_workload(obj: Any, source: str) -> JobWorkload:
 def _parse_transport(obj: Any, source: str) -> tuple[str, dict]:
     f = _Fields(obj, "transport", source)
     f.unknown(("mode", "config"))
-    mode = f.get("mode", str, "mrc", check=lambda v: None if v in MODES else f"is not one of {MODES}")
+    mode = f.get("mode", str, "mrc", check=lambda v: None if v in kinds.TRANSPORTS else f"is not one of {tuple(kinds.TRANSPORTS)}")
     config = f.get("config", dict, {})
     known = {fl.name: fl for fl in dataclasses.fields(TransportConfig)}
     for key, value in config.items():

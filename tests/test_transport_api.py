@@ -101,7 +101,7 @@ def test_a_received_message_is_an_event_drained_after_receive():
 def test_the_registry_builds_each_kind_and_names_them_in_errors(monkeypatch):
     assert set(kinds.TRANSPORTS) >= {"mrc", "roce"}
     with pytest.raises(ValueError, match=r"'tcp' is not one of \('mrc', 'roce'"):
-        TransportConfig(mode="tcp")
+        Endpoint("h0", TransportConfig(mode="tcp")).connect("h1", 1, 2, paths())
     built = []
 
     def counted(wiring):
@@ -115,6 +115,38 @@ def test_the_registry_builds_each_kind_and_names_them_in_errors(monkeypatch):
     assert built == ["h0->h1:0x1"] and isinstance(conn.sender, MrcSender)
     with pytest.raises(ValueError, match="built-in"):
         register_transport("roce", counted)
+
+
+def test_a_registered_transport_runs_from_a_job_file_and_from_a_scenario(monkeypatch):
+    """The registry is the one list of modes: what `register_transport` adds, job and scenario files
+    accept, and a scenario runs it on netsim."""
+    from experiments.backends.netsim_backend import NetsimBackend
+    from experiments.scenario import ScenarioError, parse_scenario
+    from host_agent.job import JobError, parse_job
+    from tests.test_agent_job import valid_job
+
+    built = []
+
+    def counted(wiring):
+        built.append(wiring.ident.name)
+        return kinds.build_mrc(wiring)
+
+    job = valid_job()
+    job["transport"]["mode"] = "mrc-counted"
+    doc = {"name": "registered", "topology": "leafspine:2x2x1", "link": {"rate_bps": 100_000_000},
+           "horizon_s": 1.0, "workload": {"kind": "allreduce", "bytes": 32768, "chunk_bytes": 8192},
+           "transports": [{"name": "counted", "mode": "mrc-counted"}]}
+    with pytest.raises(JobError, match="transport.mode: 'mrc-counted' is not one of"):
+        parse_job(job, "j.json")
+    with pytest.raises(ScenarioError, match="'mrc-counted' is not one of"):
+        parse_scenario(doc)
+    monkeypatch.setitem(kinds.TRANSPORTS, "mrc-counted", None)        # removed again after the test
+    register_transport("mrc-counted", counted)
+    assert parse_job(job, "j.json").transport_config().mode == "mrc-counted"
+    (case,) = parse_scenario(doc).cases()
+    record = NetsimBackend().run_case(case)
+    assert record.completed and record.bit_exact and record.mode == "mrc-counted"
+    assert len(built) >= 2                  # every connection of the all-reduce came from the builder
 
 
 # --- policies ------------------------------------------------------------------------------------------------

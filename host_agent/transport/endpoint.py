@@ -28,7 +28,7 @@ from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evcontrol import EvControl
 from host_agent.transport.evset import EvState
-from host_agent.transport.kinds import TRANSPORTS, Wiring
+from host_agent.transport.kinds import Wiring, builder
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import DEFAULT_POLICIES, Policies
 from host_agent.transport.probes import Prober
@@ -42,7 +42,7 @@ _IDLE = 1 << 62                  # Connection.wakeup_nic_version of an idle send
 class Connection:
     """One full-duplex connection to a peer: EV set, sender, receiver, prober, RTT and window.
 
-    Its parts come from the registry (`kinds.TRANSPORTS[config.mode]`); they share the
+    Its parts come from the registry (`kinds.builder(config.mode)`); they share the
     connection's counters, RTT estimator, window and the endpoint's NIC clock, and report events
     through `emit`.
     """
@@ -63,7 +63,7 @@ class Connection:
         self.rtt = RttEstimator(config)
         self.cc = policies.congestion(config, self.rtt, config.mtu_payload + DATA_OVERHEAD)
         self.monitor = policies.path_monitor(config)
-        parts = TRANSPORTS[config.mode](Wiring(
+        parts = builder(config.mode)(Wiring(
             ident, config, self.paths, rng, self.stats, emit, self.rtt, self.cc, nic, self.monitor, policies,
             self._ev_changed, self._ev_backup))
         self.evset, self.sender, self.receiver = parts.evset, parts.sender, parts.receiver

@@ -109,6 +109,14 @@ TRANSPORTS: dict[str, Callable[[Wiring], Parts]] = {"mrc": build_mrc, "roce": bu
 BUILT_IN = tuple(TRANSPORTS)
 
 
+def builder(mode: str) -> Callable[[Wiring], Parts]:
+    """The builder of the transport kind `mode`; a ValueError naming the registered kinds otherwise."""
+    found = TRANSPORTS.get(mode)
+    if found is None:
+        raise ValueError(f"transport mode {mode!r} is not one of {tuple(TRANSPORTS)}")
+    return found
+
+
 def register_transport(name: str, builder: Callable[[Wiring], Parts]) -> None:
     """Make `TransportConfig(mode=name)` build connections with `builder`."""
     if name in BUILT_IN:
