@@ -41,8 +41,6 @@ def test_connect_rejects_a_reused_qp_and_empty_paths():
 def test_config_rejects_out_of_range_values():
     with pytest.raises(ValueError, match="num_evs"):
         TransportConfig(num_evs=300)
-    with pytest.raises(ValueError, match="mode"):
-        TransportConfig(mode="tcp")
     with pytest.raises(ValueError, match="ooo_window"):
         TransportConfig(ooo_window=65)
 
