@@ -28,9 +28,8 @@ A job tells one agent who it is, which NICs it owns, how to reach each peer and 
   run open their sockets first and start the workload together.
 Every error names the file and the field (`peers[0].nics[1].mac: ...`).
 
-This module owns both sides of the file: `parse_job`/`load_job` read it (the agent), and
-`build_job` with `peer_spec` makes it from a topology, a workload and a transport (the testbed's
-launcher, experiments), `Job.write` saves it.
+This module is the file contract: `parse_job`/`load_job` read a job (the agent), `Job.write`
+saves one. `host_agent.topology_jobs` makes jobs from a topology (the testbed's launcher, experiments).
 """
 from __future__ import annotations
 
@@ -44,8 +43,6 @@ from typing import Any
 
 from host_agent.transport import kinds
 from host_agent.transport.config import TransportConfig
-from topologies.model import HostNic, Topology
-from topologies.paths import host_paths
 
 _MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,15}$")
@@ -157,35 +154,6 @@ class Job:
             "timeout": self.timeout, "goodput_interval": self.goodput_interval, "log": self.log,
             "start_at": self.start_at,
         }
-
-
-# --- building ------------------------------------------------------------------------------------
-
-def nic_spec(nic: HostNic, own: bool) -> NicSpec:
-    """A topology NIC as a job lists it (own NICs carry their interface name)."""
-    return NicSpec(plane=nic.plane, mac=nic.mac, address=str(nic.address), name=nic.ifname if own else "")
-
-
-def peer_spec(topo: Topology, host: str, peer: str, rank: int, qp: int, remote_qp: int) -> PeerSpec:
-    """How `host` reaches `peer` (of rank `rank`) in `topo`: its NICs and the uSID paths per plane."""
-    paths: dict[int, list[str]] = {}
-    for path in host_paths(topo, host, peer):
-        paths.setdefault(path.plane, []).append(str(path.address))
-    return PeerSpec(rank=rank, qp=qp, remote_qp=remote_qp,
-                    nics=tuple(nic_spec(n, own=False) for n in topo.host_nics(peer)),
-                    paths={plane: tuple(addrs) for plane, addrs in paths.items()})
-
-
-def build_job(topo: Topology, host: str, rank: int, world_size: int, peers: list[PeerSpec],
-              workload: JobWorkload, mode: str = "mrc", config: dict | None = None, *,
-              timeout: float = 60.0, log: str | Path = "", goodput_interval: float = 0.01,
-              start_at: float = 0.0) -> Job:
-    """The job of the agent of rank `rank` on `host`, checked as `parse_job` checks a file."""
-    job = Job(rank=rank, world_size=world_size, host=host,
-              nics=tuple(nic_spec(n, own=True) for n in topo.host_nics(host)), peers=tuple(peers),
-              workload=workload, mode=mode, config=dict(config or {}), timeout=float(timeout),
-              goodput_interval=float(goodput_interval), log=str(log), start_at=float(start_at))
-    return parse_job(job.to_dict(), f"job of {host} rank {rank}")
 
 
 # --- parsing -------------------------------------------------------------------------------------

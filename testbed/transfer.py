@@ -1,7 +1,7 @@
 """One transfer between two hosts of a running network, with the host agents; and EV states.
 
 Used by the `transfer` and `evs` commands of the `mrc-testbed up` CLI. The jobs are built by
-`host_agent.job.build_job` and run by `testbed.agents.AgentLauncher`; the agents' event logs land
+`host_agent.topology_jobs.build_job` and run by `testbed.agents.AgentLauncher`; the agents' event logs land
 in `<run_dir>/agents/`.
 """
 from __future__ import annotations
@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from host_agent.eventlog import read_log
-from host_agent.job import Job, JobWorkload, build_job, peer_spec
+from host_agent.job import Job, JobWorkload
+from host_agent.topology_jobs import build_job, peer_spec
 from testbed.agents import AgentLauncher
 
 TRANSFER_QP = 1

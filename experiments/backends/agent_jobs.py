@@ -14,7 +14,8 @@ from experiments.budget import agent_sample_interval, nic_backlog, transport_par
 from experiments.record import FlowRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
-from host_agent.job import Job, JobWorkload, build_job, peer_spec
+from host_agent.job import Job, JobWorkload
+from host_agent.topology_jobs import build_job, peer_spec
 from topologies.model import Topology
 
 FLOW_QP_BASE = 0x2000           # QPs of point-to-point flows (collectives use 0x100 + rank * 256 + peer)
