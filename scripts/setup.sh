@@ -17,8 +17,9 @@ MIN_PYTHON="3.10"
 APT_PACKAGES=(mininet iproute2 iputils-ping ethtool tcpdump tshark procps)
 # What compiles the simulator's hot path (speedups): a C compiler; Python's headers are added when missing.
 BUILD_PACKAGES=(gcc)
-# With --dev: tools of the static checks in tests/ (shell scripts, Vagrantfile); CI uses them.
-DEV_PACKAGES=(shellcheck ruby)
+# With --dev: tools of the static checks in tests/ (shell scripts, Vagrantfile), and the sshd that the
+# namespace servers of the cluster tests run (testbed/local_servers.py); CI uses them.
+DEV_PACKAGES=(shellcheck ruby openssh-server)
 
 usage() {
     cat <<EOF
@@ -30,7 +31,7 @@ environment $VENV and installs the project in it with its test extras.
   --user-only   no root, no Debian packages: the virtual environment (and the compiled build
                 where gcc and Python's headers are already there)
   --pure        skip the compiled build of the simulator (pure Python, about half the speed)
-  --dev         also install ${DEV_PACKAGES[*]} (the tests' static checks use them)
+  --dev         also install ${DEV_PACKAGES[*]} (static checks and namespace servers of the tests)
   -h, --help    show this help
 
 Environment: PYTHON (interpreter for the venv, default python3), MRC_VENV (venv folder).

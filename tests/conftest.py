@@ -14,6 +14,7 @@ missing::
 - ``requires_mininet`` root, ``mnexec`` on PATH (Debian's ``mininet`` package) and the mininet library
 - ``requires_bmv2``    ``simple_switch_grpc`` on PATH
 - ``requires_p4c``     ``p4c`` on PATH
+- ``requires_sshd``   root and ``/usr/sbin/sshd`` (namespace servers, ``testbed.local_servers``)
 
 ``missing(name)`` returns the same reason as a string (or None), for fixtures that need to
 decide at run time. The markers ``slow`` and ``integration`` are declared in pyproject.toml.
@@ -51,11 +52,20 @@ def _missing_mininet() -> Optional[str]:
     return "Mininet needs " + ", ".join(reasons) if reasons else None
 
 
+def _missing_sshd() -> Optional[str]:
+    if os.geteuid() != 0:
+        return "needs root (namespace servers)"
+    if not os.access("/usr/sbin/sshd", os.X_OK):
+        return "needs /usr/sbin/sshd (Debian package openssh-server; scripts/setup.sh --dev installs it)"
+    return None
+
+
 _CHECKS: dict[str, Callable[[], Optional[str]]] = {
     "requires_root": _missing_root,
     "requires_mininet": _missing_mininet,
     "requires_bmv2": _missing_program("simple_switch_grpc", "p4lang-bmv2"),
     "requires_p4c": _missing_program("p4c", "p4lang-p4c"),
+    "requires_sshd": _missing_sshd,
 }
 
 
@@ -68,6 +78,7 @@ requires_root = pytest.mark.requires_root
 requires_mininet = pytest.mark.requires_mininet
 requires_bmv2 = pytest.mark.requires_bmv2
 requires_p4c = pytest.mark.requires_p4c
+requires_sshd = pytest.mark.requires_sshd
 
 
 def pytest_configure(config: pytest.Config) -> None:
