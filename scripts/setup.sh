@@ -18,8 +18,9 @@ APT_PACKAGES=(mininet iproute2 iputils-ping ethtool tcpdump tshark procps)
 # What compiles the simulator's hot path (speedups): a C compiler; Python's headers are added when missing.
 BUILD_PACKAGES=(gcc)
 # With --dev: tools of the static checks in tests/ (shell scripts, Vagrantfile), and the sshd that the
-# namespace servers of the cluster tests run (testbed/local_servers.py); CI uses them.
-DEV_PACKAGES=(shellcheck ruby openssh-server)
+# namespace servers of the cluster tests run (testbed/local_servers.py), and the sudo that Mininet's cluster
+# edition calls even as root; CI uses them.
+DEV_PACKAGES=(shellcheck ruby openssh-server sudo)
 
 usage() {
     cat <<EOF

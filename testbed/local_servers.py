@@ -14,7 +14,8 @@ What `NamespaceServers` makes, in named phases (`build`, `start`, `ready`, `stop
   configuration or to ~/.ssh.
 - a *fabric* namespace holding a Linux bridge, linked to this machine's namespace by one veth
   (`mrcfab0`, the front end's address, .1 of `subnet`), and one namespace per server linked to the
-  bridge (address .11, .12, ...), each running Debian's `sshd` on that address, port 22, under its own host name (`srv1`, ...).
+  bridge (address .11, .12, ...), each running Debian's `sshd` on that address, port 22. They keep this machine's host name
+  (a name of their own would not resolve, and sudo complains of that on every command).
 
 Every namespace is held by a process of ours (`unshare --net`), not by a name in /run/netns: when
 the holders die, the namespaces and every veth in them go too, also the root end of `mrcfab0`.
@@ -163,11 +164,10 @@ class NamespaceServers:
             self._in(holder, ["ip", "link", "set", "cl0", "up"])
             self._in(holder, ["ip", "link", "set", "lo", "up"])
             self._in(holder, ["ip", "route", "add", "default", "via", self.front_end_address])
-            _run(["nsenter", f"--uts=/proc/{holder.pid}/ns/uts", "hostname", server.name], f"the name of {server.name}")
             _run(["nsenter", f"--net=/proc/{holder.pid}/ns/net", SSHD, "-t", "-f", str(server.sshd_config)],
                  f"the sshd configuration of {server.name}")
             log = open(server.folder / "sshd.log", "ab")
-            sshd = subprocess.Popen(["nsenter", f"--net=/proc/{holder.pid}/ns/net", f"--uts=/proc/{holder.pid}/ns/uts", SSHD, "-D", "-e",
+            sshd = subprocess.Popen(["nsenter", f"--net=/proc/{holder.pid}/ns/net", SSHD, "-D", "-e",
                                      "-f", str(server.sshd_config)], stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=log, preexec_fn=_die_with_parent)
             log.close()
@@ -255,7 +255,7 @@ class NamespaceServers:
     # --- helpers ---------------------------------------------------------------------------------
     def _hold(self, name: str) -> subprocess.Popen:
         """A process holding a new network namespace for `name`."""
-        holder = subprocess.Popen(["unshare", "--net", "--uts", "--", "sleep", "infinity"], stdin=subprocess.DEVNULL,
+        holder = subprocess.Popen(["unshare", "--net", "--", "sleep", "infinity"], stdin=subprocess.DEVNULL,
                                   preexec_fn=_die_with_parent)
         self._holders[name] = holder
         self.registry.record_process(holder.pid, f"namespace of {name}")

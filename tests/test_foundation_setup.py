@@ -110,7 +110,7 @@ def test_python3_venv_is_added_when_the_interpreter_lacks_ensurepip(fake_setup):
 def test_dev_adds_the_static_check_tools_and_sshd(fake_setup):
     done, calls = fake_setup("--dev", installed=RUNTIME + " gcc")
     assert done.returncode == 0, done.stderr
-    assert calls_of(calls, "apt-get")[1].endswith("--no-install-recommends shellcheck ruby openssh-server")
+    assert calls_of(calls, "apt-get")[1].endswith("--no-install-recommends shellcheck ruby openssh-server sudo")
 
 
 def test_second_run_reuses_the_venv_and_reinstalls_the_project(fake_setup):
