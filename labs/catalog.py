@@ -13,6 +13,8 @@ import yaml
 LABS_DIR = Path(__file__).resolve().parent
 FOLDER_NAME = re.compile(r"^(\d{2})-([a-z0-9-]+)$")
 NEEDS = ("root", "bmv2", "p4c")
+TIME_LIMIT_S = 120            # a student folder's checks, all together, when lab.yaml sets no time_limit_s
+MEMORY_MB = 2048              # address space of the process checking one folder (lab.yaml: memory_mb, 0: none)
 # what is missing -> how to get it
 NEED_PROGRAMS = {"bmv2": "simple_switch_grpc", "p4c": "p4c"}
 HOW_TO_GET = {
@@ -38,6 +40,9 @@ class Lab:
     summary: str
     folder: Path
     needs: tuple[str, ...] = field(default=())
+    time_limit_s: float = TIME_LIMIT_S       # for all the checks of one work folder
+    memory_mb: int = MEMORY_MB               # address space of the process checking one folder
+    spawns_programs: bool = False            # the checks run programs (p4c, BMv2): the grader allows processes
 
     @property
     def skeleton(self) -> Path:
@@ -92,9 +97,19 @@ def _read_lab(folder: Path) -> Lab:
     unknown = [n for n in needs if n not in NEEDS]
     if unknown:
         raise LabError(f"{meta_path}: unknown need(s) {unknown} (known: {', '.join(NEEDS)})")
+    limits = {}
+    for key, kind in (("time_limit_s", float), ("memory_mb", int)):
+        if key in meta:
+            try:
+                limits[key] = kind(meta[key])
+            except (TypeError, ValueError):
+                raise LabError(f"{meta_path}: {key} must be a number, not {meta[key]!r}") from None
+            if limits[key] < 0 or (key == "time_limit_s" and limits[key] == 0):
+                raise LabError(f"{meta_path}: {key} must be positive, not {meta[key]!r}")
     return Lab(number=int(match.group(1)), slug=match.group(2), title=str(meta["title"]),
                minutes=int(meta["minutes"]), summary=str(meta["summary"]).strip(),
-               folder=folder, needs=needs)
+               folder=folder, needs=needs, spawns_programs=bool(meta.get("spawns_programs", False)),
+               **limits)
 
 
 def all_labs(root: Path = LABS_DIR) -> list[Lab]:
