@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -77,7 +78,11 @@ def _load_module(path: Path, name: str) -> ModuleType:
         raise LabError(f"{path}: missing")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[name] = module                   # while it runs (dataclasses look their module up)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)              # not importable by name from a student's code
     return module
 
 

@@ -30,6 +30,7 @@ _STDLIB_WATCHED = ("builtins", "json", "copy", "math", "random", "heapq", "funct
                    "dataclasses", "collections", "ipaddress", "os", "sys", "resource")
 _WATCHED_PACKAGES = ("labs", "host_agent", "netsim", "experiments", "topologies", "controller", "wire",
                      "refswitch", "pipeline_contract", "conformance", "speedups", "testbed")
+_CLASS_CACHES = {"__abstractmethods__", "_abc_impl", "__slotnames__"}   # filled in by the interpreter
 _VOLATILE = {"sys": {"stdout", "stderr", "stdin", "last_type", "last_value", "last_traceback", "ps1", "ps2",
                      "exc_info", "path_importer_cache", "_git"},
              "os": {"environ"}}
@@ -43,15 +44,18 @@ def _watched(name: str, module) -> bool:
 class Namespaces:
     """A snapshot of the project's modules, their classes, and a few of the standard library's."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra: dict[str, dict] | None = None) -> None:
+        """`extra`: more namespaces to watch ({label: namespace}), e.g. the lab's check.py."""
         self.modules = {name: m for name, m in list(sys.modules.items()) if _watched(name, m)}
-        self.values = {name: {k: v for k, v in vars(m).items() if k != "__warningregistry__"
+        self.namespaces = {name: vars(m) for name, m in self.modules.items()}
+        self.namespaces.update(extra or {})
+        self.values = {name: {k: v for k, v in ns.items() if k != "__warningregistry__"
                               and k not in _VOLATILE.get(name, ())}
-                       for name, m in self.modules.items()}
+                       for name, ns in self.namespaces.items()}
         self.classes = {}
-        for name, m in self.modules.items():
-            for value in list(vars(m).values()):
-                if inspect.isclass(value) and value.__module__ == name:
+        for name, ns in self.namespaces.items():
+            for value in list(ns.values()):
+                if inspect.isclass(value) and value.__module__ == ns.get("__name__"):
                     self.classes[f"{name}.{value.__qualname__}"] = (value, dict(vars(value)))
 
     def changes(self) -> list[str]:
@@ -60,8 +64,7 @@ class Namespaces:
         for name, module in self.modules.items():
             if sys.modules.get(name) is not module:
                 out.append(f"the module {name} was replaced")
-                continue
-            now = vars(module)
+        for name, now in self.namespaces.items():
             for key, value in self.values[name].items():
                 if key not in now:
                     out.append(f"{name}.{key} was deleted")
@@ -70,7 +73,7 @@ class Namespaces:
         for label, (cls, attrs) in self.classes.items():
             now = vars(cls)
             for key in set(attrs) | set(now):
-                if key == "__abstractmethods__" or key == "_abc_impl":
+                if key in _CLASS_CACHES:
                     continue
                 if key not in now:
                     out.append(f"{label}.{key} was deleted")
@@ -119,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     workspace = Workspace(args.folder)
     if not args.solution:
         originality.guard_solutions(allow_processes=lab.spawns_programs)
-    snapshot = Namespaces()
+    snapshot = Namespaces({f"lab {lab.number}'s check.py": check.run.__globals__ for check in checks})
     changed: list[str] = []
     for index, check in enumerate(checks):
         if changed:
