@@ -142,14 +142,20 @@ def print_results(lab: catalog.Lab, folder: Path, results: list[CheckResult], in
 def answer_key(check_only: bool) -> int:
     """Regenerate the figures of labs/INSTRUCTORS.md (or, with --check, list those that differ)."""
     from labs import answer_key as key
-    figures = key.compute(progress=lambda text: print(text, file=sys.stderr))
-    stale = key.differences(key.GUIDE.read_text(encoding="utf-8"), figures)
+    text = key.GUIDE.read_text(encoding="utf-8")
+    unknown = sorted(set(key.quoted(text)) - key.declared())
+    if unknown:
+        print(f"mrc-testbed lab key: {key.GUIDE} quotes figures no lab's key.py computes: {', '.join(unknown)}",
+              file=sys.stderr)
+        return 2
+    figures = key.compute(progress=lambda line: print(line, file=sys.stderr))
+    stale = key.differences(text, figures)
     if check_only:
         for name, quoted, now in stale:
             print(f"{name}: the guide says {quoted!r}, the solutions give {now!r}")
         print(f"{len(stale)} figure(s) of {key.GUIDE} differ from the solutions' runs" if stale
               else f"every figure of {key.GUIDE} is what the solutions give")
         return 1 if stale else 0
-    key.GUIDE.write_text(key.fill(key.GUIDE.read_text(encoding="utf-8"), figures), encoding="utf-8")
+    key.GUIDE.write_text(key.fill(text, figures), encoding="utf-8")
     print(f"{key.GUIDE}: {len(figures)} figures, {len(stale)} changed")
     return 0

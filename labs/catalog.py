@@ -64,9 +64,13 @@ class Lab:
                 out.append(f"{need} ({NEED_PROGRAMS[need]} not on PATH): {HOW_TO_GET[need]}")
         return out
 
+    def check_module(self) -> ModuleType:
+        """The lab's check.py, freshly loaded (its runs are kept in it)."""
+        return _load_module(self.folder / "check.py", f"labs_check_{self.number:02d}")
+
     def checks(self) -> list:
         """The lab's checks (`CHECKS` of its check.py)."""
-        module = _load_module(self.folder / "check.py", f"labs_check_{self.number:02d}")
+        module = self.check_module()
         checks = getattr(module, "CHECKS", None)
         if not checks:
             raise LabError(f"{self.folder / 'check.py'}: defines no CHECKS")
@@ -86,8 +90,12 @@ def _load_module(path: Path, name: str) -> ModuleType:
     return module
 
 
-def _read_lab(folder: Path) -> Lab:
+def read_lab(folder: Path) -> Lab:
+    """The lab of one folder `NN-slug/` (its lab.yaml); LabError naming what is wrong."""
+    folder = Path(folder)
     match = FOLDER_NAME.match(folder.name)
+    if match is None:
+        raise LabError(f"{folder}: a lab's folder is named NN-slug (e.g. 03-selective-repeat)")
     meta_path = folder / "lab.yaml"
     try:
         meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
@@ -119,7 +127,7 @@ def _read_lab(folder: Path) -> Lab:
 
 def all_labs(root: Path = LABS_DIR) -> list[Lab]:
     """Every lab folder under `root`, by number."""
-    return sorted((_read_lab(p) for p in root.iterdir() if p.is_dir() and FOLDER_NAME.match(p.name)),
+    return sorted((read_lab(p) for p in root.iterdir() if p.is_dir() and FOLDER_NAME.match(p.name)),
                   key=lambda lab: lab.number)
 
 

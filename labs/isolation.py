@@ -72,7 +72,7 @@ def _run_child(lab: Lab, folder: Path, limits: Limits, solution: bool, names: li
     """(valid records, why the rest are missing) of one child run."""
     nonce = secrets.token_hex(16)
     read_end, write_end = os.pipe()
-    command = [sys.executable, "-P", "-m", "labs.sandbox", str(lab.number), str(folder.resolve()),
+    command = [sys.executable, "-P", "-m", "labs.sandbox", str(lab.folder.resolve()), str(folder.resolve()),
                "--result-fd", str(write_end), "--memory-mb", str(limits.memory_mb)]
     if solution:
         command.append("--solution")

@@ -171,10 +171,11 @@ class _StudentProxy:
         setattr(self._obj, name, value)
 
 
-def guard_solutions(allow_processes: bool = False) -> None:
-    """Install the audit hook that keeps the solutions, the repository's git objects, other
-    processes (unless `allow_processes`) and the interpreter's memory out of the student's reach."""
-    fenced = [os.path.realpath(p) for p in LABS_DIR.glob("[0-9][0-9]-*/solution")]
+def guard_solutions(allow_processes: bool = False, also: list[Path] = ()) -> None:
+    """Install the audit hook that keeps the solutions (every lab's, and the folders `also`), the
+    repository's git objects, other processes (unless `allow_processes`) and the interpreter's
+    memory out of the student's reach."""
+    fenced = [os.path.realpath(p) for p in [*LABS_DIR.glob("[0-9][0-9]-*/solution"), *also]]
     fenced.append(os.path.realpath(REPO_DIR / ".git"))
 
     def fenced_path(path) -> bool:

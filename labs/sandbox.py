@@ -1,4 +1,4 @@
-"""The child process that grades one work folder: `python -m labs.sandbox LAB FOLDER --result-fd FD`.
+"""The child process that grades one work folder: `python -m labs.sandbox LAB_FOLDER FOLDER --result-fd FD`.
 
 Started by `labs.isolation` (never by hand), one per student folder. Before any of the student's
 code runs it reads the run's nonce from stdin, limits its own memory (RLIMIT_AS) and the size of
@@ -105,7 +105,7 @@ def _channel(fd: int, nonce: str):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labs.sandbox", description=__doc__.splitlines()[0])
-    parser.add_argument("lab", type=int)
+    parser.add_argument("lab", type=Path, help="the lab's folder (labs/NN-slug)")
     parser.add_argument("folder", type=Path)
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--memory-mb", type=int, default=0)
@@ -115,13 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     _limit_resources(args.memory_mb)
-    lab = catalog.get_lab(args.lab)
+    lab = catalog.read_lab(args.lab)
     checks = lab.checks()
     emit = _channel(args.result_fd, nonce)
     run_check, exit_now, result_type = _run_check, os._exit, CheckResult
     workspace = Workspace(args.folder)
     if not args.solution:
-        originality.guard_solutions(allow_processes=lab.spawns_programs)
+        originality.guard_solutions(allow_processes=lab.spawns_programs, also=[lab.solution])
     snapshot = Namespaces({f"lab {lab.number}'s check.py": check.run.__globals__ for check in checks})
     changed: list[str] = []
     for index, check in enumerate(checks):

@@ -206,16 +206,16 @@ CHECKS = [
     Check("exactly once at 0, 1 and 20 % loss",
           "the cumulative PSN covers every number below it and bit i of the bitmap covers base + i; "
           "a number either covers is not a hole, and only packets still in flight can be resent",
-          exactly_once),
+          exactly_once, points=1),
     Check("no spurious retransmissions",
           "spraying reorders packets: a hole in the bitmap may be a packet still on a slower path; "
           "what evidence says a packet is really gone, and not merely late?",
-          no_spurious),
+          no_spurious, points=3),
     Check("losses repaired by SACK, not by timers",
           "a timer fires only after an RTO; the SACKs that come back after a loss already show the hole "
           "about one RTT after it",
-          sack_recovers),
+          sack_recovers, points=3),
     Check("goodput beats go-back-N at 1 % loss",
           "go-back-N resends everything after a loss; selective repeat resends only what is missing",
-          beats_go_back_n),
+          beats_go_back_n, points=3),
 ]

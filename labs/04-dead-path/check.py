@@ -163,13 +163,29 @@ def reinstated(ws) -> str:
             f"used the path again")
 
 
-def congestion_retires_nothing(ws) -> str:
+def congestion_run(ws):
+    """The congestion run's outcome (made once per file state)."""
     def make():
         net = transfers.fabric(5, planes=1, hosts_per_leaf=2)
         flows = [transfers.Flow(a, b, MB) for a, b in (("h1", "h3"), ("h2", "h4"), ("h1", "h4"), ("h2", "h3"))]
         return student_run(ws, lambda policies: transfers.run_flows(net, flows, transfers.config(), policies,
                                                                     until=0.05))
-    outcome = _remember(_key(ws, "congestion"), make)
+    return _remember(_key(ws, "congestion"), make)
+
+
+def pause_run(ws):
+    """(outcome, packets held) of the pause run (made once per file state)."""
+    def make():
+        net = transfers.fabric(8, planes=2)
+        held = transfers.pause(net, "h2", PAUSE[0], PAUSE[1])
+        outcome = student_run(ws, lambda policies: transfers.run_flows(
+            net, [transfers.Flow("h1", "h2", MB)], transfers.config(), policies, until=0.05))
+        return outcome, len(held)
+    return _remember(_key(ws, "pause"), make)
+
+
+def congestion_retires_nothing(ws) -> str:
+    outcome = congestion_run(ws)
     echoes = sum(f.sender.stats["ecn_echoes"] for f in outcome.flows)
     trims = sum(f.sender.stats["trims"] for f in outcome.flows)
     retired = [e for e in outcome.events if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD"]
@@ -184,13 +200,7 @@ def congestion_retires_nothing(ws) -> str:
 
 
 def pause_retires_nothing(ws) -> str:
-    def make():
-        net = transfers.fabric(8, planes=2)
-        held = transfers.pause(net, "h2", PAUSE[0], PAUSE[1])
-        outcome = student_run(ws, lambda policies: transfers.run_flows(
-            net, [transfers.Flow("h1", "h2", MB)], transfers.config(), policies, until=0.05))
-        return outcome, len(held)
-    outcome, held = _remember(_key(ws, "pause"), make)
+    outcome, held = pause_run(ws)
     flow = outcome.flows[0]
     if not flow.exactly_once:
         raise CheckFailed("the 1 MB transfer did not complete exactly once")
@@ -309,33 +319,33 @@ CHECKS = [
           "a timeout without a trim NACK is MRC's sign of a failed path, and every EV mapping to that "
           "path shares its fate; but a timeout is evidence against its path only if something sent "
           "after it got through",
-          retired_in_time),
+          retired_in_time, points=2),
     Check("backup EVs from the same plane",
           "a retired EV leaves a hole in the rotation; the EV set's own mechanism for retiring fills it "
           "so that every plane keeps its share of the traffic",
-          backups_same_plane),
+          backups_same_plane, points=1),
     Check("nothing sent on the dead path afterwards",
           "a retired EV must leave the rotation, and its slot must be taken by an EV of a path "
           "not known to be bad",
-          silent_after),
+          silent_after, points=2),
     Check("reinstated by probes after the repair",
           "retired EVs are probed in the background; which probe outcomes should bring one back, and "
           "how many in a row?",
-          reinstated),
+          reinstated, points=1),
     Check("the receiving end retires and reinstates too",
           "a connection that only acknowledges sends no data to time out: its keepalive probes on each path "
           "are what tells it a path died, and its probes what tells it the path is back",
-          receiver_end),
+          receiver_end, points=1),
     Check("congestion retires no path",
           "ECN marks and trims say a path is busy, not broken: they steer traffic for a while, and "
           "retiring a working path only takes capacity away",
-          congestion_retires_nothing),
+          congestion_retires_nothing, points=2),
     Check("a paused receiver retires no path",
           "when the peer stops answering altogether, every packet times out, on every path alike; "
           "a timeout only says something about its path when later packets got through",
-          pause_retires_nothing),
+          pause_retires_nothing, points=2),
     Check("every hook, called directly",
           "each hook is one signal: a spurious timeout undoes what its timeout did (unless the EV is gone), "
           "keepalive misses and probe replies are counted against the configuration's numbers",
-          hooks_called_directly),
+          hooks_called_directly, points=1),
 ]
