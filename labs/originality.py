@@ -26,7 +26,6 @@ import types
 from pathlib import Path
 
 from labs.catalog import LABS_DIR, Lab
-from labs import checking
 from labs.checking import CheckFailed, student_code
 
 REPO_DIR = LABS_DIR.parent
@@ -34,9 +33,6 @@ _PROCESS_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
                    "os.forkpty", "pty.spawn")
 _MEMORY_EVENTS = ("ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof",
                   "gc.get_objects", "gc.get_referrers", "gc.get_referents")
-# what reaches the grader's frames (its locals) from a student's code
-_FRAME_EVENTS = ("sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile")
-_FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
 
 
 def _name(obj) -> str:
@@ -187,8 +183,6 @@ def guard_solutions(allow_processes: bool = False, also: list[Path] = ()) -> Non
             return False
         return any(real == f or real.startswith(f + os.sep) for f in fenced)
 
-    depth = checking._student_depth          # held here: a student rebinding names changes nothing
-
     def hook(event: str, args: tuple) -> None:
         if event == "open" and args and fenced_path(args[0]):
             raise PermissionError(f"the grader refuses to open {args[0]}: a lab's solution is not "
@@ -202,10 +196,6 @@ def guard_solutions(allow_processes: bool = False, also: list[Path] = ()) -> Non
         if event in _MEMORY_EVENTS:
             raise PermissionError(f"the grader refuses {event}: graded code does not read the "
                                   "interpreter's memory")
-        if depth[0] > 0 and (event in _FRAME_EVENTS or (event == "object.__getattr__" and len(args) > 1
-                                                              and args[1] in _FRAME_ATTRIBUTES)):
-            raise PermissionError(f"the grader refuses {event} {args[1:] if len(args) > 1 else ''} in graded "
-                                  "code: it does not reach into the grader's frames")
 
     sys.addaudithook(hook)
 
