@@ -174,7 +174,7 @@ def _compare(out_of_service, variant: str, events: list, end: float, what: str) 
         side = ("more EVs than were ever retired" if set(got) > set(want) else
                 "fewer EVs than were retired at least once" if set(got) < set(want) else "other keys")
         raise CheckFailed(f"gray.yaml '{variant}'{what}: you give {len(got)} EVs, {side} (your keys, e.g. "
-                          f"{list(got)[:1]}; keys are (conn, ev) pairs)", expected=f"{len(want)} EVs")
+                          f"{list(got)[:1]}; keys are (conn, ev) pairs)", expected=f"keys such as {next(iter(want), None)}")
     wrong = [k for k in want if not isinstance(got[k], (int, float)) or abs(got[k] - want[k]) > 1e-9]
     if wrong:
         k = wrong[0]
