@@ -10,8 +10,9 @@ derive from or call, the lab's solution kept out of reach, and copies of it reco
   `watch.verify(what)` fails the check naming the first reference it called (a class that delegates
   to the reference). The grader's own calls of the same references are not counted.
 - `guard_solutions()`: an audit hook (PEP 578, it cannot be removed) refusing to open any file
-  of a lab's `solution/` folder or of the repository's git objects, and, unless the lab runs
-  programs itself, to start processes. `labs.sandbox` installs it before a student's code runs.
+  of a lab's `solution/` folder or of the repository's git objects, to start processes (unless the
+  lab's checks run programs themselves) and, while the student's code runs, to reach into the
+  interpreter's memory (ctypes, gc's object lists). `labs.sandbox` installs it before a student's code runs.
 - `copy_of_solution(lab, folder)`: the student files that are the lab's solution with only
   comments, docstrings or blank lines changed.
 """
@@ -26,6 +27,7 @@ import types
 from pathlib import Path
 
 from labs.catalog import LABS_DIR, Lab
+from labs import checking
 from labs.checking import CheckFailed, student_code
 
 REPO_DIR = LABS_DIR.parent
@@ -169,8 +171,8 @@ class _StudentProxy:
 
 def guard_solutions(allow_processes: bool = False, also: list[Path] = ()) -> None:
     """Install the audit hook that keeps the solutions (every lab's, and the folders `also`), the
-    repository's git objects, other processes (unless `allow_processes`) and the interpreter's
-    memory out of the student's reach."""
+    repository's git objects, other processes (unless `allow_processes`) and, while a student's
+    code runs (`checking.student_code`), the interpreter's memory out of the student's reach."""
     fenced = [os.path.realpath(p) for p in [*LABS_DIR.glob("[0-9][0-9]-*/solution"), *also]]
     fenced.append(os.path.realpath(REPO_DIR / ".git"))
 
@@ -183,6 +185,8 @@ def guard_solutions(allow_processes: bool = False, also: list[Path] = ()) -> Non
             return False
         return any(real == f or real.startswith(f + os.sep) for f in fenced)
 
+    depth = checking._student_depth          # held here: a student rebinding names changes nothing
+
     def hook(event: str, args: tuple) -> None:
         if event == "open" and args and fenced_path(args[0]):
             raise PermissionError(f"the grader refuses to open {args[0]}: a lab's solution is not "
@@ -193,7 +197,7 @@ def guard_solutions(allow_processes: bool = False, also: list[Path] = ()) -> Non
                                   "readable while work is graded")
         if not allow_processes and event.startswith(_PROCESS_EVENTS):
             raise PermissionError(f"the grader refuses {event}: graded code starts no process")
-        if event in _MEMORY_EVENTS:
+        if event in _MEMORY_EVENTS and depth[0] > 0:
             raise PermissionError(f"the grader refuses {event}: graded code does not read the "
                                   "interpreter's memory")
 

@@ -70,6 +70,8 @@ HOSTILE = {
     "eats memory": ("blob = bytearray(4 << 30)\ndef double(x):\n    return 2 * x\n", "MemoryError"),
     "starts a process": ("import subprocess\nsubprocess.run(['true'])\ndef double(x):\n    return 2 * x\n",
                          "starts no process"),
+    "lists the grader's objects": ("import gc\nfound = gc.get_objects()\ndef double(x):\n    return 2 * x\n",
+                                   "refuses gc.get_objects"),
     "reads the solution": (textwrap.dedent('''
         from pathlib import Path
         exec(Path(__file__).resolve().parents[1].joinpath("labs/07-doubling/solution/work.py").read_text())
