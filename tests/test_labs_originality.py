@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
+from cli import lab as lab_cli
 from labs import catalog, isolation, workspace
 from labs.checking import Workspace, run_checks
 from labs.isolation import Limits
@@ -145,3 +148,54 @@ def test_lab6_a_hard_coded_suspect_fails_on_the_runs_that_blame_other_switches(t
     [result] = in_process(lab, work, {"find the failed switch from the EVs"}).values()
     assert result.status == "fail" and "you suspect ['s3'], on a path whose EVs were never retired" in result.detail
     assert result.expected in ("{'s4'}", "{'s5'}") and result.expected not in result.detail
+
+
+# --- the issue's class run, on lab 1 ------------------------------------------------------------------
+CHEAT = """
+import labs.checking
+
+
+class Passing(labs.checking.CheckResult):
+    @property
+    def passed(self):
+        return True
+
+
+labs.checking.CheckResult = Passing
+
+
+def usid_paths(topo, src, dst):
+    return []
+
+
+def after_each_switch(address):
+    return []
+
+
+def link_imbalance(tx_bytes):
+    return 1.0
+"""
+
+
+@pytest.mark.slow
+def test_lab1_a_class_with_a_cheat_grades_the_skeleton_after_it_as_alone(tmp_path):
+    """`--dir cheat --dir skeleton1 --csv`: the cheat fails, the skeleton after it gets what it gets alone,
+    and a correct answer written otherwise than the solution passes."""
+    lab = catalog.get_lab(1)
+    cheat = workspace.start(lab, tmp_path / "cheat")
+    (cheat / "paths.py").write_text(CHEAT)
+    skeleton = workspace.start(lab, tmp_path / "skeleton1")
+    mine = workspace.start(lab, tmp_path / "mine")
+    text = (lab.solution / "paths.py").read_text()
+    (mine / "paths.py").write_text(text.replace("values = list(tx_bytes.values())\n    mean = sum(values) / len(values)\n"
+                                                "    return max(values) / mean",
+                                                "return max(tx_bytes.values()) * len(tx_bytes) / sum(tx_bytes.values())"))
+    alone = {f: [r.status for r in isolation.grade(lab, f)] for f in (skeleton, mine)}
+    assert alone[mine] == ["pass"] * 3 and alone[skeleton] == ["fail"] * 3
+    args = lab_cli.argparse.Namespace(number=1, dirs=[cheat, skeleton, mine], solution=False,
+                                      csv=tmp_path / "class.csv", gradescope=None, instructor=False,
+                                      timeout=None, memory_mb=None)
+    assert lab_cli.check_lab(lab, args) == 1
+    rows = [line.split(",") for line in (tmp_path / "class.csv").read_text().splitlines()[1:]]
+    assert rows[0][2:] == ["fail", "fail", "fail", "0", "3"]
+    assert rows[1][2:5] == alone[skeleton] and rows[2][2:5] == alone[mine]
