@@ -63,9 +63,14 @@ def require_own(obj, references: list, what: str) -> None:
             raise CheckFailed(f"{what} derives from the project's own {_name(ref)}: the graded work must "
                               "be yours, not the reference implementation's")
     files = _code_files(references)
+    members = {id(v): f"{_name(ref)}.{k}" for ref in ref_objects if inspect.isclass(ref)
+               for k, v in vars(ref).items() if callable(v) and not k.startswith("__")}
     functions = ([v for klass in obj.__mro__ if klass is not object for v in vars(klass).values()]
                  if inspect.isclass(obj) else [obj])
     for fn in functions:
+        if id(fn) in members:
+            raise CheckFailed(f"{what} uses code of the project's reference implementation ({members[id(fn)]}): "
+                              "write it yourself")
         fn = getattr(fn, "__func__", fn)
         code = getattr(fn, "__code__", None)
         if code is not None and os.path.realpath(code.co_filename) in files:
@@ -75,8 +80,10 @@ def require_own(obj, references: list, what: str) -> None:
 
 
 def methods_of(cls) -> list[tuple[object, str]]:
-    """(owner, name) of every function a reference class defines itself."""
-    return [(cls, name) for name, value in vars(cls).items() if inspect.isfunction(value)]
+    """(owner, name) of every method a reference class defines itself (Python functions, or the
+    method descriptors of a class compiled by mypyc)."""
+    return [(cls, name) for name, value in vars(cls).items() if not name.startswith("__")
+            and (inspect.isfunction(value) or inspect.ismethoddescriptor(value) or inspect.isbuiltin(value))]
 
 
 def functions_of(module, names: tuple[str, ...] | None = None) -> list[tuple[object, str]]:
