@@ -70,6 +70,17 @@ HOSTILE = {
     "eats memory": ("blob = bytearray(4 << 30)\ndef double(x):\n    return 2 * x\n", "MemoryError"),
     "starts a process": ("import subprocess\nsubprocess.run(['true'])\ndef double(x):\n    return 2 * x\n",
                          "starts no process"),
+    "closes the channel and hangs": (textwrap.dedent('''
+        import os
+        for fd in range(3, 40):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        def double(x):
+            while True:
+                pass
+        '''), "not finished within the time limit"),
     "lists the grader's objects": ("import gc\nfound = gc.get_objects()\ndef double(x):\n    return 2 * x\n",
                                    "refuses gc.get_objects"),
     "reads the solution": (textwrap.dedent('''
@@ -118,7 +129,7 @@ def test_a_failure_names_the_mistake_and_keeps_the_expected_value_for_the_instru
 def test_a_hostile_folder_fails_its_checks_with_the_reason(kind, lab, tmp_path):
     text, reason = HOSTILE[kind]
     work = folder_with(lab, tmp_path, kind, text)
-    results = isolation.grade(lab, work, HANG_LIMITS if kind == "hangs" else LIMITS)
+    results = isolation.grade(lab, work, HANG_LIMITS if "hangs" in kind else LIMITS)
     assert statuses(results) == ["fail", "fail"], [(r.status, r.detail) for r in results]
     assert reason in results[0].detail, results[0].detail
     assert all(r.hint for r in results)
