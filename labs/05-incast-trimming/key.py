@@ -3,7 +3,7 @@ three transports, and the trim threshold swept."""
 from experiments.metrics import retransmissions
 
 SWEEP = (1, 2, 4, 8, 12, 16)
-NAMES = ("table", "victim_order", "fastest_victim", "fastest_victim_mbps", "slowest_victim", "slowest_victim_mbps",
+NAMES = ("table", "predictions", "fastest_incast", "victim_order", "fastest_victim", "fastest_victim_mbps", "slowest_victim", "slowest_victim_mbps",
          "sweep", "sweep_drops", "sweep_incast_ms", "solution_sweep", *(f"trims_at_{t}" for t in SWEEP))
 
 
@@ -21,8 +21,11 @@ def figures(lab, scratch):
         rows.append(f"| {name} | {done} | {ref['victim_bps'] / 1e6:.0f} Mb/s | {ref['trimmed']} | {ref['dropped']} | "
                     f"{int(record.transport_stats.get('evs_retired', 0))} | "
                     f"{retx.get('trim', 0)}/{retx.get('timeout', 0)}/{retx.get('nack', 0)} |")
+    measured = check._measured_outcomes(runs)
     order = sorted(victims, key=victims.get, reverse=True)
-    out = {"table": "\n\n" + "\n".join(rows) + "\n\n", "victim_order": " > ".join(order),
+    out = {"predictions": "; ".join(f"{k}: {v}" for k, v in measured.items()),
+           "fastest_incast": measured["fastest incast"],
+           "table": "\n\n" + "\n".join(rows) + "\n\n", "victim_order": " > ".join(order),
            "fastest_victim": order[0], "fastest_victim_mbps": f"{victims[order[0]] / 1e6:.0f}",
            "slowest_victim": order[-1], "slowest_victim_mbps": f"{victims[order[-1]] / 1e6:.0f}"}
     trims, drops, incast = {}, 0, []
