@@ -38,3 +38,13 @@ def test_the_guide_quotes_what_the_solutions_give():
     stale = answer_key.differences(GUIDE, answer_key.compute())
     assert not stale, "labs/INSTRUCTORS.md is stale, run `mrc-testbed lab key`: " + "; ".join(
         f"{name}: guide {quoted!r}, solutions {now!r}" for name, quoted, now in stale)
+
+
+def test_lab_key_refuses_a_guide_that_quotes_an_unknown_figure(monkeypatch, tmp_path, capsys):
+    from cli import lab as lab_cli
+    guide = tmp_path / "INSTRUCTORS.md"
+    guide.write_text(GUIDE + "\nand <!--key:lab4.no_such_figure-->3<!--/key-->\n")
+    monkeypatch.setattr(answer_key, "GUIDE", guide)
+    assert lab_cli.answer_key(check_only=True) == 2
+    assert "lab4.no_such_figure" in capsys.readouterr().err
+    assert guide.read_text().endswith("<!--key:lab4.no_such_figure-->3<!--/key-->\n")     # left as it was
