@@ -92,13 +92,15 @@ def _run_child(lab: Lab, folder: Path, limits: Limits, solution: bool, names: li
         except OSError:
             pass
         began = time.monotonic()
-        data, timed_out = _read(read_end, child, limits.time_s)
-        if not timed_out:                  # the channel closed: give the child the rest of its time to end
-            try:
-                child.wait(timeout=max(0.1, limits.time_s - (time.monotonic() - began)))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-        _end_group(child)
+        try:
+            data, timed_out = _read(read_end, child, limits.time_s)
+            if not timed_out:              # the channel closed: give the child the rest of its time to end
+                try:
+                    child.wait(timeout=max(0.1, limits.time_s - (time.monotonic() - began)))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+        finally:                           # also on Ctrl-C: nothing of the folder's is left running
+            _end_group(child)
         stderr.seek(0)
         tail = stderr.read()[-STDERR_TAIL:].decode(errors="replace").strip()
     records, bad = _parse(data, nonce, names)
