@@ -8,8 +8,12 @@ Each lab is a folder `labs/NN-slug/` in the manner of p4lang's tutorials:
 - `solution/`: the same files, done;
 - `check.py`: `CHECKS`, the list of `labs.checking.Check` run on a student's folder.
 
+- `key.py`: `NAMES` and `figures(lab, scratch)`, the figures the instructor guide quotes.
+
 `labs.catalog` finds the labs, `labs.checking` runs checks, `labs.workspace` makes a student's work
-folder and `labs.grading` turns the results of a class into one CSV. `labs.transfers` runs transfers on
-netsim with a student's transport policies, for the checks of labs 3 and 4. `INSTRUCTORS.md` is the
-instructor guide.
+folder, `labs.isolation` grades one folder in a child process (`labs.sandbox`) with time and memory
+limits, `labs.originality` keeps the reference implementations and the solutions out of the graded
+work, and `labs.grading` turns the results of a class into one CSV (or Gradescope's results.json).
+`labs.transfers` runs transfers on netsim with a student's transport policies, for the checks of labs
+3 and 4. `INSTRUCTORS.md` is the instructor guide; `labs.answer_key` regenerates its figures.
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -13,6 +14,8 @@ import yaml
 LABS_DIR = Path(__file__).resolve().parent
 FOLDER_NAME = re.compile(r"^(\d{2})-([a-z0-9-]+)$")
 NEEDS = ("root", "bmv2", "p4c")
+TIME_LIMIT_S = 120            # a student folder's checks, all together, when lab.yaml sets no time_limit_s
+MEMORY_MB = 2048              # address space of the process checking one folder (lab.yaml: memory_mb, 0: none)
 # what is missing -> how to get it
 NEED_PROGRAMS = {"bmv2": "simple_switch_grpc", "p4c": "p4c"}
 HOW_TO_GET = {
@@ -38,6 +41,9 @@ class Lab:
     summary: str
     folder: Path
     needs: tuple[str, ...] = field(default=())
+    time_limit_s: float = TIME_LIMIT_S       # for all the checks of one work folder
+    memory_mb: int = MEMORY_MB               # address space of the process checking one folder
+    spawns_programs: bool = False            # the checks run programs (p4c, BMv2): the grader allows processes
 
     @property
     def skeleton(self) -> Path:
@@ -58,9 +64,13 @@ class Lab:
                 out.append(f"{need} ({NEED_PROGRAMS[need]} not on PATH): {HOW_TO_GET[need]}")
         return out
 
+    def check_module(self) -> ModuleType:
+        """The lab's check.py, freshly loaded (its runs are kept in it)."""
+        return _load_module(self.folder / "check.py", f"labs_check_{self.number:02d}")
+
     def checks(self) -> list:
         """The lab's checks (`CHECKS` of its check.py)."""
-        module = _load_module(self.folder / "check.py", f"labs_check_{self.number:02d}")
+        module = self.check_module()
         checks = getattr(module, "CHECKS", None)
         if not checks:
             raise LabError(f"{self.folder / 'check.py'}: defines no CHECKS")
@@ -72,12 +82,20 @@ def _load_module(path: Path, name: str) -> ModuleType:
         raise LabError(f"{path}: missing")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[name] = module                   # while it runs (dataclasses look their module up)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)              # not importable by name from a student's code
     return module
 
 
-def _read_lab(folder: Path) -> Lab:
+def read_lab(folder: Path) -> Lab:
+    """The lab of one folder `NN-slug/` (its lab.yaml); LabError naming what is wrong."""
+    folder = Path(folder)
     match = FOLDER_NAME.match(folder.name)
+    if match is None:
+        raise LabError(f"{folder}: a lab's folder is named NN-slug (e.g. 03-selective-repeat)")
     meta_path = folder / "lab.yaml"
     try:
         meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
@@ -92,14 +110,24 @@ def _read_lab(folder: Path) -> Lab:
     unknown = [n for n in needs if n not in NEEDS]
     if unknown:
         raise LabError(f"{meta_path}: unknown need(s) {unknown} (known: {', '.join(NEEDS)})")
+    limits = {}
+    for key, kind in (("time_limit_s", float), ("memory_mb", int)):
+        if key in meta:
+            try:
+                limits[key] = kind(meta[key])
+            except (TypeError, ValueError):
+                raise LabError(f"{meta_path}: {key} must be a number, not {meta[key]!r}") from None
+            if limits[key] < 0 or (key == "time_limit_s" and limits[key] == 0):
+                raise LabError(f"{meta_path}: {key} must be positive, not {meta[key]!r}")
     return Lab(number=int(match.group(1)), slug=match.group(2), title=str(meta["title"]),
                minutes=int(meta["minutes"]), summary=str(meta["summary"]).strip(),
-               folder=folder, needs=needs)
+               folder=folder, needs=needs, spawns_programs=bool(meta.get("spawns_programs", False)),
+               **limits)
 
 
 def all_labs(root: Path = LABS_DIR) -> list[Lab]:
     """Every lab folder under `root`, by number."""
-    return sorted((_read_lab(p) for p in root.iterdir() if p.is_dir() and FOLDER_NAME.match(p.name)),
+    return sorted((read_lab(p) for p in root.iterdir() if p.is_dir() and FOLDER_NAME.match(p.name)),
                   key=lambda lab: lab.number)
 
 

@@ -173,34 +173,70 @@ def test_lab2_with_the_real_p4c_the_solution_passes_and_the_skeleton_fails_on_bm
     assert [r.status for r in skeleton] == ["pass", "fail"], [r.detail for r in skeleton]
 
 
-# --- plausible wrong answers fail the check that should catch them ----------------------------------
+# --- plausible wrong answers fail the check that should catch them, naming the mistake ----------------
 WRONG_ANSWERS = [
-    # (lab, file, text of the solution, wrong text, the check that must fail)
+    # (lab, file, text of the solution, wrong text, the check that must fail, what its detail says)
     (1, "paths.py", "values = list(tx_bytes.values())", "values = [v for v in tx_bytes.values() if v]",
-     "link imbalance"),                                            # idle links left out of the mean
+     "link imbalance", "you say 1.0, too low"),                  # idle links left out of the mean
+    (1, "paths.py", "return max(values) / mean", "return max(values) / (sum(values) / (len(values) + 1))",
+     "link imbalance", "too high"),                               # one link too many in the mean
     (1, "paths.py", "usids = [topo.switch(name).usid for name in switches] + [topo.host(dst).usid]",
-     "usids = [topo.switch(name).usid for name in switches]", "uSID paths of a host pair"),   # no host uSID
+     "usids = [topo.switch(name).usid for name in switches]", "uSID paths of a host pair",
+     "differs from the testbed's from its 16-bit group"),           # no host uSID
+    (1, "paths.py", "value = (LOCATOR_PREFIX << 16) | nic.plane", "value = LOCATOR_PREFIX << 16",
+     "uSID paths of a host pair", "from its 16-bit group 2 on"),     # the plane left out of the locator
+    (1, "paths.py", "rest = (rest << USID_BITS) & ((1 << 96) - 1)", "rest = (rest << 8) & ((1 << 96) - 1)",
+     "the uSID shift, hop by hop", "after switch 1 (s1) you say the packet carries"),   # shifts 8 bits
+    (1, "paths.py", "while 0 < (rest >> 80) < 0x1000:", "while 0 < (rest >> 64) & 0xFFFF < 0x1000:",
+     "the uSID shift, hop by hop", "switch(es) and the packet left"),    # stops one switch early
     (5, "incast.py", '"incast_s": None if None in finishes else max(finishes) - record.start',
      '"incast_s": None if None in finishes else min(finishes) - record.start',
-     "the incast's numbers from a run"),                           # the fastest sender, not the slowest
+     "the incast's numbers from a run", "your incast_s is"),      # the fastest sender, not the slowest
+    (5, "incast.py", '"incast_s": None if None in finishes else max(finishes) - record.start',
+     '"incast_s": max((f for f in finishes if f is not None), default=0.0) - record.start',
+     "the incast's numbers from a run", "an incast flow never finished in this run"),    # unfinished flows
+    (5, "incast.py", '"victim_bps": victim.received_bytes * 8 / (end - record.start)',
+     '"victim_bps": victim.received_bytes * 8 / (record.end - record.start)',
+     "the incast's numbers from a run", "your victim_bps is"),    # the whole run, not the victim's own time
+    (5, "incast.py", '"dropped": record.switch_stats.get("queue_full_drops", 0)',
+     '"dropped": record.switch_stats.get("fault_drops", 0)',
+     "the incast's numbers from a run", "your dropped is 0 packets, lower than the run's"),   # wrong counter
+    (5, "incast.py", '"drop-tail makes MRC retire EVs": True', '"drop-tail makes MRC retire EVs": False',
+     "predictions: trimming against drop-tail", "your prediction False does not hold"),
+    (5, "incast.py", "THRESHOLDS = [2, 8, 16]", "THRESHOLDS = [2, 8, 12]",
+     "the trim threshold", "your prediction True does not hold for your thresholds [2, 8, 12]"),
     (6, "lies.py", "    return on_every_bad - healthy", "    return on_every_bad",
-     "find the failed switch from the EVs"),                       # the leaves are on every bad path too
+     "find the failed switch from the EVs", "on a path whose EVs were never retired"),   # the leaves too
+    (6, "lies.py", '    retired = [e for e in ev_events if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD"]',
+     '    retired = [e for e in ev_events if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD"'
+     ' and e["cause"] == "timeout"]',
+     "find the failed switch from the EVs", "you suspect"),        # only the data senders' retirements
     (6, "lies.py", "        total[key] += end - start", "        pass",
-     "a gray link's per-EV timeline"),                             # EVs still retired at the end
+     "a gray link's per-EV timeline", "less than it was"),          # EVs still retired at the end
+    (6, "lies.py", "        key = (e[\"conn\"], e[\"ev\"])", "        key = e[\"ev\"]",
+     "a gray link's per-EV timeline", "keys are (conn, ev) pairs"),     # EVs keyed without their connection
+    (6, "lies.py", '"spine blackholes": {"MRC": True, "RoCE": False, "RoCE + reroute 1 s": False}',
+     '"spine blackholes": {"MRC": True, "RoCE": False, "RoCE + reroute 1 s": True}',
+     "which transports finish", "spine blackholes / RoCE + reroute 1 s: your prediction (finishes) does not hold"),
+    (6, "lies.py", "    for slot in range(6):", "    for slot in range(1, 6):",
+     "path addresses to switches", "switch 1 of the path is not"),   # reads the plane's half of the locator
 ]
 
 
-@pytest.mark.parametrize("number, name, right, wrong, check", WRONG_ANSWERS,
-                         ids=[f"lab{w[0]}-{w[4]}" for w in WRONG_ANSWERS])
-def test_a_plausible_wrong_answer_fails_its_check(number, name, right, wrong, check, checks_of, tmp_path):
+@pytest.mark.parametrize("number, name, right, wrong, check, says", WRONG_ANSWERS,
+                         ids=[f"lab{w[0]}-{w[4]}-{i}" for i, w in enumerate(WRONG_ANSWERS)])
+def test_a_plausible_wrong_answer_fails_its_check_naming_the_mistake(number, name, right, wrong, check, says,
+                                                                     checks_of, tmp_path):
     lab = catalog.get_lab(number)
     work = workspace.start(lab, tmp_path / "student")
     text = (lab.solution / name).read_text()
-    assert text.count(right) == 1
+    assert text.count(right) == 1, right
     (work / name).write_text(text.replace(right, wrong))
     [target] = [c for c in checks_of(number) if c.name == check]
     [result] = run_checks([target], Workspace(work))
     assert result.status == "fail" and result.hint == target.hint, result.detail
+    assert says in result.detail, result.detail
+    assert result.expected and result.expected not in result.detail     # the answer is for instructors only
 
 
 def test_a_student_who_spoils_the_shared_runs_does_not_change_the_next_ones_result(checks_of, tmp_path):

@@ -73,6 +73,42 @@ NOTHING = """
 """
 
 
+ABOVE_THE_HOLE = """
+    def lost(self, cum, base, bitmap, window, now):
+        '''A hole is lost once 3 packets numbered above it arrived (not: sent after it).'''
+        out = []
+        for seq in range(max(cum, window.cum_acked), min(base + bitmap.bit_length(), window.next_seq)):
+            if seq >= base and bitmap >> (seq - base) & 1:
+                continue
+            seg = window.segment(seq)
+            above = sum(1 for s in range(seq + 1, base + bitmap.bit_length()) if s >= base and bitmap >> (s - base) & 1)
+            if seg is not None and seg.in_flight and above >= 3:
+                out.append(seq)
+        return out
+"""
+# a correct answer written otherwise than the solution: the third latest send time among the arrivals
+RACK_LIKE = """
+class SelectiveRepeat:
+    def __init__(self, config):
+        self.needed = 3
+
+    def lost(self, cum, base, bitmap, window, now):
+        arrived = [window.segment(base + i) for i in range(bitmap.bit_length()) if bitmap >> i & 1]
+        times = sorted((seg.sent_at for seg in arrived if seg is not None), reverse=True)
+        if len(times) < self.needed:
+            return []
+        cutoff = times[self.needed - 1]
+        holes = []
+        for seq in range(window.cum_acked, window.next_seq):
+            if base <= seq < base + 64 and bitmap >> (seq - base) & 1:
+                continue
+            seg = window.segment(seq)
+            if seg is not None and seg.in_flight and not seg.acked and seg.sent_at < cutoff:
+                holes.append(seq)
+        return holes
+"""
+
+
 def test_lab3_resending_everything_after_the_first_hole_is_caught_as_spurious(tmp_path):
     got = results_of(3, wrong_answer(3, tmp_path, SACK_FILE, "SelectiveRepeat", GO_BACK_N))
     assert got["exactly once at 0, 1 and 20 % loss"].passed        # correct, only wasteful
@@ -85,12 +121,28 @@ def test_lab3_a_hole_is_not_yet_a_loss_under_spraying(tmp_path):
     got = results_of(3, wrong_answer(3, tmp_path, SACK_FILE, "SelectiveRepeat", EVERY_HOLE_AT_ONCE))
     assert got["exactly once at 0, 1 and 20 % loss"].passed
     assert got["no spurious retransmissions"].status == "fail"
+    assert "reached the receiver a second time" in got["no spurious retransmissions"].detail
+
+
+def test_lab3_counting_arrivals_above_the_hole_resends_it_again_and_again(tmp_path):
+    got = results_of(3, wrong_answer(3, tmp_path, SACK_FILE, "SelectiveRepeat", ABOVE_THE_HOLE))
+    caught = got["no spurious retransmissions"]
+    assert caught.status == "fail" and "reached the receiver a second time" in caught.detail
 
 
 def test_lab3_leaving_losses_to_the_timers_is_caught(tmp_path):
-    got = statuses(results_of(3, wrong_answer(3, tmp_path, SACK_FILE, "SelectiveRepeat", NOTHING)))
-    assert got["exactly once at 0, 1 and 20 % loss"] == "pass" and got["no spurious retransmissions"] == "pass"
-    assert got["losses repaired by SACK, not by timers"] == "fail"      # what catches it, whatever the goodput
+    got = results_of(3, wrong_answer(3, tmp_path, SACK_FILE, "SelectiveRepeat", NOTHING))
+    assert got["exactly once at 0, 1 and 20 % loss"].passed and got["no spurious retransmissions"].passed
+    caught = got["losses repaired by SACK, not by timers"]     # what catches it, whatever the goodput
+    assert caught.status == "fail" and "declared 0 packets lost" in caught.detail and "timer" in caught.detail
+
+
+def test_lab3_a_correct_answer_written_otherwise_passes(tmp_path):
+    lab = catalog.get_lab(3)
+    work = workspace.start(lab, tmp_path / "student")
+    (work / SACK_FILE).write_text(RACK_LIKE)
+    got = results_of(3, work)
+    assert all(r.passed for r in got.values()), {n: r.detail for n, r in got.items() if not r.passed}
 
 
 # --- lab 4: a dead path ------------------------------------------------------------------------------
@@ -118,8 +170,43 @@ NEVER_BACK = """
         '''Counts probe replies but never reinstates.'''
         evset.note_probe(ev, answered)
 """
+NO_KEEPALIVE = """
+    def on_keepalive_miss(self, evset, ev, misses, now):
+        '''Left empty: keepalives never retire a path.'''
+        return False
+"""
+NO_SPURIOUS = """
+    def on_spurious(self, evset, ev, now):
+        '''Left empty: a wrong timeout is never undone.'''
+"""
+FIRST_REPLY = """
+    def on_probe(self, evset, ev, answered, now):
+        '''One answered probe brings the EV back.'''
+        evset.note_probe(ev, answered)
+        if answered:
+            evset.reinstate(ev, "probe", now)
+"""
+FORGOTTEN_BACKUP = """
+    def on_spurious(self, evset, ev, now):
+        '''Reinstates whatever the timeout retired, even a backup the set has forgotten.'''
+        evset.reinstate(ev, "spurious_timeout", now)
+"""
 FAILURE_CHECKS = ("the dead path's EVs retired within 3 RTOs", "backup EVs from the same plane",
                   "nothing sent on the dead path afterwards", "reinstated by probes after the repair")
+
+
+@pytest.mark.parametrize("override, says", [
+    (NO_KEEPALIVE, "on_keepalive_miss"), (NO_SPURIOUS, "on_spurious: a timeout retired an EV"),
+    (FIRST_REPLY, "on_probe: the EV came back after the probe replies [True]"),
+    (FORGOTTEN_BACKUP, "on_spurious: for a backup EV the set had already forgotten")],
+    ids=["keepalive", "spurious", "first-reply", "forgotten-backup"])
+def test_lab4_every_hook_is_graded(override, says, tmp_path):
+    got = results_of(4, wrong_answer(4, tmp_path, MONITOR_FILE, "DeadPathMonitor", override))
+    hooks = got["every hook, called directly"]
+    assert hooks.status == "fail" and says in hooks.detail, hooks.detail
+    if override is NO_KEEPALIVE:                   # and the run sees it: h2 never retires its dead path
+        end = got["the receiving end retires and reinstates too"]
+        assert end.status == "fail" and "on_keepalive_miss" in end.detail, end.detail
 
 
 def test_lab4_retiring_an_ev_on_an_ecn_echo_is_caught(tmp_path):
@@ -149,11 +236,11 @@ def test_lab4_never_reinstating_is_caught(tmp_path):
 
 def test_a_class_of_lab3_is_graded_in_one_csv(tmp_path, capsys):
     lab = catalog.get_lab(3)
-    done = tmp_path / "done"
-    workspace.start(lab, done)
-    (done / SACK_FILE).write_text((lab.solution / SACK_FILE).read_text())
+    done = workspace.start(lab, tmp_path / "done")
+    (done / SACK_FILE).write_text(RACK_LIKE)
     untouched = workspace.start(lab, tmp_path / "untouched")
-    args = lab_cli.argparse.Namespace(number=3, dirs=[done, untouched], solution=False, csv=tmp_path / "class.csv")
+    args = lab_cli.argparse.Namespace(number=3, dirs=[done, untouched], solution=False, csv=tmp_path / "class.csv",
+                                      gradescope=None, instructor=False, timeout=None, memory_mb=None)
     assert lab_cli.check_lab(lab, args) == 1
     rows = (tmp_path / "class.csv").read_text().splitlines()
     assert rows[1].endswith(",4,4") and rows[2].endswith(",0,4")

@@ -1,11 +1,14 @@
 """Checks of lab 6: predictions against netsim runs, the blackholed switch, a gray link's EV timeline.
 
-The runs are kept for every folder of a class: students get copies of their events."""
+The runs are kept for every folder of a class: students get copies of their events. The failed
+switch is looked for in four runs that blame three different switches (s3, s4, s5)."""
 import copy
 from collections import defaultdict
 
+import yaml
+
 from experiments.backends.netsim_backend import NetsimBackend
-from experiments.scenario import load_scenario
+from experiments.scenario import load_scenario, parse_scenario
 from labs.catalog import LABS_DIR
 from labs.checking import Check, CheckFailed
 from topologies.paths import host_paths
@@ -14,14 +17,32 @@ from topologies.spec import topology_from_spec
 EXPERIMENTS = LABS_DIR.parent / "experiments"
 # what the student predicts -> (scenario file, variant label)
 FAULTS = {"link killed": ("failover.yaml", "leaf-spine"), "spine blackholes": ("blackhole.yaml", "spine blackholes")}
+# the failed switch to find: blackhole.yaml's two variants (both the spine s3), and the other spine
+# blackholing, on the same network and on one of three leaves and three spines
+SUSPECT_CASES = [("blackhole.yaml", "spine blackholes", None),
+                 ("blackhole.yaml", "spine process killed", None),
+                 ("blackhole.yaml", "the other spine blackholes",
+                  {"variants": [{"label": "the other spine blackholes",
+                                 "faults": [{"kind": "switch_blackhole", "switch": "s4", "at": "30%"}]}]}),
+                 ("blackhole.yaml", "a spine of three blackholes",
+                  {"topology": "leafspine:3x3x1",
+                   "variants": [{"label": "a spine of three blackholes",
+                                 "faults": [{"kind": "switch_blackhole", "switch": "s5", "at": "30%"}]}]})]
 _runs: dict = {}
 
 
-def _run(scenario_file: str, variant: str, transport: str):
-    """The record of one quick case on netsim (kept: several checks read the same runs)."""
-    key = (scenario_file, variant, transport)
+def _run(scenario_file: str, variant: str, transport: str, changes: dict | None = None):
+    """The record of one quick case on netsim, with `changes` to the scenario's keys (kept: several
+    checks read the same runs)."""
+    key = (scenario_file, variant, transport, repr(changes))
     if key not in _runs:
-        scenario = load_scenario(EXPERIMENTS / scenario_file, quick=True)
+        path = EXPERIMENTS / scenario_file
+        if changes:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            doc.update(copy.deepcopy(changes))
+            scenario = parse_scenario(doc, str(path), quick=True)
+        else:
+            scenario = load_scenario(path, quick=True)
         [case] = [c for c in scenario.cases() if c.variant.label == variant and c.transport.name == transport]
         _runs[key] = NetsimBackend().run_case(case)
     return _runs[key]
@@ -40,8 +61,9 @@ def check_predictions(ws):
                 raise CheckFailed(f"no prediction (True or False) for {fault!r} / {transport!r}")
             done = _run(scenario_file, variant, transport).completed
             if guess != done:
-                raise CheckFailed(f"{fault} / {transport}: you predicted it {'finishes' if guess else 'never finishes'}"
-                                  f", on netsim it {'finished' if done else 'did not finish'}")
+                raise CheckFailed(f"{fault} / {transport}: your prediction ({'finishes' if guess else 'never finishes'}) "
+                                  f"does not hold: run experiments/{scenario_file} (--backend netsim --quick) and "
+                                  f"look at what {transport} did", expected="finishes" if done else "never finishes")
             outcome.append(f"{transport} {'finishes' if done else 'stalls'}")
     return "all six predictions hold (" + ", ".join(outcome[:3]) + " after a link dies; " + ", ".join(outcome[3:]) + \
         " when a spine blackholes)"
@@ -54,27 +76,70 @@ def check_path_switches(ws):
                            ("multiplane:2x2x2x2", "h1", "h4")):
         topo = topology_from_spec(spec)
         for path in host_paths(topo, src, dst):
-            got = list(path_switches(topo, path.address.packed.hex()))
-            if got != list(path.switches):
-                raise CheckFailed(f"{spec}: {path.address} ({path.address.packed.hex()}) goes through "
-                                  f"{list(path.switches)}, you say {got}")
+            got = list(ws.call(path_switches, topo, path.address.packed.hex()))
+            want = list(path.switches)
+            if got != want:
+                k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+                what = (f"switch {k + 1} of the path is not {got[k]}" if k < len(got) and k < len(want)
+                        else f"you give {len(got)} switch(es), the path crosses {len(want)}")
+                raise CheckFailed(f"{spec}: {path.address} ({path.address.packed.hex()}): you say {got}; {what}",
+                                  expected=str(want))
             checked += 1
     return f"{checked} path addresses read back into their switches"
+
+
+def _never_retired_switches(topo, ev_events, path_switches) -> set:
+    bad = {(e["conn"], e["ev"]) for e in ev_events if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD"}
+    healthy = set()
+    for record in ev_events:
+        if record["kind"] == "ev_set":
+            for ev in record["evs"]:
+                if (record["conn"], ev["ev"]) not in bad:
+                    healthy.update(path_switches(topo, ev["dst"]))
+    return healthy
 
 
 def check_suspects(ws):
     suspects = ws.module("lies.py").suspects
     found = []
-    for variant in ("spine blackholes", "spine process killed"):
-        record = _run("blackhole.yaml", variant, "MRC")
+    for scenario_file, variant, changes in SUSPECT_CASES:
+        record = _run(scenario_file, variant, "MRC", changes)
         topo = topology_from_spec(record.topology)
         [fault] = record.faults
-        got = set(suspects(topo, copy.deepcopy(record.ev_events)))
+        got = ws.call(suspects, topo, copy.deepcopy(record.ev_events))
+        try:
+            got = set(got)
+        except TypeError:
+            raise CheckFailed(f"{variant}: suspects returned {str(got)[:80]}, not a set of switch names") from None
         if got != {fault.target}:
-            raise CheckFailed(f"blackhole.yaml '{variant}': {fault.what} ({fault.target}); "
-                              f"from the EV events you suspect {sorted(got)}")
+            healthy = _never_retired_switches(topo, record.ev_events, _path_switches)
+            cleared = sorted(got & healthy)
+            if not got:
+                why = "you suspect no switch, yet MRC retired EVs"
+            elif cleared:
+                why = (f"you suspect {cleared}, on a path whose EVs were never retired: a path that works "
+                       "clears the switches it crosses")
+            elif fault.target not in got:
+                why = f"you suspect {sorted(got)}, and the failed switch is not among them"
+            else:
+                why = f"you suspect {sorted(got)}: more than one switch, yet the retired paths tell them apart"
+            raise CheckFailed(f"{scenario_file} '{variant}' ({record.topology}): "
+                              f"{why}", expected=f"{{{fault.target!r}}}")
         found.append(f"{variant}: {fault.target}")
-    return "the failed spine found from the retired EVs alone (" + "; ".join(found) + ")"
+    return "the failed switch found from the retired EVs alone (" + "; ".join(found) + ")"
+
+
+def _path_switches(topo, dst_hex):
+    """The checker's reading of a path address: the switches whose uSIDs follow the locator."""
+    value = int(dst_hex, 16)
+    by_usid = {switch.usid: switch.name for switch in topo.switches}
+    names = []
+    for slot in range(6):
+        usid = (value >> (96 - 16 * (slot + 1))) & 0xFFFF
+        if usid not in by_usid:
+            break
+        names.append(by_usid[usid])
+    return names
 
 
 def _time_bad(ev_events, end):
@@ -103,20 +168,32 @@ def _compare(out_of_service, variant: str, events: list, end: float, what: str) 
     student's function says otherwise."""
     want = _time_bad(events, end)
     got = out_of_service(copy.deepcopy(events), end)
+    if not isinstance(got, dict):
+        raise CheckFailed(f"gray.yaml '{variant}'{what}: out_of_service returned {str(got)[:80]}, not a dictionary")
     if set(got) != set(want):
-        raise CheckFailed(f"gray.yaml '{variant}'{what}: {len(want)} EVs were retired at least once, you give "
-                          f"{len(got)} (your keys, e.g. {list(got)[:1]}; expected (conn, ev) pairs)")
-    wrong = [k for k in want if abs(got[k] - want[k]) > 1e-9]
+        side = ("more EVs than were ever retired" if set(got) > set(want) else
+                "fewer EVs than were retired at least once" if set(got) < set(want) else "other keys")
+        raise CheckFailed(f"gray.yaml '{variant}'{what}: you give {len(got)} EVs, {side} (your keys, e.g. "
+                          f"{list(got)[:1]}; keys are (conn, ev) pairs)", expected=f"keys such as {next(iter(want), None)}")
+    wrong = [k for k in want if not isinstance(got[k], (int, float)) or abs(got[k] - want[k]) > 1e-9]
     if wrong:
         k = wrong[0]
-        raise CheckFailed(f"gray.yaml '{variant}'{what}: EV {k} was out of service {want[k] * 1e3:.3f} ms in all, "
-                          f"you say {got[k] * 1e3:.3f} ms ({len(wrong)} EVs differ)")
+        mine = got[k]
+        side = ("" if not isinstance(mine, (int, float)) else
+                ", more than it was" if mine > want[k] else ", less than it was")
+        raise CheckFailed(f"gray.yaml '{variant}'{what}: for EV {k} you say {mine!r} s{side} "
+                          f"({len(wrong)} EVs differ)", expected=f"{want[k]!r} s")
     return want
+
+
+def _calling(ws, fn):
+    return lambda *args: ws.call(fn, *args)
 
 
 def check_timeline(ws):
     out_of_service = ws.module("lies.py").out_of_service
     figures = []
+    out_of_service = _calling(ws, out_of_service)
     for variant in ("1% loss", "20% loss"):
         record = _run("gray.yaml", variant, "MRC")
         want = _compare(out_of_service, variant, record.ev_events, record.end, "")
