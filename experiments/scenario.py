@@ -163,6 +163,7 @@ class Case:
     scenario: "Scenario"
     variant: Variant
     transport: TransportSpec
+    repetition: int = 0                  # which run of this variant and transport (0-based; `run --repeat`)
 
     @property
     def label(self) -> str:
