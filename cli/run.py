@@ -14,7 +14,7 @@ from pathlib import Path
 
 from experiments import repeats, results
 from experiments.backends import BACKENDS, TARGETS
-from experiments.runner import choose_backend, choose_link_rate, run_scenario, select_cases
+from experiments.runner import PCAP_FOLDER, choose_backend, choose_link_rate, run_scenario, select_cases
 from experiments.scenario import ScenarioError, load_scenario
 from testbed.capture import add_pcap_arguments, capture_from_args
 from testbed.logs import setup_logging
@@ -89,5 +89,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {s['variant']} / {s['transport']}: {note}")
         for reason in s.get("fidelity_reasons", []):
             print(f"distorted: {s['variant']} / {s['transport']}: {reason}")
-    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl)")
+    captured = f", {PCAP_FOLDER}/<case>/" if capture is not None else ""
+    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl{captured})")
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import requires_mininet
 from cli import report as report_cmd
 from cli import run as run_cmd
 from experiments import repeats, results, runner
@@ -187,3 +188,32 @@ def test_the_mininet_backend_captures_each_run_of_a_case_into_its_own_folder(tmp
     assert [k["pcap"] for k in seen] == [PcapCapture(200, tmp_path / "out" / "pcap" / "leaf-spine-mrc"),
                                          PcapCapture(200, tmp_path / "out" / "pcap" / "leaf-spine-mrc-run2")]
     assert all(tmp_path / "runs" in Path(k["run_dir"]).parents for k in seen)   # logs stay in the run folder
+
+
+def test_the_median_of_more_runs_lands_near_the_pools_more_often():
+    from experiments.stability import stability
+    steady = stability([0.1] * 5, range(1, 4), 0.2, draws=500)
+    assert [r["within"] for r in steady] == [1.0, 1.0, 1.0]
+    scattered = [0.1, 0.1, 0.11, 0.09, 0.5, 0.02, 0.3]       # the pool's median is 0.1
+    one, nine = stability(scattered, (1, 9), 0.2, draws=2000)
+    assert 0.5 < one["within"] < 0.65                         # 4 of 7 runs are within 20 % of 0.1
+    assert nine["within"] > 0.85 and nine["p5"] >= 0.09 and one["p5"] == 0.02
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@requires_mininet
+def test_a_mininet_run_with_pcap_writes_its_captures_under_out(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)                     # the run folders (logs) go to ./runs/experiments
+    parser = argparse.ArgumentParser()
+    run_cmd.add_arguments(parser)
+    out = tmp_path / "out"
+    args = parser.parse_args([str(FAILOVER), "--backend", "mininet", "--target", "model", "--quick",
+                              "--variant", "leaf-spine", "--transport", "MRC", "--pcap-snaplen", "102",
+                              "--out", str(out)])
+    assert run_cmd.run(args) == 0
+    captures = sorted((out / "pcap" / "leaf-spine-mrc").glob("*-port*.pcap"))
+    assert len(captures) == 12                       # leafspine:2x2x2: 4 switches, 12 switch ports
+    assert all(path.stat().st_size > 24 for path in captures)      # more than the pcap file header
+    assert not list((tmp_path / "runs").rglob("*.pcap"))
+    assert "pcap/" in capsys.readouterr().out
