@@ -93,6 +93,13 @@ def representative(runs: list[dict]) -> dict:
     return ranked[(len(ranked) - 1) // 2]
 
 
+def representative_records(records: list, runs: list[dict]) -> list:
+    """The record of each case's representative run, cases in the order they first ran; `runs`
+    are the summaries of `records`, one for one."""
+    chosen = [representative(case_runs) for case_runs in group(runs)]
+    return [records[next(i for i, s in enumerate(runs) if s is c)] for c in chosen]
+
+
 def aggregate(runs: list[dict]) -> dict:
     """One case's summary over its repetitions (see the module's docstring); a single run is
     returned as it is."""

@@ -151,8 +151,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     folder.mkdir(parents=True, exist_ok=True)
     runs = [metrics.summarise(r) for r in records]
     summaries = repeats.aggregate_all(runs)
-    chosen = [repeats.representative(group) for group in repeats.group(runs)]     # plotted: one run per case
-    shown = [records[next(i for i, s in enumerate(runs) if s is c)] for c in chosen]
+    shown = repeats.representative_records(records, runs)
     figures = plots.make_figures(shown, summaries, folder, scenario.title) if records else []
     meta = {"scenario": scenario.name, "title": scenario.title, "description": scenario.description,
             "scenario_file": scenario.path, "backend": backend_name,
