@@ -242,7 +242,7 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
     failed = any(s["failure_time_s"] is not None for s in summaries)
     done = [s["completion_time_s"] for s in summaries if s["completion_time_s"] is not None]
     in_ms = max(done + ([horizon] if len(done) < len(summaries) else []), default=1.0) < 1.0
-    ranges = " (median, black: min..max of the runs)" if any("repeats" in s for s in summaries) else ""
+    ranges = "\n(median of the runs; black: min..max)" if any("repeats" in s for s in summaries) else ""
     panels = [("completion_time_s", f"completion time ({'ms' if in_ms else 's'})", 1e3 if in_ms else 1.0,
                "completion time (hatched: did not finish within the horizon)" + ranges)]
     if failed:
@@ -274,8 +274,9 @@ def _time_panel(ax, bars: _Bars, horizon: float, key: str, label: str, scale: fl
             top = max(top, h)
         else:
             ax.bar(x, value * scale, bars.width, color=bars.colour[tname])
-            ax.text(x, value * scale, format_seconds(value), ha="center", va="bottom", fontsize=7)
-            top = max(top, value * scale, _range_bar(ax, x, s, key, scale))
+            high = max(value * scale, _range_bar(ax, x, s, key, scale))     # the label above the range
+            ax.text(x, high, format_seconds(value), ha="center", va="bottom", fontsize=7)
+            top = max(top, high)
     ax.set_ylabel(label)
     ax.set_ylim(0, top * 1.25 if top > 0 else 1.0)
     ax.set_title(heading, fontsize=10)
