@@ -71,7 +71,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as error:
         print(f"stability: {error}", file=sys.stderr)
         return 2
-    shown = lambda v: "never" if v is None else format_seconds(v)  # noqa: E731
+    as_time = args.figure.endswith("_s")                   # a time in seconds, else a count (RTTs)
+    shown = lambda v: "never" if v is None else (format_seconds(v) if as_time else f"{v:.3g}")  # noqa: E731
     for case, values in pool.items():
         if args.case and args.case not in case:
             continue
