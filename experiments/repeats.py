@@ -41,7 +41,8 @@ def seeds_note(seed: int, repeat: int, backend: str) -> str:
         return f"seed {seed}"
     used = seeds(seed, repeat, backend)
     if backend == "netsim":
-        return f"{repeat} repetitions per case, seeds {used[0]}..{used[-1]} (netsim is deterministic: each seed gives one run)"
+        return (f"{repeat} repetitions per case, seeds {used[0]}..{used[-1]} "
+                "(netsim is deterministic: each seed gives one run)")
     return (f"{repeat} repetitions per case, all with seed {seed} (runs on {backend} differ by the "
             f"machine's timing; the same seed keeps the same data and fault)")
 

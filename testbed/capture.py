@@ -3,8 +3,8 @@
 
 A capture writes `<run dir>/<switch>-port<N>.pcap` per switch port, or into the capture's own
 `folder` when it has one (`mrc-testbed run --pcap --out DIR`: DIR/pcap/<case>/, see `case_folder`).
-Whole packets are kept by default, so Wireshark (with wireshark/mrc.lua) decodes every data packet to its ICRC; a snapshot
-length keeps only the first N bytes of each (102 bytes hold every MRC header).
+Whole packets are kept by default, so Wireshark (with wireshark/mrc.lua) decodes every data packet
+to its ICRC; a snapshot length keeps only the first N bytes of each (102 bytes hold every MRC header).
 """
 from __future__ import annotations
 
