@@ -1,7 +1,7 @@
 """Recovery time after a link kill, in ms and in RTTs: MRC against the RoCE-style baseline; and a
 fat-tree k=4 failover on Mininet against netsim, in RTTs.
 
-    .venv/bin/python -m benchmarks.bench_failover [--no-mininet] [--no-fat-tree] [--fat-tree-rate BPS]
+    .venv/bin/python -m benchmarks.bench_failover [--no-mininet] [--no-fat-tree] [--fat-tree-rate BPS] [--repeat N]
 
 Runs the quick failover experiment (experiments/failover.yaml, leaf-spine variant: ring
 all-reduce over 4 hosts, the baseline's busiest leaf-spine link killed at 30 % of the collective)
@@ -10,7 +10,10 @@ for MRC, RoCE (no rerouting) and RoCE with the emulated converging control plane
 (`mrc-testbed calibrate`; the fixed MODEL_RATE_BPS, with a note, without a record). Recovery =
 failure -> goodput back to 90 % of its level before (experiments.metrics), and to 50 %. Times in
 RTTs are over the base RTT the run measured (the smallest RTT of a full data packet any host saw);
-each Mininet case prints its fidelity verdict.
+each Mininet case prints its fidelity verdict. Every case runs `--repeat` times (default 3; netsim
+with seeds 1, 2, 3, ...: experiments/repeats.py) and each figure is the median of its runs, its
+range (min..max) in the figure's note and every run's value in the details: one run of a recovery
+on a loaded machine is one draw (experiments/README.md, "Repetitions").
 
 Then a ring all-reduce of 256 KB on fattree:4 (16 hosts, 20 switches) over MRC with a link killed
 at 30 %, at `--fat-tree-rate` (default 1 Mbit/s) on netsim and on Mininet: completion in seconds
@@ -24,7 +27,8 @@ from pathlib import Path
 
 from benchmarks.cases import MODEL_RATE_BPS, host_link_rate, mininet_left_out, run_cases
 from benchmarks.figures import Measurement
-from experiments import calibration, metrics
+from experiments import calibration, metrics, repeats
+from experiments.timefmt import format_seconds
 from wire import constants as C
 
 NAME = "failover"
@@ -33,6 +37,7 @@ SCENARIO = Path(__file__).resolve().parent.parent / "experiments" / "failover.ya
 PATH_LINKS = 4                       # host - leaf - spine - leaf - host
 RECOVERY_SHARES = (0.9, 0.5)         # goodput back to this share of its level before the failure
 PAYLOAD = 1024
+REPEAT = 3                           # runs per case; a figure is their median
 
 
 def unloaded_rtt(rate_bps: float, link_delay_s: float) -> float:
@@ -84,35 +89,75 @@ def measure(options: argparse.Namespace) -> Measurement:
         result.add("mininet link rate", mininet_rate / 1e6, "Mbit/s")
         if calibrated.note:
             print(f"   mininet: {calibrated.note}", flush=True)
+    repeat = int(getattr(options, "repeat", None) or REPEAT)
     for backend in backends:
-        runs = run_cases(scenario(backend, mininet_rate), backend)
+        runs = run_cases(scenario(backend, mininet_rate), backend, repeat=repeat)
         rate = host_link_rate(runs[0][0])
         unloaded = unloaded_rtt(rate, LINK_DELAY_S if backend == "netsim" else 0.0)
-        result.details[backend] = {"link_rate_bps": rate, "unloaded_rtt_s": unloaded, "cases": {}}
+        result.details[backend] = {"link_rate_bps": rate, "unloaded_rtt_s": unloaded, "repeat": repeat,
+                                   "seeds": repeats.seeds(runs[0][0].scenario.seed, repeat, backend), "cases": {}}
+        by_transport: dict[str, list] = {}
         for case, record in runs:
-            summary = metrics.summarise(record)
-            rtt = record.base_rtt or unloaded
-            if backend == "mininet":
-                print(f"   {backend} {case.transport.name}: {record.fidelity.get('verdict')}, base RTT "
-                      f"{rtt * 1e3:.2f} ms", flush=True)
-            result.details[backend]["cases"][case.transport.name] = {
-                key: summary[key] for key in ("completed", "completion_time_s", "failure_time_s",
-                                              "time_to_recover_s", "reroute_times_s", "bit_exact",
-                                              "evs_retired", "retransmissions", "notes")}
-            where = f"{backend} {case.transport.name}"
-            for share in RECOVERY_SHARES:
-                recover = metrics.time_to_recover(record, fraction=share)
-                result.details[backend]["cases"][case.transport.name][f"recover_to_{share:.0%}_s"] = recover
-                note = "never recovered" if recover is None else ""
-                label = f"{where}: recovery to {share:.0%}"
-                result.add(f"{label}", recover and recover * 1e3, "ms", better="lower", note=note)
-                result.add(f"{label} in RTTs", recover and recover / rtt, "RTTs", better="lower", note=note)
-            if case.transport.mode == "mrc":
-                result.add(f"{where}: completion", summary["completion_time_s"], "s", better="lower",
-                           note="" if summary["completed"] else "did not complete")
+            by_transport.setdefault(case.transport.name, []).append((case, record))
+        for name, case_runs in by_transport.items():
+            _case_figures(result, backend, name, case_runs, unloaded)
     if not getattr(options, "no_fat_tree", False):
         fat_tree(result, backends, int(getattr(options, "fat_tree_rate", None) or FAT_TREE_RATE_BPS))
     return result
+
+
+def _case_figures(result: Measurement, backend: str, name: str, runs: list, unloaded: float) -> None:
+    """One transport's figures over its runs: the median recovery (to each share, in ms and in RTTs)
+    and, for MRC, the median completion; every run's values in the details."""
+    where = f"{backend} {name}"
+    each = []
+    for case, record in runs:
+        summary = metrics.summarise(record)
+        rtt = record.base_rtt or unloaded
+        run = {key: summary[key] for key in ("seed", "completed", "completion_time_s", "failure_time_s",
+                                             "time_to_recover_s", "reroute_times_s", "bit_exact",
+                                             "evs_retired", "retransmissions", "notes", "fidelity")}
+        run["base_rtt_s"] = rtt
+        for share in RECOVERY_SHARES:
+            recover = metrics.time_to_recover(record, fraction=share)
+            run[f"recover_to_{share:.0%}_s"] = recover
+            run[f"recover_to_{share:.0%}_rtts"] = None if recover is None else recover / rtt
+        if backend == "mininet":
+            print(f"   {where} run {case.repetition + 1}/{len(runs)}: {summary['fidelity']}, base RTT "
+                  f"{format_seconds(rtt)}, recovery to 90 % "
+                  f"{_time(run['recover_to_90%_s'], 'never')}", flush=True)
+        each.append(run)
+    result.details[backend]["cases"][name] = {"runs": each}
+    for share in RECOVERY_SHARES:
+        label = f"{where}: recovery to {share:.0%}"
+        for suffix, key, unit, scale in (("", f"recover_to_{share:.0%}_s", "ms", 1e3),
+                                         (" in RTTs", f"recover_to_{share:.0%}_rtts", "RTTs", 1.0)):
+            values = [run[key] for run in each]
+            middle = repeats.median(values)
+            note = _spread_note(values, "never recovered", unit == "ms")
+            result.add(f"{label}{suffix}", None if middle is None else middle * scale, unit, better="lower",
+                       note=note)
+            print(f"   {label}{suffix}: {note}", flush=True)
+    if runs[0][0].transport.mode == "mrc":
+        values = [run["completion_time_s"] for run in each]
+        note = _spread_note(values, "did not complete", True)
+        result.add(f"{where}: completion", repeats.median(values), "s", better="lower", note=note)
+        print(f"   {where}: completion: {note}", flush=True)
+
+
+def _spread_note(values: list, never: str, times: bool) -> str:
+    """'median M of N runs (min..max)'; `never` in how many runs when the median run has no value."""
+    spread = repeats.spread(values)
+    text = (lambda v: _time(v, "never")) if times else (lambda v: "never" if v is None else f"{v:.3g}")
+    if spread["median"] is None:
+        return f"{never} in {sum(v is None for v in values)} of {len(values)} runs"
+    return f"median {text(spread['median'])} of {len(values)} runs ({text(spread['min'])}..{text(spread['max'])})"
+
+
+def _time(value, never: str) -> str:
+    return never if value is None else format_seconds(value)
+
+
 
 
 def fat_tree(result: Measurement, backends: list[str], rate_bps: int) -> None:
@@ -144,6 +189,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-fat-tree", action="store_true", help="leave out the fat-tree k=4 failover")
     parser.add_argument("--fat-tree-rate", type=int, default=FAT_TREE_RATE_BPS, metavar="BPS",
                         help="link rate of the fat-tree k=4 failover (default 1 Mbit/s)")
+    parser.add_argument("--repeat", type=int, default=REPEAT, metavar="N",
+                        help=f"runs per case of the leaf-spine failover; figures are medians (default {REPEAT})")
 
 
 def main(argv=None) -> int:

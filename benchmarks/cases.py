@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
+from experiments import repeats
 from experiments.backends import make_backend, mininet_unavailable
 from experiments.record import CaseRecord
 from experiments.scenario import Case, parse_scenario
@@ -16,16 +17,18 @@ NETSIM_RATE_BPS = 100_000_000        # link rate on netsim (simulated time: any 
 
 
 def run_cases(doc: dict, backend: str, target: str = "model",
-              transports: Optional[list[str]] = None) -> list[tuple[Case, CaseRecord]]:
-    """Every case of the scenario `doc` (only the named transports, when given) on `backend`."""
+              transports: Optional[list[str]] = None, repeat: int = 1) -> list[tuple[Case, CaseRecord]]:
+    """Every case of the scenario `doc` (only the named transports, when given) on `backend`,
+    `repeat` times round by round (experiments.repeats: seed + i on netsim)."""
     scenario = parse_scenario(doc, path=f"<benchmark {doc['name']}>")
     runner = make_backend(backend, target)
+    chosen = [case for case in scenario.cases() if not transports or case.transport.name in transports]
     out = []
-    for case in scenario.cases():
-        if transports and case.transport.name not in transports:
-            continue
-        log.info("%s on %s: %s", scenario.name, backend, case.label)
-        out.append((case, runner.run_case(case)))
+    for case in repeats.expand(chosen, repeat, backend):
+        log.info("%s on %s: %s (run %d/%d)", scenario.name, backend, case.label, case.repetition + 1, repeat)
+        record = runner.run_case(case)
+        record.repetition = case.repetition
+        out.append((case, record))
     return out
 
 

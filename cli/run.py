@@ -4,6 +4,7 @@
     mrc-testbed run experiments/failover.yaml --backend netsim --quick --seed 7 --out /tmp/f
     mrc-testbed run experiments/failover.yaml --backend mininet --pcap     # + a pcap per switch port
     mrc-testbed run experiments/failover.yaml --no-calibrate  # no calibration: the fixed fallback rates
+    mrc-testbed run experiments/failover.yaml --repeat 5      # every case 5 times: median and range
 """
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments import results
+from experiments import repeats, results
 from experiments.backends import BACKENDS, TARGETS
-from experiments.runner import choose_backend, choose_link_rate, run_scenario, select_cases
+from experiments.runner import PCAP_FOLDER, choose_backend, choose_link_rate, run_scenario, select_cases
 from experiments.scenario import ScenarioError, load_scenario
 from testbed.capture import add_pcap_arguments, capture_from_args
 from testbed.logs import setup_logging
@@ -39,7 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-calibrate", action="store_true",
                         help="mininet backend without a calibration of the target on this machine: run "
                              "`rate_bps: auto` links at the fixed fallback rate instead of calibrating first")
-    add_pcap_arguments(parser)          # mininet backend: pcaps in each case's run folder
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run every case N times and report the median and range (min..max) of its "
+                             "times; netsim runs repetition i with seed + i (default: 1)")
+    add_pcap_arguments(parser)          # mininet backend: pcaps in <results folder>/pcap/<case>/
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario, quick=args.quick, seed=args.seed)
     except ScenarioError as error:
         print(f"mrc-testbed run: {error}", file=sys.stderr)
+        return 2
+    if args.repeat < 1:
+        print(f"mrc-testbed run: --repeat {args.repeat}: expected a number of runs per case, 1 or more",
+              file=sys.stderr)
         return 2
     backend_name = choose_backend(args.backend)
     try:
@@ -70,16 +78,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
                                           variants=args.variant, transports=args.transport,
-                                          pcap=capture, link_rate=link_rate)
+                                          pcap=capture, link_rate=link_rate, repeat=args.repeat)
     except (RuntimeError, ValueError, KeyError) as error:
         print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
         return 1
-    print(f"{scenario.title} ({backend_name} backend, seed {scenario.seed})")
+    print(f"{scenario.title} ({backend_name} backend, {repeats.seeds_note(scenario.seed, args.repeat, backend_name)})")
     print(results.format_table(summaries))
     for s in summaries:
         for note in s["notes"]:
             print(f"note: {s['variant']} / {s['transport']}: {note}")
         for reason in s.get("fidelity_reasons", []):
             print(f"distorted: {s['variant']} / {s['transport']}: {reason}")
-    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl)")
+    captured = f", {PCAP_FOLDER}/<case>/" if capture is not None else ""
+    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl{captured})")
     return 0

@@ -219,6 +219,7 @@ def summarise(record: CaseRecord) -> dict:
         "mode": record.mode,
         "backend": record.backend,
         "seed": record.seed,
+        "repetition": record.repetition,
         "topology": record.topology,
         "hosts": record.hosts,
         "workload": record.workload,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from experiments.report import _backend, _rel, find_runs
+from experiments.timefmt import format_seconds
 
 Figures = Callable[[dict], list[str]]
 
@@ -65,7 +66,7 @@ def gray_figures(summary: dict) -> list[str]:
         parts = []
         for name, c in cases.items():
             t = c.get("completion_time_s")
-            done = f"finished in {t:.3g} s" if c.get("completed") and t is not None else "did not finish"
+            done = f"finished in {format_seconds(t)}" if c.get("completed") and t is not None else "did not finish"
             evs = (f", {c.get('evs_retired', 0)} EVs retired, {c.get('evs_reinstated', 0)} reinstated"
                    if c.get("mode") == "mrc" else "")
             parts.append(f"{name} {done}{evs}")
@@ -105,8 +106,8 @@ def failover_figures(summary: dict) -> list[str]:
             ttr = c.get("time_to_recover_s")
             gap = c.get("longest_delivery_gap_s")
             lines.append(f"{variant}, {name}: recovered in "
-                         f"{'never' if ttr is None else f'{ttr * 1e3:.3g} ms'}"
-                         f"{'' if gap is None else f', longest gap {gap * 1e3:.3g} ms'}{_finished(c)}")
+                         f"{'never' if ttr is None else format_seconds(ttr)}"
+                         f"{'' if gap is None else f', longest gap {format_seconds(gap)}'}{_finished(c)}")
     return lines
 
 
@@ -117,8 +118,8 @@ def cascade_figures(summary: dict) -> list[str]:
         for name, c in cases.items():
             done = c.get("completion_time_s")
             gap = c.get("longest_delivery_gap_s")
-            lines.append(f"{variant}, {name}: completed in {'never' if done is None else f'{done:.3g} s'}, "
-                         f"longest delivery gap {'—' if gap is None else f'{gap * 1e3:.3g} ms'}, "
+            lines.append(f"{variant}, {name}: completed in {'never' if done is None else format_seconds(done)}, "
+                         f"longest delivery gap {'—' if gap is None else format_seconds(gap)}, "
                          f"{c.get('evs_retired', 0)} EVs retired{_finished(c)}")
     return lines
 

@@ -24,6 +24,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from experiments import metrics  # noqa: E402
 from experiments.record import CaseRecord  # noqa: E402
+from experiments.timefmt import format_seconds  # noqa: E402
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
 # Later transports are drawn thinner on top of earlier ones, so lines that coincide stay visible.
@@ -147,7 +148,7 @@ def _goodput_whole(whole, variant: str, recs: list[CaseRecord], colour: dict) ->
     if recs:
         _mark_runs(whole, recs, colour, labelled)
         _shade_distortion(whole, recs, colour, labelled)
-    _goodput_axes(whole, f"{variant}: whole run ({width * 1e3:.2g} ms moving average)",
+    _goodput_axes(whole, f"{variant}: whole run ({format_seconds(width)} moving average)",
                   "time since the workload started (ms)", legend_columns=3)
 
 
@@ -197,7 +198,7 @@ def _goodput_zoom(zoom, variant: str, recs: list[CaseRecord], colour: dict) -> N
                       color=colour[r.transport], linewidth=WIDTHS[k % len(WIDTHS)],
                       linestyle=STYLES[k % len(STYLES)], label=r.transport)
     zoom.axvline(0, color="red", linestyle="--", linewidth=1.2, label="failure")
-    _goodput_axes(zoom, f"{variant}: around the failure (raw {recs[0].sample_interval * 1e3:g} ms samples)",
+    _goodput_axes(zoom, f"{variant}: around the failure (raw {format_seconds(recs[0].sample_interval)} samples)",
                   "time since the failure, in each run (ms)", legend_columns=4)
 
 
@@ -241,11 +242,12 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
     failed = any(s["failure_time_s"] is not None for s in summaries)
     done = [s["completion_time_s"] for s in summaries if s["completion_time_s"] is not None]
     in_ms = max(done + ([horizon] if len(done) < len(summaries) else []), default=1.0) < 1.0
+    ranges = "\n(median of the runs; black: min..max)" if any("repeats" in s for s in summaries) else ""
     panels = [("completion_time_s", f"completion time ({'ms' if in_ms else 's'})", 1e3 if in_ms else 1.0,
-               "completion time (hatched: did not finish within the horizon)")]
+               "completion time (hatched: did not finish within the horizon)" + ranges)]
     if failed:
         panels.append(("time_to_recover_s", "time to recover (ms)", 1e3,
-                       "time until goodput is back to 90 % after the failure"))
+                       "time until goodput is back to 90 % after the failure" + ranges))
     fig, axes = plt.subplots(1, len(panels) + 1, figsize=(6 * (len(panels) + 1), 4.4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         _time_panel(ax, bars, horizon, *panel)
@@ -272,11 +274,23 @@ def _time_panel(ax, bars: _Bars, horizon: float, key: str, label: str, scale: fl
             top = max(top, h)
         else:
             ax.bar(x, value * scale, bars.width, color=bars.colour[tname])
-            ax.text(x, value * scale, f"{value * scale:.3g}", ha="center", va="bottom", fontsize=7)
-            top = max(top, value * scale)
+            high = max(value * scale, _range_bar(ax, x, s, key, scale))     # the label above the range
+            ax.text(x, high, format_seconds(value), ha="center", va="bottom", fontsize=7)
+            top = max(top, high)
     ax.set_ylabel(label)
     ax.set_ylim(0, top * 1.25 if top > 0 else 1.0)
     ax.set_title(heading, fontsize=10)
+
+
+def _range_bar(ax, x: float, summary: dict, key: str, scale: float) -> float:
+    """A case run several times (`run --repeat`): its min..max as a black error bar over the bar of
+    its median; returns the bar's top (0 when there is none, or a run never got a value)."""
+    spread = (summary.get("repeats") or {}).get(key)
+    if not spread or spread["min"] is None or spread["max"] is None:
+        return 0.0
+    low, high, mid = spread["min"] * scale, spread["max"] * scale, summary[key] * scale
+    ax.errorbar([x], [mid], yerr=[[mid - low], [high - mid]], fmt="none", ecolor="black", capsize=3, linewidth=1)
+    return high
 
 
 def _retransmission_panel(ax, bars: _Bars) -> list:

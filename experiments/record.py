@@ -77,6 +77,7 @@ class CaseRecord:
     switch_stats: dict = field(default_factory=dict)     # summed switch counters
     fidelity: dict = field(default_factory=dict)         # verdict, reasons, measured (testbed/fidelity.py)
     base_rtt: Optional[float] = None       # the smallest data-packet RTT any host measured (s)
+    repetition: int = 0                    # which run of its case (0-based; `run --repeat`)
     notes: list = field(default_factory=list)
 
     def as_dict(self) -> dict:

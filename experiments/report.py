@@ -54,8 +54,9 @@ def render_markdown(runs: list[tuple[Path, dict]], page: Path) -> str:
     for folder, s in runs:
         lines += [f"## {s.get('title', s.get('scenario', folder.name))}", "",
                   s.get("description", "").strip(), "",
-                  f"`{_rel(folder, page)}` — backend {_backend(s)}, seed {s.get('seed')}"
+                  f"`{_rel(folder, page)}` — backend {_backend(s)}, {results.run_seeds(s)}"
                   f"{', quick' if s.get('quick') else ''}, {s.get('created', '')}", ""]
+        lines += [results.REPEATS_NOTE, ""] if s.get("repeat", 1) > 1 else []
         lines += results.markdown_table(s["cases"]) + [""]
         lines += [f"- distorted: {line}" for line in results.fidelity_lines(s["cases"])]
         lines += [""] if results.fidelity_lines(s["cases"]) else []
@@ -83,8 +84,9 @@ def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
         parts += [f"<h2 id='run{i}'>{e(s.get('title', s.get('scenario', folder.name)))}</h2>",
                   f"<p>{e(s.get('description', ''))}</p>",
                   f"<p class='meta'>{e(_rel(folder, page))} — backend {e(_backend(s))}, "
-                  f"seed {e(str(s.get('seed')))}{', quick' if s.get('quick') else ''}, "
+                  f"{e(results.run_seeds(s))}{', quick' if s.get('quick') else ''}, "
                   f"{e(str(s.get('created', '')))}</p>",
+                  f"<p>{e(results.REPEATS_NOTE)}</p>" if s.get("repeat", 1) > 1 else "",
                   "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
                   + "".join("<tr>" + "".join(_cell(h, c) for h, c in zip(header, row)) + "</tr>" for row in rows)
                   + "</table>"]

@@ -3,7 +3,10 @@
     <folder>/raw.jsonl     one JSON object per line: a "case" line per case (its record without the
                            time series), then its "sample" lines (time, cumulative bytes per flow)
                            and "ev" lines (EV state changes)
-    <folder>/summary.json  scenario, backend, seed, and the summary of every case (metrics.summarise)
+    <folder>/summary.json  scenario, backend, seed, and the summary of every case (metrics.summarise);
+                           with `run --repeat N`, one aggregate per case (experiments/repeats.py:
+                           medians, and `repeats` with N, seeds, median/min/max) and every run's
+                           summary under `runs`; raw.jsonl then has every run, with its `repetition`
     <folder>/*.png         figures (plots.py)
     <folder>/summary.md    the table and the figures, for people
     <folder>/testbed.log   the log of the run (testbed.logs)
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from experiments.record import CaseRecord
+from experiments.timefmt import format_seconds
 
 SUMMARY_JSON = "summary.json"
 RAW_JSONL = "raw.jsonl"
@@ -55,7 +59,9 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
     lines = [f"# {meta['title']}", "", meta.get("description", "").strip(), "",
              f"Scenario `{meta['scenario_file']}`, backend **{meta['backend']}**"
              + (f" (target {meta['target']})" if meta.get("target") else "")
-             + f", seed {meta['seed']}{', quick' if meta.get('quick') else ''}, {meta['created']}.", ""]
+             + f", {run_seeds(meta)}{', quick' if meta.get('quick') else ''}, {meta['created']}.", ""]
+    if meta.get("repeat", 1) > 1:
+        lines += [REPEATS_NOTE, ""]
     lines += markdown_table(summaries)
     distorted = fidelity_lines(summaries)
     if distorted:
@@ -72,11 +78,26 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
     return path
 
 
+REPEATS_NOTE = ("Each case ran several times: a row gives the median of its runs, [min..max] beside it, "
+                "and `runs` how many; the figures show each case's run of median recovery (of median "
+                "completion when nothing failed); `raw.jsonl` holds every run, `summary.json` their "
+                "summaries under `runs`.")
+
+
+def run_seeds(meta: dict) -> str:
+    """'seed 1', or how many runs each case had and with which seeds (`run --repeat`)."""
+    return meta.get("seeds_note") or f"seed {meta.get('seed')}"
+
+
 def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the comparison table (columns that say nothing are left out)."""
+    """Header and rows of the comparison table (columns that say nothing are left out). A case run
+    several times (`repeats`) shows its medians with [min..max] and a `runs` column."""
     flows = any(s["workload"] in ("incast", "permutation") for s in summaries)
+    repeated = any("repeats" in s for s in summaries)
     header = ["variant", "transport", "done", "completion", "recover", "longest gap", "EVs retired",
               "retx trim/timeout/nack/sack", "bit-exact", "fidelity"]
+    if repeated:
+        header.insert(2, "runs")
     if flows:
         header += ["flow Mb/s min/max", "victim Mb/s", "link max/mean", "queue drops"]
     rows = []
@@ -89,6 +110,8 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
                _millis(s.get("longest_delivery_gap_s"), s["failure_time_s"]),
                str(s["evs_retired"]), f"{r['trim']}/{r['timeout']}/{r['nack']}/{r.get('sack', 0) + r.get('tail_probe', 0)}",
                "yes" if s["bit_exact"] else "NO", s.get("fidelity", "unknown")]
+        if repeated:
+            _add_spread(row, s)
         if flows:
             ft = s["flow_throughput_bps"]
             victim = s["throughput_by_role_bps"].get("victim")
@@ -132,8 +155,38 @@ def read_summary(folder: Path) -> Optional[dict]:
         return None
 
 
+def _add_spread(row: list[str], s: dict) -> None:
+    """A repeated case's row: its runs, done in how many when not in all or none, [min..max] of
+    completion and recovery, distorted in how many (a row of one run gets a 1 in `runs`)."""
+    spread = s.get("repeats")
+    if spread is None:
+        row.insert(2, "1")
+        return
+    n = spread["n"]
+    if 0 < spread["completed"] < n:
+        row[2] = f"{spread['completed']}/{n}"
+    ends = _range(spread["completion_time_s"], _seconds)
+    row[3] = f"{row[3]} {ends}".rstrip()
+    if s["failure_time_s"] is not None:
+        stayed = [done for value, done in zip(spread["time_to_recover_s"]["values"], spread["completed_each"])
+                  if value is None]
+        ends = _range(spread["time_to_recover_s"],
+                      lambda value: _recovery(value, s["failure_time_s"], bool(stayed) and all(stayed)))
+        row[4] = f"{row[4]} {ends}".rstrip()
+    if spread.get("distorted"):
+        row[-1] += f" ({spread['distorted']}/{n})"
+    row.insert(2, str(n))
+
+
+def _range(spread: dict, text) -> str:
+    """'[min..max]' of a spread, each end as `text` writes it; nothing when no run had a value."""
+    if spread["min"] is None:
+        return ""
+    return f"[{text(spread['min'])}..{text(spread['max'])}]"
+
+
 def _seconds(value: Optional[float]) -> str:
-    return "never" if value is None else f"{value:.4g} s"
+    return "never" if value is None else format_seconds(value)
 
 
 def _rtts(value: Optional[float]) -> str:
@@ -143,17 +196,10 @@ def _rtts(value: Optional[float]) -> str:
     return f" ({value:.0f} RTT)" if value >= 100 else f" ({value:.3g} RTT)"
 
 
-def _short(value: float) -> str:
-    """A short time in the unit that keeps its digits: ms from 1 ms up, us below."""
-    if value == 0:
-        return "0 ms"
-    return f"{value * 1e3:.0f} ms" if value >= 1e-3 else f"{value * 1e6:.0f} us"
-
-
 def _millis(value: Optional[float], failure: Optional[float]) -> str:
     if failure is None or value is None:
         return "-"
-    return _short(value)
+    return format_seconds(value)
 
 
 def _recovery(value: Optional[float], failure: Optional[float], completed: bool) -> str:
@@ -162,7 +208,7 @@ def _recovery(value: Optional[float], failure: Optional[float], completed: bool)
         return "-"
     if value is None:
         return "stayed <90%" if completed else "never"
-    return _short(value)
+    return format_seconds(value)
 
 
 def _jsonable(value):

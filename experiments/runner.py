@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from experiments import budget, calibration, metrics, plots, results
+from experiments import budget, calibration, metrics, plots, repeats, results
 from experiments.backends import default_backend, make_backend
 from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
 
 log = logging.getLogger("mrc.experiments")
+PCAP_FOLDER = "pcap"                 # a run's captures: <results folder>/pcap/<case>/<switch>-port<N>.pcap
 
 
 class ProgressBar:
@@ -115,23 +116,27 @@ def select_cases(scenario: Scenario, variants: list[str], transports: list[str])
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
                  progress_stream: TextIO = sys.stderr, variants: list[str] = (),
                  transports: list[str] = (), pcap: PcapCapture | None = None,
-                 link_rate: calibration.LinkRate | None = None) -> tuple[list[dict], list[Path]]:
-    """Run every (selected) case, write the results folder; return (summaries, figure paths).
+                 link_rate: calibration.LinkRate | None = None, repeat: int = 1) -> tuple[list[dict], list[Path]]:
+    """Run every (selected) case `repeat` times, write the results folder; return (summaries, figure
+    paths): one summary per case, over its repetitions when `repeat` > 1 (experiments/repeats.py).
 
-    With `pcap` (mininet backend only) every switch port of every case is captured; `link_rate`
-    (mininet only, default: the target's calibration, see `choose_link_rate`) sets the links' rates."""
-    cases = select_cases(scenario, list(variants), list(transports))
-    backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate)
+    With `pcap` (mininet backend only) every switch port of every case is captured into
+    `folder`/pcap/<case>/; `link_rate` (mininet only, default: the target's calibration, see
+    `choose_link_rate`) sets the links' rates."""
+    cases = repeats.expand(select_cases(scenario, list(variants), list(transports)), repeat, backend_name)
     if pcap is not None:
-        print(f"mrc-testbed run: capturing every switch port to {backend.run_root}/{scenario.name}-<time>-<case>/"
-              "<switch>-port<N>.pcap (decode: tshark -X lua_script:wireshark/mrc.lua -r FILE)",
-              file=progress_stream)
+        pcap = pcap.into(Path(folder) / PCAP_FOLDER)
+        print(f"mrc-testbed run: capturing every switch port to {pcap.folder}/<case>/<switch>-port<N>.pcap "
+              "(decode: tshark -X lua_script:wireshark/mrc.lua -r FILE)", file=progress_stream)
+    backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate)
+    if repeat > 1:
+        print(f"mrc-testbed run: {repeats.seeds_note(scenario.seed, repeat, backend_name)}", file=progress_stream)
     bar = ProgressBar(len(cases), progress_stream)
     records = []
     started = time.monotonic()
     interrupted = False
     for i, case in enumerate(cases):
-        bar.case(i, case.label)
+        bar.case(i, case.label + (f" (run {case.repetition + 1}/{repeat})" if repeat > 1 else ""))
         t0 = time.monotonic()
         try:
             record = backend.run_case(case, bar.update)
@@ -140,16 +145,22 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
             break
         log.info("%s: %s in %.1f s of wall time", case.label,
                  "completed" if record.completed else "did not complete", time.monotonic() - t0)
+        record.repetition = case.repetition
         records.append(record)
     bar.done()
     folder.mkdir(parents=True, exist_ok=True)
-    summaries = [metrics.summarise(r) for r in records]
-    figures = plots.make_figures(records, summaries, folder, scenario.title) if records else []
+    runs = [metrics.summarise(r) for r in records]
+    summaries = repeats.aggregate_all(runs)
+    shown = repeats.representative_records(records, runs)
+    figures = plots.make_figures(shown, summaries, folder, scenario.title) if records else []
     meta = {"scenario": scenario.name, "title": scenario.title, "description": scenario.description,
             "scenario_file": scenario.path, "backend": backend_name,
             "target": target if backend_name == "mininet" else None, "seed": scenario.seed, "quick": quick,
             "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "wall_time_s": round(time.monotonic() - started, 2), "interrupted": interrupted}
+    if repeat > 1:
+        meta.update(repeat=repeat, seeds=repeats.seeds(scenario.seed, repeat, backend_name),
+                    seeds_note=repeats.seeds_note(scenario.seed, repeat, backend_name), runs=runs)
     results.write_raw(records, folder)
     results.write_summary(meta, summaries, figures, folder)
     results.write_markdown(meta, summaries, figures, folder)

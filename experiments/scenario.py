@@ -164,6 +164,7 @@ class Case:
     scenario: "Scenario"
     variant: Variant
     transport: TransportSpec
+    repetition: int = 0                  # which run of this variant and transport (0-based; `run --repeat`)
 
     @property
     def label(self) -> str:

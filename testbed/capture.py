@@ -1,23 +1,29 @@
 """Packet captures of the switch ports: how much of each packet tcpdump keeps, and the options
 `--pcap` / `--pcap-snaplen N` that `mrc-testbed up` and `mrc-testbed run` share.
 
-A capture writes `<run dir>/<switch>-port<N>.pcap` per switch port. Whole packets are kept by
-default, so Wireshark (with wireshark/mrc.lua) decodes every data packet to its ICRC; a snapshot
-length keeps only the first N bytes of each (102 bytes hold every MRC header).
+A capture writes `<run dir>/<switch>-port<N>.pcap` per switch port, or into the capture's own
+`folder` when it has one (`mrc-testbed run --pcap --out DIR`: DIR/pcap/<case>/, see `case_folder`).
+Whole packets are kept by default, so Wireshark (with wireshark/mrc.lua) decodes every data packet
+to its ICRC; a snapshot length keeps only the first N bytes of each (102 bytes hold every MRC header).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 MAX_SNAPLEN = 262144            # tcpdump's largest (and default) snapshot length
 
 
 @dataclass(frozen=True)
 class PcapCapture:
-    """Capture every switch port; keep `snaplen` bytes of each packet (0: whole packets)."""
+    """Capture every switch port; keep `snaplen` bytes of each packet (0: whole packets); write the
+    files into `folder` (None: the network's run folder)."""
 
     snaplen: int = 0
+    folder: Path | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.snaplen, bool) or not isinstance(self.snaplen, int) \
@@ -33,6 +39,22 @@ class PcapCapture:
         if isinstance(pcap, bool):
             return cls() if pcap else None
         raise TypeError(f"pcap={pcap!r}: expected True/False or a PcapCapture")
+
+    def into(self, folder: str | Path) -> "PcapCapture":
+        """The same capture, writing its files into `folder` (made absolute: tcpdump runs elsewhere)."""
+        return dataclasses.replace(self, folder=Path(folder).resolve())
+
+    def case_folder(self, case_label: str, repetition: int = 0) -> "PcapCapture":
+        """The capture of one case of a run that captures into `folder`: its own subfolder, named
+        after the case (and its repetition, after the first), e.g. `leaf-spine-mrc`, `leaf-spine-mrc-run2`."""
+        if self.folder is None:
+            return self
+        name = re.sub(r"[^a-z0-9]+", "-", case_label.lower()).strip("-") or "case"
+        return self.into(self.folder / (name if repetition == 0 else f"{name}-run{repetition + 1}"))
+
+    def files_folder(self, run_dir: str | Path) -> Path:
+        """Where the pcap files of a network whose run folder is `run_dir` go."""
+        return Path(run_dir) if self.folder is None else self.folder
 
     def tcpdump_args(self) -> list[str]:
         """tcpdump's snapshot-length option for this capture (`-s 0` keeps whole packets)."""

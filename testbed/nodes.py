@@ -199,8 +199,10 @@ class P4Switch(RunMarked, Switch):
         tcpdump = shutil.which("tcpdump")
         if tcpdump is None:
             raise SwitchStartError(f"{self.name}: pcap asked for but tcpdump is not on PATH")
+        folder = self.pcap.files_folder(self.run_dir)
+        folder.mkdir(parents=True, exist_ok=True)
         for port, ifname in self.data_ports().items():
-            out = self.run_dir / f"{self.topo_name}-port{port}.pcap"
+            out = folder / f"{self.topo_name}-port{port}.pcap"
             with open(self.run_dir / f"{self.topo_name}-port{port}.tcpdump.log", "wb") as err:
                 proc = self.popen([tcpdump, "-i", ifname, "--immediate-mode", "-U", "-w", str(out),
                                    *self.pcap.tcpdump_args()],

@@ -341,7 +341,7 @@ def test_cpu_distorted_spans_are_shaded_on_the_goodput_panel():
 
 
 def test_short_times_in_the_table_keep_their_digits():
-    assert results._millis(0.150, 1.0) == "150 ms" and results._millis(42e-6, 1.0) == "42 us"
+    assert results._millis(0.150, 1.0) == "150 ms" and results._millis(42e-6, 1.0) == "42 µs"
     assert results._millis(None, 1.0) == "-" and results._millis(0.2, None) == "-"
     assert results._recovery(None, 1.0, True) == "stayed <90%" and results._recovery(None, 1.0, False) == "never"
 

@@ -33,10 +33,10 @@ def test_completion_and_recovery_are_given_in_base_rtts_of_the_record():
     assert summary["time_to_recover_rtts"] == pytest.approx(25)
     assert summary["longest_delivery_gap_rtts"] == pytest.approx(summary["longest_delivery_gap_s"] / 0.002)
     header, rows = results.table_rows([summary])
-    assert rows[0][header.index("completion")] == "0.4 s (200 RTT)"
+    assert rows[0][header.index("completion")] == "400 ms (200 RTT)"
     assert rows[0][header.index("recover")] == "50 ms (25 RTT)"
     summary["completion_rtts"] = 7116.4
-    assert results.table_rows([summary])[1][0][header.index("completion")] == "0.4 s (7116 RTT)"
+    assert results.table_rows([summary])[1][0][header.index("completion")] == "400 ms (7116 RTT)"
 
 
 def test_a_slower_run_with_a_longer_rtt_compares_in_rtts():
@@ -55,7 +55,7 @@ def test_without_a_measured_rtt_there_are_no_rtt_figures():
     summary = metrics.summarise(failed_record(None))
     assert summary["base_rtt_s"] is None and summary["completion_rtts"] is None
     header, rows = results.table_rows([summary])
-    assert rows[0][header.index("completion")] == "0.4 s"
+    assert rows[0][header.index("completion")] == "400 ms"
 
 
 def test_an_endpoint_reports_no_rtt_before_any_sample():

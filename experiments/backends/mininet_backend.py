@@ -167,7 +167,8 @@ class MininetBackend:
             log.warning("%s: %s", case.label, note)
         record = self._record(case, topo, notes)
         run_dir = (self.run_root / f"{case.scenario.name}-{int(time.time())}-{_slug(case.label)}").resolve()
-        net = TestbedNetwork(topo, target=self.target, run_dir=run_dir, pcap=self.pcap,
+        pcap = self.pcap.case_folder(case.label, case.repetition) if self.pcap is not None else None
+        net = TestbedNetwork(topo, target=self.target, run_dir=run_dir, pcap=pcap,
                              convergence_delay=case.transport.reroute_delay_s,
                              progress=lambda line: log.info("%s", line))
         agents = AgentLauncher(net, run_dir / "agents")
