@@ -7,6 +7,7 @@ left alone unless --force is given.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from testbed.registry import clean_run, list_runs
 
@@ -17,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     parser.add_argument("--run", metavar="RUN_ID", action="append",
                         help="clean only this run (repeatable; default: every recorded run)")
+    parser.add_argument("--cluster", metavar="FILE", type=Path,
+                        help="also on every server of this cluster file: end what runs of this machine "
+                             "that are over left there, and remove their folders")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,4 +43,25 @@ def run(args: argparse.Namespace) -> int:
         cleaned += 1
     if not runs:
         print("nothing to clean")
+    if args.cluster is not None:
+        return clean_cluster(args.cluster, args.dry_run)
     return 0
+
+
+def clean_cluster(path: Path, dry_run: bool) -> int:
+    """Every server's run folders but those of runs still alive here (testbed.cluster.clean_servers)."""
+    from testbed.cluster import clean_servers
+    from testbed.clusterfile import ClusterFileError, load_cluster_file
+    try:
+        cluster = load_cluster_file(path)
+    except ClusterFileError as error:
+        print(f"mrc-testbed clean: {error}")
+        return 2
+    if dry_run:
+        print(f"--cluster: would clean {len(cluster.servers)} servers of {path}")
+        return 0
+    alive = {state.run_id for state in list_runs() if state.owner_alive()}
+    lines = clean_servers(cluster, keep=alive)
+    for line in lines:
+        print(line)
+    return 1 if any("not reached" in line for line in lines) else 0

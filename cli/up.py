@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--convergence-delay", type=float, metavar="SECONDS",
                         help="emulate a converging control plane: reroute around a dead link "
                              "this long after it goes down (default: off, routing is static)")
+    parser.add_argument("--cluster", metavar="FILE", type=Path,
+                        help="run the nodes on the servers of this cluster file (Mininet's cluster edition; "
+                             "model target; testbed/clusterfile.py)")
     parser.add_argument("--no-cli", action="store_true",
                         help="do not open the CLI: keep the network up until SIGTERM/Ctrl-C")
 
@@ -274,9 +277,18 @@ def run(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(args.verbosity, run_dir)
     signal.signal(signal.SIGTERM, _raise_exit)
-    testbed = TestbedNetwork(topo, target, run_dir=run_dir, pcap=capture,
-                             convergence_delay=args.convergence_delay,
-                             progress=lambda text: print(text, flush=True))
+    params = dict(run_dir=run_dir, pcap=capture, convergence_delay=args.convergence_delay,
+                  progress=lambda text: print(text, flush=True))
+    if args.cluster is not None:
+        from testbed.cluster import ClusterError, ClusterNetwork
+        from testbed.clusterfile import ClusterFileError, load_cluster_file
+        try:
+            testbed = ClusterNetwork(topo, load_cluster_file(args.cluster), target, **params)
+        except (ClusterFileError, ClusterError, ValueError) as exc:
+            print(f"mrc-testbed up: {exc}")
+            return 2
+    else:
+        testbed = TestbedNetwork(topo, target, **params)
     monitor = FidelityMonitor(testbed)
     try:
         testbed.start()

@@ -86,9 +86,18 @@ class AgentLauncher:
         path = job.write(self.log_dir / f"{name}.job.json")
         if job.log:
             Path(job.log).unlink(missing_ok=True)
+        if self.net.is_remote(job.host):
+            # On a cluster server: the job goes there first, and the agent's event log comes back
+            # on its standard output, as it is written, into the same local file.
+            job_arg, python, log_args = self.net.put_file(job.host, path), self.net.python(job.host), ("--log", "/dev/stdout")
+            stdout = open(job.log, "wb") if job.log else subprocess.DEVNULL
+        else:
+            job_arg, python, log_args, stdout = str(path), sys.executable, (), subprocess.DEVNULL
         with open(self.log_dir / f"{name}.stderr", "wb") as stderr:
-            cmd = [*realtime.command_prefix(), sys.executable, "-m", AGENT_MODULE, "--job", str(path), *agent_args]
-            proc = self.net.popen(job.host, cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(REPO))
+            cmd = [*realtime.command_prefix(), python, "-m", AGENT_MODULE, "--job", job_arg, *log_args, *agent_args]
+            proc = self.net.popen(job.host, cmd, stdout=stdout, stderr=stderr, cwd=str(REPO))
+        if stdout is not subprocess.DEVNULL:
+            stdout.close()
         agent = AgentProcess(name, job, path, proc)
         self.agents[name] = agent
         return agent

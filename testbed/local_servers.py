@@ -243,6 +243,30 @@ class NamespaceServers:
         """`ssh` reaching `server` with this folder's keys and known hosts, running `command`."""
         return ["ssh", "-F", str(self.folder / "ssh_config"), server.name, command]
 
+    def session_processes(self) -> list[str]:
+        """What ssh sessions left running on the servers: every process descending from a server's
+        sshd that is not an sshd itself, as 'pid args' lines (empty when nothing runs there)."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                children.setdefault(parent, []).append(int(entry.name))
+        found, todo = [], [p.pid for p in self._sshds.values()]
+        while todo:
+            for pid in children.get(todo.pop(), []):
+                todo.append(pid)
+                try:
+                    args = (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip())
+                    comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                except OSError:
+                    continue
+                if comm != "sshd" and args:
+                    found.append(f"{pid} {args}")
+        return found
+
     def cluster_document(self) -> dict:
         """The cluster file's content (testbed/clusterfile.py's format)."""
         options = {"IdentityFile": str(self.folder / "id_ed25519"),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -115,7 +116,7 @@ class TestbedNetwork:
             raise BringUpError(f"bring-up of {self.topology.name} on {self.target} failed: {exc}") \
                 from exc
         self.bring_up_s = time.monotonic() - began
-        self.control_priority.raise_((self.wire.pid,))
+        self.control_priority.raise_(self._control_pids())
         self.progress(f"network {self.topology.name} up on {self.target} in {self.bring_up_s:.2f} s")
         (self.run_dir / "bringup.json").write_text(json.dumps({
             "topology": self.topology.name, "target": self.target, "hosts": len(self.topology.hosts),
@@ -176,6 +177,10 @@ class TestbedNetwork:
         for host in self.net.hosts:
             nodes.disable_ipv6(host, [i.name for i in host.intfList() if i.name != "lo"])
         return f"{len(self.topology.links)} links"
+
+    def _control_pids(self) -> tuple[int, ...]:
+        """The processes that cut links, raised with this thread while the network runs."""
+        return (self.wire.pid,)
 
     def _start_switches(self) -> str:
         for switch in self.net.switches:
@@ -324,6 +329,14 @@ class TestbedNetwork:
             cells = client.read_counter(name, port)
             result[name] = {p: v for p, v in cells.items() if v.packets or v.bytes}
         return result
+
+    def is_remote(self, node: str) -> bool:
+        """Whether `node` runs on another server (testbed.cluster): never on one machine."""
+        return False
+
+    def python(self, node: str) -> str:
+        """The Python interpreter that runs the testbed's modules where `node` runs."""
+        return sys.executable
 
     def popen(self, host: str, cmd: list[str], **kwargs):
         """Start a process in a host's namespace, recorded for clean-up."""

@@ -1,0 +1,529 @@
+"""The testbed on several servers, on Mininet's cluster edition (`mininet.examples.cluster`).
+
+`ClusterNetwork` is a `TestbedNetwork` whose nodes run on the servers of a cluster file
+(testbed/clusterfile.py), placed by `topologies.placement`. Each node is a Mininet `RemoteMixin`
+node: its shell runs on its server over ssh (one shared connection per server, OpenSSH's
+ControlMaster), and every command and process of the node goes through that server.
+
+What the cluster edition does not give, and this module adds on top of it:
+
+- **Links that can drop.** Mininet's default cluster links are ssh tunnels (frames over TCP: they
+  never drop or trim). A link whose ends are on different servers is a kernel tunnel between the
+  servers' *wire* nodes instead: gretap (`RemoteGRELink`'s device) where the kernel has it, VXLAN
+  otherwise (`TunnelLink`); both carry Ethernet frames over IP and drop what they cannot carry.
+  Every interface of a crossing link is set to the tunnel MTU (1450 by default), and a run whose
+  frames do not fit is refused, naming the frame size and the MTU.
+- **Remote switch processes** (`ClusterRefSwitch`): the model switch started on its server, its
+  readiness (ready file), log (streamed back over ssh), counters and P4Runtime. P4Runtime and the
+  model's control socket are unix sockets on the server, forwarded to the front end by OpenSSH
+  (`ssh -L local.sock:remote.sock`), so the controller talks to it as to a local switch.
+- **Processes that die with the run** (`RemoteProcess`): each remote process records its PID in a
+  file on its server and is ended by that PID; it also ends when its ssh connection closes (its
+  stdin reaches end of file), so a SIGKILL of the front end leaves nothing running on a server.
+  Every local ssh client is started with PR_SET_PDEATHSIG.
+- **Files both ways**: jobs pushed before an agent starts, the agents' event logs streamed back as
+  they are written (the agent logs to its standard output), the model's statistics read back.
+
+Limits (docs/scale.md): BMv2 has no remote variant yet; the fidelity monitor samples only
+processes of this machine.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mininet.examples.cluster import RemoteLink, RemoteMixin
+
+from testbed import nodes
+from testbed.clusterfile import ClusterFile, Server
+from testbed.network import TestbedNetwork
+from topologies.placement import Placement, place
+from wire import constants as C
+
+log = logging.getLogger("mrc.testbed")
+
+TUNNEL_MTU = 1450                  # Mininet's GRE links use it on every interface; VXLAN fits it too
+REMOTE_ROOT = "/tmp/mrc-cluster"    # each run's files on a server: REMOTE_ROOT/<run id>/
+PR_SET_PDEATHSIG = 1
+
+# A remote process: run "$@" in the background, write its PID to $1, end it when our standard input
+# (held open by the front end's ssh client) reaches end of file, and exit with its status.
+# The PID and kernel start time (field 22 of /proc/PID/stat) of a process, as its PID file holds them.
+_PID_AND_START = 'echo "$1 $(sed "s/.*) //" /proc/$1/stat | cut -d" " -f20)"'
+# A remote process: run "$@" in the background, write its PID and start time to $1, end it when our
+# standard input (held open by the front end's ssh client) reaches end of file, exit with its status.
+WATCHDOG = ('pidfile=$1; shift; exec 3<&0; "$@" </dev/null 3<&- & child=$!; '
+            f'sh -c {shlex.quote(_PID_AND_START)} sh $child > "$pidfile"; '
+            '( cat <&3 >/dev/null 2>&1; kill -TERM $child 2>/dev/null ) >/dev/null 2>&1 & '
+            'watcher=$!; exec 3<&-; wait $child; code=$?; kill $watcher 2>/dev/null; rm -f "$pidfile"; exit $code')
+# On a server: signal $1 every process of a PID file given after it, when it is still the process
+# that wrote it (same start time).
+_SIGNAL_PID_FILES = ('sig=$1; shift; for f in "$@"; do [ -s "$f" ] || continue; read pid start < "$f"; '
+                     f'now=$(sh -c {shlex.quote(_PID_AND_START)} sh $pid 2>/dev/null | cut -d" " -f2); '
+                     '[ -n "$now" ] && [ "$now" = "$start" ] && kill -$sig $pid 2>/dev/null; done; true')
+
+
+class ClusterError(RuntimeError):
+    """A cluster run that cannot go on; the message names the server or node."""
+
+
+def _detach_and_die_with_parent() -> None:
+    """Before exec of a local ssh client: a process group of its own (Ctrl-C is the front end's
+    to handle, as in Mininet) and SIGKILL when the front end dies."""
+    os.setpgrp()
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def ssh_base(server: Server, control_dir: str | None = None) -> list[str]:
+    """The OpenSSH client command reaching `server` (without the destination): the cluster file's
+    options and batch mode; with `control_dir`, over the one shared connection to the server kept
+    there (OpenSSH's ControlMaster), else on a connection of its own."""
+    base = ["ssh", *server.ssh_args()[:-1], "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
+    if control_dir is None:
+        return [*base, "-o", "ControlMaster=no", "-o", "ControlPath=none"]
+    return [*base, "-o", f"ControlPath={control_dir}/ssh-%h-%p", "-o", "ControlMaster=auto", "-o", "ControlPersist=2"]
+
+
+class ClusterNode(RemoteMixin):
+    """Mixin: a testbed node on a server of the cluster (Mininet's `RemoteMixin`, with the cluster
+    file's ssh options, commands quoted for the remote shell and Python 3's bytes decoded)."""
+
+    def __init__(self, name, server: Server, control_dir: str, remote_dir: str, **params):
+        self.cluster_server = server
+        self.remote_dir = remote_dir
+        self.sshbase = [*ssh_base(server, control_dir), "-tt"]
+        super().__init__(name, server=server.address, user=server.user or "root", serverIP=server.address,
+                         **params)
+
+    _ignoreSignal = staticmethod(_detach_and_die_with_parent)     # RemoteMixin's preexec_fn
+
+    def startShell(self, *args, **kwargs):
+        """As RemoteMixin's, with ssh started directly rather than through a local `sudo -u`: this
+        process is root already, and PR_SET_PDEATHSIG does not survive sudo's set-user-ID exec."""
+        if self.sshcmd[:2] == ["sudo", "-E"]:
+            self.sshcmd = self.sshcmd[4:]
+        super().startShell(*args, **kwargs)
+
+    def _popen(self, cmd, sudo=True, tt=True, **params):
+        if self.isRemote and isinstance(cmd, list):
+            cmd = [shlex.quote(str(part)) for part in cmd]      # ssh joins its arguments with spaces
+        return super()._popen(cmd, sudo=sudo, tt=tt, **params)
+
+    def rcmd(self, *cmd, **opts) -> str:
+        """Run a command on the node's server, outside the node's namespace; its output as text."""
+        popen = self.rpopen(*cmd, **opts)
+        out, _ = popen.communicate()
+        return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+
+    def remote_shell(self, script: str) -> str:
+        """Run a shell script on the node's server (root namespace of the server); its output."""
+        return self.rcmd(["sh", "-c", script])
+
+    def start_remote(self, name: str, cmd: list[str], stdout, stderr=subprocess.STDOUT) -> "RemoteProcess":
+        """Start `cmd` in this node's namespace on its server, its output streamed to `stdout`."""
+        pid_file = f"{self.remote_dir}/{name}.pid"
+        proc = self.popen(["sh", "-c", WATCHDOG, "sh", pid_file, *cmd], stdin=subprocess.PIPE,
+                          stdout=stdout, stderr=stderr)
+        return RemoteProcess(self, name, proc, pid_file)
+
+
+class RemoteProcess:
+    """A process on a server: the local ssh client that carries it, and its PID file there."""
+
+    def __init__(self, node: ClusterNode, name: str, local: subprocess.Popen, pid_file: str) -> None:
+        self.node = node
+        self.name = name
+        self.local = local
+        self.pid_file = pid_file
+
+    @property
+    def pid(self) -> int:
+        """The local ssh client's PID (what the registry records on this machine)."""
+        return self.local.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.local.returncode
+
+    def poll(self) -> int | None:
+        return self.local.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.local.wait(timeout)
+
+    def send_signal(self, sig: int) -> None:
+        """Signal the remote process by the PID it recorded (a no-op once it is gone)."""
+        self.node.rcmd(["sh", "-c", _SIGNAL_PID_FILES, "sh", str(int(sig)), self.pid_file])
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+        if self.local.poll() is None and self.local.stdin:
+            self.local.stdin.close()            # end of file: the watchdog ends it too
+        try:
+            self.local.wait(5)
+        except subprocess.TimeoutExpired:
+            self.local.kill()
+
+
+class ClusterHost(ClusterNode, nodes.MrcHost):
+    """A testbed host on a server."""
+
+
+class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
+    """The model switch on a server; P4Runtime and its control socket forwarded to the front end."""
+
+    def __init__(self, name, **params):
+        super().__init__(name, **params)
+        self.forward: subprocess.Popen | None = None
+
+    @property
+    def remote_grpc_path(self) -> str:
+        return f"{self.remote_dir}/{self.topo_name}.grpc.sock"
+
+    @property
+    def remote_control_path(self) -> str:
+        return f"{self.remote_dir}/{self.topo_name}.ctl.sock"
+
+    @property
+    def remote_ready_file(self) -> str:
+        return f"{self.remote_dir}/{self.topo_name}.ready"
+
+    @property
+    def remote_stats_file(self) -> str:
+        return f"{self.remote_dir}/{self.topo_name}.stats.json"
+
+    def command(self) -> list[str]:
+        python = self.cluster_server.python or nodes.sys.executable
+        cmd = [python, "-m", "refswitch.main", "--name", self.topo_name, "--device-id", str(self.device_id),
+               "--grpc-addr", f"unix:{self.remote_grpc_path}", "--ready-file", self.remote_ready_file,
+               "--stats-file", self.remote_stats_file, "--control", self.remote_control_path]
+        for port, ifname in self.data_ports().items():
+            cmd += ["--port", f"{port}={ifname}"]
+        for q in self.queues:
+            cmd += ["--queue", f"{q.port}:{q.rate_bps}:{q.depth_pkts}"]
+        for port, rate in sorted(self.ingress.items()):
+            cmd += ["--ingress", f"{port}:{rate}"]
+        return cmd
+
+    def start(self, controllers=()) -> None:
+        if self.process is not None:
+            return
+        nodes.disable_ipv6(self, self.data_ports().values())
+        self.remote_shell(f"rm -f {self.remote_ready_file} {self.remote_grpc_path} {self.remote_control_path}")
+        with open(self.log_path, "ab") as out:
+            self.process = self.start_remote(self.topo_name, [*nodes.realtime.command_prefix(), *self.command()],
+                                             stdout=out)
+        if self.registry is not None:
+            self.registry.record_process(self.process.pid, f"ssh carrying model switch {self.name}")
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """The ready file on the server, then the forwarded P4Runtime socket answering."""
+        deadline = time.monotonic() + (self.ready_timeout if timeout is None else timeout)
+        while "ready" not in self.remote_shell(f"test -e {self.remote_ready_file} && echo ready"):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise nodes.SwitchStartError(self._failure(f"no ready file {self.remote_ready_file} on "
+                                                           f"{self.cluster_server.address}"))
+            time.sleep(0.05)
+        local_grpc = self.grpc_address[len("unix:"):]
+        for path in (local_grpc, self.control_path):
+            Path(path).unlink(missing_ok=True)
+        self.forward = subprocess.Popen(
+            [*ssh_base(self.cluster_server), "-N", "-o", "ExitOnForwardFailure=yes",
+             "-L", f"{local_grpc}:{self.remote_grpc_path}", "-L", f"{self.control_path}:{self.remote_control_path}",
+             self.cluster_server.ssh_target],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            preexec_fn=_detach_and_die_with_parent)
+        if self.registry is not None:
+            self.registry.record_process(self.forward.pid, f"ssh forwarding P4Runtime of {self.name}")
+        nodes.P4Switch.wait_ready(self, max(0.1, deadline - time.monotonic()))
+
+    def _check_alive(self) -> None:
+        super()._check_alive()
+        if self.forward is not None and self.forward.poll() is not None:
+            raise nodes.SwitchStartError(f"{self.name}: the ssh forwarding its P4Runtime socket exited: "
+                                         f"{self.forward.stderr.read().decode(errors='replace').strip()}")
+
+    def queue_service(self) -> dict[int, dict] | None:
+        import json
+        text = self.remote_shell(f"cat {self.remote_stats_file} 2>/dev/null")
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return None
+        return {int(port): service for port, service in (doc.get("queues") or {}).items()}
+
+    def stop_process(self, grace: float = 3.0) -> None:
+        if self.process is not None:
+            nodes.stop_process(self.process, grace)
+            if self.registry is not None:
+                self.registry.forget_process(self.process.pid)
+        if self.forward is not None:
+            nodes.stop_process(self.forward, grace)
+            if self.registry is not None:
+                self.registry.forget_process(self.forward.pid)
+        self.process, self.forward = None, None
+
+
+class TunnelLink(RemoteLink):
+    """A link between wire nodes of two servers: a gretap or VXLAN device on each server, moved
+    into the wire node; MTU `TUNNEL_MTU` on both. Same-server links are veth pairs as usual."""
+
+    kind = "gretap"                 # set by `ClusterNetwork` from what the servers' kernel has
+    key = 0
+
+    def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None):
+        TunnelLink.key += 1
+        for node, intf, local, remote in ((node1, intfname1, node1.serverIP, node2.serverIP),
+                                          (node2, intfname2, node2.serverIP, node1.serverIP)):
+            if self.kind == "gretap":
+                spec = f"type gretap local {local} remote {remote} ttl 64 key {TunnelLink.key}"
+            else:
+                spec = f"type vxlan id {TunnelLink.key} local {local} remote {remote} dstport 4789 ttl 64"
+            out = node.remote_shell(f"ip link del {intf} 2>/dev/null; ip link add name {intf} {spec} && "
+                                    f"ip link set {intf} mtu {TUNNEL_MTU} && ip link set {intf} netns {node.pid}")
+            if out.strip():
+                raise ClusterError(f"tunnel {intf} on {node.cluster_server.address}: {out.strip()}")
+        self.tunnel = True
+        return None
+
+    def stop(self):
+        if self.tunnel:
+            for intf in (self.intf1, self.intf2):
+                intf.delete()
+            self.tunnel = None
+        else:
+            super().stop()
+
+
+def tunnel_kind(node: ClusterNode) -> str:
+    """'gretap' when the kernel of `node`'s server makes one, else 'vxlan' (checked the same way)."""
+    for kind, spec in (("gretap", "type gretap local 127.0.0.1 remote 127.0.0.2 key 9999"),
+                       ("vxlan", "type vxlan id 9999 local 127.0.0.1 remote 127.0.0.2 dstport 4789")):
+        out = node.cmd(f"ip link add mrcprobe0 {spec} && ip link del mrcprobe0 && echo made")
+        if "made" in out:
+            return kind
+    raise ClusterError(f"the kernel of {node.cluster_server.address} makes neither gretap nor VXLAN tunnels")
+
+
+def check_frames_fit(topology, mtu: int = TUNNEL_MTU) -> None:
+    """Refuse a run whose largest frame does not fit a tunnel's MTU."""
+    payload = max([getattr(topology, "mtu_payload", 0) or 1024])
+    frame = C.DATA_HEADERS_LEN + payload + C.ICRC_LEN - 14          # an MTU counts from the IP header
+    if frame > mtu:
+        raise ClusterError(f"frames of {frame} bytes (IPv6 packet of a {payload}-byte payload) do not fit "
+                           f"the tunnels' MTU of {mtu} bytes between servers")
+
+
+def placement_for(topology, cluster: ClusterFile) -> Placement:
+    """Where each node runs: `topologies.placement.place` over the cluster's servers and pins."""
+    servers = [s.address for s in cluster.servers]
+    return place(topology, servers, cores={s.address: s.cores for s in cluster.servers},
+                 pinned=cluster.placement)
+
+
+class ClusterWire(ClusterNode, nodes.WireNode):
+    """The wire node of one server: one bridge per link with an end there (the link's two ends,
+    or one end and the tunnel to the other server)."""
+
+    def bridge(self, index: int, a: str, b: str) -> None:
+        """Join interfaces `a` and `b` in the bridge of link `index` (a hub, as `WireNode.join`)."""
+        out = self.cmd(f"ip link add br{index} type bridge ageing_time 0 stp_state 0 mcast_snooping 0 && "
+                       f"ip link set {a} master br{index} && ip link set {b} master br{index} && "
+                       f"ip link set br{index} up && ip link set {a} up && ip link set {b} up")
+        if out.strip():
+            raise ClusterError(f"wire of {self.cluster_server.address}, link {index}: {out.strip()}")
+
+    def set_ends(self, names: list[str], up: bool) -> None:
+        """Set these wire-side interfaces up or down (their far ports gain or lose carrier)."""
+        with self._shell:
+            out = self.cmd(" && ".join(f"ip link set {name} {'up' if up else 'down'}" for name in names))
+        if out.strip():
+            raise ClusterError(f"wire of {self.cluster_server.address}: {out.strip()}")
+
+
+class ClusterNetwork(TestbedNetwork):
+    """A `TestbedNetwork` whose nodes run on the servers of `cluster` (model target)."""
+
+    __test__ = False
+
+    def __init__(self, topology, cluster: ClusterFile, target: str = "model", **params):
+        if target != "model":
+            raise ClusterError(f"--cluster runs the model target; {target} on cluster servers is not built yet "
+                               "(docs/scale.md)")
+        check_frames_fit(topology)
+        super().__init__(topology, target, **params)
+        self.cluster = cluster
+        self.placement = placement_for(topology, cluster)
+        self.wires: dict[str, ClusterWire] = {}
+        self.ends: dict[int, list[tuple[ClusterWire, str]]] = {}     # link index -> (wire, wire-side name)
+        self.tunnel_kind = ""
+        self._remote_dir = ""
+        self._remote_procs: list[RemoteProcess] = []
+
+    # --- where things are ----------------------------------------------------------------------
+    def server_of(self, node: str) -> Server:
+        return self.cluster.server(self.placement.server_of[node])
+
+    def remote_dir(self) -> str:
+        """This run's folder on every server (logs of nothing: PID files, sockets, ready files)."""
+        if not self._remote_dir:
+            self._remote_dir = f"{REMOTE_ROOT}/{self.registry.state.run_id}"
+        return self._remote_dir
+
+    def _node_params(self, node: str) -> dict:
+        return {"server": self.server_of(node), "control_dir": str(self.sock_dir), "remote_dir": self.remote_dir()}
+
+    def is_remote(self, node: str) -> bool:
+        return True
+
+    def python(self, node: str) -> str:
+        return self.server_of(node).python or sys.executable
+
+    def put_file(self, node: str, local: Path | str) -> str:
+        """Copy a file of this machine into this run's folder on `node`'s server; its path there."""
+        server = self.server_of(node)
+        remote = f"{self.remote_dir()}/{Path(local).name}"
+        with open(local, "rb") as source:
+            done = subprocess.run([*ssh_base(server, str(self.sock_dir)), server.ssh_target, f"cat > {remote}"],
+                                  stdin=source, capture_output=True, timeout=30)
+        if done.returncode != 0:
+            raise ClusterError(f"copying {local} to {server.address}:{remote}: "
+                               f"{done.stderr.decode(errors='replace').strip() or done.returncode}")
+        return remote
+
+    def popen(self, host: str, cmd: list[str], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, **_local):
+        """Start `cmd` in `host` on its server (a `RemoteProcess`), recorded for clean-up."""
+        name = f"{host}-p{len(self._remote_procs)}"
+        proc = self.net[host].start_remote(name, cmd, stdout=stdout, stderr=stderr)
+        self._remote_procs.append(proc)
+        self.registry.record_process(proc.pid, f"ssh carrying {Path(cmd[0]).name} on {host}")
+        return proc
+
+    # --- bring-up phases ------------------------------------------------------------------------
+    def _add_hosts(self) -> str:
+        self.progress("placement on the cluster's servers:\n" + self.placement.describe())
+        for server in self.cluster.servers:
+            probe = subprocess.run([*ssh_base(server, str(self.sock_dir)), server.ssh_target,
+                                    f"mkdir -p {self.remote_dir()}"], capture_output=True, text=True, timeout=30)
+            if probe.returncode != 0:
+                raise ClusterError(f"server {server.address}: ssh failed: {probe.stderr.strip() or probe.returncode}")
+        for host in self.topology.hosts:
+            node = self.net.addHost(host.name, cls=ClusterHost, ip=None, run_id=self.registry.state.run_id,
+                                    **self._node_params(host.name))
+            self.registry.record_process(node.shell.pid, f"ssh carrying host shell {host.name}")
+        return f"{len(self.topology.hosts)} hosts on {len(self.cluster.servers)} servers"
+
+    def _add_switches(self) -> str:
+        for switch in self.topology.switches:
+            program = self.programs[switch.name]
+            node = self.net.addSwitch(switch.name, cls=ClusterRefSwitch, device_id=program.device_id,
+                                      run_dir=str(self.run_dir), sock_dir=str(self.sock_dir), topo_name=switch.name,
+                                      pcap=self.pcap, queues=program.queues,
+                                      ingress=self._host_links_into(switch.name), run_id=self.registry.state.run_id,
+                                      **self._node_params(switch.name))
+            node.registry = self.registry
+            self.registry.record_process(node.shell.pid, f"ssh carrying switch shell {switch.name}")
+        return f"{len(self.topology.switches)} model switches"
+
+    def _add_links(self) -> str:
+        for server in self.cluster.servers:
+            if server.address in self.placement.server_of.values():
+                wire = ClusterWire(f"wire-{len(self.wires) + 1}", run_id=self.registry.state.run_id,
+                                   server=server, control_dir=str(self.sock_dir), remote_dir=self.remote_dir())
+                self.wires[server.address] = wire
+                self.registry.record_process(wire.shell.pid, f"ssh carrying the wire shell of {server.address}")
+        TunnelLink.kind = self.tunnel_kind = tunnel_kind(next(iter(self.wires.values())))
+        count = len(self.topology.links)
+        for index, link in enumerate(self.topology.links):
+            wires = []
+            for end, (node, port) in enumerate(((link.a, link.a_port), (link.b, link.b_port))):
+                wire = self.wires[self.placement.server_of[node]]
+                name = nodes.WireNode.end_names(index)[end]
+                params = {"intfName2": name}
+                if self.topology.is_host(node):
+                    nic = self.topology.host_nic(node, port)
+                    params.update(intfName1=nic.ifname, addr1=nic.mac)
+                self.net.addLink(self.net[node], wire, port1=port, port2=2 * index + end + 1, **params)
+                wires.append((wire, name))
+            (wire_a, name_a), (wire_b, name_b) = wires
+            if wire_a is wire_b:
+                wire_a.bridge(index, name_a, name_b)
+            else:
+                tunnel_a, tunnel_b = f"t{index}a", f"t{index}b"
+                self.net.addLink(wire_a, wire_b, cls=TunnelLink, port1=2 * (count + index) + 1,
+                                 port2=2 * (count + index) + 2, intfName1=tunnel_a, intfName2=tunnel_b)
+                wire_a.bridge(index, name_a, tunnel_a)
+                wire_b.bridge(index, tunnel_b, name_b)
+                for node, wire in ((link.a, wire_a), (link.b, wire_b)):
+                    self.net[node].cmd(f"ip link set {self.net[node].intfs[link.port_of(node)]} mtu {TUNNEL_MTU}")
+            self.ends[index] = wires
+        self.net.build()
+        for host in self.net.hosts:
+            nodes.disable_ipv6(host, [i.name for i in host.intfList() if i.name != "lo"])
+        crossing = len(self.placement.crossing_links())
+        return f"{count} links, {crossing} of them {self.tunnel_kind} tunnels between servers"
+
+    def _control_pids(self) -> tuple[int, ...]:
+        return ()                       # the wires' shells run on the servers
+
+    # --- verbs ----------------------------------------------------------------------------------
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        link = self.topology.link_between(a, b)
+        index = self.topology.links.index(link)
+        by_wire: dict[ClusterWire, list[str]] = {}
+        for wire, name in self.ends[index]:
+            by_wire.setdefault(wire, []).append(name)
+        for wire, names in by_wire.items():
+            wire.set_ends(names, up)
+        if self.control_plane is not None:
+            (self.control_plane.link_up if up else self.control_plane.link_down)(link)
+
+    def stop(self) -> list[str]:
+        """The whole tear-down of `TestbedNetwork.stop`, then each server's wire and run folder."""
+        remaining = super().stop()
+        for wire in self.wires.values():
+            try:
+                wire.terminate()
+            except Exception as error:          # noqa: BLE001 - tear-down goes on
+                log.warning("wire of %s: %s", wire.cluster_server.address, error)
+        self.wires = {}
+        if self._remote_dir:
+            for server in self.cluster.servers:
+                done = subprocess.run(["ssh", "-q", *server.ssh_args()[:-1], "-o", "BatchMode=yes",
+                                       server.ssh_target, f"rm -rf {self._remote_dir}"],
+                                      capture_output=True, text=True, timeout=30)
+                if done.returncode != 0:
+                    remaining.append(f"{server.address}:{self._remote_dir} ({done.stderr.strip() or done.returncode})")
+        return remaining
+
+
+def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset(), control_dir: str = "/tmp") -> list[str]:
+    """On every server of `cluster`: end the processes of every run folder under REMOTE_ROOT whose
+    run is not in `keep` (by their PID files, start time checked), then remove the folder. What was
+    done, a line per server (a server that cannot be reached says so)."""
+    script = (f'cd {REMOTE_ROOT} 2>/dev/null || exit 0; for run in *; do [ -d "$run" ] || continue; '
+              'case " $KEEP " in *" $run "*) continue;; esac; '
+              f'sh -c {shlex.quote(_SIGNAL_PID_FILES)} sh KILL "$run"/*.pid; '
+              'echo "$run: $(ls "$run"/*.pid 2>/dev/null | wc -l) processes"; rm -rf "$run"; done')
+    lines = []
+    for server in cluster.servers:
+        done = subprocess.run(["ssh", "-q", *server.ssh_args()[:-1], "-o", "BatchMode=yes", server.ssh_target,
+                               f"KEEP={shlex.quote(' '.join(sorted(keep)))} sh -c {shlex.quote(script)}"],
+                              capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            lines.append(f"{server.address}: not reached ({done.stderr.strip() or done.returncode})")
+            continue
+        runs = [line for line in done.stdout.splitlines() if line.strip()]
+        lines.append(f"{server.address}: " + ("; ".join(f"removed {line}" for line in runs) if runs else "nothing left"))
+    return lines

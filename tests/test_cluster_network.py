@@ -1,0 +1,103 @@
+"""The testbed over several servers (testbed/cluster.py) on namespace servers of this machine
+(testbed/local_servers.py): bring-up with tunnels between servers, agents on remote hosts, a link
+cut across servers, and nothing left on any server after a stop or a SIGKILL of the front end."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import missing, requires_sshd
+
+pytestmark = [requires_sshd, pytest.mark.slow, pytest.mark.integration]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    if missing("requires_mininet"):
+        pytest.skip(missing("requires_mininet"))
+    from testbed.local_servers import NamespaceServers
+    with NamespaceServers(2, tmp_path_factory.mktemp("servers")) as made:
+        yield made
+
+
+def local_clients(servers) -> list[str]:
+    """ssh clients of this machine still talking to the namespace servers."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    addresses = [s.address for s in servers.servers]
+    return [line for line in out.splitlines() if " ssh " in f" {line.split(None, 1)[-1]} "
+            and any(a in line for a in addresses)]
+
+
+def settled(servers, timeout: float = 5.0) -> list[str]:
+    """What still runs of a run, on the servers or as local ssh clients, once `timeout` passed or
+    nothing is left (sessions take a moment to close)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = servers.session_processes() + local_clients(servers)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def test_a_network_across_two_servers_carries_a_transfer_and_cuts_a_crossing_link(servers, tmp_path):
+    from testbed.clusterfile import load_cluster_file
+    from testbed.cluster import ClusterNetwork
+    from testbed.transfer import ev_states, run_transfer
+    from topologies import topology_from_spec
+
+    topo = topology_from_spec("leafspine:2x2x1")
+    lines = []
+    net = ClusterNetwork(topo, load_cluster_file(servers.cluster_file), run_dir=tmp_path / "run",
+                         progress=lines.append)
+    try:
+        net.start()
+        text = "\n".join(lines)
+        assert "links crossing servers: 2 of 6" in text and "tunnels between servers" in text
+        assert {net.placement.server_of[n] for n in ("h1", "h2")} == {s.address for s in servers.servers}
+        first = run_transfer(net, "h1", "h2", 150_000)
+        assert first.ok, first.errors
+        crossing = net.placement.crossing_links()[0]
+        net.set_link(crossing.a, crossing.b, up=False)
+        second = run_transfer(net, "h2", "h1", 150_000)
+        assert second.ok, second.errors                 # MRC sprays around the cut tunnel
+        assert "ASSUMED_BAD" in ev_states(second.logs["h2"]).values()
+        counters = net.counters("s1")
+        assert sum(v.packets for v in counters["MrcIngress.rx"].values()) > 0
+        remote_dir = net.remote_dir()
+    finally:
+        assert net.stop() == []
+    assert settled(servers) == []
+    for server in servers.servers:
+        done = subprocess.run(servers.ssh_command(server, f"test -e {remote_dir} && echo there"),
+                              capture_output=True, text=True, timeout=20)
+        assert "there" not in done.stdout
+
+
+def test_a_sigkill_of_the_front_end_leaves_nothing_on_any_server(servers, tmp_path):
+    script = (
+        "import sys, time\n"
+        "from testbed.clusterfile import load_cluster_file\n"
+        "from testbed.cluster import ClusterNetwork\n"
+        "from topologies import topology_from_spec\n"
+        f"net = ClusterNetwork(topology_from_spec('leafspine:2x2x1'), load_cluster_file({str(servers.cluster_file)!r}),"
+        f" run_dir={str(tmp_path / 'run')!r}, progress=lambda line: None)\n"
+        "net.start()\n"
+        "print('up', flush=True)\n"
+        "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "up"
+        running = [line.split(None, 1)[1] for line in servers.session_processes()]
+        switches = [args for args in running if "python" in Path(args.split()[0]).name and "refswitch.main" in args]
+        assert len(switches) == 4                    # the four switches run on the servers
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert settled(servers) == []
