@@ -87,6 +87,21 @@ def test_forgotten_path_starts_afresh():
     assert not judge.lost(loads, 0, loads[0].sent)    # one loss after coming back is not enough
 
 
+def test_a_path_probes_reinstated_is_on_probation():
+    """Reinstated by probes, a path judged bad is retired again at its next loss soon after; once many
+    of its packets got through, one loss is no longer enough."""
+    for clean, again in ((5, True), (200, False)):
+        judge = OwnLossJudge()
+        loads = [PathLoad() for _ in range(2)]
+        loads[0].sent = loads[1].sent = 500
+        while not judge.lost(loads, 0, loads[0].sent):
+            loads[0].sent += 1
+        judge.forget(loads, 0, probation=True)
+        loads[0].sent += clean
+        loads[1].sent += clean
+        assert judge.lost(loads, 0, loads[0].sent) is again, clean
+
+
 # --- on netsim -------------------------------------------------------------------------------------
 RATE = 100_000_000_000                     # datacenter.yaml's links: 100 Gbit/s, 1 us cables, 4 KB packets
 BASE_RTT = sizing.base_rtt(4, 1e-6, RATE, 4096)

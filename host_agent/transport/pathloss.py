@@ -29,7 +29,11 @@ once in 3,000 runs of 1,500 packets per path (simulated); a path losing 20 % amo
 judged after a median 13 of its packets (33 at the 95th percentile).
 
 Once judged, a path is out of the comparison (it carries nothing; its losses were its own), and
-any further loss on it is its own, until `forget` (probes reinstated it). A path with no other
+any further loss on it is its own, until `forget`. A path probes reinstated comes back on
+probation: its sum restarts just below the threshold, so that a path still losing (a gray link
+that answered three probes) is retired again at its next loss, while a repaired one's packets
+bring the sum down within its first 60 or so. (Restarting from 0 cost gray.yaml --quick's 20 %
+link, at 20 Mbit/s, a fifth more time: each return took several losses to undo.) A path with no other
 path in use beside it has nothing to compare with and nowhere else to send: its losses are never
 judged its own. The sender counts each path's transmissions (`PathLoad.sent`) and gives every
 packet its number on its path (`Segment.path_sent`); the path monitor reports a loss with that
@@ -45,6 +49,7 @@ from typing import Sequence
 from host_agent.transport.pathcap import PathLoad
 
 BAD_MAX = 0.99             # p1 never above this (with p0 above 10 %, the factor would pass 1)
+PROBATION = 0.99           # a path probes reinstated restarts at this share of the threshold
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,7 @@ class OwnLossJudge:
         last = self._scored[key]
         between = 0
         if number > last:                      # the path's packets sent between its previous loss and this one
-            between = number - last - 1 if last else 0
+            between = number - last - 1
             self._scored[key] = number
         score = self._score[key] + between * math.log((1.0 - p1) / (1.0 - p0))
         score = (score if score > 0.0 else 0.0) + math.log(p1 / p0)
@@ -131,11 +136,14 @@ class OwnLossJudge:
         out[key] = True                        # its own: out of what the other paths are compared with
         return True
 
-    def forget(self, loads: Sequence[PathLoad], key: int) -> None:
-        """Path `key` is back in use (reinstated): judge it afresh, from its next loss on."""
+    def forget(self, loads: Sequence[PathLoad], key: int, probation: bool = False) -> None:
+        """Path `key` is back in use: judge it afresh, from its next loss on. On `probation` (probes
+        reinstated it, a path judged bad), its CUSUM restarts just below the threshold: a loss soon
+        after retires it again, while its packets getting through bring the sum down (a repaired
+        path's first 60 or so); without (its retirement was a mistake), from 0."""
         if key < len(self._score):
-            self._score[key] = 0.0
-            self._scored[key] = 0
+            self._score[key] = PROBATION * self.params.threshold if probation else 0.0
+            self._scored[key] = loads[key].sent
             self._sent[key] = self._lost[key] = 0.0
             self._seen[key] = loads[key].sent
             self._out[key] = False

@@ -242,7 +242,7 @@ class MrcPathMonitor:
         evset.note_probe(ev, answered)
         if answered and ev.probe_successes >= self.probe_successes:
             evset.reinstate(ev, "probe", now)
-            self.judge.forget(evset.loads, ev.path_key)
+            self.judge.forget(evset.loads, ev.path_key, probation=True)
 
     def on_keepalive_miss(self, evset: EvSet, ev: Ev, misses: int, now: float) -> bool:
         if misses >= self.keepalive_misses:
