@@ -373,7 +373,7 @@ def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
                    for s, c in STATE_COLOURS.items() if s in seen]
         handles += ax.get_legend_handles_labels()[0]
         ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path, f"{title}: per-EV state timeline (bad EVs retired, probed back to GOOD)")
+    return _save(fig, path, f"{title}\nper-EV state timeline (bad EVs retired, probed back to GOOD)")
 
 
 def scale_figure(summaries: list[dict], colour: dict, path: Path, title: str) -> Path:
