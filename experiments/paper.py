@@ -166,8 +166,9 @@ CLAIMS = (
           "loss-sweep", loss_sweep_figures,
           "Go-back-N throws away about a bandwidth-delay product per loss, so the paper's figure needs "
           "data-center scale: the quick sweep (netsim) runs 400 Gbit/s, 2 us per hop, 4 KB packets (a BDP "
-          "of about 200 packets) and measured MRC/RoCE 3.3 (all-reduce) and 2.6 (all-to-all) at 1 % loss, "
-          "with MRC keeping 67 % and 89 % of its loss-free goodput, more than the paper's third. The full "
+          "of about 200 packets) and measured MRC/RoCE 3.5 (all-reduce) and 3.0 (all-to-all) at 1 % loss "
+          "(seed 1), with MRC keeping 75 % and all of its loss-free goodput, more than the paper's third; "
+          "random loss hits every path alike, so MRC retires none of them (docs/transport.md, 'Whose loss'). The full "
           "sweep runs at 20 Mbit/s (Mininet's rate), where the BDP is a few packets and a go-back costs "
           "RoCE little; there one connection fills the link. docs/transport.md, 'Random loss'."),
     Claim("A gray path: per-EV timeline at 20 % loss",
