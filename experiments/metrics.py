@@ -195,6 +195,25 @@ def imbalance(values: list[float]) -> Optional[float]:
     return max(values) / (sum(values) / len(values))
 
 
+def ev_retirements(record: CaseRecord) -> dict:
+    """Of the EVs the MRC connections started with (their `ev_set` records, netsim): how many, the
+    share never ASSUMED_BAD during the run, and for each connection that retired EVs after the
+    failure, how long after it its first went (seconds: the slowest and fastest connection)."""
+    backups = {(e["conn"], e["ev"]) for e in record.ev_events if e["kind"] == "ev_backup"}
+    home = {(e["conn"], item["ev"]) for e in record.ev_events if e["kind"] == "ev_set"
+            for item in e["evs"]} - backups
+    retired, first = set(), {}
+    t_fail = record.failure_time
+    for e in record.ev_events:
+        if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD":
+            retired.add((e["conn"], e["ev"]))
+            if t_fail is not None and e["t"] >= t_fail:
+                first[e["conn"]] = min(first.get(e["conn"], e["t"]), e["t"])
+    delays = [t - t_fail for t in first.values()] if t_fail is not None else []
+    return {"evs": len(home), "kept_share": 1 - len(retired & home) / len(home) if home else None,
+            "first_retired_after_failure_s": {"max": max(delays), "min": min(delays)} if delays else None}
+
+
 def in_rtts(seconds: Optional[float], base_rtt: Optional[float]) -> Optional[float]:
     """`seconds` in base RTTs (None when either is unknown)."""
     if seconds is None or not base_rtt or base_rtt <= 0:
@@ -238,6 +257,7 @@ def summarise(record: CaseRecord) -> dict:
         "app_missing": record.app_missing,
         "evs_retired": int(record.transport_stats.get("evs_retired", 0)),
         "evs_reinstated": int(record.transport_stats.get("evs_reinstated", 0)),
+        "ev_retirements": ev_retirements(record),
         "retransmissions": retransmissions(record),
         "packets_dropped_queue_full": _count(record.switch_stats.get("queue_full_drops")),
         "packets_trimmed": int(record.switch_stats.get("trimmed", 0)),

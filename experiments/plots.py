@@ -326,15 +326,21 @@ def _path_label(dst_hex: str) -> str:
 
 
 def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
-    """Per-EV state over time for one MRC connection per variant (the one with most retirements)."""
+    """Per-EV state over time for one MRC connection per variant: the one with most retirements, or
+    when none retired any (random loss every path shares), the one with most state changes (the
+    busiest sender). Each panel's title says how many of the run's EVs were ever retired."""
     recs = [r for r in records if r.mode == "mrc" and r.ev_events]
     fig, axes = plt.subplots(len(recs), 1, figsize=(13, 3.8 * len(recs)), squeeze=False)
     for ax, r in zip(axes[:, 0], recs):
-        bad = {}
+        bad, changes = {}, {}
         for e in r.ev_events:
-            if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD":
-                bad[e["conn"]] = bad.get(e["conn"], 0) + 1
-        conn = max(bad, key=bad.get) if bad else r.ev_events[0]["conn"]
+            if e["kind"] == "ev_state":
+                changes[e["conn"]] = changes.get(e["conn"], 0) + 1
+                if e["new"] == "ASSUMED_BAD":
+                    bad[e["conn"]] = bad.get(e["conn"], 0) + 1
+        conn = (max(bad, key=bad.get) if bad else max(changes, key=changes.get) if changes
+                else r.ev_events[0]["conn"])
+        kept = metrics.ev_retirements(r)
         events = [e for e in r.ev_events if e["conn"] == conn and e["kind"] == "ev_state"]
         path_of = {e["ev"]: (e["path"], e.get("dst", "")) for e in events}
         for e in r.ev_events:               # EVs that never changed state, when the backend listed them
@@ -373,13 +379,15 @@ def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
         ax.set_ylim(-0.5, max(1, len(evs)) - 0.5)
         ax.set_xlabel("time since the workload started (ms)")
         ax.set_ylabel("EVs of the connection, by path")
-        ax.set_title(f"{r.variant} / {r.transport}: EV states of connection {conn}")
+        retired = (f"; {round((1 - kept['kept_share']) * kept['evs'])} of the run's {kept['evs']} EVs ever retired"
+                   if kept["evs"] and kept["kept_share"] is not None else "")
+        ax.set_title(f"{r.variant} / {r.transport}: EV states of connection {conn}{retired}")
         seen = {"GOOD", "SKIP", "ASSUMED_BAD"} | {st for st, *_ in spans}
         handles = [Patch(color=c, alpha=0.25 if s == "GOOD" else 1, label=s)
                    for s, c in STATE_COLOURS.items() if s in seen]
         handles += ax.get_legend_handles_labels()[0]
         ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path, f"{title}: per-EV state timeline (bad EVs retired, probed back to GOOD)")
+    return _save(fig, path, f"{title}\nper-EV state timeline (bad EVs retired, probed back to GOOD)")
 
 
 def scale_figure(summaries: list[dict], colour: dict, path: Path, title: str) -> Path:

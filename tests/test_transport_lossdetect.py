@@ -103,7 +103,7 @@ def sack_retransmissions(ep):
     return [e for e in ep.drain_events() if isinstance(e, Retransmitted) and e.cause in ("sack", "tail_probe")]
 
 
-def test_the_sender_resends_an_overtaken_packet_before_its_timer_and_retires_its_ev():
+def test_the_sender_resends_an_overtaken_packet_before_its_timer_and_judges_its_ev():
     ep, conn = mrc_sender()
     first, second = three_packets(ep, conn)
     ep.receive(40e-6, 0, sack(1, 0b10, second))         # the later packet arrived, `first` did not
@@ -114,7 +114,9 @@ def test_the_sender_resends_an_overtaken_packet_before_its_timer_and_retires_its
     assert [e.cause for e in sack_retransmissions(ep)] == ["sack"]
     stats = ep.stats()
     assert stats["sack_timed_losses"] == 1 and "timeouts" not in stats
-    assert conn.evset.get(first.ev).state is EvState.ASSUMED_BAD     # a loss without trim: a failed path
+    lost_on = conn.evset.get(first.ev)
+    assert lost_on.drops == 1                          # a loss without trim, laid at its EV's door ...
+    assert lost_on.state is EvState.GOOD               # ... but one loss is not yet its path's own (pathloss)
 
 
 def test_a_trimmed_packet_is_left_to_its_nack():

@@ -194,8 +194,9 @@ def test_a_stalled_receiver_costs_retransmissions_but_retires_no_ev():
 def test_packets_in_flight_on_a_retired_path_are_resent_at_once():
     """Regression (failover at 20 Mbit/s took two RTOs): when a timeout retires a path, the packets
     sent on it after the timed-out one are resent at once, not each after its own RTO with their
-    bytes holding the window shut. The dead link costs one timeout. (Loss detection from SACKs off:
-    it would find the first loss before the timer, and every stranded packet within its window.)"""
+    bytes holding the window shut. The dead link costs the few timeouts, close together, that show its
+    loss is its own (host_agent/transport/pathloss.py). (Loss detection from SACKs off: it would find
+    the first loss before the timer, and every stranded packet within its window.)"""
     net = fabric(seed=3)
     kill = 100e-6
     net.at(kill, net.cable("s1", "s3").set_up, False)
@@ -203,12 +204,13 @@ def test_packets_in_flight_on_a_retired_path_are_resent_at_once():
                         TransportConfig(**FAST, sack_loss_detection=False), until=0.05)
     tr = res.transfers[0]
     assert tr.complete and tr.receiver_stats["payload_bytes_received"] == 3 * MB
-    assert tr.sender_stats["timeouts"] == 1 and tr.sender_stats["stranded_resent"] > 0
+    timeouts = tr.sender_stats["timeouts"]
+    assert 1 < timeouts <= 6 and tr.sender_stats["stranded_resent"] > 0
     retired_at = min(e["t"] for e in ev_events(res, "h1", new="ASSUMED_BAD"))
     resent = [e for e in res.events if e["host"] == "h1" and e["kind"] == "retransmit"]
-    assert len(resent) == tr.sender_stats["retransmitted"] == 1 + tr.sender_stats["stranded_resent"]
+    assert len(resent) == tr.sender_stats["retransmitted"] == timeouts + tr.sender_stats["stranded_resent"]
     rto = net.hosts["h1"].endpoint.connections[0x100].rtt.rto
-    assert all(retired_at <= e["t"] <= retired_at + rto / 2 for e in resent)
+    assert all(retired_at - rto / 4 <= e["t"] <= retired_at + rto / 2 for e in resent)
 
 
 def test_a_stalled_sender_costs_its_receiver_no_keepalive_retirement():

@@ -103,6 +103,7 @@ class Segment:
     trimmed: bool = False      # the latest transmission came back as a trim NACK
     blamed: Any = None         # the EV its latest timeout retired (taken back if the timeout was spurious)
     declared_lost: bool = False  # SACKs showed a transmission lost (lossdetect; taken back if it arrives)
+    path_sent: int = 0         # the latest transmission's number among the packets sent on its path (PathLoad.sent)
 
     def __post_init__(self) -> None:
         if not self.wire:

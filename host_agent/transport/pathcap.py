@@ -30,13 +30,15 @@ _INF = float("inf")
 
 
 class PathLoad:
-    """One path's packets in flight, and how many it may hold (`cap`; inf: no cap)."""
+    """One path's packets in flight, how many it may hold (`cap`; inf: no cap), and how many were
+    sent on it (`sent`, transmissions; `pathloss` weighs the path's losses against them)."""
 
-    __slots__ = ("inflight", "cap")
+    __slots__ = ("inflight", "cap", "sent")
 
     def __init__(self, cap: float = _INF) -> None:
         self.inflight = 0
         self.cap = cap
+        self.sent = 0
 
 
 def open_caps(acked: Iterable, now: float, bound: float, most: float) -> None:

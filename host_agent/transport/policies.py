@@ -28,6 +28,7 @@ from mypy_extensions import mypyc_attr          # marks what the compiled build 
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
+from host_agent.transport.pathloss import OwnLossJudge
 
 REORDER_SRTT_FRACTION = 0.25   # a later packet counts as evidence of a loss when sent this many srtt later
 
@@ -141,6 +142,7 @@ class Timeout:
     delivered_sent_at: float       # send time of the latest packet known to have arrived (any EV)
     first_rtt_at: float            # when the connection's first RTT sample came (inf: none yet)
     srtt: float
+    path_sent: int = 0             # its number among the packets sent on its path (`PathLoad.sent`)
 
 
 class PathMonitor(Protocol):
@@ -184,9 +186,12 @@ class PathMonitor(Protocol):
 class MrcPathMonitor:
     """MRC's rules (docs/transport.md, "EV states" and "Loss recovery").
 
-    A timeout retires the EV (and its path's EVs when fates are shared) only with evidence:
-    a packet sent a quarter srtt after it has arrived, and an RTT sample had been taken before it
-    left. A trim NACK (not at the last hop) and an ECN echo skip the EV once and are strikes of
+    A loss without trim (a timeout, or a loss the SACKs show) retires the EV (and its path's EVs
+    when fates are shared) only with evidence: a packet sent a quarter srtt after it has arrived,
+    and an RTT sample had been taken before it left; and only for loss that is its path's own,
+    not every path's (`pathloss.OwnLossJudge`: well above what the connection's other paths lose,
+    and close together). With fates not shared (`share_fate_by_path` off) each EV is judged alone
+    by MRC's own rule: a loss with evidence retires it at once. A trim NACK (not at the last hop) and an ECN echo skip the EV once and are strikes of
     the steering rule (`steering`: the EV is held out for longer at each strike); so is an
     acknowledgement much slower than the connection's average, and a clean one takes a strike
     off and offers the EV for reuse, as does a packet a SACK acknowledged without echoing it,
@@ -199,10 +204,12 @@ class MrcPathMonitor:
     def __init__(self, config: TransportConfig) -> None:
         self.probe_successes = config.probe_successes
         self.keepalive_misses = config.keepalive_misses
+        self.judge = OwnLossJudge()            # whose loss: the path's own or every path's (`pathloss`)
 
     def on_timeout(self, evset: EvSet, timeout: Timeout, now: float) -> list[Ev]:
         if (timeout.delivered_sent_at > timeout.sent_at + REORDER_SRTT_FRACTION * timeout.srtt
-                and timeout.sent_at >= timeout.first_rtt_at):
+                and timeout.sent_at >= timeout.first_rtt_at
+                and (not evset.share_fate or self.judge.lost(evset.loads, timeout.ev.path_key, timeout.path_sent))):
             return evset.mark_bad(timeout.ev, now, "timeout")
         return []
 
@@ -229,11 +236,13 @@ class MrcPathMonitor:
     def on_spurious(self, evset: EvSet, ev: Ev, now: float) -> None:
         if not ev.usable and (ev.home or evset.get(ev.value) is ev):
             evset.reinstate(ev, "spurious_timeout", now)
+            self.judge.forget(evset.loads, ev.path_key)
 
     def on_probe(self, evset: EvSet, ev: Ev, answered: bool, now: float) -> None:
         evset.note_probe(ev, answered)
         if answered and ev.probe_successes >= self.probe_successes:
             evset.reinstate(ev, "probe", now)
+            self.judge.forget(evset.loads, ev.path_key, probation=True)
 
     def on_keepalive_miss(self, evset: EvSet, ev: Ev, misses: int, now: float) -> bool:
         if misses >= self.keepalive_misses:

@@ -188,7 +188,8 @@ class MrcSender:
         if self.evset.get(ev.value) is not ev or not ev.usable:
             return None
         retired = self.monitor.on_timeout(
-            self.evset, Timeout(ev, seg.sent_at, self.delivered_sent_at, self.first_rtt_at, self.rtt.srtt), now)
+            self.evset, Timeout(ev, seg.sent_at, self.delivered_sent_at, self.first_rtt_at, self.rtt.srtt,
+                               seg.path_sent), now)
         if retired:
             seg.blamed = ev
         return retired
@@ -356,7 +357,10 @@ class MrcSender:
         seg.ev = ev
         seg.sent_at = now
         seg.in_flight = True
-        ev.load.inflight += 1
+        load = ev.load
+        load.inflight += 1
+        load.sent += 1
+        seg.path_sent = load.sent                     # its number on its path (`pathloss`)
         seg.trimmed = False
         seg.transmissions += 1
         self.inflight_bytes += seg.wire
