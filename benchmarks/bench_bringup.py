@@ -1,4 +1,5 @@
-"""Bring-up time of the 8-host leaf-spine network on the model target, and peak memory of a run.
+"""Bring-up time of the 8-host leaf-spine network on the model target, of a fat-tree k=4 on one
+machine and over two (namespace) servers, and peak memory of a run.
 
     sudo .venv/bin/python -m benchmarks.bench_bringup
 
@@ -9,6 +10,10 @@
    experiments/failover.yaml --backend mininet --quick`) as a child process and samples, every
    0.1 s, the resident memory (VmRSS) of that process and all its descendants (host shells,
    switch processes, agents); reports the peak of the sum and the number of processes then.
+3. Brings `fattree:4` (16 hosts, 20 switches) up on this machine, then over two namespace servers
+   of this machine with their own sshd (testbed/local_servers.py, testbed/cluster.py: every node
+   through ssh, links between the servers as tunnels) and reports both and their ratio; skipped
+   without Debian's openssh-server.
 Needs root and mnexec.
 """
 from __future__ import annotations
@@ -30,6 +35,7 @@ NAME = "bringup"
 DESCRIPTION = "bring-up time of leafspine:4x2x2 on the model target; peak memory of a quick failover run"
 REPO = Path(__file__).resolve().parent.parent
 TOPOLOGY = "leafspine:4x2x2"
+CLUSTER_TOPOLOGY = "fattree:4"
 SAMPLE_S = 0.1
 
 
@@ -94,12 +100,19 @@ class MemorySampler(threading.Thread):
         self.join()
 
 
-def measure_bringup() -> dict:
-    """Stage durations of one bring-up of TOPOLOGY on the model target, and of its tear-down."""
+def measure_bringup(topology: str = TOPOLOGY, cluster_file: Path | None = None) -> dict:
+    """Stage durations of one bring-up of `topology` on the model target (on the servers of
+    `cluster_file` when given), and of its tear-down."""
     from testbed.network import TestbedNetwork
     from topologies.spec import topology_from_spec
     with tempfile.TemporaryDirectory(prefix="mrc-bench-bringup-") as tmp:
-        net = TestbedNetwork(topology_from_spec(TOPOLOGY), "model", run_dir=tmp, progress=lambda _: None)
+        if cluster_file is None:
+            net = TestbedNetwork(topology_from_spec(topology), "model", run_dir=tmp, progress=lambda _: None)
+        else:
+            from testbed.cluster import ClusterNetwork
+            from testbed.clusterfile import load_cluster_file
+            net = ClusterNetwork(topology_from_spec(topology), load_cluster_file(cluster_file), run_dir=tmp,
+                                 progress=lambda _: None)
         try:
             net.start()
         finally:
@@ -109,6 +122,15 @@ def measure_bringup() -> dict:
     if left:
         raise RuntimeError(f"tear-down left {left}")
     return {"stages_s": dict(net.stage_times), "total_s": net.bring_up_s, "teardown_s": teardown}
+
+
+def measure_cluster_bringup(servers: int = 2) -> dict:
+    """CLUSTER_TOPOLOGY brought up on this machine, then over `servers` namespace servers."""
+    from testbed.local_servers import NamespaceServers
+    alone = measure_bringup(CLUSTER_TOPOLOGY)
+    with tempfile.TemporaryDirectory(prefix="mrc-bench-servers-") as tmp, NamespaceServers(servers, tmp) as made:
+        spread = measure_bringup(CLUSTER_TOPOLOGY, made.cluster_file)
+    return {"one_machine": alone, "servers": servers, "cluster": spread}
 
 
 def measure_failover_memory(timeout: float = 600.0) -> dict:
@@ -147,6 +169,17 @@ def measure(options: argparse.Namespace) -> Measurement:
     for stage, seconds in up["stages_s"].items():
         result.add(f"  stage {stage}", seconds, "s", better="lower")
     result.add("tear-down", up["teardown_s"], "s", better="lower")
+    if not os.access("/usr/sbin/sshd", os.X_OK):
+        result.skipped.append(f"{CLUSTER_TOPOLOGY} over two namespace servers: no /usr/sbin/sshd (openssh-server)")
+    else:
+        spread = measure_cluster_bringup()
+        result.details["cluster_bringup"] = spread
+        one, two = spread["one_machine"]["total_s"], spread["cluster"]["total_s"]
+        result.add(f"{CLUSTER_TOPOLOGY} bring-up, one machine", one, "s", better="lower")
+        result.add(f"{CLUSTER_TOPOLOGY} bring-up, two namespace servers", two, "s", better="lower")
+        for stage, seconds in spread["cluster"]["stages_s"].items():
+            result.add(f"  stage {stage} (servers)", seconds, "s", better="lower")
+        result.add("  servers over one machine", two / one, "x", better="lower")
     if getattr(options, "skip_memory", False):
         result.skipped.append("peak memory: --skip-memory")
         return result

@@ -20,7 +20,7 @@ What the cluster edition does not give, and this module adds on top of it:
 - **Processes that die with the run** (`RemoteProcess`): each remote process records its PID in a
   file on its server and is ended by that PID; it also ends when its ssh connection closes (its
   stdin reaches end of file), so a SIGKILL of the front end leaves nothing running on a server.
-  Every local ssh client is started with PR_SET_PDEATHSIG.
+  Every local ssh client is started with PR_SET_PDEATHSIG (DIE_WITH_PARENT).
 - **Files both ways**: jobs pushed before an agent starts, the agents' event logs streamed back as
   they are written (the agent logs to its standard output), the model's statistics read back.
 
@@ -29,7 +29,6 @@ processes of this machine.
 """
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import shlex
@@ -37,6 +36,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from mininet.examples.cluster import RemoteLink, RemoteMixin
@@ -49,9 +49,9 @@ from wire import constants as C
 
 log = logging.getLogger("mrc.testbed")
 
+NODES_PER_CONNECTION = 6          # node shells sharing one ssh connection (sshd's MaxSessions is 10)
 TUNNEL_MTU = 1450                  # Mininet's GRE links use it on every interface; VXLAN fits it too
 REMOTE_ROOT = "/tmp/mrc-cluster"    # each run's files on a server: REMOTE_ROOT/<run id>/
-PR_SET_PDEATHSIG = 1
 
 # A remote process: run "$@" in the background, write its PID to $1, end it when our standard input
 # (held open by the front end's ssh client) reaches end of file, and exit with its status.
@@ -74,46 +74,48 @@ class ClusterError(RuntimeError):
     """A cluster run that cannot go on; the message names the server or node."""
 
 
-def _detach_and_die_with_parent() -> None:
-    """Before exec of a local ssh client: a process group of its own (Ctrl-C is the front end's
-    to handle, as in Mininet) and SIGKILL when the front end dies."""
-    os.setpgrp()
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+# Prefix of every local ssh client: it gets SIGKILL when the process that started it dies. setpriv
+# sets that and execs the client in the same process: no Python runs between fork and exec, which
+# a preexec_fn would do, and which can deadlock in a process with threads (gRPC's).
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
-def ssh_base(server: Server, control_dir: str | None = None) -> list[str]:
+def ssh_base(server: Server, control_dir: str | None = None, channel: int = 0) -> list[str]:
     """The OpenSSH client command reaching `server` (without the destination): the cluster file's
-    options and batch mode; with `control_dir`, over the one shared connection to the server kept
-    there (OpenSSH's ControlMaster), else on a connection of its own."""
+    options and batch mode; with `control_dir`, over shared connection number `channel` to the
+    server kept there (OpenSSH's ControlMaster), else on a connection of its own."""
     base = ["ssh", *server.ssh_args()[:-1], "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
     if control_dir is None:
         return [*base, "-o", "ControlMaster=no", "-o", "ControlPath=none"]
-    return [*base, "-o", f"ControlPath={control_dir}/ssh-%h-%p", "-o", "ControlMaster=auto", "-o", "ControlPersist=2"]
+    return [*base, "-o", f"ControlPath={control_dir}/ssh-%h-%p-{channel}", "-o", "ControlMaster=auto",
+            "-o", "ControlPersist=2"]
 
 
 class ClusterNode(RemoteMixin):
     """Mixin: a testbed node on a server of the cluster (Mininet's `RemoteMixin`, with the cluster
     file's ssh options, commands quoted for the remote shell and Python 3's bytes decoded)."""
 
-    def __init__(self, name, server: Server, control_dir: str, remote_dir: str, **params):
+    def __init__(self, name, server: Server, control_dir: str, remote_dir: str, channel: int = 0, **params):
         self.cluster_server = server
         self.remote_dir = remote_dir
-        self.sshbase = [*ssh_base(server, control_dir), "-tt"]
+        self.sshbase = [*ssh_base(server, control_dir, channel), "-tt"]
         super().__init__(name, server=server.address, user=server.user or "root", serverIP=server.address,
                          **params)
 
-    _ignoreSignal = staticmethod(_detach_and_die_with_parent)     # RemoteMixin's preexec_fn
+    _ignoreSignal = None        # RemoteMixin's preexec_fn: none (threads); a session of its own instead
 
     def startShell(self, *args, **kwargs):
-        """As RemoteMixin's, with ssh started directly rather than through a local `sudo -u`: this
-        process is root already, and PR_SET_PDEATHSIG does not survive sudo's set-user-ID exec."""
+        """As RemoteMixin's, with ssh started directly rather than through a local `sudo -u` (this
+        process is root already, and PR_SET_PDEATHSIG does not survive sudo's set-user-ID exec) and
+        dying with this process (DIE_WITH_PARENT)."""
         if self.sshcmd[:2] == ["sudo", "-E"]:
-            self.sshcmd = self.sshcmd[4:]
+            self.sshcmd = [*DIE_WITH_PARENT, *self.sshcmd[4:]]
         super().startShell(*args, **kwargs)
 
     def _popen(self, cmd, sudo=True, tt=True, **params):
         if self.isRemote and isinstance(cmd, list):
             cmd = [shlex.quote(str(part)) for part in cmd]      # ssh joins its arguments with spaces
+        params.setdefault("start_new_session", True)            # Ctrl-C is this process's to handle
         return super()._popen(cmd, sudo=sudo, tt=tt, **params)
 
     def rcmd(self, *cmd, **opts) -> str:
@@ -239,11 +241,10 @@ class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
         for path in (local_grpc, self.control_path):
             Path(path).unlink(missing_ok=True)
         self.forward = subprocess.Popen(
-            [*ssh_base(self.cluster_server), "-N", "-o", "ExitOnForwardFailure=yes",
+            [*DIE_WITH_PARENT, *ssh_base(self.cluster_server), "-N", "-o", "ExitOnForwardFailure=yes",
              "-L", f"{local_grpc}:{self.remote_grpc_path}", "-L", f"{self.control_path}:{self.remote_control_path}",
              self.cluster_server.ssh_target],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            preexec_fn=_detach_and_die_with_parent)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         if self.registry is not None:
             self.registry.record_process(self.forward.pid, f"ssh forwarding P4Runtime of {self.name}")
         nodes.P4Switch.wait_ready(self, max(0.1, deadline - time.monotonic()))
@@ -370,6 +371,7 @@ class ClusterNetwork(TestbedNetwork):
         self.tunnel_kind = ""
         self._remote_dir = ""
         self._remote_procs: list[RemoteProcess] = []
+        self._nodes_on: Counter = Counter()        # nodes started so far per server (their ssh connection)
 
     # --- where things are ----------------------------------------------------------------------
     def server_of(self, node: str) -> Server:
@@ -382,7 +384,16 @@ class ClusterNetwork(TestbedNetwork):
         return self._remote_dir
 
     def _node_params(self, node: str) -> dict:
-        return {"server": self.server_of(node), "control_dir": str(self.sock_dir), "remote_dir": self.remote_dir()}
+        """Where `node` runs and over which shared ssh connection: a server's sshd opens at most
+        MaxSessions (10 by default) sessions on one connection, and each node keeps its shell open
+        on one, so every NODES_PER_CONNECTION nodes of a server share a connection of their own."""
+        return self._node_params_on(self.server_of(node))
+
+    def _node_params_on(self, server: Server) -> dict:
+        index = self._nodes_on[server.address]
+        self._nodes_on[server.address] += 1
+        return {"server": server, "control_dir": str(self.sock_dir), "remote_dir": self.remote_dir(),
+                "channel": index // NODES_PER_CONNECTION}
 
     def is_remote(self, node: str) -> bool:
         return True
@@ -440,7 +451,7 @@ class ClusterNetwork(TestbedNetwork):
         for server in self.cluster.servers:
             if server.address in self.placement.server_of.values():
                 wire = ClusterWire(f"wire-{len(self.wires) + 1}", run_id=self.registry.state.run_id,
-                                   server=server, control_dir=str(self.sock_dir), remote_dir=self.remote_dir())
+                                   **self._node_params_on(server))
                 self.wires[server.address] = wire
                 self.registry.record_process(wire.shell.pid, f"ssh carrying the wire shell of {server.address}")
         TunnelLink.kind = self.tunnel_kind = tunnel_kind(next(iter(self.wires.values())))

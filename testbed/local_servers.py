@@ -19,7 +19,7 @@ What `NamespaceServers` makes, in named phases (`build`, `start`, `ready`, `stop
 
 Every namespace is held by a process of ours (`unshare --net`), not by a name in /run/netns: when
 the holders die, the namespaces and every veth in them go too, also the root end of `mrcfab0`.
-Holders and sshds are started with `PR_SET_PDEATHSIG`, so a SIGKILL of the process that made them
+Holders and sshds are started with `PR_SET_PDEATHSIG` (`setpriv --pdeathsig`), so a SIGKILL of the process that made them
 ends them, and each is recorded in the run registry (testbed/registry.py) for `mrc-testbed clean`.
 `stop` also ends whatever still runs inside a server's namespace (what an ssh session started).
 The namespaces share this machine's kernel, PIDs and /tmp: keep ports and paths unique per server.
@@ -27,7 +27,6 @@ The namespaces share this machine's kernel, PIDs and /tmp: keep ports and paths 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import ipaddress
 import os
 import shutil
@@ -47,17 +46,15 @@ FRONT_END_LINK = "mrcfab0"           # the front end's veth into the fabric name
 DEFAULT_SUBNET = "10.213.7.0/24"
 FIRST_SERVER_HOST = 11               # server i gets host number FIRST_SERVER_HOST + i in the subnet
 READY_TIMEOUT_S = 20.0
-PR_SET_PDEATHSIG = 1
 
 
 class LocalServersError(RuntimeError):
     """Namespace servers that cannot be made; the message names what is missing or in the way."""
 
 
-def _die_with_parent() -> None:
-    """In a child before exec: receive SIGKILL when the process that started it dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+# setpriv sets PR_SET_PDEATHSIG and execs the command: it dies when the process that started it
+# dies, with no Python between fork and exec (a preexec_fn can deadlock where threads run).
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
 def _run(args: list[str], what: str) -> str:
@@ -167,9 +164,9 @@ class NamespaceServers:
             _run(["nsenter", f"--net=/proc/{holder.pid}/ns/net", SSHD, "-t", "-f", str(server.sshd_config)],
                  f"the sshd configuration of {server.name}")
             log = open(server.folder / "sshd.log", "ab")
-            sshd = subprocess.Popen(["nsenter", f"--net=/proc/{holder.pid}/ns/net", SSHD, "-D", "-e",
-                                     "-f", str(server.sshd_config)], stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=log, preexec_fn=_die_with_parent)
+            sshd = subprocess.Popen([*DIE_WITH_PARENT, "nsenter", f"--net=/proc/{holder.pid}/ns/net", SSHD, "-D",
+                                     "-e", "-f", str(server.sshd_config)], stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=log)
             log.close()
             self._sshds[server.name] = sshd
             self.registry.record_process(sshd.pid, f"sshd of {server.name}")
@@ -193,7 +190,13 @@ class NamespaceServers:
                 time.sleep(0.1)          # polling a condition with a deadline: the next ssh attempt
 
     def stop(self) -> list[str]:
-        """End every process in the servers' namespaces, the sshds and the holders; return what stayed."""
+        """End what ssh sessions left running, every process in the servers' namespaces, the sshds
+        and the holders; return what stayed."""
+        for line in self.session_processes():
+            try:
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+            except OSError:
+                pass
         for server in self.servers:
             holder = self._holders.get(server.name)
             if holder is not None and holder.poll() is None:
@@ -279,8 +282,8 @@ class NamespaceServers:
     # --- helpers ---------------------------------------------------------------------------------
     def _hold(self, name: str) -> subprocess.Popen:
         """A process holding a new network namespace for `name`."""
-        holder = subprocess.Popen(["unshare", "--net", "--", "sleep", "infinity"], stdin=subprocess.DEVNULL,
-                                  preexec_fn=_die_with_parent)
+        holder = subprocess.Popen([*DIE_WITH_PARENT, "unshare", "--net", "--", "sleep", "infinity"],
+                                  stdin=subprocess.DEVNULL)
         self._holders[name] = holder
         self.registry.record_process(holder.pid, f"namespace of {name}")
         own = os.readlink("/proc/self/ns/net")
