@@ -4,6 +4,8 @@
     mrc-testbed run experiments/failover.yaml --backend netsim --quick --seed 7 --out /tmp/f
     mrc-testbed run experiments/failover.yaml --backend mininet --pcap     # + a pcap per switch port
     mrc-testbed run experiments/failover.yaml --no-calibrate  # no calibration: the fixed fallback rates
+    mrc-testbed run experiments/loss-sweep.yaml --backend netsim --jobs 2      # 2 cases at once
+    mrc-testbed run experiments/loss-sweep.yaml --backend netsim --cluster cluster.yaml   # on servers
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments import results
+from experiments import parallel, results
 from experiments.backends import BACKENDS, TARGETS
 from experiments.runner import choose_backend, choose_link_rate, run_scenario, select_cases
 from experiments.scenario import ScenarioError, load_scenario
@@ -40,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mininet backend without a calibration of the target on this machine: run "
                              "`rate_bps: auto` links at the fixed fallback rate instead of calibrating first")
     add_pcap_arguments(parser)          # mininet backend: pcaps in each case's run folder
+    parallel.add_arguments(parser)      # netsim backend: --jobs N / --cluster FILE
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,6 +62,11 @@ def run(args: argparse.Namespace) -> int:
         print("mrc-testbed run: --pcap captures the switch ports of the mininet backend; the "
               f"{backend_name} backend has none (run as root with --backend mininet)", file=sys.stderr)
         return 2
+    try:
+        parallel.check_options(args.jobs, args.cluster, backend_name)
+    except ValueError as error:
+        print(f"mrc-testbed run: {error}", file=sys.stderr)
+        return 2
     folder = args.out or results.default_folder(scenario.name)
     setup_logging(getattr(args, "verbosity", 0), folder)
     try:
@@ -68,9 +76,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"mrc-testbed run: {error}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
     try:
-        summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
-                                          variants=args.variant, transports=args.transport,
-                                          pcap=capture, link_rate=link_rate)
+        with parallel.open_pool(args.jobs, args.cluster) as pool:
+            summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
+                                              variants=args.variant, transports=args.transport,
+                                              pcap=capture, link_rate=link_rate,
+                                              pool=pool)
     except (RuntimeError, ValueError, KeyError) as error:
         print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
         return 1

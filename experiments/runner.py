@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from experiments import budget, calibration, metrics, plots, results
+from experiments import budget, calibration, metrics, parallel, plots, results
 from experiments.backends import default_backend, make_backend
 from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
@@ -115,11 +115,13 @@ def select_cases(scenario: Scenario, variants: list[str], transports: list[str])
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
                  progress_stream: TextIO = sys.stderr, variants: list[str] = (),
                  transports: list[str] = (), pcap: PcapCapture | None = None,
-                 link_rate: calibration.LinkRate | None = None) -> tuple[list[dict], list[Path]]:
+                 link_rate: calibration.LinkRate | None = None,
+                 pool: parallel.CasePool | None = None) -> tuple[list[dict], list[Path]]:
     """Run every (selected) case, write the results folder; return (summaries, figure paths).
 
     With `pcap` (mininet backend only) every switch port of every case is captured; `link_rate`
-    (mininet only, default: the target's calibration, see `choose_link_rate`) sets the links' rates."""
+    (mininet only, default: the target's calibration, see `choose_link_rate`) sets the links' rates;
+    with `pool` (netsim only, experiments/parallel.py) the cases run there, several at once."""
     cases = select_cases(scenario, list(variants), list(transports))
     backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate)
     if pcap is not None:
@@ -130,6 +132,9 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     records = []
     started = time.monotonic()
     interrupted = False
+    if pool is not None:                     # the same records, in case order, from parallel workers
+        records, interrupted = parallel.run_netsim_cases(pool, cases, progress_stream, backend_name)
+        cases = []
     for i, case in enumerate(cases):
         bar.case(i, case.label)
         t0 = time.monotonic()
