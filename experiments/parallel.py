@@ -23,6 +23,7 @@ cancels only those: `run_all` then raises `Interrupted` with the results that ha
 from __future__ import annotations
 
 import argparse
+import logging
 import multiprocessing
 import queue
 import signal
@@ -128,6 +129,7 @@ class DaskPool:
 
     def __init__(self, cluster, where: str, expected_workers: int, timeout_s: float = 120.0) -> None:
         from distributed import Client, as_completed
+        quiet_dask_logs()
         self.cluster = cluster
         self.client = Client(cluster)
         try:
@@ -144,6 +146,7 @@ class DaskPool:
     def local(cls, n_workers: int = 2) -> "DaskPool":
         """A cluster of `n_workers` single-threaded worker processes on this machine's loopback."""
         from distributed import LocalCluster
+        quiet_dask_logs()
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                dashboard_address=None)
         return cls(cluster, f"a Dask cluster of {n_workers} worker processes on this machine", n_workers)
@@ -155,6 +158,7 @@ class DaskPool:
         address (default: the address this machine uses towards the first server)."""
         from distributed import Scheduler, SpecCluster
         from distributed.deploy.ssh import Worker as SSHWorker
+        quiet_dask_logs()
         address = spec.scheduler_address or local_address_towards(spec.servers[0].address)
         workers = {
             f"server{i}-{server.address}": {
@@ -195,6 +199,13 @@ class DaskPool:
     def close(self) -> None:
         self.client.close()
         self.cluster.close()
+
+
+def quiet_dask_logs() -> None:
+    """Dask's and asyncssh's loggers from WARNING up only (they say INFO for every worker and
+    connection), as testbed/logs.py does for every library."""
+    for name in ("distributed", "asyncssh"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def local_address_towards(host: str) -> str:
