@@ -8,7 +8,7 @@ Every pool runs `work(item)` for each item and `run_all` returns the results in 
 items, whatever order they finish in. netsim is deterministic by seed (no wall clock, no hash
 order in a record), so a case's record is the same wherever and alongside whatever it runs.
 Mininet cases run in real time on this machine's network: they stay one at a time
-(`pool_from_args` refuses --jobs/--cluster for them).
+(`check_options` refuses --jobs/--cluster for them).
 
 - `InProcessPool`: in this process, one at a time (--jobs 1, the default).
 - `ProcessPool`: N worker processes on this machine (--jobs N), started fresh (spawn), ignoring
@@ -23,6 +23,7 @@ cancels only those: `run_all` then raises `Interrupted` with the results that ha
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import multiprocessing
 import queue
@@ -164,7 +165,7 @@ class DaskPool:
             f"server{i}-{server.address}": {
                 "cls": SSHWorker,
                 "options": {"address": server.address, "connect_options": server.connect_options(),
-                            "kwargs": {"n_workers": server.cores, "nthreads": 1, "host": server.address},
+                            "kwargs": {"n_workers": server.cores, "nthreads": 1, **_listen_on(server.address)},
                             "remote_python": server.python or sys.executable}}
             for i, server in enumerate(spec.servers)}
         scheduler = {"cls": Scheduler, "options": {"host": address, "port": spec.scheduler_port,
@@ -199,6 +200,17 @@ class DaskPool:
     def close(self) -> None:
         self.client.close()
         self.cluster.close()
+
+
+def _listen_on(address: str) -> dict:
+    """Where a server's workers listen: its SSH address when that is an IP address (127.0.0.1 stays
+    on loopback); for a host name, Dask's choice (every interface, announcing the one towards the
+    scheduler), since the name may mean something else on the server itself."""
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return {}
+    return {"host": address}
 
 
 def quiet_dask_logs() -> None:

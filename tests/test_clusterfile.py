@@ -88,3 +88,14 @@ def test_the_same_address_on_two_ports_is_two_servers():
     spec = parse_cluster({"servers": [{"address": "127.0.0.1", "ssh_options": {"Port": 2201}},
                                       {"address": "127.0.0.1", "ssh_options": {"Port": 2202}}]})
     assert [s.connect_options()["port"] for s in spec.servers] == [2201, 2202]
+
+
+def test_the_example_in_the_experiments_readme_is_valid():
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parent.parent / "experiments" / "README.md").read_text()
+    section = text.split("## Cases in parallel", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert block, "experiments/README.md, 'Cases in parallel', has no cluster file example"
+    spec = parse_cluster(yaml.safe_load(block.group(1)), "experiments/README.md")
+    assert [s.cores for s in spec.servers] == [16, 8] and spec.scheduler_address == "10.0.0.1"
