@@ -138,3 +138,15 @@ def test_mrc_testbed_run_refuses_jobs_on_mininet(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
     with pytest.raises(SystemExit):
         parser.parse_args([str(path), "--jobs", "2", "--cluster", str(path)])     # one or the other
+
+
+@pytest.mark.slow
+def test_datacenter_seeds_prints_the_same_figures_with_two_jobs(capsys):
+    from experiments import datacenter_seeds
+    figures = {}
+    for jobs in ("1", "2"):
+        assert datacenter_seeds.main(["--quick", "--variant", "incast", "--seeds", "1", "2", "--jobs", jobs]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[-1].startswith("wall time: ") and "for 2 runs on " in out[-1]
+        figures[jobs] = [line.split(" (")[0] for line in out[:-1]]       # without the wall times
+    assert len(figures["1"]) == 3 and figures["1"] == figures["2"]
