@@ -4,8 +4,9 @@ or on the servers of a cluster file through Dask's distributed scheduler.
     with open_pool(jobs=2) as pool:       # jobs=1: None, in this process; or cluster="cluster.yaml"
         records = run_all(pool, netsim_case, cases, [c.label for c in cases])
 
-Every pool runs `work(item)` for each item and `run_all` returns the results in the order of the
-items, whatever order they finish in. netsim is deterministic by seed (no wall clock, no hash
+Every pool runs `work(item)` for each item; `in_order` yields, and `run_all` returns, the results
+in the order of the items, whatever order they finish in. `PooledBackend` is a backend whose
+cases run ahead on a pool (`mrc-testbed run --jobs`/`--cluster`). netsim is deterministic by seed (no wall clock, no hash
 order in a record), so a case's record is the same wherever and alongside whatever it runs.
 Mininet cases run in real time on this machine's network: they stay one at a time
 (`check_options` refuses --jobs/--cluster for them).
@@ -18,7 +19,7 @@ Mininet cases run in real time on this machine's network: they stay one at a tim
   machine; or a `LocalCluster` (the tests).
 
 At most one case per worker is handed out at a time, so "running" is what runs, and a Ctrl-C
-cancels only those: `run_all` then raises `Interrupted` with the results that had finished.
+cancels only those: `run_all` then raises `Interrupted` with the results that had come.
 """
 from __future__ import annotations
 
@@ -273,49 +274,57 @@ class CaseProgress:
         self.stream.flush()
 
 
-_PENDING = object()
-
-
 def describe(pool: Optional[CasePool]) -> str:
     """Where `pool` runs cases, for people ("this process, one at a time" for None)."""
     return pool.where if pool is not None else InProcessPool.where
 
 
-def run_all(pool: Optional[CasePool], work: Work, items: Sequence, labels: Optional[Sequence[str]] = None,
-            stream: TextIO = sys.stderr) -> list:
+def in_order(pool: Optional[CasePool], work: Work, items: Sequence, labels: Optional[Sequence[str]] = None,
+             stream: TextIO = sys.stderr) -> Iterator:
     """`work(item)` for every item on `pool` (None: in this process), at most `pool.workers` at
-    once, with cases done and running on `stream`; the results in the order of `items`. A case's
-    exception stops the others and is raised (naming the case); a Ctrl-C stops them and raises
-    `Interrupted` with the finished results."""
+    once, with cases done and running on `stream`: yields the results in the order of `items`, each
+    once it and those before it have finished. A case's exception stops the others and is raised
+    (naming the case); so does a Ctrl-C, or closing the iterator early."""
     pool = pool or InProcessPool()
     labels = list(labels) if labels is not None else [f"case {i + 1}" for i in range(len(items))]
     progress = CaseProgress(len(items), stream, where=pool.where)
-    results = [_PENDING] * len(items)
+    finished: dict[int, Any] = {}
     waiting = deque(range(len(items)))
     began: dict[int, float] = {}
     try:
-        while waiting or began:
-            while waiting and len(began) < pool.workers:
-                index = waiting.popleft()
-                pool.start(index, work, items[index])
-                began[index] = time.monotonic()
-                progress.started(labels[index])
-            index, ok, value = pool.next_finished()
-            wall = time.monotonic() - began.pop(index)
-            if not ok:
-                if hasattr(value, "add_note"):
-                    value.add_note(f"(in case {labels[index]})")
-                raise value
-            results[index] = value
-            progress.finished(labels[index], wall)
-    except KeyboardInterrupt:
-        pool.stop()
-        raise Interrupted([r for r in results if r is not _PENDING]) from None
-    except BaseException:
+        for next_index in range(len(items)):
+            while next_index not in finished:
+                while waiting and len(began) < pool.workers:
+                    index = waiting.popleft()
+                    pool.start(index, work, items[index])
+                    began[index] = time.monotonic()
+                    progress.started(labels[index])
+                index, ok, value = pool.next_finished()
+                wall = time.monotonic() - began.pop(index)
+                if not ok:
+                    if hasattr(value, "add_note"):
+                        value.add_note(f"(in case {labels[index]})")
+                    raise value
+                finished[index] = value
+                progress.finished(labels[index], wall)
+            yield finished.pop(next_index)
+    except BaseException:              # a case's error, Ctrl-C, or the caller leaving early
         pool.stop()
         raise
     finally:
         progress.close()
+
+
+def run_all(pool: Optional[CasePool], work: Work, items: Sequence, labels: Optional[Sequence[str]] = None,
+            stream: TextIO = sys.stderr) -> list:
+    """Every result of `in_order`, in the order of `items`; a Ctrl-C raises `Interrupted` with
+    those that had come (the results up to the first unfinished case)."""
+    results: list = []
+    try:
+        for result in in_order(pool, work, items, labels, stream):
+            results.append(result)
+    except KeyboardInterrupt:
+        raise Interrupted(results) from None
     return results
 
 
@@ -325,16 +334,28 @@ def netsim_case(case):
     return NetsimBackend().run_case(case)
 
 
-def run_netsim_cases(pool: Optional[CasePool], cases: list, stream: TextIO = sys.stderr,
-                     backend: str = "netsim") -> tuple[list, bool]:
-    """The records of `cases` on netsim through `pool`, in case order, and whether a Ctrl-C
-    stopped them (then only the finished ones). `backend`: the run's, which must be netsim."""
-    if backend != "netsim":
-        raise ValueError(f"only netsim cases run in parallel; {backend} cases run one at a time")
-    try:
-        return run_all(pool, netsim_case, cases, [c.label for c in cases], stream), False
-    except Interrupted as stop:
-        return stop.results, True
+class PooledBackend:
+    """The netsim backend with the cases running ahead on a pool: `run_case` hands back each
+    case's record once it has finished, the cases asked for in the order given (the runner's loop
+    stays as it is: experiments/runner.py)."""
+
+    name = "netsim"
+
+    def __init__(self, pool: CasePool, cases: Sequence, backend: str = "netsim", stream: TextIO = sys.stderr) -> None:
+        if backend != "netsim":
+            raise ValueError(f"only netsim cases run in parallel; {backend} cases run one at a time")
+        self._cases = list(cases)
+        self._records = in_order(pool, netsim_case, self._cases, [c.label for c in self._cases], stream)
+        self._taken = 0
+
+    def run_case(self, case, progress: Callable[[float], None] = lambda fraction: None):
+        """The record of `case`, the next of the cases given (waiting for it to finish)."""
+        if self._taken >= len(self._cases) or case != self._cases[self._taken]:
+            raise ValueError(f"case {case.label!r} asked out of order: the pool runs the given cases in order")
+        record = next(self._records)
+        self._taken += 1
+        progress(1.0)
+        return record
 
 
 # --- command-line options ------------------------------------------------------------------------

@@ -124,6 +124,8 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     with `pool` (netsim only, experiments/parallel.py) the cases run there, several at once."""
     cases = select_cases(scenario, list(variants), list(transports))
     backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate)
+    if pool is not None:                     # the cases run ahead on the pool; the loop takes their records in order
+        backend = parallel.PooledBackend(pool, cases, backend_name, progress_stream)
     if pcap is not None:
         print(f"mrc-testbed run: capturing every switch port to {backend.run_root}/{scenario.name}-<time>-<case>/"
               "<switch>-port<N>.pcap (decode: tshark -X lua_script:wireshark/mrc.lua -r FILE)",
@@ -132,9 +134,6 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     records = []
     started = time.monotonic()
     interrupted = False
-    if pool is not None:                     # the same records, in case order, from parallel workers
-        records, interrupted = parallel.run_netsim_cases(pool, cases, progress_stream, backend_name)
-        cases = []
     for i, case in enumerate(cases):
         bar.case(i, case.label)
         t0 = time.monotonic()

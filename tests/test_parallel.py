@@ -48,8 +48,7 @@ def test_worker_processes_give_the_sequential_records_in_case_order(cases, seque
     stream = io.StringIO()
     pool = two_processes
     assert isinstance(pool, parallel.ProcessPool) and pool.workers == 2
-    records, interrupted = parallel.run_netsim_cases(pool, cases, stream)
-    assert not interrupted
+    records = parallel.run_all(pool, parallel.netsim_case, cases, [c.label for c in cases], stream)
     assert [as_json(r) for r in records] == sequential
     lines = stream.getvalue().splitlines()
     assert lines[0] == f"{len(cases)} case(s) on 2 worker processes on this machine"
@@ -65,11 +64,11 @@ def test_a_dask_cluster_of_two_workers_on_loopback_gives_the_sequential_records(
         assert pool.workers == 2
         addresses = list(pool.client.scheduler_info()["workers"]) + [pool.client.scheduler.address]
         assert all(a.startswith("tcp://127.0.0.1:") for a in addresses), addresses
-        records, interrupted = parallel.run_netsim_cases(pool, cases, io.StringIO())
+        records = parallel.run_all(pool, parallel.netsim_case, cases, [c.label for c in cases], io.StringIO())
         workers_used = pool.client.run(lambda: 1)
     finally:
         pool.close()
-    assert not interrupted and len(workers_used) == 2
+    assert len(workers_used) == 2
     assert [as_json(r) for r in records] == sequential
 
 
@@ -121,7 +120,7 @@ def test_jobs_and_cluster_are_refused_for_mininet_and_bad_counts(tmp_path):
         parallel.check_options(0, None)
     parallel.check_options(1, None, "mininet")            # one at a time is what mininet does anyway
     with pytest.raises(ValueError, match="only netsim cases run in parallel"):
-        parallel.run_netsim_cases(parallel.InProcessPool(), [], io.StringIO(), backend="mininet")
+        parallel.PooledBackend(parallel.InProcessPool(), [], "mininet", io.StringIO())
 
 
 def test_mrc_testbed_run_refuses_jobs_on_mininet(tmp_path, capsys):
@@ -149,3 +148,27 @@ def test_datacenter_seeds_prints_the_same_figures_with_two_jobs(capsys):
         assert out[-1].startswith("wall time: ") and "for 2 runs on " in out[-1]
         figures[jobs] = [line.split(" (")[0] for line in out[:-1]]       # without the wall times
     assert len(figures["1"]) == 3 and figures["1"] == figures["2"]
+
+
+def test_a_ctrl_c_in_a_pooled_run_keeps_the_cases_before_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner.plots, "make_figures", lambda *args: [])
+    real, calls = NetsimBackend.run_case, []
+
+    def run_then_interrupt(self, case, progress=lambda f: None):
+        calls.append(case.label)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, case, progress)
+    monkeypatch.setattr(NetsimBackend, "run_case", run_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_scenario(parse_scenario(SMALL), "netsim", "model", tmp_path, quick=False,
+                            progress_stream=io.StringIO(), pool=parallel.InProcessPool())
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is True and [c["variant"] for c in summary["cases"]] == ["clean", "clean"]
+
+
+def test_a_pooled_backend_hands_records_back_in_the_order_given(cases):
+    backend = parallel.PooledBackend(parallel.InProcessPool(), cases[:2], stream=io.StringIO())
+    with pytest.raises(ValueError, match="asked out of order"):
+        backend.run_case(cases[1])
+    assert as_json(backend.run_case(cases[0])) == as_json(NetsimBackend().run_case(cases[0]))
