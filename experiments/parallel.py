@@ -12,8 +12,8 @@ Mininet cases run in real time on this machine's network: they stay one at a tim
 (`check_options` refuses --jobs/--cluster for them).
 
 - `InProcessPool`: in this process, one at a time (--jobs 1, the default).
-- `ProcessPool`: N worker processes on this machine (--jobs N), started fresh (spawn), ignoring
-  Ctrl-C (this process ends them).
+- `ProcessPool`: N worker processes on this machine (--jobs N, ProcessPoolExecutor), started
+  fresh (spawn), ignoring Ctrl-C (this process ends them).
 - `DaskPool`: a Dask cluster (`distributed`): the servers of a cluster file (--cluster FILE,
   testbed/clusterfile.py) started over SSH with Dask's own SSH deployment, its scheduler on this
   machine; or a `LocalCluster` (the tests).
@@ -27,13 +27,14 @@ import argparse
 import ipaddress
 import logging
 import multiprocessing
-import queue
+import os
 import signal
 import socket
 import sys
 import time
 from collections import deque
-from contextlib import contextmanager
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TextIO
 
@@ -86,7 +87,7 @@ class InProcessPool:
         index, work, item = self._started.popleft()
         try:
             return index, True, work(item)
-        except Exception as error:          # noqa: BLE001 - handed to run_all, which raises it
+        except Exception as error:          # noqa: BLE001 - handed to in_order, which raises it
             return index, False, error
 
     def stop(self) -> None:
@@ -96,34 +97,47 @@ class InProcessPool:
         self.stop()
 
 
-def _ignore_ctrl_c() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C and ends the workers
+def _worker_starts(pids) -> None:
+    """In each worker process: leave Ctrl-C to the parent (it ends the workers) and say who we are."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pids.put(os.getpid())
 
 
 class ProcessPool:
-    """`jobs` worker processes on this machine."""
+    """`jobs` worker processes on this machine (the standard library's ProcessPoolExecutor: a
+    worker that dies fails its case with BrokenProcessPool instead of hanging the run)."""
 
     def __init__(self, jobs: int) -> None:
         if jobs < 1:
             raise ValueError(f"--jobs {jobs}: expected 1 or more")
         self.workers = jobs
         self.where = f"{jobs} worker processes on this machine"
-        self._finished: queue.Queue = queue.Queue()
-        self._pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_ignore_ctrl_c)
+        context = multiprocessing.get_context("spawn")     # fresh interpreters: no state shared with this one
+        self._pids = context.SimpleQueue()
+        self._executor = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_starts,
+                                             initargs=(self._pids,))
+        self._running: dict = {}                            # future -> index
 
     def start(self, index: int, work: Work, item: Any) -> None:
-        self._pool.apply_async(work, (item,), callback=lambda result: self._finished.put((index, True, result)),
-                               error_callback=lambda error: self._finished.put((index, False, error)))
+        self._running[self._executor.submit(work, item)] = index
 
     def next_finished(self) -> tuple[int, bool, Any]:
-        return self._finished.get()
+        done, _ = wait(self._running, return_when=FIRST_COMPLETED)
+        future = next(iter(done))
+        index = self._running.pop(future)
+        error = future.exception()
+        return (index, True, future.result()) if error is None else (index, False, error)
 
     def stop(self) -> None:
-        self._pool.terminate()
+        """End the workers now (they ignore Ctrl-C; a case may run for minutes)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        while not self._pids.empty():
+            with suppress(ProcessLookupError):
+                os.kill(self._pids.get(), signal.SIGTERM)
+        self._running.clear()
 
     def close(self) -> None:
-        self._pool.close()
-        self._pool.join()
+        self._executor.shutdown(wait=True, cancel_futures=True)
 
 
 class DaskPool:
@@ -190,7 +204,7 @@ class DaskPool:
         index = self._running.pop(future)
         try:
             return index, True, future.result()
-        except Exception as error:          # noqa: BLE001 - the case's own error, raised by run_all
+        except Exception as error:          # noqa: BLE001 - the case's own error, raised by in_order
             return index, False, error
 
     def stop(self) -> None:

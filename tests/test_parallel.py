@@ -4,6 +4,7 @@ Ctrl-C stop the others; Mininet runs stay sequential."""
 from __future__ import annotations
 
 import io
+import os
 import json
 
 import pytest
@@ -172,3 +173,10 @@ def test_a_pooled_backend_hands_records_back_in_the_order_given(cases):
     with pytest.raises(ValueError, match="asked out of order"):
         backend.run_case(cases[1])
     assert as_json(backend.run_case(cases[0])) == as_json(NetsimBackend().run_case(cases[0]))
+
+
+def test_a_worker_that_dies_fails_its_case_instead_of_hanging_the_run():
+    from concurrent.futures.process import BrokenProcessPool
+    with parallel.open_pool(jobs=2) as pool:
+        with pytest.raises(BrokenProcessPool):
+            parallel.run_all(pool, os._exit, [3], ["exits"], io.StringIO())
