@@ -59,7 +59,6 @@ def test_worker_processes_give_the_sequential_records_in_case_order(cases, seque
 
 @pytest.mark.slow
 def test_a_dask_cluster_of_two_workers_on_loopback_gives_the_sequential_records(cases, sequential):
-    pytest.importorskip("distributed")
     pool = parallel.DaskPool.local(n_workers=2)
     try:
         assert pool.workers == 2

@@ -57,7 +57,6 @@ def sshd(tmp_path):
     if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):
         pytest.skip("sshd run as root needs its privilege separation folder /run/sshd (made when "
                     "Debian's openssh-server service has started once)")
-    pytest.importorskip("asyncssh")
     for name in ("host_key", "client_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True)
     shutil.copy(tmp_path / "client_key.pub", tmp_path / "authorized_keys")
