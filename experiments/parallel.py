@@ -150,9 +150,11 @@ class DaskPool:
         self.client = Client(cluster)
         try:
             self.client.wait_for_workers(expected_workers, timeout=timeout_s)
-        except Exception:
+        except Exception as error:
+            came = len(self.client.scheduler_info()["workers"])
             self.close()
-            raise
+            raise RuntimeError(f"{where}: {came} of {expected_workers} workers reached the scheduler within "
+                               f"{timeout_s:g} s (can the servers reach it? {type(error).__name__})") from error
         self.workers = sum(self.client.nthreads().values())
         self.where = where
         self._running: dict = {}                   # future -> index
@@ -185,11 +187,13 @@ class DaskPool:
             for i, server in enumerate(spec.servers)}
         scheduler = {"cls": Scheduler, "options": {"host": address, "port": spec.scheduler_port,
                                                    "dashboard_address": None}}
-        try:
-            cluster = SpecCluster(workers=workers, scheduler=scheduler, name=f"mrc-testbed {spec.path}")
-        except Exception as error:
-            raise RuntimeError(f"{spec.path}: could not start Dask workers on the servers "
-                               f"({type(error).__name__}: {error})") from error
+        with _RemoteOutput() as remote:
+            try:
+                cluster = SpecCluster(workers=workers, scheduler=scheduler, name=f"mrc-testbed {spec.path}")
+            except Exception as error:
+                said = "; ".join(remote.lines) or "nothing"
+                raise RuntimeError(f"{spec.path}: could not start Dask workers on the servers "
+                                   f"({type(error).__name__}: {error}); the servers said: {said}") from error
         where = (f"{spec.cores} Dask workers on {len(spec.servers)} server(s) of {spec.path} "
                  f"(scheduler at {address})")
         return cls(cluster, where, spec.cores, timeout_s)
@@ -226,6 +230,33 @@ def _listen_on(address: str) -> dict:
     except ValueError:
         return {}
     return {"host": address}
+
+
+class _RemoteOutput(logging.Handler):
+    """While in a `with`: the last lines the servers printed while their workers started (Dask's SSH
+    deployment logs them at INFO, which the console does not show), to say why a start failed."""
+
+    LOGGER = "distributed.deploy.ssh"
+
+    def __init__(self, keep: int = 6) -> None:
+        super().__init__(logging.INFO)
+        self.lines: deque = deque(maxlen=keep)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage().strip())
+
+    def __enter__(self) -> "_RemoteOutput":
+        logger = logging.getLogger(self.LOGGER)
+        self._saved = logger.level, logger.propagate
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logger = logging.getLogger(self.LOGGER)
+        logger.removeHandler(self)
+        logger.level, logger.propagate = self._saved
 
 
 def quiet_dask_logs() -> None:
