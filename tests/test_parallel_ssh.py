@@ -117,3 +117,17 @@ def test_a_cluster_file_server_reached_over_ssh_gives_the_sequential_records(ssh
     for process in left:
         process.kill()
     assert not left, f"worker processes still running 30 s after the pool closed: {left}"
+
+
+def test_a_server_without_that_python_is_a_clear_error(sshd, tmp_path):
+    port, key, _ = sshd
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(json.dumps({
+        "scheduler": {"address": "127.0.0.1"},
+        "servers": [{"address": "127.0.0.1", "user": getpass.getuser(), "python": "/nonexistent/python",
+                     "ssh_options": {"Port": port, "IdentityFile": str(key), "StrictHostKeyChecking": "no"}}]}))
+    with pytest.raises(RuntimeError) as info:
+        parallel.DaskPool.over_ssh(load_cluster_file(cluster))
+    message = str(info.value)
+    assert message.startswith(f"{cluster}: could not start Dask workers on the servers")
+    assert "/nonexistent/python" in message and "No such file" in message
