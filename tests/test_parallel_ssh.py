@@ -1,7 +1,7 @@
 """--cluster FILE end to end: an sshd of the test's own on 127.0.0.1 (a free high port, keys made
-in a temporary folder, no system configuration read or changed) plays a server of the cluster file;
-Dask's workers start there over SSH and give the sequential records. Skipped where Debian's
-openssh-server is absent."""
+in a temporary folder, no system configuration read or changed) plays a server of the cluster file,
+then two namespace servers (testbed/local_servers.py) play two machines; Dask's workers start there
+over SSH and give the sequential records. Skipped where Debian's openssh-server is absent."""
 from __future__ import annotations
 
 import getpass
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import requires_sshd
 from experiments import parallel
 from experiments.backends.netsim_backend import NetsimBackend
 from experiments.scenario import parse_scenario
@@ -131,3 +132,28 @@ def test_a_server_without_that_python_is_a_clear_error(sshd, tmp_path):
     message = str(info.value)
     assert message.startswith(f"{cluster}: could not start Dask workers on the servers")
     assert "/nonexistent/python" in message and "No such file" in message
+
+
+@requires_sshd
+def test_two_namespace_servers_run_the_cases_of_their_cluster_file(tmp_path):
+    """Two stand-in machines (testbed/local_servers.py: a namespace, an address and an sshd each);
+    the cluster file they write, run as it is but for the python (this checkout's)."""
+    import yaml
+    from testbed.local_servers import NamespaceServers
+    cases = parse_scenario(SMALL).cases()
+    sequential = [json.dumps(NetsimBackend().run_case(c).as_dict(), sort_keys=True) for c in cases]
+    with NamespaceServers(2, tmp_path / "servers") as servers:
+        assert len(load_cluster_file(servers.cluster_file).servers) == 2       # their file, as written
+        doc = yaml.safe_load(servers.cluster_file.read_text())
+        for server in doc["servers"]:
+            server["python"] = f"env PYTHONPATH={ROOT} {sys.executable}"
+        cluster = tmp_path / "cluster.yaml"
+        cluster.write_text(yaml.safe_dump(doc))
+        pool = parallel.DaskPool.over_ssh(load_cluster_file(cluster))
+        try:
+            hosts = {a.rsplit(":", 1)[0] for a in pool.client.scheduler_info()["workers"]}
+            records = parallel.run_all(pool, parallel.netsim_case, cases, [c.label for c in cases], io.StringIO())
+        finally:
+            pool.close()
+    assert hosts == {f"tcp://{s.address}" for s in servers.servers}
+    assert [json.dumps(r.as_dict(), sort_keys=True) for r in records] == sequential
