@@ -27,14 +27,14 @@ import argparse
 import ipaddress
 import logging
 import multiprocessing
-import os
+import multiprocessing.context
 import signal
 import socket
 import sys
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TextIO
 
@@ -97,10 +97,21 @@ class InProcessPool:
         self.stop()
 
 
-def _worker_starts(pids) -> None:
-    """In each worker process: leave Ctrl-C to the parent (it ends the workers) and say who we are."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    pids.put(os.getpid())
+def _ignore_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # in a worker: the parent handles Ctrl-C and ends it
+
+
+class _SpawnKeepingProcesses(multiprocessing.context.SpawnContext):
+    """The spawn start method, keeping every process it starts (to end them all at once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list = []
+
+    def Process(self, *args, **kwargs):        # noqa: N802 - the name multiprocessing gives it
+        process = super().Process(*args, **kwargs)
+        self.started.append(process)
+        return process
 
 
 class ProcessPool:
@@ -112,11 +123,9 @@ class ProcessPool:
             raise ValueError(f"--jobs {jobs}: expected 1 or more")
         self.workers = jobs
         self.where = f"{jobs} worker processes on this machine"
-        context = multiprocessing.get_context("spawn")     # fresh interpreters: no state shared with this one
-        self._pids = context.SimpleQueue()
-        self._executor = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_starts,
-                                             initargs=(self._pids,))
-        self._running: dict = {}                            # future -> index
+        self._context = _SpawnKeepingProcesses()       # fresh interpreters: no state shared with this one
+        self._executor = ProcessPoolExecutor(jobs, mp_context=self._context, initializer=_ignore_ctrl_c)
+        self._running: dict = {}                        # future -> index
 
     def start(self, index: int, work: Work, item: Any) -> None:
         self._running[self._executor.submit(work, item)] = index
@@ -129,11 +138,12 @@ class ProcessPool:
         return (index, True, future.result()) if error is None else (index, False, error)
 
     def stop(self) -> None:
-        """End the workers now (they ignore Ctrl-C; a case may run for minutes)."""
+        """End every worker now (they ignore Ctrl-C, and a case may run for minutes): all of them,
+        so that none is left waiting on a queue lock a killed one held."""
         self._executor.shutdown(wait=False, cancel_futures=True)
-        while not self._pids.empty():
-            with suppress(ProcessLookupError):
-                os.kill(self._pids.get(), signal.SIGTERM)
+        for process in self._context.started:
+            if process.is_alive():
+                process.kill()
         self._running.clear()
 
     def close(self) -> None:
@@ -353,7 +363,11 @@ def in_order(pool: Optional[CasePool], work: Work, items: Sequence, labels: Opti
                 finished[index] = value
                 progress.finished(labels[index], wall)
             yield finished.pop(next_index)
-    except BaseException:              # a case's error, Ctrl-C, or the caller leaving early
+    except GeneratorExit:              # the caller is done with us: stop what still runs, if anything
+        if began or waiting:
+            pool.stop()
+        raise
+    except BaseException:              # a case's error or a Ctrl-C
         pool.stop()
         raise
     finally:
