@@ -6,8 +6,9 @@ or on the servers of a cluster file through Dask's distributed scheduler.
 
 Every pool runs `work(item)` for each item; `in_order` yields, and `run_all` returns, the results
 in the order of the items, whatever order they finish in. `PooledBackend` is a backend whose
-cases run ahead on a pool (`mrc-testbed run --jobs`/`--cluster`). netsim is deterministic by seed (no wall clock, no hash
-order in a record), so a case's record is the same wherever and alongside whatever it runs.
+cases run ahead on a pool (`mrc-testbed run --jobs`/`--cluster`). netsim is deterministic by seed
+(no wall clock, no hash order in a record), so a case's record is the same wherever and alongside
+whatever it runs.
 Mininet cases run in real time on this machine's network: they stay one at a time
 (`check_options` refuses --jobs/--cluster for them).
 
