@@ -5,6 +5,8 @@
     mrc-testbed run experiments/failover.yaml --backend mininet --pcap     # + a pcap per switch port
     mrc-testbed run experiments/failover.yaml --no-calibrate  # no calibration: the fixed fallback rates
     mrc-testbed run experiments/failover.yaml --repeat 5      # every case 5 times: median and range
+    mrc-testbed run experiments/loss-sweep.yaml --backend netsim --jobs 2      # 2 cases at once
+    mrc-testbed run experiments/loss-sweep.yaml --backend netsim --cluster cluster.yaml   # on servers
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments import repeats, results
+from experiments import parallel, repeats, results
 from experiments.backends import BACKENDS, TARGETS
 from experiments.runner import PCAP_FOLDER, choose_backend, choose_link_rate, run_scenario, select_cases
 from experiments.scenario import ScenarioError, load_scenario
@@ -44,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run every case N times and report the median and range (min..max) of its "
                              "times; netsim runs repetition i with seed + i (default: 1)")
     add_pcap_arguments(parser)          # mininet backend: pcaps in <results folder>/pcap/<case>/
+    parallel.add_arguments(parser)      # netsim backend: --jobs N / --cluster FILE
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +70,11 @@ def run(args: argparse.Namespace) -> int:
         print("mrc-testbed run: --pcap captures the switch ports of the mininet backend; the "
               f"{backend_name} backend has none (run as root with --backend mininet)", file=sys.stderr)
         return 2
+    try:
+        parallel.check_options(args.jobs, args.cluster, backend_name)
+    except ValueError as error:
+        print(f"mrc-testbed run: {error}", file=sys.stderr)
+        return 2
     folder = args.out or results.default_folder(scenario.name)
     setup_logging(getattr(args, "verbosity", 0), folder)
     try:
@@ -76,9 +84,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"mrc-testbed run: {error}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
     try:
-        summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
-                                          variants=args.variant, transports=args.transport,
-                                          pcap=capture, link_rate=link_rate, repeat=args.repeat)
+        with parallel.open_pool(args.jobs, args.cluster) as pool:
+            summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
+                                              variants=args.variant, transports=args.transport,
+                                              pcap=capture, link_rate=link_rate, repeat=args.repeat,
+                                              pool=pool)
     except (RuntimeError, ValueError, KeyError) as error:
         print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
         return 1

@@ -1,13 +1,14 @@
 """Choosing the ECN ramp: MRC's slowest flow over its ideal time, on netsim, for each pair
 (ecn_threshold, ecn_max_threshold), on the data-center cases where the marking decides the result.
 
-    .venv/bin/python -m experiments.ecn_ramp_sweep [--quick] [--out experiments/figures]
+    .venv/bin/python -m experiments.ecn_ramp_sweep [--quick] [--out experiments/figures] [--jobs N | --cluster FILE]
 
 Runs MRC on the `permutation`, `permutation, gray spine` and `incast` variants of
 experiments/datacenter.yaml with every link's ECN thresholds replaced by each pair of `PAIRS`
 (a pair with equal ends is a step), and writes `ecn-ramp-sweep.json` (every figure, with the run's
 conditions) and `ecn-ramp-sweep.png` (slowest/ideal per pair and case). The thresholds
-datacenter.yaml uses were chosen from this figure (its comments say which and why).
+datacenter.yaml uses were chosen from this figure (its comments say which and why). With --jobs N
+(or --cluster FILE) the runs go N at once (experiments/parallel.py), with the same figures.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from experiments import metrics
+from experiments import metrics, parallel
 from experiments.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,25 +31,21 @@ PAIRS = ((8, 8), (16, 16), (24, 24), (32, 32), (4, 24), (8, 32), (12, 36), (16, 
          (16, 48), (20, 48), (24, 48))
 
 
-def run_pair(pair: tuple[int, int], quick: bool, seed: int | None = None) -> dict[str, float | None]:
-    """{case label: MRC's slowest flow over ideal} with every link's ECN thresholds set to `pair`
-    (`seed`: the scenario's own when None)."""
+def run_one(item: tuple[tuple[int, int], str, bool, int | None]) -> float | None:
+    """MRC's slowest flow over ideal on the case `label` of `item` = (pair, label, quick, seed), with
+    every link's ECN thresholds set to `pair` (what a worker runs)."""
     from experiments.backends.netsim_backend import NetsimBackend
     from experiments.backends.netsim_traffic import cable_delay
     from experiments.budget import network_base_rtt
     from experiments.workloads import variant_topology
+    pair, label, quick, seed = item
     scenario = load_scenario(DATACENTER, quick=quick, seed=seed)
-    out = {}
-    for case in scenario.cases():
-        if case.transport.mode != "mrc" or case.variant.label not in CASES:
-            continue
-        link = {**case.variant.link, "ecn_threshold": pair[0], "ecn_max_threshold": pair[1]}
-        case = dataclasses.replace(case, variant=dataclasses.replace(case.variant, link=link))
-        topo = variant_topology(case.variant)
-        record = NetsimBackend().run_case(case)
-        out[case.variant.label] = metrics.slowest_over_ideal(
-            record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
-    return out
+    case = next(c for c in scenario.cases() if c.transport.mode == "mrc" and c.variant.label == label)
+    link = {**case.variant.link, "ecn_threshold": pair[0], "ecn_max_threshold": pair[1]}
+    case = dataclasses.replace(case, variant=dataclasses.replace(case.variant, link=link))
+    topo = variant_topology(case.variant)
+    record = NetsimBackend().run_case(case)
+    return metrics.slowest_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
 
 
 def plot(results: dict[tuple[int, int], dict], path: Path, title: str) -> None:
@@ -78,18 +75,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.ecn_ramp_sweep", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="datacenter.yaml's quick sizes (256 KB flows)")
     parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "figures")
+    parallel.add_arguments(parser)
     args = parser.parse_args(argv)
+    try:
+        parallel.check_options(args.jobs, args.cluster)
+    except ValueError as error:
+        parser.error(str(error))
     args.out.mkdir(parents=True, exist_ok=True)
     load_start, began = os.getloadavg()[0], time.monotonic()
-    results = {}
+    labels = [v.label for v in load_scenario(DATACENTER, quick=args.quick).variants if v.label in CASES]
+    items = [(pair, label, args.quick, None) for pair in PAIRS for label in labels]
+    with parallel.open_pool(args.jobs, args.cluster) as pool:
+        where = parallel.describe(pool)
+        values = iter(parallel.run_all(pool, run_one, items, [f"ECN {p[0]}..{p[1]} {label}" for p, label, _, _ in items]))
+    results = {pair: {label: next(values) for label in labels} for pair in PAIRS}
     for pair in PAIRS:
-        results[pair] = run_pair(pair, args.quick)
         print(f"ECN {pair[0]:>2}..{pair[1]:<2}  " + "  ".join(
             f"{label}: {v:.3f}x" if v is not None else f"{label}: never" for label, v in results[pair].items()),
             flush=True)
     conditions = {"date": datetime.now().isoformat(timespec="seconds"), "quick": args.quick,
                   "wall_s": round(time.monotonic() - began, 1), "load_1min_start": round(load_start, 2),
-                  "load_1min_end": round(os.getloadavg()[0], 2), "backend": "netsim (deterministic)"}
+                  "load_1min_end": round(os.getloadavg()[0], 2), "backend": "netsim (deterministic)",
+                  "ran_on": where}
     data = {"conditions": conditions,
             "results": [{"ecn_threshold": a, "ecn_max_threshold": b, **r} for (a, b), r in results.items()]}
     (args.out / "ecn-ramp-sweep.json").write_text(json.dumps(data, indent=1))

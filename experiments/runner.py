@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from experiments import budget, calibration, metrics, plots, repeats, results
+from experiments import budget, calibration, metrics, parallel, plots, repeats, results
 from experiments.backends import default_backend, make_backend
 from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
@@ -116,19 +116,23 @@ def select_cases(scenario: Scenario, variants: list[str], transports: list[str])
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
                  progress_stream: TextIO = sys.stderr, variants: list[str] = (),
                  transports: list[str] = (), pcap: PcapCapture | None = None,
-                 link_rate: calibration.LinkRate | None = None, repeat: int = 1) -> tuple[list[dict], list[Path]]:
+                 link_rate: calibration.LinkRate | None = None, repeat: int = 1,
+                 pool: parallel.CasePool | None = None) -> tuple[list[dict], list[Path]]:
     """Run every (selected) case `repeat` times, write the results folder; return (summaries, figure
     paths): one summary per case, over its repetitions when `repeat` > 1 (experiments/repeats.py).
 
     With `pcap` (mininet backend only) every switch port of every case is captured into
     `folder`/pcap/<case>/; `link_rate` (mininet only, default: the target's calibration, see
-    `choose_link_rate`) sets the links' rates."""
+    `choose_link_rate`) sets the links' rates; with `pool` (netsim only, experiments/parallel.py)
+    the cases run there, several at once."""
     cases = repeats.expand(select_cases(scenario, list(variants), list(transports)), repeat, backend_name)
     if pcap is not None:
         pcap = pcap.into(Path(folder) / PCAP_FOLDER)
         print(f"mrc-testbed run: capturing every switch port to {pcap.folder}/<case>/<switch>-port<N>.pcap "
               "(decode: tshark -X lua_script:wireshark/mrc.lua -r FILE)", file=progress_stream)
     backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate)
+    if pool is not None:                     # the cases run ahead on the pool; the loop takes their records in order
+        backend = parallel.PooledBackend(pool, cases, backend_name, progress_stream)
     if repeat > 1:
         print(f"mrc-testbed run: {repeats.seeds_note(scenario.seed, repeat, backend_name)}", file=progress_stream)
     bar = ProgressBar(len(cases), progress_stream)
