@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run every case N times and report the median and range (min..max) of its "
                              "times; netsim runs repetition i with seed + i (default: 1)")
     add_pcap_arguments(parser)          # mininet backend: pcaps in <results folder>/pcap/<case>/
-    parallel.add_arguments(parser)      # netsim backend: --jobs N / --cluster FILE
+    parallel.add_arguments(parser)      # --jobs N (netsim) / --cluster FILE (netsim: Dask; mininet: servers)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,11 +84,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"mrc-testbed run: {error}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
     try:
-        with parallel.open_pool(args.jobs, args.cluster) as pool:
+        spread = args.cluster if backend_name == "mininet" else None      # one network over the servers
+        with parallel.open_pool(args.jobs, None if spread else args.cluster) as pool:
             summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
                                               variants=args.variant, transports=args.transport,
                                               pcap=capture, link_rate=link_rate, repeat=args.repeat,
-                                              pool=pool)
+                                              pool=pool, cluster=spread)
     except (RuntimeError, ValueError, KeyError) as error:
         print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
         return 1

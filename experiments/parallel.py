@@ -425,8 +425,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                        help="run N netsim cases at once in worker processes on this machine (default 1)")
     group.add_argument("--cluster", type=Path, default=None, metavar="FILE",
-                       help="run the netsim cases on the servers of this cluster file, through Dask over "
-                            "SSH (testbed/clusterfile.py says what it holds)")
+                       help="the servers of this cluster file (testbed/clusterfile.py): netsim cases run "
+                            "there through Dask over SSH; on the mininet backend each case's network is "
+                            "spread over them (Mininet's cluster edition)")
 
 
 @contextmanager
@@ -444,13 +445,13 @@ def open_pool(jobs: int = 1, cluster: Optional[Path] = None) -> Iterator[Optiona
 
 
 def check_options(jobs: int, cluster: Optional[Path], backend: str = "netsim") -> None:
-    """Raise ValueError when --jobs/--cluster cannot apply (a count below 1, or a backend other
-    than netsim), before anything starts."""
+    """Raise ValueError when --jobs/--cluster cannot apply (a count below 1, or --jobs on a backend
+    other than netsim), before anything starts. --cluster on the mininet backend spreads each case's
+    network over the servers (testbed/cluster.py) instead of running cases side by side."""
     if jobs < 1:
         raise ValueError(f"--jobs {jobs}: expected 1 or more")
-    if backend != "netsim" and (jobs > 1 or cluster is not None):
-        option = f"--jobs {jobs}" if cluster is None else "--cluster"
-        raise ValueError(f"{option}: only netsim cases run in parallel; {backend} cases run in real time "
-                         "on this machine's network, one at a time (drop the option or add --backend netsim)")
+    if backend != "netsim" and jobs > 1:
+        raise ValueError(f"--jobs {jobs}: only netsim cases run in parallel; {backend} cases run in real time "
+                         "on the network, one at a time (drop the option or add --backend netsim)")
     if cluster is not None:
         load_cluster_file(cluster)          # its errors now, before the scenario runs

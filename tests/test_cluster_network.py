@@ -101,3 +101,26 @@ def test_a_sigkill_of_the_front_end_leaves_nothing_on_any_server(servers, tmp_pa
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     assert settled(servers) == []
+
+
+def test_the_quick_failover_over_two_servers_is_bit_exact_with_the_fault_inside_the_workload(servers, tmp_path):
+    """The main experiment's quick MRC case with its network spread over the servers, as
+    `run --cluster` runs it: the same outcome as on one machine (bit-exact, EVs retired after the
+    kill), and a fidelity verdict that says what it could not measure."""
+    from experiments import metrics
+    from experiments.backends.mininet_backend import MininetBackend
+    from experiments.scenario import load_scenario
+
+    scenario = load_scenario(ROOT / "experiments" / "failover.yaml", quick=True)
+    (case,) = [c for c in scenario.cases() if c.variant == scenario.variants[0] and c.transport.name == "MRC"]
+    backend = MininetBackend("model", run_root=tmp_path / "runs", cluster=servers.cluster_file)
+    record = backend.run_case(case)
+    summary = metrics.summarise(record)
+    assert summary["completed"] and summary["bit_exact"], summary
+    assert [f.what for f in record.faults][:1] == ["link down"]
+    assert 0 < summary["failure_time_s"] < summary["completion_time_s"]          # inside the workload
+    retired = [e for e in record.ev_events if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD"]
+    assert retired and min(e["t"] for e in retired) >= summary["failure_time_s"] - 0.01
+    assert record.fidelity["verdict"] == "unknown"
+    assert any(reason.startswith("cluster:") for reason in record.fidelity["reasons"])
+    assert settled(servers) == []

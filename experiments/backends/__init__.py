@@ -56,11 +56,15 @@ def default_backend() -> tuple[str, Optional[str]]:
     return ("netsim", why) if why else ("mininet", None)
 
 
-def make_backend(name: str, target: str = "model", pcap=None, link_rate=None) -> Backend:
+def make_backend(name: str, target: str = "model", pcap=None, link_rate=None, cluster=None) -> Backend:
     """The backend called `name` ("netsim" or "mininet"; `target`, `pcap`, a
-    testbed.capture.PcapCapture capturing every switch port, and `link_rate`, an
-    experiments.calibration.LinkRate, only for mininet)."""
+    testbed.capture.PcapCapture capturing every switch port, `link_rate`, an
+    experiments.calibration.LinkRate, and `cluster`, the path of a cluster file whose servers run
+    each case's network, only for mininet)."""
     if name == "netsim":
+        if cluster is not None:
+            raise ValueError("a cluster file spreads the mininet backend's networks; netsim cases go to "
+                             "servers through experiments.parallel (run --cluster does that)")
         if pcap is not None:
             raise ValueError("--pcap captures the switch ports of the mininet backend: "
                              "netsim has no ports to capture (add --backend mininet)")
@@ -77,5 +81,5 @@ def make_backend(name: str, target: str = "model", pcap=None, link_rate=None) ->
         if why:
             raise RuntimeError(why)
         from experiments.backends.mininet_backend import MininetBackend
-        return MininetBackend(target, pcap=pcap, link_rate=link_rate)
+        return MininetBackend(target, pcap=pcap, link_rate=link_rate, cluster=cluster)
     raise ValueError(f"--backend {name!r}: expected one of {', '.join(BACKENDS)}")

@@ -152,15 +152,15 @@ class MininetBackend:
     name = "mininet"
 
     def __init__(self, target: str = "model", run_root: Path | None = None, pcap=None,
-                 link_rate: LinkRate | None = None) -> None:
+                 link_rate: LinkRate | None = None, cluster: Path | None = None) -> None:
         self.target = target
+        self.cluster = cluster                   # a cluster file: each network spread over its servers
         self.link_rate = link_rate               # None: the calibration of the target, read per case
         self.run_root = Path(run_root) if run_root else Path("runs") / "experiments"
         self.pcap = pcap                     # testbed.capture.PcapCapture: capture every switch port
 
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         from testbed.agents import AgentLauncher
-        from testbed.network import TestbedNetwork
         budget.check_mininet(case)
         topo, notes = budget.target_topology(case, self.target, self.link_rate)
         for note in notes:
@@ -168,9 +168,8 @@ class MininetBackend:
         record = self._record(case, topo, notes)
         run_dir = (self.run_root / f"{case.scenario.name}-{int(time.time())}-{_slug(case.label)}").resolve()
         pcap = self.pcap.case_folder(case.label, case.repetition) if self.pcap is not None else None
-        net = TestbedNetwork(topo, target=self.target, run_dir=run_dir, pcap=pcap,
-                             convergence_delay=case.transport.reroute_delay_s,
-                             progress=lambda line: log.info("%s", line))
+        net = network(topo, self.target, self.cluster, run_dir=run_dir, pcap=pcap,
+                      convergence_delay=case.transport.reroute_delay_s, progress=lambda line: log.info("%s", line))
         agents = AgentLauncher(net, run_dir / "agents")
         timers, monitor, verdict = None, FidelityMonitor(net), None
         control_dir = None                   # short paths (a unix socket path has at most 107 bytes)
@@ -189,7 +188,9 @@ class MininetBackend:
                 if control_dir is not None:
                     controls.append((item.job.host, f"{control_dir}/{item.name}.sock"))
                     extra = ("--control", controls[-1][1])
-                monitor.watch(item.name, agents.start(item.name, item.job, *extra).proc.pid)
+                agent = agents.start(item.name, item.job, *extra)
+                if not net.is_remote(item.job.host):           # a cluster server's process is not ours to watch
+                    monitor.watch(item.name, agent.proc.pid)
             timers = FaultTimers(LiveTarget(net, controls), record, start_at)
             live = Progress([i.log for i in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)
             monitor.start(delay_s=start_at - time.time())     # the agents' start-up is not judged
@@ -284,3 +285,13 @@ class MininetBackend:
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text).strip("-")[:40]
+
+
+def network(topo: Topology, target: str, cluster: Path | None, **params):
+    """The case's network: on this machine, or spread over the servers of the cluster file."""
+    if cluster is None:
+        from testbed.network import TestbedNetwork
+        return TestbedNetwork(topo, target=target, **params)
+    from testbed.cluster import ClusterNetwork
+    from testbed.clusterfile import load_cluster_file
+    return ClusterNetwork(topo, load_cluster_file(cluster), target, **params)
