@@ -203,6 +203,8 @@ WRONG_ANSWERS = [
      "the incast's numbers from a run", "your dropped is 0 packets, lower than the run's"),   # wrong counter
     (5, "incast.py", '"drop-tail makes MRC retire EVs": True', '"drop-tail makes MRC retire EVs": False',
      "predictions: trimming against drop-tail", "your prediction False does not hold"),
+    (5, "incast.py", '"slowest incast": "RoCE (drop-tail)"', '"slowest incast": "MRC drop-tail"',
+     "predictions: trimming against drop-tail", "your prediction 'MRC drop-tail' does not hold"),
     (5, "incast.py", "THRESHOLDS = [2, 8, 16]", "THRESHOLDS = [2, 8, 12]",
      "the trim threshold", "your prediction True does not hold for your thresholds [2, 8, 12]"),
     (6, "lies.py", "    return on_every_bad - healthy", "    return on_every_bad",

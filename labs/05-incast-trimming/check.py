@@ -105,7 +105,8 @@ def check_measure(ws):
 def _measured_outcomes(runs) -> dict:
     finish = {name: _reference(r)["incast_s"] for name, r in runs.items()}
     return {
-        "fastest incast": min((t, n) for n, t in finish.items() if t is not None)[1],
+        # an incast that never finished is the slowest
+        "slowest incast": max((float("inf") if t is None else t, n) for n, t in finish.items())[1],
         "drop-tail loses packets at a full queue": _reference(runs[DROP_TAIL])["dropped"] > 0,
         "trimming loses packets at a full queue": _reference(runs[TRIMMING])["dropped"] > 0,
         "drop-tail makes MRC retire EVs": runs[DROP_TAIL].transport_stats.get("evs_retired", 0) > 0,
@@ -164,8 +165,9 @@ CHECKS = [
           "done when its slowest sender is (and not at all while one has not finished), and a rate is bytes "
           "over the time they took: a flow's own, up to the end of the run if it never finished", check_measure),
     Check("predictions: trimming against drop-tail", "a trimmed packet still reaches the receiver (as a "
-          "header), which NACKs it at once; a dropped one is only missed when the sender's timer expires, "
-          "and to MRC a timeout looks like a broken path", check_predictions),
+          "header), which NACKs it at once; a dropped one is only missed when later packets arrive past the "
+          "gap (a SACK) or the sender's timer expires, and a go-back-N sender resends all that followed it; "
+          "to MRC a burst of losses on one path can look like a broken path", check_predictions),
     Check("the trim threshold", "the threshold is how many packets may queue before the switch starts "
           "cutting: think of how often the queue of a 7 -> 1 incast stands above it", check_thresholds),
 ]

@@ -1,7 +1,8 @@
 """Checks of lab 6: predictions against netsim runs, the blackholed switch, a gray link's EV timeline.
 
 The runs are kept for every folder of a class: students get copies of their events. The failed
-switch is looked for in four runs that blame three different switches (s3, s4, s5)."""
+switch is looked for in four runs that blame three different switches (s3, s4, s5); the gray link's
+timeline is read at 1, 5 and 20 % loss."""
 import copy
 from collections import defaultdict
 
@@ -28,6 +29,11 @@ SUSPECT_CASES = [("blackhole.yaml", "spine blackholes", None),
                   {"topology": "leafspine:3x3x1",
                    "variants": [{"label": "a spine of three blackholes",
                                  "faults": [{"kind": "switch_blackhole", "switch": "s5", "at": "30%"}]}]})]
+# the gray link's timelines: gray.yaml's two variants (at 1 % no EV is retired any more: the link's
+# losses are too few to be its own), and between them the same link losing 5 % (retired, all reinstated)
+GRAY_5 = {"kind": "gray_loss", "link": "auto", "loss": 0.05, "at": 0.02}
+GRAY_CASES = [("1% loss", None), ("5% loss", {"variants": [{"label": "5% loss", "faults": [GRAY_5]}]}),
+              ("20% loss", None)]
 _runs: dict = {}
 
 
@@ -194,8 +200,8 @@ def check_timeline(ws):
     out_of_service = ws.module("lies.py").out_of_service
     figures = []
     out_of_service = _calling(ws, out_of_service)
-    for variant in ("1% loss", "20% loss"):
-        record = _run("gray.yaml", variant, "MRC")
+    for variant, changes in GRAY_CASES:
+        record = _run("gray.yaml", variant, "MRC", changes)
         want = _compare(out_of_service, variant, record.ev_events, record.end, "")
         # the same run seen just after its last retirement, when some EVs are still out of service
         retired = [e["t"] for e in record.ev_events if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD"]

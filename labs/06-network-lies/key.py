@@ -7,7 +7,7 @@ from experiments.metrics import longest_delivery_gap, time_to_recover
 from labs.checking import Workspace
 
 NAMES = ("table", "suspects", "failover.two_planes", "gray.table",
-         *(f"gray.{v}.{f}" for v in ("1", "20") for f in ("evs", "retirements", "reinstated", "share", "mrc_s", "roce_s")),
+         *(f"gray.{v}.{f}" for v in ("1", "5", "20") for f in ("evs", "retirements", "reinstated", "share", "mrc_s", "roce_s")),
          *(f"failover.{k}" for k in ("mrc_s", "recover_ms", "evs", "planes_mrc_s", "planes_evs", "planes_dip",
                                      "reroute_s", "gap_ms")))
 
@@ -53,9 +53,10 @@ def figures(lab, scratch):
     out["suspects"] = found.split("(")[1].rstrip(")")
     gray_rows = ["| gray link | EVs retired at least once | retirements | reinstated by probes | "
                  "out of service (mean share of the run) | MRC | RoCE |", "|---|---|---|---|---|---|---|"]
-    for loss, variant in (("1", "1% loss"), ("20", "20% loss")):
-        record = check._run("gray.yaml", variant, "MRC")
-        roce = check._run("gray.yaml", variant, "RoCE")
+    for variant, changes in check.GRAY_CASES:
+        loss = variant.split("%")[0]
+        record = check._run("gray.yaml", variant, "MRC", changes)
+        roce = check._run("gray.yaml", variant, "RoCE", changes)
         changes = Counter(e["new"] for e in record.ev_events if e["kind"] == "ev_state")
         bad = check._time_bad(record.ev_events, record.end)
         share = sum(bad.values()) / (len(bad) * record.end) if bad else 0.0

@@ -11,7 +11,7 @@ THRESHOLDS = []
 
 # TODO: predictions about experiments/incast.yaml (quick) on netsim. Replace each None.
 PREDICTIONS = {
-    "fastest incast": None,            # "MRC + trimming", "MRC drop-tail" or "RoCE (drop-tail)"
+    "slowest incast": None,            # "MRC + trimming", "MRC drop-tail" or "RoCE (drop-tail)"
     "drop-tail loses packets at a full queue": None,      # True or False
     "trimming loses packets at a full queue": None,
     "drop-tail makes MRC retire EVs": None,

@@ -5,7 +5,7 @@ THRESHOLDS = [2, 8, 16]
 
 # Predictions about experiments/incast.yaml (quick) on netsim.
 PREDICTIONS = {
-    "fastest incast": "MRC + trimming",            # which transport finishes the incast first
+    "slowest incast": "RoCE (drop-tail)",          # which transport finishes the incast last
     "drop-tail loses packets at a full queue": True,
     "trimming loses packets at a full queue": False,
     "drop-tail makes MRC retire EVs": True,
