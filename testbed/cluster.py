@@ -184,10 +184,6 @@ class ClusterHost(ClusterNode, nodes.MrcHost):
 class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
     """The model switch on a server; P4Runtime and its control socket forwarded to the front end."""
 
-    def __init__(self, name, **params):
-        super().__init__(name, **params)
-        self.forward: subprocess.Popen | None = None
-
     @property
     def remote_grpc_path(self) -> str:
         return f"{self.remote_dir}/{self.topo_name}.grpc.sock"
@@ -228,32 +224,17 @@ class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
         if self.registry is not None:
             self.registry.record_process(self.process.pid, f"ssh carrying model switch {self.name}")
 
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """The ready file on the server, then the forwarded P4Runtime socket answering."""
-        deadline = time.monotonic() + (self.ready_timeout if timeout is None else timeout)
-        while "ready" not in self.remote_shell(f"test -e {self.remote_ready_file} && echo ready"):
-            self._check_alive()
-            if time.monotonic() > deadline:
-                raise nodes.SwitchStartError(self._failure(f"no ready file {self.remote_ready_file} on "
-                                                           f"{self.cluster_server.address}"))
-            time.sleep(0.05)
+    def forwards(self) -> list[str]:
+        """OpenSSH's -L arguments bringing this switch's P4Runtime and control sockets to this machine."""
         local_grpc = self.grpc_address[len("unix:"):]
         for path in (local_grpc, self.control_path):
             Path(path).unlink(missing_ok=True)
-        self.forward = subprocess.Popen(
-            [*DIE_WITH_PARENT, *ssh_base(self.cluster_server), "-N", "-o", "ExitOnForwardFailure=yes",
-             "-L", f"{local_grpc}:{self.remote_grpc_path}", "-L", f"{self.control_path}:{self.remote_control_path}",
-             self.cluster_server.ssh_target],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        if self.registry is not None:
-            self.registry.record_process(self.forward.pid, f"ssh forwarding P4Runtime of {self.name}")
-        nodes.P4Switch.wait_ready(self, max(0.1, deadline - time.monotonic()))
+        return ["-L", f"{local_grpc}:{self.remote_grpc_path}", "-L", f"{self.control_path}:{self.remote_control_path}"]
 
-    def _check_alive(self) -> None:
-        super()._check_alive()
-        if self.forward is not None and self.forward.poll() is not None:
-            raise nodes.SwitchStartError(f"{self.name}: the ssh forwarding its P4Runtime socket exited: "
-                                         f"{self.forward.stderr.read().decode(errors='replace').strip()}")
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """P4Runtime answering through the forwarded socket (`ClusterNetwork` has waited for the
+        switch's ready file on its server and forwards the sockets)."""
+        nodes.P4Switch.wait_ready(self, timeout)
 
     def queue_service(self) -> dict[int, dict] | None:
         import json
@@ -269,11 +250,7 @@ class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
             nodes.stop_process(self.process, grace)
             if self.registry is not None:
                 self.registry.forget_process(self.process.pid)
-        if self.forward is not None:
-            nodes.stop_process(self.forward, grace)
-            if self.registry is not None:
-                self.registry.forget_process(self.forward.pid)
-        self.process, self.forward = None, None
+        self.process = None
 
 
 class TunnelLink(RemoteLink):
@@ -372,6 +349,7 @@ class ClusterNetwork(TestbedNetwork):
         self._remote_dir = ""
         self._remote_procs: list[RemoteProcess] = []
         self._nodes_on: Counter = Counter()        # nodes started so far per server (their ssh connection)
+        self.forwards: dict[str, subprocess.Popen] = {}   # per server: the ssh forwarding its switches' sockets
 
     # --- where things are ----------------------------------------------------------------------
     def server_of(self, node: str) -> Server:
@@ -488,6 +466,39 @@ class ClusterNetwork(TestbedNetwork):
     def _control_pids(self) -> tuple[int, ...]:
         return ()                       # the wires' shells run on the servers
 
+    def _start_switches(self) -> str:
+        """Every switch process started; then per server one wait for all its switches' ready files
+        and one ssh connection forwarding all their sockets; then P4Runtime checked on each."""
+        for switch in self.net.switches:
+            switch.start([])
+        by_server: dict[str, list[ClusterRefSwitch]] = {}
+        for switch in self.net.switches:
+            by_server.setdefault(switch.cluster_server.address, []).append(switch)
+        for address, switches in by_server.items():
+            files = " ".join(shlex.quote(s.remote_ready_file) for s in switches)
+            polls = int(switches[0].ready_timeout / 0.05)
+            out = switches[0].remote_shell(f"n=0; for f in {files}; do while [ ! -e \"$f\" ]; do "
+                                           f"n=$((n+1)); [ $n -gt {polls} ] && echo \"missing $f\" && exit 0; "
+                                           "sleep 0.05; done; done; echo ready")
+            if "ready" not in out.split():
+                late = next((s for s in switches if s.remote_ready_file in out), switches[0])
+                late._check_alive()
+                raise nodes.SwitchStartError(late._failure(f"no ready file {late.remote_ready_file} on {address}"))
+            server = self.cluster.server(address)
+            forward = subprocess.Popen(
+                [*DIE_WITH_PARENT, *ssh_base(server), "-N", "-o", "ExitOnForwardFailure=yes",
+                 *[arg for s in switches for arg in s.forwards()], server.ssh_target],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            self.forwards[address] = forward
+            self.registry.record_process(forward.pid, f"ssh forwarding the switches' sockets of {address}")
+        for switch in self.net.switches:
+            forward = self.forwards[switch.cluster_server.address]
+            if forward.poll() is not None:
+                raise ClusterError(f"the ssh forwarding the switches' sockets of {switch.cluster_server.address} "
+                                   f"exited: {forward.stderr.read().decode(errors='replace').strip()}")
+            switch.wait_ready()
+        return f"{len(self.net.switches)} switch processes ready on {len(by_server)} servers"
+
     # --- verbs ----------------------------------------------------------------------------------
     def set_link(self, a: str, b: str, up: bool) -> None:
         link = self.topology.link_between(a, b)
@@ -503,6 +514,9 @@ class ClusterNetwork(TestbedNetwork):
     def stop(self) -> list[str]:
         """The whole tear-down of `TestbedNetwork.stop`, then each server's wire and run folder."""
         remaining = super().stop()
+        for forward in self.forwards.values():
+            nodes.stop_process(forward, 2.0)
+        self.forwards = {}
         for wire in self.wires.values():
             try:
                 wire.terminate()
