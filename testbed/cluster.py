@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mininet.examples.cluster import RemoteLink, RemoteMixin
@@ -216,8 +217,7 @@ class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
     def start(self, controllers=()) -> None:
         if self.process is not None:
             return
-        nodes.disable_ipv6(self, self.data_ports().values())
-        self.remote_shell(f"rm -f {self.remote_ready_file} {self.remote_grpc_path} {self.remote_control_path}")
+        nodes.disable_ipv6(self, self.data_ports().values())      # the run's folder is new: no old ready file
         with open(self.log_path, "ab") as out:
             self.process = self.start_remote(self.topo_name, [*nodes.realtime.command_prefix(), *self.command()],
                                              stdout=out)
@@ -491,12 +491,13 @@ class ClusterNetwork(TestbedNetwork):
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
             self.forwards[address] = forward
             self.registry.record_process(forward.pid, f"ssh forwarding the switches' sockets of {address}")
-        for switch in self.net.switches:
-            forward = self.forwards[switch.cluster_server.address]
+        for address, forward in self.forwards.items():
             if forward.poll() is not None:
-                raise ClusterError(f"the ssh forwarding the switches' sockets of {switch.cluster_server.address} "
-                                   f"exited: {forward.stderr.read().decode(errors='replace').strip()}")
-            switch.wait_ready()
+                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} exited: "
+                                   f"{forward.stderr.read().decode(errors='replace').strip()}")
+        with ThreadPoolExecutor(max_workers=8) as pool:        # each check waits a round trip through ssh
+            for done in [pool.submit(switch.wait_ready) for switch in self.net.switches]:
+                done.result()
         return f"{len(self.net.switches)} switch processes ready on {len(by_server)} servers"
 
     # --- verbs ----------------------------------------------------------------------------------
