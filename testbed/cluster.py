@@ -342,6 +342,9 @@ class ClusterNetwork(TestbedNetwork):
             raise ClusterError(f"--cluster runs the model target; {target} on cluster servers is not built yet "
                                "(docs/scale.md)")
         check_frames_fit(topology)
+        if params.get("pcap"):
+            raise ClusterError("--pcap with --cluster: captures on the servers are not brought back yet "
+                               "(docs/scale.md); capture on one machine instead")
         super().__init__(topology, target, **params)
         self.cluster = cluster
         self.placement = placement_for(topology, cluster)

@@ -130,3 +130,16 @@ def test_the_quick_failover_over_two_servers_is_bit_exact_with_the_fault_inside_
     assert record.fidelity["verdict"] == "unknown"
     assert any(reason.startswith("cluster:") for reason in record.fidelity["reasons"])
     assert settled(servers) == []
+
+
+def test_what_a_spread_network_cannot_do_yet_is_refused_naming_it(tmp_path):
+    from testbed.cluster import ClusterError, ClusterNetwork
+    from testbed.clusterfile import parse_cluster
+    from topologies import topology_from_spec
+
+    cluster = parse_cluster({"servers": ["server.invalid"]}, "c.yaml")     # nothing is sent to it
+    topo = topology_from_spec("leafspine:2x2x1")
+    with pytest.raises(ClusterError, match="bmv2 on cluster servers is not built yet"):
+        ClusterNetwork(topo, cluster, "bmv2", run_dir=tmp_path)
+    with pytest.raises(ClusterError, match="--pcap with --cluster"):
+        ClusterNetwork(topo, cluster, "model", run_dir=tmp_path, pcap=True)
