@@ -63,7 +63,10 @@ def measure(options: argparse.Namespace) -> Measurement:
     if left_out:
         result.skipped.append(left_out)
     else:
-        calibrated = calibration.link_rate("model", MODEL_RATE_BPS)
+        from experiments.budget import emulated_processes
+        from topologies import topology_from_spec
+        largest = max(emulated_processes(topology_from_spec(spec)) for spec in SIZES.values())
+        calibrated = calibration.link_rate("model", MODEL_RATE_BPS, processes=largest)   # one rate for every size
         result.details["mininet_rate"] = {"rate_bps": calibrated.rate_bps, "note": calibrated.note}
         result.add("mininet link rate", calibrated.rate_bps / 1e6, "Mbit/s")
         if calibrated.note:

@@ -132,7 +132,8 @@ CLAIMS = (
           "data-center scale: the quick sweep (netsim) runs 400 Gbit/s, 2 us per hop, 4 KB packets (a BDP "
           "of about 200 packets) and measured MRC/RoCE 3.3 (all-reduce) and 2.6 (all-to-all) at 1 % loss, "
           "with MRC keeping 67 % and 89 % of its loss-free goodput, more than the paper's third. The full "
-          "sweep runs at 20 Mbit/s (Mininet's rate), where the BDP is a few packets and a go-back costs "
+          "sweep runs at `auto` (Mininet's calibrated rate, a few Mbit/s; 20 Mbit/s on netsim), where the BDP is a "
+          "few packets and a go-back costs "
           "RoCE little; there one connection fills the link. docs/transport.md, 'Random loss'."),
     Claim("A gray path: per-EV timeline at 20 % loss",
           "With 20 % loss on one path, its EVs go inactive (ASSUMED_BAD) and the others carry the "
