@@ -22,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmarks.cases import MODEL_RATE_BPS, host_link_rate, mininet_left_out, run_cases
+from benchmarks.cases import MODEL_RATE_BPS, host_link_rate, mininet_left_out, run_cases, scenario_processes
 from benchmarks.figures import Measurement
 from experiments import calibration, metrics
 from wire import constants as C
@@ -55,13 +55,6 @@ def fat_tree_scenario(rate_bps: int) -> dict:
             "transports": [{"name": "MRC", "mode": "mrc"}]}
 
 
-def _processes(doc: dict) -> int:
-    """Agents and switches of the scenario's topology (what its calibrated rate depends on)."""
-    from experiments.budget import emulated_processes
-    from topologies import topology_from_spec
-    return emulated_processes(topology_from_spec(doc["topology"]))
-
-
 def scenario(backend: str, rate_bps: float | None = None) -> dict:
     """The quick failover scenario, leaf-spine variant only (Mininet: links at `rate_bps`)."""
     import yaml
@@ -86,7 +79,7 @@ def measure(options: argparse.Namespace) -> Measurement:
         result.skipped.append(left_out)
     else:
         backends.append("mininet")
-        calibrated = calibration.link_rate("model", MODEL_RATE_BPS, processes=_processes(scenario("mininet")))
+        calibrated = calibration.link_rate("model", MODEL_RATE_BPS, processes=scenario_processes(scenario("mininet")))
         mininet_rate = calibrated.rate_bps
         result.add("mininet link rate", mininet_rate / 1e6, "Mbit/s")
         if calibrated.note:

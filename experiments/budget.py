@@ -133,10 +133,14 @@ def asks_auto(case: Case) -> bool:
     return case.variant.link.get("rate_bps", AUTO) == AUTO
 
 
-def emulated_processes(topo: Topology) -> int:
-    """The processes that emulate `topo` on Mininet: an agent per host and a switch process per switch
-    (what shares the CPUs, so what the calibrated rate depends on)."""
-    return len(topo.hosts) + len(topo.switches)
+def emulated_processes(case: Case, topo: Topology) -> int:
+    """The processes that emulate `case` on `topo` on Mininet, what shares the CPUs and so what the
+    calibrated rate depends on: a switch process per switch, and an agent per host for a
+    collective, a pair of agents per flow otherwise (experiments/backends/agent_jobs.py)."""
+    w = case.variant.workload
+    agents = (len(topo.hosts) if w.kind in COLLECTIVES
+              else 2 * len(point_to_point_flows(topo, w, case.scenario.seed)))
+    return len(topo.switches) + agents
 
 
 def machine_rate(target: str) -> RateSource:
@@ -150,7 +154,7 @@ def target_topology(case: Case, target: str, rate: RateSource | None = None) -> 
     topology's size (default: what the calibration of `target` says, `machine_rate`), and the notes
     (a cap, a fallback, a stretched horizon) the case's record carries."""
     topo = variant_topology(case.variant)
-    rate = (rate or machine_rate(target)).for_processes(emulated_processes(topo))
+    rate = (rate or machine_rate(target)).for_processes(emulated_processes(case, topo))
     notes = []
     fastest = max(link.rate_bps for link in topo.links)
     what = "the Python switch model" if target == "model" else "BMv2"

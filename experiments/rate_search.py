@@ -20,6 +20,7 @@ from typing import Callable, Optional
 from experiments import budget
 from experiments.calibration import MARGIN, Calibration, CalibrationError, Machine, RateModel, SizeMeasurement
 from experiments.scenario import Case, parse_scenario
+from experiments.workloads import variant_topology
 
 START_BPS = 5_000_000            # the first rate tried
 CEILING_BPS = 1_000_000_000      # never tried above this
@@ -114,9 +115,9 @@ def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = C
 
 
 def processes(topology: str) -> int:
-    """The emulated processes of a topology spec (`budget.emulated_processes`)."""
-    from topologies import topology_from_spec
-    return budget.emulated_processes(topology_from_spec(topology))
+    """The processes (agents and switches) a calibration's all-reduce on `topology` runs."""
+    case = calibration_case(START_BPS, topology)
+    return budget.emulated_processes(case, variant_topology(case.variant))
 
 
 def calibrate(target: str, measure_on: Callable[[str], Measure], topologies: tuple = TOPOLOGIES,

@@ -106,14 +106,14 @@ def choose_link_rate(cases: list, backend_name: str, target: str, calibrate: boo
 
 
 def _print_rates(record: calibration.Calibration, cases: list, stream: TextIO) -> None:
-    """One line: the rate `auto` links get on each topology of `cases` (and the record's note)."""
+    """One line: the rate `auto` links get for each topology and process count of `cases` (and the
+    record's note)."""
     from experiments.workloads import variant_topology
     sizes = {}
     for case in cases:
         topo = variant_topology(case.variant)
-        sizes.setdefault(topo.name, budget.emulated_processes(topo))
-    rates = ", ".join(f"{name} ({n} processes): {record.rate_bps(n) / 1e6:.3g} Mbit/s"
-                      for name, n in sizes.items())
+        sizes.setdefault((topo.name, budget.emulated_processes(case, topo)), None)
+    rates = ", ".join(f"{name} ({n} processes): {record.rate_bps(n) / 1e6:.3g} Mbit/s" for name, n in sizes)
     print(f"mrc-testbed run: calibrated link rates of target {record.target}: {rates}", file=stream)
     if record.note:
         print(f"mrc-testbed run: {record.note}", file=stream)

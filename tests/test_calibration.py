@@ -347,3 +347,15 @@ def test_a_measurement_names_its_first_reasons_and_counts_the_rest():
     line = m.describe()
     assert line.startswith("4 Mbit/s: distorted (h0: waited") and "h2:" in line and "h3:" not in line
     assert "5 more" in line and "too fast" in line
+
+
+def test_a_point_to_point_case_counts_an_agent_pair_per_flow_and_a_collective_an_agent_per_host():
+    collective = case_on("leafspine:2x4x4")
+    doc = {"name": "perm", "topology": "leafspine:2x4x4", "horizon_s": 60.0,
+           "workload": {"kind": "permutation", "bytes": 65536, "chunk_bytes": 16384},
+           "transports": [{"name": "MRC", "mode": "mrc"}]}
+    permutation = parse_scenario(doc).cases()[0]
+    topo = budget.variant_topology(collective.variant)
+    assert budget.emulated_processes(collective, topo) == 8 + 6
+    assert budget.emulated_processes(permutation, topo) == 2 * 8 + 6
+    assert rate_search.processes("fattree:4") == 36
