@@ -86,7 +86,7 @@ def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = C
         progress(f"measuring at {rate / 1e6:g} Mbit/s ...")
         m = measure(rate)
         tried.append(m)
-        progress(m.describe())
+        progress(f"{m.describe()} [{m.wall_s:.0f} s]")
         return m
 
     def between(best: Measurement) -> Measurement:
