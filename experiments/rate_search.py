@@ -24,7 +24,7 @@ from experiments.workloads import variant_topology
 
 START_BPS = 5_000_000            # the first rate tried
 CEILING_BPS = 1_000_000_000      # never tried above this
-FLOOR_BPS = 250_000              # never tried below this (BMv2 on a 36-process fat-tree needs about that)
+FLOOR_BPS = 250_000              # never tried below this (BMv2 on fattree:4 was distorted at 1.1 Mbit/s under load)
 REFINE_STEP = 2 ** 0.5           # the one try between a good rate and its double that was not
 RATE_GRAIN_BPS = 10_000          # rates tried are whole multiples of this
 GOOD_SHARE = 0.5                 # goodput (link bound over completion time) a good rate reaches
