@@ -18,7 +18,8 @@ import argparse
 import sys
 from typing import Optional
 
-from benchmarks.cases import MODEL_RATE_BPS, NETSIM_RATE_BPS, host_link_rate, mininet_left_out, run_cases
+from benchmarks.cases import (MODEL_RATE_BPS, NETSIM_RATE_BPS, host_link_rate, mininet_left_out, run_cases,
+                              scenario_processes)
 from benchmarks.figures import Measurement
 from experiments import calibration
 
@@ -63,7 +64,8 @@ def measure(options: argparse.Namespace) -> Measurement:
     if left_out:
         result.skipped.append(left_out)
     else:
-        calibrated = calibration.link_rate("model", MODEL_RATE_BPS)
+        largest = max(scenario_processes(scenario(hosts, size, MODEL_RATE_BPS, 4.0)) for hosts in SIZES)
+        calibrated = calibration.link_rate("model", MODEL_RATE_BPS, processes=largest)   # one rate for every size
         result.details["mininet_rate"] = {"rate_bps": calibrated.rate_bps, "note": calibrated.note}
         result.add("mininet link rate", calibrated.rate_bps / 1e6, "Mbit/s")
         if calibrated.note:

@@ -25,7 +25,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmarks.cases import MODEL_RATE_BPS, host_link_rate, mininet_left_out, run_cases
+from benchmarks.cases import MODEL_RATE_BPS, host_link_rate, mininet_left_out, run_cases, scenario_processes
 from benchmarks.figures import Measurement
 from experiments import calibration, metrics, repeats
 from experiments.timefmt import format_seconds
@@ -84,7 +84,7 @@ def measure(options: argparse.Namespace) -> Measurement:
         result.skipped.append(left_out)
     else:
         backends.append("mininet")
-        calibrated = calibration.link_rate("model", MODEL_RATE_BPS)
+        calibrated = calibration.link_rate("model", MODEL_RATE_BPS, processes=scenario_processes(scenario("mininet")))
         mininet_rate = calibrated.rate_bps
         result.add("mininet link rate", mininet_rate / 1e6, "Mbit/s")
         if calibrated.note:

@@ -32,6 +32,14 @@ def run_cases(doc: dict, backend: str, target: str = "model",
     return out
 
 
+def scenario_processes(doc: dict) -> int:
+    """Agents and switches of the first case of the scenario `doc` on Mininet (what the calibrated
+    rate of `auto` links depends on)."""
+    from experiments.budget import emulated_processes
+    case = parse_scenario(doc, path=f"<benchmark {doc['name']}>").cases()[0]
+    return emulated_processes(case, variant_topology(case.variant))
+
+
 def host_link_rate(case: Case) -> float:
     """Bit rate of the slowest host link of the case's topology."""
     topo = variant_topology(case.variant)

@@ -1,8 +1,9 @@
 """`mrc-testbed calibrate --target model|bmv2`: measure the fastest link rate this machine's switches
-and agents sustain faithfully, and record it for `rate_bps: auto` (experiments/rate_search.py).
+and agents sustain faithfully at a few topology sizes, fit how it falls with the processes per core,
+and record it for `rate_bps: auto` (experiments/rate_search.py).
 
-    sudo mrc-testbed calibrate --target model                 # records into the calibration file
-    sudo mrc-testbed calibrate --target bmv2 --topology leafspine:2x2x2 --start-mbps 2
+    sudo mrc-testbed calibrate --target model                 # leafspine:4x2x2 and fattree:4
+    sudo mrc-testbed calibrate --target bmv2 --topology leafspine:2x2x2 --topology fattree:4 --start-mbps 2
     mrc-testbed calibrate --show                              # what is recorded for this machine
 """
 from __future__ import annotations
@@ -20,11 +21,13 @@ BUSY_LOAD = 0.5                  # load average per core above which the machine
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `mrc-testbed calibrate`."""
     parser.add_argument("--target", choices=TARGETS, default="model", help="switch target (default: model)")
-    parser.add_argument("--topology", default=rate_search.TOPOLOGY,
-                        help=f"topology of the measuring all-reduce (default: {rate_search.TOPOLOGY})")
+    parser.add_argument("--topology", action="append", default=None, metavar="SPEC",
+                        help="a topology the all-reduce measures on (repeatable; the rate model is fitted to "
+                             f"them; default: {' and '.join(rate_search.TOPOLOGIES)})")
     parser.add_argument("--start-mbps", type=float, default=rate_search.START_BPS / 1e6,
-                        help=f"first rate tried, Mbit/s (default: {rate_search.START_BPS / 1e6:g}); "
-                             "doubled while faithful, halved until faithful, then one try between")
+                        help=f"first rate tried on the smallest topology, Mbit/s (default: "
+                             f"{rate_search.START_BPS / 1e6:g}); doubled while faithful, halved until faithful, "
+                             "then one try between; larger topologies start where the smaller predict")
     parser.add_argument("--margin", type=float, default=calibration.MARGIN,
                         help=f"share of the fastest faithful rate recorded (default: {calibration.MARGIN:g})")
     parser.add_argument("--show", action="store_true", help="print the calibration file's records and exit")
@@ -41,6 +44,12 @@ def run(args: argparse.Namespace) -> int:
     if args.start_mbps <= 0:
         print(f"mrc-testbed calibrate: --start-mbps {args.start_mbps:g} must be positive", file=sys.stderr)
         return 2
+    topologies = args.topology or list(rate_search.TOPOLOGIES)
+    try:
+        sizes = {spec: rate_search.processes(spec) for spec in topologies}
+    except ValueError as error:
+        print(f"mrc-testbed calibrate: --topology: {error}", file=sys.stderr)
+        return 2
     why = mininet_unavailable()
     if why is None:
         from testbed.nodes import target_unavailable
@@ -53,11 +62,12 @@ def run(args: argparse.Namespace) -> int:
     if load > BUSY_LOAD * machine.cores:
         print(f"note: the machine is busy (load average {load:.1f} on {machine.cores} cores): the calibration "
               "measures what it sustains now, beside that load", flush=True)
-    print(f"calibrating target {args.target} on {machine.describe()}: an all-reduce on {args.topology} at "
-          f"doubling rates from {args.start_mbps:g} Mbit/s (Ctrl-C stops; nothing is recorded then)", flush=True)
+    listed = ", ".join(f"{spec} ({n} processes)" for spec, n in sorted(sizes.items(), key=lambda kv: kv[1]))
+    print(f"calibrating target {args.target} on {machine.describe()}: an all-reduce on {listed}, at doubling "
+          f"rates from {args.start_mbps:g} Mbit/s on the first (Ctrl-C stops; nothing is recorded then)", flush=True)
     try:
-        record = rate_search.calibrate(args.target, rate_search.measure_allreduce(args.target, args.topology),
-                                       start_bps=int(args.start_mbps * 1e6), margin=args.margin,
+        record = rate_search.calibrate(args.target, lambda spec: rate_search.measure_allreduce(args.target, spec),
+                                       tuple(topologies), start_bps=int(args.start_mbps * 1e6), margin=args.margin,
                                        progress=lambda line: print(f"  {line}", flush=True))
         saved = calibration.save(record, path)
     except calibration.CalibrationError as error:
@@ -66,11 +76,21 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("mrc-testbed calibrate: interrupted; nothing recorded", file=sys.stderr)
         return 130
-    print(f"target {args.target}: fastest faithful rate {record.faithful_rate_bps / 1e6:g} Mbit/s; "
-          f"`rate_bps: auto` links run at {record.rate_bps / 1e6:g} Mbit/s ({record.margin:g} of it)")
-    print(f"recorded in {saved} (load average {record.conditions['load_1min_start']:g} at the start, "
-          f"{record.conditions['load_1min_end']:g} at the end)")
+    print(f"target {args.target}: fastest faithful rate {record.model.describe()} ({machine.cores} cores)")
+    _print_sizes(record)
+    print(f"recorded in {saved}")
     return 0
+
+
+def _print_sizes(record: calibration.Calibration, indent: str = "  ") -> None:
+    """Per measured size: the fastest faithful rate, the load it was measured beside, and what `auto` gives."""
+    for size in record.sizes:
+        load = size.conditions
+        beside = (f", load average {load['load_1min_start']:g} -> {load['load_1min_end']:g}"
+                  if "load_1min_start" in load and "load_1min_end" in load else "")
+        print(f"{indent}{size.topology} ({size.processes} processes): faithful up to "
+              f"{size.faithful_rate_bps / 1e6:g} Mbit/s{beside}; `auto` links run at "
+              f"{record.rate_bps(size.processes) / 1e6:.3g} Mbit/s ({record.margin:g} of the model)")
 
 
 def _show(path) -> int:
@@ -86,6 +106,9 @@ def _show(path) -> int:
     print(f"{path}:")
     for r in records:
         mark = " (this machine)" if r.machine == here else ""
-        print(f"  {r.target:5} {r.rate_bps / 1e6:8.3g} Mbit/s  (faithful up to {r.faithful_rate_bps / 1e6:g}, "
-              f"margin {r.margin:g})  {r.machine.describe()}{mark}  {r.date}")
+        print(f"  {r.target:5} {r.machine.describe()}{mark}  {r.date}")
+        print(f"        fastest faithful rate {r.model.describe()}; `auto` at {r.margin:g} of it")
+        _print_sizes(r, indent="        ")
+        if r.note:
+            print(f"        note: {r.note}")
     return 0

@@ -2,7 +2,8 @@
 
 Both backends take the hosts' line rate, the transport's parameters and the collective's sizes from
 here. On the Mininet backend, links whose rate is `auto` (or not given) run at the rate calibrated for
-the switch target on this machine (experiments/calibration.py), a given rate is capped at it, and a
+the switch target on this machine and the case's topology size (experiments/calibration.py: by its
+agents and switches per core), a given rate is capped at it, and a
 horizon the workload cannot meet there is stretched. Without a calibration the fixed caps of
 MAX_RATE_BPS stand in. Every cap, stretch and fallback comes with a note for the case's record.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from experiments.calibration import LinkRate, link_rate
+from experiments.calibration import RateSource, rate_source
 from experiments.metrics import RECOVERY_WINDOW_S
 from experiments.scenario import AUTO, Case
 from host_agent.transport import sizing
@@ -132,17 +133,28 @@ def asks_auto(case: Case) -> bool:
     return case.variant.link.get("rate_bps", AUTO) == AUTO
 
 
-def fallback_rate(target: str) -> LinkRate:
-    """The link rate of `target` on this machine: the calibrated one, else the fixed cap with a note."""
-    return link_rate(target, MAX_RATE_BPS.get(target, MODEL_MAX_RATE_BPS))
+def emulated_processes(case: Case, topo: Topology) -> int:
+    """The processes that emulate `case` on `topo` on Mininet, what shares the CPUs and so what the
+    calibrated rate depends on: a switch process per switch, and an agent per host for a
+    collective, a pair of agents per flow otherwise (experiments/backends/agent_jobs.py)."""
+    w = case.variant.workload
+    agents = (len(topo.hosts) if w.kind in COLLECTIVES
+              else 2 * len(point_to_point_flows(topo, w, case.scenario.seed)))
+    return len(topo.switches) + agents
 
 
-def target_topology(case: Case, target: str, rate: LinkRate | None = None) -> tuple[Topology, list[str]]:
-    """The case's topology with link rates set to (`auto`) or capped at `rate` (default: what the
-    calibration of `target` says, `fallback_rate`), and the notes (a cap, a fallback, a stretched
-    horizon) the case's record carries."""
-    rate = rate or fallback_rate(target)
+def machine_rate(target: str) -> RateSource:
+    """What `auto` links of `target` run at on this machine: its calibration (a rate per topology
+    size), else the fixed cap for every size, with a note."""
+    return rate_source(target, MAX_RATE_BPS.get(target, MODEL_MAX_RATE_BPS))
+
+
+def target_topology(case: Case, target: str, rate: RateSource | None = None) -> tuple[Topology, list[str]]:
+    """The case's topology with link rates set to (`auto`) or capped at `rate`'s rate for the
+    topology's size (default: what the calibration of `target` says, `machine_rate`), and the notes
+    (a cap, a fallback, a stretched horizon) the case's record carries."""
     topo = variant_topology(case.variant)
+    rate = (rate or machine_rate(target)).for_processes(emulated_processes(case, topo))
     notes = []
     fastest = max(link.rate_bps for link in topo.links)
     what = "the Python switch model" if target == "model" else "BMv2"

@@ -1,14 +1,23 @@
 """The calibration record: the link rate this machine's switches and agents sustain faithfully, per
-machine and switch target, and the file that keeps it.
+machine and switch target, as a function of how many emulated processes share each core, and the
+file that keeps it.
 
-`mrc-testbed calibrate` (experiments/rate_search.py) measures it; a scenario whose link rate is
-`auto` runs at it on the Mininet backend (`link_rate`). The file is JSON::
+`mrc-testbed calibrate` (experiments/rate_search.py) measures the fastest faithful rate at a few
+topology sizes and fits a `RateModel` to them; a scenario whose link rate is `auto` runs, on the
+Mininet backend, at the model's rate for its own topology (`Calibration.for_processes`). The file
+is JSON::
 
-    {"version": 1, "records": [{"machine": {"hostname": ..., "cpu_model": ..., "cores": 2},
-                                "target": "model", "rate_bps": 32000000, "faithful_rate_bps": 40000000,
-                                "margin": 0.8, "date": "2026-12-03 14:10:00 UTC",
-                                "measurements": [{...}, ...],
-                                "conditions": {"load_1min_start": 0.4, "load_1min_end": 2.1}}, ...]}
+    {"version": 2, "records": [{"machine": {"hostname": ..., "cpu_model": ..., "cores": 2},
+        "target": "model", "margin": 0.8, "date": "2026-12-05 10:10:00 UTC",
+        "model": {"processes_per_core": 7.0, "faithful_rate_bps": 7070000, "exponent": 1.2},
+        "sizes": [{"topology": "leafspine:4x2x2", "processes": 14, "faithful_rate_bps": 7070000,
+                   "measurements": [{...}, ...], "conditions": {"load_1min_start": 0.4, ...}}, ...],
+        "note": null}, ...]}
+
+A version-1 file (one rate per record, measured on one topology that it does not name) is still
+read: its rate holds for the default calibration topology (leafspine:4x2x2, 14 processes) and
+scales as 1 / processes for the others, and every `auto` rate taken from it carries a note saying
+so and how to re-measure.
 
 Where it lives: $MRC_CALIBRATION_FILE, else /var/lib/mrc-testbed/calibration.json for root, else
 ~/.cache/mrc-testbed/calibration.json.
@@ -16,18 +25,22 @@ Where it lives: $MRC_CALIBRATION_FILE, else /var/lib/mrc-testbed/calibration.jso
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 ENV_FILE = "MRC_CALIBRATION_FILE"
 ROOT_FILE = Path("/var/lib/mrc-testbed/calibration.json")
 USER_FILE = Path("~/.cache/mrc-testbed/calibration.json")
-FORMAT_VERSION = 1
-MARGIN = 0.8                     # a record keeps this share of the fastest faithful rate measured
+FORMAT_VERSION = 2
+MARGIN = 0.8                     # a record keeps this share of the faithful rate the model gives
+EXPONENT_MIN = 1.0               # a fitted rate falls at least as 1 / (processes per core): see RateModel
+V1_TOPOLOGY = "leafspine:4x2x2"  # what a version-1 record measured (the calibration's default then)
+V1_PROCESSES = 14                # ... its 8 agents and 6 switches
 
 
 class CalibrationError(ValueError):
@@ -51,29 +64,114 @@ class Machine:
         return f"{self.hostname} ({self.cpu_model}, {self.cores} cores)"
 
 
-@dataclass
-class Calibration:
-    """The rate links run at on one machine and target, and the measurements it came from."""
+@dataclass(frozen=True)
+class RateModel:
+    """The fastest faithful link rate against the emulated processes (agents and switches) per core:
+    `faithful_rate_bps` x (`processes_per_core` / n) ^ `exponent` for n processes per core, and
+    `faithful_rate_bps` itself for n at or below `processes_per_core` (never extrapolated upwards).
 
-    machine: Machine
-    target: str
-    rate_bps: int                         # what `auto` links run at: faithful_rate_bps x margin
-    faithful_rate_bps: int                # the fastest rate measured faithful
-    margin: float = MARGIN
-    date: str = ""
+    `fit` takes it from measurements at a few sizes. Why this shape: every agent and switch handles
+    traffic at about the link rate, so at one rate a topology with twice the processes per core asks
+    the CPUs for about twice the work; and the more processes share a core, the longer each waits for
+    it after a packet woke it. The faithful rate thus falls at least as 1 / (processes per core)
+    (EXPONENT_MIN), faster when the waits count too. A measured slope below that is taken as noise
+    or a limit of the smaller size alone (one switch's own speed), not as a licence to run larger
+    topologies faster."""
+
+    processes_per_core: float
+    faithful_rate_bps: float
+    exponent: float
+
+    def faithful_rate(self, processes_per_core: float) -> float:
+        """The fastest faithful rate at `processes_per_core`."""
+        n = max(processes_per_core, self.processes_per_core)
+        return self.faithful_rate_bps * (self.processes_per_core / n) ** self.exponent
+
+    @classmethod
+    def fit(cls, points: list[tuple[float, float]], exponent_min: float = EXPONENT_MIN) -> "RateModel":
+        """The model of (processes per core, fastest faithful rate) `points`: the least-squares slope
+        of log rate against log processes per core (at least `exponent_min`; `exponent_min` itself
+        from one point), through the smallest size, lowered until no measured point lies below it
+        (the model never promises a rate faster than one measured)."""
+        if not points:
+            raise ValueError("a rate model needs at least one measured size")
+        if any(n <= 0 or rate <= 0 for n, rate in points):
+            raise ValueError(f"measured sizes and rates must be positive: {points}")
+        xs = [math.log(n) for n, _ in points]
+        ys = [math.log(rate) for _, rate in points]
+        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+        spread = sum((x - mean_x) ** 2 for x in xs)
+        slope = -sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread if spread > 0 else 0.0
+        exponent = round(max(exponent_min, slope), 3)
+        smallest = min(n for n, _ in points)
+        rate = min(r * (n / smallest) ** exponent for n, r in points)
+        return cls(smallest, rate, exponent)
+
+    def describe(self) -> str:
+        """The model as a formula, e.g. `5.7 Mbit/s x (7 / n)^1.2 for n processes per core (above 7)`."""
+        rate = f"{self.faithful_rate_bps / 1e6:.3g} Mbit/s"
+        if self.exponent == 0:
+            return f"{rate} at every size"
+        return (f"{rate} x ({self.processes_per_core:g} / n)^{self.exponent:g} for n processes per core "
+                f"({rate} at {self.processes_per_core:g} or fewer)")
+
+
+@dataclass
+class SizeMeasurement:
+    """The fastest faithful rate measured on one topology, and every rate tried there."""
+
+    topology: str
+    processes: int                        # agents and switches of the topology
+    faithful_rate_bps: int
     measurements: list = field(default_factory=list)   # one dict per rate tried
     conditions: dict = field(default_factory=dict)     # the machine's load while it was measured
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
 class LinkRate:
-    """The rate `auto` links run at on a target, and a note when it is not a calibrated one."""
+    """A link rate that holds for every topology, and a note when it is not a calibrated one."""
 
     rate_bps: int
     note: Optional[str] = None
+
+    def for_processes(self, processes: int) -> "LinkRate":
+        """The rate for a topology of `processes` agents and switches: this one."""
+        return self
+
+
+@dataclass
+class Calibration:
+    """The rates links run at on one machine and target, by topology size, and the measurements
+    they came from."""
+
+    machine: Machine
+    target: str
+    model: RateModel                      # the fastest faithful rate by processes per core
+    margin: float = MARGIN                # `auto` links run at this share of the model's rate
+    date: str = ""
+    sizes: list = field(default_factory=list)          # SizeMeasurement per topology measured
+    note: Optional[str] = None            # what every rate taken from it must say (an old record)
+
+    @classmethod
+    def fixed(cls, machine: Machine, target: str, rate_bps: int, date: str = "") -> "Calibration":
+        """A record whose links run at `rate_bps` whatever the topology (nothing measured)."""
+        return cls(machine, target, RateModel(1.0, float(rate_bps), 0.0), 1.0, date)
+
+    def rate_bps(self, processes: int) -> int:
+        """The rate `auto` links run at in a topology of `processes` agents and switches."""
+        return max(1, int(self.margin * self.model.faithful_rate(processes / self.machine.cores)))
+
+    def for_processes(self, processes: int) -> LinkRate:
+        """The link rate (with this record's note, if any) for a topology of `processes` processes."""
+        return LinkRate(self.rate_bps(processes), self.note)
+
+    def as_dict(self) -> dict:
+        return {"machine": asdict(self.machine), "target": self.target, "margin": self.margin,
+                "date": self.date, "model": asdict(self.model),
+                "sizes": [asdict(s) for s in self.sizes], "note": self.note}
+
+
+RateSource = Union[LinkRate, Calibration]      # what answers `for_processes`: a fixed rate or a record
 
 
 def calibration_file() -> Path:
@@ -97,21 +195,51 @@ def read_records(path: Optional[Path] = None) -> list[Calibration]:
         doc = json.loads(text)
         if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
             raise ValueError("expected an object with a list 'records'")
-        return [_record(r) for r in doc["records"]]
+        version = doc.get("version", 1)
+        if version not in (1, FORMAT_VERSION):
+            raise ValueError(f"version {version!r}; this testbed reads versions 1 and {FORMAT_VERSION}")
+        reader = _record_v1 if version == 1 else _record
+        return [reader(r, path) for r in doc["records"]]
     except (ValueError, TypeError, KeyError) as error:
         raise CalibrationError(f"{path}: not a calibration file ({error}); delete it or run "
                                "'mrc-testbed calibrate' to write a new one") from None
 
 
-def _record(raw: dict) -> Calibration:
-    machine = Machine(str(raw["machine"]["hostname"]), str(raw["machine"]["cpu_model"]),
-                      int(raw["machine"]["cores"]))
-    record = Calibration(machine, str(raw["target"]), int(raw["rate_bps"]), int(raw["faithful_rate_bps"]),
-                         float(raw.get("margin", MARGIN)), str(raw.get("date", "")),
-                         list(raw.get("measurements", [])), dict(raw.get("conditions", {})))
-    if record.rate_bps <= 0:
-        raise ValueError(f"rate_bps {record.rate_bps} of target {record.target!r} is not positive")
+def _machine(raw: dict) -> Machine:
+    return Machine(str(raw["hostname"]), str(raw["cpu_model"]), int(raw["cores"]))
+
+
+def _record(raw: dict, path: Path) -> Calibration:
+    model = RateModel(float(raw["model"]["processes_per_core"]), float(raw["model"]["faithful_rate_bps"]),
+                      float(raw["model"]["exponent"]))
+    sizes = [SizeMeasurement(str(s["topology"]), int(s["processes"]), int(s["faithful_rate_bps"]),
+                             list(s.get("measurements", [])), dict(s.get("conditions", {})))
+             for s in raw.get("sizes", [])]
+    record = Calibration(_machine(raw["machine"]), str(raw["target"]), model, float(raw.get("margin", MARGIN)),
+                         str(raw.get("date", "")), sizes, raw.get("note"))
+    if model.faithful_rate_bps <= 0 or model.processes_per_core <= 0 or model.exponent < 0:
+        raise ValueError(f"the model of target {record.target!r} ({model}) needs a positive rate and size "
+                         "and an exponent of 0 or more")
+    if not 0 < record.margin <= 1:
+        raise ValueError(f"margin {record.margin:g} of target {record.target!r} is not in (0, 1]")
     return record
+
+
+def _record_v1(raw: dict, path: Path) -> Calibration:
+    """A version-1 record: one rate, measured on (we take it) the default topology of that time."""
+    machine = _machine(raw["machine"])
+    faithful, rate = int(raw["faithful_rate_bps"]), int(raw["rate_bps"])
+    if rate <= 0 or faithful <= 0:
+        raise ValueError(f"rate_bps {rate} of target {raw['target']!r} is not positive")
+    target = str(raw["target"])
+    size = SizeMeasurement(V1_TOPOLOGY, V1_PROCESSES, faithful, list(raw.get("measurements", [])),
+                           dict(raw.get("conditions", {})))
+    note = (f"the calibration of target {target} in {path} is of version 1 ({raw.get('date') or 'undated'}): "
+            f"it measured one size ({V1_TOPOLOGY}, {V1_PROCESSES} processes, {faithful / 1e6:g} Mbit/s faithful), "
+            f"other sizes are scaled as 1 / processes from it; 'mrc-testbed calibrate --target {target}' "
+            "measures the sizes")
+    model = RateModel(V1_PROCESSES / machine.cores, float(faithful), EXPONENT_MIN)
+    return Calibration(machine, target, model, rate / faithful, str(raw.get("date", "")), [size], note)
 
 
 def find(target: str, machine: Optional[Machine] = None, path: Optional[Path] = None) -> Optional[Calibration]:
@@ -121,7 +249,8 @@ def find(target: str, machine: Optional[Machine] = None, path: Optional[Path] = 
 
 
 def save(record: Calibration, path: Optional[Path] = None) -> Path:
-    """Write `record` into the calibration file, replacing the one of its machine and target."""
+    """Write `record` into the calibration file, replacing the one of its machine and target (the
+    file is written in the current version; old records keep their note)."""
     path = Path(path) if path is not None else calibration_file()
     kept = [r for r in read_records(path) if (r.machine, r.target) != (record.machine, record.target)]
     if not record.date:
@@ -134,15 +263,21 @@ def save(record: Calibration, path: Optional[Path] = None) -> Path:
     return path
 
 
-def link_rate(target: str, fallback_bps: int, path: Optional[Path] = None) -> LinkRate:
-    """The rate of `auto` links on `target`: the calibrated one, else `fallback_bps` with a note."""
+def rate_source(target: str, fallback_bps: int, path: Optional[Path] = None) -> RateSource:
+    """What `auto` links on `target` run at: the calibration of this machine, else `fallback_bps`
+    for every topology, with a note."""
     record = find(target, path=path)
     if record is not None:
-        return LinkRate(record.rate_bps)
+        return record
     return LinkRate(fallback_bps, f"link rates at the fixed fallback of {fallback_bps / 1e6:g} Mbit/s: "
                                   f"no calibration of target {target} for this machine in "
                                   f"{Path(path) if path is not None else calibration_file()} "
                                   f"('mrc-testbed calibrate --target {target}' measures it)")
+
+
+def link_rate(target: str, fallback_bps: int, processes: int, path: Optional[Path] = None) -> LinkRate:
+    """The rate of `auto` links on `target` in a topology of `processes` agents and switches."""
+    return rate_source(target, fallback_bps, path).for_processes(processes)
 
 
 def _cpu_model() -> str:

@@ -170,7 +170,8 @@ CLAIMS = (
           "of about 200 packets) and measured MRC/RoCE 3.5 (all-reduce) and 3.0 (all-to-all) at 1 % loss "
           "(seed 1), with MRC keeping 75 % and all of its loss-free goodput, more than the paper's third; "
           "random loss hits every path alike, so MRC retires none of them (docs/transport.md, 'Whose loss'). The full "
-          "sweep runs at 20 Mbit/s (Mininet's rate), where the BDP is a few packets and a go-back costs "
+          "sweep runs at `auto` (Mininet's calibrated rate, a few Mbit/s; 20 Mbit/s on netsim), where the BDP is a "
+          "few packets and a go-back costs "
           "RoCE little; there one connection fills the link. docs/transport.md, 'Random loss'."),
     Claim("A gray path: per-EV timeline at 20 % loss",
           "With 20 % loss on one path, its EVs go inactive (ASSUMED_BAD) and the others carry the "

@@ -1,11 +1,14 @@
-"""Calibration: the fastest link rate at which this machine's switches and agents stay faithful.
+"""Calibration: the fastest link rate at which this machine's switches and agents stay faithful, at a
+few topology sizes, and the model of it by processes per core.
 
 `find_rate` doubles the rate from a start while a measurement at it is good (judged faithful by
 the fidelity monitor, completed, and with goodput at GOOD_SHARE of the link bound or more), or
-halves it until one is, then tries once between the last good rate and its double; it only needs a function that measures one rate, so the search is tested
-without Mininet. `measure_allreduce` is that function on the Mininet backend: an all-reduce on a
-leaf-spine sized to last about MEASURE_S at the link rate. `calibrate` runs the search and makes
-the record (experiments/calibration.py) at MARGIN of the fastest good rate.
+halves it until one is, then tries once between the last good rate and its double; it only needs a
+function that measures one rate, so the search is tested without Mininet. `measure_allreduce` is
+that function on the Mininet backend: an all-reduce on a topology, sized to last about MEASURE_S
+at the link rate. `calibrate` runs the search on each of TOPOLOGIES (a leaf-spine of 14 processes
+and a fat-tree of 36), the larger starting where the smaller predicts, and makes the record
+(experiments/calibration.py): a RateModel fitted to the sizes, applied at MARGIN.
 """
 from __future__ import annotations
 
@@ -15,17 +18,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
 from experiments import budget
-from experiments.calibration import MARGIN, Calibration, CalibrationError, Machine
+from experiments.calibration import MARGIN, Calibration, CalibrationError, Machine, RateModel, SizeMeasurement
 from experiments.scenario import Case, parse_scenario
+from experiments.workloads import variant_topology
 
 START_BPS = 5_000_000            # the first rate tried
 CEILING_BPS = 1_000_000_000      # never tried above this
-FLOOR_BPS = 500_000              # never tried below this
+FLOOR_BPS = 250_000              # never tried below this (BMv2 on fattree:4 was distorted at 1.1 Mbit/s under load)
 REFINE_STEP = 2 ** 0.5           # the one try between a good rate and its double that was not
 RATE_GRAIN_BPS = 10_000          # rates tried are whole multiples of this
 GOOD_SHARE = 0.5                 # goodput (link bound over completion time) a good rate reaches
 MEASURE_S = 1.0                  # an all-reduce lasts about this long at the link bound
-TOPOLOGY = "leafspine:4x2x2"     # 4 leaves, 2 spines, 2 hosts per leaf: 8 hosts
+TOPOLOGIES = ("leafspine:4x2x2", "fattree:4")   # 14 and 36 processes (agents and switches)
 CHUNK_BYTES = 16384
 
 
@@ -82,7 +86,7 @@ def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = C
         progress(f"measuring at {rate / 1e6:g} Mbit/s ...")
         m = measure(rate)
         tried.append(m)
-        progress(m.describe())
+        progress(f"{m.describe()} [{m.wall_s:.0f} s]")
         return m
 
     def between(best: Measurement) -> Measurement:
@@ -110,23 +114,56 @@ def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = C
     return SearchResult(None, tried)
 
 
-def calibrate(target: str, measure: Measure, start_bps: int = START_BPS, margin: float = MARGIN,
+def processes(topology: str) -> int:
+    """The processes (agents and switches) a calibration's all-reduce on `topology` runs."""
+    case = calibration_case(START_BPS, topology)
+    return budget.emulated_processes(case, variant_topology(case.variant))
+
+
+def calibrate(target: str, measure_on: Callable[[str], Measure], topologies: tuple = TOPOLOGIES,
+              start_bps: int = START_BPS, margin: float = MARGIN,
               progress: Callable[[str], None] = lambda line: None, **limits) -> Calibration:
-    """The calibration of `target` on this machine from a search with `measure`; CalibrationError
-    when no rate down to the floor was good."""
-    load_start = os.getloadavg()[0]
-    result = find_rate(measure, start_bps, progress=progress, **limits)
-    conditions = {"load_1min_start": round(load_start, 2), "load_1min_end": round(os.getloadavg()[0], 2)}
-    measurements = [m.as_dict() for m in result.tried]
-    if result.best is None:
-        worst = result.tried[-1]
-        raise CalibrationError(f"target {target}: no rate was faithful with goodput at {GOOD_SHARE:.0%} of "
-                               f"the link bound, down to {worst.rate_bps / 1e6:g} Mbit/s: {worst.describe()}")
-    fastest = result.best.rate_bps
-    return Calibration(Machine.this(), target, int(fastest * margin), fastest, margin, "", measurements, conditions)
+    """The calibration of `target` on this machine: a search at each of `topologies` (smallest
+    first; `measure_on(topology)` measures one rate there) and the RateModel fitted to the fastest
+    good rates. The first size starts at `start_bps`, each next one at what the sizes before
+    predict for it. CalibrationError, naming the size, when one finds no good rate down to the floor."""
+    machine = Machine.this()
+    sizes: list[SizeMeasurement] = []
+    ordered = sorted(dict.fromkeys(topologies), key=processes)
+    started = time.monotonic()
+    for i, topology in enumerate(ordered):
+        count = processes(topology)
+        start = start_bps
+        if sizes:
+            predicted = RateModel.fit([(s.processes / machine.cores, s.faithful_rate_bps) for s in sizes])
+            start = _on_grain(predicted.faithful_rate(count / machine.cores))
+        progress(f"size {i + 1}/{len(ordered)}: {topology} ({count} processes, {count / machine.cores:g} per "
+                 f"core), from {start / 1e6:g} Mbit/s{' (predicted by the sizes before)' if sizes else ''}")
+        load_start = os.getloadavg()[0]
+        result = find_rate(measure_on(topology), max(start, limits.get("floor_bps", FLOOR_BPS)),
+                           progress=progress, **limits)
+        conditions = {"load_1min_start": round(load_start, 2), "load_1min_end": round(os.getloadavg()[0], 2)}
+        if result.best is None:
+            worst = result.tried[-1]
+            before = "; ".join(f"{s.topology}: {s.faithful_rate_bps / 1e6:g} Mbit/s" for s in sizes)
+            raise CalibrationError(f"target {target} on {topology} ({count} processes): no rate was faithful with "
+                                   f"goodput at {GOOD_SHARE:.0%} of the link bound, down to "
+                                   f"{worst.rate_bps / 1e6:g} Mbit/s: {worst.describe()}"
+                                   f"{f' (measured before: {before})' if before else ''}")
+        sizes.append(SizeMeasurement(topology, count, result.best.rate_bps, [m.as_dict() for m in result.tried],
+                                     conditions))
+        progress(f"{topology}: fastest faithful rate {result.best.rate_bps / 1e6:g} Mbit/s (load average "
+                 f"{conditions['load_1min_start']:g} -> {conditions['load_1min_end']:g}, "
+                 f"{time.monotonic() - started:.0f} s so far)")
+    model = RateModel.fit([(s.processes / machine.cores, s.faithful_rate_bps) for s in sizes])
+    return Calibration(machine, target, model, margin, "", sizes)
 
 
-def calibration_case(rate_bps: int, topology: str = TOPOLOGY, measure_s: float = MEASURE_S) -> Case:
+def _on_grain(rate: float) -> int:
+    return max(RATE_GRAIN_BPS, int(round(rate / RATE_GRAIN_BPS)) * RATE_GRAIN_BPS)
+
+
+def calibration_case(rate_bps: int, topology: str, measure_s: float = MEASURE_S) -> Case:
     """The case a calibration runs at `rate_bps`: an MRC all-reduce lasting about `measure_s` at the
     link bound (at least two chunks per rank)."""
     from topologies import topology_from_spec
@@ -142,7 +179,7 @@ def calibration_case(rate_bps: int, topology: str = TOPOLOGY, measure_s: float =
     return parse_scenario(doc, "<calibration>").cases()[0]
 
 
-def measure_allreduce(target: str, topology: str = TOPOLOGY, measure_s: float = MEASURE_S) -> Measure:
+def measure_allreduce(target: str, topology: str, measure_s: float = MEASURE_S) -> Measure:
     """A function measuring one rate on the Mininet backend with `target` switches."""
     from experiments.backends.mininet_backend import MininetBackend
     from experiments.calibration import LinkRate

@@ -2,8 +2,8 @@
 
 The default backend is `mininet` (the model target) when this process is root, `mnexec` is
 installed and the testbed modules import; otherwise `netsim`, with one line saying so. On mininet,
-`choose_link_rate` finds the calibrated link rate of the target, calibrating first when this machine
-has none and a case asks for `rate_bps: auto`. A progress bar runs on stderr. `mrc-testbed run` (cli/run.py) prints the comparison table at the end.
+`choose_link_rate` finds the calibration of the target (a link rate per topology size), calibrating
+first when this machine has none and a case asks for `rate_bps: auto`. A progress bar runs on stderr. `mrc-testbed run` (cli/run.py) prints the comparison table at the end.
 """
 from __future__ import annotations
 
@@ -71,35 +71,53 @@ def choose_backend(requested: Optional[str]) -> str:
 
 
 def choose_link_rate(cases: list, backend_name: str, target: str, calibrate: bool = True,
-                     stream: TextIO = sys.stderr) -> Optional[calibration.LinkRate]:
-    """The link rate of a mininet run (None on netsim, which keeps the scenario's rates): the
-    calibrated one of `target`; without one, a calibration first when `calibrate` and a case asks for
-    `auto`, else (or when the calibration finds no faithful rate) the fixed fallback, with a note."""
+                     stream: TextIO = sys.stderr) -> Optional[calibration.RateSource]:
+    """What the links of a mininet run take their rate from (None on netsim, which keeps the
+    scenario's rates): the calibration of `target`, which gives each case the rate for its topology's
+    size; without one, a calibration first when `calibrate` and a case asks for `auto`, else (or when
+    the calibration finds no faithful rate) the fixed fallback, with a note. The rate of each
+    topology in `cases` is printed."""
     if backend_name != "mininet":
         return None
-    rate = budget.fallback_rate(target)
-    if rate.note is None:
-        return rate
+    source = budget.machine_rate(target)
+    if isinstance(source, calibration.Calibration):
+        _print_rates(source, cases, stream)
+        return source
     if not calibrate or not any(budget.asks_auto(case) for case in cases):
-        print(f"mrc-testbed run: {rate.note}", file=stream)
-        return rate
+        print(f"mrc-testbed run: {source.note}", file=stream)
+        return source
     from experiments import rate_search
     print(f"mrc-testbed run: no calibration of target {target} for this machine in "
-          f"{calibration.calibration_file()}: calibrating first (a few minutes; --no-calibrate runs at "
-          f"the fixed {rate.rate_bps / 1e6:g} Mbit/s instead)", file=stream)
+          f"{calibration.calibration_file()}: calibrating first on {', '.join(rate_search.TOPOLOGIES)} "
+          f"(several minutes; --no-calibrate runs at the fixed {source.rate_bps / 1e6:g} Mbit/s instead)",
+          file=stream)
     try:
-        record = rate_search.calibrate(target, rate_search.measure_allreduce(target),
+        record = rate_search.calibrate(target, lambda topology: rate_search.measure_allreduce(target, topology),
                                        progress=lambda line: print(f"  calibrate {target}: {line}", file=stream))
     except calibration.CalibrationError as error:
-        note = (f"link rates at the fixed fallback of {rate.rate_bps / 1e6:g} Mbit/s: the calibration found no "
+        note = (f"link rates at the fixed fallback of {source.rate_bps / 1e6:g} Mbit/s: the calibration found no "
                 f"faithful rate on this machine now ({error}); nothing was recorded")
         print(f"mrc-testbed run: {note}", file=stream)
-        return calibration.LinkRate(rate.rate_bps, note)
+        return calibration.LinkRate(source.rate_bps, note)
     path = calibration.save(record)
-    print(f"mrc-testbed run: links run at {record.rate_bps / 1e6:g} Mbit/s on {target} "
-          f"({record.margin:g} x {record.faithful_rate_bps / 1e6:g} Mbit/s, the fastest faithful rate); "
-          f"recorded in {path}", file=stream)
-    return calibration.LinkRate(record.rate_bps)
+    print(f"mrc-testbed run: calibrated {target}: fastest faithful rate {record.model.describe()}; links run at "
+          f"{record.margin:g} of it; recorded in {path}", file=stream)
+    _print_rates(record, cases, stream)
+    return record
+
+
+def _print_rates(record: calibration.Calibration, cases: list, stream: TextIO) -> None:
+    """One line: the rate `auto` links get for each topology and process count of `cases` (and the
+    record's note)."""
+    from experiments.workloads import variant_topology
+    sizes = {}
+    for case in cases:
+        topo = variant_topology(case.variant)
+        sizes.setdefault((topo.name, budget.emulated_processes(case, topo)), None)
+    rates = ", ".join(f"{name} ({n} processes): {record.rate_bps(n) / 1e6:.3g} Mbit/s" for name, n in sizes)
+    print(f"mrc-testbed run: calibrated link rates of target {record.target}: {rates}", file=stream)
+    if record.note:
+        print(f"mrc-testbed run: {record.note}", file=stream)
 
 
 def select_cases(scenario: Scenario, variants: list[str], transports: list[str]) -> list:
@@ -116,7 +134,7 @@ def select_cases(scenario: Scenario, variants: list[str], transports: list[str])
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
                  progress_stream: TextIO = sys.stderr, variants: list[str] = (),
                  transports: list[str] = (), pcap: PcapCapture | None = None,
-                 link_rate: calibration.LinkRate | None = None, repeat: int = 1,
+                 link_rate: calibration.RateSource | None = None, repeat: int = 1,
                  pool: parallel.CasePool | None = None,
                  cluster: Path | None = None) -> tuple[list[dict], list[Path]]:
     """Run every (selected) case `repeat` times, write the results folder; return (summaries, figure

@@ -1,14 +1,16 @@
-"""Calibration: the rate search (with fake measurements, no Mininet), the record's file, and
-`rate_bps: auto` resolving from it."""
+"""Calibration: the rate search (with fake measurements, no Mininet), the rate model fitted to a few
+topology sizes, the record's file (and its old version), and `rate_bps: auto` resolving from it per
+topology."""
 from __future__ import annotations
 
 import io
 import json
+import math
 
 import pytest
 
 from experiments import budget, calibration, rate_search, runner
-from experiments.calibration import Calibration, CalibrationError, LinkRate, Machine
+from experiments.calibration import Calibration, CalibrationError, LinkRate, Machine, RateModel
 from experiments.rate_search import Measurement, calibrate, find_rate
 from experiments.scenario import ScenarioError, parse_scenario
 
@@ -24,14 +26,20 @@ def fake_target(fastest_good_bps: float, calls: list | None = None):
     return measure
 
 
+def one_size(measure):
+    """A measure_on for a calibration on one topology."""
+    return lambda topology: measure
+
+
 def test_calibration_chooses_a_lower_rate_for_a_slower_target():
-    fast = calibrate("model", fake_target(45e6), start_bps=5_000_000)
-    slow = calibrate("bmv2", fake_target(12e6), start_bps=5_000_000)
-    assert fast.faithful_rate_bps == 40_000_000 and slow.faithful_rate_bps == 10_000_000
-    assert slow.rate_bps < fast.rate_bps
-    assert fast.rate_bps == int(40_000_000 * calibration.MARGIN)
-    assert [m["rate_bps"] for m in fast.measurements] == [5e6, 10e6, 20e6, 40e6, 80e6, 56.57e6]
-    assert set(fast.conditions) == {"load_1min_start", "load_1min_end"}
+    fast = calibrate("model", one_size(fake_target(45e6)), ("leafspine:4x2x2",), start_bps=5_000_000)
+    slow = calibrate("bmv2", one_size(fake_target(12e6)), ("leafspine:4x2x2",), start_bps=5_000_000)
+    assert [s.faithful_rate_bps for s in fast.sizes] == [40_000_000]
+    assert [s.faithful_rate_bps for s in slow.sizes] == [10_000_000]
+    assert slow.rate_bps(14) < fast.rate_bps(14)
+    assert fast.rate_bps(14) == int(40_000_000 * calibration.MARGIN)
+    assert [m["rate_bps"] for m in fast.sizes[0].measurements] == [5e6, 10e6, 20e6, 40e6, 80e6, 56.57e6]
+    assert set(fast.sizes[0].conditions) == {"load_1min_start", "load_1min_end"}
 
 
 def test_the_search_tries_once_between_a_good_rate_and_its_double():
@@ -55,7 +63,7 @@ def test_a_rate_with_poor_goodput_is_not_good_even_when_faithful():
 
 def test_no_good_rate_is_an_error_naming_the_target_and_the_reason():
     with pytest.raises(CalibrationError, match=r"bmv2.*s1: CPU 99%"):
-        calibrate("bmv2", fake_target(0), start_bps=2_000_000, floor_bps=1_000_000)
+        calibrate("bmv2", one_size(fake_target(0)), ("leafspine:4x2x2",), start_bps=2_000_000, floor_bps=1_000_000)
 
 
 def test_the_search_stops_at_the_ceiling():
@@ -64,8 +72,10 @@ def test_the_search_stops_at_the_ceiling():
 
 
 def record(target: str, rate: int, machine: Machine | None = None) -> Calibration:
-    return Calibration(machine or Machine.this(), target, rate, int(rate / 0.8), 0.8, "",
-                       [{"rate_bps": rate, "faithful": True}], {"load_1min_start": 1.5})
+    """A record whose `auto` rate is `rate` for every size (a flat model)."""
+    size = calibration.SizeMeasurement("leafspine:4x2x2", 14, int(rate / 0.8), [{"rate_bps": rate, "faithful": True}],
+                                       {"load_1min_start": 1.5})
+    return Calibration(machine or Machine.this(), target, RateModel(7.0, rate / 0.8, 0.0), 0.8, "", [size])
 
 
 def test_records_round_trip_through_the_file_and_replace_their_own_machine_and_target(tmp_path):
@@ -75,19 +85,26 @@ def test_records_round_trip_through_the_file_and_replace_their_own_machine_and_t
     calibration.save(record("model", 90_000_000, other), path)
     calibration.save(record("bmv2", 4_000_000), path)
     calibration.save(record("model", 32_000_000), path)          # replaces this machine's model record
-    assert calibration.find("model", path=path).rate_bps == 32_000_000
-    assert calibration.find("model", machine=other, path=path).rate_bps == 90_000_000
+    assert calibration.find("model", path=path).rate_bps(14) == 32_000_000
+    assert calibration.find("model", machine=other, path=path).rate_bps(14) == 90_000_000
     back = calibration.find("bmv2", path=path)
-    assert back.rate_bps == 4_000_000 and back.machine == Machine.this() and back.date
-    assert back.measurements == [{"rate_bps": 4_000_000, "faithful": True}]
-    assert back.conditions == {"load_1min_start": 1.5}
+    assert back.rate_bps(14) == 4_000_000 and back.machine == Machine.this() and back.date
+    assert back.sizes[0].measurements == [{"rate_bps": 4_000_000, "faithful": True}]
+    assert back.sizes[0].conditions == {"load_1min_start": 1.5} and back.note is None
+    assert json.loads(path.read_text())["version"] == calibration.FORMAT_VERSION
     assert len(calibration.read_records(path)) == 3
+
+
+MACHINE = '"machine": {"hostname": "a", "cpu_model": "b", "cores": 2}'
 
 
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"records": {}}',
                                   '{"records": [{"target": "model"}]}',
-                                  '{"records": [{"machine": {"hostname": "a", "cpu_model": "b", "cores": 2}, '
-                                  '"target": "model", "rate_bps": 0, "faithful_rate_bps": 1}]}'])
+                                  '{"records": [{%s, "target": "model", "rate_bps": 0, "faithful_rate_bps": 1}]}' % MACHINE,
+                                  '{"version": 2, "records": [{%s, "target": "model", "rate_bps": 5}]}' % MACHINE,
+                                  '{"version": 2, "records": [{%s, "target": "model", "model": {"processes_per_core": 7, '
+                                  '"faithful_rate_bps": 5e6, "exponent": -1}}]}' % MACHINE,
+                                  '{"version": 3, "records": []}'])
 def test_a_malformed_calibration_file_is_an_error_naming_the_file(tmp_path, text):
     path = tmp_path / "broken.json"
     path.write_text(text)
@@ -152,22 +169,33 @@ def test_auto_is_the_only_word_a_rate_may_be():
         scenario({"rate_bps": "fast"})
 
 
+def crowded_target(bps_per_process_share: float, calls: list | None = None):
+    """A measure_on for a machine whose fastest good rate falls as 1 / processes^1.5: a topology of n
+    processes stays faithful up to bps_per_process_share / n^1.5 (and records the rates tried)."""
+    def measure_on(topology: str):
+        fastest = bps_per_process_share / rate_search.processes(topology) ** 1.5
+        return fake_target(fastest, None if calls is None else calls.setdefault(topology, []))
+    return measure_on
+
+
 def test_a_run_calibrates_first_when_no_record_exists_and_says_so(own_file, monkeypatch):
-    monkeypatch.setattr(rate_search, "measure_allreduce", lambda target: fake_target(25e6))
+    monkeypatch.setattr(rate_search, "measure_allreduce", lambda target, topology: crowded_target(1.3e9)(topology))
     cases = scenario().cases()
     out = io.StringIO()
-    rate = runner.choose_link_rate(cases, "mininet", "model", calibrate=True, stream=out)
-    assert rate == LinkRate(int(20_000_000 * calibration.MARGIN))
-    assert "calibrating first" in out.getvalue()
-    assert calibration.find("model", path=own_file).faithful_rate_bps == 20_000_000
-    assert json.loads(own_file.read_text())["records"][0]["measurements"]
+    source = runner.choose_link_rate(cases, "mininet", "model", calibrate=True, stream=out)
+    assert isinstance(source, Calibration)
+    assert "calibrating first on leafspine:4x2x2, fattree:4" in out.getvalue()
+    saved = calibration.find("model", path=own_file)
+    assert [s.topology for s in saved.sizes] == list(rate_search.TOPOLOGIES)
+    assert json.loads(own_file.read_text())["records"][0]["sizes"][1]["measurements"]
+    assert "leafspine:2x2x1 (6 processes)" in out.getvalue()        # the rate of the run's topology
     again = io.StringIO()
-    assert runner.choose_link_rate(cases, "mininet", "model", stream=again) == rate
-    assert again.getvalue() == ""                                   # the record is used as it is
+    assert runner.choose_link_rate(cases, "mininet", "model", stream=again).model == saved.model
+    assert "calibrating" not in again.getvalue() and "leafspine:2x2x1 (6 processes)" in again.getvalue()
 
 
 def test_a_declined_calibration_runs_at_the_fallback_and_netsim_keeps_its_rates(own_file, monkeypatch):
-    monkeypatch.setattr(rate_search, "measure_allreduce", lambda target: pytest.fail("calibrated"))
+    monkeypatch.setattr(rate_search, "measure_allreduce", lambda *a: pytest.fail("calibrated"))
     out = io.StringIO()
     rate = runner.choose_link_rate(scenario().cases(), "mininet", "bmv2", calibrate=False, stream=out)
     assert rate.rate_bps == budget.MAX_RATE_BPS["bmv2"] and "fixed fallback" in out.getvalue()
@@ -176,12 +204,123 @@ def test_a_declined_calibration_runs_at_the_fallback_and_netsim_keeps_its_rates(
 
 
 def test_a_calibration_that_finds_no_faithful_rate_runs_at_the_fallback_and_records_nothing(own_file, monkeypatch):
-    monkeypatch.setattr(rate_search, "measure_allreduce", lambda target: fake_target(0))
+    monkeypatch.setattr(rate_search, "measure_allreduce", lambda target, topology: fake_target(0))
     out = io.StringIO()
     rate = runner.choose_link_rate(scenario().cases(), "mininet", "model", calibrate=True, stream=out)
     assert rate.rate_bps == budget.MAX_RATE_BPS["model"]
     assert "found no faithful rate" in rate.note and "s1: CPU 99%" in rate.note
     assert not own_file.exists()
+
+
+# --- the rate model: fitted to sizes, resolved per topology ------------------------------------------
+
+def test_two_sizes_fit_a_power_law_through_both():
+    model = RateModel.fit([(7.0, 5.7e6), (18.0, 1.8e6)])
+    assert model.exponent == pytest.approx(math.log(5.7 / 1.8) / math.log(18 / 7), abs=1e-3)
+    assert model.faithful_rate(7.0) == pytest.approx(5.7e6, rel=1e-3)
+    assert model.faithful_rate(18.0) == pytest.approx(1.8e6, rel=1e-3)
+    assert 1.8e6 < model.faithful_rate(12.0) < 5.7e6
+
+
+@pytest.mark.parametrize("points", [[(7.0, 5e6), (18.0, 4e6)],                     # slope below 1
+                                    [(4.0, 9e6), (7.0, 4e6), (18.0, 1.9e6)],       # noisy
+                                    [(7.0, 3e6), (18.0, 3.5e6)]])                  # larger measured faster
+def test_the_model_falls_at_least_as_one_over_processes_and_promises_no_rate_above_a_measured_one(points):
+    model = RateModel.fit(points)
+    assert model.exponent >= calibration.EXPONENT_MIN
+    for n, measured in points:
+        assert model.faithful_rate(n) <= measured * (1 + 1e-9)
+    assert model.faithful_rate(36.0) <= model.faithful_rate(18.0) * 18 / 36 * (1 + 1e-9)
+
+
+def test_the_model_is_flat_below_the_smallest_size_and_one_size_scales_as_one_over_processes():
+    model = RateModel.fit([(7.0, 5.7e6)])
+    assert model.exponent == calibration.EXPONENT_MIN
+    assert model.faithful_rate(3.0) == model.faithful_rate(7.0) == pytest.approx(5.7e6)
+    assert model.faithful_rate(14.0) == pytest.approx(5.7e6 / 2)
+    with pytest.raises(ValueError, match="at least one"):
+        RateModel.fit([])
+
+
+def test_calibrate_measures_each_size_smallest_first_and_starts_the_next_where_the_model_predicts():
+    calls: dict = {}
+    progress = []
+    record = calibrate("model", crowded_target(1.3e9, calls), ("fattree:4", "leafspine:4x2x2"),
+                       progress=progress.append)
+    assert list(calls) == ["leafspine:4x2x2", "fattree:4"]
+    small = record.sizes[0].faithful_rate_bps
+    predicted = RateModel.fit([(14 / record.machine.cores, small)]).faithful_rate(36 / record.machine.cores)
+    assert calls["fattree:4"][0] == pytest.approx(predicted, abs=rate_search.RATE_GRAIN_BPS)
+    assert record.sizes[1].faithful_rate_bps < small
+    assert record.model.exponent > 1                      # the fake machine falls as n^-1.5
+    assert any(line.startswith("size 2/2: fattree:4 (36 processes") for line in progress)
+    assert any("fattree:4: fastest faithful rate" in line for line in progress)
+
+
+def test_a_size_with_no_good_rate_is_an_error_naming_it_and_what_was_measured_before():
+    def measure_on(topology):
+        return fake_target(8e6 if topology == "leafspine:4x2x2" else 0)
+    with pytest.raises(CalibrationError, match=r"on fattree:4 \(36 processes\).*measured before: leafspine:4x2x2"):
+        calibrate("model", measure_on, ("leafspine:4x2x2", "fattree:4"), floor_bps=1_000_000)
+
+
+def case_on(topology: str):
+    doc = {"name": "auto", "topology": topology, "horizon_s": 60.0, "link": {"rate_bps": "auto"},
+           "workload": {"kind": "allreduce", "bytes": 65536, "chunk_bytes": 16384},
+           "transports": [{"name": "MRC", "mode": "mrc"}]}
+    return parse_scenario(doc).cases()[0]
+
+
+def test_auto_gives_a_lower_rate_for_a_larger_topology(own_file):
+    record = calibrate("model", crowded_target(1.3e9), rate_search.TOPOLOGIES)
+    calibration.save(record, own_file)
+    rates = {}
+    for topology in ("leafspine:2x2x2", "leafspine:4x2x2", "leafspine:8x2x2", "fattree:4"):
+        topo, notes = budget.target_topology(case_on(topology), "model")
+        assert len({link.rate_bps for link in topo.links}) == 1 and notes == []
+        rates[topology] = topo.links[0].rate_bps
+    assert rates["leafspine:2x2x2"] >= rates["leafspine:4x2x2"] > rates["leafspine:8x2x2"] > rates["fattree:4"]
+    assert rates["fattree:4"] == record.rate_bps(36) <= calibration.MARGIN * record.sizes[1].faithful_rate_bps
+    assert rates["leafspine:4x2x2"] == record.rate_bps(14) <= calibration.MARGIN * record.sizes[0].faithful_rate_bps
+
+
+def test_a_version_1_file_still_gives_its_rate_at_its_size_and_a_note_to_measure_the_sizes(own_file):
+    here = Machine.this()
+    own_file.write_text(json.dumps({"version": 1, "records": [
+        {"machine": {"hostname": here.hostname, "cpu_model": here.cpu_model, "cores": here.cores},
+         "target": "model", "rate_bps": 4_560_000, "faithful_rate_bps": 5_700_000, "margin": 0.8,
+         "date": "2026-12-03 14:10:00 UTC", "measurements": [{"rate_bps": 5_700_000}], "conditions": {}}]}))
+    old = calibration.find("model", path=own_file)
+    assert old.rate_bps(14) == 4_560_000 and old.rate_bps(36) == int(4_560_000 * 14 / 36)
+    topo, notes = budget.target_topology(case_on("fattree:4"), "model")
+    assert {link.rate_bps for link in topo.links} == {old.rate_bps(36)}
+    assert len(notes) == 1 and "version 1" in notes[0] and "mrc-testbed calibrate --target model" in notes[0]
+    calibration.save(record("bmv2", 2_000_000), own_file)                  # rewritten as version 2
+    assert json.loads(own_file.read_text())["version"] == calibration.FORMAT_VERSION
+    assert "version 1" in calibration.find("model", path=own_file).note   # ... still saying what it is
+
+
+def test_a_fixed_record_gives_its_rate_to_every_size():
+    fixed = Calibration.fixed(Machine.this(), "model", 20_000_000)
+    assert fixed.rate_bps(6) == fixed.rate_bps(36) == 20_000_000
+    assert LinkRate(3_000_000).for_processes(36) == LinkRate(3_000_000)
+
+
+def test_calibrate_prints_each_size_and_the_fitted_model(own_file, capsys, monkeypatch):
+    from cli import calibrate as cli_calibrate
+    from cli.main import main
+    from testbed import nodes
+    monkeypatch.setattr(cli_calibrate, "mininet_unavailable", lambda: None)
+    monkeypatch.setattr(nodes, "target_unavailable", lambda target: None)
+    monkeypatch.setattr(rate_search, "measure_allreduce", lambda target, topology: crowded_target(1.3e9)(topology))
+    assert main(["calibrate", "--target", "model"]) == 0
+    out = capsys.readouterr().out
+    assert "size 1/2: leafspine:4x2x2 (14 processes" in out and "size 2/2: fattree:4 (36 processes" in out
+    assert "n processes per core" in out and "recorded in" in out
+    assert "fattree:4 (36 processes): faithful up to" in out
+    assert calibration.find("model", path=own_file).sizes[1].topology == "fattree:4"
+    assert main(["calibrate", "--topology", "leafspine:0x2"]) == 2
+    assert "--topology" in capsys.readouterr().err
 
 
 def test_calibrate_show_lists_the_records_and_names_a_malformed_file(own_file, capsys):
@@ -208,3 +347,15 @@ def test_a_measurement_names_its_first_reasons_and_counts_the_rest():
     line = m.describe()
     assert line.startswith("4 Mbit/s: distorted (h0: waited") and "h2:" in line and "h3:" not in line
     assert "5 more" in line and "too fast" in line
+
+
+def test_a_point_to_point_case_counts_an_agent_pair_per_flow_and_a_collective_an_agent_per_host():
+    collective = case_on("leafspine:2x4x4")
+    doc = {"name": "perm", "topology": "leafspine:2x4x4", "horizon_s": 60.0,
+           "workload": {"kind": "permutation", "bytes": 65536, "chunk_bytes": 16384},
+           "transports": [{"name": "MRC", "mode": "mrc"}]}
+    permutation = parse_scenario(doc).cases()[0]
+    topo = budget.variant_topology(collective.variant)
+    assert budget.emulated_processes(collective, topo) == 8 + 6
+    assert budget.emulated_processes(permutation, topo) == 2 * 8 + 6
+    assert rate_search.processes("fattree:4") == 36
