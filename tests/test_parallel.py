@@ -12,6 +12,7 @@ import pytest
 from experiments import parallel, runner
 from experiments.backends.netsim_backend import NetsimBackend
 from experiments.scenario import parse_scenario
+from testbed.clusterfile import ClusterFileError
 
 SMALL = {
     "name": "small", "title": "Small cases", "topology": "leafspine:2x2x1", "link": {"rate_bps": 100_000_000},
@@ -111,10 +112,10 @@ def test_progress_shows_cases_done_and_running():
     assert stream.getvalue().splitlines() == ["3 case(s) on 2 worker processes", "[1/3 done, 1 running] b: 1.2 s"]
 
 
-def test_jobs_and_cluster_are_refused_for_mininet_and_bad_counts(tmp_path):
+def test_jobs_are_refused_for_mininet_and_bad_counts_a_cluster_is_checked(tmp_path):
     with pytest.raises(ValueError, match="--jobs 2: only netsim cases run in parallel; mininet"):
         parallel.check_options(2, None, "mininet")
-    with pytest.raises(ValueError, match="--cluster: only netsim"):
+    with pytest.raises(ClusterFileError, match="c.yaml: cannot read"):     # mininet spreads over it
         parallel.check_options(1, tmp_path / "c.yaml", "mininet")
     with pytest.raises(ValueError, match="--jobs 0: expected 1 or more"):
         parallel.check_options(0, None)

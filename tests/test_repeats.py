@@ -148,7 +148,7 @@ def test_pcaps_go_under_the_results_folder(tmp_path, monkeypatch):
     repetition) of it captures into its own subfolder there."""
     handed = []
 
-    def backend(name, target="model", pcap=None, link_rate=None):
+    def backend(name, target="model", pcap=None, link_rate=None, cluster=None):
         handed.append(pcap)
         return NetsimBackend()                      # runs the case without ports, cheaply
 
