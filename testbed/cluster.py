@@ -92,6 +92,19 @@ def ssh_base(server: Server, control_dir: str | None = None, channel: int = 0) -
             "-o", "ControlPersist=2"]
 
 
+def run_on(server: Server, command: str, timeout: float, control_dir: str | None = None,
+           stdin=subprocess.DEVNULL) -> tuple[int, str, str]:
+    """Run the shell `command` on `server` by ssh: its exit status, output and error text. An ssh
+    that has not returned within `timeout` s is ended and reported as status 255, 'no answer'."""
+    try:
+        done = subprocess.run([*ssh_base(server, control_dir), server.ssh_target, command], stdin=stdin,
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 255, "", f"no answer within {timeout:g} s"
+    error = done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+    return done.returncode, done.stdout.decode(errors="replace"), error
+
+
 class ClusterNode(RemoteMixin):
     """Mixin: a testbed node on a server of the cluster (Mininet's `RemoteMixin`, with the cluster
     file's ssh options, commands quoted for the remote shell and Python 3's bytes decoded)."""
@@ -384,11 +397,9 @@ class ClusterNetwork(TestbedNetwork):
         server = self.server_of(node)
         remote = f"{self.remote_dir()}/{Path(local).name}"
         with open(local, "rb") as source:
-            done = subprocess.run([*ssh_base(server, str(self.sock_dir)), server.ssh_target, f"cat > {remote}"],
-                                  stdin=source, capture_output=True, timeout=30)
-        if done.returncode != 0:
-            raise ClusterError(f"copying {local} to {server.address}:{remote}: "
-                               f"{done.stderr.decode(errors='replace').strip() or done.returncode}")
+            code, _, error = run_on(server, f"cat > {shlex.quote(remote)}", 30, str(self.sock_dir), stdin=source)
+        if code != 0:
+            raise ClusterError(f"copying {local} to {server.address}:{remote}: {error}")
         return remote
 
     def popen(self, host: str, cmd: list[str], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, **_local):
@@ -403,10 +414,9 @@ class ClusterNetwork(TestbedNetwork):
     def _add_hosts(self) -> str:
         self.progress("placement on the cluster's servers:\n" + self.placement.describe())
         for server in self.cluster.servers:
-            probe = subprocess.run([*ssh_base(server, str(self.sock_dir)), server.ssh_target,
-                                    f"mkdir -p {self.remote_dir()}"], capture_output=True, text=True, timeout=30)
-            if probe.returncode != 0:
-                raise ClusterError(f"server {server.address}: ssh failed: {probe.stderr.strip() or probe.returncode}")
+            code, _, error = run_on(server, f"mkdir -p {self.remote_dir()}", 30, str(self.sock_dir))
+            if code != 0:
+                raise ClusterError(f"server {server.address}: ssh failed: {error}")
         for host in self.topology.hosts:
             node = self.net.addHost(host.name, cls=ClusterHost, ip=None, run_id=self.registry.state.run_id,
                                     **self._node_params(host.name))
@@ -526,15 +536,13 @@ class ClusterNetwork(TestbedNetwork):
         self.wires = {}
         if self._remote_dir:
             for server in self.cluster.servers:
-                done = subprocess.run(["ssh", "-q", *server.ssh_args()[:-1], "-o", "BatchMode=yes",
-                                       server.ssh_target, f"rm -rf {self._remote_dir}"],
-                                      capture_output=True, text=True, timeout=30)
-                if done.returncode != 0:
-                    remaining.append(f"{server.address}:{self._remote_dir} ({done.stderr.strip() or done.returncode})")
+                code, _, error = run_on(server, f"rm -rf {self._remote_dir}", 30)
+                if code != 0:
+                    remaining.append(f"{server.address}:{self._remote_dir} ({error})")
         return remaining
 
 
-def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset(), control_dir: str = "/tmp") -> list[str]:
+def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset()) -> list[str]:
     """On every server of `cluster`: end the processes of every run folder under REMOTE_ROOT whose
     run is not in `keep` (by their PID files, start time checked), then remove the folder. What was
     done, a line per server (a server that cannot be reached says so)."""
@@ -544,12 +552,10 @@ def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset(), control_di
               'echo "$run: $(ls "$run"/*.pid 2>/dev/null | wc -l) processes"; rm -rf "$run"; done')
     lines = []
     for server in cluster.servers:
-        done = subprocess.run(["ssh", "-q", *server.ssh_args()[:-1], "-o", "BatchMode=yes", server.ssh_target,
-                               f"KEEP={shlex.quote(' '.join(sorted(keep)))} sh -c {shlex.quote(script)}"],
-                              capture_output=True, text=True, timeout=60)
-        if done.returncode != 0:
-            lines.append(f"{server.address}: not reached ({done.stderr.strip() or done.returncode})")
+        code, out, error = run_on(server, f"KEEP={shlex.quote(' '.join(sorted(keep)))} sh -c {shlex.quote(script)}", 60)
+        if code != 0:
+            lines.append(f"{server.address}: not reached ({error})")
             continue
-        runs = [line for line in done.stdout.splitlines() if line.strip()]
+        runs = [line for line in out.splitlines() if line.strip()]
         lines.append(f"{server.address}: " + ("; ".join(f"removed {line}" for line in runs) if runs else "nothing left"))
     return lines
