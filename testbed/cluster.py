@@ -522,11 +522,13 @@ class ClusterNetwork(TestbedNetwork):
         if self.control_plane is not None:
             (self.control_plane.link_up if up else self.control_plane.link_down)(link)
 
-    def stop(self) -> list[str]:
-        """The whole tear-down of `TestbedNetwork.stop`, then each server's wire and run folder."""
-        remaining = super().stop()
+    def _stop_wires(self) -> None:
+        """The ssh forwarding the switches' sockets, then each server's wire node (their processes
+        are the run's record: ended here, they are not left to the leftovers' clean-up)."""
         for forward in self.forwards.values():
             nodes.stop_process(forward, 2.0)
+            if self.registry is not None:
+                self.registry.forget_process(forward.pid)
         self.forwards = {}
         for wire in self.wires.values():
             try:
@@ -534,6 +536,11 @@ class ClusterNetwork(TestbedNetwork):
             except Exception as error:          # noqa: BLE001 - tear-down goes on
                 log.warning("wire of %s: %s", wire.cluster_server.address, error)
         self.wires = {}
+
+    def stop(self) -> list[str]:
+        """The whole tear-down of `TestbedNetwork.stop` (with the forwards and wires), then the run's
+        folder on each server."""
+        remaining = super().stop()
         if self._remote_dir:
             for server in self.cluster.servers:
                 code, _, error = run_on(server, f"rm -rf {self._remote_dir}", 30)
