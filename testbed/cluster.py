@@ -502,13 +502,26 @@ class ClusterNetwork(TestbedNetwork):
             self.forwards[address] = forward
             self.registry.record_process(forward.pid, f"ssh forwarding the switches' sockets of {address}")
         for address, forward in self.forwards.items():
-            if forward.poll() is not None:
-                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} exited: "
-                                   f"{forward.stderr.read().decode(errors='replace').strip()}")
+            self._wait_forwarded(address, forward, by_server[address])
         with ThreadPoolExecutor(max_workers=8) as pool:        # each check waits a round trip through ssh
             for done in [pool.submit(switch.wait_ready) for switch in self.net.switches]:
                 done.result()
         return f"{len(self.net.switches)} switch processes ready on {len(by_server)} servers"
+
+    @staticmethod
+    def _wait_forwarded(address: str, forward: subprocess.Popen, switches: list[ClusterRefSwitch]) -> None:
+        """Wait until `forward` listens on every local socket of `switches` (OpenSSH makes them once
+        it is connected), or raise naming the ssh's own error when it exits first."""
+        sockets = [Path(path) for s in switches for path in (s.grpc_address[len("unix:"):], s.control_path)]
+        deadline = time.monotonic() + switches[0].ready_timeout
+        while not all(sock.exists() for sock in sockets):
+            if forward.poll() is not None:
+                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} exited: "
+                                   f"{forward.stderr.read().decode(errors='replace').strip() or forward.returncode}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} made no socket "
+                                   f"within {switches[0].ready_timeout:g} s")
+            time.sleep(0.02)            # a condition polled with a deadline: the sockets appear
 
     # --- verbs ----------------------------------------------------------------------------------
     def set_link(self, a: str, b: str, up: bool) -> None:
