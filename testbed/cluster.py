@@ -214,18 +214,14 @@ class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
     def remote_stats_file(self) -> str:
         return f"{self.remote_dir}/{self.topo_name}.stats.json"
 
-    def command(self) -> list[str]:
-        python = self.cluster_server.python or nodes.sys.executable
-        cmd = [python, "-m", "refswitch.main", "--name", self.topo_name, "--device-id", str(self.device_id),
-               "--grpc-addr", f"unix:{self.remote_grpc_path}", "--ready-file", self.remote_ready_file,
-               "--stats-file", self.remote_stats_file, "--control", self.remote_control_path]
-        for port, ifname in self.data_ports().items():
-            cmd += ["--port", f"{port}={ifname}"]
-        for q in self.queues:
-            cmd += ["--queue", f"{q.port}:{q.rate_bps}:{q.depth_pkts}"]
-        for port, rate in sorted(self.ingress.items()):
-            cmd += ["--ingress", f"{port}:{rate}"]
-        return cmd
+    @property
+    def python(self) -> str:
+        return self.cluster_server.python or sys.executable
+
+    def model_files(self) -> dict[str, str]:
+        """The model's files and sockets in this run's folder on the server."""
+        return {"--grpc-addr": f"unix:{self.remote_grpc_path}", "--ready-file": self.remote_ready_file,
+                "--stats-file": self.remote_stats_file, "--control": self.remote_control_path}
 
     def start(self, controllers=()) -> None:
         if self.process is not None:
