@@ -84,8 +84,11 @@ DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 def ssh_base(server: Server, control_dir: str | None = None, channel: int = 0) -> list[str]:
     """The OpenSSH client command reaching `server` (without the destination): the cluster file's
     options and batch mode; with `control_dir`, over shared connection number `channel` to the
-    server kept there (OpenSSH's ControlMaster), else on a connection of its own."""
-    base = ["ssh", *server.ssh_args()[:-1], "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
+    server kept there (OpenSSH's ControlMaster), else on a connection of its own. A server that
+    stops answering ends the connection after 30 s (a tear-down never waits on it for ever); the
+    cluster file's own options come first and win."""
+    base = ["ssh", *server.ssh_args()[:-1], "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+            "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
     if control_dir is None:
         return [*base, "-o", "ControlMaster=no", "-o", "ControlPath=none"]
     return [*base, "-o", f"ControlPath={control_dir}/ssh-%h-%p-{channel}", "-o", "ControlMaster=auto",
