@@ -306,9 +306,8 @@ def tunnel_kind(node: ClusterNode) -> str:
     raise ClusterError(f"the kernel of {node.cluster_server.address} makes neither gretap nor VXLAN tunnels")
 
 
-def check_frames_fit(topology, mtu: int = TUNNEL_MTU) -> None:
-    """Refuse a run whose largest frame does not fit a tunnel's MTU."""
-    payload = max([getattr(topology, "mtu_payload", 0) or 1024])
+def check_frames_fit(payload: int, mtu: int = TUNNEL_MTU) -> None:
+    """Refuse data packets of `payload` bytes that do not fit a tunnel's MTU."""
     frame = C.DATA_HEADERS_LEN + payload + C.ICRC_LEN - 14          # an MTU counts from the IP header
     if frame > mtu:
         raise ClusterError(f"frames of {frame} bytes (IPv6 packet of a {payload}-byte payload) do not fit "
@@ -351,7 +350,6 @@ class ClusterNetwork(TestbedNetwork):
         if target != "model":
             raise ClusterError(f"--cluster runs the model target; {target} on cluster servers is not built yet "
                                "(docs/scale.md)")
-        check_frames_fit(topology)
         super().__init__(topology, target, **params)
         self.cluster = cluster
         self.placement = placement_for(topology, cluster)

@@ -96,12 +96,3 @@ def test_the_ev_timeline_is_drawn_with_the_denied_and_unknown_states(tmp_path, m
     paths = plots.make_figures([record], [metrics.summarise(record)], tmp_path, "maintenance")
     assert tmp_path / "ev_states.png" in paths
     assert {"DENIED", "UNKNOWN"} <= set(drawn)
-
-
-def test_a_run_over_cluster_servers_refuses_it_naming_the_fault():
-    """Its agents' control sockets would be on the servers, where this machine cannot reach them."""
-    from pathlib import Path
-    from experiments.backends.mininet_backend import MininetBackend
-    (case,) = parse_scenario({**SCENARIO, "faults": [{"kind": "switch_ev_deny", "switch": "auto", "at": 0.001}]}).cases()
-    with pytest.raises(ScenarioError, match=r"faults\[0\]\.kind: switch_ev_deny .* --cluster"):
-        MininetBackend("model", cluster=Path("cluster.yaml")).run_case(case)

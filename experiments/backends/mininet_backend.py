@@ -290,8 +290,16 @@ def _slug(text: str) -> str:
 
 
 def _check_cluster(case: Case) -> None:
-    """Raise ScenarioError naming a fault of `case` that a network spread over servers cannot run."""
+    """Raise ScenarioError naming what of `case` a network spread over servers cannot run: data
+    packets larger than the tunnels between servers carry, a fault it cannot reach."""
     from experiments.scenario import ScenarioError
+    from host_agent.transport.config import TransportConfig
+    from testbed.cluster import ClusterError, check_frames_fit
+    try:
+        check_frames_fit(case.transport.params.get("mtu_payload") or case.variant.mtu_payload
+                         or TransportConfig.mtu_payload)
+    except ClusterError as error:
+        raise ScenarioError(case.scenario.path, "link.mtu_payload", str(error)) from None
     for i, fault in enumerate(case.variant.faults):
         if fault.kind == "switch_ev_deny":
             raise ScenarioError(case.scenario.path, f"faults[{i}].kind", "switch_ev_deny reaches the agents by "
