@@ -33,6 +33,7 @@ import logging
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -53,6 +54,7 @@ log = logging.getLogger("mrc.testbed")
 NODES_PER_CONNECTION = 6          # node shells sharing one ssh connection (sshd's MaxSessions is 10)
 TUNNEL_MTU = 1450                  # Mininet's GRE links use it on every interface; VXLAN fits it too
 REMOTE_ROOT = "/tmp/mrc-cluster"    # each run's files on a server: REMOTE_ROOT/<run id>/
+FRONT_END_FILE = "front-end"        # in a run's folder on a server: the front end that made it
 
 # A remote process: run "$@" in the background, write its PID to $1, end it when our standard input
 # (held open by the front end's ssh client) reaches end of file, and exit with its status.
@@ -79,6 +81,16 @@ class ClusterError(RuntimeError):
 # sets that and execs the client in the same process: no Python runs between fork and exec, which
 # a preexec_fn would do, and which can deadlock in a process with threads (gRPC's).
 DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
+
+
+def front_end() -> str:
+    """This machine as a run folder on a server names it (host name and machine ID): run IDs are
+    unique on one machine only, and servers may be shared by several front ends."""
+    try:
+        machine = Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        machine = ""
+    return f"{socket.gethostname()}/{machine}"
 
 
 def ssh_base(server: Server, control_dir: str | None = None, channel: int = 0) -> list[str]:
@@ -411,7 +423,8 @@ class ClusterNetwork(TestbedNetwork):
     def _add_hosts(self) -> str:
         self.progress("placement on the cluster's servers:\n" + self.placement.describe())
         for server in self.cluster.servers:
-            code, _, error = run_on(server, f"mkdir -p {self.remote_dir()}", 30, str(self.sock_dir))
+            code, _, error = run_on(server, f"mkdir -p {self.remote_dir()} && echo {shlex.quote(front_end())} "
+                                    f"> {self.remote_dir()}/{FRONT_END_FILE}", 30, str(self.sock_dir))
             if code != 0:
                 raise ClusterError(f"server {server.address}: ssh failed: {error}")
         for host in self.topology.hosts:
@@ -560,16 +573,19 @@ class ClusterNetwork(TestbedNetwork):
 
 
 def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset()) -> list[str]:
-    """On every server of `cluster`: end the processes of every run folder under REMOTE_ROOT whose
-    run is not in `keep` (by their PID files, start time checked), then remove the folder. What was
-    done, a line per server (a server that cannot be reached says so)."""
+    """On every server of `cluster`: end the processes of every run folder under REMOTE_ROOT that
+    this front end made and whose run is not in `keep` (by their PID files, start time checked),
+    then remove the folder; other front ends' folders are left alone. What was done, a line per
+    server (a server that cannot be reached says so)."""
     script = (f'cd {REMOTE_ROOT} 2>/dev/null || exit 0; for run in *; do [ -d "$run" ] || continue; '
+              f'[ "$(cat "$run"/{FRONT_END_FILE} 2>/dev/null)" = "$ME" ] || continue; '
               'case " $KEEP " in *" $run "*) continue;; esac; '
               f'sh -c {shlex.quote(_SIGNAL_PID_FILES)} sh KILL "$run"/*.pid; '
               'echo "$run: $(ls "$run"/*.pid 2>/dev/null | wc -l) processes"; rm -rf "$run"; done')
     lines = []
     for server in cluster.servers:
-        code, out, error = run_on(server, f"KEEP={shlex.quote(' '.join(sorted(keep)))} sh -c {shlex.quote(script)}", 60)
+        code, out, error = run_on(server, f"KEEP={shlex.quote(' '.join(sorted(keep)))} ME={shlex.quote(front_end())} "
+                                          f"sh -c {shlex.quote(script)}", 60)
         if code != 0:
             lines.append(f"{server.address}: not reached ({error})")
             continue
