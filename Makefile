@@ -33,5 +33,5 @@ clean-net:
 	$(VENV)/bin/mrc-testbed clean
 
 lint:
-	shellcheck scripts/setup.sh .ci/run vagrant/provision.sh
+	shellcheck scripts/setup.sh .ci/run vagrant/provision.sh vagrant/cluster.sh
 	ruby -c Vagrantfile

@@ -29,8 +29,10 @@ processes of this machine.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import shlex
 import signal
 import socket
@@ -362,6 +364,9 @@ class ClusterNetwork(TestbedNetwork):
         if target != "model":
             raise ClusterError(f"--cluster runs the model target; {target} on cluster servers is not built yet "
                                "(docs/scale.md)")
+        if params.get("pcap"):
+            raise ClusterError("--pcap with --cluster: captures on the servers are not brought back yet "
+                               "(docs/scale.md); capture on one machine instead")
         super().__init__(topology, target, **params)
         self.cluster = cluster
         self.placement = placement_for(topology, cluster)
@@ -372,6 +377,7 @@ class ClusterNetwork(TestbedNetwork):
         self._remote_procs: list[RemoteProcess] = []
         self._nodes_on: Counter = Counter()        # nodes started so far per server (their ssh connection)
         self.forwards: dict[str, subprocess.Popen] = {}   # per server: the ssh forwarding its switches' sockets
+        self.server_paths: dict[str, dict] = {}    # "a-b": pings between two servers at bring-up
 
     # --- where things are ----------------------------------------------------------------------
     def server_of(self, node: str) -> Server:
@@ -481,7 +487,29 @@ class ClusterNetwork(TestbedNetwork):
         for host in self.net.hosts:
             nodes.disable_ipv6(host, [i.name for i in host.intfList() if i.name != "lo"])
         crossing = len(self.placement.crossing_links())
+        self._measure_server_paths()
         return f"{count} links, {crossing} of them {self.tunnel_kind} tunnels between servers"
+
+    def _measure_server_paths(self, count: int = 20) -> None:
+        """For every pair of servers that crossing links join: the round trip and loss of `count`
+        pings between them (what the tunnels ride on; one way is taken as half the round trip, as
+        the servers share no clock), shown and kept in `<run_dir>/cluster.json`."""
+        pairs = sorted({tuple(sorted((self.placement.server_of[l.a], self.placement.server_of[l.b])))
+                        for l in self.placement.crossing_links()})
+        for a, b in pairs:
+            out = self.wires[a].remote_shell(f"ping -q -n -c {count} -i 0.01 -W 1 {shlex.quote(b)} 2>&1")
+            sent_received = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+            rtt = re.search(r"= [\d.]+/([\d.]+)/([\d.]+)/", out)
+            sent, got = (int(x) for x in sent_received.groups()) if sent_received else (count, 0)
+            self.server_paths[f"{a}-{b}"] = {"pings": sent, "lost": sent - got,
+                                             "rtt_ms": float(rtt.group(1)) if rtt else None,
+                                             "rtt_max_ms": float(rtt.group(2)) if rtt else None}
+            one_way = f"{float(rtt.group(1)) / 2:.3g} ms one way (half the round trip)" if rtt else "no answer"
+            self.progress(f"  between {a} and {b}: {one_way}, {sent - got} of {sent} pings lost")
+        (self.run_dir / "cluster.json").write_text(json.dumps({
+            "placement": self.placement.server_of, "tunnel": self.tunnel_kind, "mtu": TUNNEL_MTU,
+            "crossing_links": [l.label for l in self.placement.crossing_links()],
+            "between_servers": self.server_paths}, indent=1))
 
     def _control_pids(self) -> tuple[int, ...]:
         return ()                       # the wires' shells run on the servers

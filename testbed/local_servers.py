@@ -13,7 +13,8 @@ What `NamespaceServers` makes, in named phases (`build`, `start`, `ready`, `stop
   (testbed/clusterfile.py's format) listing them. Nothing is written to the machine's own ssh
   configuration or to ~/.ssh.
 - a *fabric* namespace holding a Linux bridge, linked to this machine's namespace by one veth
-  (`mrcfab0`, the front end's address, .1 of `subnet`), and one namespace per server linked to the
+  (`mrcfab0`, or the next free name, with the front end's address, .1 of `subnet`: the first free
+  of 10.213.7.0/24, 10.213.8.0/24, ...), and one namespace per server linked to the
   bridge (address .11, .12, ...), each running Debian's `sshd` on that address, port 22. They keep this machine's host name
   (a name of their own would not resolve, and sudo complains of that on every command).
 
@@ -42,8 +43,8 @@ import yaml
 from testbed.registry import RunRegistry
 
 SSHD = "/usr/sbin/sshd"
-FRONT_END_LINK = "mrcfab0"           # the front end's veth into the fabric namespace
-DEFAULT_SUBNET = "10.213.7.0/24"
+LINK_PREFIX = "mrcfab"               # the front end's veth into a fabric namespace: mrcfab0, mrcfab1, ...
+SUBNETS = [f"10.213.{7 + n}.0/24" for n in range(16)]    # tried in turn: the first with no route on it
 FIRST_SERVER_HOST = 11               # server i gets host number FIRST_SERVER_HOST + i in the subnet
 READY_TIMEOUT_S = 20.0
 
@@ -55,6 +56,30 @@ class LocalServersError(RuntimeError):
 # setpriv sets PR_SET_PDEATHSIG and execs the command: it dies when the process that started it
 # dies, with no Python between fork and exec (a preexec_fn can deadlock where threads run).
 DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
+
+
+def _link_exists(name: str) -> bool:
+    return Path(f"/sys/class/net/{name}").exists()
+
+
+def _route_over(subnet) -> str:
+    """An IPv4 route of this machine overlapping `subnet` (not the default route), or ''."""
+    for line in _run(["ip", "-4", "route", "show"], "the routing table").splitlines():
+        prefix = line.split()[0]
+        try:
+            if prefix != "default" and ipaddress.ip_network(prefix, strict=False).overlaps(subnet):
+                return line.strip()
+        except ValueError:
+            continue
+    return ""
+
+
+def _free_subnet() -> str:
+    """The first of SUBNETS no route of this machine overlaps (others' namespace servers included)."""
+    for candidate in SUBNETS:
+        if not _route_over(ipaddress.ip_network(candidate)):
+            return candidate
+    raise LocalServersError(f"every subnet of {SUBNETS[0]}..{SUBNETS[-1]} is in use: give one with --subnet")
 
 
 def _run(args: list[str], what: str) -> str:
@@ -84,12 +109,15 @@ class LocalServer:
 class NamespaceServers:
     """`count` servers in network namespaces of this machine, reachable by ssh from it as root."""
 
-    def __init__(self, count: int, folder: Path | str, subnet: str = DEFAULT_SUBNET,
+    def __init__(self, count: int, folder: Path | str, subnet: str | None = None,
                  registry: RunRegistry | None = None) -> None:
         if not 1 <= count <= 50:
             raise LocalServersError(f"--servers {count}: between 1 and 50 servers")
         self.folder = Path(folder).resolve()
-        self.subnet = ipaddress.ip_network(subnet)
+        self.link = next((f"{LINK_PREFIX}{n}" for n in range(64) if not _link_exists(f"{LINK_PREFIX}{n}")), "")
+        if not self.link:
+            raise LocalServersError(f"interfaces {LINK_PREFIX}0..63 all exist: stop other namespace servers")
+        self.subnet = ipaddress.ip_network(subnet or _free_subnet())
         if self.subnet.version != 4 or self.subnet.num_addresses < FIRST_SERVER_HOST + count + 1:
             raise LocalServersError(f"subnet {subnet}: an IPv4 subnet with room for {count} servers is needed")
         hosts = list(self.subnet.hosts())
@@ -100,7 +128,7 @@ class NamespaceServers:
         self._own_registry = registry is None
         self._holders: dict[str, subprocess.Popen] = {}     # "fabric" and each server's name
         self._sshds: dict[str, subprocess.Popen] = {}
-        self._made_link = False                               # FRONT_END_LINK is ours to delete
+        self._made_link = False                               # self.link is ours to delete
 
     # --- phases ---------------------------------------------------------------------------------
     def build(self) -> None:
@@ -138,18 +166,18 @@ class NamespaceServers:
         """The fabric namespace and its bridge, then each server's namespace, link and sshd."""
         if self.registry is None:
             self.registry = RunRegistry()
-        self.registry.record_interface(FRONT_END_LINK)
+        self.registry.record_interface(self.link)
         fabric = self._hold("fabric")
         prefix = self.subnet.prefixlen
-        _run(["ip", "link", "add", FRONT_END_LINK, "type", "veth", "peer", "name", "up0", "netns", str(fabric.pid)],
+        _run(["ip", "link", "add", self.link, "type", "veth", "peer", "name", "up0", "netns", str(fabric.pid)],
              "the front end's link")
         self._made_link = True
         self._in(fabric, ["ip", "link", "add", "br0", "type", "bridge"])
         self._in(fabric, ["ip", "link", "set", "up0", "master", "br0"])
         for name in ("br0", "up0", "lo"):
             self._in(fabric, ["ip", "link", "set", name, "up"])
-        _run(["ip", "addr", "add", f"{self.front_end_address}/{prefix}", "dev", FRONT_END_LINK], "the front end's address")
-        _run(["ip", "link", "set", FRONT_END_LINK, "up"], "the front end's link")
+        _run(["ip", "addr", "add", f"{self.front_end_address}/{prefix}", "dev", self.link], "the front end's address")
+        _run(["ip", "link", "set", self.link, "up"], "the front end's link")
         for index, server in enumerate(self.servers):
             holder = self._hold(server.name)
             port = f"p{index + 1}"
@@ -214,11 +242,11 @@ class NamespaceServers:
                 self.registry.forget_process(proc.pid)
         self._sshds.clear()
         self._holders.clear()
-        if self._made_link and Path(f"/sys/class/net/{FRONT_END_LINK}").exists():
+        if self._made_link and _link_exists(self.link):
             # The kernel removes a dead namespace's veths a moment later; deleting our end now makes
             # the teardown finish before stop() returns.
-            subprocess.run(["ip", "link", "del", FRONT_END_LINK], capture_output=True)
-        left = [FRONT_END_LINK] if self._made_link and Path(f"/sys/class/net/{FRONT_END_LINK}").exists() else []
+            subprocess.run(["ip", "link", "del", self.link], capture_output=True)
+        left = [self.link] if self._made_link and _link_exists(self.link) else []
         self._made_link = False
         if self.registry is not None and self._own_registry:
             self.registry.close()
@@ -315,19 +343,12 @@ class NamespaceServers:
                 continue
 
     def _check_subnet_is_free(self) -> None:
-        if Path(f"/sys/class/net/{FRONT_END_LINK}").exists():
-            raise LocalServersError(f"interface {FRONT_END_LINK} exists already: other namespace servers run "
+        if _link_exists(self.link):
+            raise LocalServersError(f"interface {self.link} exists already: other namespace servers run "
                                     "(stop them, or 'mrc-testbed clean' after a crash)")
-        for line in _run(["ip", "-4", "route", "show"], "the routing table").splitlines():
-            prefix = line.split()[0]
-            if prefix == "default":
-                continue
-            try:
-                if ipaddress.ip_network(prefix, strict=False).overlaps(self.subnet):
-                    raise LocalServersError(f"subnet {self.subnet} overlaps the route '{line.strip()}': "
-                                            "choose another with --subnet")
-            except ValueError:
-                continue
+        route = _route_over(self.subnet)
+        if route:
+            raise LocalServersError(f"subnet {self.subnet} overlaps the route '{route}': choose another with --subnet")
 
     def _sshd_config(self, server: LocalServer) -> str:
         return "\n".join([
@@ -354,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  "until Ctrl-C (a stand-in cluster for --cluster).")
     parser.add_argument("--servers", type=int, default=2, help="how many servers (default 2)")
     parser.add_argument("--dir", required=True, type=Path, help="folder for keys, configs and cluster.yaml")
-    parser.add_argument("--subnet", default=DEFAULT_SUBNET, help=f"IPv4 subnet of the bridge (default {DEFAULT_SUBNET})")
+    parser.add_argument("--subnet", help=f"IPv4 subnet of the bridge (default: the first free of "
+                                          f"{SUBNETS[0]}, {SUBNETS[1]}, ...)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("testbed.local_servers: error: namespaces and sshd need root", file=sys.stderr)
@@ -363,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         with servers:
-            print(f"{len(servers.servers)} servers up; cluster file: {servers.cluster_file}")
+            print(f"{len(servers.servers)} servers up behind {servers.link} ({servers.subnet}); "
+                  f"cluster file: {servers.cluster_file}")
             for server in servers.servers:
                 print(f"  {server.name} {server.address}: {' '.join(servers.ssh_command(server, 'hostname'))}")
             print("Ctrl-C removes them.", flush=True)

@@ -3,6 +3,7 @@
 cut across servers, and nothing left on any server after a stop or a SIGKILL of the front end."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -60,6 +61,11 @@ def test_a_network_across_two_servers_carries_a_transfer_and_cuts_a_crossing_lin
         net.start()
         text = "\n".join(lines)
         assert "links crossing servers: 2 of 6" in text and "tunnels between servers" in text
+        assert "ms one way (half the round trip), 0 of 20 pings lost" in text
+        measured = json.loads((tmp_path / "run" / "cluster.json").read_text())
+        assert len(measured["crossing_links"]) == 2 and measured["tunnel"] in ("gretap", "vxlan")
+        (between,) = measured["between_servers"].values()
+        assert between["lost"] == 0 and 0 < between["rtt_ms"] < 50
         assert {net.placement.server_of[n] for n in ("h1", "h2")} == {s.address for s in servers.servers}
         first = run_transfer(net, "h1", "h2", 150_000)
         assert first.ok, first.errors
@@ -165,3 +171,16 @@ def running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_what_a_spread_network_cannot_do_yet_is_refused_naming_it(tmp_path):
+    from testbed.cluster import ClusterError, ClusterNetwork
+    from testbed.clusterfile import parse_cluster
+    from topologies import topology_from_spec
+
+    cluster = parse_cluster({"servers": ["server.invalid"]}, "c.yaml")     # nothing is sent to it
+    topo = topology_from_spec("leafspine:2x2x1")
+    with pytest.raises(ClusterError, match="bmv2 on cluster servers is not built yet"):
+        ClusterNetwork(topo, cluster, "bmv2", run_dir=tmp_path)
+    with pytest.raises(ClusterError, match="--pcap with --cluster"):
+        ClusterNetwork(topo, cluster, "model", run_dir=tmp_path, pcap=True)

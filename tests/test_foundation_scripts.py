@@ -18,7 +18,7 @@ CI_RUN = REPO / ".ci" / "run"
 PROVISION = REPO / "vagrant" / "provision.sh"
 VAGRANTFILE = REPO / "Vagrantfile"
 README = REPO / "README.md"
-SHELL_SCRIPTS = [SETUP, CI_RUN, PROVISION]
+SHELL_SCRIPTS = [SETUP, CI_RUN, PROVISION, REPO / "vagrant" / "cluster.sh"]
 
 MAIN_EXPERIMENT = "sudo .venv/bin/mrc-testbed run experiments/failover.yaml"
 
@@ -204,6 +204,10 @@ class Recorder
       settings, override = Recorder.new, Recorder.new
       block.call(settings, override) if block
       (@data["providers"] ||= {})[args.first] = { "settings" => settings, "override" => override }
+    elsif key == "define"
+      machine = Recorder.new
+      block.call(machine) if block
+      (@data["machines"] ||= {})[args.first] = { "settings" => machine, "options" => kwargs }
     elsif args.empty? && kwargs.empty? && block.nil?
       @data[key] ||= Recorder.new
     else
@@ -394,6 +398,42 @@ def test_vagrantfile_names_each_clone_s_virtualbox_vm_apart(tmp_path):
 
 def provision_env(config: dict) -> dict:
     return [call for call in config["vm"]["calls"] if call[0] == "provision"][0][2]["env"]
+
+
+
+
+def test_vagrantfile_cluster_profile_boots_n_vms_with_keys_and_writes_the_cluster_file(tmp_path):
+    clone = tmp_path / "mrc-testbed"
+    (clone / "vagrant").mkdir(parents=True)
+    shutil.copy2(VAGRANTFILE, clone / "Vagrantfile")
+    assert "machines" not in vagrant_config(tmp_path, clone / "Vagrantfile")["vm"]     # one VM by default
+    config = vagrant_config(tmp_path, clone / "Vagrantfile", MRC_VMS="3")
+    machines = config["vm"]["machines"]
+    assert list(machines) == ["mrc1", "mrc2", "mrc3"] and machines["mrc1"]["options"] == {"primary": True}
+    addresses = []
+    for name, machine in machines.items():
+        calls = machine["settings"]["vm"]["calls"]
+        (network,) = [c for c in calls if c[0] == "network"]
+        addresses.append(network[2]["ip"])
+        files = [c[2]["destination"] for c in calls if c[0] == "provision" and c[1] == ["file"]]
+        assert "/tmp/mrc-cluster/host_ed25519" in files and "/tmp/mrc-cluster/id_ed25519" in files
+        assert [c[2]["path"] for c in calls if c[0] == "provision" and c[1] == ["shell"]] == ["vagrant/cluster.sh"]
+        assert machine["settings"]["vm"]["providers"]["virtualbox"]["settings"]["name"].endswith(f"-{name}")
+    assert addresses == ["192.168.56.11", "192.168.56.12", "192.168.56.13"]
+    keys = clone / ".vagrant" / "mrc-cluster"
+    known = (keys / "known_hosts").read_text().splitlines()
+    assert [line.split()[0] for line in known] == addresses                       # every VM's host key
+    assert len({line.split()[2] for line in known}) == 3
+    from testbed.clusterfile import parse_cluster
+    import yaml
+    doc = yaml.safe_load((clone / "vagrant" / "cluster.yaml").read_text())
+    for server in doc["servers"]:          # the key is a path inside the VMs: checked there, not here
+        server["ssh_options"].pop("IdentityFile")
+    cluster = parse_cluster(doc, "vagrant/cluster.yaml")
+    assert [s.address for s in cluster.servers] == addresses and cluster.servers[0].user == "root"
+    assert cluster.servers[0].ssh_options["UserKnownHostsFile"] == "/root/.ssh/mrc_cluster_known_hosts"
+    again = vagrant_config(tmp_path, clone / "Vagrantfile", MRC_VMS="3")            # keys made once
+    assert (keys / "known_hosts").read_text().splitlines() == known and again["vm"]["machines"]
 
 
 def test_vagrantfile_passes_the_bmv2_build_to_provisioning(tmp_path):

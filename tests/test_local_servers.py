@@ -3,6 +3,7 @@ the others over the bridge, and nothing of them outlives the process that made t
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import requires_sshd
-from testbed.local_servers import FRONT_END_LINK, LocalServersError, NamespaceServers
+from testbed.local_servers import LocalServersError, NamespaceServers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,7 +55,8 @@ def test_servers_answer_ssh_each_in_its_namespace_and_reach_each_other(tmp_path)
         assert ping.returncode == 0, ping.stdout + ping.stderr
         assert "known_hosts" in servers.cluster_file.read_text()
         pids = [p.pid for p in [*servers._sshds.values(), *servers._holders.values()]]
-    assert not link_exists(FRONT_END_LINK)
+        link = servers.link
+    assert not link_exists(link)
     assert [pid for pid in pids if alive(pid)] == []
 
 
@@ -87,15 +89,25 @@ def test_sigkill_of_the_process_that_made_them_leaves_nothing(tmp_path):
             lines.append(line)
             if "Ctrl-C removes them" in line:
                 break
-        assert link_exists(FRONT_END_LINK), "".join(lines) + proc.stderr.read() if proc.poll() is not None else lines
+        link = re.search(r"servers up behind (\S+)", "".join(lines)).group(1)
+        assert link_exists(link), "".join(lines) + proc.stderr.read() if proc.poll() is not None else lines
         children = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                                                    text=True).stdout.split()]
         assert len(children) == 5                 # the holders of the fabric and of two servers, two sshds
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert wait_until(lambda: not link_exists(FRONT_END_LINK) and not any(alive(p) for p in children), 2.0), \
-        f"still there 2 s after SIGKILL: link {link_exists(FRONT_END_LINK)}, processes {[p for p in children if alive(p)]}"
+    assert wait_until(lambda: not link_exists(link) and not any(alive(p) for p in children), 2.0), \
+        f"still there 2 s after SIGKILL: link {link_exists(link)}, processes {[p for p in children if alive(p)]}"
+
+
+@requires_sshd
+def test_two_sets_of_servers_at_once_take_a_link_and_subnet_each(tmp_path):
+    with NamespaceServers(1, tmp_path / "a") as first, NamespaceServers(1, tmp_path / "b") as second:
+        assert first.link != second.link and not first.subnet.overlaps(second.subnet)
+        for made in (first, second):
+            done = subprocess.run(made.ssh_command(made.servers[0], "true"), capture_output=True, timeout=20)
+            assert done.returncode == 0
 
 
 def test_a_subnet_too_small_or_in_use_is_refused(tmp_path):

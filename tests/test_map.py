@@ -33,7 +33,7 @@ def folder_table(section: str) -> list[str]:
 
 def named_paths(section: str) -> list[str]:
     """Every path the section writes in backticks (a token with a slash or a file suffix), except
-    the placeholders `X` stands for."""
+    the placeholders `X` stands for; a bare file name is looked for in the mapped folders."""
     paths = []
     for token in re.findall(r"`([^`\s]+)`", section):
         if "X" in token or token.startswith(("-", "mrc-testbed")):
@@ -67,8 +67,7 @@ def test_every_path_the_map_names_exists():
     section = architecture()
     missing = []
     for token in named_paths(section):
-        candidates = [ROOT / token, *[ROOT / folder / token for folder in ("docs", "p4", "wireshark", "tests",
-                                                                             "host_agent")]]
+        candidates = [ROOT / token, *[ROOT / folder / token for folder in folder_table(section)]]
         if not any(c.exists() for c in candidates):
             missing.append(token)
     assert missing == [], f"README's architecture section names paths that do not exist: {missing}"
