@@ -103,16 +103,10 @@ class MemorySampler(threading.Thread):
 def measure_bringup(topology: str = TOPOLOGY, cluster_file: Path | None = None) -> dict:
     """Stage durations of one bring-up of `topology` on the model target (on the servers of
     `cluster_file` when given), and of its tear-down."""
-    from testbed.network import TestbedNetwork
+    from experiments.backends.mininet_backend import network
     from topologies.spec import topology_from_spec
     with tempfile.TemporaryDirectory(prefix="mrc-bench-bringup-") as tmp:
-        if cluster_file is None:
-            net = TestbedNetwork(topology_from_spec(topology), "model", run_dir=tmp, progress=lambda _: None)
-        else:
-            from testbed.cluster import ClusterNetwork
-            from testbed.clusterfile import load_cluster_file
-            net = ClusterNetwork(topology_from_spec(topology), load_cluster_file(cluster_file), run_dir=tmp,
-                                 progress=lambda _: None)
+        net = network(topology_from_spec(topology), "model", cluster_file, run_dir=tmp, progress=lambda _: None)
         try:
             net.start()
         finally:

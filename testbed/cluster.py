@@ -35,6 +35,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -55,6 +56,7 @@ log = logging.getLogger("mrc.testbed")
 NODES_PER_CONNECTION = 6          # node shells sharing one ssh connection (sshd's MaxSessions is 10)
 TUNNEL_MTU = 1450                  # Mininet's GRE links use it on every interface; VXLAN fits it too
 REMOTE_ROOT = "/tmp/mrc-cluster"    # each run's files on a server: REMOTE_ROOT/<run id>/
+FRONT_END_FILE = "front-end"        # in a run's folder on a server: the front end that made it
 
 # A remote process: run "$@" in the background, write its PID to $1, end it when our standard input
 # (held open by the front end's ssh client) reaches end of file, and exit with its status.
@@ -83,15 +85,41 @@ class ClusterError(RuntimeError):
 DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
+def front_end() -> str:
+    """This machine as a run folder on a server names it (host name and machine ID): run IDs are
+    unique on one machine only, and servers may be shared by several front ends."""
+    try:
+        machine = Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        machine = ""
+    return f"{socket.gethostname()}/{machine}"
+
+
 def ssh_base(server: Server, control_dir: str | None = None, channel: int = 0) -> list[str]:
     """The OpenSSH client command reaching `server` (without the destination): the cluster file's
     options and batch mode; with `control_dir`, over shared connection number `channel` to the
-    server kept there (OpenSSH's ControlMaster), else on a connection of its own."""
-    base = ["ssh", *server.ssh_args()[:-1], "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
+    server kept there (OpenSSH's ControlMaster), else on a connection of its own. A server that
+    stops answering ends the connection after 30 s (a tear-down never waits on it for ever); the
+    cluster file's own options come first and win."""
+    base = ["ssh", *server.ssh_args()[:-1], "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+            "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
     if control_dir is None:
         return [*base, "-o", "ControlMaster=no", "-o", "ControlPath=none"]
     return [*base, "-o", f"ControlPath={control_dir}/ssh-%h-%p-{channel}", "-o", "ControlMaster=auto",
             "-o", "ControlPersist=2"]
+
+
+def run_on(server: Server, command: str, timeout: float, control_dir: str | None = None,
+           stdin=subprocess.DEVNULL) -> tuple[int, str, str]:
+    """Run the shell `command` on `server` by ssh: its exit status, output and error text. An ssh
+    that has not returned within `timeout` s is ended and reported as status 255, 'no answer'."""
+    try:
+        done = subprocess.run([*ssh_base(server, control_dir), server.ssh_target, command], stdin=stdin,
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 255, "", f"no answer within {timeout:g} s"
+    error = done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+    return done.returncode, done.stdout.decode(errors="replace"), error
 
 
 class ClusterNode(RemoteMixin):
@@ -203,18 +231,14 @@ class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
     def remote_stats_file(self) -> str:
         return f"{self.remote_dir}/{self.topo_name}.stats.json"
 
-    def command(self) -> list[str]:
-        python = self.cluster_server.python or nodes.sys.executable
-        cmd = [python, "-m", "refswitch.main", "--name", self.topo_name, "--device-id", str(self.device_id),
-               "--grpc-addr", f"unix:{self.remote_grpc_path}", "--ready-file", self.remote_ready_file,
-               "--stats-file", self.remote_stats_file, "--control", self.remote_control_path]
-        for port, ifname in self.data_ports().items():
-            cmd += ["--port", f"{port}={ifname}"]
-        for q in self.queues:
-            cmd += ["--queue", f"{q.port}:{q.rate_bps}:{q.depth_pkts}"]
-        for port, rate in sorted(self.ingress.items()):
-            cmd += ["--ingress", f"{port}:{rate}"]
-        return cmd
+    @property
+    def python(self) -> str:
+        return self.cluster_server.python or sys.executable
+
+    def model_files(self) -> dict[str, str]:
+        """The model's files and sockets in this run's folder on the server."""
+        return {"--grpc-addr": f"unix:{self.remote_grpc_path}", "--ready-file": self.remote_ready_file,
+                "--stats-file": self.remote_stats_file, "--control": self.remote_control_path}
 
     def start(self, controllers=()) -> None:
         if self.process is not None:
@@ -296,9 +320,8 @@ def tunnel_kind(node: ClusterNode) -> str:
     raise ClusterError(f"the kernel of {node.cluster_server.address} makes neither gretap nor VXLAN tunnels")
 
 
-def check_frames_fit(topology, mtu: int = TUNNEL_MTU) -> None:
-    """Refuse a run whose largest frame does not fit a tunnel's MTU."""
-    payload = max([getattr(topology, "mtu_payload", 0) or 1024])
+def check_frames_fit(payload: int, mtu: int = TUNNEL_MTU) -> None:
+    """Refuse data packets of `payload` bytes that do not fit a tunnel's MTU."""
     frame = C.DATA_HEADERS_LEN + payload + C.ICRC_LEN - 14          # an MTU counts from the IP header
     if frame > mtu:
         raise ClusterError(f"frames of {frame} bytes (IPv6 packet of a {payload}-byte payload) do not fit "
@@ -341,7 +364,6 @@ class ClusterNetwork(TestbedNetwork):
         if target != "model":
             raise ClusterError(f"--cluster runs the model target; {target} on cluster servers is not built yet "
                                "(docs/scale.md)")
-        check_frames_fit(topology)
         if params.get("pcap"):
             raise ClusterError("--pcap with --cluster: captures on the servers are not brought back yet "
                                "(docs/scale.md); capture on one machine instead")
@@ -390,11 +412,9 @@ class ClusterNetwork(TestbedNetwork):
         server = self.server_of(node)
         remote = f"{self.remote_dir()}/{Path(local).name}"
         with open(local, "rb") as source:
-            done = subprocess.run([*ssh_base(server, str(self.sock_dir)), server.ssh_target, f"cat > {remote}"],
-                                  stdin=source, capture_output=True, timeout=30)
-        if done.returncode != 0:
-            raise ClusterError(f"copying {local} to {server.address}:{remote}: "
-                               f"{done.stderr.decode(errors='replace').strip() or done.returncode}")
+            code, _, error = run_on(server, f"cat > {shlex.quote(remote)}", 30, str(self.sock_dir), stdin=source)
+        if code != 0:
+            raise ClusterError(f"copying {local} to {server.address}:{remote}: {error}")
         return remote
 
     def popen(self, host: str, cmd: list[str], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, **_local):
@@ -409,10 +429,10 @@ class ClusterNetwork(TestbedNetwork):
     def _add_hosts(self) -> str:
         self.progress("placement on the cluster's servers:\n" + self.placement.describe())
         for server in self.cluster.servers:
-            probe = subprocess.run([*ssh_base(server, str(self.sock_dir)), server.ssh_target,
-                                    f"mkdir -p {self.remote_dir()}"], capture_output=True, text=True, timeout=30)
-            if probe.returncode != 0:
-                raise ClusterError(f"server {server.address}: ssh failed: {probe.stderr.strip() or probe.returncode}")
+            code, _, error = run_on(server, f"mkdir -p {self.remote_dir()} && echo {shlex.quote(front_end())} "
+                                    f"> {self.remote_dir()}/{FRONT_END_FILE}", 30, str(self.sock_dir))
+            if code != 0:
+                raise ClusterError(f"server {server.address}: ssh failed: {error}")
         for host in self.topology.hosts:
             node = self.net.addHost(host.name, cls=ClusterHost, ip=None, run_id=self.registry.state.run_id,
                                     **self._node_params(host.name))
@@ -520,13 +540,26 @@ class ClusterNetwork(TestbedNetwork):
             self.forwards[address] = forward
             self.registry.record_process(forward.pid, f"ssh forwarding the switches' sockets of {address}")
         for address, forward in self.forwards.items():
-            if forward.poll() is not None:
-                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} exited: "
-                                   f"{forward.stderr.read().decode(errors='replace').strip()}")
+            self._wait_forwarded(address, forward, by_server[address])
         with ThreadPoolExecutor(max_workers=8) as pool:        # each check waits a round trip through ssh
             for done in [pool.submit(switch.wait_ready) for switch in self.net.switches]:
                 done.result()
         return f"{len(self.net.switches)} switch processes ready on {len(by_server)} servers"
+
+    @staticmethod
+    def _wait_forwarded(address: str, forward: subprocess.Popen, switches: list[ClusterRefSwitch]) -> None:
+        """Wait until `forward` listens on every local socket of `switches` (OpenSSH makes them once
+        it is connected), or raise naming the ssh's own error when it exits first."""
+        sockets = [Path(path) for s in switches for path in (s.grpc_address[len("unix:"):], s.control_path)]
+        deadline = time.monotonic() + switches[0].ready_timeout
+        while not all(sock.exists() for sock in sockets):
+            if forward.poll() is not None:
+                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} exited: "
+                                   f"{forward.stderr.read().decode(errors='replace').strip() or forward.returncode}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} made no socket "
+                                   f"within {switches[0].ready_timeout:g} s")
+            time.sleep(0.02)            # a condition polled with a deadline: the sockets appear
 
     # --- verbs ----------------------------------------------------------------------------------
     def set_link(self, a: str, b: str, up: bool) -> None:
@@ -540,11 +573,13 @@ class ClusterNetwork(TestbedNetwork):
         if self.control_plane is not None:
             (self.control_plane.link_up if up else self.control_plane.link_down)(link)
 
-    def stop(self) -> list[str]:
-        """The whole tear-down of `TestbedNetwork.stop`, then each server's wire and run folder."""
-        remaining = super().stop()
+    def _stop_wires(self) -> None:
+        """The ssh forwarding the switches' sockets, then each server's wire node (their processes
+        are the run's record: ended here, they are not left to the leftovers' clean-up)."""
         for forward in self.forwards.values():
             nodes.stop_process(forward, 2.0)
+            if self.registry is not None:
+                self.registry.forget_process(forward.pid)
         self.forwards = {}
         for wire in self.wires.values():
             try:
@@ -552,32 +587,36 @@ class ClusterNetwork(TestbedNetwork):
             except Exception as error:          # noqa: BLE001 - tear-down goes on
                 log.warning("wire of %s: %s", wire.cluster_server.address, error)
         self.wires = {}
+
+    def stop(self) -> list[str]:
+        """The whole tear-down of `TestbedNetwork.stop` (with the forwards and wires), then the run's
+        folder on each server."""
+        remaining = super().stop()
         if self._remote_dir:
             for server in self.cluster.servers:
-                done = subprocess.run(["ssh", "-q", *server.ssh_args()[:-1], "-o", "BatchMode=yes",
-                                       server.ssh_target, f"rm -rf {self._remote_dir}"],
-                                      capture_output=True, text=True, timeout=30)
-                if done.returncode != 0:
-                    remaining.append(f"{server.address}:{self._remote_dir} ({done.stderr.strip() or done.returncode})")
+                code, _, error = run_on(server, f"rm -rf {self._remote_dir}", 30)
+                if code != 0:
+                    remaining.append(f"{server.address}:{self._remote_dir} ({error})")
         return remaining
 
 
-def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset(), control_dir: str = "/tmp") -> list[str]:
-    """On every server of `cluster`: end the processes of every run folder under REMOTE_ROOT whose
-    run is not in `keep` (by their PID files, start time checked), then remove the folder. What was
-    done, a line per server (a server that cannot be reached says so)."""
+def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset()) -> list[str]:
+    """On every server of `cluster`: end the processes of every run folder under REMOTE_ROOT that
+    this front end made and whose run is not in `keep` (by their PID files, start time checked),
+    then remove the folder; other front ends' folders are left alone. What was done, a line per
+    server (a server that cannot be reached says so)."""
     script = (f'cd {REMOTE_ROOT} 2>/dev/null || exit 0; for run in *; do [ -d "$run" ] || continue; '
+              f'[ "$(cat "$run"/{FRONT_END_FILE} 2>/dev/null)" = "$ME" ] || continue; '
               'case " $KEEP " in *" $run "*) continue;; esac; '
               f'sh -c {shlex.quote(_SIGNAL_PID_FILES)} sh KILL "$run"/*.pid; '
               'echo "$run: $(ls "$run"/*.pid 2>/dev/null | wc -l) processes"; rm -rf "$run"; done')
     lines = []
     for server in cluster.servers:
-        done = subprocess.run(["ssh", "-q", *server.ssh_args()[:-1], "-o", "BatchMode=yes", server.ssh_target,
-                               f"KEEP={shlex.quote(' '.join(sorted(keep)))} sh -c {shlex.quote(script)}"],
-                              capture_output=True, text=True, timeout=60)
-        if done.returncode != 0:
-            lines.append(f"{server.address}: not reached ({done.stderr.strip() or done.returncode})")
+        code, out, error = run_on(server, f"KEEP={shlex.quote(' '.join(sorted(keep)))} ME={shlex.quote(front_end())} "
+                                          f"sh -c {shlex.quote(script)}", 60)
+        if code != 0:
+            lines.append(f"{server.address}: not reached ({error})")
             continue
-        runs = [line for line in done.stdout.splitlines() if line.strip()]
+        runs = [line for line in out.splitlines() if line.strip()]
         lines.append(f"{server.address}: " + ("; ".join(f"removed {line}" for line in runs) if runs else "nothing left"))
     return lines

@@ -178,6 +178,13 @@ class TestbedNetwork:
             nodes.disable_ipv6(host, [i.name for i in host.intfList() if i.name != "lo"])
         return f"{len(self.topology.links)} links"
 
+    def _stop_wires(self) -> None:
+        """End the wire node, once the nodes and links are stopped and before what is left of the
+        run's record is looked for."""
+        if self.wire is not None:
+            self.wire.terminate()
+            self.wire = None
+
     def _control_pids(self) -> tuple[int, ...]:
         """The processes that cut links, raised with this thread while the network runs."""
         return (self.wire.pid,)
@@ -376,9 +383,7 @@ class TestbedNetwork:
             except Exception as exc:         # noqa: BLE001
                 log.warning("mininet stop: %s", exc)
             self.net = None
-        if self.wire is not None:
-            self.wire.terminate()
-            self.wire = None
+        self._stop_wires()
         remaining: list[str] = []
         if self.registry is not None:
             from testbed.registry import clean_run

@@ -293,11 +293,18 @@ class RefSwitch(P4Switch):
         """The model's control socket (refswitch.control), beside its P4Runtime socket."""
         return str(Path(self.grpc_address[len("unix:"):]).with_name(f"{self.topo_name}.ctl.sock"))
 
+    python = sys.executable         # the interpreter that runs the model where the switch runs
+
+    def model_files(self) -> dict[str, str]:
+        """The model's options naming its P4Runtime address, ready file, statistics file and
+        control socket, as the model process reaches them."""
+        return {"--grpc-addr": self.grpc_address, "--ready-file": str(self.ready_file),
+                "--stats-file": str(self.stats_file), "--control": self.control_path}
+
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "refswitch.main", "--name", self.topo_name,
-               "--device-id", str(self.device_id), "--grpc-addr", self.grpc_address,
-               "--ready-file", str(self.ready_file), "--stats-file", str(self.stats_file),
-               "--control", self.control_path]
+        cmd = [self.python, "-m", "refswitch.main", "--name", self.topo_name, "--device-id", str(self.device_id)]
+        for option, path in self.model_files().items():
+            cmd += [option, path]
         for port, ifname in self.data_ports().items():
             cmd += ["--port", f"{port}={ifname}"]
         for q in self.queues:

@@ -132,6 +132,47 @@ def test_the_quick_failover_over_two_servers_is_bit_exact_with_the_fault_inside_
     assert settled(servers) == []
 
 
+def test_clean_servers_ends_this_front_ends_runs_that_are_over_and_leaves_the_others(servers, tmp_path, monkeypatch):
+    """A run folder on a server is cleaned when this front end made it and its run is over; a live
+    run's, and another front end's (run IDs are unique on one machine only), stay with their processes."""
+    import shlex
+    from testbed import cluster
+    from testbed.clusterfile import load_cluster_file
+
+    root = tmp_path / "remote"                   # the namespace servers share this machine's files
+    monkeypatch.setattr(cluster, "REMOTE_ROOT", str(root))
+    server, sleepers = servers.servers[0], {}
+    for run, owner in (("run-over", cluster.front_end()), ("run-live", cluster.front_end()),
+                       ("run-elsewhere", "another-front-end/0")):
+        folder = root / run
+        folder.mkdir(parents=True)
+        (folder / cluster.FRONT_END_FILE).write_text(owner + "\n")
+        script = (f"sleep 600 </dev/null >/dev/null 2>&1 & "
+                  f"sh -c {shlex.quote(cluster._PID_AND_START)} sh $! > {folder}/sleep.pid")
+        subprocess.run(servers.ssh_command(server, script), check=True, timeout=20)
+        sleepers[run] = int((folder / "sleep.pid").read_text().split()[0])
+    try:
+        lines = cluster.clean_servers(load_cluster_file(servers.cluster_file), keep={"run-live"})
+        assert f"{server.address}: removed run-over: 1 processes" in lines
+        assert sorted(p.name for p in root.iterdir()) == ["run-elsewhere", "run-live"]
+        deadline = time.monotonic() + 5
+        while running(sleepers["run-over"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(sleepers["run-over"])
+        assert running(sleepers["run-live"]) and running(sleepers["run-elsewhere"])
+    finally:
+        for pid in sleepers.values():
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_what_a_spread_network_cannot_do_yet_is_refused_naming_it(tmp_path):
     from testbed.cluster import ClusterError, ClusterNetwork
     from testbed.clusterfile import parse_cluster

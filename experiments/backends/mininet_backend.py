@@ -162,6 +162,8 @@ class MininetBackend:
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         from testbed.agents import AgentLauncher
         budget.check_mininet(case)
+        if self.cluster is not None:
+            _check_cluster(case)
         topo, notes = budget.target_topology(case, self.target, self.link_rate)
         for note in notes:
             log.warning("%s: %s", case.label, note)
@@ -285,6 +287,24 @@ class MininetBackend:
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text).strip("-")[:40]
+
+
+def _check_cluster(case: Case) -> None:
+    """Raise ScenarioError naming what of `case` a network spread over servers cannot run: data
+    packets larger than the tunnels between servers carry, a fault it cannot reach."""
+    from experiments.scenario import ScenarioError
+    from host_agent.transport.config import TransportConfig
+    from testbed.cluster import ClusterError, check_frames_fit
+    try:
+        check_frames_fit(case.transport.params.get("mtu_payload") or case.variant.mtu_payload
+                         or TransportConfig.mtu_payload)
+    except ClusterError as error:
+        raise ScenarioError(case.scenario.path, "link.mtu_payload", str(error)) from None
+    for i, fault in enumerate(case.variant.faults):
+        if fault.kind == "switch_ev_deny":
+            raise ScenarioError(case.scenario.path, f"faults[{i}].kind", "switch_ev_deny reaches the agents by "
+                                "control sockets on this machine, but with --cluster the agents run on the servers "
+                                "(their sockets are not forwarded yet); run it on one machine")
 
 
 def network(topo: Topology, target: str, cluster: Path | None, **params):
