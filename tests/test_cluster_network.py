@@ -107,6 +107,13 @@ def test_a_sigkill_of_the_front_end_leaves_nothing_on_any_server(servers, tmp_pa
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     assert settled(servers) == []
+    # what is left is the run's folder on each server, which `clean --cluster` removes
+    from testbed.cluster import clean_servers
+    from testbed.clusterfile import load_cluster_file
+    lines = clean_servers(load_cluster_file(servers.cluster_file))
+    removed = [part for line in lines for part in line.split("; ") if "removed run-" in part]
+    # (namespace servers share /tmp: the first server's clean-up finds the folder of every server)
+    assert len(lines) == 2 and removed and all(part.endswith(": 0 processes") for part in removed), lines
 
 
 def test_the_quick_failover_over_two_servers_is_bit_exact_with_the_fault_inside_the_workload(servers, tmp_path):
