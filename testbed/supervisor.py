@@ -20,7 +20,9 @@ are not the owner's children (node shells detach with setsid; what runs in them 
 
 The supervisor runs in a session of its own and ignores SIGINT and SIGHUP, so a terminal's Ctrl-C
 or hang-up, which the owner handles with its own tear-down, does not take the supervisor first.
-It carries no run marker: clean-up never ends it.
+It carries no run marker: clean-up never ends it. Once the owner is gone it goes to the real-time
+priority of the testbed's own thread (testbed.realtime, when on), above the switches and agents it
+is about to end, which may keep the CPUs busy at their own real-time priority.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+from testbed import realtime
 from testbed.registry import RunState, clean_run, end_processes, marked_processes, process_start_time
 
 REPO = Path(__file__).resolve().parent.parent
@@ -125,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if wait_for_owner():
         return 0
+    if realtime.enabled():
+        try:
+            os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(realtime.CONTROL_PRIORITY))
+        except OSError:                  # not allowed here: it competes as an ordinary process
+            pass
     summary = end_run(Path(argv[0]), argv[1])
     print(f"mrc-testbed supervisor: run {argv[1]} ended without releasing its supervisor; {summary}",
           file=sys.stderr, flush=True)

@@ -256,8 +256,8 @@ def test_clean_removes_a_conformance_lab_no_run_recorded(tmp_path, monkeypatch, 
 
 CONFORMANCE_OWNER = textwrap.dedent("""\
     import sys
-    from conformance.process_targets import ModelProcessTarget
-    target = ModelProcessTarget()
+    from conformance import process_targets
+    target = getattr(process_targets, sys.argv[1])()
     target.start()
     target.reset(seed=1)
     print(target.registry.path, target.lab.switch_ns, target.lab.host_ns, flush=True)
@@ -267,9 +267,14 @@ CONFORMANCE_OWNER = textwrap.dedent("""\
 
 @requires_root
 @pytest.mark.slow
-def test_a_killed_conformance_run_leaves_no_lab(request):
+@pytest.mark.parametrize("target", ["ModelProcessTarget", "Bmv2Target"])
+def test_a_killed_conformance_run_leaves_no_lab(target, request):
+    from conformance import process_targets
+    missing = getattr(process_targets, target)().unavailable()
+    if missing:
+        pytest.skip(f"{target}: {missing}")
     before = named_netns()
-    owner = subprocess.Popen([sys.executable, "-c", CONFORMANCE_OWNER], cwd=str(REPO),
+    owner = subprocess.Popen([sys.executable, "-c", CONFORMANCE_OWNER, target], cwd=str(REPO),
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     state = None
     try:
@@ -285,7 +290,7 @@ def test_a_killed_conformance_run_leaves_no_lab(request):
                           and not state.path.exists(), GONE_DEADLINE_S, "the lab to go")
         assert marked_processes(state.run_id) == []
         assert named_netns() - before == set()
-        report(request, f"conformance run SIGKILLed: switch and 2 namespaces gone after {took:.2f} s")
+        report(request, f"conformance run ({target}) SIGKILLed: switch and 2 namespaces gone after {took:.2f} s")
     finally:
         owner.kill()
         if state is not None and registry.leftovers(state):
@@ -309,38 +314,38 @@ def runs_of(owner: int) -> list[RunState]:
     return [state for state in list_runs() if state.owner_pid == owner]
 
 
-def running_module(owner: int, module: str) -> bool:
-    """Whether a process of `owner`'s runs (by marker) runs `python -m module`."""
+def running(owner: int, needle: bytes) -> bool:
+    """Whether a process of `owner`'s runs (by marker) has `needle` in its command line."""
     for state in runs_of(owner):
         for p in marked_processes(state.run_id):
             try:
-                if f"-m\0{module}\0".encode() in Path(f"/proc/{p['pid']}/cmdline").read_bytes():
+                if needle in Path(f"/proc/{p['pid']}/cmdline").read_bytes():
                     return True
             except OSError:
                 continue
     return False
 
 
-def agents_started(owner: int) -> bool:
-    return running_module(owner, "host_agent.agent")
-
-
-def switch_started(owner: int) -> bool:
-    return running_module(owner, "refswitch.main")
+STARTED = {"agents": b"-m\0host_agent.agent\0",
+           "model switches": b"-m\0refswitch.main\0", "bmv2 switches": b"simple_switch_grpc\0"}
 
 
 @requires_mininet
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.parametrize("command, stage", [("run", "agents"), ("up", "switches")])
-def test_a_sigkilled_command_leaves_nothing_without_clean(command, stage, tmp_path, request):
+@pytest.mark.parametrize("command, target, stage", [("run", "model", "agents"), ("up", "model", "switches"),
+                                                    ("up", "bmv2", "switches")])
+def test_a_sigkilled_command_leaves_nothing_without_clean(command, target, stage, tmp_path, request):
     """SIGKILL of `run` while its agents run, or of `up` while its switches start: within the
     deadline 0 processes of the run, 0 of its namespaces and 0 veths, and `clean` is never run."""
+    from testbed.nodes import target_unavailable
+    if target_unavailable(target):
+        pytest.skip(target_unavailable(target))
     scenario = tmp_path / "lifetime.yaml"
     scenario.write_text(SCENARIO)
-    argv = (["run", str(scenario), "--backend", "mininet", "--target", "model", "--out", str(tmp_path / "out")]
+    argv = (["run", str(scenario), "--backend", "mininet", "--target", target, "--out", str(tmp_path / "out")]
             if command == "run" else
-            ["up", "--topo", "leafspine:2x2x1", "--target", "model", "--run-dir", str(tmp_path / "up"), "--no-cli"])
+            ["up", "--topo", "leafspine:2x2x1", "--target", target, "--run-dir", str(tmp_path / "up"), "--no-cli"])
     veths_before, netns_before = root_veths(), named_netns()
     proc = subprocess.Popen([sys.executable, "-m", "cli", *argv], cwd=str(tmp_path),
                             env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -348,8 +353,8 @@ def test_a_sigkilled_command_leaves_nothing_without_clean(command, stage, tmp_pa
                             start_new_session=True)
     states: list[RunState] = []
     try:
-        started = agents_started if stage == "agents" else switch_started
-        wait_until(lambda: started(proc.pid), START_DEADLINE_S, f"{command}'s {stage} to start", proc)
+        needle = STARTED[stage if stage == "agents" else f"{target} {stage}"]
+        wait_until(lambda: running(proc.pid, needle), START_DEADLINE_S, f"{command}'s {stage} to start", proc)
         states = runs_of(proc.pid)
         footprint = RunFootprint.of(proc.pid, [s.run_id for s in states])
         supervisors = {pid: start for s in states for pid, start in supervisor_of(s).items()}
@@ -365,7 +370,7 @@ def test_a_sigkilled_command_leaves_nothing_without_clean(command, stage, tmp_pa
         assert named_netns() - netns_before == set(), "named namespaces left"
         wait_until(lambda: not any(s.path.exists() for s in states) and not alive(supervisors),
                    GONE_DEADLINE_S, "the run's state file and supervisor to go")
-        report(request, f"{command} SIGKILLed during {stage}: {len(footprint.processes)} processes, "
+        report(request, f"{command} ({target}) SIGKILLed during {stage}: {len(footprint.processes)} processes, "
                         f"{len(footprint.namespaces)} namespaces, {footprint.veths} veths in them, "
                         f"{len(during)} veths in the root namespace; all gone after {took:.2f} s, no clean")
     finally:
