@@ -269,6 +269,7 @@ def clean_run(state: RunState, grace: float = 2.0) -> CleanReport:
                 item.unlink(missing_ok=True)
             run_dir.rmdir()
         state.path.unlink(missing_ok=True)
+        state.path.with_suffix(".tmp").unlink(missing_ok=True)    # an owner killed while saving
     return report
 
 

@@ -134,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:                  # not allowed here: it competes as an ordinary process
             pass
     summary = end_run(Path(argv[0]), argv[1])
-    print(f"mrc-testbed supervisor: run {argv[1]} ended without releasing its supervisor; {summary}",
-          file=sys.stderr, flush=True)
+    try:
+        print(f"mrc-testbed supervisor: run {argv[1]} ended without releasing its supervisor; {summary}",
+              file=sys.stderr, flush=True)
+    except OSError:                      # the owner's terminal or pipe is gone: the work is done
+        pass
     return 0
 
 
