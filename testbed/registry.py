@@ -281,9 +281,12 @@ def _netns_users() -> tuple[set[int], dict[int, str]]:
             continue
         try:
             inodes.add(os.stat(entry / "ns" / "net").st_ino)
+        except OSError:             # gone, or a process we may not look into
+            pass
+        try:
             commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
-            continue
+            pass
     return inodes, commands
 
 

@@ -226,8 +226,13 @@ def test_a_run_that_ends_cleanly_releases_its_supervisor(tmp_path):
 # --- conformance labs ---------------------------------------------------------------------------
 def unused_creator_pid() -> int:
     """A PID whose last four digits no running Python process has (a conformance run long gone)."""
-    _, commands = registry._netns_users()
-    taken = {pid % 10000 for pid, cmd in commands.items() if "python" in cmd}
+    taken = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"python" in (proc / "cmdline").read_bytes():
+                taken.add(int(proc.name) % 10000)
+        except OSError:
+            continue
     return next(n for n in range(9999, 0, -1) if n not in taken)
 
 
@@ -237,10 +242,14 @@ def test_clean_removes_a_conformance_lab_no_run_recorded(tmp_path, monkeypatch, 
     from conformance.process_targets import lab_prefix
     stale = lab_prefix(unused_creator_pid(), 97) + "sw"            # as an older version left it
     ours = lab_prefix(os.getpid(), 96) + "h"                       # its creator (we) still runs
-    assert registry.LAB_NETNS.match(stale) and registry.LAB_NETNS.match(ours)
+    recorded = lab_prefix(unused_creator_pid(), 95) + "h"          # a live run of this version's
+    assert all(registry.LAB_NETNS.match(name) for name in (stale, ours, recorded))
     monkeypatch.setattr(clean_cmd, "list_runs", lambda: registry.list_runs(tmp_path))
+    live = registry.RunRegistry("lt-live", directory=tmp_path)
+    live.record_netns(recorded)
+    names = (stale, ours, recorded)
     try:
-        for name in (stale, ours):
+        for name in names:
             subprocess.run(["ip", "netns", "add", name], check=True)
         clean_cmd.run(argparse.Namespace(force=False, dry_run=True, run=None))
         assert stale in capsys.readouterr().out and stale in named_netns()
@@ -248,9 +257,10 @@ def test_clean_removes_a_conformance_lab_no_run_recorded(tmp_path, monkeypatch, 
         out = capsys.readouterr().out
         assert f"namespace {stale}: removed" in out
         assert stale not in named_netns()
-        assert ours in named_netns() and ours not in out
+        assert {ours, recorded} <= named_netns() and ours not in out and recorded not in out
     finally:
-        for name in (stale, ours):
+        live.close()
+        for name in names:
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
