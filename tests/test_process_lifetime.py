@@ -47,12 +47,14 @@ def alive(processes: dict[int, int]) -> list[int]:
     return [pid for pid, start in processes.items() if process_start_time(pid) == start]
 
 
-def wait_until(condition, deadline_s: float, what: str, proc: subprocess.Popen | None = None) -> float:
-    """Poll `condition()` until true; return the seconds it took, fail after `deadline_s`."""
+def wait_until(condition, deadline_s: float, what: str, proc: subprocess.Popen | None = None,
+               output: Path | None = None) -> float:
+    """Poll `condition()` until true; return the seconds it took, fail after `deadline_s` or when
+    `proc` ends first (showing its `output` file)."""
     began = time.monotonic()
     while not condition():
         if proc is not None and proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
+            out = output.read_text(errors="replace")[-3000:] if output and output.exists() else ""
             pytest.fail(f"{what}: the command ended first (status {proc.returncode}):\n{out}")
         if time.monotonic() - began > deadline_s:
             pytest.fail(f"{what}: not within {deadline_s:.0f} s")
@@ -357,14 +359,16 @@ def test_a_sigkilled_command_leaves_nothing_without_clean(command, target, stage
             if command == "run" else
             ["up", "--topo", "leafspine:2x2x1", "--target", target, "--run-dir", str(tmp_path / "up"), "--no-cli"])
     veths_before, netns_before = root_veths(), named_netns()
-    proc = subprocess.Popen([sys.executable, "-m", "cli", *argv], cwd=str(tmp_path),
-                            env={**os.environ, "PYTHONPATH": str(REPO)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    output = tmp_path / "command.log"
+    with open(output, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "cli", *argv], cwd=str(tmp_path),
+                                env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     states: list[RunState] = []
     try:
         needle = STARTED[stage if stage == "agents" else f"{target} {stage}"]
-        wait_until(lambda: running(proc.pid, needle), START_DEADLINE_S, f"{command}'s {stage} to start", proc)
+        wait_until(lambda: running(proc.pid, needle), START_DEADLINE_S, f"{command}'s {stage} to start",
+                   proc, output)
         states = runs_of(proc.pid)
         footprint = RunFootprint.of(proc.pid, [s.run_id for s in states])
         supervisors = {pid: start for s in states for pid, start in supervisor_of(s).items()}
@@ -380,6 +384,7 @@ def test_a_sigkilled_command_leaves_nothing_without_clean(command, target, stage
         assert named_netns() - netns_before == set(), "named namespaces left"
         wait_until(lambda: not any(s.path.exists() for s in states) and not alive(supervisors),
                    GONE_DEADLINE_S, "the run's state file and supervisor to go")
+        assert "ended without releasing its supervisor" in output.read_text(errors="replace")
         report(request, f"{command} ({target}) SIGKILLed during {stage}: {len(footprint.processes)} processes, "
                         f"{len(footprint.namespaces)} namespaces, {footprint.veths} veths in them, "
                         f"{len(during)} veths in the root namespace; all gone after {took:.2f} s, no clean")
