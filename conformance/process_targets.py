@@ -42,7 +42,7 @@ from pipeline_contract.p4info import REPO_ROOT, load_p4info
 from conformance.runner import Output
 from refswitch.vethlab import VethLab, in_netns
 from testbed.processes import stop_process
-from testbed.registry import RunRegistry, marked_env
+from testbed.registry import RunRegistry, leftovers, marked_env
 
 NPORTS = 8                 # ports 1..8, enough for every case
 HOLD_PPS = 5                # egress rate of a held port while a case builds its standing queue
@@ -111,20 +111,23 @@ class ProcessTarget:
             raise
 
     def stop(self) -> None:
-        """Stop the switch, close the ports, remove the lab."""
-        self._stop_switch()
-        for p in self.ports.values():
-            p.close()
-        self.ports = {}
-        if self.lab is not None:
-            self.lab.destroy()
-            self.lab = None
-        if self.tmp:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            self.tmp = None
-        if self.registry is not None:
-            self.registry.close()
-            self.registry = None
+        """Stop the switch, close the ports, remove the lab (even when stopping the switch failed)."""
+        try:
+            self._stop_switch()
+            for p in self.ports.values():
+                p.close()
+        finally:
+            self.ports = {}
+            if self.lab is not None:
+                self.lab.destroy()
+                self.lab = None
+            if self.tmp:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+                self.tmp = None
+            if self.registry is not None:
+                if not leftovers(self.registry.state):
+                    self.registry.close()
+                self.registry = None        # anything left, the run's supervisor removes at our exit
 
     def _stop_switch(self) -> None:
         if self.client is not None:
