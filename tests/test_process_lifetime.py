@@ -253,9 +253,9 @@ def test_clean_removes_a_conformance_lab_no_run_recorded(tmp_path, monkeypatch, 
     try:
         for name in names:
             subprocess.run(["ip", "netns", "add", name], check=True)
-        clean_cmd.run(argparse.Namespace(force=False, dry_run=True, run=None))
+        clean_cmd.run(argparse.Namespace(force=False, dry_run=True, run=None, cluster=None))
         assert stale in capsys.readouterr().out and stale in named_netns()
-        clean_cmd.run(argparse.Namespace(force=False, dry_run=False, run=None))
+        clean_cmd.run(argparse.Namespace(force=False, dry_run=False, run=None, cluster=None))
         out = capsys.readouterr().out
         assert f"namespace {stale}: removed" in out
         assert stale not in named_netns()

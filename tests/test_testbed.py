@@ -92,11 +92,11 @@ def test_clean_command_spares_live_runs_unless_forced(tmp_path, sleeper, monkeyp
     monkeypatch.setattr(clean_cmd, "list_runs", lambda: registry.list_runs(tmp_path))
     reg = registry.RunRegistry("r4", directory=tmp_path)      # owned by this (live) process
     reg.record_process(sleeper.pid, "sleeper")
-    clean_cmd.run(argparse.Namespace(force=False, dry_run=False, run=None))
+    clean_cmd.run(argparse.Namespace(force=False, dry_run=False, run=None, cluster=None))
     assert "still running" in capsys.readouterr().out and sleeper.poll() is None
-    clean_cmd.run(argparse.Namespace(force=True, dry_run=False, run=["r-other"]))
+    clean_cmd.run(argparse.Namespace(force=True, dry_run=False, run=["r-other"], cluster=None))
     assert "r-other: no such recorded run" in capsys.readouterr().out and sleeper.poll() is None
-    clean_cmd.run(argparse.Namespace(force=True, dry_run=False, run=["r4"]))
+    clean_cmd.run(argparse.Namespace(force=True, dry_run=False, run=["r4"], cluster=None))
     assert "ended 1 processes" in capsys.readouterr().out
     assert sleeper.wait(5) is not None
 
