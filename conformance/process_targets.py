@@ -16,6 +16,11 @@ it reads each port through libpcap, whose capture ring (2 MB, in slots sized for
 veth with segmentation offloads) holds about 32 frames; a longer back-to-back run loses the rest
 before the pipeline, and no counter shows it (measured: 400 frames sent at once, 32-33 reached
 `MrcIngress.rx`). A frame that never reaches the pipeline is a TargetError, not a silent loss.
+
+Each target's lab is a supervised run (`testbed.registry.RunRegistry`): its two named namespaces are
+recorded before they are made and its switch processes carry the run's marker, so that if the
+process driving the cases dies (a killed pytest), the run's supervisor removes them at once, and
+`mrc-testbed clean` finds them otherwise. Lab names follow `testbed.registry.LAB_NETNS`.
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from pipeline_contract.p4info import REPO_ROOT, load_p4info
 from conformance.runner import Output
 from refswitch.vethlab import VethLab, in_netns
 from testbed.processes import stop_process
+from testbed.registry import RunRegistry, leftovers, marked_env
 
 NPORTS = 8                 # ports 1..8, enough for every case
 HOLD_PPS = 5                # egress rate of a held port while a case builds its standing queue
@@ -49,6 +55,12 @@ RX_TIMEOUT = 5.0           # seconds for MrcIngress.rx to count a frame that was
 RX_POLL = 0.0005           # seconds between two reads of MrcIngress.rx while waiting
 DEFAULT_BMV2_JSON = REPO_ROOT / "p4" / "build" / "mrc.json"
 _LAB_NUMBERS = itertools.count()    # several targets of one process (a pytest run) each get their own lab
+
+
+def lab_prefix(pid: int, number: int) -> str:
+    """The lab of the `number`th target of process `pid`: `rc`, 4 digits of the PID, 2 of the number
+    (interface names are 15 characters at most); its namespaces match testbed.registry.LAB_NETNS."""
+    return f"rc{pid % 10000:04d}{number % 100:02d}"
 
 
 class TargetError(RuntimeError):
@@ -73,6 +85,7 @@ class ProcessTarget:
         self.counted: dict[int, int] = {}    # MrcIngress.rx per in port, as last read
         self.offsets: dict[str, dict[int, tuple[int, int]]] = {}
         self.log_path: Optional[str] = None
+        self.registry: Optional[RunRegistry] = None
 
     # --- lifecycle ---------------------------------------------------------------------
     def unavailable(self) -> Optional[str]:
@@ -84,34 +97,53 @@ class ProcessTarget:
         return None
 
     def start(self) -> None:
-        """Create the lab and open the host-side ports."""
+        """Create the lab (recorded in a supervised run first) and open the host-side ports."""
         self.tmp = tempfile.mkdtemp(prefix="mrc-conf-")
         try:
-            self.lab = VethLab(f"rc{os.getpid() % 10000:04d}{next(_LAB_NUMBERS) % 100:02d}", NPORTS).create()
+            self.registry = RunRegistry(supervised=True)
+            lab = VethLab(lab_prefix(os.getpid(), next(_LAB_NUMBERS)), NPORTS)
+            for ns in (lab.switch_ns, lab.host_ns):
+                self.registry.record_netns(ns)
+            self.lab = lab.create()
             self.ports = {n: self.lab.open_port(n, "host") for n in range(1, NPORTS + 1)}
         except Exception:
             self.stop()
             raise
 
     def stop(self) -> None:
-        """Stop the switch, close the ports, remove the lab."""
-        self._stop_switch()
-        for p in self.ports.values():
-            p.close()
-        self.ports = {}
-        if self.lab is not None:
-            self.lab.destroy()
-            self.lab = None
-        if self.tmp:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            self.tmp = None
+        """Stop the switch, close the ports, remove the lab (even when stopping the switch failed)."""
+        try:
+            self._stop_switch()
+            for p in self.ports.values():
+                p.close()
+        finally:
+            self.ports = {}
+            if self.lab is not None:
+                self.lab.destroy()
+                self.lab = None
+            if self.tmp:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+                self.tmp = None
+            if self.registry is not None:
+                if not leftovers(self.registry.state):
+                    self.registry.close()
+                self.registry = None        # anything left, the run's supervisor removes at our exit
 
     def _stop_switch(self) -> None:
         if self.client is not None:
             self.client.close()
             self.client = None
         stop_process(self.proc)
+        if self.proc is not None and self.registry is not None:
+            self.registry.forget_process(self.proc.pid)
         self.proc = None
+
+    def _popen_switch(self, argv: list[str], **kwargs) -> subprocess.Popen:
+        """Start `argv` in the lab's switch namespace, marked and recorded as this run's."""
+        kwargs["env"] = marked_env(self.registry.state.run_id, kwargs.get("env"))
+        proc = self.lab.popen("switch", argv, **kwargs)
+        self.registry.record_process(proc.pid, f"{self.name} switch")
+        return proc
 
     # --- per case ----------------------------------------------------------------------
     def reset(self, seed: int, queues: list[dict] = (), hold_port: Optional[int] = None) -> None:
@@ -293,7 +325,7 @@ class ModelProcessTarget(ProcessTarget):
             argv += ["--queue", f"{hold_port}:0:{held_depth}:{HOLD_PPS}"]
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
         with open(self.log_path, "ab") as log:
-            return self.lab.popen("switch", argv, cwd=str(REPO_ROOT), env=env, stdout=log, stderr=log)
+            return self._popen_switch(argv, cwd=str(REPO_ROOT), env=env, stdout=log, stderr=log)
 
 
 class Bmv2Target(ProcessTarget):
@@ -348,12 +380,13 @@ class Bmv2Target(ProcessTarget):
         if trace is not None and trace.exists():     # one log per switch run
             trace.unlink()
         with open(self.log_path, "ab") as log:
-            return self.lab.popen("switch", self.command(address), stdout=log, stderr=log)
+            return self._popen_switch(self.command(address), stdout=log, stderr=log)
 
     def _cli(self, commands: list[str]) -> None:
         done = subprocess.run(["ip", "netns", "exec", self.lab.switch_ns, "simple_switch_CLI",
                                "--thrift-port", str(self.THRIFT_PORT)],
-                              input="\n".join(commands) + "\n", capture_output=True, text=True, timeout=30)
+                              input="\n".join(commands) + "\n", capture_output=True, text=True, timeout=30,
+                              env=marked_env(self.registry.state.run_id))
         if done.returncode != 0 or "Error" in done.stdout:
             raise TargetError(f"simple_switch_CLI {commands}: {done.stdout[-500:]} {done.stderr[-500:]}")
 

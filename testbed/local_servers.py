@@ -165,7 +165,7 @@ class NamespaceServers:
     def start(self) -> None:
         """The fabric namespace and its bridge, then each server's namespace, link and sshd."""
         if self.registry is None:
-            self.registry = RunRegistry()
+            self.registry = RunRegistry(supervised=True)      # gone with this process, SIGKILL included
         self.registry.record_interface(self.link)
         fabric = self._hold("fabric")
         prefix = self.subnet.prefixlen

@@ -12,8 +12,10 @@ Stages (one progress line each, with its duration):
 5. program   — the static programs from `controller.routes.compute_programs` installed over
                P4Runtime and read back; egress queues configured.
 
-Everything created is recorded in a `testbed.registry.RunRegistry` first, so that
-`mrc-testbed clean` can remove it if this process dies. `stop()` always runs the whole tear-down.
+Everything created is recorded in a `testbed.registry.RunRegistry` first, and every process
+carries the run's marker; the run's supervisor (`testbed.supervisor`) removes all of it within
+about a second if this process dies without its tear-down (SIGKILL included), and `mrc-testbed
+clean` can too. `stop()` always runs the whole tear-down.
 """
 from __future__ import annotations
 
@@ -90,7 +92,7 @@ class TestbedNetwork:
         """Bring everything up; on any failure tear down what exists and raise BringUpError."""
         began = time.monotonic()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.registry = RunRegistry(self.run_id)
+        self.registry = RunRegistry(self.run_id, supervised=True)
         self.sock_dir = state_dir() / self.registry.state.run_id
         self.sock_dir.mkdir(parents=True, exist_ok=True)
         try:

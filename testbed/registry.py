@@ -14,11 +14,18 @@ veths in them. Interfaces and named namespaces in the root namespace can be reco
 A process killed between being spawned and being recorded would escape the record, so every process
 a run starts also carries `MRC_TESTBED_RUN=<run id>` in its environment (`marked_env`); clean-up
 ends recorded processes and processes carrying the run's marker.
+
+A supervised registry (`RunRegistry(supervised=True)`, what every launcher uses) also starts the
+run's supervisor (`testbed.supervisor`), which does that clean-up by itself the moment the owner
+dies: nothing of a run outlives it, SIGKILL included. `mrc-testbed clean` remains for what older
+versions left, and also sweeps the conformance runner's namespaces that older versions did not
+record (`stray_netns`).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -28,6 +35,11 @@ from pathlib import Path
 
 STATE_DIRS = (Path("/run/mrc-testbed"), Path("/tmp/mrc-testbed"))
 RUN_ENV = "MRC_TESTBED_RUN"      # environment marker carried by every process a run starts
+NETNS_DIR = Path("/run/netns")
+# The conformance runner's lab namespaces (conformance/process_targets.py): `rc`, the creating
+# process's PID modulo 10000 (4 digits), a lab number (2 digits), then `sw` or `h`. Versions before
+# the runner recorded them left them behind when killed; `stray_netns` finds those.
+LAB_NETNS = re.compile(r"^rc(?P<pid>\d{4})\d{2}(sw|h)$")
 
 
 def state_dir() -> Path:
@@ -94,6 +106,7 @@ class RunState:
     processes: list[dict] = field(default_factory=list)    # {pid, start, name, group}
     interfaces: list[str] = field(default_factory=list)   # root-namespace interface names
     netns: list[str] = field(default_factory=list)        # named namespaces (ip netns)
+    supervisor: dict | None = None                        # {pid, start} of testbed.supervisor
     path: Path | None = None
 
     def owner_alive(self) -> bool:
@@ -113,13 +126,22 @@ class RunState:
 class RunRegistry:
     """The state file of the current run: record, forget, and remove it at a clean exit."""
 
-    def __init__(self, run_id: str | None = None, directory: Path | None = None):
+    def __init__(self, run_id: str | None = None, directory: Path | None = None,
+                 supervised: bool = False):
+        """`supervised`: start the run's supervisor (testbed.supervisor), which removes everything
+        recorded or marked as soon as this process dies without `close()`."""
         directory = directory or state_dir()
         run_id = run_id or f"run-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.state = RunState(run_id=run_id, owner_pid=os.getpid(),
                               owner_start=process_start_time(os.getpid()) or 0,
                               created=time.time(), path=directory / f"{run_id}.json")
         self._save()
+        self.supervisor = None
+        if supervised:
+            from testbed.supervisor import Supervisor
+            self.supervisor = Supervisor.start(self.path, run_id)
+            self.state.supervisor = self.supervisor.record()
+            self._save()
 
     @property
     def path(self) -> Path:
@@ -156,11 +178,14 @@ class RunRegistry:
             self._save()
 
     def close(self) -> None:
-        """The run ended cleanly: its state file is no longer needed."""
+        """The run ended cleanly: its state file is no longer needed, nor its supervisor."""
         try:
             self.path.unlink()
         except FileNotFoundError:
             pass
+        if self.supervisor is not None:
+            self.supervisor.release()
+            self.supervisor = None
 
 
 def list_runs(directory: Path | None = None) -> list[RunState]:
@@ -222,19 +247,20 @@ def end_processes(processes: list[dict], grace: float = 2.0) -> list[str]:
     return [f"{p['name']} (pid {p['pid']})" for p in alive]
 
 
-def clean_run(state: RunState) -> CleanReport:
-    """Remove what one run recorded: its processes, root-namespace interfaces and namespaces."""
+def clean_run(state: RunState, grace: float = 2.0) -> CleanReport:
+    """Remove what one run recorded: its processes (SIGKILL for those left `grace` s after
+    SIGTERM), root-namespace interfaces and namespaces."""
     report = CleanReport(state.run_id)
     recorded = {p["pid"] for p in state.processes}
     unrecorded = [p for p in marked_processes(state.run_id) if p["pid"] not in recorded]
-    report.killed = end_processes(state.processes + unrecorded)
+    report.killed = end_processes(state.processes + unrecorded, grace)
     for name in state.interfaces:
         if interface_exists(name):
             subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
             report.interfaces.append(name)
     for name in state.netns:
-        if Path("/run/netns", name).exists():
-            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        if (NETNS_DIR / name).exists():
+            remove_netns(name)
             report.netns.append(name)
     if state.path is not None:
         run_dir = state.path.parent / state.run_id       # the run's unix sockets
@@ -243,7 +269,58 @@ def clean_run(state: RunState) -> CleanReport:
                 item.unlink(missing_ok=True)
             run_dir.rmdir()
         state.path.unlink(missing_ok=True)
+        state.path.with_suffix(".tmp").unlink(missing_ok=True)    # an owner killed while saving
     return report
+
+
+def _netns_users() -> tuple[set[int], dict[int, str]]:
+    """The network namespaces processes are in (inodes), and every process's PID -> command line."""
+    inodes, commands = set(), {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            inodes.add(os.stat(entry / "ns" / "net").st_ino)
+        except OSError:             # gone, or a process we may not look into
+            pass
+        try:
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            pass
+    return inodes, commands
+
+
+def stray_netns(runs: list[RunState]) -> list[str]:
+    """Conformance lab namespaces (LAB_NETNS) that no recorded run names, that no process is in, and
+    whose creator is gone (no Python process has a PID ending in the name's four digits): what an
+    older version's killed conformance run left. A lab whose creator may still run is kept."""
+    try:
+        names = sorted(p.name for p in NETNS_DIR.iterdir())
+    except OSError:
+        return []
+    recorded = {name for state in runs for name in state.netns}
+    in_use, commands = _netns_users()
+    stray = []
+    for name in names:
+        match = LAB_NETNS.match(name)
+        if match is None or name in recorded:
+            continue
+        try:
+            if os.stat(NETNS_DIR / name).st_ino in in_use:
+                continue
+        except OSError:
+            continue
+        creator = int(match["pid"])
+        if any(pid % 10000 == creator and "python" in cmd for pid, cmd in commands.items()):
+            continue
+        stray.append(name)
+    return stray
+
+
+def remove_netns(name: str) -> bool:
+    """Delete named namespace `name` (`ip netns del`); True when it is gone."""
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+    return not (NETNS_DIR / name).exists()
 
 
 def leftovers(state: RunState) -> list[str]:
@@ -254,5 +331,5 @@ def leftovers(state: RunState) -> list[str]:
     found += [f"process {p['name']} (pid {p['pid']}, unrecorded)"
               for p in marked_processes(state.run_id) if p["pid"] not in recorded]
     found += [f"interface {n}" for n in state.interfaces if interface_exists(n)]
-    found += [f"namespace {n}" for n in state.netns if Path("/run/netns", n).exists()]
+    found += [f"namespace {n}" for n in state.netns if (NETNS_DIR / n).exists()]
     return found

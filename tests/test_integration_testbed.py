@@ -282,7 +282,8 @@ def test_failed_bring_up_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_clean_removes_what_a_sigkilled_run_left(tmp_path):
-    """Start `mrc-testbed up` in a subprocess, SIGKILL it mid-run, `mrc-testbed clean`, check."""
+    """Start `mrc-testbed up` in a subprocess, SIGKILL it and its supervisor mid-run (what an older
+    version leaves), `mrc-testbed clean`, check."""
     known = {state.run_id for state in list_runs()}
     run_dir = tmp_path / "killed"
     up = subprocess.Popen([sys.executable, "-m", "cli", "up", "--topo", "leafspine:2x2x1",
@@ -301,6 +302,8 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path):
             time.sleep(0.05)
         assert state is not None, "bring-up never started a switch: " + \
             (up.stdout.read().decode() if up.poll() is not None else "")
+        assert state.supervisor, "the run has no supervisor"
+        os.kill(state.supervisor["pid"], signal.SIGKILL)     # as an older version: no supervisor
         up.kill()                                    # SIGKILL: no tear-down runs
         up.wait(10)
         state = RunState.load(state.path)            # everything recorded up to the kill

@@ -1,6 +1,6 @@
 """Clean shutdown: Ctrl-C (SIGINT) or SIGTERM of `mrc-testbed up` / `mrc-testbed run` at several
-stages leaves no namespaces, veths or processes; a `run` killed with SIGKILL mid-experiment is
-fully cleaned by `mrc-testbed clean`.
+stages leaves no namespaces, veths or processes; a `run` killed with SIGKILL mid-experiment together
+with its supervisor is fully cleaned by `mrc-testbed clean`.
 
 Each test starts the command as a subprocess (model target), waits for the progress line of the
 stage it wants to interrupt (no sleeping), records the processes below it, signals it, and then
@@ -310,13 +310,19 @@ def test_run_interrupted_leaves_nothing(how, stage, tmp_path):
 
 
 def test_run_killed_mid_experiment_is_cleaned_by_clean(tmp_path):
+    """As an older version (no supervisor) or a run whose supervisor was killed as well leaves it:
+    `clean` removes everything. (tests/test_process_lifetime.py: with its supervisor, a SIGKILLed
+    run needs no `clean`.)"""
     before = Snapshot.take()
     cmd, runs = start_experiment(tmp_path)
     state = None
     try:
         state = cmd.run_state()
         assert state is not None, "the experiment's network has no state file"
+        assert state.supervisor, "the run has no supervisor"
         processes = descendants(cmd.proc.pid)
+        processes.pop(state.supervisor["pid"], None)
+        os.kill(state.supervisor["pid"], signal.SIGKILL)   # first: it would clean up at once
         cmd.proc.kill()                                   # SIGKILL: no tear-down runs
         cmd.proc.wait(10)
         state = RunState.load(state.path)                 # everything recorded up to the kill
