@@ -48,6 +48,7 @@ from mininet.examples.cluster import RemoteLink, RemoteMixin
 from testbed import nodes
 from testbed.clusterfile import ClusterFile, Server
 from testbed.network import TestbedNetwork
+from testbed.processes import DIE_WITH_PARENT
 from topologies.placement import Placement, place
 from wire import constants as C
 
@@ -79,10 +80,6 @@ class ClusterError(RuntimeError):
     """A cluster run that cannot go on; the message names the server or node."""
 
 
-# Prefix of every local ssh client: it gets SIGKILL when the process that started it dies. setpriv
-# sets that and execs the client in the same process: no Python runs between fork and exec, which
-# a preexec_fn would do, and which can deadlock in a process with threads (gRPC's).
-DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
 def front_end() -> str:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import yaml
 
+from testbed.processes import DIE_WITH_PARENT
 from testbed.registry import RunRegistry
 
 SSHD = "/usr/sbin/sshd"
@@ -53,9 +54,6 @@ class LocalServersError(RuntimeError):
     """Namespace servers that cannot be made; the message names what is missing or in the way."""
 
 
-# setpriv sets PR_SET_PDEATHSIG and execs the command: it dies when the process that started it
-# dies, with no Python between fork and exec (a preexec_fn can deadlock where threads run).
-DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
 def _link_exists(name: str) -> bool:

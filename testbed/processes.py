@@ -5,6 +5,10 @@ import signal
 import subprocess
 
 DEFAULT_GRACE_S = 5.0
+# A command prefix: the process gets SIGKILL as soon as the process that started it dies (before the
+# run's supervisor sweeps). setpriv sets PR_SET_PDEATHSIG and execs the command in the same process,
+# so no Python runs between fork and exec, as a preexec_fn would (it can deadlock under threads).
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
 def stop_process(proc: subprocess.Popen | None, grace: float = DEFAULT_GRACE_S) -> int | None:
