@@ -4,6 +4,9 @@
     mrc-testbed run experiments/failover.yaml --backend netsim --quick --seed 7 --out /tmp/f
     mrc-testbed run experiments/failover.yaml --backend mininet --pcap     # + a pcap per switch port
     mrc-testbed run experiments/failover.yaml --no-calibrate  # no calibration: the fixed fallback rates
+
+Exit status: 0 done, 1 a run error, 2 bad input, 3 done but a case is invalid (a fault missed its
+workload: experiments/validity.py; `--allow-invalid` exits 0 then).
 """
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ from experiments.runner import choose_backend, choose_link_rate, run_scenario, s
 from experiments.scenario import ScenarioError, load_scenario
 from testbed.capture import add_pcap_arguments, capture_from_args
 from testbed.logs import setup_logging
+
+
+EXIT_INVALID = 3                    # the run finished, but a case is invalid (experiments/validity.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-calibrate", action="store_true",
                         help="mininet backend without a calibration of the target on this machine: run "
                              "`rate_bps: auto` links at the fixed fallback rate instead of calibrating first")
+    parser.add_argument("--allow-invalid", action="store_true",
+                        help=f"exit 0 even when a case is invalid (a fault missed its workload); "
+                             f"by default such a run exits {EXIT_INVALID}")
     add_pcap_arguments(parser)          # mininet backend: pcaps in each case's run folder
 
 
@@ -81,5 +90,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {s['variant']} / {s['transport']}: {note}")
         for reason in s.get("fidelity_reasons", []):
             print(f"distorted: {s['variant']} / {s['transport']}: {reason}")
+    invalid = results.invalid_lines(summaries)
+    for line in invalid:
+        print(f"INVALID: {line}")
     print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl)")
+    if invalid and not args.allow_invalid:
+        print(f"mrc-testbed run: {len({(s['variant'], s['transport']) for s in summaries if s.get('invalid_reasons')})} "
+              f"case(s) invalid: a fault missed the workload (exit status {EXIT_INVALID}; --allow-invalid: 0)",
+              file=sys.stderr)
+        return EXIT_INVALID
     return 0

@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from experiments import metrics  # noqa: E402
+from experiments import metrics, validity  # noqa: E402
 from experiments.record import CaseRecord  # noqa: E402
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
@@ -140,7 +140,8 @@ def _goodput_whole(whole, variant: str, recs: list[CaseRecord], colour: dict) ->
         if not times:
             continue
         smooth = _smooth(times, rates, width)
-        end = "" if r.completed else " (did not finish)"
+        outcome = validity.outcome_label(r)
+        end = f" ({outcome})" if outcome else ""
         whole.plot([t * 1e3 for t in times], [g / 1e6 for g in smooth], color=colour[r.transport],
                    linewidth=WIDTHS[k % len(WIDTHS)], linestyle=STYLES[k % len(STYLES)],
                    label=f"{r.transport}{end}")
@@ -248,7 +249,7 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
                        "time until goodput is back to 90 % after the failure"))
     fig, axes = plt.subplots(1, len(panels) + 1, figsize=(6 * (len(panels) + 1), 4.4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
-        _time_panel(ax, bars, horizon, *panel)
+        _time_panel(ax, bars, *panel)
     cause_handles = _retransmission_panel(axes[0][-1], bars)
     for ax in axes[0]:
         ax.set_xticks(range(len(bars.variants)))
@@ -259,24 +260,37 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
     return _save(fig, path, f"{title}: completion, recovery and retransmissions")
 
 
-def _time_panel(ax, bars: _Bars, horizon: float, key: str, label: str, scale: float, heading: str) -> None:
-    """A time per case as a bar; a case without one as a hatched bar marked 'never' or 'n/a'."""
+def _time_panel(ax, bars: _Bars, key: str, label: str, scale: float, heading: str) -> None:
+    """A time per case as a bar; a case without one as a hatched bar (up to its end when it has no
+    completion time) marked 'cut at horizon: N %', 'never', '<90%' or 'n/a'; an invalid case's
+    bar says so."""
     top = 0.0
     for x, tname, s in bars.each():
         value = s[key]
         if value is None:
             never = key == "completion_time_s" or s["failure_time_s"] is not None
-            h = horizon * scale if key == "completion_time_s" else 0.0
+            h = s["end_s"] * scale if key == "completion_time_s" else 0.0
+            text = "n/a" if not never else ("<90%" if s["completed"] else _unfinished(s))
             ax.bar(x, h, bars.width, color="white", edgecolor=bars.colour[tname], hatch="//")
-            ax.text(x, h, "never" if never else "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
-            top = max(top, h)
         else:
-            ax.bar(x, value * scale, bars.width, color=bars.colour[tname])
-            ax.text(x, value * scale, f"{value * scale:.3g}", ha="center", va="bottom", fontsize=7)
-            top = max(top, value * scale)
+            h, text = value * scale, f"{value * scale:.3g}"
+            ax.bar(x, h, bars.width, color=bars.colour[tname])
+        if s.get("invalid_reasons"):
+            text += " INVALID"
+        ax.text(x, h, text, ha="center", va="bottom", fontsize=7, rotation=90 if value is None or
+                s.get("invalid_reasons") else 0)
+        top = max(top, h)
     ax.set_ylabel(label)
     ax.set_ylim(0, top * 1.25 if top > 0 else 1.0)
     ax.set_title(heading, fontsize=10)
+
+
+def _unfinished(s: dict) -> str:
+    """What a bar of a case without a time says: cut at its horizon (with the share delivered), or never."""
+    share = s.get("delivered_fraction")
+    if s.get("ending") == "cut at horizon":
+        return "cut at horizon" + ("" if share is None else f": {int(share * 100)} %")
+    return "never"
 
 
 def _retransmission_panel(ax, bars: _Bars) -> list:

@@ -34,12 +34,26 @@ class LinkRecord:
 
 @dataclass
 class FaultEvent:
-    """A fault action as it happened."""
+    """A fault action as it happened: when (`t`), and the share of the workload's bytes delivered
+    by then (`fraction`; None until known). `fault` is the index of its fault in the record's
+    `planned_faults` (None: not known); a fault's earliest event is where it landed."""
 
     t: float
     what: str
     target: str
     breaks: bool
+    fraction: Optional[float] = None
+    fault: Optional[int] = None
+
+
+@dataclass
+class FaultPlan:
+    """A fault as the scenario planned it: what (`label`), and when: at `seconds` into the workload
+    or when `fraction` of its bytes have arrived."""
+
+    label: str
+    seconds: Optional[float] = None
+    fraction: Optional[float] = None
 
 
 @dataclass
@@ -71,6 +85,7 @@ class CaseRecord:
     flows: list = field(default_factory=list)          # FlowRecord
     links: list = field(default_factory=list)          # LinkRecord (fabric links)
     faults: list = field(default_factory=list)         # FaultEvent
+    planned_faults: list = field(default_factory=list)  # FaultPlan, in the scenario's order
     reroutes: list = field(default_factory=list)       # times the control plane reprogrammed routes
     ev_events: list = field(default_factory=list)      # ev_state / ev_backup events (dicts)
     transport_stats: dict = field(default_factory=dict)  # summed counters of every connection

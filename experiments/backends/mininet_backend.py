@@ -7,8 +7,9 @@ all starting together, and acts on the live network through its verbs when a fau
 agents' JSON-lines logs become the case record (`agent_logs`).
 
 A fault given as a share of the workload ("30%") starts when the agents' goodput records add up
-to that share of the workload's bytes (extrapolated at the rate so far, as the agents flush their
-logs every 50 ms). Links run at `link_rate` (default: the calibration of the target on this machine):
+to that share of the workload's bytes (read every 10 ms; extrapolated at each log's rate over the
+few milliseconds until the agents' next flush). Where each fault landed (the share delivered when
+it took effect) is filled in from the agents' goodput records once they have stopped. Links run at `link_rate` (default: the calibration of the target on this machine):
 `auto` links at it, faster ones capped, and horizons too short for the target stretched
 (`experiments.budget`; a note in the record says so). Goodput comes from the
 agents' records, which count whole messages (`chunk_bytes`), so it is coarser than on netsim.
@@ -25,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from experiments import budget
+from experiments import budget, validity
 from experiments import faults as F
 from experiments.backends.agent_jobs import agent_jobs
 from experiments.backends.agent_logs import Progress, read_results
@@ -37,7 +38,8 @@ from testbed.fidelity import FidelityMonitor
 from topologies.model import Topology
 
 log = logging.getLogger("mrc.experiments")
-LOOKAHEAD_S = 0.1                # faults due within this long are timed by extrapolation (logs lag up to 50 ms)
+LOOKAHEAD_S = 0.03               # faults due within this long are timed by extrapolation (logs lag up to 10 ms)
+PROGRESS_TICK_S = 0.01           # how often the agents' logs are read while a fault waits for its share
 START_DELAY_S = 3.0              # agents open their NICs, then start the workload together
 STOP_AFTER_HORIZON_S = 15.0      # agents still running this long after the horizon are stopped
 
@@ -210,6 +212,7 @@ class MininetBackend:
             if remaining:
                 record.notes.append(f"left behind after tear-down: {', '.join(map(str, remaining))}")
         lateness = read_results(record, list(agents.agents.values()), flow_logs, start_at)
+        validity.fill_landing(record)
         if verdict is not None:
             verdict.add_lateness(lateness)
             verdict.add_queue_service(net.queue_service)
@@ -235,6 +238,7 @@ class MininetBackend:
         report the workload's progress."""
         pending = []
         for fault in F.plan_faults(case, topo, record.horizon):
+            record.planned_faults.append(fault.plan())
             if fault.fraction is not None:
                 pending.append(fault)
             else:
@@ -248,7 +252,8 @@ class MininetBackend:
                     pending.remove(fault)
                     timers.start(fault.actions, max(eta, time.time()))
 
-        agents.wait(timers.start_at + record.horizon + STOP_AFTER_HORIZON_S, tick)
+        agents.wait(timers.start_at + record.horizon + STOP_AFTER_HORIZON_S, tick,
+                    tick_s=PROGRESS_TICK_S if pending else 0.05)
 
     @staticmethod
     def _read_counters(net, topo: Topology, record: CaseRecord) -> tuple[dict, dict]:
