@@ -17,8 +17,8 @@ took effect because the workload stopped short of its share (stuck or cut earlie
 the case invalid: the case's own ending says what happened.
 
 **How a case ended.** A case that did not complete was either **cut at its horizon** while data was
-still being delivered (a new byte within `still_delivering_s` of the end), or **stuck** (nothing new
-for longer): only that reads "never".
+still being delivered (a new byte within `still_delivering_s` of the end: 5 % of the run or 10
+sample intervals), or **stuck** (nothing new for longer): only that reads "never".
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from typing import Optional
 from experiments.record import CaseRecord, FaultEvent
 
 LANDING_TOLERANCE = 0.10        # a fault may land this far (share of the bytes) from its planned share
-STILL_DELIVERING_MIN_S = 0.1    # a case delivering within this long of its end was still delivering
-STILL_DELIVERING_SAMPLES = 10   # ... or within this many sample intervals, or its recovery window
+STILL_DELIVERING_SHARE = 0.05   # a case that delivered within this share of its run before its end,
+STILL_DELIVERING_SAMPLES = 10   # or within this many sample intervals, was still delivering
 
 COMPLETED, CUT, STUCK = "completed", "cut at horizon", "stuck"
 
@@ -146,8 +146,10 @@ def landing_list(record: CaseRecord) -> list[dict]:
 
 
 def still_delivering_s(record: CaseRecord) -> float:
-    """How recent a case's last delivery must be for it to count as still delivering at its end."""
-    return max(STILL_DELIVERING_MIN_S, STILL_DELIVERING_SAMPLES * record.sample_interval, record.recovery_window)
+    """How recent a case's last delivery must be for it to count as still delivering at its end: 5 %
+    of the run (0.2 s of a 4 s horizon, 2.5 ms of a data-center case's 50 ms) or 10 sample
+    intervals, whichever is longer."""
+    return max(STILL_DELIVERING_SHARE * (record.end - record.start), STILL_DELIVERING_SAMPLES * record.sample_interval)
 
 
 def last_delivery(record: CaseRecord) -> Optional[float]:
