@@ -136,13 +136,37 @@ def _numbered(index: int, actions: list[FaultAction]) -> list[FaultAction]:
 def apply_action(action: FaultAction, target: FaultTarget, record: CaseRecord, now: Callable[[], float],
                  delivered: Optional[Callable[[], float]] = None) -> float:
     """Run one action on `target` and record it as happening when it has taken effect: `now()`
-    (seconds into the workload) once it returns, which it also returns; with `delivered`, the
-    share of the workload's bytes delivered by then."""
-    action.apply(target)
+    (seconds into the workload) once it returns, which it also returns; when its first change
+    took effect (`began`); with `delivered`, the share of the workload's bytes delivered by then."""
+    watched = _FirstChange(target, now)
+    action.apply(watched)
     t = now()
     share = delivered() if delivered is not None else None
-    record.faults.append(FaultEvent(t, action.what, action.target, action.breaks, share, action.fault))
+    began = t if watched.first is None else watched.first
+    record.faults.append(FaultEvent(t, action.what, action.target, action.breaks, share, action.fault, began))
     return t
+
+
+class _FirstChange:
+    """A FaultTarget that passes every call on and notes `now()` when the first change (a `set_`
+    verb) has returned."""
+
+    def __init__(self, target: FaultTarget, now: Callable[[], float]) -> None:
+        self._target = target
+        self._now = now
+        self.first: Optional[float] = None
+
+    def __getattr__(self, name: str):
+        verb = getattr(self._target, name)
+        if not name.startswith("set_"):
+            return verb
+
+        def change(*args, **kwargs):
+            result = verb(*args, **kwargs)
+            if self.first is None:
+                self.first = self._now()
+            return result
+        return change
 
 
 def plan_actions(fault: FaultSpec, link: tuple[str, str] | None, switch: str | None,

@@ -87,7 +87,7 @@ def _mark_faults(ax, record: CaseRecord, labelled: set) -> None:
     for i, f in enumerate(downs):
         label = f"failure: {f.what} ({f.target})" if "failure" not in labelled else None
         labelled.add("failure")
-        ax.axvline(f.t * 1e3, color="red", linestyle="--", linewidth=1.2, label=label, zorder=1)
+        ax.axvline(validity.began(f) * 1e3, color="red", linestyle="--", linewidth=1.2, label=label, zorder=1)
     for f in ups:
         label = f"repair: {f.what}" if "repair" not in labelled else None
         labelled.add("repair")

@@ -34,8 +34,10 @@ class LinkRecord:
 
 @dataclass
 class FaultEvent:
-    """A fault action as it happened: when (`t`), and the share of the workload's bytes delivered
-    by then (`fraction`; None until known). `fault` is the index of its fault in the record's
+    """A fault action as it happened: when it had taken effect (`t`), when its first change did
+    (`began`: an action of several changes, e.g. a blackhole's entry on every port, takes effect
+    one change at a time), and the share of the workload's bytes delivered when it began
+    (`fraction`; None until known). `fault` is the index of its fault in the record's
     `planned_faults` (None: not known); a fault's earliest event is where it landed."""
 
     t: float
@@ -44,6 +46,7 @@ class FaultEvent:
     breaks: bool
     fraction: Optional[float] = None
     fault: Optional[int] = None
+    began: Optional[float] = None
 
 
 @dataclass
@@ -99,6 +102,6 @@ class CaseRecord:
 
     @property
     def failure_time(self) -> Optional[float]:
-        """The first instant a fault made things worse, or None."""
-        times = [f.t for f in self.faults if f.breaks]
+        """The first instant a fault made things worse (its first change), or None."""
+        times = [f.t if f.began is None else f.began for f in self.faults if f.breaks]
         return min(times) if times else None

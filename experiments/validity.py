@@ -1,9 +1,10 @@
 """Whether a case's result means what its table row says: where its faults landed, how it ended.
 
 **Where a fault landed.** Every fault action is recorded with the share of the workload's bytes
-delivered when it took effect (`FaultEvent.fraction`: netsim knows it exactly at that instant; the
-Mininet backend fills it in afterwards from the agents' goodput records, which carry their own
-times, with `fill_landing`). A fault's earliest action is where it landed. A case is **invalid** when
+delivered when it began to take effect (`FaultEvent.fraction`, at its first change: a blackhole
+installs an entry per port, one at a time): netsim knows it exactly at that instant; the Mininet
+backend fills it in afterwards from the agents' goodput records, which carry their own times, with
+`fill_landing`. A fault's earliest action is where it landed. A case is **invalid** when
 a planned fault
 
 - took effect after the workload had ended, or after its last byte had arrived (it touched
@@ -68,18 +69,23 @@ def delivered_at(record: CaseRecord, t: float) -> Optional[float]:
     return min(1.0, prev)
 
 
+def began(event: FaultEvent) -> float:
+    """When a fault event's first change took effect (its `t` when not known)."""
+    return event.t if event.began is None else event.began
+
+
 def fill_landing(record: CaseRecord) -> None:
-    """Give every fault event whose delivered share is not known yet the share at its time."""
+    """Give every fault event whose delivered share is not known yet the share when it began."""
     for event in record.faults:
         if event.fraction is None:
-            event.fraction = delivered_at(record, event.t)
+            event.fraction = delivered_at(record, began(event))
 
 
 def landings(record: CaseRecord) -> dict[int, FaultEvent]:
     """The earliest event of each planned fault (by its index in `planned_faults`)."""
     first: dict[int, FaultEvent] = {}
     for event in record.faults:
-        if event.fault is not None and (event.fault not in first or event.t < first[event.fault].t):
+        if event.fault is not None and (event.fault not in first or began(event) < began(first[event.fault])):
             first[event.fault] = event
     return first
 
@@ -100,8 +106,8 @@ def misses(record: CaseRecord) -> list[tuple[str, str]]:
                 out.append((f"{plan.label}: never took effect: the workload ended at {end:.3g} s, before it",
                             "a fault never took effect"))
             continue
-        where = f"at {event.t:.3g} s, {_share(event.fraction)} of the bytes delivered"
-        if end is not None and event.t > end:
+        where = f"at {began(event):.3g} s, {_share(event.fraction)} of the bytes delivered"
+        if end is not None and began(event) > end:
             out.append((f"{plan.label}: took effect after the workload ended ({where}; "
                         f"the workload ended at {end:.3g} s)", "a fault came after the workload ended"))
         elif event.fraction is not None and event.fraction >= 1.0:
@@ -140,7 +146,8 @@ def landing_list(record: CaseRecord) -> list[dict]:
     for index, plan in enumerate(record.planned_faults):
         event = landed.get(index)
         out.append({"fault": plan.label, "planned_fraction": plan.fraction, "planned_s": plan.seconds,
-                    "t": None if event is None else event.t,
+                    "t": None if event is None else began(event),
+                    "complete_t": None if event is None else event.t,
                     "fraction": None if event is None else event.fraction})
     return out
 

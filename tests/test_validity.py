@@ -150,3 +150,32 @@ def test_run_exits_3_on_an_invalid_case_unless_allowed(tmp_path, capsys):
     assert main(["run", str(path), "--backend", "netsim", "--out", str(tmp_path / "b"), "--allow-invalid"]) == 0
     md = (tmp_path / "b" / "summary.md").read_text()
     assert "Invalid: a fault missed the workload" in md and "never took effect" in md
+
+
+def test_a_fault_of_several_changes_lands_with_its_first():
+    """A blackhole writes an entry per port, 80 ms each on a busy switch here: the fault began
+    with the first, and is where it landed; `t` stays when the last took effect."""
+    from experiments import faults as F
+
+    class BusySwitch:
+        clock = 1.0
+
+        def switch_ports(self, switch):
+            return [1, 2, 3, 4]
+
+        def set_port_fault(self, switch, port, drop_all, drop_prob):
+            self.clock += 0.08
+
+    rec = mininet_like(True, 0.0)
+    rec.faults = []
+    spec = parse_scenario({**TINY, "faults": [{"kind": "switch_blackhole", "switch": "s3", "at": "25%"}]}
+                          ).cases()[0].variant.faults[0]
+    [on] = [a for a in F.plan_actions(spec, None, "s3", 1.0)]
+    target = BusySwitch()
+    t = F.apply_action(F.dataclasses.replace(on, fault=0), target, rec, lambda: target.clock)
+    [event] = rec.faults
+    assert t == event.t == pytest.approx(1.32) and event.began == pytest.approx(1.08)
+    rec.faults[0].t, rec.faults[0].began = 0.57, 0.25
+    validity.fill_landing(rec)
+    assert event.fraction == pytest.approx(0.25) and validity.invalid_reasons(rec) == []
+    assert metrics.summarise(rec)["faults"][0]["t"] == 0.25
