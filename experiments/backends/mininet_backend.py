@@ -9,7 +9,8 @@ agents' JSON-lines logs become the case record (`agent_logs`).
 A fault given as a share of the workload ("30%") starts when the agents' goodput records add up
 to that share of the workload's bytes (read every 10 ms; extrapolated at each log's rate over the
 few milliseconds until the agents' next flush). Where each fault landed (the share delivered when
-it took effect) is filled in from the agents' goodput records once they have stopped. Links run at `link_rate` (default: the calibration of the target on this machine):
+it began to take effect) is filled in from the agents' goodput records once they have stopped
+(`experiments.validity`). Links run at `link_rate` (default: the calibration of the target here):
 `auto` links at it, faster ones capped, and horizons too short for the target stretched
 (`experiments.budget`; a note in the record says so). Goodput comes from the
 agents' records, which count whole messages (`chunk_bytes`), so it is coarser than on netsim.
