@@ -423,14 +423,15 @@ def test_selfcheck_is_standard_library_only():
 @pytest.mark.slow
 def test_selfcheck_passes_on_bmv2(tmp_path):
     """The VM's self-check for real, on this checkout: BMv2's conformance cases and the quick
-    failover on Mininet with BMv2 (root, Mininet and simple_switch_grpc; a few minutes). Links run
-    at the tests' fixed rates (conftest's calibration file), so nothing is calibrated."""
-    from experiments import calibration
+    failover on Mininet with BMv2 (root, Mininet and simple_switch_grpc; a few minutes). It runs as
+    the other tests do (conftest): links at the fixed rates of the calibration file, so nothing is
+    calibrated, and without real-time scheduling (MRC_REALTIME=0), which above a machine's
+    calibration starves the kernel's threads: at 20 Mbit/s on BMv2 a link went down 730 ms late,
+    after the collective."""
     program = tmp_path / "mrc-testbed"
     program.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m cli.main \"$@\"\n")
     program.chmod(0o755)
-    env = clean_environment(tmp_path, **{calibration.ENV_FILE: os.environ[calibration.ENV_FILE],
-                                         "PATH": os.environ["PATH"]})
+    env = clean_environment(tmp_path, **{k: v for k, v in os.environ.items() if k.startswith("MRC_")})
     done = subprocess.run([sys.executable, str(SELFCHECK), "--mrc-testbed", str(program), "--repo", str(REPO),
                            "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=1800,
                           stdin=subprocess.DEVNULL, env=env)
