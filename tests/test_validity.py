@@ -179,3 +179,17 @@ def test_a_fault_of_several_changes_lands_with_its_first():
     validity.fill_landing(rec)
     assert event.fraction == pytest.approx(0.25) and validity.invalid_reasons(rec) == []
     assert metrics.summarise(rec)["faults"][0]["t"] == 0.25
+
+
+def test_the_report_shows_an_invalid_case_and_why(tmp_path):
+    from experiments import report
+    record, _ = run_tiny([{"kind": "switch_blackhole", "switch": "auto", "at": 1.5}])
+    summary = metrics.summarise(record)
+    meta = {"scenario": "tiny", "title": "tiny", "created": "now", "backend": "netsim", "seed": 1}
+    (tmp_path / "run").mkdir()
+    results.write_summary(meta, [summary], [], tmp_path / "run")
+    page, _ = report.write_report(tmp_path, tmp_path / "report.html")
+    text = page.read_text()
+    assert "<td class='invalid'>invalid</td>" in text and "never took effect" in text
+    page, _ = report.write_report(tmp_path, tmp_path / "report.md")
+    assert "- invalid: leafspine:2x2x1 / MRC: switch blackhole (auto) at t = 1.5 s: never took effect" in page.read_text()
