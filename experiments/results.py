@@ -69,8 +69,8 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
     lines += ["", "Definitions: docs in `experiments/metrics.py` (time to recover = failure until goodput, "
               "averaged over 20 ms or two messages, is back to 90 % of before; \"stayed <90%\": the work "
               "completed at the capacity the failure left; \"cut at horizon\": stopped by the horizon "
-              "while still delivering; \"never\": stuck, nothing delivered for a while before the end; longest gap = the longest time after the "
-              "failure with nothing delivered; N RTT = the time over the smallest data-packet RTT the hosts measured).", ""]
+              "while still delivering; \"never\": stuck, nothing delivered for a while before the end; "
+              "longest gap = the longest time after the failure with nothing delivered; N RTT = the time over the smallest data-packet RTT the hosts measured).", ""]
     for fig in figures:
         lines += [f"![{Path(fig).stem}]({Path(fig).name})", ""]
     path = Path(folder) / SUMMARY_MD
