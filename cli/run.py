@@ -7,6 +7,9 @@
     mrc-testbed run experiments/failover.yaml --repeat 5      # every case 5 times: median and range
     mrc-testbed run experiments/loss-sweep.yaml --backend netsim --jobs 2      # 2 cases at once
     mrc-testbed run experiments/loss-sweep.yaml --backend netsim --cluster cluster.yaml   # on servers
+
+Exit status: 0 done, 1 a run error, 2 bad input, 3 done but a case is invalid (a fault missed its
+workload: experiments/validity.py; `--allow-invalid` exits 0 then).
 """
 from __future__ import annotations
 
@@ -20,6 +23,9 @@ from experiments.runner import PCAP_FOLDER, choose_backend, choose_link_rate, ru
 from experiments.scenario import ScenarioError, load_scenario
 from testbed.capture import add_pcap_arguments, capture_from_args
 from testbed.logs import setup_logging
+
+
+EXIT_INVALID = 3                    # the run finished, but a case is invalid (experiments/validity.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="run every case N times and report the median and range (min..max) of its "
                              "times; netsim runs repetition i with seed + i (default: 1)")
+    parser.add_argument("--allow-invalid", action="store_true",
+                        help=f"exit 0 even when a case is invalid (a fault missed its workload); "
+                             f"by default such a run exits {EXIT_INVALID}")
     add_pcap_arguments(parser)          # mininet backend: pcaps in <results folder>/pcap/<case>/
     parallel.add_arguments(parser)      # --jobs N (netsim) / --cluster FILE (netsim: Dask; mininet: servers)
 
@@ -100,6 +109,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {s['variant']} / {s['transport']}: {note}")
         for reason in s.get("fidelity_reasons", []):
             print(f"distorted: {s['variant']} / {s['transport']}: {reason}")
+    invalid = results.invalid_lines(summaries)
+    for line in invalid:
+        print(f"INVALID: {line}")
     captured = f", {PCAP_FOLDER}/<case>/" if capture is not None else ""
     print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl{captured})")
+    if invalid and not args.allow_invalid:
+        print(f"mrc-testbed run: {len({(s['variant'], s['transport']) for s in summaries if s.get('invalid_reasons')})} "
+              f"case(s) invalid: a fault missed the workload (exit status {EXIT_INVALID}; --allow-invalid: 0)",
+              file=sys.stderr)
+        return EXIT_INVALID
     return 0

@@ -5,7 +5,10 @@ switch's `MrcIngress.port_fault` table, kill or restart a switch). `plan_faults`
 fault's targets once (a named link or switch is checked; "auto" picks the fabric link and the spine
 that carry most of the baseline's data) and turns each into `FaultAction`s at times relative to
 the fault's start; the backend schedules them, at a time or at a share of the workload, and
-`apply_action` runs and records each.
+`apply_action` runs and records each, with the share of the workload delivered when it took effect
+where the backend knows it then (netsim; the Mininet backend fills it in from the agents' goodput
+records afterwards). Each action carries the index of its fault, so the record tells where every
+planned fault landed (`experiments.validity`).
 
 - link_kill: the link goes down (both directions); optionally back up after `repair_after_s`.
 - link_flap: the link changes state every `period_s` (down first), `flaps` times or until the end.
@@ -29,11 +32,11 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Optional, Protocol
 
 from experiments.backends.netsim_traffic import Traffic, build_fabric, cable_delay, transport_config
 from host_agent.transport.evset import EvState, FloorError
-from experiments.record import CaseRecord, FaultEvent
+from experiments.record import CaseRecord, FaultEvent, FaultPlan
 from experiments.scenario import Case, FaultSpec
 from netsim import Network, SimSwitch, Simulator
 from netsim.switch import ecmp_member, usid_shift
@@ -76,6 +79,7 @@ class FaultAction:
     target: str                   # e.g. "s1-s3"
     apply: Callable[[FaultTarget], None]
     breaks: bool                  # True when this action makes things worse (a failure instant)
+    fault: Optional[int] = None   # index of its fault in the case's plan
 
 
 @dataclass(frozen=True)
@@ -94,14 +98,18 @@ class PlannedFault:
     def seconds(self) -> float | None:
         return self.spec.at.seconds
 
+    def plan(self) -> FaultPlan:
+        """What the case's record keeps of it: what, and when it was planned to start."""
+        return FaultPlan(self.spec.label, self.seconds, self.fraction)
+
 
 def plan_faults(case: Case, topo: Topology, horizon: float) -> list[PlannedFault]:
     """Every fault of the case's variant, its link or switch resolved and checked, as actions."""
     planned, auto = [], None
-    for fault in case.variant.faults:
+    for index, fault in enumerate(case.variant.faults):
         link, switch = None, None
         if fault.kind == "random_loss":
-            planned.append(PlannedFault(fault, _random_loss(fault, last_hops(topo))))
+            planned.append(PlannedFault(fault, _numbered(index, _random_loss(fault, last_hops(topo)))))
             continue
         if needs_link(fault):
             if fault.link == "auto":
@@ -117,17 +125,48 @@ def plan_faults(case: Case, topo: Topology, horizon: float) -> list[PlannedFault
             else:
                 switch = fault.switch
                 topo.switch(switch)
-        planned.append(PlannedFault(fault, plan_actions(fault, link, switch, horizon)))
+        planned.append(PlannedFault(fault, _numbered(index, plan_actions(fault, link, switch, horizon))))
     return planned
 
 
-def apply_action(action: FaultAction, target: FaultTarget, record: CaseRecord, now: Callable[[], float]) -> float:
+def _numbered(index: int, actions: list[FaultAction]) -> list[FaultAction]:
+    return [dataclasses.replace(action, fault=index) for action in actions]
+
+
+def apply_action(action: FaultAction, target: FaultTarget, record: CaseRecord, now: Callable[[], float],
+                 delivered: Optional[Callable[[], float]] = None) -> float:
     """Run one action on `target` and record it as happening when it has taken effect: `now()`
-    (seconds into the workload) once it returns, which it also returns."""
-    action.apply(target)
+    (seconds into the workload) once it returns, which it also returns; when its first change
+    took effect (`began`); with `delivered`, the share of the workload's bytes delivered by then."""
+    watched = _FirstChange(target, now)
+    action.apply(watched)
     t = now()
-    record.faults.append(FaultEvent(t, action.what, action.target, action.breaks))
+    share = delivered() if delivered is not None else None
+    began = t if watched.first is None else watched.first
+    record.faults.append(FaultEvent(t, action.what, action.target, action.breaks, share, action.fault, began))
     return t
+
+
+class _FirstChange:
+    """A FaultTarget that passes every call on and notes `now()` when the first change (a `set_`
+    verb) has returned."""
+
+    def __init__(self, target: FaultTarget, now: Callable[[], float]) -> None:
+        self._target = target
+        self._now = now
+        self.first: Optional[float] = None
+
+    def __getattr__(self, name: str):
+        verb = getattr(self._target, name)
+        if not name.startswith("set_"):
+            return verb
+
+        def change(*args, **kwargs):
+            result = verb(*args, **kwargs)
+            if self.first is None:
+                self.first = self._now()
+            return result
+        return change
 
 
 def plan_actions(fault: FaultSpec, link: tuple[str, str] | None, switch: str | None,

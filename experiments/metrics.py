@@ -24,6 +24,11 @@ Definitions (the same for every backend):
   finished); spread = max / min.
 - link utilisation: bits sent on a switch-to-switch link direction over (rate x duration);
   imbalance = max / mean over the fabric's link directions.
+- validity (`experiments.validity`): a case whose planned fault missed the workload (took effect
+  after it ended, or more than 10 points of its bytes from its planned share) is "invalid", which
+  replaces its fidelity verdict; each fault's landing (time, share delivered) is listed.
+- ending: "completed", "cut at horizon" (not done, still delivering at the end) or "stuck" (what
+  the table calls "never"), with the share of the bytes delivered.
 - base RTT: the smallest RTT of a full-size data packet that any host measured in the run. Times in
   RTTs (completion, recovery, longest gap) are the times over it, so that runs on a fast and a slow
   machine, or at different link rates, compare.
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from experiments import validity
 from experiments.record import CaseRecord
 from host_agent.transport.events import RETX_CAUSES
 
@@ -231,6 +237,7 @@ def summarise(record: CaseRecord) -> dict:
         roles.setdefault(flow.role, []).append(bps)
     times, rates = goodput_series(record)
     finished = [t for t in throughputs if t > 0]
+    invalid = validity.invalid_reasons(record)
     return {
         "scenario": record.scenario,
         "variant": record.variant,
@@ -272,8 +279,13 @@ def summarise(record: CaseRecord) -> dict:
         "recovery_window_s": record.recovery_window,
         "end_s": record.end,
         "samples": len(times),
-        "fidelity": record.fidelity.get("verdict", "unknown"),
+        "fidelity": "invalid" if invalid else record.fidelity.get("verdict", "unknown"),
+        "fidelity_monitor": record.fidelity.get("verdict", "unknown"),
         "fidelity_reasons": list(record.fidelity.get("reasons", [])),
+        "invalid_reasons": invalid,
+        "ending": validity.ending(record),
+        "delivered_fraction": validity.delivered_fraction(record),
+        "faults": validity.landing_list(record),
         "notes": list(record.notes),
     }
 

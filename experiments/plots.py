@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from experiments import metrics  # noqa: E402
+from experiments import metrics, validity  # noqa: E402
 from experiments.record import CaseRecord  # noqa: E402
 from experiments.timefmt import format_seconds  # noqa: E402
 
@@ -88,7 +88,7 @@ def _mark_faults(ax, record: CaseRecord, labelled: set) -> None:
     for i, f in enumerate(downs):
         label = f"failure: {f.what} ({f.target})" if "failure" not in labelled else None
         labelled.add("failure")
-        ax.axvline(f.t * 1e3, color="red", linestyle="--", linewidth=1.2, label=label, zorder=1)
+        ax.axvline(validity.began(f) * 1e3, color="red", linestyle="--", linewidth=1.2, label=label, zorder=1)
     for f in ups:
         label = f"repair: {f.what}" if "repair" not in labelled else None
         labelled.add("repair")
@@ -141,7 +141,8 @@ def _goodput_whole(whole, variant: str, recs: list[CaseRecord], colour: dict) ->
         if not times:
             continue
         smooth = _smooth(times, rates, width)
-        end = "" if r.completed else " (did not finish)"
+        outcome = validity.outcome_label(r)
+        end = f" ({outcome})" if outcome else ""
         whole.plot([t * 1e3 for t in times], [g / 1e6 for g in smooth], color=colour[r.transport],
                    linewidth=WIDTHS[k % len(WIDTHS)], linestyle=STYLES[k % len(STYLES)],
                    label=f"{r.transport}{end}")
@@ -250,7 +251,7 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
                        "time until goodput is back to 90 % after the failure" + ranges))
     fig, axes = plt.subplots(1, len(panels) + 1, figsize=(6 * (len(panels) + 1), 4.4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
-        _time_panel(ax, bars, horizon, *panel)
+        _time_panel(ax, bars, *panel)
     cause_handles = _retransmission_panel(axes[0][-1], bars)
     for ax in axes[0]:
         ax.set_xticks(range(len(bars.variants)))
@@ -261,22 +262,28 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
     return _save(fig, path, f"{title}: completion, recovery and retransmissions")
 
 
-def _time_panel(ax, bars: _Bars, horizon: float, key: str, label: str, scale: float, heading: str) -> None:
-    """A time per case as a bar; a case without one as a hatched bar marked 'never' or 'n/a'."""
+def _time_panel(ax, bars: _Bars, key: str, label: str, scale: float, heading: str) -> None:
+    """A time per case as a bar; a case without one as a hatched bar (up to its end when it has no
+    completion time) marked 'cut at horizon: N %', 'never', '<90%' or 'n/a'; an invalid case's
+    bar says so."""
     top = 0.0
     for x, tname, s in bars.each():
         value = s[key]
         if value is None:
             never = key == "completion_time_s" or s["failure_time_s"] is not None
-            h = horizon * scale if key == "completion_time_s" else 0.0
+            h = s["end_s"] * scale if key == "completion_time_s" else 0.0
+            text = "n/a" if not never else ("<90%" if s["completed"] else _unfinished(s))
             ax.bar(x, h, bars.width, color="white", edgecolor=bars.colour[tname], hatch="//")
-            ax.text(x, h, "never" if never else "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
-            top = max(top, h)
         else:
-            ax.bar(x, value * scale, bars.width, color=bars.colour[tname])
-            high = max(value * scale, _range_bar(ax, x, s, key, scale))     # the label above the range
-            ax.text(x, high, format_seconds(value), ha="center", va="bottom", fontsize=7)
-            top = max(top, high)
+            h = value * scale
+            ax.bar(x, h, bars.width, color=bars.colour[tname])
+            h = max(h, _range_bar(ax, x, s, key, scale))       # the label above the range of a repeated case
+            text = format_seconds(value)
+        if s.get("invalid_reasons"):
+            text += " INVALID"
+        ax.text(x, h, text, ha="center", va="bottom", fontsize=7, rotation=90 if value is None or
+                s.get("invalid_reasons") else 0)
+        top = max(top, h)
     ax.set_ylabel(label)
     ax.set_ylim(0, top * 1.25 if top > 0 else 1.0)
     ax.set_title(heading, fontsize=10)
@@ -291,6 +298,14 @@ def _range_bar(ax, x: float, summary: dict, key: str, scale: float) -> float:
     low, high, mid = spread["min"] * scale, spread["max"] * scale, summary[key] * scale
     ax.errorbar([x], [mid], yerr=[[mid - low], [high - mid]], fmt="none", ecolor="black", capsize=3, linewidth=1)
     return high
+
+
+def _unfinished(s: dict) -> str:
+    """What a bar of a case without a time says: cut at its horizon (with the share delivered), or never."""
+    share = s.get("delivered_fraction")
+    if s.get("ending") == "cut at horizon":
+        return "cut at horizon" + ("" if share is None else f": {int(share * 100)} %")
+    return "never"
 
 
 def _retransmission_panel(ax, bars: _Bars) -> list:

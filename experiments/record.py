@@ -34,12 +34,29 @@ class LinkRecord:
 
 @dataclass
 class FaultEvent:
-    """A fault action as it happened."""
+    """A fault action as it happened: when it had taken effect (`t`), when its first change did
+    (`began`: an action of several changes, e.g. a blackhole's entry on every port, takes effect
+    one change at a time), and the share of the workload's bytes delivered when it began
+    (`fraction`; None until known). `fault` is the index of its fault in the record's
+    `planned_faults` (None: not known); a fault's earliest event is where it landed."""
 
     t: float
     what: str
     target: str
     breaks: bool
+    fraction: Optional[float] = None
+    fault: Optional[int] = None
+    began: Optional[float] = None
+
+
+@dataclass
+class FaultPlan:
+    """A fault as the scenario planned it: what (`label`), and when: at `seconds` into the workload
+    or when `fraction` of its bytes have arrived."""
+
+    label: str
+    seconds: Optional[float] = None
+    fraction: Optional[float] = None
 
 
 @dataclass
@@ -71,6 +88,7 @@ class CaseRecord:
     flows: list = field(default_factory=list)          # FlowRecord
     links: list = field(default_factory=list)          # LinkRecord (fabric links)
     faults: list = field(default_factory=list)         # FaultEvent
+    planned_faults: list = field(default_factory=list)  # FaultPlan, in the scenario's order
     reroutes: list = field(default_factory=list)       # times the control plane reprogrammed routes
     ev_events: list = field(default_factory=list)      # ev_state / ev_backup events (dicts)
     transport_stats: dict = field(default_factory=dict)  # summed counters of every connection
@@ -85,6 +103,6 @@ class CaseRecord:
 
     @property
     def failure_time(self) -> Optional[float]:
-        """The first instant a fault made things worse, or None."""
-        times = [f.t for f in self.faults if f.breaks]
+        """The first instant a fault made things worse (its first change), or None."""
+        times = [f.t if f.began is None else f.began for f in self.faults if f.breaks]
         return min(times) if times else None

@@ -113,6 +113,10 @@ def aggregate(runs: list[dict]) -> dict:
     out["completed"] = all(s["completed"] for s in runs)
     out["bit_exact"] = all(s["bit_exact"] for s in runs)
     out["fidelity"], out["fidelity_reasons"] = _fidelity(runs)
+    out["invalid_reasons"] = [f"run {s.get('repetition', 0) + 1} (seed {s['seed']}): {reason}"
+                              for s in runs for reason in s.get("invalid_reasons", [])]
+    if out["invalid_reasons"]:
+        out["fidelity"] = "invalid"              # one run whose fault missed its workload is enough to say so
     out["notes"] = list(dict.fromkeys(note for s in runs for note in s["notes"]))
     out["repeats"] = {"n": len(runs), "seeds": [s["seed"] for s in runs],
                       "representative": chosen.get("repetition", 0),
@@ -130,7 +134,9 @@ def aggregate_all(summaries: list[dict]) -> list[dict]:
 
 def _fidelity(runs: list[dict]) -> tuple[str, list[str]]:
     """'faithful'/'simulated' when every run was; else 'distorted' with each run's reasons."""
-    verdicts = {s.get("fidelity", "unknown") for s in runs}
+    verdicts = {s.get("fidelity", "unknown") for s in runs} - {"invalid"}     # invalid: aggregate() says it
+    if not verdicts:
+        return "unknown", []
     if len(verdicts) == 1 and "distorted" not in verdicts:
         return verdicts.pop(), []
     reasons = [f"run {s.get('repetition', 0) + 1} (seed {s['seed']}): {reason}"

@@ -58,8 +58,9 @@ def render_markdown(runs: list[tuple[Path, dict]], page: Path) -> str:
                   f"{', quick' if s.get('quick') else ''}, {s.get('created', '')}", ""]
         lines += [results.REPEATS_NOTE, ""] if s.get("repeat", 1) > 1 else []
         lines += results.markdown_table(s["cases"]) + [""]
+        lines += [f"- invalid: {line}" for line in results.invalid_lines(s["cases"])]
         lines += [f"- distorted: {line}" for line in results.fidelity_lines(s["cases"])]
-        lines += [""] if results.fidelity_lines(s["cases"]) else []
+        lines += [""] if results.fidelity_lines(s["cases"]) or results.invalid_lines(s["cases"]) else []
         for fig in _figures(folder, s):
             lines += [f"![{fig.stem}]({_rel(fig, page)})", ""]
     return "\n".join(lines)
@@ -73,6 +74,7 @@ def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 7px}"
              "th{background:#eee}img{max-width:100%;border:1px solid #ddd;margin:8px 0}"
              ".meta{color:#555}.faithful{background:#d8f0d8}.distorted{background:#f6d0d0}"
+             ".invalid{background:#d62728;color:#fff;font-weight:bold}"
              ".simulated,.unknown{background:#eee}</style></head><body>",
              "<h1>MRC testbed: experiment report</h1>", f"<p>{len(runs)} results folder(s).</p>"]
     if runs:
@@ -90,6 +92,10 @@ def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
                   "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
                   + "".join("<tr>" + "".join(_cell(h, c) for h, c in zip(header, row)) + "</tr>" for row in rows)
                   + "</table>"]
+        invalid = results.invalid_lines(s["cases"])
+        if invalid:
+            parts.append("<p>Invalid (a fault missed the workload: the case says nothing about it):</p><ul>"
+                         + "".join(f"<li>{e(line)}</li>" for line in invalid) + "</ul>")
         distorted = results.fidelity_lines(s["cases"])
         if distorted:
             parts.append("<p>Distorted by this machine:</p><ul>" + "".join(f"<li>{e(line)}</li>" for line in distorted)

@@ -63,14 +63,20 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
     if meta.get("repeat", 1) > 1:
         lines += [REPEATS_NOTE, ""]
     lines += markdown_table(summaries)
+    invalid = invalid_lines(summaries)
+    if invalid:
+        lines += ["", "Invalid: a fault missed the workload, so the case says nothing about it "
+                  "(experiments/validity.py):", ""]
+        lines += [f"- {line}" for line in invalid]
     distorted = fidelity_lines(summaries)
     if distorted:
         lines += ["", "Distorted by this machine (experiments/README.md, \"Fidelity\"):", ""]
         lines += [f"- {line}" for line in distorted]
     lines += ["", "Definitions: docs in `experiments/metrics.py` (time to recover = failure until goodput, "
               "averaged over 20 ms or two messages, is back to 90 % of before; \"stayed <90%\": the work "
-              "completed at the capacity the failure left; longest gap = the longest time after the "
-              "failure with nothing delivered; N RTT = the time over the smallest data-packet RTT the hosts measured).", ""]
+              "completed at the capacity the failure left; \"cut at horizon\": stopped by the horizon "
+              "while still delivering; \"never\": stuck, nothing delivered for a while before the end; "
+              "longest gap = the longest time after the failure with nothing delivered; N RTT = the time over the smallest data-packet RTT the hosts measured).", ""]
     for fig in figures:
         lines += [f"![{Path(fig).stem}]({Path(fig).name})", ""]
     path = Path(folder) / SUMMARY_MD
@@ -104,8 +110,8 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
     for s in summaries:
         r = s["retransmissions"]
         row = [s["variant"], s["transport"], "yes" if s["completed"] else "NO",
-               _seconds(s["completion_time_s"]) + _rtts(s.get("completion_rtts")),
-               _recovery(s["time_to_recover_s"], s["failure_time_s"], s["completed"])
+               _completion(s) + _rtts(s.get("completion_rtts")),
+               _recovery(s["time_to_recover_s"], s["failure_time_s"], s["completed"], s.get("ending"))
                + _rtts(s.get("time_to_recover_rtts")),
                _millis(s.get("longest_delivery_gap_s"), s["failure_time_s"]),
                str(s["evs_retired"]), f"{r['trim']}/{r['timeout']}/{r['nack']}/{r.get('sack', 0) + r.get('tail_probe', 0)}",
@@ -144,6 +150,12 @@ def fidelity_lines(summaries: list[dict]) -> list[str]:
     faithful (or simulated)."""
     return [f"{s['variant']} / {s['transport']}: {reason}"
             for s in summaries for reason in s.get("fidelity_reasons", [])]
+
+
+def invalid_lines(summaries: list[dict]) -> list[str]:
+    """One line per reason a case is invalid ('variant / transport: reason'); none when all are valid."""
+    return [f"{s['variant']} / {s['transport']}: {reason}"
+            for s in summaries for reason in s.get("invalid_reasons", [])]
 
 
 def read_summary(folder: Path) -> Optional[dict]:
@@ -189,6 +201,18 @@ def _seconds(value: Optional[float]) -> str:
     return "never" if value is None else format_seconds(value)
 
 
+def _completion(s: dict) -> str:
+    """Completion time; a case cut by its horizon while delivering says how far it got, and only
+    a stuck one reads "never"."""
+    if s["completion_time_s"] is not None:
+        return _seconds(s["completion_time_s"])
+    share = s.get("delivered_fraction")
+    got = "" if share is None else f"{int(share * 100)} %"
+    if s.get("ending") == "cut at horizon":
+        return f"cut at horizon: {got} delivered" if got else "cut at horizon"
+    return f"never (stuck at {got})" if got else "never"
+
+
 def _rtts(value: Optional[float]) -> str:
     """' (N RTT)' beside a time, when its base RTT was measured."""
     if value is None:
@@ -202,12 +226,16 @@ def _millis(value: Optional[float], failure: Optional[float]) -> str:
     return format_seconds(value)
 
 
-def _recovery(value: Optional[float], failure: Optional[float], completed: bool) -> str:
-    """Time to recover; work that completed without goodput coming back to the mark stayed below it."""
+def _recovery(value: Optional[float], failure: Optional[float], completed: bool,
+              ending: Optional[str] = None) -> str:
+    """Time to recover; work that completed without goodput coming back to the mark stayed below it;
+    work cut by its horizon while delivering was cut, not stuck."""
     if failure is None:
         return "-"
     if value is None:
-        return "stayed <90%" if completed else "never"
+        if completed:
+            return "stayed <90%"
+        return "cut at horizon" if ending == "cut at horizon" else "never"
     return format_seconds(value)
 
 

@@ -47,7 +47,7 @@ EXIT_FAILED = 1
 EXIT_BAD_JOB = 2
 RECEIVE_BATCH = 16           # frames taken from one NIC before the transport is polled again
 MAX_MALFORMED_RECORDS = 20   # malformed frames logged one by one; the rest only counted
-FLUSH_EVERY = 0.05           # seconds between flushes of the event log while running (faults at "30%" read it live)
+FLUSH_EVERY = 0.01           # seconds between flushes of the event log while running (faults at "30%" read it live)
 DEFAULT_LINGER = 0.5         # seconds to keep answering after finishing (peers may need our acks)
 
 

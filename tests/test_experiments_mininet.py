@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import requires_mininet
-from experiments import metrics
+from experiments import metrics, validity
 from experiments.backends.mininet_backend import MininetBackend
 from experiments.scenario import load_scenario
 
@@ -42,6 +42,16 @@ def test_quick_failover_on_the_model_target_kills_the_link_mid_collective(failov
         assert summary["completion_rtts"] == pytest.approx(summary["completion_time_s"] / summary["base_rtt_s"])
     _, rerouted = failover["RoCE + reroute 1 s"]
     assert rerouted.transport_stats.get("retx_timeout", 0) > 0       # the baseline felt the dead link
+
+
+def test_quick_failover_on_the_model_target_kills_the_link_where_planned(failover):
+    """The link goes down at 30 % of the bytes, read from the agents' goodput as it happens; where
+    it landed is measured from their records (experiments/validity.py)."""
+    for name, (summary, record) in failover.items():
+        [landing] = summary["faults"]
+        assert landing["planned_fraction"] == 0.3 and landing["t"] == record.faults[0].began, name
+        assert landing["fraction"] == pytest.approx(0.3, abs=validity.LANDING_TOLERANCE), name
+        assert summary["invalid_reasons"] == [] and summary["fidelity"] != "invalid", name
 
 
 def test_quick_failover_on_the_model_target_mrc_is_bit_exact_and_baseline_waits_for_reroute(failover):

@@ -218,3 +218,17 @@ def test_a_mininet_run_with_pcap_writes_its_captures_under_out(tmp_path, monkeyp
     assert all(path.stat().st_size > 24 for path in captures)      # more than the pcap file header
     assert not list((tmp_path / "runs").rglob("*.pcap"))
     assert "pcap/" in capsys.readouterr().out
+
+
+def test_a_repeated_case_with_one_invalid_run_is_invalid_naming_the_run():
+    from experiments import repeats
+    base = {"variant": "v", "transport": "MRC", "completed": True, "bit_exact": True, "notes": [],
+            "fidelity": "simulated", "fidelity_reasons": [], "invalid_reasons": []}
+    keys = {key: 1.0 for key in repeats.SPREAD_KEYS}
+    runs = [dict(base, **keys, seed=1, repetition=0),
+            dict(base, **keys, seed=2, repetition=1, fidelity="invalid",
+                 invalid_reasons=["link_kill at 30%: took effect after the workload ended"])]
+    out = repeats.aggregate(runs)
+    assert out["fidelity"] == "invalid"
+    assert out["invalid_reasons"] == ["run 2 (seed 2): link_kill at 30%: took effect after the workload ended"]
+    assert repeats.aggregate(runs[:1] * 1)["invalid_reasons"] == []

@@ -17,7 +17,7 @@ KEPT_EVENTS = ("ev_state", "ev_backup")     # transport events a case record kee
 class Progress:
     """The workload's progress, read live from the agents' event logs (their goodput records).
 
-    Agents flush their logs every 50 ms, each at its own moment, so what is read lags, and by a
+    Agents flush their logs every 10 ms, each at its own moment, so what is read lags, and by a
     different amount per log; the records carry their own times, so `eta` extrapolates each
     log at its own rate up to now.
     """

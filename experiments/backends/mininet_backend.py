@@ -7,8 +7,10 @@ all starting together, and acts on the live network through its verbs when a fau
 agents' JSON-lines logs become the case record (`agent_logs`).
 
 A fault given as a share of the workload ("30%") starts when the agents' goodput records add up
-to that share of the workload's bytes (extrapolated at the rate so far, as the agents flush their
-logs every 50 ms). Links run at `link_rate` (default: the calibration of the target on this machine):
+to that share of the workload's bytes (read every 10 ms; extrapolated at each log's rate over the
+few milliseconds until the agents' next flush). Where each fault landed (the share delivered when
+it began to take effect) is filled in from the agents' goodput records once they have stopped
+(`experiments.validity`). Links run at `link_rate` (default: the calibration of the target here):
 `auto` links at it, faster ones capped, and horizons too short for the target stretched
 (`experiments.budget`; a note in the record says so). Goodput comes from the
 agents' records, which count whole messages (`chunk_bytes`), so it is coarser than on netsim.
@@ -19,16 +21,16 @@ import logging
 import shutil
 import socket
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from experiments import budget
+from experiments import budget, validity
 from experiments import faults as F
 from experiments.backends.agent_jobs import agent_jobs
 from experiments.backends.agent_logs import Progress, read_results
+from experiments.backends.fault_timers import FaultTimers
 from experiments.calibration import LinkRate
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
@@ -37,7 +39,8 @@ from testbed.fidelity import FidelityMonitor
 from topologies.model import Topology
 
 log = logging.getLogger("mrc.experiments")
-LOOKAHEAD_S = 0.1                # faults due within this long are timed by extrapolation (logs lag up to 50 ms)
+LOOKAHEAD_S = 0.03               # faults due within this long are timed by extrapolation (logs lag up to 10 ms)
+PROGRESS_TICK_S = 0.01           # how often the agents' logs are read while a fault waits for its share
 START_DELAY_S = 3.0              # agents open their NICs, then start the workload together
 STOP_AFTER_HORIZON_S = 15.0      # agents still running this long after the horizon are stopped
 
@@ -114,38 +117,6 @@ def _deny_crossing(client, conn: dict, crossing: set, denied: bool) -> None:
                 client.request("allow", ev=ev["ev"], **where)
 
 
-class FaultTimers:
-    """Fault actions run by timers in real time, each recorded when it has taken effect (a failure
-    as a note), with how long after it was due that was (`late`: what, target, seconds)."""
-
-    def __init__(self, target: LiveTarget, record: CaseRecord, start_at: float) -> None:
-        self.target = target
-        self.record = record
-        self.start_at = start_at
-        self.timers: list[threading.Timer] = []
-        self.late: list[tuple[str, str, float]] = []
-
-    def start(self, actions: list[F.FaultAction], begin: float) -> None:
-        """Run `actions` at their offsets from the UNIX time `begin`."""
-        for action in actions:
-            due = begin + action.offset
-            timer = threading.Timer(max(0.0, due - time.time()), self._fire, (action, max(due, time.time())))
-            timer.daemon = True
-            timer.start()
-            self.timers.append(timer)
-
-    def _fire(self, action: F.FaultAction, due: float) -> None:
-        try:
-            t = F.apply_action(action, self.target, self.record, lambda: time.time() - self.start_at)
-            self.late.append((action.what, action.target, t + self.start_at - due))
-        except Exception as error:        # noqa: BLE001 - reported in the record
-            self.record.notes.append(f"fault {action.what} on {action.target} failed: {error!r}")
-
-    def cancel(self) -> None:
-        for timer in self.timers:
-            timer.cancel()
-
-
 class MininetBackend:
     """Runs cases on Mininet with the model or BMv2 switches."""
 
@@ -214,6 +185,7 @@ class MininetBackend:
             if remaining:
                 record.notes.append(f"left behind after tear-down: {', '.join(map(str, remaining))}")
         lateness = read_results(record, list(agents.agents.values()), flow_logs, start_at)
+        validity.fill_landing(record)
         if verdict is not None:
             verdict.add_lateness(lateness)
             verdict.add_queue_service(net.queue_service)
@@ -239,6 +211,7 @@ class MininetBackend:
         report the workload's progress."""
         pending = []
         for fault in F.plan_faults(case, topo, record.horizon):
+            record.planned_faults.append(fault.plan())
             if fault.fraction is not None:
                 pending.append(fault)
             else:
@@ -252,7 +225,8 @@ class MininetBackend:
                     pending.remove(fault)
                     timers.start(fault.actions, max(eta, time.time()))
 
-        agents.wait(timers.start_at + record.horizon + STOP_AFTER_HORIZON_S, tick)
+        agents.wait(timers.start_at + record.horizon + STOP_AFTER_HORIZON_S, tick,
+                    tick_s=PROGRESS_TICK_S if pending else 0.05)
 
     @staticmethod
     def _read_counters(net, topo: Topology, record: CaseRecord) -> tuple[dict, dict]:

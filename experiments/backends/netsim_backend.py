@@ -2,7 +2,8 @@
 
 Builds the topology with the controller's static tables (`netsim.from_topology`), one transport
 Endpoint per host, the workload (a collective through `EndpointMessenger`, or checked
-point-to-point flows), schedules the faults (at a time, or when a share of the workload is done),
+point-to-point flows), schedules the faults (at a time, or when a share of the workload is done:
+looked at every packet time at the hosts' rate),
 optionally an emulated converging control plane, and samples goodput every `sample_interval_s`.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from experiments.backends.netsim_traffic import Traffic, build_fabric, cable_del
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
 from experiments.workloads import variant_topology
+from host_agent.transport.sizing import packet_time
 from netsim import Network, Simulator
 from topologies.model import Topology
 
@@ -96,7 +98,8 @@ class NetsimBackend:
         topo = variant_topology(variant)
         sim = Simulator(scenario.seed)
         fab = build_fabric(topo, sim, trimming=transport.trimming, delay=cable_delay(case))
-        traffic = Traffic(fab, case, transport_config(case, topo))
+        config = transport_config(case, topo)
+        traffic = Traffic(fab, case, config)
         record = CaseRecord(scenario.name, variant.label, transport.name, transport.mode, self.name, scenario.seed,
                             topo.name, len(topo.hosts), variant.workload.kind, horizon=scenario.horizon_s,
                             sample_interval=scenario.sample_interval_s)
@@ -105,7 +108,7 @@ class NetsimBackend:
         if transport.reroute_delay_s is not None:
             control = ControlPlane(fab, transport.reroute_delay_s, record.reroutes.append)
         target = NetsimTarget(fab, control, traffic.endpoints)
-        pending = self._plan_faults(case, topo, target, record)
+        pending = self._plan_faults(case, topo, target, record, traffic.progress)
         traffic.attach()
         sim.at(0.0, traffic.start)
         interval = scenario.sample_interval_s
@@ -114,14 +117,22 @@ class NetsimBackend:
             now = sim.now
             record.samples.append([now, traffic.received()])
             self._keep_events(traffic, record)
-            frac = traffic.progress()
-            for fault in [p for p in pending if p.fraction <= frac]:
-                pending.remove(fault)
-                self._schedule(sim, target, fault.actions, record)
-            progress(frac)
+            progress(traffic.progress())
             if not traffic.done():
                 sim.after(interval, sample)
 
+        poll = packet_time(float(topo.host_rate_bps()), config.mtu_payload)
+
+        def watch() -> None:
+            """Start each progress-triggered fault once its share has arrived, looking every packet time."""
+            frac = traffic.progress()
+            for fault in [p for p in pending if p.fraction <= frac]:
+                pending.remove(fault)
+                self._schedule(sim, target, fault.actions, record, traffic.progress)
+            if pending and not traffic.done():
+                sim.after(poll, watch)
+
+        sim.at(0.0, watch)
         sim.at(0.0, sample)
         traffic.stop_when_done = True         # ends the run when done turns true: not asked after every event
         sim.run(until=scenario.horizon_s)
@@ -150,22 +161,28 @@ class NetsimBackend:
         return record
 
     # --- faults ---------------------------------------------------------------------------------
-    def _plan_faults(self, case: Case, topo: Topology, target: NetsimTarget, record: CaseRecord) -> list:
-        """Schedule time-triggered faults; return the progress-triggered ones."""
+    def _plan_faults(self, case: Case, topo: Topology, target: NetsimTarget, record: CaseRecord,
+                     delivered: Callable[[], float]) -> list:
+        """Schedule time-triggered faults; return the progress-triggered ones. Each is recorded as
+        planned, and each action with the share `delivered()` when it took effect."""
         pending = []
         for fault in F.plan_faults(case, topo, case.scenario.horizon_s):
+            record.planned_faults.append(fault.plan())
             if fault.fraction is not None:
                 pending.append(fault)
             else:
-                target.fab.sim.at(fault.seconds, self._schedule, target.fab.sim, target, fault.actions, record)
+                target.fab.sim.at(fault.seconds, self._schedule, target.fab.sim, target, fault.actions, record,
+                                  delivered)
         return pending
 
     @staticmethod
-    def _schedule(sim: Simulator, target: NetsimTarget, actions: list, record: CaseRecord) -> None:
+    def _schedule(sim: Simulator, target: NetsimTarget, actions: list, record: CaseRecord,
+                  delivered: Callable[[], float]) -> None:
         """Run `actions` at their offsets from now."""
         start = sim.now
         for action in actions:
-            sim.at(start + action.offset, lambda action=action: F.apply_action(action, target, record, lambda: sim.now))
+            sim.at(start + action.offset,
+                   lambda action=action: F.apply_action(action, target, record, lambda: sim.now, delivered))
 
     @staticmethod
     def _keep_events(traffic: Traffic, record: CaseRecord) -> None:
