@@ -223,7 +223,7 @@ def test_a_mininet_run_with_pcap_writes_its_captures_under_out(tmp_path, monkeyp
 def test_a_repeated_case_with_one_invalid_run_is_invalid_naming_the_run():
     from experiments import repeats
     base = {"variant": "v", "transport": "MRC", "completed": True, "bit_exact": True, "notes": [],
-            "fidelity": "simulated", "fidelity_reasons": [], "invalid_reasons": []}
+            "fidelity": "simulated", "fidelity_reasons": [], "invalid_reasons": [], "failure_time_s": 0.5}
     keys = {key: 1.0 for key in repeats.SPREAD_KEYS}
     runs = [dict(base, **keys, seed=1, repetition=0),
             dict(base, **keys, seed=2, repetition=1, fidelity="invalid",
