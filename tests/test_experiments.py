@@ -132,7 +132,11 @@ def test_failover_mrc_recovery_holds_for_other_seeds(seed):
             continue
         s = metrics.summarise(NetsimBackend().run_case(case))
         assert s["completed"] and s["bit_exact"], (case.label, seed)
-        assert s["time_to_recover_s"] is not None and s["time_to_recover_s"] <= 0.05, (case.label, seed, s)
+        # Goodput back within 75 ms: MRC retires a path for loss that is its own (pathloss), which at
+        # this 20 Mbit/s takes several of its packets, so the last connection's dead-path EVs go up
+        # to 68 ms after the kill (seed 4; seeds 1-6: recovery 8-68 ms; 10-20 ms when one loss
+        # retired an EV, before docs/transport.md's "Whose loss").
+        assert s["time_to_recover_s"] is not None and s["time_to_recover_s"] <= 0.075, (case.label, seed, s)
 
 
 def slowest_over_ideal(record, case) -> float:
