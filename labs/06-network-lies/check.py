@@ -4,6 +4,7 @@ The runs are kept for every folder of a class: students get copies of their even
 switch is looked for in four runs that blame three different switches (s3, s4, s5); the gray link's
 timeline is read at 1, 5 and 20 % loss."""
 import copy
+import itertools
 from collections import defaultdict
 
 import yaml
@@ -136,16 +137,12 @@ def check_suspects(ws):
 
 
 def _path_switches(topo, dst_hex):
-    """The checker's reading of a path address: the switches whose uSIDs follow the locator."""
-    value = int(dst_hex, 16)
+    """The checker's reading of a path address: the switches whose uSIDs follow the locator
+    (the addressing plan's own parser, not the student's)."""
+    from topologies.addressing import parse_usid_address
     by_usid = {switch.usid: switch.name for switch in topo.switches}
-    names = []
-    for slot in range(6):
-        usid = (value >> (96 - 16 * (slot + 1))) & 0xFFFF
-        if usid not in by_usid:
-            break
-        names.append(by_usid[usid])
-    return names
+    _, usids = parse_usid_address(bytes.fromhex(dst_hex))
+    return [by_usid[usid] for usid in itertools.takewhile(lambda usid: usid in by_usid, usids)]
 
 
 def _time_bad(ev_events, end):
