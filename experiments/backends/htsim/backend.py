@@ -1,0 +1,161 @@
+"""The htsim backend: a case exported to uet-htsim's `htsim_uec`, run, and read back as a CaseRecord.
+
+`find_htsim()` looks for the binary: `$HTSIM_UEC` first, then `htsim_uec` on PATH
+(`scripts/build-htsim.sh` builds one). The record has the same form as the netsim backend's (flows
+with their completion times, totals as transport counters), so the summaries, tables and plots
+read it alike; what htsim does not report (goodput samples, EV events, per-link counters) stays
+empty.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from experiments.backends.htsim.inputs import DEFAULT_BALANCER, HtsimInputs, export_case
+from experiments.backends.htsim.output import HtsimOutputError, HtsimResult, parse_output
+from experiments.record import CaseRecord, FaultEvent, FaultPlan, FlowRecord
+from experiments.scenario import Case
+
+ENV_VAR = "HTSIM_UEC"
+BINARY = "htsim_uec"
+BUILD_HINT = "scripts/build-htsim.sh builds it from uet-htsim's public repository"
+
+
+class HtsimNotFound(RuntimeError):
+    """No htsim_uec binary: names both places looked at."""
+
+
+class HtsimFailed(RuntimeError):
+    """htsim_uec exited with an error or could not be read."""
+
+
+def find_htsim() -> str:
+    """The htsim_uec to run: `$HTSIM_UEC` when set (it must be an executable file), else
+    `htsim_uec` on PATH; HtsimNotFound naming both otherwise."""
+    chosen = os.environ.get(ENV_VAR)
+    if chosen:
+        if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
+            raise HtsimNotFound(f"{ENV_VAR}={chosen}: not an executable file ({BUILD_HINT})")
+        return chosen
+    found = shutil.which(BINARY)
+    if found is None:
+        raise HtsimNotFound(f"no {BINARY}: {ENV_VAR} is not set and {BINARY} is not on PATH ({BUILD_HINT})")
+    return found
+
+
+def htsim_unavailable() -> Optional[str]:
+    """Why htsim_uec cannot run here, or None when it can."""
+    try:
+        find_htsim()
+    except HtsimNotFound as error:
+        return str(error)
+    return None
+
+
+class HtsimRun:
+    """One run of htsim_uec on exported inputs: the command, its output read, its wall time."""
+
+    def __init__(self, inputs: HtsimInputs, binary: str, folder: Path) -> None:
+        self.inputs = inputs
+        self.binary = binary
+        self.folder = Path(folder)
+        self.wall_s: Optional[float] = None
+        self.stdout = ""
+
+    def run(self, timeout_s: float = 3600.0) -> HtsimResult:
+        """Write the inputs, run htsim_uec in the folder, return its output read."""
+        self.inputs.write(self.folder)
+        argv = self.inputs.argv(self.binary, self.folder)
+        began = time.monotonic()
+        try:
+            done = subprocess.run(argv, cwd=self.folder, capture_output=True, text=True, timeout=timeout_s,
+                                  check=False)
+        except subprocess.TimeoutExpired as error:
+            raise HtsimFailed(f"{self.binary} ran longer than {timeout_s:g} s: {' '.join(argv)}") from error
+        except OSError as error:
+            raise HtsimFailed(f"{self.binary} could not start: {error}") from error
+        self.wall_s = time.monotonic() - began
+        self.stdout = done.stdout
+        (self.folder / "htsim.out").write_text(done.stdout)
+        if done.returncode != 0:
+            said = "\n".join((done.stderr.strip() or done.stdout.strip()).splitlines()[-8:]) or "(nothing)"
+            raise HtsimFailed(f"{self.binary} exited with status {done.returncode} on {' '.join(argv)}; "
+                              f"it said:\n{said}")
+        try:
+            return parse_output(done.stdout)
+        except HtsimOutputError as error:
+            raise HtsimFailed(f"{self.binary}: {error}") from error
+
+
+class HtsimBackend:
+    """Runs cases on uet-htsim's htsim_uec with one load balancer and one choice of switch settings."""
+
+    name = "htsim"
+
+    def __init__(self, balancer: str = DEFAULT_BALANCER, settings: str = "scenario",
+                 binary: Optional[str] = None, keep: Optional[Path] = None) -> None:
+        self.balancer = balancer
+        self.settings = settings
+        self.binary = binary or find_htsim()
+        self.keep = keep                 # a folder keeping each case's inputs and output (None: a temporary one)
+        self.last_run: Optional[HtsimRun] = None
+
+    def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
+        """Export `case`, run htsim_uec on it, return its record."""
+        inputs = export_case(case, self.balancer, self.settings)
+        if self.keep is not None:
+            folder = Path(self.keep) / _slug(case.label)
+            result = self._run(inputs, folder)
+        else:
+            with tempfile.TemporaryDirectory(prefix="mrc-htsim-") as tmp:
+                result = self._run(inputs, Path(tmp))
+        progress(1.0)
+        return self.record(case, inputs, result)
+
+    def _run(self, inputs: HtsimInputs, folder: Path) -> HtsimResult:
+        run = HtsimRun(inputs, self.binary, folder)
+        self.last_run = run
+        return run.run()
+
+    def record(self, case: Case, inputs: HtsimInputs, result: HtsimResult) -> CaseRecord:
+        """The CaseRecord of `case` from htsim_uec's `result`."""
+        scenario, variant = case.scenario, case.variant
+        from experiments.workloads import variant_topology
+        topo = variant_topology(variant)
+        record = CaseRecord(scenario.name, variant.label, case.transport.name, case.transport.mode, self.name,
+                            scenario.seed, topo.name, len(topo.hosts), variant.workload.kind,
+                            horizon=scenario.horizon_s, sample_interval=scenario.sample_interval_s)
+        unknown = sorted(set(result.finish_us) - set(range(1, len(inputs.flows) + 1)))
+        if unknown:
+            raise HtsimFailed(f"htsim_uec reported flow ids {unknown} that the exported matrix does not have")
+        for i, flow in enumerate(inputs.flows):
+            finish = result.finish_us.get(i + 1)
+            record.flows.append(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role,
+                                           received_bytes=flow.nbytes if finish is not None else 0,
+                                           finish=None if finish is None else finish * 1e-6))
+        finishes = [f.finish for f in record.flows]
+        record.completed = bool(finishes) and None not in finishes
+        record.end = max(finishes) if record.completed else scenario.horizon_s
+        record.completion_time = record.end if record.completed else None
+        record.samples = [[0.0, [0] * len(record.flows)], [record.end, [f.received_bytes for f in record.flows]]]
+        record.bit_exact = record.completed      # htsim carries no payload: completion is what it can say
+        record.app_missing = sum(f is None for f in finishes)
+        record.transport_stats = {f"htsim_{k}": v for k, v in result.totals.items()}
+        record.transport_stats["retx_htsim"] = result.totals.get("rtx", 0)
+        for fault in variant.faults:             # slowed from the start (inputs.py refuses anything else)
+            record.planned_faults.append(FaultPlan(fault.label, seconds=0.0))
+            record.faults.append(FaultEvent(0.0, f"links at {fault.share:.0%} rate (htsim -failed)", fault.switch,
+                                            True, fraction=0.0, fault=len(record.planned_faults) - 1, began=0.0))
+        record.fidelity = {"verdict": "simulated", "reasons": [], "measured": {}}
+        record.notes.extend(f"htsim: {note}" for note in inputs.notes)
+        record.notes.append(f"htsim: load balancer {self.balancer}")
+        return record
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text).strip("-") or "case"
