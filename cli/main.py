@@ -53,6 +53,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("agent", "cli.agent", "run an MRC host agent on this host"),
     Command("conformance", "cli.conformance", "run the switch conformance cases on the model and BMv2"),
     Command("run", "cli.run", "run an experiment scenario (YAML) and save its results"),
+    Command("crosscheck", "cli.crosscheck", "run a scenario's flows on netsim and uet-htsim side by side"),
     Command("sweep", "cli.sweep", "sweep the load through a bottleneck: trims, ECN, queue depth"),
     Command("calibrate", "cli.calibrate", "measure the link rate this machine runs faithfully"),
     Command("report", "cli.report", "gather results folders into one report"),

@@ -7,6 +7,7 @@
     mrc-testbed run experiments/failover.yaml --repeat 5      # every case 5 times: median and range
     mrc-testbed run experiments/loss-sweep.yaml --backend netsim --jobs 2      # 2 cases at once
     mrc-testbed run experiments/loss-sweep.yaml --backend netsim --cluster cluster.yaml   # on servers
+    mrc-testbed run experiments/datacenter.yaml --backend htsim --transport MRC --variant incast   # uet-htsim
 
 Exit status: 0 done, 1 a run error, 2 bad input, 3 done but a case is invalid (a fault missed its
 workload: experiments/validity.py; `--allow-invalid` exits 0 then).
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from experiments import parallel, repeats, results
 from experiments.backends import BACKENDS, TARGETS
+from experiments.backends.htsim.inputs import BALANCERS
 from experiments.runner import PCAP_FOLDER, choose_backend, choose_link_rate, run_scenario, select_cases
 from experiments.scenario import ScenarioError, load_scenario
 from testbed.capture import add_pcap_arguments, capture_from_args
@@ -32,8 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `mrc-testbed run`."""
     parser.add_argument("scenario", help="scenario file, e.g. experiments/failover.yaml")
     parser.add_argument("--backend", choices=BACKENDS, default=None,
-                        help="netsim (in-process network, simulated time) or mininet (the real testbed); "
+                        help="netsim (in-process network, simulated time), mininet (the real testbed) or "
+                             "htsim (uet-htsim's htsim_uec, on PATH or $HTSIM_UEC); "
                              "default: mininet when root with mnexec, else netsim")
+    parser.add_argument("--balancer", choices=BALANCERS, default=None,
+                        help="htsim backend: htsim_uec's load balancer (default: its own, mixed)")
     parser.add_argument("--target", choices=TARGETS, default="model",
                         help="switch target of the mininet backend (default: model)")
     parser.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
@@ -98,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             summaries, figures = run_scenario(scenario, backend_name, args.target, folder, args.quick,
                                               variants=args.variant, transports=args.transport,
                                               pcap=capture, link_rate=link_rate, repeat=args.repeat,
-                                              pool=pool, cluster=spread)
+                                              pool=pool, cluster=spread, balancer=args.balancer)
     except (RuntimeError, ValueError, KeyError) as error:
         print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
         return 1

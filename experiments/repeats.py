@@ -27,12 +27,15 @@ SPREAD_KEYS = ("completion_time_s", "time_to_recover_s", "longest_delivery_gap_s
                "completion_rtts", "time_to_recover_rtts", "longest_delivery_gap_rtts")
 
 
+SIMULATORS = ("netsim", "htsim")      # deterministic by seed: a repetition takes the next seed
+
+
 def seeds(seed: int, repeat: int, backend: str) -> list[int]:
     """The seed of each repetition: seed + i on netsim (deterministic by seed), seed throughout on
     Mininet (its runs differ by themselves)."""
     if repeat < 1:
         raise ValueError(f"--repeat {repeat}: expected a number of runs per case, 1 or more")
-    return [seed + i if backend == "netsim" else seed for i in range(repeat)]
+    return [seed + i if backend in SIMULATORS else seed for i in range(repeat)]
 
 
 def seeds_note(seed: int, repeat: int, backend: str) -> str:
@@ -40,9 +43,9 @@ def seeds_note(seed: int, repeat: int, backend: str) -> str:
     if repeat == 1:
         return f"seed {seed}"
     used = seeds(seed, repeat, backend)
-    if backend == "netsim":
+    if backend in SIMULATORS:
         return (f"{repeat} repetitions per case, seeds {used[0]}..{used[-1]} "
-                "(netsim is deterministic: each seed gives one run)")
+                f"({backend} is deterministic: each seed gives one run)")
     return (f"{repeat} repetitions per case, all with seed {seed} (runs on {backend} differ by the "
             f"machine's timing; the same seed keeps the same data and fault)")
 

@@ -136,7 +136,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
                  transports: list[str] = (), pcap: PcapCapture | None = None,
                  link_rate: calibration.RateSource | None = None, repeat: int = 1,
                  pool: parallel.CasePool | None = None,
-                 cluster: Path | None = None) -> tuple[list[dict], list[Path]]:
+                 cluster: Path | None = None, balancer: str | None = None) -> tuple[list[dict], list[Path]]:
     """Run every (selected) case `repeat` times, write the results folder; return (summaries, figure
     paths): one summary per case, over its repetitions when `repeat` > 1 (experiments/repeats.py).
 
@@ -144,13 +144,17 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     `folder`/pcap/<case>/; `link_rate` (mininet only, default: the target's calibration, see
     `choose_link_rate`) sets the links' rates; with `pool` (netsim only, experiments/parallel.py)
     the cases run there, several at once; with `cluster` (mininet only, a cluster file) each case's
-    network is spread over its servers (testbed/cluster.py)."""
+    network is spread over its servers (testbed/cluster.py); `balancer` is htsim_uec's load
+    balancer (htsim only; cases it cannot express are refused before any runs)."""
     cases = repeats.expand(select_cases(scenario, list(variants), list(transports)), repeat, backend_name)
+    if backend_name == "htsim":
+        from experiments.crosscheck import refuse_unmappable
+        refuse_unmappable(cases)
     if pcap is not None:
         pcap = pcap.into(Path(folder) / PCAP_FOLDER)
         print(f"mrc-testbed run: capturing every switch port to {pcap.folder}/<case>/<switch>-port<N>.pcap "
               "(decode: tshark -X lua_script:wireshark/mrc.lua -r FILE)", file=progress_stream)
-    backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate, cluster=cluster)
+    backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate, cluster=cluster, balancer=balancer)
     if pool is not None:                     # the cases run ahead on the pool; the loop takes their records in order
         backend = parallel.PooledBackend(pool, cases, backend_name, progress_stream)
     if repeat > 1:

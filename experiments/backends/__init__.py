@@ -2,6 +2,9 @@
 
 - `netsim`: the in-process, deterministic network (netsim/) driving the sans-IO transport and the
   collectives directly; fast, needs nothing, used by the tests.
+- `htsim`: uet-htsim's `htsim_uec`, built by the user (PATH or $HTSIM_UEC), given the case's
+  topology, flows and settings as its input files (experiments/backends/htsim/); MRC maps to its
+  UEC transport, and what cannot be mapped is refused.
 - `mininet`: the real testbed (testbed/network.py): Mininet hosts running host_agent/agent.py,
   switches on the model or BMv2 target, faults applied to the live network.
 
@@ -20,7 +23,7 @@ from typing import Callable, Optional, Protocol
 from experiments.record import CaseRecord
 from experiments.scenario import Case
 
-BACKENDS = ("netsim", "mininet")
+BACKENDS = ("netsim", "mininet", "htsim")
 TARGETS = ("model", "bmv2")
 
 
@@ -56,11 +59,17 @@ def default_backend() -> tuple[str, Optional[str]]:
     return ("netsim", why) if why else ("mininet", None)
 
 
-def make_backend(name: str, target: str = "model", pcap=None, link_rate=None, cluster=None) -> Backend:
+def make_backend(name: str, target: str = "model", pcap=None, link_rate=None, cluster=None,
+                 balancer: Optional[str] = None) -> Backend:
     """The backend called `name` ("netsim" or "mininet"; `target`, `pcap`, a
     testbed.capture.PcapCapture capturing every switch port, `link_rate`, an
     experiments.calibration.LinkRate, and `cluster`, the path of a cluster file whose servers run
-    each case's network, only for mininet)."""
+    each case's network, only for mininet; `balancer`, htsim_uec's load balancer, only for htsim)."""
+    if name == "htsim":
+        if pcap is not None or cluster is not None:
+            raise ValueError("--pcap and --cluster are for the mininet backend; htsim_uec runs here, on its own")
+        from experiments.backends.htsim import HtsimBackend
+        return HtsimBackend(**({"balancer": balancer} if balancer else {}))
     if name == "netsim":
         if cluster is not None:
             raise ValueError("a cluster file spreads the mininet backend's networks; netsim cases go to "

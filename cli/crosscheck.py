@@ -1,0 +1,72 @@
+"""`mrc-testbed crosscheck SCENARIO`: MRC on netsim and uet-htsim's htsim_uec on the same flows.
+
+    mrc-testbed crosscheck experiments/datacenter.yaml                      # seed 1, every balancer
+    mrc-testbed crosscheck experiments/datacenter.yaml --seeds 1 2 3 4 5 6 7 8
+    mrc-testbed crosscheck experiments/datacenter.yaml --settings htsim     # htsim_uec's switch defaults
+    mrc-testbed crosscheck experiments/datacenter.yaml --balancer mixed --variant incast
+
+htsim_uec comes from $HTSIM_UEC or PATH (scripts/build-htsim.sh builds it). Prints the slowest
+flow over ideal per variant and simulator (mean over the seeds, worst seed) and each one's wall
+time per case; writes the results folder (summary.md, summary.json, raw.jsonl, crosscheck-cdf.png).
+Exit status: 0 done, 1 a run error (htsim_uec missing or failing), 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from experiments import results
+from experiments.backends.htsim.inputs import BALANCERS, SETTINGS
+from experiments.scenario import ScenarioError, load_scenario
+from testbed.logs import setup_logging
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `mrc-testbed crosscheck`."""
+    parser.add_argument("scenario", help="scenario file, e.g. experiments/datacenter.yaml")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: the scenario's)")
+    parser.add_argument("--balancer", action="append", choices=BALANCERS, default=[],
+                        help="htsim_uec's load balancer (repeatable; default: all of them)")
+    parser.add_argument("--settings", choices=SETTINGS, default="scenario",
+                        help="switch thresholds of both simulators: the scenario's (default) or htsim_uec's defaults")
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL", help="only this variant (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="the scenario's quick sizes")
+    parser.add_argument("--out", type=Path, default=None, help="results folder (default: results/crosscheck-<scenario>-<date-time>)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of `mrc-testbed crosscheck`."""
+    from experiments.backends.htsim import HtsimFailed, HtsimNotFound
+    from experiments.crosscheck import Crosscheck, table_lines, write_results
+    try:
+        scenario = load_scenario(args.scenario, quick=args.quick)
+    except ScenarioError as error:
+        print(f"mrc-testbed crosscheck: {error}", file=sys.stderr)
+        return 2
+    known = [v.label for v in scenario.variants]
+    for label in args.variant:
+        if label not in known:
+            print(f"mrc-testbed crosscheck: --variant {label!r}: the scenario has {', '.join(map(repr, known))}",
+                  file=sys.stderr)
+            return 2
+    seeds = args.seeds or [scenario.seed]
+    folder = args.out or results.default_folder(f"crosscheck-{scenario.name}")
+    setup_logging(getattr(args, "verbosity", 0), folder)
+    try:
+        check = Crosscheck(tuple(args.balancer) or BALANCERS, args.settings)
+        records, rows, skipped = check.run(Path(args.scenario), seeds, args.quick, tuple(args.variant),
+                                           progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    except (HtsimNotFound, HtsimFailed, ValueError) as error:
+        print(f"mrc-testbed crosscheck: {error}", file=sys.stderr)
+        return 1
+    meta, figures = write_results(scenario, records, rows, skipped, folder,
+                                  {"seeds": seeds, "settings": args.settings, "balancers": list(check.balancers),
+                                   "htsim_uec": check.binary, "quick": args.quick})
+    print(f"{scenario.title}: netsim and htsim_uec ({check.binary}), seeds {seeds}, switch settings {args.settings}")
+    print("slowest flow over ideal, mean over the seeds (worst seed):")
+    print("\n".join(table_lines(meta["crosscheck"])))
+    for label, why in skipped:
+        print(f"skipped {label}: {why}")
+    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl)")
+    return 0
