@@ -75,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     backend_name = choose_backend(args.backend)
+    if args.balancer and backend_name != "htsim":
+        print(f"mrc-testbed run: --balancer {args.balancer} is htsim_uec's load balancer: add --backend htsim",
+              file=sys.stderr)
+        return 2
     try:
         capture = capture_from_args(args)
     except ValueError as error:

@@ -9,6 +9,7 @@ empty.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -158,4 +159,5 @@ class HtsimBackend:
 
 
 def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text).strip("-") or "case"
+    """A folder name for a case label: "permutation, gray spine / MRC" -> "permutation-gray-spine-MRC"."""
+    return re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-") or "case"

@@ -1,0 +1,138 @@
+"""The htsim backend end to end: finding htsim_uec, running it, reading it back, `run --backend
+htsim` and `crosscheck`. CI uses the stand-in tests/data/htsim_standin.py (htsim_uec's output
+format, a toy model); the tests marked `real` run the real htsim_uec and skip where it is not built.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from experiments.backends.htsim import HtsimBackend, HtsimFailed, HtsimNotFound, Unmappable, find_htsim
+from experiments.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+DATACENTER = ROOT / "experiments" / "datacenter.yaml"
+STANDIN = ROOT / "tests" / "data" / "htsim_standin.py"
+REAL_HTSIM = os.environ.get("HTSIM_UEC") or shutil.which("htsim_uec") or (
+    "/opt/htsim/bin/htsim_uec" if os.access("/opt/htsim/bin/htsim_uec", os.X_OK) else None)
+requires_htsim = pytest.mark.skipif(REAL_HTSIM is None, reason="htsim_uec is not built here (HTSIM_UEC unset, "
+                                    "not on PATH, not in /opt/htsim/bin): scripts/build-htsim.sh builds it")
+
+
+def mrc_case(variant: str, quick: bool = True, seed: int = 1):
+    scenario = load_scenario(DATACENTER, quick=quick, seed=seed)
+    return next(c for c in scenario.cases() if c.variant.label == variant and c.transport.mode == "mrc")
+
+
+@pytest.fixture
+def standin(monkeypatch):
+    monkeypatch.setenv("HTSIM_UEC", str(STANDIN))
+    monkeypatch.delenv("STANDIN_MODE", raising=False)
+    return str(STANDIN)
+
+
+def test_without_htsim_the_error_names_both_places_looked(monkeypatch, tmp_path):
+    monkeypatch.delenv("HTSIM_UEC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(HtsimNotFound, match="HTSIM_UEC is not set and htsim_uec is not on PATH"):
+        find_htsim()
+    monkeypatch.setenv("HTSIM_UEC", str(tmp_path / "nowhere"))
+    with pytest.raises(HtsimNotFound, match="HTSIM_UEC=.*nowhere: not an executable file"):
+        find_htsim()
+
+
+def test_the_standin_run_gives_a_record_like_netsims(standin):
+    case = mrc_case("incast")
+    record = HtsimBackend(binary=standin).run_case(case)
+    assert record.backend == "htsim" and record.completed and record.bit_exact
+    assert len(record.flows) == 7 and all(f.finish is not None for f in record.flows)
+    # the stand-in drains the receiver's flows one after another: the last ends after 7 flows' bytes
+    total = sum(f.expected_bytes for f in record.flows)
+    assert max(f.finish for f in record.flows) == pytest.approx(total * 8 / 100e9 + 10e-6, rel=1e-3)
+    assert record.transport_stats["htsim_new"] == 7 * 64
+
+
+def test_a_flow_htsim_never_finished_leaves_the_case_incomplete(standin, monkeypatch):
+    monkeypatch.setenv("STANDIN_MODE", "unfinished")
+    record = HtsimBackend(binary=standin).run_case(mrc_case("incast"))
+    assert not record.completed and record.completion_time is None
+    assert sum(f.finish is None for f in record.flows) == 1
+
+
+@pytest.mark.parametrize("mode, words", [("fail", "(?s)exited with status 1.*stand-in asked to fail"),
+                                         ("truncated", "no totals line")])
+def test_htsim_failing_or_cut_short_is_an_error_naming_it(standin, monkeypatch, mode, words):
+    monkeypatch.setenv("STANDIN_MODE", mode)
+    with pytest.raises(HtsimFailed, match=words):
+        HtsimBackend(binary=standin).run_case(mrc_case("incast"))
+
+
+def test_the_inputs_and_output_are_kept_when_asked(standin, tmp_path):
+    HtsimBackend(binary=standin, keep=tmp_path).run_case(mrc_case("permutation"))
+    folder = tmp_path / "permutation-MRC"
+    assert {p.name for p in folder.iterdir()} >= {"topology.topo", "flows.cm", "htsim.out"}
+
+
+@pytest.mark.slow
+def test_run_backend_htsim_writes_the_usual_results_folder(standin, tmp_path):
+    from experiments.runner import run_scenario
+    scenario = load_scenario(DATACENTER, quick=True)
+    summaries, _ = run_scenario(scenario, "htsim", "model", tmp_path, True, progress_stream=open(os.devnull, "w"),
+                                variants=["incast", "permutation"], transports=["MRC"])
+    assert [s["backend"] for s in summaries] == ["htsim", "htsim"]
+    assert all(s["completed"] for s in summaries)
+    assert json.loads((tmp_path / "summary.json").read_text())["backend"] == "htsim"
+
+
+def test_run_backend_htsim_refuses_the_cases_it_cannot_map_before_running(standin, tmp_path):
+    from experiments.runner import run_scenario
+    scenario = load_scenario(DATACENTER, quick=True)
+    with pytest.raises(Unmappable, match=r"(?s)cannot run 3 of 4 case.*failover / MRC: .*collective.*RoCE-style"):
+        run_scenario(scenario, "htsim", "model", tmp_path, True, progress_stream=open(os.devnull, "w"),
+                     variants=["incast", "failover"])
+    assert not (tmp_path / "summary.json").exists()
+
+
+@pytest.mark.slow
+def test_crosscheck_puts_both_simulators_side_by_side(standin, tmp_path):
+    from experiments.crosscheck import NETSIM, Crosscheck, table_lines, write_results
+    check = Crosscheck(("mixed", "reps"))
+    records, rows, skipped = check.run(DATACENTER, [1], quick=True, variants=("incast",))
+    assert [r.backend for r in records] == ["netsim", "htsim", "htsim"]
+    assert [label for label, _ in skipped] == ["incast / RoCE"]
+    scenario = load_scenario(DATACENTER, quick=True)
+    meta, figures = write_results(scenario, records, rows, skipped, tmp_path, {"seeds": [1], "settings": "scenario"})
+    assert [f.name for f in figures] == ["crosscheck-cdf.png"] and figures[0].stat().st_size > 0
+    table = json.loads((tmp_path / "summary.json").read_text())["crosscheck"]
+    assert list(table[0]["columns"]) == [NETSIM, "htsim mixed", "htsim reps"]
+    assert all(c["mean"] > 1.0 for c in table[0]["columns"].values())
+    assert "| incast |" in "\n".join(table_lines(table))
+    assert "netsim and htsim side by side" in (tmp_path / "summary.md").read_text()
+
+
+@requires_htsim
+def test_real_htsim_runs_the_exported_incast(monkeypatch):
+    """The real htsim_uec accepts the exported files and finishes every flow near its ideal."""
+    from experiments import metrics
+    from experiments.backends.netsim_traffic import cable_delay
+    from experiments.budget import network_base_rtt
+    from experiments.workloads import variant_topology
+    case = mrc_case("incast", quick=False)
+    record = HtsimBackend(binary=REAL_HTSIM).run_case(case)
+    assert record.completed and len(record.flows) == 7
+    topo = variant_topology(case.variant)
+    slowest = metrics.slowest_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+    assert 1.0 < slowest < 1.5
+
+
+@requires_htsim
+def test_real_htsim_default_settings_read_back_as_packets():
+    backend = HtsimBackend(settings="htsim", binary=REAL_HTSIM)
+    backend.run_case(mrc_case("permutation"))
+    from experiments.backends.htsim import parse_output
+    chosen = parse_output(backend.last_run.stdout).switch_settings()
+    assert chosen["queue_depth"] == chosen["trim_threshold"] > chosen["ecn_max_threshold"] > chosen["ecn_threshold"] > 0
