@@ -18,7 +18,7 @@ CI_RUN = REPO / ".ci" / "run"
 PROVISION = REPO / "vagrant" / "provision.sh"
 VAGRANTFILE = REPO / "Vagrantfile"
 README = REPO / "README.md"
-SHELL_SCRIPTS = [SETUP, CI_RUN, PROVISION, REPO / "vagrant" / "cluster.sh"]
+SHELL_SCRIPTS = [SETUP, CI_RUN, PROVISION, REPO / "vagrant" / "cluster.sh", REPO / "scripts" / "build-htsim.sh"]
 
 MAIN_EXPERIMENT = "sudo .venv/bin/mrc-testbed run experiments/failover.yaml"
 

@@ -127,7 +127,7 @@ def test_dry_run_takes_the_key_url_from_the_environment(tmp_path):
 
 @pytest.mark.parametrize("setting, value", [("MRC_P4LANG_REPO_URL", "ftp://mirror.example.net/p4lang"),
                                             ("MRC_P4LANG_REPO_URL", "mirror.example.net/p4lang"),
-                                            ("MRC_VM_BMV2_BUILD", "fast")])
+                                            ("MRC_VM_BMV2_BUILD", "fast"), ("MRC_VM_HTSIM", "yes")])
 def test_dry_run_rejects_a_bad_setting_naming_it(tmp_path, setting, value):
     done = dry_run(tmp_path, **{setting: value})
     assert done.returncode == 1
@@ -178,9 +178,17 @@ def test_dry_run_stages_come_in_order(default_run):
     stages = [line.split(": ", 1)[1] for line in default_run.stdout.splitlines()
               if line.startswith("==> provision: ")]
     expected = ["p4lang package repository", "Ubuntu and p4lang packages", "checking the P4 tools",
-                "project virtual environment", "login environment", "simple_switch_CLI for vagrant",
+                "project virtual environment", "uet-htsim's htsim_uec", "login environment", "simple_switch_CLI for vagrant",
                 "self-check", "done"]
     assert [next(e for e in expected if s.startswith(e)) for s in stages] == expected
+
+
+def test_dry_run_builds_htsim_best_effort_unless_skipped(default_run, tmp_path):
+    cmds = commands(default_run.stdout)
+    assert f"bash {REPO}/scripts/build-htsim.sh --prefix /usr/local" in cmds
+    skipped = dry_run(tmp_path, MRC_VM_HTSIM="0")
+    assert "build-htsim.sh" not in "\n".join(commands(skipped.stdout))
+    assert "skipped (MRC_VM_HTSIM=0)" in skipped.stdout
 
 
 def test_dry_run_ends_with_the_self_check_commands(default_run):

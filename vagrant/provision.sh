@@ -2,7 +2,9 @@
 # Provision the MRC testbed VM (Ubuntu 22.04), as root:
 #   1. p4lang's package repository (openSUSE Build Service, home:p4lang, xUbuntu_22.04),
 #   2. p4c, BMv2 with PI (simple_switch_grpc), Mininet and the testbed's Ubuntu packages,
-#   3. the project's virtual environment (scripts/setup.sh), outside the shared folder,
+#   3. the project's virtual environment (scripts/setup.sh), outside the shared folder, and
+#      uet-htsim's htsim_uec (scripts/build-htsim.sh, from github; optional: offline, it says so
+#      and goes on; MRC_VM_HTSIM=0 skips it),
 #   4. a login environment: venv active, mrc-testbed on PATH (also under sudo), cwd = the repo,
 #      and simple_switch_CLI run by the system's Python even with the venv active,
 #   5. optionally (MRC_VM_BMV2_BUILD=performance) BMv2 built from source without its logging,
@@ -29,6 +31,9 @@ esac
 # The venv lives in the VM, not in the shared folder: a host-side .venv stays the host's own.
 VENV="${MRC_VENV:-/opt/mrc-testbed/venv}"
 SELF_CHECK_DIR="/opt/mrc-testbed/selfcheck"
+# 1: build uet-htsim's htsim_uec into /usr/local/bin (best effort), 0: skip it.
+HTSIM="${MRC_VM_HTSIM:-1}"
+HTSIM_PACKAGES=(cmake g++ make git)
 # package: BMv2 from p4lang's packages; performance: also BMv2 built from source (-O3, no logging).
 BMV2_BUILD="${MRC_VM_BMV2_BUILD:-package}"
 
@@ -159,6 +164,10 @@ check_settings() {
         package|performance) ;;
         *) die "MRC_VM_BMV2_BUILD=$BMV2_BUILD: expected 'package' or 'performance'" ;;
     esac
+    case "$HTSIM" in
+        0|1) ;;
+        *) die "MRC_VM_HTSIM=$HTSIM: expected 1 (build htsim_uec) or 0 (skip it)" ;;
+    esac
 }
 
 check_system() {
@@ -258,6 +267,23 @@ set_up_project() {
     run chown -R "$VM_USER:" "$VENV"
 }
 
+build_htsim() {
+    stage "uet-htsim's htsim_uec (optional: the htsim backend, mrc-testbed crosscheck)"
+    if [ "$HTSIM" = 0 ]; then
+        echo "skipped (MRC_VM_HTSIM=0)"
+        return
+    fi
+    if dry_run; then
+        run apt-get install -y -q --no-install-recommends "${HTSIM_PACKAGES[@]}"
+        run bash "$REPO/scripts/build-htsim.sh" --prefix /usr/local
+        return
+    fi
+    if ! apt-get install -y -q --no-install-recommends "${HTSIM_PACKAGES[@]}" \
+            || ! bash "$REPO/scripts/build-htsim.sh" --prefix /usr/local; then
+        warn "htsim_uec was not built (offline, or the build failed: see above); everything else works, only the htsim backend needs it. Later: sudo bash $REPO/scripts/build-htsim.sh --prefix /usr/local"
+    fi
+}
+
 set_up_login() {
     stage "login environment"
     write_file "$PROFILE_SNIPPET" 0644 <<EOF
@@ -348,6 +374,7 @@ main() {
     install_packages
     check_installed
     set_up_project
+    build_htsim
     set_up_login
     select_bmv2_build
     check_cli_for_user

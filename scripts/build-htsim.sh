@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Build uet-htsim's htsim_uec (the Ultra Ethernet reference simulator) from its public repository,
+# at a pinned commit, and install the binary: the htsim backend (`mrc-testbed run --backend htsim`,
+# `mrc-testbed crosscheck`) runs it from PATH or from $HTSIM_UEC.
+#
+#   scripts/build-htsim.sh                          # into ~/.local (root: /usr/local)
+#   scripts/build-htsim.sh --prefix /opt/htsim      # /opt/htsim/bin/htsim_uec
+#   scripts/build-htsim.sh --commit <sha>           # another commit (docs/htsim.md says which was checked)
+#
+# Needs git, cmake (3.16 or newer), make and a C++17 compiler, and the internet (github.com).
+# About 3 minutes on 2 cores. Safe to run again: an existing clone is reused.
+# Exit status: 0 built, 1 a step failed, 2 bad usage, 3 a tool is missing, 4 the download failed.
+set -euo pipefail
+
+REPO_URL="${MRC_HTSIM_REPO_URL:-https://github.com/ultraethernet/uet-htsim.git}"
+# Checked with the testbed (docs/htsim.md): "Clean up documentation." of 2025-08-13.
+COMMIT="40ccb0526bb6297eeb22ab33f9934fb35278dbaf"
+if [ "$(id -u)" = 0 ]; then PREFIX="/usr/local"; else PREFIX="$HOME/.local"; fi
+SOURCE=""
+JOBS="$(nproc 2>/dev/null || echo 2)"
+
+usage() {
+    cat <<EOF
+usage: scripts/build-htsim.sh [--prefix DIR] [--commit SHA] [--source DIR] [--jobs N]
+
+Builds htsim_uec from $REPO_URL at a pinned commit
+and installs it as DIR/bin/htsim_uec.
+
+  --prefix DIR   where to install (default: $PREFIX)
+  --commit SHA   the commit to build (default: $COMMIT)
+  --source DIR   where to keep the clone and the build (default: DIR/src/uet-htsim)
+  --jobs N       parallel compile jobs (default: $JOBS)
+  -h, --help     show this help
+EOF
+}
+
+die() { printf 'build-htsim.sh: error: %s\n' "$1" >&2; exit "${2:-1}"; }
+stage() { printf '\n==> build-htsim: %s\n' "$*"; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) [ $# -ge 2 ] || die "--prefix needs a folder" 2; PREFIX="$2"; shift 2 ;;
+        --commit) [ $# -ge 2 ] || die "--commit needs a commit id" 2; COMMIT="$2"; shift 2 ;;
+        --source) [ $# -ge 2 ] || die "--source needs a folder" 2; SOURCE="$2"; shift 2 ;;
+        --jobs) [ $# -ge 2 ] || die "--jobs needs a number" 2; JOBS="$2"; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown option: $1" 2 ;;
+    esac
+done
+case "$JOBS" in ''|*[!0-9]*|0) die "--jobs $JOBS: expected a whole number, 1 or more" 2 ;; esac
+SOURCE="${SOURCE:-$PREFIX/src/uet-htsim}"
+
+stage "tools"
+missing=()
+for tool in git cmake make; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if ! command -v c++ >/dev/null 2>&1 && ! command -v g++ >/dev/null 2>&1 && ! command -v clang++ >/dev/null 2>&1; then
+    missing+=("a C++ compiler (g++ or clang++)")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    die "missing: ${missing[*]} (Debian/Ubuntu: sudo apt-get install git cmake make g++)" 3
+fi
+echo "git, cmake $(cmake --version | head -n1 | awk '{print $3}'), make and a C++ compiler found"
+
+stage "source: $SOURCE at $COMMIT"
+if [ ! -d "$SOURCE/.git" ]; then
+    mkdir -p "$(dirname "$SOURCE")"
+    if ! git clone --quiet "$REPO_URL" "$SOURCE"; then
+        rm -rf "$SOURCE"
+        die "could not download $REPO_URL (no internet here?); the testbed works without htsim, only the htsim backend needs it" 4
+    fi
+fi
+if ! git -C "$SOURCE" cat-file -e "$COMMIT^{commit}" 2>/dev/null; then
+    git -C "$SOURCE" fetch --quiet origin || die "could not fetch from $REPO_URL (no internet here?)" 4
+fi
+git -C "$SOURCE" -c advice.detachedHead=false checkout --quiet "$COMMIT" \
+    || die "commit $COMMIT is not in $REPO_URL"
+
+stage "build (cmake, Release, target htsim_uec, $JOBS jobs)"
+BUILD="$SOURCE/htsim/sim/build"
+cmake -S "$SOURCE/htsim/sim" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null \
+    || die "cmake could not configure $SOURCE/htsim/sim (see above)"
+cmake --build "$BUILD" --target htsim_uec -- -j "$JOBS" || die "the build of htsim_uec failed (see above)"
+
+stage "install"
+install -d "$PREFIX/bin"
+install -m 0755 "$BUILD/datacenter/htsim_uec" "$PREFIX/bin/htsim_uec"
+echo "htsim_uec (uet-htsim $COMMIT) installed at $PREFIX/bin/htsim_uec"
+case ":$PATH:" in
+    *":$PREFIX/bin:"*) echo "it is on PATH: mrc-testbed crosscheck experiments/datacenter.yaml" ;;
+    *) echo "not on PATH: export HTSIM_UEC=$PREFIX/bin/htsim_uec (or add $PREFIX/bin to PATH)" ;;
+esac
