@@ -257,6 +257,8 @@ def measure(options: argparse.Namespace) -> Measurement:
     print(f"   forwarding only (fat-tree k=8, no transport): {fwd['packets']} packets in {fwd['cpu_s']:.2f} CPU-s "
           f"= {fwd['packets_per_cpu_s']:,.0f} pkt/CPU-s", flush=True)
     result.add("forwarding only, no transport: switch packets per CPU-second", fwd["packets_per_cpu_s"], "pkt/s")
+    from benchmarks.netsim_vs_htsim import measure_side_by_side
+    measure_side_by_side(result, repeat)          # beside uet-htsim's htsim_uec, where it is built
     result.details["load_average"] = os.getloadavg()
     return result
 

@@ -161,26 +161,32 @@ def _fmt(value: Optional[float]) -> str:
     return "unfinished" if value is None else f"{value:.3f}"
 
 
-def table_lines(rows: list[dict]) -> list[str]:
-    """The comparison as a markdown table: slowest flow over ideal, mean over seeds (worst), per
-    simulator, then each one's wall time per case."""
-    if not rows:
-        return ["(no case htsim_uec can run)"]
-    columns = list(rows[0]["columns"])
+def table_cells(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """(header, cells) of the comparison: slowest flow over ideal, mean over seeds (worst), per
+    simulator, the best htsim balancer, then each one's wall time per case."""
+    columns = list(rows[0]["columns"]) if rows else []
     best = [c for c in columns if c != NETSIM]
-    head = ["variant", *columns, "htsim best", "wall s per case (" + ", ".join(columns) + ")"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    header = ["variant", *columns, "htsim best", "wall s per case (" + ", ".join(columns) + ")"]
+    cells = []
     for row in rows:
-        cells = [row["variant"]]
+        line = [row["variant"]]
         for column in columns:
             c = row["columns"][column]
             extra = f" ({c['unfinished_seeds']} unfinished)" if c["unfinished_seeds"] else ""
-            cells.append(f"{_fmt(c['mean'])} ({_fmt(c['worst'])}){extra}")
+            line.append(f"{_fmt(c['mean'])} ({_fmt(c['worst'])}){extra}")
         means = [(row["columns"][c]["mean"], c) for c in best if row["columns"][c]["mean"] is not None]
-        cells.append(f"{min(means)[0]:.3f} ({min(means)[1].split()[-1]})" if means else "-")
-        cells.append(" / ".join(f"{row['columns'][c]['wall_s_mean']:.3f}" for c in columns))
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        line.append(f"{min(means)[0]:.3f} ({min(means)[1].split()[-1]})" if means else "-")
+        line.append(" / ".join(f"{row['columns'][c]['wall_s_mean']:.3f}" for c in columns))
+        cells.append(line)
+    return header, cells
+
+
+def table_lines(rows: list[dict]) -> list[str]:
+    """The comparison (`table_cells`) as a markdown table."""
+    if not rows:
+        return ["(no case htsim_uec can run)"]
+    header, cells = table_cells(rows)
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(c) + " |" for c in cells]
 
 
 def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:
@@ -200,7 +206,7 @@ def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:
         ax.set_xlabel("flow completion / ideal")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("share of flows")
-    axes[0][0].legend(fontsize=8, loc="lower right")
+    axes[0][0].legend(fontsize=8, loc="upper left")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

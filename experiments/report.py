@@ -14,7 +14,7 @@ import html
 import os
 from pathlib import Path
 
-from experiments import results
+from experiments import crosscheck, results
 
 DEFAULT_ROOT = Path("results")
 # The shipped scenarios in the order of the story they tell; other scenarios follow.
@@ -58,6 +58,9 @@ def render_markdown(runs: list[tuple[Path, dict]], page: Path) -> str:
                   f"{', quick' if s.get('quick') else ''}, {s.get('created', '')}", ""]
         lines += [results.REPEATS_NOTE, ""] if s.get("repeat", 1) > 1 else []
         lines += results.markdown_table(s["cases"]) + [""]
+        if s.get("crosscheck"):              # `mrc-testbed crosscheck`: netsim and htsim side by side
+            lines += ["Slowest flow over ideal, mean over the seeds (worst seed):", "",
+                      *crosscheck.table_lines(s["crosscheck"]), ""]
         lines += [f"- invalid: {line}" for line in results.invalid_lines(s["cases"])]
         lines += [f"- distorted: {line}" for line in results.fidelity_lines(s["cases"])]
         lines += [""] if results.fidelity_lines(s["cases"]) or results.invalid_lines(s["cases"]) else []
@@ -92,6 +95,12 @@ def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
                   "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
                   + "".join("<tr>" + "".join(_cell(h, c) for h, c in zip(header, row)) + "</tr>" for row in rows)
                   + "</table>"]
+        if s.get("crosscheck"):              # `mrc-testbed crosscheck`: netsim and htsim side by side
+            head, cells = crosscheck.table_cells(s["crosscheck"])
+            parts += ["<p>netsim and htsim side by side: slowest flow over ideal, mean over the seeds (worst seed)</p>",
+                      "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
+                      + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in cells)
+                      + "</table>"]
         invalid = results.invalid_lines(s["cases"])
         if invalid:
             parts.append("<p>Invalid (a fault missed the workload: the case says nothing about it):</p><ul>"
