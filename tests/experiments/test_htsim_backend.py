@@ -112,6 +112,9 @@ def test_crosscheck_puts_both_simulators_side_by_side(standin, tmp_path):
     assert all(c["mean"] > 1.0 for c in table[0]["columns"].values())
     assert "| incast |" in "\n".join(table_lines(table))
     assert "netsim and htsim side by side" in (tmp_path / "summary.md").read_text()
+    from experiments.report import find_runs, render_html
+    page = render_html(find_runs(tmp_path), tmp_path / "report.html")
+    assert "netsim and htsim side by side" in page and "crosscheck-cdf.png" in page
 
 
 @requires_htsim
@@ -136,3 +139,23 @@ def test_real_htsim_default_settings_read_back_as_packets():
     from experiments.backends.htsim import parse_output
     chosen = parse_output(backend.last_run.stdout).switch_settings()
     assert chosen["queue_depth"] == chosen["trim_threshold"] > chosen["ecn_max_threshold"] > chosen["ecn_threshold"] > 0
+
+
+def test_crosscheck_command_without_htsim_exits_1_naming_both_places(monkeypatch, tmp_path, capsys):
+    from cli.main import main
+    monkeypatch.delenv("HTSIM_UEC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["crosscheck", str(DATACENTER), "--quick", "--out", str(tmp_path / "r")]) == 1
+    assert "HTSIM_UEC is not set and htsim_uec is not on PATH" in capsys.readouterr().err
+
+
+def test_crosscheck_command_names_an_unknown_variant(standin, tmp_path, capsys):
+    from cli.main import main
+    assert main(["crosscheck", str(DATACENTER), "--variant", "nope", "--out", str(tmp_path / "r")]) == 2
+    assert "--variant 'nope'" in capsys.readouterr().err
+
+
+def test_run_balancer_without_the_htsim_backend_is_refused(tmp_path, capsys):
+    from cli.main import main
+    assert main(["run", str(DATACENTER), "--backend", "netsim", "--balancer", "reps", "--out", str(tmp_path)]) == 2
+    assert "--backend htsim" in capsys.readouterr().err
