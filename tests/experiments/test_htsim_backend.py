@@ -159,3 +159,14 @@ def test_run_balancer_without_the_htsim_backend_is_refused(tmp_path, capsys):
     from cli.main import main
     assert main(["run", str(DATACENTER), "--backend", "netsim", "--balancer", "reps", "--out", str(tmp_path)]) == 2
     assert "--backend htsim" in capsys.readouterr().err
+
+
+def test_the_benchmark_beside_htsim_says_why_it_skips(monkeypatch, tmp_path, capsys):
+    from benchmarks.figures import Measurement
+    from benchmarks.netsim_vs_htsim import measure_side_by_side
+    monkeypatch.delenv("HTSIM_UEC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    result = Measurement()
+    measure_side_by_side(result, 1)
+    assert "skipped (no htsim_uec" in capsys.readouterr().out
+    assert result.figures == [] and "HTSIM_UEC" in result.details["netsim_vs_htsim"]["skipped"]
