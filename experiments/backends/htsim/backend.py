@@ -154,7 +154,8 @@ class HtsimBackend:
                                             True, fraction=0.0, fault=len(record.planned_faults) - 1, began=0.0))
         record.fidelity = {"verdict": "simulated", "reasons": [], "measured": {}}
         record.notes.extend(f"htsim: {note}" for note in inputs.notes)
-        record.notes.append(f"htsim: load balancer {self.balancer}")
+        record.notes.append(f"htsim: load balancer {self.balancer}; htsim_uec reports completions only, so "
+                            "goodput, recovery and gap figures of this case are not measured")
         return record
 
 
