@@ -7,7 +7,8 @@
 
 htsim_uec comes from $HTSIM_UEC or PATH (scripts/build-htsim.sh builds it). Prints the slowest
 flow over ideal per variant and simulator (mean over the seeds, worst seed) and each one's wall
-time per case; writes the results folder (summary.md, summary.json, raw.jsonl, crosscheck-cdf.png).
+time per case; writes the results folder (summary.md, summary.json, raw.jsonl, crosscheck-cdf.png,
+and htsim/seed<S>-<balancer>/<case>/ with each htsim_uec run's files, command.txt and htsim.out).
 Exit status: 0 done, 1 a run error (htsim_uec missing or failing), 2 bad input.
 """
 from __future__ import annotations
@@ -56,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         check = Crosscheck(tuple(args.balancer) or BALANCERS, args.settings)
         records, rows, skipped = check.run(Path(args.scenario), seeds, args.quick, tuple(args.variant),
-                                           progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+                                           progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+                                           keep=folder / "htsim")
     except (HtsimNotFound, HtsimFailed, ValueError) as error:
         print(f"mrc-testbed crosscheck: {error}", file=sys.stderr)
         return 1
@@ -68,5 +70,6 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(table_lines(meta["crosscheck"])))
     for label, why in skipped:
         print(f"skipped {label}: {why}")
-    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl)")
+    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl, "
+          "htsim/: each htsim_uec run's inputs, command and output)")
     return 0

@@ -11,7 +11,8 @@ Each flow's completion is divided by its ideal (its receiver's bytes at the line
 fabric's base RTT, `metrics.flows_over_ideal`), the same for both simulators. The results folder
 has the usual raw.jsonl, summary.json (with a `crosscheck` table: slowest flow over ideal per
 variant and simulator, mean and worst over the seeds, and each simulator's wall time per case),
-summary.md and the figure `crosscheck-cdf.png` (per-flow completion over ideal, CDF, per variant).
+summary.md, the figure `crosscheck-cdf.png` (per-flow completion over ideal, CDF, per variant) and,
+from `mrc-testbed crosscheck`, every htsim_uec run's input files, command line and output under htsim/.
 """
 from __future__ import annotations
 
@@ -107,8 +108,10 @@ class Crosscheck:
         self.stream = stream
 
     def run(self, scenario_path: Path, seeds: list[int], quick: bool = False, variants: tuple = (),
-            progress: Callable[[str], None] = lambda line: None) -> tuple[list[CaseRecord], list[CrosscheckRow], list]:
-        """(every record, one row per variant, the skipped cases with why) over `seeds`."""
+            progress: Callable[[str], None] = lambda line: None,
+            keep: Optional[Path] = None) -> tuple[list[CaseRecord], list[CrosscheckRow], list]:
+        """(every record, one row per variant, the skipped cases with why) over `seeds`; with `keep`,
+        each htsim_uec run's files (inputs, command, output) in keep/seed<S>-<balancer>/<case>/."""
         from experiments.backends.htsim import HtsimBackend
         from experiments.backends.netsim_backend import NetsimBackend
         records: list[CaseRecord] = []
@@ -124,7 +127,8 @@ class Crosscheck:
                 row = rows.setdefault(case.variant.label, CrosscheckRow(case.variant.label))
                 htsim_runs = []
                 for balancer in self.balancers:
-                    backend = HtsimBackend(balancer, self.settings, binary=self.binary)
+                    backend = HtsimBackend(balancer, self.settings, binary=self.binary,
+                                           keep=None if keep is None else Path(keep) / f"seed{seed}-{balancer}")
                     record = backend.run_case(case)
                     record.transport = htsim_label(balancer)
                     htsim_runs.append((balancer, record, backend.last_run.wall_s))

@@ -74,7 +74,9 @@ def test_htsim_failing_or_cut_short_is_an_error_naming_it(standin, monkeypatch, 
 def test_the_inputs_and_output_are_kept_when_asked(standin, tmp_path):
     HtsimBackend(binary=standin, keep=tmp_path).run_case(mrc_case("permutation"))
     folder = tmp_path / "permutation-MRC"
-    assert {p.name for p in folder.iterdir()} >= {"topology.topo", "flows.cm", "htsim.out"}
+    assert {p.name for p in folder.iterdir()} >= {"topology.topo", "flows.cm", "htsim.out", "command.txt"}
+    command = (folder / "command.txt").read_text().split()
+    assert command[0] == standin and command[command.index("-tm") + 1] == str(folder / "flows.cm")
 
 
 @pytest.mark.slow

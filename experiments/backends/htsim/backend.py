@@ -72,6 +72,7 @@ class HtsimRun:
         """Write the inputs, run htsim_uec in the folder, return its output read."""
         self.inputs.write(self.folder)
         argv = self.inputs.argv(self.binary, self.folder)
+        (self.folder / "command.txt").write_text(" ".join(argv) + "\n")
         began = time.monotonic()
         try:
             done = subprocess.run(argv, cwd=self.folder, capture_output=True, text=True, timeout=timeout_s,
