@@ -141,3 +141,17 @@ def test_an_unknown_balancer_or_settings_is_refused():
         export_case(case, balancer="ecmp")
     with pytest.raises(Unmappable, match="switch settings 'tuned'"):
         export_case(case, settings="tuned")
+
+
+def test_named_spines_count_one_each_and_auto_with_names_is_refused(tmp_path):
+    topo = variant_topology(case_of(DATACENTER, "permutation").variant)
+    spines = [s.name for s in topo.switches if s.tier == 1][:2]
+    one = "{kind: switch_slow, switch: auto, share: 0.25, at: 0}"
+    two = ", ".join(f"{{kind: switch_slow, switch: {name}, share: 0.25, at: 0}}" for name in spines)
+    path = tmp_path / "dc.yaml"
+    path.write_text(DATACENTER.read_text().replace(one, two))
+    options = export_case(case_of(path, "permutation, gray spine")).options
+    assert options[options.index("-failed") + 1] == "2"
+    path.write_text(DATACENTER.read_text().replace(one, f"{one}, {two.split('}, ')[0]}}}"))
+    with pytest.raises(Unmappable, match="named and 'auto' together"):
+        export_case(case_of(path, "permutation, gray spine"))

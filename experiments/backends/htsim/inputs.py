@@ -161,13 +161,14 @@ def _slowed_spines(case: Case, topo: Topology, fabric: "FabricShape") -> int:
         if fabric.tiers != 2:
             raise Unmappable(f"{where}: htsim_uec's -failed slows whole spines on two tiers only; "
                              f"{topo.name} has {fabric.tiers}")
-        if fault.switch != "auto":
-            if not topo.is_switch(fault.switch) or topo.switch(fault.switch).tier != TIER_SPINE:
-                raise Unmappable(f"{where}: {fault.switch} is not a spine of {topo.name}")
-            slowed.add(fault.switch)
-        else:
-            slowed.add(("auto", len(slowed)))   # the spines are alike: which one does not matter
-    return len(slowed)
+        if fault.switch != "auto" and (not topo.is_switch(fault.switch)
+                                       or topo.switch(fault.switch).tier != TIER_SPINE):
+            raise Unmappable(f"{where}: {fault.switch} is not a spine of {topo.name}")
+        slowed.add(fault.switch)             # "auto" is one spine, the busiest, however often named
+    if "auto" in slowed and len(slowed) > 1:
+        raise Unmappable(f"variant {case.variant.label!r}: slowed spines named and 'auto' together; 'auto' may be "
+                         "one of the named ones, so how many are slow is not known before the run: name them all")
+    return len(slowed)                       # the spines are alike: which ones does not matter to htsim
 
 
 @dataclass(frozen=True)
