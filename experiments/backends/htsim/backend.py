@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -66,6 +67,7 @@ class HtsimRun:
         self.binary = binary
         self.folder = Path(folder)
         self.wall_s: Optional[float] = None
+        self.cpu_s: Optional[float] = None        # htsim_uec's user + system CPU seconds
         self.stdout = ""
 
     def run(self, timeout_s: float = 3600.0) -> HtsimResult:
@@ -73,7 +75,7 @@ class HtsimRun:
         self.inputs.write(self.folder)
         argv = self.inputs.argv(self.binary, self.folder)
         (self.folder / "command.txt").write_text(" ".join(argv) + "\n")
-        began = time.monotonic()
+        began, cpu_before = time.monotonic(), _children_cpu()
         try:
             done = subprocess.run(argv, cwd=self.folder, capture_output=True, text=True, timeout=timeout_s,
                                   check=False)
@@ -81,7 +83,7 @@ class HtsimRun:
             raise HtsimFailed(f"{self.binary} ran longer than {timeout_s:g} s: {' '.join(argv)}") from error
         except OSError as error:
             raise HtsimFailed(f"{self.binary} could not start: {error}") from error
-        self.wall_s = time.monotonic() - began
+        self.wall_s, self.cpu_s = time.monotonic() - began, _children_cpu() - cpu_before
         self.stdout = done.stdout
         (self.folder / "htsim.out").write_text(done.stdout)
         if done.returncode != 0:
@@ -158,6 +160,12 @@ class HtsimBackend:
         record.notes.append(f"htsim: load balancer {self.balancer}; htsim_uec reports completions only, so "
                             "goodput, recovery and gap figures of this case are not measured")
         return record
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _slug(text: str) -> str:
