@@ -76,3 +76,19 @@ def test_an_ecmp_path_goes_up_and_down_and_its_entropy_picks_the_spine():
         spines.add(path[1])
     assert spines == {s.name for s in topo.switches if s.tier != 0}        # the hash spreads over all four
     assert ecmp_path(topo, "h1", "h2", 0, 5) == ecmp_path(topo, "h1", "h2", 0, 5 + 0x10000)   # 16 bits hashed
+
+
+def test_planning_faults_builds_no_simulated_network():
+    """Planning a case's `auto` faults (as the Mininet backend does) loads nothing of netsim."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from experiments.faults import FaultSchedule\n"
+            "from experiments.scenario import load_scenario\n"
+            "from experiments.workloads import variant_topology\n"
+            "case = load_scenario('experiments/failover.yaml', quick=True).cases()[0]\n"
+            "schedule = FaultSchedule.of_case(case, variant_topology(case.variant), 1.0)\n"
+            "assert [a.target for f in schedule.faults for a in f.actions] == ['s1-s3']\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'netsim'))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
