@@ -7,7 +7,8 @@ Run against main at the commit named in the JSON, from a checkout of it:
     cd /work/main && PYTHONPATH=/work/main .venv/bin/python \
         /work/wt/faultplan/tests/experiments/data/auto_targets_before.py > auto_targets.json
 
-Every scenario file of experiments/ (not a load sweep), full and --quick, at its own seed and at
+Made on 2026-12-05 from /work/main at c18bcbe (its working tree then differed from that commit
+only in tests and documentation). Every scenario file of experiments/ (not a load sweep), full and --quick, at its own seed and at
 seeds 1-4, every variant: the (link, spine) chosen. Not imported by the tests (the function it
 calls no longer exists); kept to say how the expected data were made.
 """
