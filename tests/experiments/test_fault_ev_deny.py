@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import requires_mininet
 from experiments.backends.netsim_backend import NetsimBackend
-from experiments.faults import set_evs_denied, trace
+from experiments.ev_deny import set_evs_denied
 from experiments.scenario import ScenarioError, parse_scenario
 
 SCENARIO = {"name": "maintenance", "topology": "leafspine:2x2x1", "link": {"rate_bps": 100_000_000},
@@ -39,6 +39,7 @@ def test_allowed_again_the_evs_are_probed_then_good():
 
 def test_a_denied_ev_carries_no_packet_through_the_switch():
     """After the denial no data packet of any host goes out on a path crossing the switch."""
+    from experiments.backends.netsim_backend import NetsimTarget
     from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
     from experiments.workloads import variant_topology
     from netsim import Simulator
@@ -49,10 +50,11 @@ def test_a_denied_ev_carries_no_packet_through_the_switch():
     fab = build_fabric(topo, Simulator(1))
     traffic = Traffic(fab, case, transport_config(case, topo))
     spine = next(s.name for s in topo.switches if s.tier != TIER_LEAF)
-    assert set_evs_denied(fab, traffic.endpoints, spine, True, 0.0) > 0
+    assert set_evs_denied(NetsimTarget(fab, None, traffic.endpoints).ev_controls(), topo.switch(spine), True) > 0
     for host, ep in traffic.endpoints.items():
         for conn in ep.connections.values():
-            crossing = {k for k, p in enumerate(conn.evset.paths) if spine in trace(fab, host, p, 0)}
+            crossing = {k for k, p in enumerate(conn.evset.paths) if spine in fab.path_of_address(p.plane, p.dst)}
+            assert crossing
             for _ in range(200):
                 ev = conn.evset.next_data_ev(0.0)
                 assert ev.path_key not in crossing

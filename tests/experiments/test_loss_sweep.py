@@ -9,7 +9,8 @@ import pytest
 
 from experiments import metrics
 from experiments.backends.netsim_backend import NetsimBackend
-from experiments.faults import last_hops, plan_faults
+from experiments.fault_targets import last_hops
+from experiments.faults import plan_faults
 from experiments.scenario import ScenarioError, load_scenario, parse_scenario
 from topologies import topology_from_spec
 

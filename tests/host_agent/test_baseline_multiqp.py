@@ -11,13 +11,13 @@ import pytest
 
 from experiments.backends.netsim_backend import NetsimBackend, NetsimTarget
 from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
-from experiments.faults import trace
 from experiments.scenario import ScenarioError, parse_scenario
 from experiments.workloads import variant_topology
 from host_agent.job import JobError, parse_job
 from host_agent.transport import Endpoint, PathInfo, TransportConfig
 from host_agent.transport.endpoint import QP_STRIDE
 from netsim import Simulator
+from topologies.paths import ecmp_path
 
 FAST = {"qp_timeout": 6, "initial_rtt": 10e-6, "ack_delay": 5e-6, "probe_interval": 50e-6}
 
@@ -49,7 +49,7 @@ def crossings(fab, traffic):
         for ca, cb in zip(conns_a, conns_b):
             links = set()
             for host, conn in ((a, ca), (b, cb)):
-                hops = trace(fab, host, conn.evset.paths[0], conn.evset.slots[0].current.value)
+                hops = ecmp_path(fab.topo, host, conn.peer, conn.evset.paths[0].plane, conn.evset.slots[0].current.value)
                 links |= {frozenset(link) for link in zip(hops, hops[1:])}
             out.append(((ca, cb), links))
     return out
