@@ -154,7 +154,8 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
         pcap = pcap.into(Path(folder) / PCAP_FOLDER)
         print(f"mrc-testbed run: capturing every switch port to {pcap.folder}/<case>/<switch>-port<N>.pcap "
               "(decode: tshark -X lua_script:wireshark/mrc.lua -r FILE)", file=progress_stream)
-    backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate, cluster=cluster, balancer=balancer)
+    backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate, cluster=cluster,
+                           **({"balancer": balancer} if balancer else {}))
     if pool is not None:                     # the cases run ahead on the pool; the loop takes their records in order
         backend = parallel.PooledBackend(pool, cases, backend_name, progress_stream)
     if repeat > 1:
