@@ -163,12 +163,26 @@ def test_run_balancer_without_the_htsim_backend_is_refused(tmp_path, capsys):
     assert "--backend htsim" in capsys.readouterr().err
 
 
-def test_the_benchmark_beside_htsim_says_why_it_skips(monkeypatch, tmp_path, capsys):
+def test_the_benchmark_beside_htsim_uses_the_recorded_figures_where_htsim_is_absent(monkeypatch, tmp_path, capsys):
+    from benchmarks import netsim_vs_htsim as bench
     from benchmarks.figures import Measurement
-    from benchmarks.netsim_vs_htsim import measure_side_by_side
     monkeypatch.delenv("HTSIM_UEC", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(bench.RECORDED_HTSIM, "quick incast", {"wall_s": 0.01, "cpu_s": 0.01})
     result = Measurement()
-    measure_side_by_side(result, 1)
-    assert "skipped (no htsim_uec" in capsys.readouterr().out
-    assert result.figures == [] and "HTSIM_UEC" in result.details["netsim_vs_htsim"]["skipped"]
+    bench.measure_side_by_side(result, 1, [("quick incast", mrc_case("incast")), ("unknown", mrc_case("incast"))])
+    out = capsys.readouterr().out
+    assert "htsim_uec is not run here (no htsim_uec" in out and "no recorded htsim figure" in out
+    assert [f.note for f in result.figures] == ["htsim recorded", "htsim recorded"]
+    rows = result.details["netsim_vs_htsim"]["cases"]
+    assert rows[0]["htsim_recorded"] and rows[0]["htsim_cpu_s"] == 0.01 and "htsim_cpu_s" not in rows[1]
+
+
+def test_the_benchmark_beside_htsim_runs_it_where_built(standin, capsys):
+    from benchmarks import netsim_vs_htsim as bench
+    from benchmarks.figures import Measurement
+    result = Measurement()
+    bench.measure_side_by_side(result, 1, [("quick incast", mrc_case("incast"))])
+    row = result.details["netsim_vs_htsim"]["cases"][0]
+    assert not row["htsim_recorded"] and row["htsim_wall_s"] > 0 and row["completed"]
+    assert len(result.figures) == 2 and "quick incast: netsim" in capsys.readouterr().out
