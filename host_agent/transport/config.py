@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
 
 from host_agent.transport.timers import QP_TIMEOUT_UNIT, RetryBudget, qp_timeout_seconds
 
@@ -22,6 +23,27 @@ class PathInfo:
     nic: int          # local NIC index the packets leave by
     src: bytes        # 16-byte address of that local NIC
     dst: bytes        # 16-byte destination address
+
+
+def connection_paths(mode: str, nics: Iterable[tuple[int, int, bytes]], peer_nics: Mapping[int, bytes],
+                     usid_paths: Mapping[int, Sequence[bytes]]) -> list[PathInfo]:
+    """The paths a connection in `mode` is given: the one rule for the agent (from its job) and for a
+    simulated host (`simulation`, from the topology).
+
+    `nics` are this host's NICs as (NIC index, plane, 16-byte address), `peer_nics` the peer's NIC
+    address by plane, `usid_paths` the uSID path addresses to the peer by plane
+    (`topologies.paths.host_paths`). Only the planes both hosts are on count, in the order of `nics`.
+    MRC gets every uSID path of each; any other mode (the RoCE-style baseline) the peer's NIC address
+    on each, which the switches route by ECMP: the baseline sends on the first of them.
+    """
+    paths = []
+    for nic, plane, src in nics:
+        peer = peer_nics.get(plane)
+        if peer is None:
+            continue
+        dsts = usid_paths.get(plane, ()) if mode == "mrc" else (peer,)
+        paths.extend(PathInfo(plane, nic, src, dst) for dst in dsts)
+    return paths
 
 
 @dataclass(frozen=True, slots=True)
