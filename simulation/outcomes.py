@@ -80,7 +80,7 @@ class SimulationResult:
     flows: list[FlowOutcome]
     collectives: list = field(default_factory=list)     # the collective of each rank, by rank
     endpoints: dict = field(default_factory=dict)       # host -> its transport Endpoint
-    goodput: list[tuple[float, list[float]]] = field(default_factory=list)   # (time, bit/s of each flow since the previous sample)
+    goodput: list = field(default_factory=list)         # (time, bit/s of each flow since the previous sample)
     events: list[dict] = field(default_factory=list)
     end: float = 0.0
 

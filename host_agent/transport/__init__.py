@@ -13,7 +13,7 @@ import speedups
 
 speedups.select()                    # before the first compiled module is imported
 
-from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig, connection_paths
+from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig, connection_paths, uses_usid_paths
 from host_agent.transport.endpoint import Connection, Endpoint
 from host_agent.transport.events import (ConnectionFailed, EvBackup, EvStateChanged, MessageReceived, MessageSent,
                                          Retransmitted, TransportEvent, TrimNack, WentBack)
@@ -23,4 +23,5 @@ from host_agent.transport.policies import Policies
 
 __all__ = ["Connection", "ConnectionFailed", "ConnectionId", "Endpoint", "EvBackup", "EvState", "EvStateChanged", "MessageReceived",
            "MessageSent", "PathInfo", "Policies", "Retransmitted", "TRANSPORTS", "TransportConfig",
-           "TransportEvent", "TrimNack", "WentBack", "connection_paths", "register_transport"]
+           "TransportEvent", "TrimNack", "WentBack", "connection_paths", "register_transport",
+           "uses_usid_paths"]

@@ -25,6 +25,12 @@ class PathInfo:
     dst: bytes        # 16-byte destination address
 
 
+def uses_usid_paths(mode: str) -> bool:
+    """True when a connection in `mode` steers its packets along uSID paths (MRC); any other mode
+    (the RoCE-style baseline) sends to the peer's NIC address and lets the switches route it by ECMP."""
+    return mode == "mrc"
+
+
 def connection_paths(mode: str, nics: Iterable[tuple[int, int, bytes]], peer_nics: Mapping[int, bytes],
                      usid_paths: Mapping[int, Sequence[bytes]]) -> list[PathInfo]:
     """The paths a connection in `mode` is given: the one rule for the agent (from its job) and for a
@@ -41,7 +47,7 @@ def connection_paths(mode: str, nics: Iterable[tuple[int, int, bytes]], peer_nic
         peer = peer_nics.get(plane)
         if peer is None:
             continue
-        dsts = usid_paths.get(plane, ()) if mode == "mrc" else (peer,)
+        dsts = usid_paths.get(plane, ()) if uses_usid_paths(mode) else (peer,)
         paths.extend(PathInfo(plane, nic, src, dst) for dst in dsts)
     return paths
 

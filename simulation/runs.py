@@ -17,7 +17,7 @@ from typing import Callable
 from host_agent.collectives import Collective, make_collective
 from host_agent.collectives.driver import EndpointMessenger
 from host_agent.transport import (Endpoint, MessageReceived, MessageSent, PathInfo, Policies, TransportConfig,
-                                  connection_paths)
+                                  connection_paths, uses_usid_paths)
 from netsim import Network
 from simulation.outcomes import Flow, FlowOutcome, SimulationResult
 from topologies.paths import host_paths
@@ -52,8 +52,8 @@ class Simulation:
         self.unacknowledged = 0              # messages of the flows their sender has not seen acknowledged
         self._rng = random.Random(seed)
         self._next_qp = QP_BASE
-        self.pairs: dict[tuple[str, str], tuple[list, list]] = {}   # the shared connections: (a, b) sorted -> (a's, b's)
-        self._paths: dict[tuple[str, str, bool], list[PathInfo]] = {}
+        self.pairs: dict[tuple[str, str], tuple[list, list]] = {}   # shared connections: (a, b) sorted -> (a's, b's)
+        self._paths: dict[tuple[str, str, str], list[PathInfo]] = {}
         self._graphs: dict = {}              # plane -> topologies.graph.PlaneGraph, for host_paths
         self._receiving: dict[tuple, tuple[FlowOutcome, bytes]] = {}   # (receiving conn id, msg id) -> flow, bytes
         self._sending: dict[tuple, FlowOutcome] = {}                   # (sending conn id, msg id) -> flow
@@ -94,17 +94,17 @@ class Simulation:
     def paths(self, src: str, dst: str, mode: str | None = None) -> list[PathInfo]:
         """The paths of a connection in `mode` from host `src` to host `dst` (`connection_paths`): a
         simulated host's NIC i is on plane i; the uSID paths are `topologies.paths.host_paths`."""
-        steered = (mode or self.config.mode) == "mrc"
-        key = (src, dst, steered)
+        mode = mode or self.config.mode
+        key = (src, dst, mode)
         paths = self._paths.get(key)
         if paths is None:
             own, peer = self.net.hosts[src].nic_addr, self.net.hosts[dst].nic_addr
             usid: dict[int, list[bytes]] = {}
-            if steered:
+            if uses_usid_paths(mode):                # only then: host_paths costs time on a large fabric
                 for path in host_paths(self.net.topo, src, dst, self._graphs):
                     usid.setdefault(path.plane, []).append(path.address.packed)
             nics = [(plane, plane, address) for plane, address in sorted(own.items())]
-            paths = self._paths[key] = connection_paths("mrc" if steered else "", nics, peer, usid)
+            paths = self._paths[key] = connection_paths(mode, nics, peer, usid)
         return list(paths)
 
     def connect(self, a: str, b: str, mode: str | None = None) -> tuple[list, list]:
@@ -160,7 +160,10 @@ class Simulation:
 
     def send(self, outcome: FlowOutcome) -> None:
         """Queue the messages of a flow at its sender now (the host sends them when next serviced)."""
-        messages = self._payloads.pop(id(outcome))
+        messages = self._payloads.pop(id(outcome), None)
+        if messages is None:
+            raise ValueError(f"flow {outcome.flow.src} -> {outcome.flow.dst}: already sent, "
+                             "or not a flow of this simulation")
         ep = self.endpoints[outcome.flow.src]
         tx, rx = outcome.senders, outcome.receivers
         for n, data in enumerate(messages):
