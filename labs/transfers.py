@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import simulation
-from host_agent.transport import Policies, TransportConfig
+from host_agent.transport import QP_BASE, Policies, TransportConfig
 from netsim import Network
-from simulation import QP_BASE, Flow, SimulationResult
+from simulation import Flow, SimulationResult
 
 __all__ = ["Flow", "MESSAGE_SIZE", "QP_BASE", "config", "fabric", "pause", "run_flows"]
 

@@ -16,14 +16,11 @@ from typing import Callable
 
 from host_agent.collectives import Collective, make_collective
 from host_agent.collectives.driver import EndpointMessenger
-from host_agent.transport import (Endpoint, MessageReceived, MessageSent, PathInfo, Policies, TransportConfig,
-                                  connection_paths, uses_usid_paths)
+from host_agent.transport import (Endpoint, MessageReceived, MessageSent, PathInfo, Policies, QpNumbers,
+                                  TransportConfig, connection_paths, uses_usid_paths)
 from netsim import Network
 from simulation.outcomes import Flow, FlowOutcome, SimulationResult
 from topologies.paths import host_paths
-
-QP_BASE = 0x100          # the first QP a simulation opens; each pair of connections takes the next two
-
 
 class Simulation:
     """Transport endpoints on the hosts of `net`, the connections between them and what they carry.
@@ -51,7 +48,7 @@ class Simulation:
         self.undelivered = 0                 # messages of the flows not yet handed over
         self.unacknowledged = 0              # messages of the flows their sender has not seen acknowledged
         self._rng = random.Random(seed)
-        self._next_qp = QP_BASE
+        self._qps = QpNumbers()
         self.pairs: dict[tuple[str, str], tuple[list, list]] = {}   # shared connections: (a, b) sorted -> (a's, b's)
         self._paths: dict[tuple[str, str, str], list[PathInfo]] = {}
         self._graphs: dict = {}              # plane -> topologies.graph.PlaneGraph, for host_paths
@@ -109,10 +106,8 @@ class Simulation:
 
     def connect(self, a: str, b: str, mode: str | None = None) -> tuple[list, list]:
         """A new pair of connections between hosts `a` and `b`: (a's, b's), `config.qps` queue pairs
-        each. The one QP numbering: pairs take QP_BASE, QP_BASE + 2, ... in the order they open,
-        `a` the first of the two numbers, `b` the second."""
-        qa, qb = self._next_qp, self._next_qp + 1
-        self._next_qp += 2
+        each, numbered by the one QP numbering (`QpNumbers`: `a` the first of the next two numbers)."""
+        qa, qb = self._qps.pair()
         ea, eb = self.endpoint(a, mode=mode), self.endpoint(b, mode=mode)
         ab, ba = self.paths(a, b, mode), self.paths(b, a, mode)
         return ea.connect_qps(b, qa, qb, ab, ba), eb.connect_qps(a, qb, qa, ba, ab)

@@ -7,6 +7,7 @@ from typing import Iterable, Mapping, Sequence
 from host_agent.transport.timers import QP_TIMEOUT_UNIT, RetryBudget, qp_timeout_seconds
 
 MAX_QPS = 64                          # queue pairs per peer at most (baseline)
+QP_BASE = 0x100                       # the first QP number a run's numbering gives out (`QpNumbers`)
 MPR_PSNS = 128                        # an out-of-order window past one SACK bitmap comes in units of this (`mpr`)
 MAX_MPR = 1024                        # at most this many units (131072 PSNs, well inside half the 24-bit space)
 
@@ -50,6 +51,21 @@ def connection_paths(mode: str, nics: Iterable[tuple[int, int, bytes]], peer_nic
         dsts = usid_paths.get(plane, ()) if uses_usid_paths(mode) else (peer,)
         paths.extend(PathInfo(plane, nic, src, dst) for dst in dsts)
     return paths
+
+
+class QpNumbers:
+    """The one QP numbering of a run (a simulation's connections, an experiment's agent jobs): each
+    new pair of connections takes the next two numbers from QP_BASE, the first for the end that
+    opens it. With several queue pairs, QP k of a pair adds k * QP_STRIDE to both (`connect_qps`)."""
+
+    def __init__(self) -> None:
+        self._next = QP_BASE
+
+    def pair(self) -> tuple[int, int]:
+        """The QP numbers of a new pair of connections: (the opening end's, the other end's)."""
+        first = self._next
+        self._next += 2
+        return first, first + 1
 
 
 @dataclass(frozen=True, slots=True)

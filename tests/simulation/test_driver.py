@@ -10,8 +10,8 @@ from host_agent.agent import Agent
 from host_agent.eventlog import LogWriter
 from host_agent.job import JobWorkload
 from host_agent.topology_jobs import build_job, peer_spec
-from host_agent.transport import TransportConfig, connection_paths
-from simulation import QP_BASE, Flow, Simulation, leaf_spine_config, leaf_spine_fabric, run_collective, run_flows
+from host_agent.transport import QP_BASE, TransportConfig, connection_paths
+from simulation import Flow, Simulation, leaf_spine_config, leaf_spine_fabric, run_collective, run_flows
 
 
 @pytest.mark.parametrize("mode", ["mrc", "roce"])
