@@ -18,9 +18,9 @@ class Flow:
 
     def message_sizes(self) -> list[int]:
         """The size of each of its messages, in order (an empty flow is one empty message)."""
-        step = self.message_size or max(self.size, 1)
-        if step <= 0:
+        if self.message_size is not None and self.message_size <= 0:
             raise ValueError(f"flow {self.src} -> {self.dst}: message_size {self.message_size} is not positive")
+        step = self.message_size or max(self.size, 1)
         return [min(step, self.size - off) for off in range(0, max(self.size, 1), step)]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from itertools import accumulate
 from typing import Callable
 
 from host_agent.collectives import Collective, make_collective
@@ -139,9 +140,10 @@ class Simulation:
             messages = [self._rng.randbytes(n) for n in sizes]
         else:
             if len(payload) != flow.size:
-                raise ValueError(f"flow {flow.src} -> {flow.dst}: {len(payload)} bytes given for a flow of {flow.size}")
-            step = sizes[0]
-            messages = [payload[off:off + step] for off in range(0, max(flow.size, 1), step)]
+                raise ValueError(f"flow {flow.src} -> {flow.dst}: {len(payload)} bytes given for a flow of "
+                                 f"{flow.size}")
+            offsets = accumulate([0, *sizes[:-1]])
+            messages = [payload[off:off + n] for off, n in zip(offsets, sizes)]
         outcome = FlowOutcome(flow, len(messages), list(tx), list(rx))
         self.flows.append(outcome)
         for conn in rx:

@@ -1,6 +1,6 @@
-"""One case's traffic on the in-process network: the fabric, an Endpoint per host, its connections,
-and the workload (a collective through `EndpointMessenger`, or point-to-point flows whose bytes the
-receivers check).
+"""One case's traffic on the in-process network: the case's fabric, transport configuration and
+workload (a collective, or point-to-point flows whose bytes the receivers check), carried by the one
+simulation driver (`simulation.Simulation`), and what a case record keeps of it.
 
 The netsim backend runs it; fault planning also builds the baseline's traffic to see which links it
 loads (experiments.faults.busiest_targets).

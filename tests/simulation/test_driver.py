@@ -83,5 +83,10 @@ def test_bad_requests_are_refused_naming_what_is_wrong():
         run.endpoint("h9")
     with pytest.raises(ValueError, match="3 bytes given for a flow of 4"):
         run.add_flow(Flow("h1", "h2", 4), payload=b"abc")
-    with pytest.raises(ValueError, match="message_size -1 is not positive"):
-        run.add_flow(Flow("h1", "h2", 4, message_size=-1))
+    with pytest.raises(ValueError, match="message_size 0 is not positive"):
+        run.add_flow(Flow("h1", "h2", 4, message_size=0))
+    given = run.add_flow(Flow("h1", "h2", 5, message_size=2), payload=b"abcde", schedule=False)
+    assert given.messages == 3
+    run.send(given)
+    with pytest.raises(ValueError, match="h1 -> h2: already sent"):
+        run.send(given)
