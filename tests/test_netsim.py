@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from simulation import Flow, Simulation, leaf_spine_fabric, run_flows
+from simulation import Flow, Simulation, leaf_spine_config, leaf_spine_fabric, run_flows
 from wire import constants as C
 from wire.packets import DataPacket, Probe
 from netsim import SimLink as Link, SimSwitch as Switch, Simulator
@@ -234,8 +234,7 @@ def test_network_from_a_topology_runs_the_controllers_tables(mode):
     assert len(paths) == 4 and all(len(net.path_of_address(p.plane, p.dst)) == 5 for p in paths)
     if mode == "mrc":
         net.at(30e-6, net.cable(*net.path_of_address(0, paths[0].dst)[1:3]).set_up, False)
-    cfg = TransportConfig(mode=mode, qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6,
-                          line_rate_bps=10e9)
+    cfg = leaf_spine_config(mode)
     res = run_flows(net, [Flow(first, last, 200_000, message_size=50_000),
                               Flow(topo.hosts[1].name, topo.hosts[-2].name, 100_000)], cfg, until=0.01)
     assert res.all_exactly_once
@@ -243,10 +242,8 @@ def test_network_from_a_topology_runs_the_controllers_tables(mode):
 
 
 def test_scenario_goodput_series_accounts_for_every_byte():
-    from host_agent.transport import TransportConfig
-
     net = leaf_spine_fabric(seed=4, planes=2)
-    cfg = TransportConfig(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+    cfg = leaf_spine_config()
     res = run_flows(net, [Flow("h1", "h3", 300_000, message_size=100_000),
                               Flow("h2", "h4", 200_000, start=50e-6)], cfg, until=0.01, sample_interval=20e-6)
     assert res.all_exactly_once

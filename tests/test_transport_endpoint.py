@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from host_agent.transport import Endpoint, MessageReceived, MessageSent, PathInfo, TransportConfig
-from simulation import Flow, leaf_spine_fabric, run_flows
+from simulation import LEAF_SPINE_TIMERS, Flow, leaf_spine_fabric, run_flows
 
-FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+FAST = LEAF_SPINE_TIMERS              # the transport's timers for the leaf-spine of 1 us cables
 
 
 @pytest.mark.parametrize("mode", ["mrc", "roce"])
