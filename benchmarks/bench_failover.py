@@ -75,7 +75,7 @@ def scenario(backend: str, rate_bps: float | None = None) -> dict:
 
 
 def measure(options: argparse.Namespace) -> Measurement:
-    from experiments.backends.netsim_traffic import LINK_DELAY_S
+    from simulation import CABLE_DELAY_S
     result = Measurement()
     backends = ["netsim"]
     left_out = mininet_left_out(options)
@@ -93,7 +93,7 @@ def measure(options: argparse.Namespace) -> Measurement:
     for backend in backends:
         runs = run_cases(scenario(backend, mininet_rate), backend, repeat=repeat)
         rate = host_link_rate(runs[0][0])
-        unloaded = unloaded_rtt(rate, LINK_DELAY_S if backend == "netsim" else 0.0)
+        unloaded = unloaded_rtt(rate, CABLE_DELAY_S if backend == "netsim" else 0.0)
         result.details[backend] = {"link_rate_bps": rate, "unloaded_rtt_s": unloaded, "repeat": repeat,
                                    "seeds": repeats.seeds(runs[0][0].scenario.seed, repeat, backend), "cases": {}}
         by_transport: dict[str, list] = {}

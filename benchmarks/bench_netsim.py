@@ -108,6 +108,7 @@ def forwarding_only(repeat: int, count: int = 300) -> dict:
     """Switch packets per CPU-second of the fat-tree with `Sprayer` endpoints (fastest of `repeat`)."""
     from controller.routes import compute_programs
     from netsim import Simulator, from_topology
+    from simulation import Simulation
     from topologies.builders import fat_tree
 
     topo = fat_tree(8)
@@ -116,9 +117,10 @@ def forwarding_only(repeat: int, count: int = 300) -> dict:
     for _ in range(repeat):
         net = from_topology(topo, programs, Simulator(1), rate_bps=10e9)
         hosts = [h.name for h in topo.hosts]
+        paths = Simulation(net).paths
         for i, host in enumerate(hosts):
             peer = hosts[(i + len(hosts) // 2) % len(hosts)]
-            net.hosts[host].attach(Sprayer(net.mrc_paths(host, peer), count, 1.2e-6))
+            net.hosts[host].attach(Sprayer(paths(host, peer, "mrc"), count, 1.2e-6))
         cpu0 = time.process_time()
         net.sim.run()
         cpus.append(time.process_time() - cpu0)

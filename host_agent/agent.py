@@ -37,7 +37,7 @@ from host_agent.eventlog import LogWriter
 from host_agent.job import Job, JobError, load_job
 from host_agent.lateness import WakeupLateness
 from host_agent.nic import NicError, RawNic, interface_mac, interface_mtu, quiet_kernel
-from host_agent.transport import ConnectionFailed, Endpoint, PathInfo, Retransmitted
+from host_agent.transport import ConnectionFailed, Endpoint, PathInfo, Retransmitted, connection_paths
 from wire.packets import DATA_OVERHEAD
 
 log = logging.getLogger("mrc.agent")
@@ -111,21 +111,16 @@ class Agent:
             self.nics.append(RawNic(index, spec.name, spec.mac_bytes))
 
     def _paths_to(self, peer) -> list[PathInfo]:
-        paths = []
+        """The connection's paths to `peer` (`connection_paths`), and a frame writer per NIC towards it."""
         for index, nic in enumerate(self.job.nics):
             peer_nic = peer.nic_on(nic.plane)
-            if peer_nic is None:
-                continue
-            if self.config.mode == "mrc":
-                dsts = peer.paths.get(nic.plane, ())
-            else:
-                dsts = (peer_nic.address,)
-            for dst in dsts:
-                paths.append(PathInfo(plane=nic.plane, nic=index, src=nic.address_bytes,
-                                      dst=socket.inet_pton(socket.AF_INET6, dst)))
-            self._writers[(index, peer.remote_qp)] = FrameWriter(nic.mac_bytes, peer_nic.mac_bytes,
-                                                                 max_payload=self.config.mtu_payload)
-        return paths
+            if peer_nic is not None:
+                self._writers[(index, peer.remote_qp)] = FrameWriter(nic.mac_bytes, peer_nic.mac_bytes,
+                                                                     max_payload=self.config.mtu_payload)
+        return connection_paths(
+            self.config.mode, [(index, nic.plane, nic.address_bytes) for index, nic in enumerate(self.job.nics)],
+            {n.plane: n.address_bytes for n in peer.nics},
+            {plane: [socket.inet_pton(socket.AF_INET6, a) for a in addrs] for plane, addrs in peer.paths.items()})
 
     def open_control(self) -> None:
         """Serve the EV operations on the unix socket `control_path` (host_agent.control)."""

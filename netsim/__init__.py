@@ -13,10 +13,10 @@ speedups.select()                    # before the first compiled module is impor
 
 from netsim.host import Endpoint, SimHost
 from netsim.link import SimLink
-from netsim.network import Cable, Network, NicPath
+from netsim.network import Cable, Network
 from netsim.sim import Simulator
 from netsim.switch import SimSwitch
 from netsim.topology import from_topology
 
-__all__ = ["Cable", "Endpoint", "Network", "NicPath", "SimHost", "SimLink", "SimSwitch", "Simulator",
+__all__ = ["Cable", "Endpoint", "Network", "SimHost", "SimLink", "SimSwitch", "Simulator",
            "from_topology"]

@@ -1,4 +1,4 @@
-"""A simulated network and its verbs: the cables, the paths between hosts, faults and reroutes.
+"""A simulated network and its verbs: the cables, the switches of a uSID path, faults and reroutes.
 
 `netsim.from_topology` builds one; experiments and tests act on it only through these verbs.
 """
@@ -11,21 +11,7 @@ from netsim.link import SimLink
 from netsim.sim import Simulator
 from netsim.switch import SimSwitch
 from pipeline_contract.names import ROUTE_TABLES
-from topologies.paths import host_paths
 from wire import constants as C
-
-
-@dataclass(frozen=True)
-class NicPath:
-    """One way from a host's NIC to a peer: the fields of the transport's PathInfo.
-
-    `dst` is a uSID path address (MRC) or the peer NIC's address (the baseline, routed by ECMP).
-    """
-
-    plane: int
-    nic: int          # the local NIC the packets leave by (its plane)
-    src: bytes        # 16-byte address of that NIC
-    dst: bytes        # 16-byte destination address
 
 
 @dataclass
@@ -59,8 +45,6 @@ class Network:
     hosts: dict[str, SimHost] = field(default_factory=dict)
     switches: dict[str, SimSwitch] = field(default_factory=dict)
     cables: list[Cable] = field(default_factory=list)
-    _mrc_paths: dict = field(default_factory=dict, repr=False)      # (src, dst) -> [NicPath]
-    _graphs: dict = field(default_factory=dict, repr=False)         # plane -> topologies.graph.PlaneGraph
 
     # --- what is where ---------------------------------------------------------------------------
     def cable(self, a: str, b: str) -> Cable:
@@ -93,33 +77,8 @@ class Network:
         return [(c.a, c.b) for c in self.cables if not c.up]
 
     # --- paths -------------------------------------------------------------------------------------
-    def mrc_paths(self, src: str, dst: str) -> list[NicPath]:
-        """Every uSID path from host `src` to host `dst`, plane by plane (topologies.paths)."""
-        key = (src, dst)
-        paths = self._mrc_paths.get(key)
-        if paths is None:
-            nics = self.hosts[src].nic_addr
-            paths = self._mrc_paths[key] = [NicPath(p.plane, p.plane, nics[p.plane], p.address.packed)
-                                            for p in host_paths(self.topo, src, dst, self._graphs)]
-        return list(paths)
-
-    def baseline_path(self, src: str, dst: str, plane: int = 0) -> list[NicPath]:
-        """The baseline's single 'path': the peer NIC address on `plane`, routed by ECMP."""
-        return [NicPath(plane, plane, self.hosts[src].nic_addr[plane], self.hosts[dst].nic_addr[plane])]
-
-    def baseline_paths(self, src: str, dst: str) -> list[NicPath]:
-        """The peer's NIC address on every plane both hosts are on, by plane: the baseline's 'paths'
-        as the agent process builds them (host_agent/agent.py); the baseline sends on the first."""
-        dst_nics = self.hosts[dst].nic_addr
-        return [NicPath(plane, plane, addr, dst_nics[plane])
-                for plane, addr in sorted(self.hosts[src].nic_addr.items()) if plane in dst_nics]
-
-    def paths(self, src: str, dst: str, mode: str) -> list[NicPath]:
-        """Paths for a connection in `mode`: every uSID path ("mrc"), or the plane-0 NIC address ("roce")."""
-        return self.mrc_paths(src, dst) if mode == "mrc" else self.baseline_path(src, dst)
-
     def path_of_address(self, plane: int, dst: bytes) -> list[str]:
-        """Switch names of the uSID path address `dst` (inverse of `mrc_paths`)."""
+        """Switch names of the uSID path address `dst` (a path of `topologies.paths.host_paths`)."""
         by_usid = {sw.usid: name for name, sw in self.switches.items()}
         value = int.from_bytes(dst, "big")
         names = []

@@ -16,9 +16,8 @@ from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
 from host_agent.job import Job, JobWorkload
 from host_agent.topology_jobs import build_job, peer_spec
+from host_agent.transport import QpNumbers
 from topologies.model import Topology
-
-FLOW_QP_BASE = 0x2000           # QPs of point-to-point flows (collectives use 0x100 + rank * 256 + peer)
 
 
 @dataclass(frozen=True)
@@ -52,9 +51,15 @@ def _collective_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, confi
     w = case.variant.workload
     hosts = [h.name for h in topo.hosts]
     workload = JobWorkload(w.kind, collective_params(w, case.scenario.seed))
+    qps: dict[tuple[int, int], tuple[int, int]] = {}      # (rank, other rank) -> (its QP, the other's)
+    numbers = QpNumbers()                                  # the one QP numbering (the simulation's too)
+    for rank in range(len(hosts)):
+        for other in range(rank + 1, len(hosts)):
+            qps[rank, other] = numbers.pair()
+            qps[other, rank] = qps[rank, other][::-1]
     jobs = []
     for rank, host in enumerate(hosts):
-        peers = [peer_spec(topo, host, peer, other, _qp(rank, other), _qp(other, rank))
+        peers = [peer_spec(topo, host, peer, other, *qps[rank, other])
                  for other, peer in enumerate(hosts) if other != rank]
         jobs.append(AgentJob(host, build_job(topo, host, rank, len(hosts), peers, workload, mode, config,
                                              log=log_dir / f"{host}.jsonl", **common)))
@@ -69,8 +74,9 @@ def _collective_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, confi
 def _flow_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dict, common: dict):
     w = case.variant.workload
     jobs, flows = [], []
+    numbers = QpNumbers()                                  # the one QP numbering: a pair per flow
     for index, flow in enumerate(point_to_point_flows(topo, w, case.scenario.seed)):
-        qps = (FLOW_QP_BASE + 2 * index, FLOW_QP_BASE + 2 * index + 1)
+        qps = numbers.pair()
         workload = JobWorkload("transfer", {"src": 0, "dst": 1, "bytes": flow.nbytes,
                                             "chunk_bytes": w.chunk_bytes, "seed": case.scenario.seed})
         for rank, (host, peer) in enumerate(((flow.src, flow.dst), (flow.dst, flow.src))):
@@ -81,7 +87,3 @@ def _flow_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dic
         flows.append(FlowLog(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role),
                              log_dir / f"{flow.dst}-flow{index}-rx.jsonl"))
     return jobs, flows
-
-
-def _qp(rank: int, peer: int) -> int:
-    return 0x100 + rank * 256 + peer

@@ -6,7 +6,7 @@
 
 Each checks its outcome bit for bit against the expected result computed locally from the
 seeded per-rank inputs and reports a `CollectiveResult`. `driver.EndpointMessenger` runs them
-over the transport's Endpoint (netsim in tests, raw sockets in the agent process).
+over the transport's Endpoint (the simulation's hosts, raw sockets in the agent process).
 """
 from host_agent.collectives.allreduce import RingAllReduce
 from host_agent.collectives.alltoall import AllToAll

@@ -13,7 +13,8 @@ import speedups
 
 speedups.select()                    # before the first compiled module is imported
 
-from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
+from host_agent.transport.config import (QP_BASE, ConnectionId, PathInfo, QpNumbers, TransportConfig, connection_paths,
+                                         uses_usid_paths)
 from host_agent.transport.endpoint import Connection, Endpoint
 from host_agent.transport.events import (ConnectionFailed, EvBackup, EvStateChanged, MessageReceived, MessageSent,
                                          Retransmitted, TransportEvent, TrimNack, WentBack)
@@ -21,6 +22,7 @@ from host_agent.transport.evset import EvState
 from host_agent.transport.kinds import TRANSPORTS, register_transport
 from host_agent.transport.policies import Policies
 
-__all__ = ["Connection", "ConnectionFailed", "ConnectionId", "Endpoint", "EvBackup", "EvState", "EvStateChanged", "MessageReceived",
-           "MessageSent", "PathInfo", "Policies", "Retransmitted", "TRANSPORTS", "TransportConfig",
-           "TransportEvent", "TrimNack", "WentBack", "register_transport"]
+__all__ = ["QP_BASE", "Connection", "ConnectionFailed", "ConnectionId", "Endpoint", "EvBackup", "EvState",
+           "EvStateChanged", "MessageReceived", "MessageSent", "PathInfo", "Policies", "QpNumbers", "Retransmitted",
+           "TRANSPORTS", "TransportConfig", "TransportEvent", "TrimNack", "WentBack", "connection_paths",
+           "register_transport", "uses_usid_paths"]

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
 
 from host_agent.transport.timers import QP_TIMEOUT_UNIT, RetryBudget, qp_timeout_seconds
 
 MAX_QPS = 64                          # queue pairs per peer at most (baseline)
+QP_BASE = 0x100                       # the first QP number a run's numbering gives out (`QpNumbers`)
 MPR_PSNS = 128                        # an out-of-order window past one SACK bitmap comes in units of this (`mpr`)
 MAX_MPR = 1024                        # at most this many units (131072 PSNs, well inside half the 24-bit space)
 
@@ -22,6 +24,48 @@ class PathInfo:
     nic: int          # local NIC index the packets leave by
     src: bytes        # 16-byte address of that local NIC
     dst: bytes        # 16-byte destination address
+
+
+def uses_usid_paths(mode: str) -> bool:
+    """True when a connection in `mode` steers its packets along uSID paths (MRC); any other mode
+    (the RoCE-style baseline) sends to the peer's NIC address and lets the switches route it by ECMP."""
+    return mode == "mrc"
+
+
+def connection_paths(mode: str, nics: Iterable[tuple[int, int, bytes]], peer_nics: Mapping[int, bytes],
+                     usid_paths: Mapping[int, Sequence[bytes]]) -> list[PathInfo]:
+    """The paths a connection in `mode` is given: the one rule for the agent (from its job) and for a
+    simulated host (`simulation`, from the topology).
+
+    `nics` are this host's NICs as (NIC index, plane, 16-byte address), `peer_nics` the peer's NIC
+    address by plane, `usid_paths` the uSID path addresses to the peer by plane
+    (`topologies.paths.host_paths`). Only the planes both hosts are on count, in the order of `nics`.
+    MRC gets every uSID path of each; any other mode (the RoCE-style baseline) the peer's NIC address
+    on each, which the switches route by ECMP: the baseline sends on the first of them.
+    """
+    paths = []
+    for nic, plane, src in nics:
+        peer = peer_nics.get(plane)
+        if peer is None:
+            continue
+        dsts = usid_paths.get(plane, ()) if uses_usid_paths(mode) else (peer,)
+        paths.extend(PathInfo(plane, nic, src, dst) for dst in dsts)
+    return paths
+
+
+class QpNumbers:
+    """The one QP numbering of a run (a simulation's connections, an experiment's agent jobs): each
+    new pair of connections takes the next two numbers from QP_BASE, the first for the end that
+    opens it. With several queue pairs, QP k of a pair adds k * QP_STRIDE to both (`connect_qps`)."""
+
+    def __init__(self) -> None:
+        self._next = QP_BASE
+
+    def pair(self) -> tuple[int, int]:
+        """The QP numbers of a new pair of connections: (the opening end's, the other end's)."""
+        first = self._next
+        self._next += 2
+        return first, first + 1
 
 
 @dataclass(frozen=True, slots=True)

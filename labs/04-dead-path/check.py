@@ -19,6 +19,7 @@ from host_agent.transport.policies import MrcPathMonitor
 from labs import transfers
 from labs.checking import Check, CheckFailed
 from labs.originality import ReferenceWatch, methods_of, require_own
+from simulation import Simulation
 
 FILE, CLASS = "monitor.py", "DeadPathMonitor"
 MB = 1_000_000
@@ -247,7 +248,8 @@ def hooks_called_directly(ws) -> str:
     """The hooks on a fresh connection's EV set, called as the transport calls them."""
     net = transfers.fabric(3, planes=2)
     cfg = transfers.config()
-    conn = Endpoint("h1", cfg, rng_seed=1).connect("h2", 1, 2, net.paths("h1", "h2", "mrc"), net.paths("h2", "h1", "mrc"))
+    paths = Simulation(net, cfg).paths           # a connection's paths on the fabric, as the flows get them
+    conn = Endpoint("h1", cfg, rng_seed=1).connect("h2", 1, 2, paths("h1", "h2"), paths("h2", "h1"))
     evset = conn.evset
     homes = {}
     for ev in evset.home_evs():

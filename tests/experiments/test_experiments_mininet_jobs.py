@@ -66,3 +66,21 @@ def test_progress_extrapolates_each_agent_log_from_its_own_last_record(tmp_path)
     assert progress.read() == pytest.approx(0.3)
     assert progress.eta(0.5) == pytest.approx(start + 0.25)
     assert progress.eta(0.2) == pytest.approx(start + 0.2)            # already passed: the latest record's time
+
+
+@pytest.mark.parametrize("kind", ["allreduce", "permutation"])
+def test_agent_jobs_number_their_qps_as_the_simulation_does(kind):
+    """One QP numbering (`host_agent.transport.QpNumbers`): each pair of connections takes the next two
+    numbers from QP_BASE; both ends agree, and no host uses a QP twice (flows run agents side by side)."""
+    from host_agent.transport import QP_BASE
+
+    case = parse_scenario({"name": "qps", "topology": "leafspine:2x2x2",
+                           "workload": {"kind": kind, "bytes": 65536, "chunk_bytes": 16384},
+                           "transports": [{"name": "MRC", "mode": "mrc"}]}).cases()[0]
+    _, _, jobs = jobs_of(case)
+    ends = {(job["host"], peer["qp"]): (peer["remote_qp"], job["rank"], peer["rank"])
+            for _, job in jobs for peer in job["peers"]}
+    assert len(ends) == sum(len(job["peers"]) for _, job in jobs)             # no host uses a QP twice
+    assert sorted(qp for _, qp in ends) == list(range(QP_BASE, QP_BASE + len(ends)))
+    by_qp = {qp: remote for (_, qp), (remote, _, _) in ends.items()}
+    assert all(by_qp[remote] == qp for qp, remote in by_qp.items())          # the other end answers on ours

@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from host_agent.collectives.simulate import simulate
-from host_agent.transport import TransportConfig
-from tests.netsim.netsim_transfers import fabric as leaf_spine_fabric
-
-FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+from simulation import leaf_spine_config, leaf_spine_fabric, run_collective
 WORKLOADS = {
     "allreduce": dict(elements=40_000, dtype="float32", chunk_bytes=16384, seed=11),
     "alltoall": dict(block_bytes=60_000, chunk_bytes=16384, seed=12),
@@ -42,9 +38,9 @@ def data_drops(net) -> int:
 @pytest.mark.parametrize("kind", sorted(WORKLOADS))
 def test_four_ranks_bit_exact_without_loss(kind):
     net = fabric(seed=1)
-    run = simulate(net, kind, WORKLOADS[kind], TransportConfig(**FAST), hosts=RANKS, until=0.05)
+    run = run_collective(net, kind, WORKLOADS[kind], leaf_spine_config(), hosts=RANKS, until=0.05)
     assert_bit_exact(run, kind)
-    assert sum(ep.stats().get("retransmitted", 0) for ep in run.endpoints) == 0
+    assert sum(ep.stats().get("retransmitted", 0) for ep in run.endpoints.values()) == 0
 
 
 @pytest.mark.parametrize("kind", sorted(WORKLOADS))
@@ -53,20 +49,20 @@ def test_four_ranks_bit_exact_with_one_percent_loss_everywhere(kind):
     for sw in net.switches.values():
         for port in sw.links:
             sw.set_fault(port, drop_prob=0.01)
-    run = simulate(net, kind, WORKLOADS[kind], TransportConfig(**FAST), hosts=RANKS, until=0.5)
+    run = run_collective(net, kind, WORKLOADS[kind], leaf_spine_config(), hosts=RANKS, until=0.5)
     assert data_drops(net) > 0                                     # the loss did hit the collective
     assert_bit_exact(run, kind)
-    assert sum(ep.stats().get("retransmitted", 0) for ep in run.endpoints) >= data_drops(net) // 2
+    assert sum(ep.stats().get("retransmitted", 0) for ep in run.endpoints.values()) >= data_drops(net) // 2
 
 
 @pytest.mark.parametrize("kind", sorted(WORKLOADS))
 def test_four_ranks_bit_exact_with_a_link_killed_mid_run(kind):
-    clean = simulate(fabric(seed=3), kind, WORKLOADS[kind], TransportConfig(**FAST), hosts=RANKS, until=0.05)
+    clean = run_collective(fabric(seed=3), kind, WORKLOADS[kind], leaf_spine_config(), hosts=RANKS, until=0.05)
     kill_at = clean.end / 3                                        # a third of the way through
     net = fabric(seed=3)
     cable = net.cable("s1", "s3")
     net.at(kill_at, cable.set_up, False)
-    run = simulate(net, kind, WORKLOADS[kind], TransportConfig(**FAST), hosts=RANKS, until=0.5)
+    run = run_collective(net, kind, WORKLOADS[kind], leaf_spine_config(), hosts=RANKS, until=0.5)
     assert run.end > kill_at
     assert cable.ab.counters["dropped_down"] + cable.ba.counters["dropped_down"] > 0   # traffic was lost on it
     assert_bit_exact(run, kind)
@@ -78,6 +74,6 @@ def test_four_ranks_bit_exact_with_a_link_killed_mid_run(kind):
 
 
 def test_baseline_allreduce_bit_exact_without_loss():
-    run = simulate(fabric(seed=4), "allreduce", WORKLOADS["allreduce"],
-                   TransportConfig(mode="roce", **FAST), hosts=RANKS, until=0.05)
+    run = run_collective(fabric(seed=4), "allreduce", WORKLOADS["allreduce"], leaf_spine_config("roce"),
+                         hosts=RANKS, until=0.05)
     assert_bit_exact(run, "allreduce")

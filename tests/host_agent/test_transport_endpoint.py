@@ -4,28 +4,28 @@ from __future__ import annotations
 import pytest
 
 from host_agent.transport import Endpoint, MessageReceived, MessageSent, PathInfo, TransportConfig
-from tests.netsim.netsim_transfers import Transfer, fabric, run_transfers
+from simulation import LEAF_SPINE_TIMERS, Flow, leaf_spine_fabric, run_flows
 
-FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+FAST = LEAF_SPINE_TIMERS              # the transport's timers for the leaf-spine of 1 us cables
 
 
 @pytest.mark.parametrize("mode", ["mrc", "roce"])
 def test_loss_free_transfer_is_delivered_exactly_once(mode):
-    net = fabric(seed=1, planes=2)                  # h1, h2 under leaf s1; h3, h4 under s2
+    net = leaf_spine_fabric(seed=1, planes=2)                  # h1, h2 under leaf s1; h3, h4 under s2
     cfg = TransportConfig(mode=mode, **FAST)
-    res = run_transfers(net, [Transfer("h1", "h3", 150_000, message_size=40_000),
-                              Transfer("h2", "h4", 3000, message_size=1000)], cfg, until=0.05)
-    for tr in res.transfers:
-        assert tr.complete, tr
-        assert tr.sender_stats.get("retransmitted", 0) == 0
-    assert res.transfers[0].messages == 4
+    res = run_flows(net, [Flow("h1", "h3", 150_000, message_size=40_000),
+                              Flow("h2", "h4", 3000, message_size=1000)], cfg, until=0.05)
+    for tr in res.flows:
+        assert tr.exactly_once, tr
+        assert tr.sender.stats.get("retransmitted", 0) == 0
+    assert res.flows[0].messages == 4
 
 
 def test_zero_length_and_odd_sized_messages():
-    net = fabric(seed=2, hosts_per_leaf=1)
-    res = run_transfers(net, [Transfer("h1", "h2", 0), Transfer("h2", "h1", 1025, message_size=1025)],
+    net = leaf_spine_fabric(seed=2, hosts_per_leaf=1)
+    res = run_flows(net, [Flow("h1", "h2", 0), Flow("h2", "h1", 1025, message_size=1025)],
                         TransportConfig(**FAST), until=0.01)
-    assert res.all_complete
+    assert res.all_exactly_once
 
 
 def test_connect_rejects_a_reused_qp_and_empty_paths():

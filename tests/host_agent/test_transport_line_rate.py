@@ -7,7 +7,7 @@ import pytest
 
 from host_agent.transport import TransportConfig, sizing
 
-from tests.netsim.netsim_transfers import Transfer, fabric, run_transfers
+from simulation import Flow, leaf_spine_fabric, run_flows
 
 PAYLOAD = 1024
 
@@ -36,11 +36,11 @@ def test_bad_rates_are_refused():
 
 
 def _flow_at(rate: float, config: TransportConfig) -> tuple[dict, dict]:
-    net = fabric(rate_bps=int(rate))
-    res = run_transfers(net, [Transfer("h1", "h3", 128 << 10, message_size=64 << 10)], config, until=5.0)
-    flow = res.transfers[0]
-    assert flow.complete
-    return flow.sender_stats, flow.receiver_stats
+    net = leaf_spine_fabric(rate_bps=int(rate))
+    res = run_flows(net, [Flow("h1", "h3", 128 << 10, message_size=64 << 10)], config, until=5.0)
+    flow = res.flows[0]
+    assert flow.exactly_once
+    return flow.sender.stats, flow.receiver.stats
 
 
 def test_a_4_mbits_flow_coalesces_its_sacks_and_times_nothing_out():

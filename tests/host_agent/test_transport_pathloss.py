@@ -10,11 +10,10 @@ import random
 
 import pytest
 
-from tests.netsim import netsim_transfers
 from host_agent.transport import TransportConfig, sizing
 from host_agent.transport.pathcap import PathLoad
 from host_agent.transport.pathloss import OwnLossJudge
-from tests.netsim.netsim_transfers import Transfer, run_transfers
+from simulation import Flow, leaf_spine_fabric, run_flows
 
 MB = 1_000_000
 
@@ -109,7 +108,7 @@ BASE_RTT = sizing.base_rtt(4, 1e-6, RATE, 4096)
 
 def fabric(seed: int):
     """2 planes x 2 leaves x 2 spines at data-center speed, h1 under s1, h2 under s2: four paths from h1 to h2."""
-    return netsim_transfers.fabric(seed, planes=2, leaves=2, spines=2, hosts_per_leaf=1, rate_bps=RATE,
+    return leaf_spine_fabric(seed, planes=2, leaves=2, spines=2, hosts_per_leaf=1, rate_bps=RATE,
                                    queue_depth=64, trim_threshold=48, ecn_threshold=24)
 
 
@@ -132,10 +131,10 @@ def test_random_loss_on_every_host_link_retires_no_path(seed):
             except KeyError:
                 continue
             sw.set_fault(port, drop_prob=0.01)
-    res = run_transfers(net, [Transfer("h1", "h2", 8 * MB, message_size=1_000_000)], config(), until=0.05)
-    tr = res.transfers[0]
-    assert tr.complete
-    assert tr.sender_stats["sack_timed_losses"] > 10      # about 1 % of some 2,000 packets were lost
+    res = run_flows(net, [Flow("h1", "h2", 8 * MB, message_size=1_000_000)], config(), until=0.05)
+    tr = res.flows[0]
+    assert tr.exactly_once
+    assert tr.sender.stats["sack_timed_losses"] > 10      # about 1 % of some 2,000 packets were lost
     assert not retirements(res)                  # the issue's target: at least 90 % stay GOOD; here all do
 
 
@@ -148,8 +147,8 @@ def test_a_link_losing_a_fifth_has_its_evs_retired_within_10_base_rtts():
         for a, b in (lossy, lossy[::-1]):
             net.switches[a].set_fault(net.port(a, b), drop_prob=0.2)
     net.at(start, begin)
-    res = run_transfers(net, [Transfer("h1", "h2", 8 * MB, message_size=1_000_000)], config(), until=0.05)
-    assert res.transfers[0].complete and res.transfers[0].finish > start + 100e-6
+    res = run_flows(net, [Flow("h1", "h2", 8 * MB, message_size=1_000_000)], config(), until=0.05)
+    assert res.flows[0].exactly_once and res.flows[0].finish > start + 100e-6
     evset = net.hosts["h1"].endpoint.connections[0x100].evset
     lossy_keys = {k for k, p in enumerate(evset.paths) if "s3" in net.path_of_address(p.plane, p.dst)}
     doomed = {ev.value for ev in evset.home_evs() if ev.path_key in lossy_keys}

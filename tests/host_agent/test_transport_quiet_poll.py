@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.netsim import netsim_transfers
 from host_agent.transport import Endpoint, PathInfo, TransportConfig
 from host_agent.transport import endpoint as endpoint_module
-from tests.netsim.netsim_transfers import Transfer, run_transfers
+from simulation import LEAF_SPINE_TIMERS, Flow, leaf_spine_fabric, run_flows
 
-FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+FAST = LEAF_SPINE_TIMERS              # the transport's timers for the leaf-spine of 1 us cables
 KB = 1000
 
 
 def _run(kill_at: float | None, deny_at: float | None, config: TransportConfig):
-    net = netsim_transfers.fabric(4, planes=2, leaves=2, spines=2, hosts_per_leaf=3)
+    net = leaf_spine_fabric(4, planes=2, leaves=2, spines=2, hosts_per_leaf=3)
     if kill_at is not None:
         cable = net.cable("s1", "s3")
         net.at(kill_at, cable.set_up, False)
@@ -27,10 +26,10 @@ def _run(kill_at: float | None, deny_at: float | None, config: TransportConfig):
             conn = next(iter(net.hosts["h1"].endpoint.connections.values()))
             conn.control.deny(conn.evset.slots[0].current.value, net.sim.now)
         net.at(deny_at, deny)
-    transfers = [Transfer(f"h{i}", "h4", 300 * KB, message_size=50 * KB) for i in (1, 2, 3)]
-    transfers += [Transfer("h4", "h1", 200 * KB, start=50e-6), Transfer("h5", "h2", 100 * KB, start=120e-6),
-                  Transfer("h4", "h5", 200 * KB, start=60e-6), Transfer("h4", "h6", 200 * KB, start=70e-6)]
-    res = run_transfers(net, transfers, config, until=0.05)
+    flows = [Flow(f"h{i}", "h4", 300 * KB, message_size=50 * KB) for i in (1, 2, 3)]
+    flows += [Flow("h4", "h1", 200 * KB, start=50e-6), Flow("h5", "h2", 100 * KB, start=120e-6),
+              Flow("h4", "h5", 200 * KB, start=60e-6), Flow("h4", "h6", 200 * KB, start=70e-6)]
+    res = run_flows(net, flows, config, until=0.05)
     links = [(link.name, tuple(sorted(link.counters.items())))
              for cable in net.cables for link in (cable.ab, cable.ba)]
     return res, links
@@ -54,9 +53,9 @@ def test_passing_over_quiet_connections_changes_nothing(monkeypatch, kill_at, de
     monkeypatch.setattr(Endpoint, "poll", eager_poll)
     eager, eager_links = _run(kill_at, deny_at, config)
     assert sum(skipped) > 0                                   # the lazy run did pass polls over
-    assert lazy.all_complete and eager.all_complete
-    assert [t.finish for t in lazy.transfers] == [t.finish for t in eager.transfers]
-    assert [t.sender_stats for t in lazy.transfers] == [t.sender_stats for t in eager.transfers]
+    assert lazy.all_exactly_once and eager.all_exactly_once
+    assert [t.finish for t in lazy.flows] == [t.finish for t in eager.flows]
+    assert [t.sender.stats for t in lazy.flows] == [t.sender.stats for t in eager.flows]
     assert lazy.events == eager.events
     assert lazy_links == eager_links
 

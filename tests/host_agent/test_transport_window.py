@@ -16,7 +16,7 @@ from netsim import Simulator, from_topology
 from topologies.builders import multi_plane
 from wire.packets import DataPacket
 
-from tests.netsim.netsim_transfers import Transfer, run_transfers
+from simulation import Flow, run_flows
 
 PAYLOAD = 4096
 
@@ -113,10 +113,10 @@ def single_flow_goodput(rate_bps: float, rtt_s: float, **override) -> float:
     rtt = sizing.base_rtt(4, delay, rate_bps, PAYLOAD, 100)
     cfg = TransportConfig(line_rate_bps=rate_bps, **{**sizing.for_network(rate_bps, rtt, PAYLOAD), **override})
     size = 8 << 20
-    res = run_transfers(net, [Transfer("h1", "h2", size, message_size=1 << 20)], cfg, until=0.01,
+    res = run_flows(net, [Flow("h1", "h2", size, message_size=1 << 20)], cfg, until=0.01,
                         sample_interval=rtt_s * 2)
-    flow = res.transfers[0]
-    assert flow.complete
+    flow = res.flows[0]
+    assert flow.exactly_once
     mid = [rates[0] for t, rates in res.goodput if 0.25 * flow.duration < t < 0.75 * flow.duration]
     return sum(mid) / len(mid)
 

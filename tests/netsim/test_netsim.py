@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from tests.netsim.netsim_transfers import Transfer, fabric, run_transfers
+from simulation import Flow, Simulation, leaf_spine_config, leaf_spine_fabric, run_flows
 from wire import constants as C
 from wire.packets import DataPacket, Probe
 from netsim import SimLink as Link, SimSwitch as Switch, Simulator
@@ -183,8 +183,8 @@ def test_switch_faults_drop_all_or_a_fraction():
 
 
 def test_leaf_spine_usid_paths_cross_exactly_their_switches():
-    net = fabric(planes=2, leaves=2, spines=3)                # h1, h2 on leaves s1 / s6; h3, h4 on s2 / s7
-    paths = net.mrc_paths("h1", "h3")
+    net = leaf_spine_fabric(planes=2, leaves=2, spines=3)                # h1, h2 on leaves s1 / s6; h3, h4 on s2 / s7
+    paths = Simulation(net).paths("h1", "h3", "mrc")
     assert len(paths) == 6 and {p.plane for p in paths} == {0, 1}
     h3 = net.hosts["h3"]
     h3.attach(Recorder())
@@ -196,13 +196,13 @@ def test_leaf_spine_usid_paths_cross_exactly_their_switches():
         assert sorted(crossed) == sorted(net.path_of_address(path.plane, path.dst))
         nic, pkt = h3.endpoint.got[-1]
         assert nic == path.plane and pkt.dst == h3.nic_addr[path.plane]
-    same_leaf = net.mrc_paths("h1", "h2")
+    same_leaf = Simulation(net).paths("h1", "h2", "mrc")
     assert [net.path_of_address(p.plane, p.dst) for p in same_leaf] == [["s1"], ["s6"]]
 
 
 def test_baseline_is_routed_by_ecmp_on_the_five_tuple():
-    net = fabric(leaves=2, spines=4, hosts_per_leaf=1)        # h1 on s1, h2 on s2, spines s3..s6
-    (path,) = net.baseline_path("h1", "h2")
+    net = leaf_spine_fabric(leaves=2, spines=4, hosts_per_leaf=1)        # h1 on s1, h2 on s2, spines s3..s6
+    (path,) = Simulation(net).paths("h1", "h2", "roce")
     net.hosts["h2"].endpoint = type("E", (), {"receive": lambda *a: None, "next_wakeup": lambda s: None,
                                                "poll": lambda s, now: []})()
     spines = [net.switches[f"s{i}"] for i in range(3, 7)]
@@ -230,32 +230,29 @@ def test_network_from_a_topology_runs_the_controllers_tables(mode):
     topo = fat_tree(4)
     net = from_topology(topo, compute_programs(topo), Simulator(2), rate_bps=10e9)
     first, last = topo.hosts[0].name, topo.hosts[-1].name
-    paths = net.mrc_paths(first, last)
+    paths = Simulation(net).paths(first, last, "mrc")
     assert len(paths) == 4 and all(len(net.path_of_address(p.plane, p.dst)) == 5 for p in paths)
     if mode == "mrc":
         net.at(30e-6, net.cable(*net.path_of_address(0, paths[0].dst)[1:3]).set_up, False)
-    cfg = TransportConfig(mode=mode, qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6,
-                          line_rate_bps=10e9)
-    res = run_transfers(net, [Transfer(first, last, 200_000, message_size=50_000),
-                              Transfer(topo.hosts[1].name, topo.hosts[-2].name, 100_000)], cfg, until=0.01)
-    assert res.all_complete
+    cfg = leaf_spine_config(mode)
+    res = run_flows(net, [Flow(first, last, 200_000, message_size=50_000),
+                              Flow(topo.hosts[1].name, topo.hosts[-2].name, 100_000)], cfg, until=0.01)
+    assert res.all_exactly_once
     assert sum(s.counters["no_route_drops"] for s in net.switches.values()) == 0
 
 
 def test_scenario_goodput_series_accounts_for_every_byte():
-    from host_agent.transport import TransportConfig
-
-    net = fabric(seed=4, planes=2)
-    cfg = TransportConfig(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
-    res = run_transfers(net, [Transfer("h1", "h3", 300_000, message_size=100_000),
-                              Transfer("h2", "h4", 200_000, start=50e-6)], cfg, until=0.01, sample_interval=20e-6)
-    assert res.all_complete
+    net = leaf_spine_fabric(seed=4, planes=2)
+    cfg = leaf_spine_config()
+    res = run_flows(net, [Flow("h1", "h3", 300_000, message_size=100_000),
+                              Flow("h2", "h4", 200_000, start=50e-6)], cfg, until=0.01, sample_interval=20e-6)
+    assert res.all_exactly_once
     times = [0.0] + [t for t, _ in res.goodput]
     for i, size in enumerate((300_000, 200_000)):
         got = sum(g[i] * (t - prev) / 8 for (t, g), prev in zip(res.goodput, times))
         assert got == pytest.approx(size)
     assert all(g[1] == 0 for t, g in res.goodput if t <= 50e-6)        # the second starts later
-    assert res.transfers[1].finish > 50e-6 and res.end >= max(t.finish for t in res.transfers)
+    assert res.flows[1].finish > 50e-6 and res.end >= max(t.finish for t in res.flows)
     peak = max(max(g) for _, g in res.goodput)
     assert 5e9 < peak <= 2 * 10e9 * 1.01                               # two planes of 10 Gbit/s
 

@@ -66,7 +66,7 @@ def test_every_packet_is_accounted_for(trimming):
     offered to a link was sent, dropped, or is still queued (an incast: trimmed, or tail-dropped)."""
     from controller.routes import compute_programs
     from netsim import Simulator, from_topology
-    from tests.netsim.netsim_transfers import Transfer, run_transfers
+    from simulation import Flow, run_flows
     from topologies.builders import multi_plane
     from host_agent.transport import TransportConfig
 
@@ -74,9 +74,9 @@ def test_every_packet_is_accounted_for(trimming):
     net = from_topology(topo, compute_programs(topo), Simulator(5), trimming=trimming)
     cfg = TransportConfig(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6,
                           line_rate_bps=10e9)
-    res = run_transfers(net, [Transfer(f"h{i}", "h1", 200_000, message_size=50_000) for i in (2, 3, 4, 5, 6)],
+    res = run_flows(net, [Flow(f"h{i}", "h1", 200_000, message_size=50_000) for i in (2, 3, 4, 5, 6)],
                         cfg, until=0.05)
-    assert res.all_complete
+    assert res.all_exactly_once
     for host in net.hosts.values():                     # let what is still on the wire arrive
         host.endpoint = Quiet()
     net.sim.run()

@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline_contract",),                             # names, P4Info, entries, P4Runtime client
     ("topologies",),                                    # networks, addresses, uSID paths
     ("controller", "refswitch", "netsim", "host_agent"),  # routes; model switch; simulator; transport
-    ("testbed",),                                       # Mininet networks, switch and agent processes
+    ("testbed", "simulation"),                          # the transport on Mininet; the transport on netsim
     ("conformance", "experiments"),                     # switch validation; scenarios and reports
     ("benchmarks", "labs"),                             # measurements; teaching
     ("cli",),                                           # the command line: calls everything below
