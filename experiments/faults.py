@@ -346,7 +346,7 @@ def busiest_targets(case: Case, topo: Topology, choose: Callable = ecmp_member) 
     The baseline pins every flow to one ECMP path; a fault there is one the baseline feels. MRC
     cases use the same targets, so every transport meets the same fault.
     """
-    baseline = dataclasses.replace(case, transport=dataclasses.replace(case.transport, mode="roce", params={}))
+    baseline = dataclasses.replace(case, transport=case.transport.model_copy(update={"mode": "roce", "params": {}}))
     fab = build_fabric(topo, Simulator(case.scenario.seed), delay=cable_delay(case))
     traffic = Traffic(fab, baseline, transport_config(baseline, topo))
     links: Counter = Counter()
