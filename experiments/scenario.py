@@ -46,8 +46,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 import yaml
 from pydantic import Field, PlainValidator, WithJsonSchema, create_model, field_validator, model_validator
 
-from host_agent.transport import kinds
-from host_agent.transport.config import TransportConfig
+from host_agent.job import TRANSPORT_PARAMS, Mode, check_transport_params
 from wire.schema import Schema, SchemaError, check, describe, invalid
 
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
@@ -125,13 +124,6 @@ def _rate(value: Any) -> Union[str, int]:
     return value
 
 
-def _mode(value: Any) -> str:
-    """A transport mode: one registered in host_agent.transport.kinds (built in or `register_transport`)."""
-    if not isinstance(value, str) or value not in kinds.TRANSPORTS:
-        raise invalid(f"{value!r} is not one of {', '.join(kinds.TRANSPORTS)}")
-    return value
-
-
 StartTime = Annotated[When, PlainValidator(_when), WithJsonSchema({
     "anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*%\s*$"}],
     "description": "seconds after the start, or a share of the workload done like '30%'"})]
@@ -141,11 +133,6 @@ LinkTarget = Annotated[Union[str, tuple], PlainValidator(_link_target), WithJson
 Rate = Annotated[Union[str, int], PlainValidator(_rate), WithJsonSchema({
     "anyOf": [{"const": AUTO}, {"type": "integer", "minimum": 1}],
     "description": "bit/s, or 'auto': the topology's own rate on netsim, the calibrated one on mininet"})]
-Mode = Annotated[str, PlainValidator(_mode), WithJsonSchema({
-    "type": "string", "examples": list(kinds.BUILT_IN),
-    "description": "a transport mode: built in, or added with host_agent.transport.register_transport"})]
-
-
 class FaultSpec(Schema):
     """One fault: what breaks (a link or a switch), when, and how.
 
@@ -219,9 +206,6 @@ class WorkloadSpec(Schema):
         return self
 
 
-_TRANSPORT_PARAMS = tuple(sorted(set(TransportConfig.__dataclass_fields__) - {"mode"}))
-
-
 class TransportSpec(Schema):
     """One transport to compare: MRC or the RoCE-style baseline, and what helps it."""
 
@@ -230,7 +214,7 @@ class TransportSpec(Schema):
     reroute_delay_s: Optional[float] = Field(None, ge=0, description="baseline + emulated converging control plane")
     trimming: bool = Field(True, description="switches trim (false: drop-tail)")
     params: dict[str, Any] = Field(default_factory=dict, description="TransportConfig overrides",
-                                   json_schema_extra={"propertyNames": {"enum": list(_TRANSPORT_PARAMS)}})
+                                   json_schema_extra={"propertyNames": {"enum": list(TRANSPORT_PARAMS)}})
 
     @model_validator(mode="before")
     @classmethod
@@ -243,13 +227,7 @@ class TransportSpec(Schema):
     def _fits_the_mode(self) -> "TransportSpec":
         if self.reroute_delay_s is not None and self.mode != "roce":
             raise invalid("only the baseline (mode: roce) relies on rerouting", "reroute_delay_s")
-        for key in self.params:
-            if key not in _TRANSPORT_PARAMS:
-                raise invalid(f"not a transport parameter; known: {', '.join(_TRANSPORT_PARAMS)}", f"params.{key}")
-        try:
-            TransportConfig(mode=self.mode, **self.params)
-        except (TypeError, ValueError) as error:
-            raise invalid(str(error), "params") from None
+        check_transport_params(self.mode, self.params, "params")
         return self
 
 

@@ -69,13 +69,13 @@ def first_problem(error: ValidationError) -> SchemaError:
     ctx = item.get("ctx") or {}
     if item["type"] in (_INVALID, _UNKNOWN) and ctx.get("key") is not None:
         loc.append(ctx["key"])
-    if item["type"] == "union_tag_invalid":
-        loc.append(str(ctx.get("discriminator", "kind")).strip("'"))
+    if item["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        loc.append("kind")
     return SchemaError(key_path(loc), reason(item))
 
 
 def key_path(loc: list) -> str:
-    """('faults', 2, 'at') -> 'faults[2].at' (a discriminated union's tag, '<...>', is left out)."""
+    """('faults', 2, 'at') -> 'faults[2].at' (a discriminated union's tag, written '<kind>', is left out)."""
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -101,8 +101,11 @@ def reason(item: dict) -> str:
         return "missing"
     if kind == "literal_error":
         return f"{value!r} is not one of {ctx['expected'].replace(' or ', ', ')}"
-    if kind == "union_tag_invalid":
-        return f"{ctx.get('tag')!r} is not one of {ctx.get('expected_tags')}"
+    if kind == "union_tag_invalid":          # tags are written '<kind>' (see key_path)
+        tags = ctx.get("expected_tags", "").replace("'", "").replace("<", "").replace(">", "")
+        return f"{ctx.get('tag', '').strip('<>')!r} is not one of {tags}"
+    if kind == "union_tag_not_found":
+        return "missing"
     if kind == "finite_number":
         return f"{value} is not a finite number"
     if kind == "greater_than":
