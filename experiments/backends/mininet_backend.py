@@ -71,7 +71,7 @@ class LiveTarget:
     def set_evs_denied(self, switch: str, denied: bool) -> None:
         """Through each agent's control socket, deny (or allow) the EVs whose uSID path crosses
         `switch`; a connection at its floor keeps the rest."""
-        from host_agent.control import ControlClient, ControlError
+        from wire.control import ControlClient, ControlError
         from topologies.paths import host_paths
         if not self.topo.is_switch(switch):
             raise KeyError(f"{switch} is not a switch")
@@ -100,7 +100,7 @@ class LiveTarget:
 
 def _deny_crossing(client, conn: dict, crossing: set, denied: bool) -> None:
     """Deny (or allow) every EV of connection `conn` whose path address is in `crossing`."""
-    from host_agent.control import ControlError
+    from wire.control import ControlError
     where = {"peer": conn["peer"], "qp": conn["qp"]}
     for row in client.request("array", **where):
         for ev in (row, row.get("in_use")):
