@@ -44,10 +44,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
-from pydantic import Field, PlainValidator, WithJsonSchema, create_model, field_validator, model_validator
+from pydantic import Field, PlainValidator, WithJsonSchema, field_validator, model_validator
 
 from host_agent.job import TRANSPORT_PARAMS, Mode, check_transport_params
-from wire.schema import Schema, SchemaError, check, describe, invalid
+from wire.schema import Schema, SchemaError, check, describe, invalid, optional_fields
 
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
 FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_ev_deny",
@@ -254,18 +254,7 @@ class LinkFields(Schema):
         return self.model_dump(exclude_unset=True)
 
 
-def _overrides(model: type[Schema], name: str, exclude: tuple = ()) -> type[Schema]:
-    """`model` with every field optional (None when not given): a partial that is merged later."""
-    fields = {}
-    for key, info in model.model_fields.items():
-        if key in exclude:
-            continue
-        annotation = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
-        fields[key] = (Optional[annotation], Field(None, description=info.description))
-    return create_model(name, __base__=Schema, __doc__=f"{model.__name__} keys, each optional.", **fields)
-
-
-WorkloadOverride = _overrides(WorkloadSpec, "WorkloadOverride")
+WorkloadOverride = optional_fields(WorkloadSpec, "WorkloadOverride")
 
 
 class VariantOverride(Schema):
@@ -304,7 +293,7 @@ class ScenarioKeys(Schema):
         return name
 
 
-QuickOverride = _overrides(ScenarioKeys, "QuickOverride", exclude=("name",))
+QuickOverride = optional_fields(ScenarioKeys, "QuickOverride", exclude=("name",))
 
 
 class ScenarioFile(ScenarioKeys):

@@ -22,6 +22,7 @@ in the words of wire/schema.py. Who speaks it:
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import select
@@ -364,7 +365,7 @@ class ControlClient:
 def write_message(stream: IO, message: dict) -> None:
     """Send one message on a pipe (binary or text stream) and flush it."""
     line = encode(message)
-    stream.write(line if "b" in getattr(stream, "mode", "b") else line.decode())
+    stream.write(line.decode() if isinstance(stream, io.TextIOBase) else line)
     stream.flush()
 
 

@@ -11,9 +11,9 @@ key)`: `key` names the field of that model the reason is about, so the path stil
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, TypeVar
+from typing import Annotated, Any, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
 M = TypeVar("M", bound=BaseModel)
@@ -47,6 +47,18 @@ class Schema(BaseModel):
                     raise PydanticCustomError(_UNKNOWN, "{reason}", {
                         "reason": f"unknown field; expected one of {', '.join(sorted(known))}", "key": str(key)})
         return data
+
+
+def optional_fields(model: type[Schema], name: str, exclude: tuple = ()) -> type[Schema]:
+    """A model named `name` with the fields of `model` (less `exclude`), each optional (None when
+    not given) with its type and bounds: a partial written over the whole later (overrides)."""
+    fields = {}
+    for key, info in model.model_fields.items():
+        if key in exclude:
+            continue
+        annotation = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        fields[key] = (Optional[annotation], Field(None, description=info.description))
+    return create_model(name, __base__=Schema, __doc__=f"{model.__name__} keys, each optional.", **fields)
 
 
 def invalid(reason: str, key: Optional[str] = None) -> PydanticCustomError:
@@ -117,7 +129,9 @@ def reason(item: dict) -> str:
     if kind == "less_than":
         return f"{value} must be below {ctx['lt']}"
     if kind == "too_short":
-        return f"expected a non-empty list, got {describe(value)}"
+        least = ctx.get("min_length", 1)
+        return (f"expected a non-empty list, got {describe(value)}" if least == 1 else
+                f"expected at least {least} items, got {describe(value)}")
     if kind == "too_long":
         return f"expected at most {ctx.get('max_length')} items, got {describe(value)}"
     if kind == "string_pattern_mismatch":
