@@ -37,7 +37,7 @@ if str(REPO) not in sys.path:
 from wire import codec                                        # noqa: E402
 from wire.packets import DataPacket                           # noqa: E402
 from host_agent.eventlog import read_log                      # noqa: E402
-from host_agent.job import Job, JobWorkload, NicSpec, PeerSpec  # noqa: E402
+from host_agent.job import Job, JobTransport, NicSpec, PeerSpec, job_workload  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 MACS = ("02:00:00:00:10:00", "02:00:00:00:10:01")
@@ -175,8 +175,9 @@ def _job(lab: Lab, rank: int, nbytes: int, config: dict, log: Path, start_at: fl
                     paths={0: tuple(f"fc00:0:{0x100 + i:x}:{0x1000 + other:x}::" for i in range(PATHS))})
     return Job(rank=rank, world_size=2, host=f"bench{rank}",
                nics=(NicSpec(plane=0, mac=MACS[rank], address=ADDRS[rank], name=lab.ifs[rank]),), peers=(peer,),
-               workload=JobWorkload("transfer", {"src": 0, "dst": 1, "bytes": nbytes, "chunk_bytes": 1 << 20}),
-               mode="mrc", config={"mtu_payload": PAYLOAD, **config}, timeout=120, start_at=start_at, log=str(log))
+               workload=job_workload("transfer", {"src": 0, "dst": 1, "bytes": nbytes, "chunk_bytes": 1 << 20}),
+               transport=JobTransport(mode="mrc", config={"mtu_payload": PAYLOAD, **config}), timeout=120,
+               start_at=start_at, log=str(log))
 
 
 def measure_agent(lab: Lab, tmp: Path, nbytes: int, setting: tuple, name: str) -> dict:

@@ -499,8 +499,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _with_timeout(job: Job, timeout: float) -> Job:
-    import dataclasses
-    return dataclasses.replace(job, timeout=timeout)
+    return job.model_copy(update={"timeout": float(timeout)})
 
 
 def main(argv: list[str] | None = None) -> int:

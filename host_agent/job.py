@@ -26,7 +26,8 @@ A job tells one agent who it is, which NICs it owns, how to reach each peer and 
   chunk_bytes, seed) or "transfer" (src, dst, bytes, chunk_bytes, seed).
 - `timeout` (s) bounds the workload; `start_at` (UNIX time, 0 = at once) lets the agents of a
   run open their sockets first and start the workload together.
-The models below (`JobFile` and its parts) describe the file once; every error names the file and
+The models below (`Job` and its parts) are the file's one description and what the agent
+reads from it; every error names the file and
 the field (`peers[0].nics[1].mac: ...`) and says what was expected (wire/schema.py).
 
 This module is the file contract: `parse_job`/`load_job` read a job (the agent), `Job.write`
@@ -38,11 +39,10 @@ import dataclasses
 import ipaddress
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import Discriminator, Field, PlainValidator, Tag, WithJsonSchema, model_validator
+from pydantic import Discriminator, Field, PlainValidator, Strict, Tag, TypeAdapter, WithJsonSchema, model_validator
 
 from host_agent.collectives.data import DTYPES
 from host_agent.transport import kinds
@@ -55,100 +55,6 @@ _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,15}$")
 
 class JobError(ValueError):
     """A job file that cannot be run; the message names the file and the field."""
-
-
-@dataclass(frozen=True)
-class NicSpec:
-    """One NIC: interface name (own NICs only), MAC, IPv6 address, plane."""
-
-    plane: int
-    mac: str
-    address: str
-    name: str = ""
-
-    @property
-    def mac_bytes(self) -> bytes:
-        return bytes.fromhex(self.mac.replace(":", ""))
-
-    @property
-    def address_bytes(self) -> bytes:
-        return ipaddress.IPv6Address(self.address).packed
-
-
-@dataclass(frozen=True)
-class PeerSpec:
-    """One peer: its rank, the QPs of the connection, its NICs and the paths to it per plane."""
-
-    rank: int
-    qp: int
-    remote_qp: int
-    nics: tuple[NicSpec, ...]
-    paths: dict[int, tuple[str, ...]]
-
-    def nic_on(self, plane: int) -> NicSpec | None:
-        """The peer's NIC on `plane`, or None."""
-        return next((n for n in self.nics if n.plane == plane), None)
-
-
-@dataclass(frozen=True)
-class JobWorkload:
-    """What to run: a collective kind and its parameters."""
-
-    kind: str
-    params: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Job:
-    """Everything one agent needs."""
-
-    rank: int
-    world_size: int
-    nics: tuple[NicSpec, ...]
-    peers: tuple[PeerSpec, ...]
-    workload: JobWorkload
-    mode: str = "mrc"
-    config: dict[str, Any] = field(default_factory=dict)
-    host: str = ""
-    timeout: float = 60.0
-    goodput_interval: float = 0.01
-    log: str = ""
-    start_at: float = 0.0
-
-    def transport_config(self) -> TransportConfig:
-        """The TransportConfig of this job (mode plus the given fields)."""
-        return TransportConfig(mode=self.mode, **self.config)
-
-    def nic_on(self, plane: int) -> NicSpec | None:
-        """This agent's NIC on `plane`, or None."""
-        return next((n for n in self.nics if n.plane == plane), None)
-
-    def peer(self, rank: int) -> PeerSpec:
-        """The peer with rank `rank`."""
-        for p in self.peers:
-            if p.rank == rank:
-                return p
-        raise KeyError(f"job has no peer of rank {rank}")
-
-    def write(self, path: str | Path) -> Path:
-        """Save this job as a JSON file (what `load_job` reads); return the path."""
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=1))
-        return path
-
-    def to_dict(self) -> dict:
-        """The JSON form of this job (what `parse_job` reads)."""
-        return {
-            "rank": self.rank, "world_size": self.world_size, "host": self.host,
-            "nics": [dataclasses.asdict(n) for n in self.nics],
-            "peers": [{"rank": p.rank, "qp": p.qp, "remote_qp": p.remote_qp,
-                       "nics": [{"plane": n.plane, "mac": n.mac, "address": n.address} for n in p.nics],
-                       "paths": {str(pl): list(a) for pl, a in p.paths.items()}} for p in self.peers],
-            "transport": {"mode": self.mode, "config": dict(self.config)},
-            "workload": {"kind": self.workload.kind, **self.workload.params},
-            "timeout": self.timeout, "goodput_interval": self.goodput_interval, "log": self.log,
-            "start_at": self.start_at,
-        }
 
 
 # --- the file, described once ---------------------------------------------------------------------
@@ -201,15 +107,6 @@ def _ipv6(value: Any) -> str:
         raise invalid(f"{value!r} is not an IPv6 address") from None
 
 
-def _ifname(value: Any) -> str:
-    if not isinstance(value, str) or not _IFNAME_RE.match(value):
-        raise invalid(f"{value!r} is not a valid interface name (1-15 letters, digits, '_', '.', '-')")
-    return value
-
-
-Mac = Annotated[str, PlainValidator(_mac), WithJsonSchema({"type": "string", "pattern": _MAC_RE.pattern})]
-Ipv6 = Annotated[str, PlainValidator(_ipv6), WithJsonSchema({"type": "string", "format": "ipv6"})]
-IfName = Annotated[str, PlainValidator(_ifname), WithJsonSchema({"type": "string", "pattern": _IFNAME_RE.pattern})]
 def _qp(value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise invalid(f"expected an integer, got {describe(value)}")
@@ -218,51 +115,69 @@ def _qp(value: Any) -> int:
     return value
 
 
+Mac = Annotated[str, PlainValidator(_mac), WithJsonSchema({"type": "string", "pattern": _MAC_RE.pattern})]
+Ipv6 = Annotated[str, PlainValidator(_ipv6), WithJsonSchema({"type": "string", "format": "ipv6"})]
 Qp = Annotated[int, PlainValidator(_qp), WithJsonSchema({"type": "integer", "minimum": 0, "maximum": (1 << 24) - 1})]
 
 
-class NicFile(Schema):
-    """A peer's NIC: its plane, MAC and IPv6 address (a name is allowed and ignored)."""
+class NicSpec(Schema):
+    """One NIC: plane, MAC, IPv6 address and, for this agent's own NICs, the interface name."""
 
     plane: int = Field(ge=0)
     mac: Mac
     address: Ipv6
     name: str = ""
 
-    def spec(self) -> NicSpec:
-        return NicSpec(plane=self.plane, mac=self.mac, address=self.address, name=self.name)
+    @property
+    def mac_bytes(self) -> bytes:
+        return bytes.fromhex(self.mac.replace(":", ""))
+
+    @property
+    def address_bytes(self) -> bytes:
+        return ipaddress.IPv6Address(self.address).packed
 
 
-class OwnNicFile(NicFile):
-    """One of this agent's NICs: also its interface name."""
-
-    name: IfName
-
-
-class PeerFile(Schema):
-    """A peer: its rank, the connection's QPs, its NICs and the uSID path addresses per plane."""
+class PeerSpec(Schema):
+    """One peer: its rank, the QPs of the connection, its NICs and the paths to it per plane
+    (in the file, `paths` maps a plane number written as text to the path addresses)."""
 
     rank: int = Field(ge=0)
-    qp: Qp
-    remote_qp: Qp
-    nics: list[NicFile] = Field(min_length=1)
-    paths: dict[str, list[Ipv6]] = Field(default_factory=dict, description="plane number -> path addresses")
+    qp: Qp = Field(description="this agent's QP of the connection (the dest QP of what the peer sends)")
+    remote_qp: Qp = Field(description="the peer's QP (the dest QP of what this agent sends)")
+    nics: Annotated[tuple[NicSpec, ...], Strict(False)] = Field(min_length=1)
+    paths: dict[int, Annotated[tuple[Ipv6, ...], Strict(False)]] = Field(
+        default_factory=dict, description="plane -> destination addresses of the uSID paths on it")
     host: str = ""
 
-    @model_validator(mode="after")
-    def _planes_are_numbers(self) -> "PeerFile":
-        for key in self.paths:
-            if not key.isdigit():
-                raise invalid(f"plane key {key!r} is not a plane number", f"paths.{key}")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _plane_numbers(cls, data: Any) -> Any:
+        paths = data.get("paths") if isinstance(data, dict) else None
+        if isinstance(paths, dict):
+            planes = {}
+            for key, addresses in paths.items():
+                if isinstance(key, str) and key.isdigit():
+                    key = int(key)
+                elif not isinstance(key, int) or isinstance(key, bool):
+                    raise invalid(f"plane key {key!r} is not a plane number", f"paths.{key}")
+                planes[key] = addresses
+            data = {**data, "paths": planes}
+        return data
 
-    def spec(self) -> PeerSpec:
-        return PeerSpec(rank=self.rank, qp=self.qp, remote_qp=self.remote_qp,
-                        nics=tuple(n.spec() for n in self.nics),
-                        paths={int(plane): tuple(addrs) for plane, addrs in self.paths.items()})
+    def nic_on(self, plane: int) -> NicSpec | None:
+        """The peer's NIC on `plane`, or None."""
+        return next((n for n in self.nics if n.plane == plane), None)
 
 
-class AllreduceWork(Schema):
+class _Work(Schema):
+    """A workload; `params` are its fields but the kind."""
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"kind"})
+
+
+class AllreduceWork(_Work):
     """A ring all-reduce of `elements` values of `dtype`."""
 
     kind: Literal["allreduce"]
@@ -272,7 +187,7 @@ class AllreduceWork(Schema):
     seed: int = 0
 
 
-class AlltoallWork(Schema):
+class AlltoallWork(_Work):
     """An all-to-all: `block_bytes` to every other rank."""
 
     kind: Literal["alltoall"]
@@ -281,7 +196,7 @@ class AlltoallWork(Schema):
     seed: int = 0
 
 
-class TransferWork(Schema):
+class TransferWork(_Work):
     """One transfer of `bytes` from rank `src` to rank `dst`."""
 
     kind: Literal["transfer"]
@@ -303,43 +218,85 @@ def _workload_kind(data: Any) -> Optional[str]:
     return f"<{kind}>" if isinstance(kind, str) else None
 
 
-WorkloadFile = Annotated[Union[Annotated[AllreduceWork, Tag("<allreduce>")], Annotated[AlltoallWork, Tag("<alltoall>")],
-                               Annotated[TransferWork, Tag("<transfer>")]], Discriminator(_workload_kind)]
-WORKLOAD_KINDS = ("allreduce", "alltoall", "transfer")
+JobWorkload = Annotated[Union[Annotated[AllreduceWork, Tag("<allreduce>")], Annotated[AlltoallWork, Tag("<alltoall>")],
+                              Annotated[TransferWork, Tag("<transfer>")]], Discriminator(_workload_kind)]
+_WORKLOADS = TypeAdapter(JobWorkload)
 
 
-class TransportFile(Schema):
+def job_workload(kind: str, params: dict[str, Any]) -> JobWorkload:
+    """The workload of `kind` with `params` (its fields), checked."""
+    return _WORKLOADS.validate_python({"kind": kind, **params})
+
+
+class JobTransport(Schema):
     """The transport: its mode and TransportConfig fields (times in seconds)."""
 
     mode: Mode = "mrc"
     config: dict[str, Any] = Field(default_factory=dict, description="TransportConfig fields")
 
     @model_validator(mode="after")
-    def _config_fits(self) -> "TransportFile":
+    def _config_fits(self) -> "JobTransport":
         check_transport_params(self.mode, self.config, "config")
         return self
 
 
-class JobFile(Schema):
-    """A job file: who this agent is, its NICs, its peers, the transport and the workload."""
+class Job(Schema):
+    """Everything one agent needs: who it is, its NICs, its peers, the transport and the workload."""
 
     rank: int = Field(ge=0)
     world_size: int = Field(ge=1)
     host: str = ""
-    nics: list[OwnNicFile] = Field(min_length=1)
-    peers: list[PeerFile] = Field(default_factory=list)
-    transport: TransportFile = TransportFile()
-    workload: WorkloadFile
+    nics: Annotated[tuple[NicSpec, ...], Strict(False)] = Field(min_length=1, description="this agent's own NICs")
+    peers: Annotated[tuple[PeerSpec, ...], Strict(False)] = ()
+    transport: JobTransport = JobTransport()
+    workload: JobWorkload
     timeout: float = Field(60.0, gt=0, description="seconds the workload may take")
     goodput_interval: float = Field(0.01, gt=0)
     log: str = ""
     start_at: float = Field(0.0, ge=0, description="UNIX time to start at (0: at once)")
 
+    @property
+    def mode(self) -> str:
+        return self.transport.mode
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.transport.config
+
+    def transport_config(self) -> TransportConfig:
+        """The TransportConfig of this job (mode plus the given fields)."""
+        return TransportConfig(mode=self.mode, **self.config)
+
+    def nic_on(self, plane: int) -> NicSpec | None:
+        """This agent's NIC on `plane`, or None."""
+        return next((n for n in self.nics if n.plane == plane), None)
+
+    def peer(self, rank: int) -> PeerSpec:
+        """The peer with rank `rank`."""
+        for p in self.peers:
+            if p.rank == rank:
+                return p
+        raise KeyError(f"job has no peer of rank {rank}")
+
+    def write(self, path: str | Path) -> Path:
+        """Save this job as a JSON file (what `load_job` reads); return the path."""
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=1))
+        return path
+
+    def to_dict(self) -> dict:
+        """The JSON form of this job (what `parse_job` reads)."""
+        return self.model_dump(mode="json")
+
     @model_validator(mode="after")
-    def _consistent(self) -> "JobFile":
+    def _consistent(self) -> "Job":
         world = self.world_size
         if self.rank >= world:
             raise invalid(f"{self.rank} is outside 0..{world - 1}", "rank")
+        for i, nic in enumerate(self.nics):
+            if not _IFNAME_RE.match(nic.name):
+                raise invalid(f"{nic.name!r} is not a valid interface name (1-15 letters, digits, '_', '.', '-')",
+                              f"nics[{i}].name")
         planes = [n.plane for n in self.nics]
         if len(set(planes)) != len(planes):
             raise invalid(f"two NICs on the same plane ({planes})", "nics")
@@ -353,13 +310,12 @@ class JobFile(Schema):
             if peer.rank in seen:
                 raise invalid(f"rank {peer.rank} is listed twice", f"{where}.rank")
             seen.add(peer.rank)
-            peer_planes = {n.plane for n in peer.nics}
-            for key in peer.paths:
-                if int(key) not in planes:
-                    raise invalid(f"this agent has no NIC on plane {key}", f"{where}.paths.{key}")
-                if int(key) not in peer_planes:
-                    raise invalid(f"the peer has no NIC on plane {key}", f"{where}.paths.{key}")
-            if not peer_planes & set(planes):
+            for plane in peer.paths:
+                if plane not in planes:
+                    raise invalid(f"this agent has no NIC on plane {plane}", f"{where}.paths[{plane}]")
+                if peer.nic_on(plane) is None:
+                    raise invalid(f"the peer has no NIC on plane {plane}", f"{where}.paths[{plane}]")
+            if not any(peer.nic_on(plane) for plane in planes):
                 raise invalid("the peer shares no plane with this agent", f"{where}.nics")
             if self.transport.mode == "mrc" and not any(peer.paths.values()):
                 raise invalid("MRC mode needs at least one path", f"{where}.paths")
@@ -382,23 +338,13 @@ class JobFile(Schema):
         if missing:
             raise invalid(f"the {work.kind} workload needs a peer of rank {missing[0]}", "peers")
 
-    def job(self) -> Job:
-        """The job this file describes."""
-        params = self.workload.model_dump()
-        kind = params.pop("kind")
-        return Job(rank=self.rank, world_size=self.world_size, nics=tuple(n.spec() for n in self.nics),
-                   peers=tuple(p.spec() for p in self.peers), workload=JobWorkload(kind, params),
-                   mode=self.transport.mode, config=dict(self.transport.config), host=self.host,
-                   timeout=float(self.timeout), goodput_interval=float(self.goodput_interval), log=self.log,
-                   start_at=float(self.start_at))
-
 
 def parse_job(data: Any, source: str = "job") -> Job:
     """Check a decoded JSON job and return it; JobError names `source` and the bad field."""
     if not isinstance(data, dict):
         raise JobError(f"{source}: job: must be an object, not {type(data).__name__}")
     try:
-        return check(JobFile, data).job()
+        return check(Job, data)
     except SchemaError as error:
         raise JobError(f"{source}: {error}") from None
 

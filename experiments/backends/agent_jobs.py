@@ -14,7 +14,7 @@ from experiments.budget import agent_sample_interval, nic_backlog, transport_par
 from experiments.record import FlowRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
-from host_agent.job import Job, JobWorkload
+from host_agent.job import Job, job_workload
 from host_agent.topology_jobs import build_job, peer_spec
 from topologies.model import Topology
 
@@ -51,7 +51,7 @@ def agent_jobs(topo: Topology, case: Case, log_dir: Path, start_at: float, timeo
 def _collective_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dict, common: dict):
     w = case.variant.workload
     hosts = [h.name for h in topo.hosts]
-    workload = JobWorkload(w.kind, collective_params(w, case.scenario.seed))
+    workload = job_workload(w.kind, collective_params(w, case.scenario.seed))
     jobs = []
     for rank, host in enumerate(hosts):
         peers = [peer_spec(topo, host, peer, other, _qp(rank, other), _qp(other, rank))
@@ -71,8 +71,8 @@ def _flow_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dic
     jobs, flows = [], []
     for index, flow in enumerate(point_to_point_flows(topo, w, case.scenario.seed)):
         qps = (FLOW_QP_BASE + 2 * index, FLOW_QP_BASE + 2 * index + 1)
-        workload = JobWorkload("transfer", {"src": 0, "dst": 1, "bytes": flow.nbytes,
-                                            "chunk_bytes": w.chunk_bytes, "seed": case.scenario.seed})
+        workload = job_workload("transfer", {"src": 0, "dst": 1, "bytes": flow.nbytes,
+                                             "chunk_bytes": w.chunk_bytes, "seed": case.scenario.seed})
         for rank, (host, peer) in enumerate(((flow.src, flow.dst), (flow.dst, flow.src))):
             name = f"{host}-flow{index}-{'tx' if rank == 0 else 'rx'}"
             peers = [peer_spec(topo, host, peer, 1 - rank, qps[rank], qps[1 - rank])]
