@@ -11,6 +11,7 @@ key)`: `key` names the field of that model the reason is about, so the path stil
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
@@ -23,11 +24,14 @@ _UNKNOWN = "unknown_field"      # error type of a key the model does not have
 
 
 class SchemaError(ValueError):
-    """Data that does not fit its model: `path` (dotted, with [i]) names the key, `reason` says why."""
+    """Data that does not fit its model: `path` (dotted, with [i]) names the key, `reason` says why;
+    `loc` is the same path as keys and indexes, and `unknown` tells a key that should not be there."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, loc: tuple = (), unknown: bool = False) -> None:
         self.path = path
         self.reason = reason
+        self.loc = loc
+        self.unknown = unknown
         super().__init__(f"{path}: {reason}" if path else reason)
 
 
@@ -79,11 +83,15 @@ def first_problem(error: ValidationError) -> SchemaError:
     item = error.errors(include_url=False)[0]
     loc = list(item["loc"])
     ctx = item.get("ctx") or {}
-    if item["type"] in (_INVALID, _UNKNOWN) and ctx.get("key") is not None:
+    if item["type"] == _UNKNOWN and ctx.get("key") is not None:
         loc.append(ctx["key"])
+    elif item["type"] == _INVALID and ctx.get("key") is not None:        # "a.b[2].c" -> a, b, 2, c
+        loc += [int(part[1:-1]) if part.startswith("[") else part
+                for part in re.findall(r"\[\d+\]|[^.\[\]]+", ctx["key"])]
     if item["type"] in ("union_tag_invalid", "union_tag_not_found"):
         loc.append("kind")
-    return SchemaError(key_path(loc), reason(item))
+    loc = [part for part in loc if not (isinstance(part, str) and part.startswith("<") and part.endswith(">"))]
+    return SchemaError(key_path(loc), reason(item), tuple(loc), item["type"] == _UNKNOWN)
 
 
 def key_path(loc: list) -> str:
