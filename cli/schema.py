@@ -1,4 +1,4 @@
-"""`mrc-testbed schema`: write (or check) the JSON Schema of scenario files, experiments/scenario.schema.json."""
+"""`mrc-testbed schema`: write (or check) the JSON Schemas of scenario and sweep files (experiments/*.schema.json)."""
 from __future__ import annotations
 
 import argparse
