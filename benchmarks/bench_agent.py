@@ -37,7 +37,8 @@ if str(REPO) not in sys.path:
 from wire import codec                                        # noqa: E402
 from wire.packets import DataPacket                           # noqa: E402
 from host_agent.eventlog import read_log                      # noqa: E402
-from host_agent.job import Job, JobWorkload, NicSpec, PeerSpec  # noqa: E402
+from host_agent.job import Job, JobTransport, NicSpec, PeerSpec, job_workload  # noqa: E402
+from wire.control import decode, event, read_message, response, result_of, write_message  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 MACS = ("02:00:00:00:10:00", "02:00:00:00:10:01")
@@ -89,7 +90,7 @@ def raw_count(ifname: str, seconds: float) -> dict:
     import select
     poller = select.epoll()
     poller.register(nic.fileno(), select.EPOLLIN)
-    print("ready", flush=True)
+    write_message(sys.stdout, event("ready"))
     end = time.perf_counter() + seconds
     count = 0
     while time.perf_counter() < end:
@@ -160,11 +161,11 @@ def _pin(side: int) -> list[str]:
 def measure_raw(lab: Lab, seconds: float) -> dict:
     me = str(Path(__file__).resolve())
     counter = lab.popen(1, *_pin(1), sys.executable, me, "--raw-count", lab.ifs[1], str(seconds + 1.5))
-    if counter.stdout.readline().strip() != "ready":
+    if read_message(counter.stdout) != event("ready"):
         raise RuntimeError(f"raw counter failed: {counter.communicate()[1].strip()[-500:]}")
     sender = lab.popen(0, *_pin(0), sys.executable, me, "--raw-send", lab.ifs[0], str(seconds))
-    result = json.loads(_finish(sender, seconds + 30))
-    result.update(json.loads(_finish(counter, seconds + 30)))
+    result = result_of(decode(_finish(sender, seconds + 30)), "raw sender")
+    result.update(result_of(decode(_finish(counter, seconds + 30)), "raw counter"))
     return result
 
 
@@ -175,8 +176,9 @@ def _job(lab: Lab, rank: int, nbytes: int, config: dict, log: Path, start_at: fl
                     paths={0: tuple(f"fc00:0:{0x100 + i:x}:{0x1000 + other:x}::" for i in range(PATHS))})
     return Job(rank=rank, world_size=2, host=f"bench{rank}",
                nics=(NicSpec(plane=0, mac=MACS[rank], address=ADDRS[rank], name=lab.ifs[rank]),), peers=(peer,),
-               workload=JobWorkload("transfer", {"src": 0, "dst": 1, "bytes": nbytes, "chunk_bytes": 1 << 20}),
-               mode="mrc", config={"mtu_payload": PAYLOAD, **config}, timeout=120, start_at=start_at, log=str(log))
+               workload=job_workload("transfer", {"src": 0, "dst": 1, "bytes": nbytes, "chunk_bytes": 1 << 20}),
+               transport=JobTransport(mode="mrc", config={"mtu_payload": PAYLOAD, **config}), timeout=120,
+               start_at=start_at, log=str(log))
 
 
 def measure_agent(lab: Lab, tmp: Path, nbytes: int, setting: tuple, name: str) -> dict:
@@ -228,10 +230,10 @@ def main() -> int:
     parser.add_argument("--raw-count", nargs=2, metavar=("IF", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.raw_send:
-        print(json.dumps(raw_send(args.raw_send[0], float(args.raw_send[1]))))
+        write_message(sys.stdout, response(None, raw_send(args.raw_send[0], float(args.raw_send[1]))))
         return 0
     if args.raw_count:
-        print(json.dumps(raw_count(args.raw_count[0], float(args.raw_count[1]))), flush=True)
+        write_message(sys.stdout, response(None, raw_count(args.raw_count[0], float(args.raw_count[1]))))
         return 0
     global PIN
     PIN = not args.no_pin

@@ -57,6 +57,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("sweep", "cli.sweep", "sweep the load through a bottleneck: trims, ECN, queue depth"),
     Command("calibrate", "cli.calibrate", "measure the link rate this machine runs faithfully"),
     Command("report", "cli.report", "gather results folders into one report"),
+    Command("schema", "cli.schema", "write the experiment files' JSON Schemas (for editors)"),
     Command("bench", "cli.bench", "run the benchmarks and print their figures"),
     Command("lab", "cli.lab", "hands-on labs: list them, start one, check a student's work"),
 )

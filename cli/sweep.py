@@ -16,7 +16,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from experiments.load_sweep import SweepError, load_sweep_spec, plot_sweep, run_sweep, save_steps
+from experiments.load_sweep.figure import plot_sweep, save_steps
+from experiments.load_sweep.steps import run_sweep
+from experiments.load_sweep.sweep_file import SweepError, load_sweep_spec
 from testbed.logs import setup_logging
 from testbed.nodes import TARGETS
 

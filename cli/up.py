@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mininet.cli import CLI
 
-from host_agent.control import ControlError
+from wire.control import ControlError
 
 from testbed import nodes
 from testbed.capture import add_pcap_arguments, capture_from_args

@@ -12,26 +12,26 @@ A case file holds `common:` (entries shared by its cases) and `cases:`, a list o
         packets: [{port: 2, priority: low, fields: {MRCH.flags: 0}}, ...]
         counters: {MrcIngress.trimmed: {2: 1}}
 
-The expectation keys are listed in conformance/runner.py; packet specs in packets.py.
+The models below (`CaseKeys` and its parts) describe a case file once; an error names the file, the
+case and the key (`trim.yaml: case 'x': expect.delivered: ...`). What each expectation means is in
+conformance/runner.py; packet specs in packets.py.
 """
 from __future__ import annotations
 
-import copy
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
+from pydantic import Field, PlainValidator
 
 from wire import constants as C
+from wire.schema import Schema, SchemaError, check, invalid
 from pipeline_contract.entries import TableEntry
 from conformance.packets import FILLER_MSG_ID, build
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
-
-EXPECT_KEYS = {"packets", "none", "same_port", "spread", "delivered", "ecmp_hash", "counters"}
-CASE_KEYS = {"name", "about", "entries", "preload", "send", "expect", "seed", "queues"}
 
 
 class CaseError(ValueError):
@@ -110,43 +110,134 @@ def parse_match_value(value: Any) -> Any:
     return int(value)
 
 
-def parse_entry(data: dict[str, Any], where: str) -> TableEntry:
-    """A TableEntry from its case-file form."""
+def _match_value(value: Any) -> Any:
     try:
-        return TableEntry(table=data["table"],
-                          match={k: parse_match_value(v) for k, v in data.get("match", {}).items()},
-                          action=data["action"],
-                          params={k: int(v) for k, v in (data.get("params") or {}).items()})
-    except (KeyError, ValueError, TypeError) as exc:
-        raise CaseError(f"{where}: bad entry {data!r}: {exc}") from None
+        return parse_match_value(value)
+    except (ValueError, TypeError) as exc:
+        raise invalid(f"{value!r} is not a match value (an integer, [value, mask or length], an IPv6 "
+                      f"address or prefix): {exc}") from None
 
 
-def parse_case(data: dict[str, Any], common: dict[str, Any], source: str) -> ConformanceCase:
+# --- the file, described once --------------------------------------------------------------------
+MatchValue = Annotated[Any, PlainValidator(_match_value)]
+
+
+class EntryKeys(Schema):
+    """A table entry as a case file writes it."""
+
+    table: str
+    match: dict[str, MatchValue] = Field(default_factory=dict)
+    action: str
+    params: dict[str, int] = Field(default_factory=dict)
+
+    def entry(self) -> TableEntry:
+        return TableEntry(table=self.table, match=dict(self.match), action=self.action, params=dict(self.params))
+
+
+class SendKeys(Schema):
+    """`count` packets built from one spec (packets.py), entering on `port`."""
+
+    port: int = Field(ge=0)
+    packet: dict[str, Any]
+    count: int = Field(1, ge=1)
+    vary_ev: bool = False
+    ev_step: int = 1
+
+    def group(self) -> SendGroup:
+        return SendGroup(port=self.port, spec=self.packet, count=self.count, vary_ev=self.vary_ev,
+                         ev_step=self.ev_step)
+
+
+class PreloadKeys(Schema):
+    """Low-priority packets already queued at `port` (its queue paused) before the case sends."""
+
+    port: int = Field(ge=0)
+    count: int = Field(ge=1)
+    in_port: int = Field(1, ge=0)
+    packet: dict[str, Any]
+
+
+class QueueKeys(Schema):
+    """One egress queue's settings for the case."""
+
+    port: int = Field(ge=0)
+    depth: Optional[int] = Field(None, ge=1)
+    rate_bps: Optional[int] = Field(None, ge=0)
+    rate_pps: Optional[int] = Field(None, ge=0)
+
+
+class SpreadKeys(Schema):
+    ports: list[int] = Field(min_length=1)
+    min_each: int = Field(ge=0)
+
+
+class EcmpHashKeys(Schema):
+    group_ports: list[int] = Field(min_length=1)
+
+
+def _delivered(value: Any) -> list[int]:
+    if not (isinstance(value, list) and len(value) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in value)):
+        raise invalid(f"must be [lo, hi] (packets out), not {value!r}")
+    return value
+
+
+class ExpectKeys(Schema):
+    """What the switch must do with the case's packets (conformance/runner.py checks each key)."""
+
+    packets: Optional[list[dict[str, Any]]] = Field(None, description="each packet out, in order per port")
+    none: Optional[bool] = Field(None, description="no packet comes out")
+    same_port: Optional[list[int]] = Field(None, description="every packet leaves on one of these ports")
+    spread: Optional[SpreadKeys] = None
+    delivered: Optional[Annotated[list[int], PlainValidator(_delivered)]] = None
+    ecmp_hash: Optional[EcmpHashKeys] = None
+    counters: Optional[dict[str, dict[int, Union[int, list[int]]]]] = Field(
+        None, description="counter name -> {index: packets, or [packets, bytes]}")
+
+
+class CaseKeys(Schema):
+    """One case as a case file writes it."""
+
+    name: str = Field(min_length=1)
+    about: str = ""
+    entries: list[EntryKeys] = Field(default_factory=list)
+    preload: Optional[PreloadKeys] = None
+    send: list[SendKeys] = Field(min_length=1, description="what enters the switch")
+    expect: ExpectKeys = ExpectKeys()
+    seed: int = 1
+    queues: list[QueueKeys] = Field(default_factory=list)
+
+
+class CommonKeys(Schema):
+    """What every case of a file shares."""
+
+    entries: list[EntryKeys] = Field(default_factory=list)
+
+
+class CaseFileKeys(Schema):
+    """A case file: shared entries and the cases (each checked on its own, as `CaseKeys`)."""
+
+    common: Optional[CommonKeys] = None
+    cases: list[Any] = Field(min_length=1)
+
+
+def parse_case(data: Any, common: Any, source: str) -> ConformanceCase:
     """One case from its dict form, with the file's common entries first."""
-    name = data.get("name")
-    where = f"{source}: case {name!r}"
-    if not name:
-        raise CaseError(f"{source}: a case has no name")
-    unknown = set(data) - CASE_KEYS
-    if unknown:
-        raise CaseError(f"{where}: unknown keys {sorted(unknown)}")
-    expect = data.get("expect") or {}
-    unknown = set(expect) - EXPECT_KEYS
-    if unknown:
-        raise CaseError(f"{where}: unknown expect keys {sorted(unknown)}")
-    delivered = expect.get("delivered", [0, 0])
-    if not (isinstance(delivered, list) and len(delivered) == 2
-            and all(isinstance(n, int) and not isinstance(n, bool) for n in delivered)):
-        raise CaseError(f"{where}: expect.delivered must be [lo, hi] (packets out), not {delivered!r}")
-    entries = [parse_entry(e, where) for e in (common.get("entries") or []) + (data.get("entries") or [])]
-    send = [SendGroup(port=int(g["port"]), spec=g["packet"], count=int(g.get("count", 1)),
-                      vary_ev=bool(g.get("vary_ev", False)), ev_step=int(g.get("ev_step", 1)))
-            for g in data.get("send") or []]
-    if not send:
-        raise CaseError(f"{where}: nothing to send")
-    return ConformanceCase(name=name, about=data.get("about", ""), source=source, entries=entries, send=send,
-                expect=copy.deepcopy(expect), preload=data.get("preload"), queues=data.get("queues") or [],
-                seed=int(data.get("seed", 1)))
+    name = data.get("name") if isinstance(data, dict) else None
+    where = f"{source}: case {name!r}" if isinstance(name, str) and name else f"{source}: a case"
+    try:
+        shared = check(CommonKeys, common or {})
+    except SchemaError as error:
+        raise CaseError(f"{source}: common.{error}") from None
+    try:
+        case = check(CaseKeys, data)
+    except SchemaError as error:
+        raise CaseError(f"{where}: {error}") from None
+    return ConformanceCase(name=case.name, about=case.about, source=source,
+                           entries=[e.entry() for e in shared.entries + case.entries],
+                           send=[g.group() for g in case.send], expect=case.expect.model_dump(exclude_none=True),
+                           preload=case.preload.model_dump() if case.preload else None,
+                           queues=[q.model_dump(exclude_none=True) for q in case.queues], seed=case.seed)
 
 
 def load_file(path: Path) -> list[ConformanceCase]:
@@ -155,10 +246,13 @@ def load_file(path: Path) -> list[ConformanceCase]:
         doc = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise CaseError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(doc, dict) or "cases" not in doc:
+    if not isinstance(doc, dict):
         raise CaseError(f"{path}: expected a mapping with a 'cases' list")
-    common = doc.get("common") or {}
-    return [parse_case(c, common, path.name) for c in doc["cases"]]
+    try:
+        keys = check(CaseFileKeys, doc)
+    except SchemaError as error:
+        raise CaseError(f"{path}: {error}") from None
+    return [parse_case(c, doc.get("common"), path.name) for c in keys.cases]
 
 
 def load_cases(directory: Path = CASES_DIR, select: Optional[str] = None) -> list[ConformanceCase]:

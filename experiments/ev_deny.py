@@ -4,7 +4,7 @@ or allows them again, through the agent's EV control operations (`host_agent.con
 
 A backend only says how those operations are reached: its fault target's `ev_controls()` hands out
 one `EvControls` per host (netsim: `LocalControls`, the agent's operations served in-process on the
-host's endpoint; Mininet: the agents' control sockets, `host_agent.control.ControlClient`). An EV's
+host's endpoint; Mininet: the agents' control sockets, `wire.control.ControlClient`). An EV's
 path is told by its destination address (a uSID path address names its plane and its switches).
 """
 from __future__ import annotations
@@ -13,10 +13,11 @@ import json
 import logging
 from typing import Callable, Iterable, Protocol
 
-from host_agent.control import ControlError, ControlService
+from host_agent.control import ControlService
 from host_agent.transport import Endpoint
 from topologies.addressing import AddressingError, parse_usid_address
 from topologies.model import Switch
+from wire.control import ControlError
 
 log = logging.getLogger("mrc.experiments")
 FLOOR = "ev_min_active"        # the word an agent's refusal names when a denial would cross the floor
@@ -24,7 +25,7 @@ FLOOR = "ev_min_active"        # the word an agent's refusal names when a denial
 
 class EvControls(Protocol):
     """One host agent's EV control operations (`host_agent.control`: connections, array, deny,
-    allow, ...), as `host_agent.control.ControlClient` offers them."""
+    allow, ...), as `wire.control.ControlClient` offers them."""
 
     def request(self, op: str, **fields):
         """Run one operation; its result, or ControlError with the agent's message."""

@@ -66,7 +66,7 @@ def baseline_entropies(case: Case, topo: Topology) -> dict[tuple[str, str], int]
     """{(host, peer): the entropy value of the host's first baseline connection to the peer}: the
     transport's endpoints of the case's hosts (its seed, one QP per peer) open their connections in
     the netsim driver's order, `connection_order`; each draws its EV as it would there."""
-    baseline = dataclasses.replace(case, transport=dataclasses.replace(case.transport, mode="roce", params={}))
+    baseline = dataclasses.replace(case, transport=case.transport.model_copy(update={"mode": "roce", "params": {}}))
     config = TransportConfig(mode="roce", **transport_params(baseline, topo))
     hosts = [h.name for h in topo.hosts]
     endpoints = {h: Endpoint(h, config, rng_seed=i) for i, h in enumerate(hosts)}

@@ -28,31 +28,38 @@ runs every variant with every transport: one *case* each.
       - {label: multi-plane, topology: multiplane:2x2x2x2}
     quick: {workload: {bytes: 262144}}   # merged over the top level by --quick
 
-Every error names the file, the field (dotted path) and the reason.
+The models below are the one description of the file: `load_scenario` checks a file against them
+(every error names the file, the field as a dotted path, and what was expected), and
+`python -m experiments.schema` exports them as the JSON Schema editors use
+(experiments/scenario.schema.json).
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
+from pydantic import Field, PlainValidator, WithJsonSchema, field_validator, model_validator
 
-from host_agent.transport import kinds
-from host_agent.transport.config import TransportConfig
+from host_agent.job import TRANSPORT_PARAMS, Mode, check_transport_params
+from wire.schema import Schema, SchemaError, check, describe, invalid, optional_fields
 
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
 FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_ev_deny",
                "random_loss", "switch_slow")
+DTYPES = ("float32", "float64", "int32", "int64")
 LOAD_SWEEP = "load-sweep"        # the `kind:` of a sweep file (experiments/load_sweep.py) beside the scenarios
 LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold",   # fields of every topology link
              "ecn_max_threshold")
 CABLE_KEYS = ("delay_s", "mtu_payload")   # of the fabric as a whole: cable delay (s), payload bytes per packet
 MAX_DELAY_S = 1.0
 AUTO = "auto"                        # rate_bps: the calibrated rate on mininet, the topology's on netsim
+NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
@@ -67,7 +74,7 @@ class ScenarioError(ValueError):
         super().__init__(f"{where}: {reason}")
 
 
-# --- the parsed form ---------------------------------------------------------------------------
+# --- the values of the file's keys ---------------------------------------------------------------
 @dataclass(frozen=True)
 class When:
     """When a fault starts: after `seconds`, or when the workload is `fraction` done."""
@@ -79,23 +86,98 @@ class When:
         return f"{self.fraction:.0%} of the workload" if self.fraction is not None else f"t = {self.seconds:g} s"
 
 
-@dataclass(frozen=True)
-class FaultSpec:
+def _when(value: Any) -> When:
+    if isinstance(value, When):
+        return value
+    if isinstance(value, str):
+        match = _PERCENT.match(value)
+        if not match:
+            raise invalid(f"{value!r} is neither seconds (a number) nor a share of the workload like '30%'")
+        fraction = float(match.group(1)) / 100
+        if not 0 <= fraction < 1:
+            raise invalid(f"{value!r} must lie in 0%..99%")
+        return When(fraction=fraction)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise invalid(f"expected seconds (a number) or a share of the workload like '30%', got {describe(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise invalid(f"{value} is below the minimum 0.0" if value < 0 else f"{value} is not a finite number")
+    return When(seconds=float(value))
+
+
+def _link_target(value: Any) -> Union[str, tuple]:
+    if value == AUTO:
+        return AUTO
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, str) for v in value):
+        return (value[0], value[1])
+    raise invalid(f"{value!r} is neither 'auto' nor a pair of node names like [s1, s3]")
+
+
+def _rate(value: Any) -> Union[str, int]:
+    if value == AUTO:
+        return AUTO
+    if isinstance(value, str):
+        raise invalid(f"{value!r} is neither bit/s (an integer) nor {AUTO!r}")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise invalid(f"expected an integer, got {describe(value)}")
+    if value < 1:
+        raise invalid(f"{value} is below the minimum 1")
+    return value
+
+
+StartTime = Annotated[When, PlainValidator(_when), WithJsonSchema({
+    "anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*%\s*$"}],
+    "description": "seconds after the start, or a share of the workload done like '30%'"})]
+LinkTarget = Annotated[Union[str, tuple], PlainValidator(_link_target), WithJsonSchema({
+    "anyOf": [{"const": AUTO}, {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2}],
+    "description": "'auto' (the fabric link the baseline's flows use most) or a pair of node names"})]
+Rate = Annotated[Union[str, int], PlainValidator(_rate), WithJsonSchema({
+    "anyOf": [{"const": AUTO}, {"type": "integer", "minimum": 1}],
+    "description": "bit/s, or 'auto': the topology's own rate on netsim, the calibrated one on mininet"})]
+class FaultSpec(Schema):
     """One fault: what breaks (a link or a switch), when, and how.
 
     `link` is "auto" (the fabric link the baseline's flows use most) or a pair of node names;
     `switch` is "auto" (the spine the baseline's flows use most) or a switch name.
     """
 
-    kind: str
-    at: When = When(seconds=0.0)
-    link: Union[str, tuple] = "auto"
-    switch: str = "auto"
-    period_s: float = 0.2            # link_flap: time between state changes
-    flaps: int = 0                   # link_flap: state changes (0: until the run ends)
-    loss: float = 0.01               # gray_loss, random_loss: drop probability per packet
-    repair_after_s: Optional[float] = None   # link_kill / switch_*: restore after this long
-    share: float = 0.25              # switch_slow: every link of the switch runs at this share of its rate
+    kind: Literal[FAULT_KINDS] = Field(description="what breaks")
+    at: StartTime = Field(When(seconds=0.0), json_schema_extra={"default": 0})
+    link: LinkTarget = AUTO
+    switch: str = Field(AUTO, description="'auto' (the spine the baseline's flows use most) or a switch name")
+    period_s: float = Field(0.2, gt=0, description="link_flap: time between state changes")
+    flaps: int = Field(0, ge=0, description="link_flap: state changes (0: until the run ends)")
+    loss: float = Field(0.01, ge=0, description="gray_loss, random_loss: drop probability per packet")
+    repair_after_s: Optional[float] = Field(None, gt=0, description="link_kill / switch_*: restore after this long")
+    share: float = Field(0.25, gt=0, description="switch_slow: every link of the switch runs at this share of its rate")
+
+    @field_validator("loss")
+    @classmethod
+    def _probability(cls, loss: float) -> float:
+        if loss > 1:
+            raise invalid(f"{loss} is a probability: it must lie in 0..1")
+        return loss
+
+    @field_validator("share")
+    @classmethod
+    def _share(cls, share: float) -> float:
+        if share > 1:
+            raise invalid(f"{share} is a share of the link rate: it must lie in 0..1")
+        return share
+
+    @model_validator(mode="after")
+    def _target_fits_kind(self) -> "FaultSpec":
+        given = self.model_fields_set
+        on_switch = self.kind.startswith("switch")
+        if self.kind == "random_loss" and ("link" in given or "switch" in given):
+            raise invalid("a random_loss fault acts on every host's last hop: it names no link or switch",
+                          "link" if "link" in given else "switch")
+        if "link" in given and on_switch:
+            raise invalid(f"a {self.kind} fault names a switch, not a link", "link")
+        if "switch" in given and not on_switch:
+            raise invalid(f"a {self.kind} fault names a link, not a switch", "switch")
+        if "share" in given and self.kind != "switch_slow":
+            raise invalid(f"only a switch_slow fault has a rate share (this is {self.kind})", "share")
+        return self
 
     @property
     def label(self) -> str:
@@ -106,28 +188,121 @@ class FaultSpec:
         return f"{self.kind.replace('_', ' ')} ({target}){extra.get(self.kind, '')} at {self.at}"
 
 
-@dataclass(frozen=True)
-class WorkloadSpec:
+class WorkloadSpec(Schema):
     """The traffic: a collective over every host, an N->1 incast, or a permutation."""
 
-    kind: str
-    bytes: int                       # allreduce: array bytes; alltoall: block per pair; others: per flow
-    chunk_bytes: int = 65536         # message size
-    dtype: str = "float32"           # allreduce element type
-    senders: int = 0                 # incast: number of senders (0: every other host)
-    victim: bool = False             # incast: add a victim flow beside the incast
-    receiver: str = ""               # incast: receiving host (default: the first host)
+    kind: Literal[WORKLOAD_KINDS]
+    bytes: int = Field(ge=1, description="allreduce: array bytes; alltoall: block per pair; others: per flow")
+    chunk_bytes: int = Field(65536, ge=1, description="message size")
+    dtype: Literal[DTYPES] = Field("float32", description="allreduce element type")
+    senders: int = Field(0, ge=0, description="incast: number of senders (0: every other host)")
+    victim: bool = Field(False, description="incast: add a victim flow beside the incast")
+    receiver: str = Field("", description="incast: receiving host (default: the first host)")
+
+    @model_validator(mode="after")
+    def _whole_elements(self) -> "WorkloadSpec":
+        if self.kind == "allreduce" and self.bytes % 4:
+            raise invalid(f"{self.bytes} is not a whole number of {self.dtype} elements", "bytes")
+        return self
 
 
-@dataclass(frozen=True)
-class TransportSpec:
+class TransportSpec(Schema):
     """One transport to compare: MRC or the RoCE-style baseline, and what helps it."""
 
-    name: str
-    mode: str
-    reroute_delay_s: Optional[float] = None   # baseline + emulated converging control plane
-    trimming: bool = True                      # switches trim (False: drop-tail)
-    params: dict = field(default_factory=dict)  # TransportConfig overrides
+    mode: Mode
+    name: str = Field("", description="its name in tables and figures (default: the mode)")
+    reroute_delay_s: Optional[float] = Field(None, ge=0, description="baseline + emulated converging control plane")
+    trimming: bool = Field(True, description="switches trim (false: drop-tail)")
+    params: dict[str, Any] = Field(default_factory=dict, description="TransportConfig overrides",
+                                   json_schema_extra={"propertyNames": {"enum": list(TRANSPORT_PARAMS)}})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_after_mode(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "name" not in data and isinstance(data.get("mode"), str):
+            return {**data, "name": data["mode"]}
+        return data
+
+    @model_validator(mode="after")
+    def _fits_the_mode(self) -> "TransportSpec":
+        if self.reroute_delay_s is not None and self.mode != "roce":
+            raise invalid("only the baseline (mode: roce) relies on rerouting", "reroute_delay_s")
+        check_transport_params(self.mode, self.params, "params")
+        return self
+
+
+class LinkFields(Schema):
+    """Link keys: applied to every topology link (rate, queue, thresholds) or to the fabric (cable, MTU)."""
+
+    rate_bps: Optional[Rate] = None
+    queue_depth: Optional[int] = Field(None, ge=1, description="packets a port queue holds")
+    trim_threshold: Optional[int] = Field(None, ge=1, description="queue depth from which packets are trimmed")
+    ecn_threshold: Optional[int] = Field(None, ge=0, description="queue depth where ECN marking starts")
+    ecn_max_threshold: Optional[int] = Field(None, ge=1, description="queue depth where ECN marking is certain")
+    delay_s: Optional[float] = Field(None, ge=0, description="netsim: cable delay in seconds")
+    mtu_payload: Optional[int] = Field(None, ge=1, description="netsim: payload bytes per data packet")
+
+    @field_validator("delay_s")
+    @classmethod
+    def _a_cable(cls, delay: Optional[float]) -> Optional[float]:
+        if delay is not None and delay > MAX_DELAY_S:
+            raise invalid(f"{delay} s is above {MAX_DELAY_S} s: a cable, not a satellite")
+        return delay
+
+    def given(self) -> dict:
+        """The keys the file gives, with their values."""
+        return self.model_dump(exclude_unset=True)
+
+
+WorkloadOverride = optional_fields(WorkloadSpec, "WorkloadOverride")
+
+
+class VariantOverride(Schema):
+    """One variant: its label and the top-level keys it overrides (its workload merges key by key)."""
+
+    label: Optional[str] = Field(None, description="its name in tables and figures")
+    topology: Optional[str] = Field(None, description="any --topo spec, e.g. leafspine:2x2x2")
+    link: Optional[LinkFields] = None
+    workload: Optional[WorkloadOverride] = None
+    faults: Optional[list[FaultSpec]] = Field(None, description="replaces the top-level list")
+
+
+class ScenarioKeys(Schema):
+    """The keys of a scenario file (top level) and of its `quick:` overrides."""
+
+    name: str = Field(description="results folder prefix: letters, digits, '.', '_' and '-'")
+    title: Optional[str] = Field(None, description="figure and report titles (default: the name)")
+    description: str = Field("", description="free text")
+    seed: int = Field(1, ge=0)
+    horizon_s: float = Field(5.0, gt=0, description="give up after this much (simulated or real) time")
+    sample_interval_s: float = Field(0.005, gt=0, description="goodput sampling period")
+    topology: Optional[str] = Field(None, description="any --topo spec, e.g. leafspine:2x2x2")
+    link: Optional[LinkFields] = None
+    workload: Optional[WorkloadOverride] = Field(None, description="the traffic; variants merge over it")
+    faults: list[FaultSpec] = Field(default_factory=list)
+    transports: list[TransportSpec] = Field(min_length=1, description="each variant runs with each transport")
+    variants: Optional[list[VariantOverride]] = Field(None, min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _a_folder_name(cls, name: str) -> str:
+        if not name.strip():
+            raise invalid(f"expected text, got {describe(name)}")
+        if not re.fullmatch(NAME_PATTERN, name):
+            raise invalid(f"{name!r} may only hold letters, digits, '.', '_' and '-' (it names the results folder)")
+        return name
+
+
+QuickOverride = optional_fields(ScenarioKeys, "QuickOverride", exclude=("name",))
+
+
+class ScenarioFile(ScenarioKeys):
+    """A scenario file as written: defaults at the top level, variants, and what `--quick` changes."""
+
+    model_config = {"title": "MRC testbed scenario", "json_schema_extra": {
+        "description": "An experiment of the MRC testbed (experiments/README.md)"}}
+
+    quick: Optional[QuickOverride] = Field(None, description="merged over the top level by --quick")
 
 
 @dataclass(frozen=True)
@@ -191,11 +366,6 @@ class Scenario:
 
 
 # --- loading -----------------------------------------------------------------------------------
-TOP_KEYS = {"name", "title", "description", "seed", "horizon_s", "sample_interval_s", "topology", "link",
-            "workload", "faults", "transports", "variants", "quick"}
-VARIANT_KEYS = {"label", "topology", "link", "workload", "faults"}
-
-
 def load_scenario(path: Union[str, Path], quick: bool = False, seed: Optional[int] = None) -> Scenario:
     """Parse and validate the scenario file at `path` (with its `quick` overrides when asked)."""
     path = str(path)
@@ -214,47 +384,38 @@ def load_scenario(path: Union[str, Path], quick: bool = False, seed: Optional[in
 
 def parse_scenario(doc: Any, path: str = "<scenario>", quick: bool = False, seed: Optional[int] = None) -> Scenario:
     """Validate a scenario given as a dict (what the YAML file holds)."""
-    c = _Checker(path)
     if isinstance(doc, dict) and doc.get("kind") == LOAD_SWEEP:
-        c.fail("kind", f"this file is a {LOAD_SWEEP}, not a scenario: run it with `mrc-testbed sweep {path}`")
-    doc = c.mapping(doc, "", TOP_KEYS)
-    if quick and doc.get("quick") is not None:
-        doc = _merge(doc, c.mapping(doc["quick"], "quick", TOP_KEYS - {"quick", "name"}))
-    name = c.text(doc.get("name"), "name", required=True)
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        c.fail("name", f"{name!r} may only hold letters, digits, '.', '_' and '-' (it names the results folder)")
-    title = c.text(doc.get("title", name), "title")
-    description = c.text(doc.get("description", ""), "description")
-    run_seed = seed if seed is not None else c.integer(doc.get("seed", 1), "seed", minimum=0)
-    horizon = c.number(doc.get("horizon_s", 5.0), "horizon_s", positive=True)
-    interval = c.number(doc.get("sample_interval_s", 0.005), "sample_interval_s", positive=True)
-    if interval >= horizon:
-        c.fail("sample_interval_s", f"{interval} s must be shorter than horizon_s ({horizon} s)")
-    transports = c.sequence(doc.get("transports"), "transports", required=True)
-    parsed_transports = tuple(_transport(c, t, f"transports[{i}]") for i, t in enumerate(transports))
-    names = [t.name for t in parsed_transports]
-    for i, n in enumerate(names):
-        if names.index(n) != i:
-            c.fail(f"transports[{i}].name", f"{n!r} is used twice")
-    raw_variants = doc.get("variants")
-    raw_variants = [{}] if raw_variants is None else c.sequence(raw_variants, "variants", required=True)
-    variants = []
-    for i, raw in enumerate(raw_variants):
-        where = f"variants[{i}]"
-        raw = c.mapping(raw, where, VARIANT_KEYS)
-        merged = {key: doc.get(key) for key in ("topology", "link", "workload", "faults")}
-        if raw.get("workload") is not None:
-            merged["workload"] = {**(c.mapping(doc.get("workload") or {}, "workload", None)),
-                                  **c.mapping(raw["workload"], f"{where}.workload", None)}
-        for key in ("topology", "link", "faults"):
-            if key in raw:
-                merged[key] = raw[key]
-        variants.append(_variant(c, merged, raw, where, i))
+        raise ScenarioError(path, "kind", f"this file is a {LOAD_SWEEP}, not a scenario: "
+                                          f"run it with `mrc-testbed sweep {path}`")
+    if not isinstance(doc, dict):
+        raise ScenarioError(path, "top level", f"expected a mapping (key: value), got {describe(doc)}")
+    file = _checked(ScenarioFile, doc, path)
+    if quick and file.quick is not None:
+        file = _checked(ScenarioFile, _merge(doc, doc["quick"]), path)
+    if file.sample_interval_s >= file.horizon_s:
+        raise ScenarioError(path, "sample_interval_s", f"{file.sample_interval_s} s must be shorter than "
+                                                       f"horizon_s ({file.horizon_s} s)")
+    names = [t.name for t in file.transports]
+    for i, name in enumerate(names):
+        if names.index(name) != i:
+            raise ScenarioError(path, f"transports[{i}].name", f"{name!r} is used twice")
+    variants = [_variant(file, over, f"variants[{i}]" if file.variants else "", i, path)
+                for i, over in enumerate(file.variants or [VariantOverride()])]
     labels = [v.label for v in variants]
     for i, label in enumerate(labels):
         if labels.index(label) != i:
-            c.fail(f"variants[{i}].label", f"{label!r} is used twice")
-    return Scenario(name, title, description, path, run_seed, horizon, interval, parsed_transports, tuple(variants))
+            raise ScenarioError(path, f"variants[{i}].label", f"{label!r} is used twice")
+    return Scenario(file.name, file.title if file.title is not None else file.name, file.description, path,
+                    seed if seed is not None else file.seed, float(file.horizon_s), float(file.sample_interval_s),
+                    tuple(file.transports), tuple(variants))
+
+
+def _checked(model: type, data: Any, path: str, prefix: str = ""):
+    try:
+        return check(model, data)
+    except SchemaError as error:
+        where = f"{prefix}.{error.path}" if prefix and error.path else (prefix or error.path)
+        raise ScenarioError(path, where.replace(".[", "["), error.reason) from None
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -267,62 +428,37 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def _transport(c: "_Checker", raw: Any, where: str) -> TransportSpec:
-    raw = c.mapping(raw, where, {"name", "mode", "reroute_delay_s", "trimming", "params"})
-    mode = c.choice(raw.get("mode"), f"{where}.mode", tuple(kinds.TRANSPORTS))
-    name = c.text(raw.get("name", mode), f"{where}.name")
-    delay = raw.get("reroute_delay_s")
-    if delay is not None:
-        delay = c.number(delay, f"{where}.reroute_delay_s", minimum=0.0)
-        if mode != "roce":
-            c.fail(f"{where}.reroute_delay_s", "only the baseline (mode: roce) relies on rerouting")
-    trimming = c.boolean(raw.get("trimming", True), f"{where}.trimming")
-    params = c.mapping(raw.get("params") or {}, f"{where}.params", None)
-    known = set(TransportConfig.__dataclass_fields__) - {"mode"}
-    for key in params:
-        if key not in known:
-            c.fail(f"{where}.params.{key}", f"not a transport parameter; known: {', '.join(sorted(known))}")
-    try:
-        TransportConfig(mode=mode, **params)
-    except (TypeError, ValueError) as error:
-        c.fail(f"{where}.params", str(error))
-    return TransportSpec(name, mode, delay, trimming, dict(params))
+def _variant(file: ScenarioFile, over: VariantOverride, where: str, index: int, path: str) -> Variant:
+    """A variant: the top-level keys with its overrides (its workload merged key by key) and checked whole."""
+    given = over.model_fields_set
 
-
-def _variant(c: "_Checker", merged: dict, raw: dict, where: str, index: int) -> Variant:
     def at(key: str) -> str:
-        return f"{where}.{key}" if key in raw else key
+        return f"{where}.{key}" if key in given else key
 
-    topology = c.text(merged.get("topology"), at("topology"), required=True)
+    topology = over.topology if "topology" in given else file.topology
+    if topology is None:
+        raise ScenarioError(path, at("topology"), "missing")
     from topologies import TopologySpecError, topology_from_spec
     try:
         topology_from_spec(topology)
     except (TopologySpecError, ValueError, OSError) as error:
-        c.fail(at("topology"), str(error))
-    link = c.mapping(merged.get("link") or {}, at("link"), set(LINK_KEYS) | set(CABLE_KEYS))
-    for key, value in link.items():
-        if key == "rate_bps" and value == AUTO:
-            continue
-        if key == "rate_bps" and isinstance(value, str):
-            c.fail(f"{at('link')}.rate_bps", f"{value!r} is neither bit/s (an integer) nor {AUTO!r}")
-        if key == "delay_s":
-            delay = c.number(value, f"{at('link')}.{key}", minimum=0.0)
-            if delay > MAX_DELAY_S:
-                c.fail(f"{at('link')}.{key}", f"{delay} s is above {MAX_DELAY_S} s: a cable, not a satellite")
-        else:
-            c.integer(value, f"{at('link')}.{key}", minimum=0 if key == "ecn_threshold" else 1)
-    _check_links(c, topology, link, at("link"))
-    workload = _workload(c, merged.get("workload"), at("workload"))
-    faults = tuple(_fault(c, f, f"{at('faults')}[{i}]")
-                   for i, f in enumerate(c.sequence(merged.get("faults") or [], at("faults"))))
-    label = c.text(raw.get("label", topology if index == 0 else f"variant {index + 1}"), f"{where}.label")
-    return Variant(label, topology, dict(link), workload, faults)
+        raise ScenarioError(path, at("topology"), str(error)) from None
+    link = over.link if "link" in given else file.link
+    link = link.given() if link is not None else {}
+    _check_links(topology, link, at("link"), path)
+    top = file.workload.model_dump(exclude_unset=True) if file.workload is not None else {}
+    mine = over.workload.model_dump(exclude_unset=True) if over.workload is not None else {}
+    if file.workload is None and over.workload is None:
+        raise ScenarioError(path, at("workload"), "missing (a mapping with kind and bytes)")
+    workload = _checked(WorkloadSpec, {**top, **mine}, path, at("workload"))
+    faults = (over.faults or []) if "faults" in given else file.faults
+    label = over.label if over.label is not None else (topology if index == 0 else f"variant {index + 1}")
+    return Variant(label, topology, link, workload, tuple(faults))
 
 
-def _check_links(c: "_Checker", topology: str, link: dict, where: str) -> None:
+def _check_links(topology: str, link: dict, where: str, path: str) -> None:
     """The link keys, over the topology's own values, make links the topology accepts (e.g. an
     ecn_threshold above the default trim_threshold does not)."""
-    import dataclasses
     from topologies import topology_from_spec
     from topologies.model import Topology
     fields = {k: v for k, v in link.items() if k in LINK_KEYS and not (k == "rate_bps" and v == AUTO)}
@@ -333,149 +469,4 @@ def _check_links(c: "_Checker", topology: str, link: dict, where: str) -> None:
         Topology(topo.name, topo.hosts, topo.switches,
                  [dataclasses.replace(each, **fields) for each in topo.links]).validate()
     except ValueError as error:
-        c.fail(where, str(error))
-
-
-def _workload(c: "_Checker", raw: Any, where: str) -> WorkloadSpec:
-    raw = c.mapping(raw, where, {"kind", "bytes", "chunk_bytes", "dtype", "senders", "victim", "receiver"},
-                    required=True)
-    kind = c.choice(raw.get("kind"), f"{where}.kind", WORKLOAD_KINDS)
-    nbytes = c.integer(raw.get("bytes"), f"{where}.bytes", minimum=1, required=True)
-    chunk = c.integer(raw.get("chunk_bytes", 65536), f"{where}.chunk_bytes", minimum=1)
-    dtype = c.choice(raw.get("dtype", "float32"), f"{where}.dtype", ("float32", "float64", "int32", "int64"))
-    senders = c.integer(raw.get("senders", 0), f"{where}.senders", minimum=0)
-    victim = c.boolean(raw.get("victim", False), f"{where}.victim")
-    receiver = c.text(raw.get("receiver", ""), f"{where}.receiver")
-    if kind == "allreduce" and nbytes % 4:
-        c.fail(f"{where}.bytes", f"{nbytes} is not a whole number of {dtype} elements")
-    return WorkloadSpec(kind, nbytes, chunk, dtype, senders, victim, receiver)
-
-
-FAULT_KEYS = {"kind", "at", "link", "switch", "period_s", "flaps", "loss", "repair_after_s", "share"}
-
-
-def _fault(c: "_Checker", raw: Any, where: str) -> FaultSpec:
-    raw = c.mapping(raw, where, FAULT_KEYS)
-    kind = c.choice(raw.get("kind"), f"{where}.kind", FAULT_KINDS)
-    when = _when(c, raw.get("at", 0), f"{where}.at")
-    link: Union[str, tuple] = "auto"
-    if kind == "random_loss" and ("link" in raw or "switch" in raw):
-        c.fail(f"{where}.{'link' if 'link' in raw else 'switch'}",
-               "a random_loss fault acts on every host's last hop: it names no link or switch")
-    if "link" in raw:
-        if kind.startswith("switch"):
-            c.fail(f"{where}.link", f"a {kind} fault names a switch, not a link")
-        value = raw["link"]
-        if value == "auto":
-            link = "auto"
-        elif isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, str) for v in value):
-            link = (value[0], value[1])
-        else:
-            c.fail(f"{where}.link", f"{value!r} is neither 'auto' nor a pair of node names like [s1, s3]")
-    switch = "auto"
-    if "switch" in raw:
-        if not kind.startswith("switch"):
-            c.fail(f"{where}.switch", f"a {kind} fault names a link, not a switch")
-        switch = c.text(raw["switch"], f"{where}.switch")
-    period = c.number(raw.get("period_s", 0.2), f"{where}.period_s", positive=True)
-    flaps = c.integer(raw.get("flaps", 0), f"{where}.flaps", minimum=0)
-    loss = c.number(raw.get("loss", 0.01), f"{where}.loss", minimum=0.0)
-    if loss > 1:
-        c.fail(f"{where}.loss", f"{loss} is a probability: it must lie in 0..1")
-    repair = raw.get("repair_after_s")
-    if repair is not None:
-        repair = c.number(repair, f"{where}.repair_after_s", positive=True)
-    share = 0.25
-    if "share" in raw:
-        if kind != "switch_slow":
-            c.fail(f"{where}.share", f"only a switch_slow fault has a rate share (this is {kind})")
-        share = c.number(raw["share"], f"{where}.share", positive=True)
-        if share > 1:
-            c.fail(f"{where}.share", f"{share} is a share of the link rate: it must lie in 0..1")
-    return FaultSpec(kind, when, link, switch, period, flaps, loss, repair, share)
-
-
-def _when(c: "_Checker", value: Any, where: str) -> When:
-    if isinstance(value, str):
-        match = _PERCENT.match(value)
-        if not match:
-            c.fail(where, f"{value!r} is neither seconds (a number) nor a share of the workload like '30%'")
-        fraction = float(match.group(1)) / 100
-        if not 0 <= fraction < 1:
-            c.fail(where, f"{value!r} must lie in 0%..99%")
-        return When(fraction=fraction)
-    return When(seconds=c.number(value, where, minimum=0.0))
-
-
-class _Checker:
-    """Type and range checks that raise ScenarioError naming the file and the field."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def fail(self, where: str, reason: str):
-        raise ScenarioError(self.path, where, reason)
-
-    def mapping(self, value: Any, where: str, allowed: Optional[set], required: bool = False) -> dict:
-        if value is None and not required:
-            return {}
-        if not isinstance(value, dict):
-            self.fail(where or "top level", f"expected a mapping (key: value), got {_kind(value)}")
-        if allowed is not None:
-            for key in value:
-                if key not in allowed:
-                    self.fail(f"{where}.{key}" if where else str(key),
-                              f"unknown field; expected one of {', '.join(sorted(allowed))}")
-        return value
-
-    def sequence(self, value: Any, where: str, required: bool = False) -> list:
-        if value is None:
-            if required:
-                self.fail(where, "missing (a list is required)")
-            return []
-        if not isinstance(value, list) or (required and not value):
-            self.fail(where, f"expected a non-empty list, got {_kind(value)}")
-        return value
-
-    def text(self, value: Any, where: str, required: bool = False) -> str:
-        if value is None and required:
-            self.fail(where, "missing")
-        if not isinstance(value, str) or (required and not value.strip()):
-            self.fail(where, f"expected text, got {_kind(value)}")
-        return value
-
-    def choice(self, value: Any, where: str, options) -> str:
-        if value not in options:
-            self.fail(where, f"{value!r} is not one of {', '.join(options)}")
-        return value
-
-    def boolean(self, value: Any, where: str) -> bool:
-        if not isinstance(value, bool):
-            self.fail(where, f"expected true or false, got {_kind(value)}")
-        return value
-
-    def integer(self, value: Any, where: str, minimum: Optional[int] = None, required: bool = False) -> int:
-        if value is None and required:
-            self.fail(where, "missing")
-        if not isinstance(value, int) or isinstance(value, bool):
-            self.fail(where, f"expected an integer, got {_kind(value)}")
-        if minimum is not None and value < minimum:
-            self.fail(where, f"{value} is below the minimum {minimum}")
-        return value
-
-    def number(self, value: Any, where: str, minimum: Optional[float] = None, positive: bool = False) -> float:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            self.fail(where, f"expected a number, got {_kind(value)}")
-        if not math.isfinite(value):
-            self.fail(where, f"{value} is not a finite number")
-        if positive and value <= 0:
-            self.fail(where, f"{value} must be positive")
-        if minimum is not None and value < minimum:
-            self.fail(where, f"{value} is below the minimum {minimum}")
-        return float(value)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    return f"{type(value).__name__} {value!r}"[:80]
+        raise ScenarioError(path, where, str(error)) from None

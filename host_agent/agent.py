@@ -29,10 +29,11 @@ import sys
 import time
 from collections import Counter
 
+from wire.control import ControlServer, ControlSocketError
 from wire.codec import FrameWriter, MalformedPacket, decode
 from host_agent.collectives import CollectiveError, make_collective
 from host_agent.collectives.driver import EndpointMessenger
-from host_agent.control import ControlServer, ControlService, ControlSocketError
+from host_agent.control import ControlService
 from host_agent.eventlog import LogWriter
 from host_agent.job import Job, JobError, load_job
 from host_agent.lateness import WakeupLateness
@@ -125,7 +126,8 @@ class Agent:
     def open_control(self) -> None:
         """Serve the EV operations on the unix socket `control_path` (host_agent.control)."""
         if self.control_path:
-            self.control = ControlServer(self.control_path, ControlService(self.endpoint, self.now))
+            self.control_service = ControlService(self.endpoint, self.now)
+            self.control = ControlServer(self.control_path, self.control_service)
 
     def connect(self) -> None:
         """Create the collective and connect the Endpoint to every peer it needs."""
@@ -257,7 +259,8 @@ class Agent:
             elif type(event) is ConnectionFailed and self.connection_error is None:
                 self.connection_error = event.error
         if self.control is not None:
-            self.control.on_events(events)
+            for client, message in self.control_service.on_events(events):
+                self.control.send(client, message)
         self._unlogged.extend(events)
 
     def _transmit(self, out) -> None:
@@ -491,8 +494,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _with_timeout(job: Job, timeout: float) -> Job:
-    import dataclasses
-    return dataclasses.replace(job, timeout=timeout)
+    return job.model_copy(update={"timeout": float(timeout)})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,9 @@ A job tells one agent who it is, which NICs it owns, how to reach each peer and 
   chunk_bytes, seed) or "transfer" (src, dst, bytes, chunk_bytes, seed).
 - `timeout` (s) bounds the workload; `start_at` (UNIX time, 0 = at once) lets the agents of a
   run open their sockets first and start the workload together.
-Every error names the file and the field (`peers[0].nics[1].mac: ...`).
+The models below (`Job` and its parts) are the file's one description and what the agent
+reads from it; every error names the file and
+the field (`peers[0].nics[1].mac: ...`) and says what was expected (wire/schema.py).
 
 This module is the file contract: `parse_job`/`load_job` read a job (the agent), `Job.write`
 saves one. `host_agent.topology_jobs` makes jobs from a topology (the testbed's launcher, experiments).
@@ -37,38 +39,93 @@ import dataclasses
 import ipaddress
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Optional, Union
 
+from pydantic import Discriminator, Field, PlainValidator, Strict, Tag, TypeAdapter, WithJsonSchema, model_validator
+
+from host_agent.collectives.data import DTYPES
 from host_agent.transport import kinds
 from host_agent.transport.config import TransportConfig
+from wire.schema import Schema, SchemaError, check, describe, invalid
 
 _MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,15}$")
-
-WORKLOAD_FIELDS = {
-    # kind: {field: (type, required, default)}
-    "allreduce": {"elements": (int, True, None), "dtype": (str, False, "float32"),
-                  "chunk_bytes": (int, False, 65536), "seed": (int, False, 0)},
-    "alltoall": {"block_bytes": (int, True, None), "chunk_bytes": (int, False, 65536),
-                 "seed": (int, False, 0)},
-    "transfer": {"src": (int, True, None), "dst": (int, True, None), "bytes": (int, True, None),
-                 "chunk_bytes": (int, False, 65536), "seed": (int, False, 0)},
-}
 
 
 class JobError(ValueError):
     """A job file that cannot be run; the message names the file and the field."""
 
 
-@dataclass(frozen=True)
-class NicSpec:
-    """One NIC: interface name (own NICs only), MAC, IPv6 address, plane."""
+# --- the file, described once ---------------------------------------------------------------------
 
-    plane: int
-    mac: str
-    address: str
+def _mode(value: Any) -> str:
+    if not isinstance(value, str) or value not in kinds.TRANSPORTS:
+        raise invalid(f"{value!r} is not one of {', '.join(kinds.TRANSPORTS)}")
+    return value
+
+
+Mode = Annotated[str, PlainValidator(_mode), WithJsonSchema({
+    "type": "string", "examples": list(kinds.BUILT_IN),
+    "description": "a transport mode: built in, or added with host_agent.transport.register_transport"})]
+TRANSPORT_PARAMS = tuple(sorted(f.name for f in dataclasses.fields(TransportConfig) if f.name != "mode"))
+
+
+def check_transport_params(mode: str, params: dict, key: str) -> None:
+    """`params` (TransportConfig fields under `key`) known, of their field's type, and accepted by
+    TransportConfig for `mode`; `invalid` naming the parameter otherwise."""
+    known = {f.name: f for f in dataclasses.fields(TransportConfig)}
+    for name, value in params.items():
+        if name not in TRANSPORT_PARAMS:
+            raise invalid(f"not a transport parameter; known: {', '.join(TRANSPORT_PARAMS)}", f"{key}.{name}")
+        default = known[name].default
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, (int, float)):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            ok = True
+        if not ok:
+            words = "true or false" if isinstance(default, bool) else "a number"
+            raise invalid(f"expected {words}, got {describe(value)}", f"{key}.{name}")
+    try:
+        TransportConfig(mode=mode, **params)
+    except (TypeError, ValueError) as error:
+        raise invalid(str(error), key) from None
+
+
+def _mac(value: Any) -> str:
+    if not isinstance(value, str) or not _MAC_RE.match(value):
+        raise invalid(f"{value!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+    return value.lower()
+
+
+def _ipv6(value: Any) -> str:
+    try:
+        return str(ipaddress.IPv6Address(value))
+    except (ValueError, TypeError):
+        raise invalid(f"{value!r} is not an IPv6 address") from None
+
+
+def _qp(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise invalid(f"expected an integer, got {describe(value)}")
+    if not 0 <= value < 1 << 24:
+        raise invalid(f"{value} is not a 24-bit QP number")
+    return value
+
+
+Mac = Annotated[str, PlainValidator(_mac), WithJsonSchema({"type": "string", "pattern": _MAC_RE.pattern})]
+Ipv6 = Annotated[str, PlainValidator(_ipv6), WithJsonSchema({"type": "string", "format": "ipv6"})]
+Qp = Annotated[int, PlainValidator(_qp), WithJsonSchema({"type": "integer", "minimum": 0, "maximum": (1 << 24) - 1})]
+
+
+class NicSpec(Schema):
+    """One NIC: plane, MAC, IPv6 address and, for this agent's own NICs, the interface name."""
+
+    plane: int = Field(ge=0)
+    mac: Mac
+    address: Ipv6
     name: str = ""
 
     @property
@@ -80,45 +137,131 @@ class NicSpec:
         return ipaddress.IPv6Address(self.address).packed
 
 
-@dataclass(frozen=True)
-class PeerSpec:
-    """One peer: its rank, the QPs of the connection, its NICs and the paths to it per plane."""
+class PeerSpec(Schema):
+    """One peer: its rank, the QPs of the connection, its NICs and the paths to it per plane
+    (in the file, `paths` maps a plane number written as text to the path addresses)."""
 
-    rank: int
-    qp: int
-    remote_qp: int
-    nics: tuple[NicSpec, ...]
-    paths: dict[int, tuple[str, ...]]
+    rank: int = Field(ge=0)
+    qp: Qp = Field(description="this agent's QP of the connection (the dest QP of what the peer sends)")
+    remote_qp: Qp = Field(description="the peer's QP (the dest QP of what this agent sends)")
+    nics: Annotated[tuple[NicSpec, ...], Strict(False)] = Field(min_length=1)
+    paths: dict[int, Annotated[tuple[Ipv6, ...], Strict(False)]] = Field(
+        default_factory=dict, description="plane -> destination addresses of the uSID paths on it")
+    host: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plane_numbers(cls, data: Any) -> Any:
+        paths = data.get("paths") if isinstance(data, dict) else None
+        if isinstance(paths, dict):
+            planes = {}
+            for key, addresses in paths.items():
+                if isinstance(key, str) and key.isdigit():
+                    key = int(key)
+                elif not isinstance(key, int) or isinstance(key, bool):
+                    raise invalid(f"plane key {key!r} is not a plane number", f"paths.{key}")
+                planes[key] = addresses
+            data = {**data, "paths": planes}
+        return data
 
     def nic_on(self, plane: int) -> NicSpec | None:
         """The peer's NIC on `plane`, or None."""
         return next((n for n in self.nics if n.plane == plane), None)
 
 
-@dataclass(frozen=True)
-class JobWorkload:
-    """What to run: a collective kind and its parameters."""
+class _Work(Schema):
+    """A workload; `params` are its fields but the kind."""
 
-    kind: str
-    params: dict[str, Any]
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"kind"})
 
 
-@dataclass(frozen=True)
-class Job:
-    """Everything one agent needs."""
+class AllreduceWork(_Work):
+    """A ring all-reduce of `elements` values of `dtype`."""
 
-    rank: int
-    world_size: int
-    nics: tuple[NicSpec, ...]
-    peers: tuple[PeerSpec, ...]
-    workload: JobWorkload
-    mode: str = "mrc"
-    config: dict[str, Any] = field(default_factory=dict)
+    kind: Literal["allreduce"]
+    elements: int = Field(gt=0)
+    dtype: Literal[DTYPES] = "float32"
+    chunk_bytes: int = Field(65536, gt=0)
+    seed: int = 0
+
+
+class AlltoallWork(_Work):
+    """An all-to-all: `block_bytes` to every other rank."""
+
+    kind: Literal["alltoall"]
+    block_bytes: int = Field(gt=0)
+    chunk_bytes: int = Field(65536, gt=0)
+    seed: int = 0
+
+
+class TransferWork(_Work):
+    """One transfer of `bytes` from rank `src` to rank `dst`."""
+
+    kind: Literal["transfer"]
+    src: int = Field(ge=0)
+    dst: int = Field(ge=0)
+    bytes: int = Field(gt=0)
+    chunk_bytes: int = Field(65536, gt=0)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _two_ranks(self) -> "TransferWork":
+        if self.src == self.dst:
+            raise invalid(f"same rank as src ({self.src})", "dst")
+        return self
+
+
+def _workload_kind(data: Any) -> Optional[str]:
+    kind = data.get("kind") if isinstance(data, dict) else getattr(data, "kind", None)
+    return f"<{kind}>" if isinstance(kind, str) else None
+
+
+JobWorkload = Annotated[Union[Annotated[AllreduceWork, Tag("<allreduce>")], Annotated[AlltoallWork, Tag("<alltoall>")],
+                              Annotated[TransferWork, Tag("<transfer>")]], Discriminator(_workload_kind)]
+_WORKLOADS = TypeAdapter(JobWorkload)
+
+
+def job_workload(kind: str, params: dict[str, Any]) -> JobWorkload:
+    """The workload of `kind` with `params` (its fields), checked."""
+    return _WORKLOADS.validate_python({"kind": kind, **params})
+
+
+class JobTransport(Schema):
+    """The transport: its mode and TransportConfig fields (times in seconds)."""
+
+    mode: Mode = "mrc"
+    config: dict[str, Any] = Field(default_factory=dict, description="TransportConfig fields")
+
+    @model_validator(mode="after")
+    def _config_fits(self) -> "JobTransport":
+        check_transport_params(self.mode, self.config, "config")
+        return self
+
+
+class Job(Schema):
+    """Everything one agent needs: who it is, its NICs, its peers, the transport and the workload."""
+
+    rank: int = Field(ge=0)
+    world_size: int = Field(ge=1)
     host: str = ""
-    timeout: float = 60.0
-    goodput_interval: float = 0.01
+    nics: Annotated[tuple[NicSpec, ...], Strict(False)] = Field(min_length=1, description="this agent's own NICs")
+    peers: Annotated[tuple[PeerSpec, ...], Strict(False)] = ()
+    transport: JobTransport = JobTransport()
+    workload: JobWorkload
+    timeout: float = Field(60.0, gt=0, description="seconds the workload may take")
+    goodput_interval: float = Field(0.01, gt=0)
     log: str = ""
-    start_at: float = 0.0
+    start_at: float = Field(0.0, ge=0, description="UNIX time to start at (0: at once)")
+
+    @property
+    def mode(self) -> str:
+        return self.transport.mode
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.transport.config
 
     def transport_config(self) -> TransportConfig:
         """The TransportConfig of this job (mode plus the given fields)."""
@@ -143,220 +286,67 @@ class Job:
 
     def to_dict(self) -> dict:
         """The JSON form of this job (what `parse_job` reads)."""
-        return {
-            "rank": self.rank, "world_size": self.world_size, "host": self.host,
-            "nics": [dataclasses.asdict(n) for n in self.nics],
-            "peers": [{"rank": p.rank, "qp": p.qp, "remote_qp": p.remote_qp,
-                       "nics": [{"plane": n.plane, "mac": n.mac, "address": n.address} for n in p.nics],
-                       "paths": {str(pl): list(a) for pl, a in p.paths.items()}} for p in self.peers],
-            "transport": {"mode": self.mode, "config": dict(self.config)},
-            "workload": {"kind": self.workload.kind, **self.workload.params},
-            "timeout": self.timeout, "goodput_interval": self.goodput_interval, "log": self.log,
-            "start_at": self.start_at,
-        }
+        return self.model_dump(mode="json")
 
+    @model_validator(mode="after")
+    def _consistent(self) -> "Job":
+        world = self.world_size
+        if self.rank >= world:
+            raise invalid(f"{self.rank} is outside 0..{world - 1}", "rank")
+        for i, nic in enumerate(self.nics):
+            if not _IFNAME_RE.match(nic.name):
+                raise invalid(f"{nic.name!r} is not a valid interface name (1-15 letters, digits, '_', '.', '-')",
+                              f"nics[{i}].name")
+        planes = [n.plane for n in self.nics]
+        if len(set(planes)) != len(planes):
+            raise invalid(f"two NICs on the same plane ({planes})", "nics")
+        seen: set[int] = set()
+        for i, peer in enumerate(self.peers):
+            where = f"peers[{i}]"
+            if peer.rank >= world:
+                raise invalid(f"{peer.rank} is outside 0..{world - 1}", f"{where}.rank")
+            if peer.rank == self.rank:
+                raise invalid(f"{peer.rank} is this agent's own rank", f"{where}.rank")
+            if peer.rank in seen:
+                raise invalid(f"rank {peer.rank} is listed twice", f"{where}.rank")
+            seen.add(peer.rank)
+            for plane in peer.paths:
+                if plane not in planes:
+                    raise invalid(f"this agent has no NIC on plane {plane}", f"{where}.paths[{plane}]")
+                if peer.nic_on(plane) is None:
+                    raise invalid(f"the peer has no NIC on plane {plane}", f"{where}.paths[{plane}]")
+            if not any(peer.nic_on(plane) for plane in planes):
+                raise invalid("the peer shares no plane with this agent", f"{where}.nics")
+            if self.transport.mode == "mrc" and not any(peer.paths.values()):
+                raise invalid("MRC mode needs at least one path", f"{where}.paths")
+        self._check_workload_peers(seen)
+        return self
 
-# --- parsing -------------------------------------------------------------------------------------
-
-class _Fields:
-    """Typed access to one JSON object, with errors naming `where` and the field."""
-
-    def __init__(self, obj: Any, where: str, source: str) -> None:
-        self.source = source
-        self.where = where
-        if not isinstance(obj, dict):
-            raise self.error("", f"must be an object, not {type(obj).__name__}")
-        self.obj = obj
-
-    def error(self, key: str, what: str) -> JobError:
-        name = f"{self.where}.{key}" if self.where and key else (key or self.where or "job")
-        return JobError(f"{self.source}: {name}: {what}")
-
-    def get(self, key: str, kind: type | tuple, default: Any = ..., check=None) -> Any:
-        if key not in self.obj:
-            if default is ...:
-                raise self.error(key, "is missing")
-            return default
-        value = self.obj[key]
-        ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, float, (int, float)))
-        if not ok:
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise self.error(key, f"{value!r} must be of type {names}")
-        if check is not None:
-            problem = check(value)
-            if problem:
-                raise self.error(key, f"{value!r} {problem}")
-        return value
-
-    def unknown(self, allowed) -> None:
-        extra = sorted(set(self.obj) - set(allowed))
-        if extra:
-            raise self.error(extra[0], f"is not a known field (known: {', '.join(sorted(allowed))})")
-
-
-def _nonneg(v):
-    return None if v >= 0 else "must be >= 0"
-
-
-def _positive(v):
-    return None if v > 0 else "must be > 0"
-
-
-def _qp(v):
-    return None if 0 <= v < 1 << 24 else "is not a 24-bit QP number"
-
-
-def _mac(v):
-    return None if _MAC_RE.match(v) else "is not a MAC address (aa:bb:cc:dd:ee:ff)"
-
-
-def _ipv6(v):
-    try:
-        ipaddress.IPv6Address(v)
-    except ValueError:
-        return "is not an IPv6 address"
-    return None
-
-
-def _ifname(v):
-    return None if _IFNAME_RE.match(v) else "is not a valid interface name"
-
-
-def _parse_nic(obj: Any, where: str, source: str, own: bool) -> NicSpec:
-    f = _Fields(obj, where, source)
-    f.unknown(("name", "mac", "address", "plane") if own else ("mac", "address", "plane", "name"))
-    return NicSpec(plane=f.get("plane", int, check=_nonneg), mac=f.get("mac", str, check=_mac).lower(),
-                   address=str(ipaddress.IPv6Address(f.get("address", str, check=_ipv6))),
-                   name=f.get("name", str, check=_ifname) if own else f.get("name", str, ""))
-
-
-def _parse_peer(obj: Any, where: str, source: str, world: int) -> PeerSpec:
-    f = _Fields(obj, where, source)
-    f.unknown(("rank", "qp", "remote_qp", "nics", "paths", "host"))
-    rank = f.get("rank", int, check=lambda v: None if 0 <= v < world else f"is outside 0..{world - 1}")
-    nics_raw = f.get("nics", list, check=lambda v: None if v else "must list at least one NIC")
-    nics = tuple(_parse_nic(n, f"{where}.nics[{i}]", source, own=False) for i, n in enumerate(nics_raw))
-    raw_paths = f.get("paths", dict, {})
-    paths: dict[int, tuple[str, ...]] = {}
-    for key, addrs in raw_paths.items():
-        pw = f"{where}.paths.{key}"
-        if not (isinstance(key, str) and key.isdigit()):
-            raise JobError(f"{source}: {pw}: plane key {key!r} is not a plane number")
-        if not isinstance(addrs, list) or not all(isinstance(a, str) for a in addrs):
-            raise JobError(f"{source}: {pw}: must be a list of IPv6 address strings")
-        for i, a in enumerate(addrs):
-            if _ipv6(a):
-                raise JobError(f"{source}: {pw}[{i}]: {a!r} is not an IPv6 address")
-        paths[int(key)] = tuple(str(ipaddress.IPv6Address(a)) for a in addrs)
-    return PeerSpec(rank=rank, qp=f.get("qp", int, check=_qp), remote_qp=f.get("remote_qp", int, check=_qp),
-                    nics=nics, paths=paths)
-
-
-def _parse_workload(obj: Any, source: str) -> JobWorkload:
-    f = _Fields(obj, "workload", source)
-    kind = f.get("kind", str, check=lambda v: None if v in WORKLOAD_FIELDS else
-                 f"is not one of {sorted(WORKLOAD_FIELDS)}")
-    spec = WORKLOAD_FIELDS[kind]
-    f.unknown(("kind", *spec))
-    params = {}
-    for name, (kind_type, required, default) in spec.items():
-        value = f.get(name, kind_type, ... if required else default)
-        if kind_type is int and name != "seed" and name not in ("src", "dst") and value <= 0:
-            raise f.error(name, f"{value!r} must be > 0")
-        params[name] = value
-    if kind == "allreduce":
-        from host_agent.collectives.data import DTYPES
-        if params["dtype"] not in DTYPES:
-            raise f.error("dtype", f"{params['dtype']!r} is not one of {DTYPES}")
-    return JobWorkload(kind, params)
-
-
-def _parse_transport(obj: Any, source: str) -> tuple[str, dict]:
-    f = _Fields(obj, "transport", source)
-    f.unknown(("mode", "config"))
-    mode = f.get("mode", str, "mrc", check=lambda v: None if v in kinds.TRANSPORTS else f"is not one of {tuple(kinds.TRANSPORTS)}")
-    config = f.get("config", dict, {})
-    known = {fl.name: fl for fl in dataclasses.fields(TransportConfig)}
-    for key, value in config.items():
-        if key not in known or key == "mode":
-            raise JobError(f"{source}: transport.config.{key}: is not a TransportConfig field")
-        default = known[key].default
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, (int, float)):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    def _check_workload_peers(self, peers: set[int]) -> None:
+        """The peers the workload needs must be in the job."""
+        rank, world, work = self.rank, self.world_size, self.workload
+        if work.kind == "allreduce":
+            needed = {(rank - 1) % world, (rank + 1) % world} - {rank}
+        elif work.kind == "alltoall":
+            needed = set(range(world)) - {rank}
         else:
-            ok = True
-        if not ok:
-            raise JobError(f"{source}: transport.config.{key}: {value!r} must be of type {type(default).__name__}")
-    try:
-        TransportConfig(mode=mode, **config)
-    except (TypeError, ValueError) as err:
-        raise JobError(f"{source}: transport.config: {err}") from None
-    return mode, dict(config)
+            for name in ("src", "dst"):
+                if getattr(work, name) >= world:
+                    raise invalid(f"{getattr(work, name)} is outside 0..{world - 1}", f"workload.{name}")
+            needed = {work.dst} if rank == work.src else {work.src} if rank == work.dst else set()
+        missing = sorted(needed - peers)
+        if missing:
+            raise invalid(f"the {work.kind} workload needs a peer of rank {missing[0]}", "peers")
 
 
 def parse_job(data: Any, source: str = "job") -> Job:
     """Check a decoded JSON job and return it; JobError names `source` and the bad field."""
-    f = _Fields(data, "", source)
-    f.unknown(("rank", "world_size", "host", "nics", "peers", "transport", "workload", "timeout",
-               "goodput_interval", "log", "start_at"))
-    world = f.get("world_size", int, check=lambda v: None if v >= 1 else "must be >= 1")
-    rank = f.get("rank", int, check=lambda v: None if 0 <= v < world else f"is outside 0..{world - 1}")
-    nics_raw = f.get("nics", list, check=lambda v: None if v else "must list at least one NIC")
-    nics = tuple(_parse_nic(n, f"nics[{i}]", source, own=True) for i, n in enumerate(nics_raw))
-    planes = [n.plane for n in nics]
-    if len(set(planes)) != len(planes):
-        raise JobError(f"{source}: nics: two NICs on the same plane ({planes})")
-    peers = tuple(_parse_peer(p, f"peers[{i}]", source, world)
-                  for i, p in enumerate(f.get("peers", list, [])))
-    seen = set()
-    for i, p in enumerate(peers):
-        if p.rank == rank:
-            raise JobError(f"{source}: peers[{i}].rank: {p.rank} is this agent's own rank")
-        if p.rank in seen:
-            raise JobError(f"{source}: peers[{i}].rank: rank {p.rank} is listed twice")
-        seen.add(p.rank)
-        for plane in p.paths:
-            if plane not in planes:
-                raise JobError(f"{source}: peers[{i}].paths.{plane}: this agent has no NIC on plane {plane}")
-            if p.nic_on(plane) is None:
-                raise JobError(f"{source}: peers[{i}].paths.{plane}: the peer has no NIC on plane {plane}")
-        if not any(p.nic_on(pl) for pl in planes):
-            raise JobError(f"{source}: peers[{i}].nics: the peer shares no plane with this agent")
-    mode, config = _parse_transport(f.get("transport", dict, {}), source)
-    if mode == "mrc":
-        for i, p in enumerate(peers):
-            if not any(p.paths.values()):
-                raise JobError(f"{source}: peers[{i}].paths: MRC mode needs at least one path")
-    workload = _parse_workload(f.get("workload", dict), source)
-    _check_workload_peers(workload, rank, world, seen, source)
-    return Job(rank=rank, world_size=world, nics=nics, peers=peers, workload=workload, mode=mode,
-               config=config, host=f.get("host", str, ""),
-               timeout=float(f.get("timeout", (int, float), 60.0, check=_positive)),
-               goodput_interval=float(f.get("goodput_interval", (int, float), 0.01, check=_positive)),
-               log=f.get("log", str, ""),
-               start_at=float(f.get("start_at", (int, float), 0.0, check=_nonneg)))
-
-
-def _check_workload_peers(workload: JobWorkload, rank: int, world: int, peers: set[int], source: str) -> None:
-    """The peers the workload needs must be in the job."""
-    kind, params = workload.kind, workload.params
-    if kind == "allreduce":
-        needed = {(rank - 1) % world, (rank + 1) % world} - {rank}
-    elif kind == "alltoall":
-        needed = set(range(world)) - {rank}
-    else:
-        for name in ("src", "dst"):
-            if not 0 <= params[name] < world:
-                raise JobError(f"{source}: workload.{name}: {params[name]} is outside 0..{world - 1}")
-        if params["src"] == params["dst"]:
-            raise JobError(f"{source}: workload.dst: same rank as src ({params['src']})")
-        needed = ({params["dst"]} if rank == params["src"] else
-                  {params["src"]} if rank == params["dst"] else set())
-    missing = sorted(needed - peers)
-    if missing:
-        raise JobError(f"{source}: peers: the {kind} workload needs a peer of rank {missing[0]}")
+    if not isinstance(data, dict):
+        raise JobError(f"{source}: job: must be an object, not {type(data).__name__}")
+    try:
+        return check(Job, data)
+    except SchemaError as error:
+        raise JobError(f"{source}: {error}") from None
 
 
 def load_job(path: str | Path) -> Job:

@@ -32,8 +32,8 @@ def build_job(topo: Topology, host: str, rank: int, world_size: int, peers: list
               timeout: float = 60.0, log: str | Path = "", goodput_interval: float = 0.01,
               start_at: float = 0.0) -> Job:
     """The job of the agent of rank `rank` on `host`, checked as `parse_job` checks a file."""
-    job = Job(rank=rank, world_size=world_size, host=host,
-              nics=tuple(nic_spec(n, own=True) for n in topo.host_nics(host)), peers=tuple(peers),
-              workload=workload, mode=mode, config=dict(config or {}), timeout=float(timeout),
-              goodput_interval=float(goodput_interval), log=str(log), start_at=float(start_at))
-    return parse_job(job.to_dict(), f"job of {host} rank {rank}")
+    return parse_job({"rank": rank, "world_size": world_size, "host": host,
+                      "nics": tuple(nic_spec(n, own=True) for n in topo.host_nics(host)), "peers": tuple(peers),
+                      "workload": workload, "transport": {"mode": mode, "config": dict(config or {})},
+                      "timeout": float(timeout), "goodput_interval": float(goodput_interval), "log": str(log),
+                      "start_at": float(start_at)}, f"job of {host} rank {rank}")

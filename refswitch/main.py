@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                              "at exit")
     parser.add_argument("--control", metavar="PATH",
                         help="serve queue rate changes on this unix socket (refswitch.control: "
-                             "set_queue_rate PORT RATE_BPS)")
+                             "set_queue_rate, get_queue_rate in the control protocol of wire.control)")
     parser.add_argument("--log-level", help="level of the mrc.refswitch logger (DEBUG, INFO, WARNING, ...)")
 
 

@@ -217,7 +217,7 @@ class ReferenceSwitch:
             self.core.queues.configure(port, depth=depth, rate_bps=rate_bps, rate_pps=rate_pps)
         self.core.ingress_rates = {port: rate for port, rate in config.ingress.items() if rate}
         self.server = None
-        self.control = None                   # refswitch.control.ControlServer, with control_path
+        self.control = None                   # wire.control.ControlServer, with control_path
         self._senders: dict = {}              # port -> bound send of its socket (the hot path)
         self._stop_r, self._stop_w = os.pipe()
         self._running = False
@@ -241,9 +241,8 @@ class ReferenceSwitch:
         self.server = P4RuntimeServer(self.core, self.config.device_id, self.config.grpc_address)
         self.server.start()
         if self.config.control_path:
-            from refswitch.control import ControlServer
-            self.control = ControlServer(self.core.queues, self.config.control_path)
-            self.control.start()
+            from refswitch.control import serve
+            self.control = serve(self.core.queues, self.config.control_path)
         log.info("switch %s: %d ports, P4Runtime on %s", self.config.name, len(self.ports), self.server.address)
         if self.config.ready_file:
             tmp = self.config.ready_file + ".tmp"

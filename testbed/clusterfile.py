@@ -20,38 +20,111 @@
 
 `mrc-testbed run --cluster cluster.yaml` runs a scenario's netsim cases on these servers
 (experiments/parallel.py); every server needs the same revision of mrc-testbed installed for its
-`python`. `load_cluster_file` checks the whole file and raises `ClusterFileError` naming the file
-and the key at fault.
+`python`. The models below describe the file once; `load_cluster_file` checks the whole file against
+them and raises `ClusterFileError` naming the file and the key at fault (wire/schema.py).
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 import yaml
+from pydantic import Field, PlainValidator, model_validator
+
+from wire.schema import Schema, SchemaError, check, invalid
 
 # The OpenSSH client options a server may set, with what each value must be.
 SSH_OPTIONS = ("Port", "IdentityFile", "UserKnownHostsFile", "StrictHostKeyChecking", "ConnectTimeout")
-TOP_KEYS = ("scheduler", "servers", "placement")
-SERVER_KEYS = ("address", "user", "cores", "python", "ssh_options")
-SCHEDULER_KEYS = ("address", "port")
 
 
 class ClusterFileError(ValueError):
     """A cluster file that cannot be used; the message names the file and the key."""
 
 
-@dataclass(frozen=True)
-class Server:
-    """One machine of the cluster, reached by SSH."""
+def _host(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value):
+        raise invalid(f"expected a host name or IP address, got {value!r}")
+    return value
 
-    address: str
-    user: Optional[str] = None
-    cores: int = 1
-    python: Optional[str] = None
-    ssh_options: dict = field(default_factory=dict)
+
+def _user(value: Any) -> str:
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        raise invalid(f"expected a user name, got {value!r}")
+    return value
+
+
+def _cores(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise invalid(f"expected a positive integer, got {value!r}")
+    return value
+
+
+def _python(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise invalid(f"expected the path of Python on that server, got {value!r}")
+    return value
+
+
+def _port(value: Any, lowest: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not lowest <= value <= 65535:
+        any_port = " (0: any free port)" if lowest == 0 else ""
+        raise invalid(f"expected a port number {lowest}..65535{any_port}, got {value!r}")
+    return value
+
+
+def _ssh_option(name: str, value: Any) -> Any:
+    """An OpenSSH option's value, checked (and yes/no, ~ expanded); `invalid` otherwise."""
+    key = f"ssh_options.{name}"
+    if name not in SSH_OPTIONS:
+        raise invalid(f"not supported (supported: {', '.join(SSH_OPTIONS)})", key)
+    if name == "Port":
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
+            raise invalid(f"expected a port number 1..65535, got {value!r}", key)
+        return value
+    if name == "ConnectTimeout":
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise invalid(f"expected seconds > 0, got {value!r}", key)
+        return value
+    if name == "StrictHostKeyChecking":
+        value = {True: "yes", False: "no"}.get(value, value)     # YAML reads yes/no as booleans
+        if value not in ("yes", "no"):
+            raise invalid(f"expected yes or no, got {value!r}", key)
+        return value
+    if not isinstance(value, str) or not value:
+        raise invalid(f"expected a file path, got {value!r}", key)
+    value = os.path.expanduser(value)
+    if name == "IdentityFile" and not os.path.isfile(value):
+        raise invalid(f"no such key file: {value}", key)
+    return value
+
+
+Host = Annotated[str, PlainValidator(_host)]
+
+
+class Server(Schema):
+    """One machine of the cluster, reached by SSH (in the file: a mapping, or its address alone)."""
+
+    address: Host
+    user: Optional[Annotated[str, PlainValidator(_user)]] = None
+    cores: Annotated[int, PlainValidator(_cores)] = Field(1, description="cases run there at once")
+    python: Optional[Annotated[str, PlainValidator(_python)]] = None
+    ssh_options: dict = Field(default_factory=dict, description="OpenSSH options: " + ", ".join(SSH_OPTIONS))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _address_alone_and_ssh_options(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"address": data}
+        if not isinstance(data, dict):
+            raise invalid("expected a mapping with `address` (or an address alone)")
+        options = data.get("ssh_options")
+        if options is None:
+            return {k: v for k, v in data.items() if k != "ssh_options"}
+        if not isinstance(options, dict):
+            raise invalid("expected a mapping of OpenSSH option to value", "ssh_options")
+        return {**data, "ssh_options": {name: _ssh_option(name, value) for name, value in options.items()}}
 
     @property
     def ssh_target(self) -> str:
@@ -83,6 +156,38 @@ class Server:
         if "ConnectTimeout" in opts:
             options["connect_timeout"] = opts["ConnectTimeout"]
         return options
+
+
+class Scheduler(Schema):
+    """Where this machine (the front end) listens for the servers."""
+
+    address: Optional[Annotated[str, PlainValidator(_host)]] = Field(
+        None, description="an address of this machine the servers reach (default: the one towards the first server)")
+    port: Annotated[int, PlainValidator(lambda v: _port(v, 0))] = Field(0, description="0: any free port")
+
+
+class ClusterFileKeys(Schema):
+    """A cluster file as written: the servers, the scheduler, the placement of nodes."""
+
+    scheduler: Optional[Scheduler] = None
+    servers: list[Server] = Field(min_length=1, description="each with an `address` (or the address alone)")
+    placement: Optional[dict[str, str]] = Field(None, description="node name -> server address (Mininet cluster mode)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ClusterFileKeys":
+        seen: dict[tuple, int] = {}
+        for i, server in enumerate(self.servers):
+            where = (server.address, server.ssh_options.get("Port", 22))
+            if where in seen:
+                raise invalid(f"{server.address!r} (port {where[1]}) is already servers[{seen[where]}]",
+                              f"servers[{i}].address")
+            seen[where] = i
+        known = [s.address for s in self.servers]
+        for node, server in (self.placement or {}).items():
+            if server not in known:
+                raise invalid(f"{server!r} is not the address of a server (the servers: {', '.join(known)})",
+                              f"placement.{node}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -124,101 +229,11 @@ def load_cluster_file(path: Union[str, Path]) -> ClusterFile:
 
 def parse_cluster(doc: Any, path: str = "<cluster>") -> ClusterFile:
     """Check a cluster file's parsed YAML `doc` (`path` names it in errors)."""
-    def fail(key: str, message: str) -> ClusterFileError:
-        return ClusterFileError(f"{path}: {key}: {message}")
-
     if not isinstance(doc, dict):
         raise ClusterFileError(f"{path}: expected a mapping with `servers:` (see testbed/clusterfile.py)")
-    _no_unknown(doc, TOP_KEYS, "", fail)
-    servers = doc.get("servers")
-    if not isinstance(servers, list) or not servers:
-        raise fail("servers", "expected a non-empty list of servers, each with an `address`")
-    parsed = tuple(_server(entry, f"servers[{i}]", fail) for i, entry in enumerate(servers))
-    seen = {}
-    for i, s in enumerate(parsed):
-        where = (s.address, s.ssh_options.get("Port", 22))
-        if where in seen:
-            raise fail(f"servers[{i}].address", f"{s.address!r} (port {where[1]}) is already servers[{seen[where]}]")
-        seen[where] = i
-    address, port = _scheduler(doc.get("scheduler"), fail)
-    placement = doc.get("placement") or {}
-    if not isinstance(placement, dict):
-        raise fail("placement", "expected a mapping of node name to server address")
-    known = [s.address for s in parsed]
-    for node, server in placement.items():
-        if not isinstance(node, str) or not isinstance(server, str) or server not in known:
-            raise fail(f"placement.{node}", f"{server!r} is not the address of a server "
-                       f"(the servers: {', '.join(known)})")
-    return ClusterFile(path, parsed, address, port, dict(placement))
-
-
-def _no_unknown(entry: dict, known: tuple, prefix: str, fail) -> None:
-    for key in entry:
-        if key not in known:
-            raise fail(f"{prefix}{key}", f"unknown key (expected one of {', '.join(known)})")
-
-
-def _server(entry: Any, key: str, fail) -> Server:
-    if isinstance(entry, str):
-        entry = {"address": entry}
-    if not isinstance(entry, dict):
-        raise fail(key, "expected a mapping with `address` (or an address alone)")
-    _no_unknown(entry, SERVER_KEYS, f"{key}.", fail)
-    address = entry.get("address")
-    if not isinstance(address, str) or not address.strip() or any(c.isspace() for c in address):
-        raise fail(f"{key}.address", f"expected a host name or IP address, got {address!r}")
-    user = entry.get("user")
-    if user is not None and (not isinstance(user, str) or not user or any(c.isspace() for c in user)):
-        raise fail(f"{key}.user", f"expected a user name, got {user!r}")
-    cores = entry.get("cores", 1)
-    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
-        raise fail(f"{key}.cores", f"expected a positive integer, got {cores!r}")
-    python = entry.get("python")
-    if python is not None and (not isinstance(python, str) or not python.strip()):
-        raise fail(f"{key}.python", f"expected the path of Python on that server, got {python!r}")
-    return Server(address, user, cores, python, _ssh_options(entry.get("ssh_options"), f"{key}.ssh_options", fail))
-
-
-def _ssh_options(options: Any, key: str, fail) -> dict:
-    if options is None:
-        return {}
-    if not isinstance(options, dict):
-        raise fail(key, "expected a mapping of OpenSSH option to value")
-    out: dict[str, Any] = {}
-    for name, value in options.items():
-        where = f"{key}.{name}"
-        if name not in SSH_OPTIONS:
-            raise fail(where, f"not supported (supported: {', '.join(SSH_OPTIONS)})")
-        if name == "Port":
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
-                raise fail(where, f"expected a port number 1..65535, got {value!r}")
-        elif name == "ConnectTimeout":
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise fail(where, f"expected seconds > 0, got {value!r}")
-        elif name == "StrictHostKeyChecking":
-            value = {True: "yes", False: "no"}.get(value, value)     # YAML reads yes/no as booleans
-            if value not in ("yes", "no"):
-                raise fail(where, f"expected yes or no, got {value!r}")
-        else:
-            if not isinstance(value, str) or not value:
-                raise fail(where, f"expected a file path, got {value!r}")
-            value = os.path.expanduser(value)
-            if name == "IdentityFile" and not os.path.isfile(value):
-                raise fail(where, f"no such key file: {value}")
-        out[name] = value
-    return out
-
-
-def _scheduler(entry: Any, fail) -> tuple[Optional[str], int]:
-    if entry is None:
-        return None, 0
-    if not isinstance(entry, dict):
-        raise fail("scheduler", "expected a mapping with `address` and/or `port`")
-    _no_unknown(entry, SCHEDULER_KEYS, "scheduler.", fail)
-    address = entry.get("address")
-    if address is not None and (not isinstance(address, str) or not address or any(c.isspace() for c in address)):
-        raise fail("scheduler.address", f"expected a host name or IP address of this machine, got {address!r}")
-    port = entry.get("port", 0)
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
-        raise fail("scheduler.port", f"expected a port number 0..65535 (0: any free port), got {port!r}")
-    return address, port
+    try:
+        keys = check(ClusterFileKeys, doc)
+    except SchemaError as error:
+        raise ClusterFileError(f"{path}: {error}") from None
+    scheduler = keys.scheduler or Scheduler()
+    return ClusterFile(path, tuple(keys.servers), scheduler.address, scheduler.port, dict(keys.placement or {}))

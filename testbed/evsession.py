@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from host_agent.control import ControlClient, ControlError
+from wire.control import ControlClient, ControlError
 from testbed.agents import AgentLauncher
 from testbed.transfer import transfer_jobs
 

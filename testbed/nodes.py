@@ -33,6 +33,7 @@ from testbed.processes import stop_process
 from testbed.capture import PcapCapture
 from testbed.registry import marked_env
 from wire import constants as C
+from wire.control import ControlClient
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -336,13 +337,16 @@ class RefSwitch(P4Switch):
 
     def set_queue_rates(self, queues: list[PortQueue]) -> None:
         """Through the model's control socket (`refswitch.control`)."""
-        from refswitch.control import request
-        request(self.control_path, [f"set_queue_rate {q.port} {q.rate_bps}" for q in queues])
+        from refswitch.control import SERVER
+        with ControlClient(self.control_path, server=SERVER) as client:
+            for q in queues:
+                client.request("set_queue_rate", port=q.port, rate_bps=q.rate_bps)
 
     def queue_rate(self, port: int) -> int:
         """The bit rate the model's egress queue of `port` is served at now (0: unlimited)."""
-        from refswitch.control import request
-        return int(request(self.control_path, [f"get_queue_rate {port}"])[0].split()[1])
+        from refswitch.control import SERVER
+        with ControlClient(self.control_path, server=SERVER) as client:
+            return client.request("get_queue_rate", port=port)["rate_bps"]
 
     def configure_queues(self, queues: list[PortQueue]) -> None:
         """The model takes its queues on its command line; check they are the ones asked for."""

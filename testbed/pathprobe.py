@@ -15,7 +15,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed import prober
 from topologies.paths import all_pairs_paths
+from wire.control import decode, write_message
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -129,7 +131,8 @@ class ProbeSession:
             while len(ready) < len(self.procs):
                 if time.monotonic() > deadline:
                     raise TimeoutError("probers not ready in time: " + self.lines.stderr(self.procs))
-                ready.update(h for h, line in self.lines.read(deadline, self.procs) if line == "ready")
+                ready.update(h for h, message in self.lines.read(deadline, self.procs)
+                             if message.get("event") == prober.READY)
         except BaseException:
             self.close()
             raise
@@ -153,11 +156,13 @@ class ProbeSession:
             self._send(batch, offset, attempt)
             deadline = began + timeout * attempt / attempts
             while not expect <= arrived.keys() and time.monotonic() < deadline:
-                for host, line in self.lines.read(deadline, self.procs):
-                    if line.startswith("rx "):
-                        _, pid, nic, _ev = line.split()
-                        if int(pid) // self.ROUND_STRIDE == self.round:
-                            arrived.setdefault(int(pid) - offset, (host, nic))
+                for host, message in self.lines.read(deadline, self.procs):
+                    if message.get("event") == prober.RX:
+                        pid, nic = message["data"]["probe_id"], message["data"]["nic"]
+                        if pid // self.ROUND_STRIDE == self.round:
+                            arrived.setdefault(pid - offset, (host, nic))
+                    elif message.get("ok") is False:
+                        raise RuntimeError(f"prober on {host} refused a request: {message.get('error')}")
             batch = [p for p in probes if p.probe_id in expect and p.probe_id not in arrived]
             if not batch:
                 break
@@ -171,13 +176,13 @@ class ProbeSession:
                 continue
             path = self.spec_dir / f"{host}.round{self.round}.{attempt}.json"
             path.write_text(json.dumps(items))
-            proc.stdin.write(f"send {path}\n".encode())
+            write_message(proc.stdin, {"op": "send", "file": str(path)})
 
     def close(self) -> None:
         """Stop every prober (by PID)."""
         for proc in self.procs.values():
             try:
-                proc.stdin.write(b"stop\n")
+                write_message(proc.stdin, {"op": "stop"})
                 proc.stdin.close()
             except OSError:
                 pass
@@ -199,13 +204,13 @@ def run_probes(net, probes: list[ProbeSpec], timeout: float = 15.0,
 
 
 class _Lines:
-    """Complete lines from several prober processes' stdout."""
+    """Complete messages (wire.control) from several prober processes' stdout."""
 
     def __init__(self, selector: selectors.BaseSelector):
         self.selector = selector
         self.partial: dict[str, bytes] = {}
 
-    def read(self, deadline: float, procs: dict) -> list[tuple[str, str]]:
+    def read(self, deadline: float, procs: dict) -> list[tuple[str, dict]]:
         left = deadline - time.monotonic()
         out = []
         if left <= 0:
@@ -220,7 +225,7 @@ class _Lines:
             buf = self.partial.get(key.data, b"") + data
             *complete, rest = buf.split(b"\n")
             self.partial[key.data] = rest
-            out += [(key.data, line.decode().strip()) for line in complete]
+            out += [(key.data, decode(line)) for line in complete if line.strip()]
         return out
 
     @staticmethod

@@ -6,10 +6,11 @@ SPEC: {"nics": {"h1-eth0": "02:00:00:00:00:00", ...}}     # this host's NICs and
 A probe list file: [{"nic": "h1-eth0", "src": "fc00:0:1000::", "dst": "fc00:0:100:102:1001::",
                      "dst_mac": "02:00:00:00:00:01", "ev": 7, "probe_id": 12}, ...]
 
-Protocol on stdin/stdout (one line each): the prober prints `ready` once its raw sockets are open;
-on `send FILE` it sends every probe listed in FILE and prints `sent N`; every PROBE it receives is
-printed as `rx <probe_id> <nic> <ev>` at once; on `stop` (or end of input) it prints `done` and exits.
-Frames that are not MRC packets (or not PROBEs) are ignored.
+It speaks the testbed's control protocol (wire.control, JSON lines) on stdin/stdout: the event
+`ready` once its raw sockets are open; the request `{"op": "send", "file": FILE}` sends every probe
+listed in FILE and answers `{"sent": N}`; every PROBE it receives is the event
+`{"event": "rx", "data": {"probe_id", "nic", "ev"}}` at once; `{"op": "stop"}` (or the end of its
+input) answers and exits. Frames that are not MRC packets (or not PROBEs) are ignored.
 """
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ import select
 import socket
 import sys
 import time
+from typing import Literal
 
 from wire import codec
+from wire.control import Operations, Request, RequestError, decode, event, refusal, response, write_message
 from wire.packets import Probe
 
 ETH_P_ALL = 0x0003
@@ -49,16 +52,33 @@ def probe_frame(item: dict, src_mac: bytes) -> bytes:
     return codec.encode(probe, src_mac, mac_bytes(item["dst_mac"]))
 
 
-def say(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+class Send(Request):
+    """Send every probe listed in the JSON file `file`."""
+
+    op: Literal["send"]
+    file: str
+
+
+class Stop(Request):
+    """Answer, then exit."""
+
+    op: Literal["stop"]
+
+
+OPERATIONS = Operations(Send, Stop)
+READY, RX = "ready", "rx"               # the prober's events
+
+
+def say(message: dict) -> None:
+    """One message to the parent on stdout."""
+    write_message(sys.stdout, message)
 
 
 def run(spec: dict) -> int:
     socks = {name: open_nic(name) for name in spec["nics"]}
     by_fd = {s.fileno(): (name, s) for name, s in socks.items()}
     stdin = sys.stdin.fileno()
-    say("ready")
+    say(event(READY))
     poller = select.poll()
     poller.register(stdin, select.POLLIN)
     for fd in by_fd:
@@ -69,17 +89,11 @@ def run(spec: dict) -> int:
             if fd == stdin:
                 data = os.read(stdin, 4096)
                 if not data:
-                    say("done")
                     return 0
                 buffered += data
                 while b"\n" in buffered:
                     line, buffered = buffered.split(b"\n", 1)
-                    command = line.decode().strip()
-                    if command.startswith("send "):
-                        with open(command[len("send "):]) as f:
-                            say(f"sent {send_all(spec, json.load(f), socks)}")
-                    elif command == "stop":
-                        say("done")
+                    if line.strip() and not answer(spec, socks, line):
                         return 0
                 continue
             name, sock = by_fd[fd]
@@ -95,7 +109,28 @@ def run(spec: dict) -> int:
                 except codec.MalformedPacket:
                     continue
                 if isinstance(packet, Probe):
-                    say(f"rx {packet.probe_id} {name} {packet.ev}")
+                    say(event(RX, {"probe_id": packet.probe_id, "nic": name, "ev": packet.ev}))
+
+
+def answer(spec: dict, socks: dict, line: bytes) -> bool:
+    """Answer one request line; False when it was `stop`."""
+    rid = None
+    try:
+        message = decode(line)
+        rid = message.get("id")
+        request = OPERATIONS.parse(message)
+        if isinstance(request, Stop):
+            say(response(rid, None))
+            return False
+        try:
+            with open(request.file) as f:
+                probes = json.load(f)
+        except (OSError, ValueError) as err:
+            raise RequestError(f"file: {request.file}: {err}") from None
+        say(response(rid, {"sent": send_all(spec, probes, socks)}))
+    except RequestError as err:
+        say(refusal(rid, str(err)))
+    return True
 
 
 def send_all(spec: dict, probes: list[dict], socks: dict) -> int:

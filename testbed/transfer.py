@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from host_agent.eventlog import read_log
-from host_agent.job import Job, JobWorkload
+from host_agent.job import Job, job_workload
 from host_agent.topology_jobs import build_job, peer_spec
 from testbed.agents import AgentLauncher
 
@@ -22,7 +22,7 @@ def transfer_jobs(topo, src: str, dst: str, size: int, mode: str = "mrc", log_di
                   timeout: float = 60.0, config: dict | None = None, qp: int = TRANSFER_QP) -> list[Job]:
     """The two jobs (rank 0 = `src` sends `size` bytes to rank 1 = `dst`, both on QP `qp`)."""
     hosts = [src, dst]
-    workload = JobWorkload("transfer", {"src": 0, "dst": 1, "bytes": size})
+    workload = job_workload("transfer", {"src": 0, "dst": 1, "bytes": size})
     return [build_job(topo, host, rank, 2, [peer_spec(topo, host, hosts[1 - rank], 1 - rank, qp, qp)],
                       workload, mode, config, timeout=timeout, log=Path(log_dir) / f"{host}.jsonl")
             for rank, host in enumerate(hosts)]

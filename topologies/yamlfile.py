@@ -19,17 +19,20 @@ or an explicit description::
       - {a: s1, a_port: 3, b: s2, b_port: 3, rate: 10Mbit, queue_depth: 32}   # a host's is its plane
 
 Rates are bit/s as a number or a string such as "20Mbit", "1.5 Gbit/s", "500kbps".
-A bad file raises `TopologyFileError` naming the file, the line and the reason.
+`TopologyFile` and its parts are the one description of the file; a bad file raises
+`TopologyFileError` naming the file, the line, the key and the reason.
 """
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any, Optional, Union
 
 import yaml
+from pydantic import Field, PlainValidator, WithJsonSchema
 
 from topologies import builders
 from topologies.model import TIER_NAMES, Host, Link, Switch, Topology, TopologyError
+from wire.schema import Schema, SchemaError, check, describe, invalid
 
 LINK_FIELDS = {"rate": "rate_bps", "queue_depth": "queue_depth",
                "trim_threshold": "trim_threshold", "ecn_threshold": "ecn_threshold",
@@ -74,72 +77,122 @@ def format_rate(rate_bps: int) -> str:
     return str(rate_bps)
 
 
-class _Reader:
-    """Walks a composed YAML node tree, turning nodes into values and errors into file:line."""
+def _rate(value: Any) -> int:
+    try:
+        return parse_rate(value)
+    except ValueError as error:
+        raise invalid(str(error)) from None
 
-    def __init__(self, path: str):
+
+def _tier(value: Any) -> int:
+    if isinstance(value, str) and value in _TIERS_BY_NAME:
+        return _TIERS_BY_NAME[value]
+    if isinstance(value, int) and not isinstance(value, bool) and value in TIER_NAMES:
+        return value
+    raise invalid(f"tier {value!r} is not one of {', '.join(f'{n}/{t}' for t, n in TIER_NAMES.items())}")
+
+
+def _hosts(value: Any) -> Union[int, list]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise invalid(f"hosts must be >= 0, not {value}")
+        return value
+    if isinstance(value, list):
+        for i, name in enumerate(value):
+            if not isinstance(name, str) or not name:
+                raise invalid(f"host name {name!r} is not a non-empty string", f"[{i}]")
+        return value
+    raise invalid(f"hosts must be an integer (a count) or a list of names, not {value!r}")
+
+
+Rate = Annotated[int, PlainValidator(_rate), WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "string"}],
+                                                               "description": "bit/s, or like 20Mbit"})]
+Name = Annotated[str, Field(min_length=1)]
+
+
+class LinkDefaults(Schema):
+    """Link fields: a rate (bit/s or "20Mbit") and the queue and marking thresholds (packets)."""
+
+    rate: Optional[Rate] = None
+    queue_depth: Optional[int] = None
+    trim_threshold: Optional[int] = None
+    ecn_threshold: Optional[int] = None
+    ecn_max_threshold: Optional[int] = None
+
+    def link_kwargs(self) -> dict[str, int]:
+        """The given fields as Link keyword arguments."""
+        return {LINK_FIELDS[key]: value for key, value in self.model_dump(exclude_none=True).items()
+                if key in LINK_FIELDS}
+
+
+class SwitchEntry(Schema):
+    """One switch of an explicit file (name default: s<position>)."""
+
+    name: Optional[Name] = None
+    tier: Annotated[int, PlainValidator(_tier)] = 0
+    plane: int = Field(0, ge=0)
+
+
+class LinkEntry(LinkDefaults):
+    """One link of an explicit file: its ends, their ports (optional) and its own link fields."""
+
+    a: Name
+    b: Name
+    a_port: Optional[int] = Field(None, ge=0)
+    b_port: Optional[int] = Field(None, ge=0)
+
+
+class TopologyFile(Schema):
+    """A topology file: a builder with its parameters, or hosts, switches and links."""
+
+    name: Optional[Name] = None
+    builder: Optional[Name] = None
+    params: Optional[dict[str, Any]] = Field(None, description="the builder's parameters")
+    defaults: Optional[LinkDefaults] = None
+    hosts: Optional[Annotated[Union[int, list], PlainValidator(_hosts)]] = None
+    switches: Optional[list[SwitchEntry]] = None
+    links: Optional[list[LinkEntry]] = None
+
+
+class _Lines:
+    """Where each value of a composed YAML file starts, to name the line of an error."""
+
+    def __init__(self, path: str, root: yaml.Node):
         self.path = path
-        self._constructor = yaml.constructor.SafeConstructor()
+        self.root = root
 
-    def fail(self, node: yaml.Node | None, reason: str) -> TopologyFileError:
-        line = node.start_mark.line + 1 if node is not None else None
-        return TopologyFileError(self.path, line, reason)
+    def node(self, loc: tuple, key: bool = False) -> yaml.Node:
+        """The node at `loc` (keys and indexes); its key's node when `key`; the deepest one found."""
+        node = self.root
+        for depth, part in enumerate(loc):
+            if isinstance(node, yaml.MappingNode):
+                found = next(((k, v) for k, v in node.value if getattr(k, "value", None) == str(part)), None)
+                if found is None:
+                    return node
+                node = found[0] if key and depth == len(loc) - 1 else found[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+                node = node.value[part]
+            else:
+                return node
+        return node
 
-    def mapping(self, node: yaml.Node, what: str, allowed: set[str],
-                required: tuple[str, ...] = ()) -> dict[str, yaml.Node]:
-        if not isinstance(node, yaml.MappingNode):
-            raise self.fail(node, f"{what} must be a mapping")
-        items: dict[str, yaml.Node] = {}
-        for key_node, value_node in node.value:
-            key = self.value(key_node)
-            if key not in allowed:
-                raise self.fail(key_node, f"unknown key {key!r} in {what} (expected one of "
-                                          f"{', '.join(sorted(allowed))})")
-            if key in items:
-                raise self.fail(key_node, f"duplicate key {key!r} in {what}")
-            items[key] = value_node
-        for key in required:
-            if key not in items:
-                raise self.fail(node, f"{what} lacks {key!r}")
-        return items
+    def check_unique_keys(self, node: Optional[yaml.Node] = None) -> None:
+        """TopologyFileError at a key written twice in one mapping (YAML would keep the last)."""
+        node = self.root if node is None else node
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key, value in node.value:
+                name = getattr(key, "value", None)
+                if isinstance(name, str) and name in seen:
+                    raise TopologyFileError(self.path, key.start_mark.line + 1, f"duplicate key {name!r}")
+                seen.add(name)
+                self.check_unique_keys(value)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                self.check_unique_keys(item)
 
-    def sequence(self, node: yaml.Node, what: str) -> list[yaml.Node]:
-        if not isinstance(node, yaml.SequenceNode):
-            raise self.fail(node, f"{what} must be a list")
-        return list(node.value)
-
-    def value(self, node: yaml.Node) -> Any:
-        try:
-            return self._constructor.construct_object(node, deep=True)
-        except yaml.MarkedYAMLError as error:        # a tag it cannot build, e.g. !!binary of no base64
-            raise self.fail(node, f"not a value this file can hold: {error.problem or error}") from None
-
-    def integer(self, node: yaml.Node, what: str, minimum: int | None = None) -> int:
-        value = self.value(node)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.fail(node, f"{what} must be an integer, not {value!r}")
-        if minimum is not None and value < minimum:
-            raise self.fail(node, f"{what} must be >= {minimum}, not {value}")
-        return value
-
-    def string(self, node: yaml.Node, what: str) -> str:
-        value = self.value(node)
-        if not isinstance(value, str) or not value:
-            raise self.fail(node, f"{what} must be a non-empty string, not {value!r}")
-        return value
-
-    def link_params(self, node: yaml.Node, what: str) -> dict[str, int]:
-        """`defaults`-style link fields -> Link keyword arguments."""
-        items = self.mapping(node, what, set(LINK_FIELDS))
-        return {LINK_FIELDS[key]: self.link_field(key, value, what) for key, value in items.items()}
-
-    def link_field(self, key: str, node: yaml.Node, what: str) -> int:
-        if key == "rate":
-            try:
-                return parse_rate(self.value(node))
-            except ValueError as error:
-                raise self.fail(node, f"{what}: {error}") from None
-        return self.integer(node, f"{what}: {key}")
+    def fail(self, loc: tuple, reason: str, key: bool = False) -> TopologyFileError:
+        return TopologyFileError(self.path, self.node(loc, key).start_mark.line + 1, reason)
 
 
 def load_topology(path: str) -> Topology:
@@ -154,7 +207,6 @@ def load_topology(path: str) -> Topology:
 
 def loads_topology(text: str, path: str = "<string>") -> Topology:
     """Parse a topology from YAML text; `path` only names it in errors."""
-    reader = _Reader(path)
     try:
         root = yaml.compose(text)
     except yaml.MarkedYAMLError as error:
@@ -163,115 +215,101 @@ def loads_topology(text: str, path: str = "<string>") -> Topology:
                                 f"not valid YAML: {error.problem or error.context}") from None
     if root is None:
         raise TopologyFileError(path, None, "empty file")
-    top = reader.mapping(root, "the topology file",
-                         {"name", "builder", "params", "defaults", "hosts", "switches", "links"})
-    if "builder" in top:
-        return _load_builder(reader, top)
-    return _load_explicit(reader, root, top)
+    lines = _Lines(path, root)
+    lines.check_unique_keys()
+    try:
+        data = yaml.constructor.SafeConstructor().construct_document(root)
+    except yaml.MarkedYAMLError as error:        # a tag it cannot build, e.g. !!binary of no base64
+        mark = error.problem_mark or error.context_mark
+        raise TopologyFileError(path, mark.line + 1 if mark else None,
+                                f"not a value this file can hold: {error.problem or error}") from None
+    if not isinstance(data, dict):
+        raise lines.fail((), "the topology file must be a mapping")
+    try:
+        spec = check(TopologyFile, data)
+    except SchemaError as error:
+        raise lines.fail(error.loc, f"{error.path}: {error.reason}" if error.path else error.reason,
+                         key=error.unknown) from None
+    if spec.builder is not None:
+        return _load_builder(lines, spec)
+    return _load_explicit(lines, spec)
 
 
-def _load_builder(reader: _Reader, top: dict[str, yaml.Node]) -> Topology:
+def _load_builder(lines: _Lines, spec: TopologyFile) -> Topology:
     for key in ("hosts", "switches", "links"):
-        if key in top:
-            raise reader.fail(top[key], f"{key!r} cannot be combined with 'builder'")
-    kind_node = top["builder"]
-    kind = reader.string(kind_node, "builder")
+        if getattr(spec, key) is not None:
+            raise lines.fail((key,), f"{key!r} cannot be combined with 'builder'")
+    kind = spec.builder
     if kind not in builders.BUILDERS:
-        raise reader.fail(kind_node, f"unknown builder {kind!r} (expected one of "
-                                     f"{', '.join(sorted(builders.BUILDERS))})")
+        raise lines.fail(("builder",), f"unknown builder {kind!r} (expected one of "
+                                       f"{', '.join(sorted(builders.BUILDERS))})")
     function, names = builders.BUILDERS[kind]
     kwargs: dict[str, Any] = {}
-    if "params" in top:
-        allowed = set(names) | ({"bottleneck_rate"} if kind == "dumbbell" else set())
-        for key, node in reader.mapping(top["params"], f"params of {kind}", allowed).items():
-            if key == "bottleneck_rate":
-                kwargs["bottleneck_rate_bps"] = reader.link_field("rate", node, f"params of {kind}")
-            else:
-                kwargs[key] = reader.integer(node, f"{kind} parameter {key}")
-    if "defaults" in top:
-        kwargs.update(reader.link_params(top["defaults"], "defaults"))
+    allowed = set(names) | ({"bottleneck_rate"} if kind == "dumbbell" else set())
+    for key, value in (spec.params or {}).items():
+        where = ("params", key)
+        if key not in allowed:
+            raise lines.fail(where, f"params.{key}: unknown field; expected one of {', '.join(sorted(allowed))}",
+                             key=True)
+        if key == "bottleneck_rate":
+            try:
+                kwargs["bottleneck_rate_bps"] = parse_rate(value)
+            except ValueError as error:
+                raise lines.fail(where, f"params.{key}: {error}") from None
+        elif not isinstance(value, int) or isinstance(value, bool):
+            raise lines.fail(where, f"params.{key}: expected an integer, got {describe(value)}")
+        else:
+            kwargs[key] = value
+    if spec.defaults is not None:
+        kwargs.update(spec.defaults.link_kwargs())
     try:
         topo = function(**kwargs)
     except (ValueError, TypeError) as error:
-        raise reader.fail(top.get("params", kind_node), f"{kind}: {error}") from None
-    if "name" in top:
-        topo = Topology(reader.string(top["name"], "name"), topo.hosts, topo.switches, topo.links)
+        raise lines.fail(("params",) if spec.params is not None else ("builder",), f"{kind}: {error}") from None
+    if spec.name is not None:
+        topo = Topology(spec.name, topo.hosts, topo.switches, topo.links)
     return topo
 
 
-def _load_explicit(reader: _Reader, root: yaml.Node, top: dict[str, yaml.Node]) -> Topology:
-    if "params" in top:
-        raise reader.fail(top["params"], "'params' needs 'builder'")
+def _load_explicit(lines: _Lines, spec: TopologyFile) -> Topology:
+    if spec.params is not None:
+        raise lines.fail(("params",), "'params' needs 'builder'")
     for key in ("hosts", "switches", "links"):
-        if key not in top:
-            raise reader.fail(root, f"the topology file lacks {key!r} (or a 'builder')")
-    name = reader.string(top["name"], "name") if "name" in top else reader.path
-    defaults = reader.link_params(top["defaults"], "defaults") if "defaults" in top else {}
-    hosts, host_nodes = _read_hosts(reader, top["hosts"])
-    switches, switch_nodes = _read_switches(reader, top["switches"])
-    links, link_nodes = _read_links(reader, top["links"], defaults, hosts, switches)
-    topo = Topology(name, hosts, switches, links)
+        if getattr(spec, key) is None:
+            raise lines.fail((), f"the topology file lacks {key!r} (or a 'builder')")
+    defaults = spec.defaults.link_kwargs() if spec.defaults is not None else {}
+    if isinstance(spec.hosts, int):
+        hosts = [Host(f"h{i + 1}", i) for i in range(spec.hosts)]
+        host_locs = [("hosts",)] * spec.hosts
+    else:
+        hosts = [Host(name, i) for i, name in enumerate(spec.hosts)]
+        host_locs = [("hosts", i) for i in range(len(hosts))]
+    switches = [Switch(entry.name or f"s{index + 1}", index, entry.tier, entry.plane)
+                for index, entry in enumerate(spec.switches)]
+    links = _links(lines, spec.links, defaults, hosts, switches)
+    topo = Topology(spec.name or lines.path, hosts, switches, links)
     try:
         return topo.validate()
     except TopologyError as error:
-        nodes = {"host": host_nodes, "switch": switch_nodes, "link": link_nodes}.get(error.kind)
-        node = nodes[error.index] if nodes and error.index is not None else root
-        raise reader.fail(node, str(error)) from None
+        locs = {"host": host_locs, "switch": [("switches", i) for i in range(len(switches))],
+                "link": [("links", i) for i in range(len(links))]}.get(error.kind)
+        loc = locs[error.index] if locs and error.index is not None else ()
+        raise lines.fail(loc, str(error)) from None
 
 
-def _read_hosts(reader: _Reader, node: yaml.Node) -> tuple[list[Host], list[yaml.Node]]:
-    if isinstance(node, yaml.ScalarNode):
-        count = reader.integer(node, "hosts", minimum=0)
-        return [Host(f"h{i + 1}", i) for i in range(count)], [node] * count
-    items = reader.sequence(node, "hosts (a count or a list of names)")
-    return [Host(reader.string(item, "host name"), i) for i, item in enumerate(items)], items
-
-
-def _read_switches(reader: _Reader, node: yaml.Node) -> tuple[list[Switch], list[yaml.Node]]:
-    items = reader.sequence(node, "switches")
-    switches = []
-    for index, item in enumerate(items):
-        what = f"switch #{index}"
-        fields = reader.mapping(item, what, {"name", "tier", "plane"})
-        name = reader.string(fields["name"], f"{what} name") if "name" in fields else f"s{index + 1}"
-        tier = _read_tier(reader, fields["tier"], what) if "tier" in fields else 0
-        plane = reader.integer(fields["plane"], f"{what} plane", minimum=0) if "plane" in fields else 0
-        switches.append(Switch(name, index, tier, plane))
-    return switches, items
-
-
-def _read_tier(reader: _Reader, node: yaml.Node, what: str) -> int:
-    value = reader.value(node)
-    if isinstance(value, str) and value in _TIERS_BY_NAME:
-        return _TIERS_BY_NAME[value]
-    if isinstance(value, int) and not isinstance(value, bool) and value in TIER_NAMES:
-        return value
-    raise reader.fail(node, f"{what} tier {value!r} is not one of "
-                            f"{', '.join(f'{n}/{t}' for t, n in TIER_NAMES.items())}")
-
-
-def _read_links(reader: _Reader, node: yaml.Node, defaults: dict[str, int], hosts: list[Host],
-                switches: list[Switch]) -> tuple[list[Link], list[yaml.Node]]:
-    items = reader.sequence(node, "links")
+def _links(lines: _Lines, entries: list[LinkEntry], defaults: dict[str, int], hosts: list[Host],
+           switches: list[Switch]) -> list[Link]:
     planes = {s.name: s.plane for s in switches}
     host_names = {h.name for h in hosts}
     rows = []
-    for index, item in enumerate(items):
-        what = f"link #{index}"
-        fields = reader.mapping(item, what, {"a", "a_port", "b", "b_port"} | set(LINK_FIELDS), ("a", "b"))
-        ends = [reader.string(fields[end], f"{what} {end}") for end in ("a", "b")]
-        ports = [reader.integer(fields[key], f"{what} {key}", minimum=0) if key in fields else None
-                 for key in ("a_port", "b_port")]
-        params = {**defaults}
-        params.update({LINK_FIELDS[key]: reader.link_field(key, value, what)
-                       for key, value in fields.items() if key in LINK_FIELDS})
-        for end_index, end in enumerate(ends):
-            if end not in planes and end not in host_names:
-                raise reader.fail(fields["ab"[end_index]], f"{what}: unknown node {end!r}")
-        rows.append((ends, ports, params))
+    for index, entry in enumerate(entries):
+        for end in ("a", "b"):
+            name = getattr(entry, end)
+            if name not in planes and name not in host_names:
+                raise lines.fail(("links", index, end), f"links[{index}].{end}: unknown node {name!r}")
+        rows.append(([entry.a, entry.b], [entry.a_port, entry.b_port], {**defaults, **entry.link_kwargs()}))
     _assign_ports(rows, planes)
-    links = [Link(ends[0], ports[0], ends[1], ports[1], **params) for ends, ports, params in rows]
-    return links, items
+    return [Link(ends[0], ports[0], ends[1], ports[1], **params) for ends, ports, params in rows]
 
 
 def _assign_ports(rows: list, planes: dict[str, int]) -> None:

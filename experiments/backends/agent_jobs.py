@@ -14,7 +14,7 @@ from experiments.budget import agent_sample_interval, nic_backlog, transport_par
 from experiments.record import FlowRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
-from host_agent.job import Job, JobWorkload
+from host_agent.job import Job, job_workload
 from host_agent.topology_jobs import build_job, peer_spec
 from host_agent.transport import QpNumbers
 from topologies.model import Topology
@@ -50,7 +50,7 @@ def agent_jobs(topo: Topology, case: Case, log_dir: Path, start_at: float, timeo
 def _collective_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dict, common: dict):
     w = case.variant.workload
     hosts = [h.name for h in topo.hosts]
-    workload = JobWorkload(w.kind, collective_params(w, case.scenario.seed))
+    workload = job_workload(w.kind, collective_params(w, case.scenario.seed))
     qps: dict[tuple[int, int], tuple[int, int]] = {}      # (rank, other rank) -> (its QP, the other's)
     numbers = QpNumbers()                                  # the one QP numbering (the simulation's too)
     for rank in range(len(hosts)):
@@ -77,8 +77,8 @@ def _flow_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dic
     numbers = QpNumbers()                                  # the one QP numbering: a pair per flow
     for index, flow in enumerate(point_to_point_flows(topo, w, case.scenario.seed)):
         qps = numbers.pair()
-        workload = JobWorkload("transfer", {"src": 0, "dst": 1, "bytes": flow.nbytes,
-                                            "chunk_bytes": w.chunk_bytes, "seed": case.scenario.seed})
+        workload = job_workload("transfer", {"src": 0, "dst": 1, "bytes": flow.nbytes,
+                                             "chunk_bytes": w.chunk_bytes, "seed": case.scenario.seed})
         for rank, (host, peer) in enumerate(((flow.src, flow.dst), (flow.dst, flow.src))):
             name = f"{host}-flow{index}-{'tx' if rank == 0 else 'rx'}"
             peers = [peer_spec(topo, host, peer, 1 - rank, qps[rank], qps[1 - rank])]

@@ -5,7 +5,7 @@ Links, port faults, switch kills and slow switches are `testbed.network.TestbedN
 switch_ev_deny fault (`experiments.ev_deny`) talks to the agents: `LiveTarget.ev_controls` opens
 each `AgentControl` it was given, one at a time, and hands out (host, its `EvControls`). An
 `AgentControl` is anything with a `host` and an `open()` that returns a context manager giving
-`request(op, **fields)` (`host_agent.control.ControlClient`'s verb) or raises ControlError when
+`request(op, **fields)` (`wire.control.ControlClient`'s verb) or raises ControlError when
 the agent cannot be reached. On one machine that is `ControlSocket`, a unix socket the agent
 serves (`ControlSockets` makes them for a case); agents on the servers of a cluster need another
 kind, reaching their sockets there.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ContextManager, Iterator, Protocol
 
 from experiments.ev_deny import EvControls
-from host_agent.control import ControlClient, ControlError
+from wire.control import ControlClient, ControlError
 
 log = logging.getLogger("mrc.experiments")
 

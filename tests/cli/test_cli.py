@@ -16,7 +16,7 @@ from cli.main import COMMANDS, Command
 
 PLANNED = {name: f"cli.{name}" for name in
            ("up", "clean", "draw", "routes", "switch", "agent", "conformance", "run", "calibrate", "report", "lab",
-            "bench", "sweep", "crosscheck")}
+            "bench", "sweep", "crosscheck", "schema")}
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tests.conftest import requires_mininet
-from host_agent.control import ControlError
+from wire.control import ControlError
 from testbed.evsession import format_array
 
 ROWS = [{"slot": 0, "ev": 0x1234, "state": "DENIED", "port": 0, "plane": 0, "path": 1, "drop_count": 0},

@@ -241,15 +241,21 @@ def test_priority_is_inferred_from_overtaking_the_standing_queue():
 def test_case_files_are_checked():
     good = {"name": "x", "send": [{"port": 1, "packet": {"src": "fc00::", "dst": "fc00::1"}}]}
     parse_case(good, {}, "t.yaml")
-    with pytest.raises(CaseError, match="unknown keys"):
+    with pytest.raises(CaseError, match="t.yaml: case 'x': sendd: unknown field; expected one of about, entries,"):
         parse_case(dict(good, sendd=[]), {}, "t.yaml")
-    with pytest.raises(CaseError, match="unknown expect keys"):
+    with pytest.raises(CaseError, match="case 'x': expect.packet: unknown field; expected one of counters, delivered,"):
         parse_case(dict(good, expect={"packet": []}), {}, "t.yaml")
-    with pytest.raises(CaseError, match="nothing to send"):
+    with pytest.raises(CaseError, match="case 'y': send: missing"):
         parse_case({"name": "y"}, {}, "t.yaml")
-    with pytest.raises(CaseError, match="bad entry"):
-        parse_case(dict(good, entries=[{"table": "MrcIngress.routing", "match": {"dst_addr": "fc00::1/16"}}]),
-                   {}, "t.yaml")
+    with pytest.raises(CaseError, match="case 'y': send: expected a non-empty list"):
+        parse_case({"name": "y", "send": []}, {}, "t.yaml")
+    with pytest.raises(CaseError, match=r"case 'x': expect.delivered: must be \[lo, hi\]"):
+        parse_case(dict(good, expect={"delivered": [1]}), {}, "t.yaml")
+    with pytest.raises(CaseError, match="case 'x': entries\\[0\\].match.dst_addr: 'fc00::1/16' is not a match value"):
+        parse_case(dict(good, entries=[{"table": "MrcIngress.routing", "match": {"dst_addr": "fc00::1/16"},
+                                        "action": "MrcIngress.forward"}]), {}, "t.yaml")
+    with pytest.raises(CaseError, match="case 'x': entries\\[0\\].action: missing"):
+        parse_case(dict(good, entries=[{"table": "MrcIngress.routing"}]), {}, "t.yaml")
 
 
 def test_cli_prints_a_table_and_fails_on_failure(capsys, monkeypatch):

@@ -11,7 +11,7 @@ from experiments.ev_deny import crosses, set_evs_denied
 from experiments.faults import FaultSchedule
 from experiments.scenario import parse_scenario
 from experiments.workloads import variant_topology
-from host_agent.control import ControlError
+from wire.control import ControlError
 from netsim import Simulator
 from topologies.paths import host_paths
 

@@ -20,7 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.load_sweep import SweepError, load_sweep_spec
+from experiments.load_sweep.sweep_file import SweepError, load_sweep_spec
 from experiments.scenario import ScenarioError, load_scenario
 from host_agent.job import JobError, load_job
 from topologies.yamlfile import TopologyFileError, load_topology
@@ -88,7 +88,7 @@ def _yaml_files(*globs, sweeps: bool = False) -> list[str]:
 
 def use_sweep(spec) -> None:
     """A loaded sweep builds its topology and each sender's load generator."""
-    from experiments.load_sweep import sender_specs
+    from experiments.load_sweep.steps import sender_specs
     topo = spec.topology_built()
     for load in spec.loads:
         sender_specs(spec, topo, load)

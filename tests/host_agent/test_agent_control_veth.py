@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from host_agent.control import ControlClient, ControlError
+from wire.control import ControlClient, ControlError
 from tests.host_agent.test_agent_veth import agent_cmd, records_of, veth, wait_for, write_jobs  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.requires_root, pytest.mark.integration]
@@ -35,7 +35,7 @@ def test_agents_serve_the_ev_operations_while_they_run(tmp_path, veth):
     assert conn["peer"] == "rank1"
     wait_for(lambda: connected(socks[1]), 20, "h1's control socket")     # h1 answers probes from now on
     with ControlClient(socks[0]) as watcher, ControlClient(socks[0]) as client:
-        watcher.subscribe()
+        watcher.request("subscribe")
         array = client.request("array", peer="rank1")
         assert len(array) == 16 and [r["slot"] for r in array] == list(range(16))
         assert all(r["state"] in ("GOOD", "SKIP", "ASSUMED_BAD") and r["drop_count"] >= 0 for r in array)

@@ -67,33 +67,33 @@ def _mutate(path: str, value):
 
 BAD = [
     ("rank", 9, "rank: 9 is outside 0..3"),
-    ("rank", KeyError, "rank: is missing"),
-    ("world_size", "4", "world_size: '4' must be of type int"),
+    ("rank", KeyError, "rank: missing"),
+    ("world_size", "4", "world_size: expected an integer, got str '4'"),
     ("nics.0.mac", "02:00:00", "nics[0].mac: '02:00:00' is not a MAC"),
     ("nics.0.address", "10.0.0.1", "nics[0].address: '10.0.0.1' is not an IPv6"),
     ("nics.0.name", "this-name-is-far-too-long", "nics[0].name"),
-    ("nics.0.speed", 100, "nics[0].speed: is not a known field"),
+    ("nics.0.speed", 100, "nics[0].speed: unknown field; expected one of address, mac, name, plane"),
     ("peers.1.rank", 0, "peers[1].rank: 0 is this agent's own rank"),
     ("peers.1.rank", 1, "peers[1].rank: rank 1 is listed twice"),
     ("peers.0.qp", 1 << 24, "peers[0].qp"),
     ("peers.0.nics.0.mac", "zz:00:00:00:00:00", "peers[0].nics[0].mac"),
-    ("peers.0.paths", {"0": ["fc00::", "nonsense"]}, "peers[0].paths.0[1]: 'nonsense'"),
-    ("peers.0.paths", {"3": ["fc00::"]}, "peers[0].paths.3: this agent has no NIC on plane 3"),
+    ("peers.0.paths", {"0": ["fc00::", "nonsense"]}, "peers[0].paths[0][1]: 'nonsense'"),
+    ("peers.0.paths", {"3": ["fc00::"]}, "peers[0].paths[3]: this agent has no NIC on plane 3"),
     ("peers.0.paths", {}, "peers[0].paths: MRC mode needs at least one path"),
     ("transport.mode", "tcp", "transport.mode: 'tcp' is not one of"),
     ("transport.config.num_evs", 4, "transport.config: TransportConfig.num_evs: 4"),
-    ("transport.config.num_evz", 4, "transport.config.num_evz: is not a TransportConfig field"),
-    ("transport.config.qp_timeout", "fast", "transport.config.qp_timeout: 'fast' must be of type int"),
+    ("transport.config.num_evz", 4, "transport.config.num_evz: not a transport parameter; known: "),
+    ("transport.config.qp_timeout", "fast", "transport.config.qp_timeout: expected a number, got str 'fast'"),
     ("workload.kind", "broadcast", "workload.kind: 'broadcast' is not one of"),
-    ("workload.elements", 0, "workload.elements: 0 must be > 0"),
-    ("workload.elements", KeyError, "workload.elements: is missing"),
+    ("workload.elements", 0, "workload.elements: 0 must be positive"),
+    ("workload.elements", KeyError, "workload.elements: missing"),
     ("workload.dtype", "float16", "workload.dtype: 'float16'"),
-    ("workload.chunk", 5, "workload.chunk: is not a known field"),
-    ("timeout", -1, "timeout: -1 must be > 0"),
+    ("workload.chunk", 5, "workload.chunk: unknown field; expected one of chunk_bytes, dtype, elements, kind, seed"),
+    ("timeout", -1, "timeout: -1 must be positive"),
     ("peers", [], "peers: the allreduce workload needs a peer of rank 1"),
     ("workload", {"kind": "transfer", "src": 0, "dst": 0, "bytes": 10}, "workload.dst: same rank as src"),
     ("workload", {"kind": "transfer", "src": 0, "dst": 7, "bytes": 10}, "workload.dst: 7 is outside"),
-    ("extra", 1, "extra: is not a known field"),
+    ("extra", 1, "extra: unknown field; expected one of goodput_interval, host, log, nics,"),
 ]
 
 
@@ -156,3 +156,16 @@ def test_agent_check_validates_without_running(tmp_path):
     no = subprocess.run([sys.executable, "-m", "host_agent.agent", "--job", str(bad), "--check"],
                         capture_output=True, text=True, timeout=60)
     assert no.returncode == 2 and "peers[0].qp: -1 is not a 24-bit QP number" in no.stderr
+
+
+def test_a_registered_transport_is_a_valid_mode_of_a_job_file():
+    from host_agent.transport import kinds
+    job = valid_job()
+    job["transport"] = {"mode": "job-test-kind"}
+    with pytest.raises(JobError, match="transport.mode: 'job-test-kind' is not one of mrc, roce"):
+        parse_job(job)
+    kinds.register_transport("job-test-kind", kinds.builder("mrc"))
+    try:
+        assert parse_job(job).mode == "job-test-kind"
+    finally:
+        del kinds.TRANSPORTS["job-test-kind"]

@@ -385,7 +385,7 @@ def test_bad_job_exits_2_naming_the_field(tmp_path):
     proc = subprocess.run([PYTHON, "-m", "host_agent.agent", "--job", str(job)], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert "bad.json: nics: [] must list at least one NIC" in proc.stderr
+    assert "bad.json: nics: expected a non-empty list, got list []" in proc.stderr
 
 
 def test_wrong_mac_in_job_exits_2_naming_both(tmp_path, veth):

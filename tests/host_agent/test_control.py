@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from host_agent.control import ControlClient, ControlError, ControlServer, ControlService, ControlSocketError
+from host_agent.control import ControlService
+from wire.control import ControlClient, ControlError, ControlServer, ControlSocketError
 from wire.packets import Probe
 from tests.host_agent.test_ev_control import Pair
 
@@ -20,7 +21,8 @@ class Served:
 
     def __init__(self, path: str) -> None:
         self.pair = Pair()
-        self.server = ControlServer(path, ControlService(self.pair.a, lambda: self.pair.now))
+        self.service = ControlService(self.pair.a, lambda: self.pair.now)
+        self.server = ControlServer(path, self.service)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -33,7 +35,8 @@ class Served:
             before = len(pair.events)
             pair.run(pair.now + 20e-6)
             if len(pair.events) > before:
-                server.on_events(pair.events[before:])
+                for client, message in self.service.on_events(pair.events[before:]):
+                    server.send(client, message)
 
     def close(self) -> None:
         self._stop.set()
@@ -78,7 +81,7 @@ def test_an_unanswered_probe_answers_with_no_rtt(served, tmp_path):
 def test_a_subscriber_gets_ev_events_with_drop_counts(served, tmp_path):
     path = str(tmp_path / "a.sock")
     with ControlClient(path) as watcher, ControlClient(path) as operator:
-        assert watcher.subscribe(["ASSUMED_BAD"]) == {"states": ["ASSUMED_BAD"]}
+        assert watcher.request("subscribe", states=["ASSUMED_BAD"]) == {"states": ["ASSUMED_BAD"]}
         ev = operator.request("array", peer="b")[3]["ev"]
         operator.request("deny", peer="b", ev=ev)                     # DENIED: not subscribable
         operator.request("modify", peer="b", ev=ev, state="ASSUMED_BAD")
@@ -99,7 +102,9 @@ def test_a_subscriber_gets_ev_events_with_drop_counts(served, tmp_path):
     ('{"op": "query", "peer": "b", "ev": 5}', "ev"),
     ('{"op": "query", "peer": "b", "qp": 9, "ev": EV}', "qp"),
     ('{"op": "modify", "peer": "b", "ev": EV}', "state"),
-    ('{"op": "subscribe", "states": ["DENIED"]}', "states"),
+    ('{"op": "subscribe", "states": ["DENIED"]}', "states[0]"),
+    ('{"op": "subscribe", "states": []}', "states"),
+    ('{"op": "query", "peer": "b", "ev": 1, "colour": 2}', "colour"),
     ('{"op": "probe", "peer": "b", "ev": EV, "timeout_ns": -3}', "timeout_ns"),
 ])
 def test_bad_requests_get_an_error_naming_the_field(served, tmp_path, line, field):
@@ -122,7 +127,7 @@ def test_the_socket_file_goes_on_close_and_a_live_one_is_not_taken(tmp_path):
     path = str(tmp_path / "c.sock")
     served = Served(path)
     try:
-        with pytest.raises(ControlSocketError, match="another agent"):
+        with pytest.raises(ControlSocketError, match="another process is listening"):
             ControlServer(path, ControlService(served.pair.a, lambda: 0.0))
     finally:
         served.close()

@@ -100,7 +100,7 @@ def bad(text, tmp_path):
 @pytest.mark.parametrize("text,line,reason", [
     (GOOD.replace("{a: s1, b: s2, rate: 5Mbit}", "{a: s1, b: s9}"), 9, "unknown node 's9'"),
     (GOOD.replace("rate: 5Mbit", "rate: fast"), 9, "rate 'fast'"),
-    (GOOD.replace("{a: h2, b: s2}", "{a: h2, b: s2, colour: red}"), 8, "unknown key 'colour'"),
+    (GOOD.replace("{a: h2, b: s2}", "{a: h2, b: s2, colour: red}"), 8, r"links\[1\].colour: unknown field; expected one of a, a_port, b"),
     (GOOD.replace("{name: s2, tier: leaf}", "{name: s2, tier: top}"), 5, "tier 'top'"),
     (GOOD.replace("{a: h2, b: s2}", "{a: h1, b: s2}"), 8, "host h1 already has a NIC on plane 0"),
     (GOOD.replace("{a: h2, b: s2}", "{a: h2, b: s2, b_port: 1, a_port: 0, trim_threshold: 100}"), 8,
@@ -109,15 +109,17 @@ def bad(text, tmp_path):
      "port 1 of s1 already used by link h1:0-s1:1"),
     (GOOD.replace("s2", "s7"), 5, "must be named s2"),
     (GOOD.replace("hosts: 2", "hosts: two"), 2, "hosts must be an integer"),
-    (GOOD.replace("switches:", "switchs:"), 3, "unknown key 'switchs'"),
+    (GOOD.replace("switches:", "switchs:"), 3, "switchs: unknown field; expected one of builder, defaults, hosts, links"),
     (GOOD.replace("rate: 5Mbit}", "rate: 5Mbit]"), 9, "not valid YAML"),
     ("builder: ring\n", 1, "unknown builder 'ring'"),
     ("builder: fattree\nparams: {k: 3}\n", 2, "even"),
-    ("builder: fattree\nparams: {k: 4, pods: 2}\n", 2, "unknown key 'pods'"),
+    ("builder: fattree\nparams: {k: 4, pods: 2}\n", 2, "params.pods: unknown field; expected one of k$"),
     ("builder: leafspine\nparams: {leaves: 2, spines: 2, hosts_per_leaf: 1}\ndefaults: {ecn_threshold: 9}\n",
      2, "ecn_threshold = 9 exceeds"),
     ("name: x\n", 1, "lacks 'hosts'"),
     ("- 1\n- 2\n", 1, "must be a mapping"),
+    ("name: x\nhosts: 2\nname: y\n", 3, "duplicate key 'name'"),
+    (GOOD.replace("{name: s2, tier: leaf}", "{name: s2, plane: -1}"), 5, r"switches\[1\].plane: -1 is below the minimum 0"),
 ])
 def test_bad_files_name_line_and_reason(text, line, reason, tmp_path):
     error = bad(text, tmp_path)
