@@ -8,7 +8,7 @@ import pytest
 
 from host_agent.agent import Agent
 from host_agent.eventlog import LogWriter
-from host_agent.job import JobWorkload
+from host_agent.job import job_workload
 from host_agent.topology_jobs import build_job, peer_spec
 from host_agent.transport import QP_BASE, TransportConfig, connection_paths
 from simulation import Flow, Simulation, leaf_spine_config, leaf_spine_fabric, run_collective, run_flows
@@ -19,7 +19,7 @@ def test_a_simulated_host_gets_the_paths_the_agent_builds_from_its_job(mode):
     net = leaf_spine_fabric(planes=2, spines=3)
     topo = net.topo
     job = build_job(topo, "h1", 0, 2, [peer_spec(topo, "h1", "h3", 1, 0x11, 0x22)],
-                    JobWorkload("transfer", {"src": 0, "dst": 1, "bytes": 1000}), mode)
+                    job_workload("transfer", {"src": 0, "dst": 1, "bytes": 1000}), mode)
     agent = Agent(job, LogWriter(io.StringIO()), linger=0)
     agent.connect()
     simulated = Simulation(net, TransportConfig(mode=mode)).paths("h1", "h3")
