@@ -11,18 +11,18 @@ import pytest
 
 from experiments import budget, calibration, rate_search, runner
 from experiments.calibration import Calibration, CalibrationError, LinkRate, Machine, RateModel
-from experiments.rate_search import Measurement, calibrate, find_rate
+from experiments.rate_search import RateTrial, calibrate, find_rate
 from experiments.scenario import ScenarioError, parse_scenario
 
 
 def fake_target(fastest_good_bps: float, calls: list | None = None):
     """A target that stays faithful up to `fastest_good_bps`: a measure function for the search."""
-    def measure(rate: int) -> Measurement:
+    def measure(rate: int) -> RateTrial:
         if calls is not None:
             calls.append(rate)
         good = rate <= fastest_good_bps
-        return Measurement(rate, faithful=good, completed=True, goodput_share=0.9 if good else 0.3,
-                           completion_s=1.0, reasons=[] if good else ["s1: CPU 99% of a core"])
+        return RateTrial(rate, faithful=good, completed=True, goodput_share=0.9 if good else 0.3,
+                         completion_s=1.0, reasons=[] if good else ["s1: CPU 99% of a core"])
     return measure
 
 
@@ -56,9 +56,9 @@ def test_a_target_too_slow_for_the_start_rate_is_searched_downwards():
 
 
 def test_a_rate_with_poor_goodput_is_not_good_even_when_faithful():
-    poor = Measurement(10_000_000, faithful=True, completed=True, goodput_share=rate_search.GOOD_SHARE / 2)
+    poor = RateTrial(10_000_000, faithful=True, completed=True, goodput_share=rate_search.GOOD_SHARE / 2)
     assert not poor.good
-    assert Measurement(10_000_000, True, True, rate_search.GOOD_SHARE).good
+    assert RateTrial(10_000_000, True, True, rate_search.GOOD_SHARE).good
 
 
 def test_no_good_rate_is_an_error_naming_the_target_and_the_reason():
@@ -343,7 +343,7 @@ def test_calibrate_refuses_a_bad_option_before_measuring(own_file, option, capsy
 
 
 def test_a_measurement_names_its_first_reasons_and_counts_the_rest():
-    m = Measurement(4_000_000, False, True, 0.6, 1.2, [f"h{i}: waited 1 ms for a CPU" for i in range(8)])
+    m = RateTrial(4_000_000, False, True, 0.6, 1.2, [f"h{i}: waited 1 ms for a CPU" for i in range(8)])
     line = m.describe()
     assert line.startswith("4 Mbit/s: distorted (h0: waited") and "h2:" in line and "h3:" not in line
     assert "5 more" in line and "too fast" in line
