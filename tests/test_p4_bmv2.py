@@ -59,7 +59,7 @@ def switch():
     reason = bmv2_harness.missing_requirements()
     if reason:
         pytest.skip(reason)
-    with bmv2_harness.Bmv2Switch(f"t{os.getpid() % 1000:03d}", num_ports=5) as sw:
+    with bmv2_harness.Bmv2VethLab(f"t{os.getpid() % 1000:03d}", num_ports=5) as sw:
         client = sw.connect()
         client.insert(ENTRIES)
         sw.client = client
