@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
-from experiments import budget
+from experiments import horizons, rate_caps
 from experiments.calibration import MARGIN, Calibration, CalibrationError, Machine, RateModel, SizeMeasurement
 from experiments.scenario import Case, parse_scenario
 from experiments.workloads import variant_topology
@@ -117,7 +117,7 @@ def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = C
 def processes(topology: str) -> int:
     """The processes (agents and switches) a calibration's all-reduce on `topology` runs."""
     case = calibration_case(START_BPS, topology)
-    return budget.emulated_processes(case, variant_topology(case.variant))
+    return rate_caps.emulated_processes(case, variant_topology(case.variant))
 
 
 def calibrate(target: str, measure_on: Callable[[str], Measure], topologies: tuple = TOPOLOGIES,
@@ -189,8 +189,8 @@ def measure_allreduce(target: str, topology: str, measure_s: float = MEASURE_S) 
         backend = MininetBackend(target, link_rate=LinkRate(rate_bps))
         started = time.monotonic()
         record = backend.run_case(case)
-        topo, _ = budget.target_topology(case, target, LinkRate(rate_bps))
-        bound = budget.estimated_duration(case, topo, "model")[0]      # the links alone
+        topo, _ = rate_caps.target_topology(case, target, LinkRate(rate_bps))
+        bound = horizons.estimated_duration(case, topo, "model")[0]      # the links alone
         done = record.completed and record.completion_time
         return RateTrial(rate_bps, record.fidelity.get("verdict") == "faithful", bool(record.completed),
                          (bound / record.completion_time) if done else None, record.completion_time,

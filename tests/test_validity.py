@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from experiments import budget, metrics, plots, results, validity
+from experiments import horizons, metrics, plots, rate_caps, results, validity
 from experiments.backends.netsim_backend import NetsimBackend
 from experiments.calibration import LinkRate
 from experiments.record import CaseRecord, FaultEvent, FaultPlan, FlowRecord
@@ -129,13 +129,13 @@ def test_horizons_cover_the_workload_the_reroute_and_the_timeout_after_it():
     scenario = load_scenario("experiments/failover.yaml", quick=True)
     by_name = {c.transport.name: c for c in scenario.cases() if c.variant.label == "leaf-spine"}
     rate = LinkRate(2_000_000)
-    mrc_topo, _ = budget.target_topology(by_name["MRC"], "bmv2", rate)
-    least, _ = budget.estimated_duration(by_name["MRC"], mrc_topo, "bmv2")
-    mrc, _ = budget.horizon(by_name["MRC"], mrc_topo, "bmv2")
-    assert mrc >= budget.HORIZON_ROOM * least > 4.0
+    mrc_topo, _ = rate_caps.target_topology(by_name["MRC"], "bmv2", rate)
+    least, _ = horizons.estimated_duration(by_name["MRC"], mrc_topo, "bmv2")
+    mrc, _ = horizons.horizon(by_name["MRC"], mrc_topo, "bmv2")
+    assert mrc >= horizons.HORIZON_ROOM * least > 4.0
     case = by_name["RoCE + reroute 1 s"]
-    topo, notes = budget.target_topology(case, "bmv2", rate)
-    rerouted, note = budget.horizon(case, topo, "bmv2")
+    topo, notes = rate_caps.target_topology(case, "bmv2", rate)
+    rerouted, note = horizons.horizon(case, topo, "bmv2")
     assert rerouted >= mrc + 1.0 + 1.0 and note in notes and "until the reroute" in note
 
 

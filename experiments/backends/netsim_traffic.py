@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from controller.routes import compute_programs
-from experiments.budget import network_params, transport_params
+from experiments.transport_sizing import network_params, transport_params
 from experiments.record import FlowRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
@@ -43,7 +43,7 @@ def build_fabric(topo: Topology, sim: Simulator, trimming: bool = True, delay: f
 def transport_config(case: Case, topo: Topology) -> TransportConfig:
     """The endpoint configuration of a case: its mode and overrides, the NIC line rate, the seed,
     and, for a scenario that sets its cable delay, timers and windows that follow the fabric's
-    base RTT and BDP (`experiments.budget.network_params`)."""
+    base RTT and BDP (`experiments.transport_sizing.network_params`)."""
     extra = network_params(case, topo, cable_delay(case))
     return TransportConfig(mode=case.transport.mode, **transport_params(case, topo, **extra))
 
