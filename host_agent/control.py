@@ -32,7 +32,7 @@ import os
 import socket
 from typing import Callable
 
-from host_agent.transport import events as E
+from host_agent.transport import events as transport_events
 from host_agent.transport.endpoint import Connection, Endpoint
 
 SUBSCRIBABLE = ("GOOD", "ASSUMED_BAD")
@@ -170,14 +170,14 @@ class ControlService:
         askers, EV state changes to their subscribers."""
         out = []
         for event in events:
-            if type(event) is E.ProbeResult:
+            if type(event) is transport_events.ProbeResult:
                 asker = self._probes.pop(event.req_id, None)
                 if asker is not None:
                     client, rid = asker
                     out.append((client, {"id": rid, "ok": True,
                                          "result": {"ev": event.ev, "port": event.port, "rtt_ns": event.rtt_ns,
                                                     "peer": event.conn.peer}}))
-            elif type(event) is E.EvStateChanged and self._subscribers:
+            elif type(event) is transport_events.EvStateChanged and self._subscribers:
                 for client, states in self._subscribers.items():
                     if event.new in states:
                         out.append((client, {"event": event.as_record()}))
