@@ -5,11 +5,11 @@ from typing import Any, Callable, Final, Iterable, Optional, Protocol
 
 from netsim.link import SimLink
 from netsim.sim import Simulator
-from wire import constants as C
+from wire import constants
 
-_HIGH_DSCP: Final = C.HIGH_PRIORITY_DSCP
-_HIGH: Final = C.PRIORITY_HIGH
-_LOW: Final = C.PRIORITY_LOW
+_HIGH_DSCP: Final = constants.HIGH_PRIORITY_DSCP
+_HIGH: Final = constants.PRIORITY_HIGH
+_LOW: Final = constants.PRIORITY_LOW
 
 
 class SansIOTransport(Protocol):

@@ -12,7 +12,7 @@ from netsim.sim import Simulator
 from netsim.switch import SimSwitch
 from pipeline_contract.names import ROUTE_TABLES
 from topologies.paths import host_paths
-from wire import constants as C
+from wire import constants
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class Network:
         by_usid = {sw.usid: name for name, sw in self.switches.items()}
         value = int.from_bytes(dst, "big")
         names = []
-        for i in range(C.MAX_USIDS):
+        for i in range(constants.MAX_USIDS):
             u = (value >> (80 - 16 * i)) & 0xFFFF
             if u in by_usid:
                 names.append(by_usid[u])
