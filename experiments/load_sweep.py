@@ -26,7 +26,8 @@ from typing import Any, Callable
 import yaml
 
 from experiments.scenario import LOAD_SWEEP
-from pipeline_contract import names as N
+from pipeline_contract.names import (DEPTH_BUCKETS, ECN_MARKED, QUEUE_DEPTH_SEEN, RX, TRIMMED, TX,
+                                     depth_cell)
 from topologies import topology_from_spec
 from topologies.model import Topology
 from topologies.paths import host_paths
@@ -275,18 +276,18 @@ def _run_step(net, spec: SweepSpec, topo: Topology, load: float, out_dir: Path) 
 
 def _read(net, switch: str, port: int, in_ports: list[int]) -> dict:
     client = net.clients[switch]
-    rx = client.read_counter(N.RX)
-    cells = client.read_counter(N.QUEUE_DEPTH_SEEN)
-    first = N.depth_cell(port, 0)
+    rx = client.read_counter(RX)
+    cells = client.read_counter(QUEUE_DEPTH_SEEN)
+    first = depth_cell(port, 0)
 
     def one(name):
         v = client.read_counter(name, port).get(port)
         return (v.packets, v.bytes) if v else (0, 0)
 
     return {"rx": (sum(rx[p].packets for p in in_ports if p in rx), sum(rx[p].bytes for p in in_ports if p in rx)),
-            "trimmed": one(N.TRIMMED), "ecn": one(N.ECN_MARKED), "tx": one(N.TX),
+            "trimmed": one(TRIMMED), "ecn": one(ECN_MARKED), "tx": one(TX),
             "depth": [((cells[c].packets, cells[c].bytes) if c in cells else (0, 0))
-                      for c in range(first, first + N.DEPTH_BUCKETS)]}
+                      for c in range(first, first + DEPTH_BUCKETS)]}
 
 
 def _minus(a: Any, b: Any) -> Any:
@@ -331,7 +332,7 @@ def _wait_drained(net, switch: str, port: int) -> None:
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     last, still = None, 0
     while time.monotonic() < deadline and still < 3:
-        v = client.read_counter(N.TX, port).get(port)
+        v = client.read_counter(TX, port).get(port)
         now = v.packets if v else 0
         still = still + 1 if now == last else 0
         last = now

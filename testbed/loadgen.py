@@ -23,7 +23,7 @@ import time
 
 from testbed.prober import mac_bytes, say
 from wire import codec
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket
 
 ETH_P_ALL = 0x0003
@@ -38,8 +38,8 @@ def frames(spec: dict) -> list[bytes]:
     for i, path in enumerate(spec["paths"]):
         packet = DataPacket(src=src, dst=ipaddress.IPv6Address(path).packed, ev=i + 1, qp=1, psn=i,
                             va=0, rkey=1, length=n, msg_id=1, msg_len=n, tsval=0, payload=bytes(n),
-                            flags=0, dscp=int(spec.get("dscp", C.DSCP_TRIMMABLE)),
-                            ecn=int(spec.get("ecn", C.ECN_ECT0)))
+                            flags=0, dscp=int(spec.get("dscp", constants.DSCP_TRIMMABLE)),
+                            ecn=int(spec.get("ecn", constants.ECN_ECT0)))
         out.append(codec.encode(packet, mac_bytes(spec["src_mac"]), mac_bytes(spec["dst_mac"])))
     return out
 

@@ -35,7 +35,7 @@ from testbed import realtime
 from testbed.processes import stop_process
 from testbed.capture import PcapCapture
 from testbed.registry import marked_env
-from wire import constants as C
+from wire import constants
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 # per priority: a 1 KB-payload MRC data frame (1130 bytes) for the data queue, a trimmed header
 # (102 bytes; control packets are smaller still) for the high-priority queue, so that headers
 # drain at the pace their bytes allow instead of one full-size slot each.
-RATE_PACKET_BYTES = {0: C.DATA_HEADERS_LEN + 1024 + C.ICRC_LEN, 1: C.DATA_HEADERS_LEN}
+RATE_PACKET_BYTES = {0: constants.DATA_HEADERS_LEN + 1024 + constants.ICRC_LEN, 1: constants.DATA_HEADERS_LEN}
 
 
 class SwitchStartError(RuntimeError):
@@ -383,7 +383,7 @@ class Bmv2Switch(P4Switch):
         for port, ifname in self.data_ports().items():
             cmd += ["-i", f"{port}@{ifname}"]
         cmd += ["--no-p4", "--", "--grpc-server-addr", self.grpc_address,
-                "--priority-queues", str(C.NUM_PRIORITIES)]
+                "--priority-queues", str(constants.NUM_PRIORITIES)]
         return cmd
 
     def runtime_cli(self, commands: list[str]) -> str:
@@ -403,7 +403,7 @@ class Bmv2Switch(P4Switch):
         """set_queue_depth / set_queue_rate (packets/s from bits/s, RATE_PACKET_BYTES) per port and priority."""
         commands = []
         for q in self.queues:
-            for prio in range(C.NUM_PRIORITIES):
+            for prio in range(constants.NUM_PRIORITIES):
                 commands.append(f"set_queue_depth {q.depth_pkts} {q.port} {prio}")
             commands += self._rate_commands(q)
         if commands:
@@ -425,7 +425,7 @@ class Bmv2Switch(P4Switch):
         if not q.rate_bps:
             return []
         return [f"set_queue_rate {max(1, q.rate_bps // (8 * RATE_PACKET_BYTES[prio]))} {q.port} {prio}"
-                for prio in range(C.NUM_PRIORITIES)]
+                for prio in range(constants.NUM_PRIORITIES)]
 
 
 TARGETS = {"model": RefSwitch, "bmv2": Bmv2Switch}

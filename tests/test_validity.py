@@ -18,8 +18,8 @@ TINY = {"name": "tiny", "title": "tiny", "topology": "leafspine:2x2x1", "horizon
         "transports": [{"name": "MRC", "mode": "mrc"}]}
 
 
-def run_tiny(faults, **overrides):
-    case = parse_scenario({**TINY, **overrides, "faults": faults}).cases()[0]
+def run_tiny(planned, **overrides):
+    case = parse_scenario({**TINY, **overrides, "faults": planned}).cases()[0]
     record = NetsimBackend().run_case(case)
     return record, metrics.summarise(record)
 
@@ -155,7 +155,7 @@ def test_run_exits_3_on_an_invalid_case_unless_allowed(tmp_path, capsys):
 def test_a_fault_of_several_changes_lands_with_its_first():
     """A blackhole writes an entry per port, 80 ms each on a busy switch here: the fault began
     with the first, and is where it landed; `t` stays when the last took effect."""
-    from experiments import faults as F
+    from experiments import faults
 
     class BusySwitch:
         clock = 1.0
@@ -170,9 +170,9 @@ def test_a_fault_of_several_changes_lands_with_its_first():
     rec.faults = []
     spec = parse_scenario({**TINY, "faults": [{"kind": "switch_blackhole", "switch": "s3", "at": "25%"}]}
                           ).cases()[0].variant.faults[0]
-    [on] = [a for a in F.plan_actions(spec, None, "s3", 1.0)]
+    [on] = [a for a in faults.plan_actions(spec, None, "s3", 1.0)]
     target = BusySwitch()
-    t = F.apply_action(F.dataclasses.replace(on, fault=0), target, rec, lambda: target.clock)
+    t = faults.apply_action(faults.dataclasses.replace(on, fault=0), target, rec, lambda: target.clock)
     [event] = rec.faults
     assert t == event.t == pytest.approx(1.32) and event.began == pytest.approx(1.08)
     rec.faults[0].t, rec.faults[0].began = 0.57, 0.25

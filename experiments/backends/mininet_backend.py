@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from experiments import horizons, rate_caps, validity
-from experiments import faults as F
+from experiments import faults
 from experiments.backends import mininet_limits
 from experiments.backends.agent_jobs import agent_jobs
 from experiments.backends.agent_logs import Progress, read_results
@@ -211,7 +211,7 @@ class MininetBackend:
         """Until the agents are done (or well past the horizon): start faults when they are due,
         report the workload's progress."""
         pending = []
-        for fault in F.plan_faults(case, topo, record.horizon):
+        for fault in faults.plan_faults(case, topo, record.horizon):
             record.planned_faults.append(fault.plan())
             if fault.fraction is not None:
                 pending.append(fault)

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Callable, Optional
 
 from controller.routes import rerouted_programs
-from experiments import faults as F
+from experiments import faults
 from experiments.backends.netsim_traffic import Traffic, build_fabric, cable_delay, transport_config
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
@@ -77,7 +77,7 @@ class NetsimTarget:
     def set_evs_denied(self, switch: str, denied: bool) -> None:
         if switch not in self.fab.switches:
             raise KeyError(f"{switch} is not a switch")
-        self.evs_changed += F.set_evs_denied(self.fab, self.endpoints, switch, denied, self.fab.sim.now)
+        self.evs_changed += faults.set_evs_denied(self.fab, self.endpoints, switch, denied, self.fab.sim.now)
 
     def set_switch_rate(self, switch: str, share: float) -> None:
         if switch not in self.fab.switches:
@@ -166,7 +166,7 @@ class NetsimBackend:
         """Schedule time-triggered faults; return the progress-triggered ones. Each is recorded as
         planned, and each action with the share `delivered()` when it took effect."""
         pending = []
-        for fault in F.plan_faults(case, topo, case.scenario.horizon_s):
+        for fault in faults.plan_faults(case, topo, case.scenario.horizon_s):
             record.planned_faults.append(fault.plan())
             if fault.fraction is not None:
                 pending.append(fault)
@@ -182,7 +182,7 @@ class NetsimBackend:
         start = sim.now
         for action in actions:
             sim.at(start + action.offset,
-                   lambda action=action: F.apply_action(action, target, record, lambda: sim.now, delivered))
+                   lambda action=action: faults.apply_action(action, target, record, lambda: sim.now, delivered))
 
     @staticmethod
     def _keep_events(traffic: Traffic, record: CaseRecord) -> None:

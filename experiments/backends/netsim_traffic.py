@@ -18,11 +18,11 @@ from host_agent.collectives import make_collective
 from host_agent.collectives.data import block_bytes
 from host_agent.collectives.driver import EndpointMessenger
 from host_agent.transport import Endpoint, MessageReceived, TransportConfig
-from host_agent.transport import events as E
+from host_agent.transport import events
 from netsim import Network, Simulator, from_topology
 from topologies.model import Topology
 
-KEPT_EVENTS = (E.EvStateChanged, E.EvBackup)   # transport events a case record keeps
+KEPT_EVENTS = (events.EvStateChanged, events.EvBackup)   # transport events a case record keeps
 QP_BASE = 0x100
 LINK_DELAY_S = 20e-6             # default propagation delay of every cable (a veth pair plus a switch hop)
 
@@ -158,7 +158,7 @@ class Traffic:
             messenger.handle(event)
         elif type(event) is MessageReceived:
             self._on_message(host, event)
-        if type(event) is E.ConnectionFailed:
+        if type(event) is events.ConnectionFailed:
             self.failures.append(f"{host}: {event.error}")
         if isinstance(event, KEPT_EVENTS):
             record = event.as_record()
