@@ -86,7 +86,7 @@ def _routing_entries(topo: Topology, graph: PlaneGraph, switch: Switch) -> list[
         if nic.switch == switch.name:
             attached.append(_forward(match, nic.switch_port))
             continue
-        ports = tuple(sorted(end.port for end in graph.next_hops(switch.name, nic.switch)))
+        ports = graph.ecmp_ports(switch.name, nic.switch)
         if not ports:
             continue                      # unreachable in this plane: default action drops it
         if len(ports) == 1:

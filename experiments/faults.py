@@ -1,14 +1,15 @@
 """Faults: what an experiment breaks, turned into timed actions on a backend.
 
 A backend implements `FaultTarget` (take a link down or up, install or clear a port fault in a
-switch's `MrcIngress.port_fault` table, kill or restart a switch). `plan_faults` resolves every
-fault's targets once (a named link or switch is checked; "auto" picks the fabric link and the spine
-that carry most of the baseline's data) and turns each into `FaultAction`s at times relative to
-the fault's start; the backend schedules them, at a time or at a share of the workload, and
-`apply_action` runs and records each, with the share of the workload delivered when it took effect
-where the backend knows it then (netsim; the Mininet backend fills it in from the agents' goodput
-records afterwards). Each action carries the index of its fault, so the record tells where every
-planned fault landed (`experiments.validity`).
+switch's `MrcIngress.port_fault` table, kill or restart a switch, reach the hosts' EV controls).
+`FaultSchedule.of_case` resolves every fault's targets once (a named link or switch is checked;
+"auto" picks the fabric link and the spine that carry most of the baseline's data,
+`experiments.fault_targets`) and turns each into `FaultAction`s at times relative to the fault's
+start; it hands the backend the faults due at a time, and those due at a share of the workload as
+that share arrives. The backend runs each action with `apply_action`, which records it, with the
+share of the workload delivered when it took effect where the backend knows it then (netsim; the
+Mininet backend fills it in from the agents' goodput records afterwards). Each action carries the
+index of its fault, so the record tells where every planned fault landed (`experiments.validity`).
 
 - link_kill: the link goes down (both directions); optionally back up after `repair_after_s`.
 - link_flap: the link changes state every `period_s` (down first), `flaps` times or until the end.
@@ -19,8 +20,8 @@ planned fault landed (`experiments.validity`).
 - switch_ev_deny: an operator takes the switch out for maintenance: every host DENIES the EVs of
   its MRC connections whose path crosses it (down to each connection's `ev_min_active` floor);
   with `repair_after_s` they are allowed again (UNKNOWN, probed before use). The switch keeps
-  forwarding: nothing is lost, traffic just moves off it. (netsim: on the endpoints; mininet: through
-  the agents' control sockets.)
+  forwarding: nothing is lost, traffic just moves off it. Written once (`experiments.ev_deny`), through
+  the agents' EV control operations (netsim: served in-process; mininet: the control sockets).
 - random_loss: every switch port facing a host drops each packet with probability `loss` (fault
   table), so every packet, data or acknowledgement, meets that loss once on its last hop.
 - switch_slow: every link of the switch (both directions) runs at `share` of its rate: a gray
@@ -30,17 +31,14 @@ planned fault landed (`experiments.validity`).
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import Callable, Iterable, Optional, Protocol
 
-from experiments.backends.netsim_traffic import Traffic, build_fabric, cable_delay, transport_config
-from host_agent.transport.evset import EvState, FloorError
+from experiments.ev_deny import EvControls, set_evs_denied
+from experiments.fault_targets import busiest_targets, last_hops
 from experiments.record import CaseRecord, FaultEvent, FaultPlan
 from experiments.scenario import Case, FaultSpec
-from netsim import Network, SimSwitch, Simulator
-from netsim.switch import ecmp_member, usid_shift
-from topologies.model import TIER_LEAF, Topology
+from topologies.model import Topology
 
 FLAP_LIMIT = 10_000        # a flap "until the end" stops scheduling after this many changes
 
@@ -63,8 +61,9 @@ class FaultTarget(Protocol):
     def set_switch_alive(self, switch: str, alive: bool) -> None:
         """Kill (False) or restart (True) a switch."""
 
-    def set_evs_denied(self, switch: str, denied: bool) -> None:
-        """Deny (True) or allow again (False), on every host, the EVs whose path crosses `switch`."""
+    def ev_controls(self) -> Iterable[tuple[str, EvControls]]:
+        """(host, its agent's EV control operations) for every agent that serves them, each usable
+        while it is handed out (the switch_ev_deny fault, `experiments.ev_deny`)."""
 
     def set_switch_rate(self, switch: str, share: float) -> None:
         """Run every link of `switch`, both directions, at `share` of its rate (1.0: restored)."""
@@ -103,6 +102,45 @@ class PlannedFault:
         return FaultPlan(self.spec.label, self.seconds, self.fraction)
 
 
+class FaultSchedule:
+    """A case's planned faults by what starts them, the same for every backend: a time into the
+    workload (`timed`), or a share of the workload's bytes having arrived (`reached`, asked as the
+    workload goes on; each such fault is handed out once)."""
+
+    def __init__(self, faults: list[PlannedFault]) -> None:
+        self.faults = list(faults)
+        self._waiting = [f for f in self.faults if f.fraction is not None]
+
+    @classmethod
+    def of_case(cls, case: Case, topo: Topology, horizon: float) -> "FaultSchedule":
+        """The schedule of every fault of the case's variant (`plan_faults`)."""
+        return cls(plan_faults(case, topo, horizon))
+
+    def plans(self) -> list[FaultPlan]:
+        """What a case's record keeps of each fault, in the order of the scenario."""
+        return [fault.plan() for fault in self.faults]
+
+    def timed(self) -> list[PlannedFault]:
+        """The faults that start at a time (`PlannedFault.seconds` into the workload)."""
+        return [f for f in self.faults if f.fraction is None]
+
+    @property
+    def waiting(self) -> bool:
+        """True while a fault waits for its share of the workload."""
+        return bool(self._waiting)
+
+    def reached(self, start_of: Callable[[float], Optional[float]]) -> list[tuple[PlannedFault, float]]:
+        """The waiting faults whose share is reached, with when each starts: `start_of(share)` is
+        that time (the backend's clock), or None while the share is not reached. They wait no more."""
+        due = []
+        for fault in list(self._waiting):
+            at = start_of(fault.fraction)
+            if at is not None:
+                self._waiting.remove(fault)
+                due.append((fault, at))
+        return due
+
+
 def plan_faults(case: Case, topo: Topology, horizon: float) -> list[PlannedFault]:
     """Every fault of the case's variant, its link or switch resolved and checked, as actions."""
     planned, auto = [], None
@@ -124,8 +162,8 @@ def plan_faults(case: Case, topo: Topology, horizon: float) -> list[PlannedFault
                 switch = auto[1]
             else:
                 switch = fault.switch
-                topo.switch(switch)
-        planned.append(PlannedFault(fault, _numbered(index, plan_actions(fault, link, switch, horizon))))
+            topo.switch(switch)
+        planned.append(PlannedFault(fault, _numbered(index, plan_actions(fault, link, switch, horizon, topo))))
     return planned
 
 
@@ -170,13 +208,14 @@ class _FirstChange:
 
 
 def plan_actions(fault: FaultSpec, link: tuple[str, str] | None, switch: str | None,
-                 horizon: float) -> list[FaultAction]:
-    """The timed actions of `fault` on its resolved `link` or `switch`, up to `horizon` seconds."""
+                 horizon: float, topo: Topology | None = None) -> list[FaultAction]:
+    """The timed actions of `fault` on its resolved `link` or `switch` (of `topo`, which
+    switch_ev_deny needs to tell the paths through it), up to `horizon` seconds."""
     make = _PLANNERS[fault.kind]
-    return make(fault, link, switch, horizon)
+    return make(fault, link, switch, horizon, topo)
 
 
-def _link_kill(fault, link, _switch, _horizon):
+def _link_kill(fault, link, _switch, _horizon, _topo):
     a, b = link
     name = f"{a}-{b}"
     actions = [FaultAction(0.0, "link down", name, lambda t: t.set_link(a, b, False), True)]
@@ -185,7 +224,7 @@ def _link_kill(fault, link, _switch, _horizon):
     return actions
 
 
-def _link_flap(fault, link, _switch, horizon):
+def _link_flap(fault, link, _switch, horizon, _topo):
     a, b = link
     name = f"{a}-{b}"
     count = fault.flaps or min(FLAP_LIMIT, int(horizon / fault.period_s) + 1)
@@ -197,7 +236,7 @@ def _link_flap(fault, link, _switch, horizon):
     return actions
 
 
-def _blackhole(fault, _link, switch, _horizon):
+def _blackhole(fault, _link, switch, _horizon, _topo):
     def on(t: FaultTarget) -> None:
         for port in t.switch_ports(switch):
             t.set_port_fault(switch, port, True, 0.0)
@@ -212,7 +251,7 @@ def _blackhole(fault, _link, switch, _horizon):
     return actions
 
 
-def _switch_kill(fault, _link, switch, _horizon):
+def _switch_kill(fault, _link, switch, _horizon, _topo):
     actions = [FaultAction(0.0, "switch killed", switch, lambda t: t.set_switch_alive(switch, False), True)]
     if fault.repair_after_s is not None:
         actions.append(FaultAction(fault.repair_after_s, "switch restarted", switch,
@@ -220,7 +259,7 @@ def _switch_kill(fault, _link, switch, _horizon):
     return actions
 
 
-def _gray(fault, link, _switch, _horizon):
+def _gray(fault, link, _switch, _horizon, _topo):
     a, b = link
 
     def lossy(t: FaultTarget, prob: float) -> None:
@@ -237,22 +276,15 @@ def _gray(fault, link, _switch, _horizon):
     return actions
 
 
-def _ev_deny(fault, _link, switch, _horizon):
-    actions = [FaultAction(0.0, "EVs denied", switch, lambda t: t.set_evs_denied(switch, True), True)]
+def _ev_deny(fault, _link, name, _horizon, topo):
+    if topo is None:
+        raise ValueError("switch_ev_deny: planning it needs the topology, to tell the paths through its switch")
+    switch = topo.switch(name)
+    actions = [FaultAction(0.0, "EVs denied", name, lambda t: set_evs_denied(t.ev_controls(), switch, True), True)]
     if fault.repair_after_s is not None:
-        actions.append(FaultAction(fault.repair_after_s, "EVs allowed", switch,
-                                   lambda t: t.set_evs_denied(switch, False), False))
+        actions.append(FaultAction(fault.repair_after_s, "EVs allowed", name,
+                                   lambda t: set_evs_denied(t.ev_controls(), switch, False), False))
     return actions
-
-
-def last_hops(topo: Topology) -> list[tuple[str, str]]:
-    """(switch, host) of every link between a switch and a host."""
-    hops = []
-    for link in topo.links:
-        for sw, host in ((link.a, link.b), (link.b, link.a)):
-            if topo.is_switch(sw) and topo.is_host(host):
-                hops.append((sw, host))
-    return hops
 
 
 def _random_loss(fault, hops: list[tuple[str, str]]) -> list[FaultAction]:
@@ -267,7 +299,7 @@ def _random_loss(fault, hops: list[tuple[str, str]]) -> list[FaultAction]:
     return actions
 
 
-def _switch_slow(fault, _link, switch, _horizon):
+def _switch_slow(fault, _link, switch, _horizon, _topo):
     actions = [FaultAction(0.0, f"links at {fault.share:.0%} rate", switch,
                            lambda t: t.set_switch_rate(switch, fault.share), True)]
     if fault.repair_after_s is not None:
@@ -290,81 +322,3 @@ def notifies_control_plane(fault: FaultSpec) -> bool:
     """True when a routing protocol would notice the fault (links going down), False when it is
     silent (a blackholing switch, a lossy link: the links stay up)."""
     return fault.kind in ("link_kill", "link_flap", "switch_kill")
-
-
-def set_evs_denied(fab: Network, endpoints: dict, switch: str, denied: bool, now: float) -> int:
-    """Deny (or allow again) on every host's MRC connections the EVs whose path crosses `switch`,
-    as an operator would; a connection at its floor keeps the rest (FloorError). Returns the
-    number of EVs changed."""
-    changed = 0
-    for host, ep in endpoints.items():
-        for conn in ep.connections.values():
-            if conn.mode != "mrc":
-                continue
-            evset = conn.evset
-            crossing = {k for k, path in enumerate(evset.paths) if switch in trace(fab, host, path, 0)}
-            for ev in [e for e in evset.by_value.values() if e.path_key in crossing]:
-                try:
-                    if denied and ev.state is not EvState.DENIED:
-                        conn.control.deny(ev.value, now)
-                        changed += 1
-                    elif not denied and ev.state is EvState.DENIED:
-                        conn.control.allow(ev.value, now)
-                        changed += 1
-                except FloorError:
-                    break
-    return changed
-
-
-# --- "auto" targets: where the baseline's data goes ------------------------------------------------
-
-def trace(fab: Network, src: str, path, ev: int, choose: Callable = ecmp_member) -> list[str]:
-    """Switches a packet from `src` on `path` with entropy `ev` crosses (without sending it);
-    `choose(src, dst, ev, group size)` is the ECMP member choice of the switches."""
-    node = fab.hosts[src].nics[path.nic].dest[0]
-    dst = int.from_bytes(path.dst, "big")
-    names = []
-    while isinstance(node, SimSwitch) and len(names) < 16:
-        names.append(node.name)
-        if dst >> 80 in node.usid_local:
-            dst = usid_shift(dst)
-        action = node.lookup(dst)
-        if action is None:
-            break
-        if action[0] == "ecmp":
-            members = node.ecmp_groups[action[1]]
-            port = members[choose(path.src, dst.to_bytes(16, "big"), ev, len(members))]
-        else:
-            port = action[1]
-        node = node.links[port].dest[0]
-    return names
-
-
-def busiest_targets(case: Case, topo: Topology, choose: Callable = ecmp_member) -> tuple[tuple[str, str], str]:
-    """(fabric link, spine) carrying most of the baseline's data in this variant.
-
-    The baseline pins every flow to one ECMP path; a fault there is one the baseline feels. MRC
-    cases use the same targets, so every transport meets the same fault.
-    """
-    baseline = dataclasses.replace(case, transport=dataclasses.replace(case.transport, mode="roce", params={}))
-    fab = build_fabric(topo, Simulator(case.scenario.seed), delay=cable_delay(case))
-    traffic = Traffic(fab, baseline, transport_config(baseline, topo))
-    links: Counter = Counter()
-    switches: Counter = Counter()
-    for flow in traffic.flows:
-        conn = traffic.connections(flow.src, flow.dst)[0]     # params {}: one QP
-        path = conn.evset.paths[0]
-        ev = conn.evset.slots[0].current.value
-        hops = trace(fab, flow.src, path, ev, choose)
-        for a, b in zip(hops, hops[1:]):
-            links[tuple(sorted((a, b), key=lambda n: topo.switch(n).index))] += flow.expected_bytes
-        for name in hops:
-            if topo.switch(name).tier != TIER_LEAF:
-                switches[name] += flow.expected_bytes
-    fabric = [(c.a, c.b) for c in fab.cables if c.fabric]
-    if not fabric:
-        raise ValueError(f"topology {topo.name} has no switch-to-switch link to break")
-    link = max(fabric, key=lambda ab: (links[ab], -fabric.index(ab)))
-    spines = [s.name for s in topo.switches if s.tier != TIER_LEAF] or [s.name for s in topo.switches]
-    spine = max(spines, key=lambda n: (switches[n], -spines.index(n)))
-    return link, spine

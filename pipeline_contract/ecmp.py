@@ -1,10 +1,13 @@
 """The ECMP member choice of the P4 program, in Python: CRC-16 over the 5-tuple, modulo the group size.
 
-The switch model forwards with it; netsim, the conformance runner and tests predict BMv2 with it.
+The switch model forwards with it; netsim, the conformance runner and tests predict BMv2 with it;
+fault planning follows the baseline's flows with it (`entropy_member`).
 """
 from __future__ import annotations
 
 import struct
+
+from wire.constants import IPPROTO_UDP, ROCEV2_UDP_PORT
 
 
 def _crc16_table() -> list[int]:
@@ -39,3 +42,10 @@ def ecmp_index(src: bytes, dst: bytes, next_header: int, sport: int, dport: int,
     if size == 0:
         return 0
     return crc16(ecmp_hash_input(src, dst, next_header, sport, dport)) % size
+
+
+def entropy_member(src: bytes, dst: bytes, ev: int, size: int) -> int:
+    """The member index a data packet from `src` to `dst` with entropy value `ev` takes in a group
+    of `size`: MRC and the baseline send UDP to the RoCEv2 port with the EV's low 16 bits as the
+    source port (docs/design.md), so the hash sees those."""
+    return ecmp_index(src, dst, IPPROTO_UDP, ev & 0xFFFF, ROCEV2_UDP_PORT, size)

@@ -120,7 +120,7 @@ def ordinary_scheduling():
     sustains faithfully; an emulation that keeps every CPU busy at real-time priority starves the
     kernel's own threads, and a link set down then takes effect 235-290 ms late (the fidelity
     monitor says so). So the tests run switches and agents as ordinary processes
-    (MRC_REALTIME=0), as a run at a rate above its calibration should; tests/test_realtime.py
+    (MRC_REALTIME=0), as a run at a rate above its calibration should; tests/testbed/test_realtime.py
     sets the variable itself. Subprocesses inherit it."""
     from testbed import realtime
     saved = os.environ.get(realtime.ENV)

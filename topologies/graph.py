@@ -51,6 +51,12 @@ class PlaneGraph:
             return []
         return [end for end in self._adjacent[switch] if distance.get(end.node) == distance[switch] - 1]
 
+    def ecmp_ports(self, switch: str, target: str) -> tuple[int, ...]:
+        """The ports of `switch` on a shortest path to `target`, in the order of an ECMP group's
+        members (by port number): the group the controller installs towards a host behind `target`,
+        whose member `i` the pipeline's hash picks (`pipeline_contract.ecmp`)."""
+        return tuple(sorted(end.port for end in self.next_hops(switch, target)))
+
     def shortest_paths(self, source: str, target: str) -> list[tuple[str, ...]]:
         """Every shortest switch path from `source` to `target`, in lexicographic index order."""
         if target not in self.distances_to(target) or source not in self.distances_to(target):

@@ -1,4 +1,5 @@
-"""uSID paths between hosts: per plane, every shortest switch path, with its steering address.
+"""Paths between hosts: per plane, every shortest switch path with its uSID steering address
+(`host_paths`), and the one path ECMP gives a packet sent to a host's own address (`ecmp_path`).
 
 In a Clos (leaf-spine, fat-tree, multi-plane) the shortest paths are exactly the up-down
 (valley-free) ones; in any other graph they are simply the shortest paths of the plane's switches.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from pipeline_contract.ecmp import entropy_member
 from topologies import addressing
 from topologies.graph import PlaneGraph
 from topologies.model import HostNic, Topology
@@ -64,3 +66,23 @@ def all_pairs_paths(topo: Topology) -> dict[tuple[str, str], list[Path]]:
     graphs: dict[int, PlaneGraph] = {}
     return {(a.name, b.name): host_paths(topo, a.name, b.name, graphs)
             for a in topo.hosts for b in topo.hosts if a.name != b.name}
+
+
+def ecmp_path(topo: Topology, src: str, dst: str, plane: int, ev: int,
+              graph: PlaneGraph | None = None) -> tuple[str, ...]:
+    """The switches a packet from host `src`'s NIC on `plane` to host `dst`'s NIC address there
+    (not steered: the baseline's packets) with entropy value `ev` crosses, under the controller's
+    static routes: at each switch, the member the pipeline's ECMP hash picks among its shortest
+    next hops (`PlaneGraph.ecmp_ports`). Empty when `dst` cannot be reached on `plane`."""
+    src_nic, dst_nic = topo.host_nic(src, plane), topo.host_nic(dst, plane)
+    graph = graph if graph is not None else PlaneGraph(topo, plane)
+    src_addr, dst_addr = src_nic.address.packed, dst_nic.address.packed
+    here, switches = src_nic.switch, [src_nic.switch]
+    while here != dst_nic.switch:
+        ports = graph.ecmp_ports(here, dst_nic.switch)
+        if not ports:
+            return ()
+        port = ports[entropy_member(src_addr, dst_addr, ev, len(ports))] if len(ports) > 1 else ports[0]
+        here = topo.neighbor(here, port).node
+        switches.append(here)
+    return tuple(switches)

@@ -13,7 +13,7 @@
 #
 # MRC_PROVISION_DRY_RUN=1 prints every command that would install, download or change the
 # system (and the content of every file it would write) instead of running it, on any Debian or
-# Ubuntu machine: tests/test_vm_provision.py checks the script's logic that way.
+# Ubuntu machine: tests/project/test_vm_provision.py checks the script's logic that way.
 set -euo pipefail
 
 REPO="${MRC_REPO:-/vagrant}"

@@ -1,7 +1,7 @@
 """Numbers of the MRC wire format shared by hosts, the switch model and the P4 program.
 
 docs/design.md explains every field; p4/mrc.p4 repeats these values as constants
-and tests/test_constants_match_p4.py checks the two agree.
+and tests/p4/test_constants_match_p4.py checks the two agree.
 """
 
 # --- Ethernet / IPv6 / UDP -------------------------------------------------

@@ -18,7 +18,7 @@
 -- Filters: mrc, mrc.psn, mrc.qp, mrc.ev, mrc.mrch.trimmed, mrc.sack.bitmap, mrc.nack.reason, ...
 -- Works with Wireshark 3.x and 4.x (Lua 5.2 to 5.4; no bit operators).
 
--- constants: wire/constants.py (tests/test_wireshark_dissector.py checks they agree)
+-- constants: wire/constants.py (tests/wire/test_wireshark_dissector.py checks they agree)
 local C = {
     ROCEV2_UDP_PORT = 4791,
     BTH_LEN = 12,

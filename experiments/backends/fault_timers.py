@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
-from experiments import faults
+from experiments.faults import FaultAction, FaultTarget, apply_action
 from experiments.record import CaseRecord
 
 
@@ -12,14 +12,14 @@ class FaultTimers:
     """Fault actions run by timers in real time, each recorded when it has taken effect (a failure
     as a note), with how long after it was due that was (`late`: what, target, seconds)."""
 
-    def __init__(self, target: faults.FaultTarget, record: CaseRecord, start_at: float) -> None:
+    def __init__(self, target: FaultTarget, record: CaseRecord, start_at: float) -> None:
         self.target = target
         self.record = record
         self.start_at = start_at
         self.timers: list[threading.Timer] = []
         self.late: list[tuple[str, str, float]] = []
 
-    def start(self, actions: list[faults.FaultAction], begin: float) -> None:
+    def start(self, actions: list[FaultAction], begin: float) -> None:
         """Run `actions` at their offsets from the UNIX time `begin`."""
         for action in actions:
             due = begin + action.offset
@@ -28,9 +28,9 @@ class FaultTimers:
             timer.start()
             self.timers.append(timer)
 
-    def _fire(self, action: faults.FaultAction, due: float) -> None:
+    def _fire(self, action: FaultAction, due: float) -> None:
         try:
-            t = faults.apply_action(action, self.target, self.record, lambda: time.time() - self.start_at)
+            t = apply_action(action, self.target, self.record, lambda: time.time() - self.start_at)
             self.late.append((action.what, action.target, t + self.start_at - due))
         except Exception as error:        # noqa: BLE001 - reported in the record
             self.record.notes.append(f"fault {action.what} on {action.target} failed: {error!r}")

@@ -3,8 +3,9 @@
 Brings the variant's topology up as a `testbed.network.TestbedNetwork` (model or BMv2 target,
 static tables from the controller; the emulated converging control plane when the transport asks
 for rerouting), starts the case's host agents (`agent_jobs`) with `testbed.agents.AgentLauncher`,
-all starting together, and acts on the live network through its verbs when a fault is due. The
-agents' JSON-lines logs become the case record (`agent_logs`).
+all starting together, and acts on the live network through its verbs when a fault is due
+(`live_target`, run by `fault_timers`). The agents' JSON-lines logs become the case record
+(`agent_logs`).
 
 A fault given as a share of the workload ("30%") starts when the agents' goodput records add up
 to that share of the workload's bytes (read every 10 ms; extrapolated at each log's rate over the
@@ -18,21 +19,19 @@ agents' records, which count whole messages (`chunk_bytes`), so it is coarser th
 from __future__ import annotations
 
 import logging
-import shutil
-import socket
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Callable
 
 from experiments import horizons, rate_caps, validity
-from experiments import faults
 from experiments.backends import mininet_limits
 from experiments.backends.agent_jobs import agent_jobs
 from experiments.backends.agent_logs import Progress, read_results
 from experiments.backends.fault_timers import FaultTimers
+from experiments.backends.live_target import ControlSockets, LiveTarget
 from experiments.calibration import LinkRate
+from experiments.faults import FaultSchedule
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
 from pipeline_contract.names import RX, TX
@@ -44,78 +43,6 @@ LOOKAHEAD_S = 0.03               # faults due within this long are timed by extr
 PROGRESS_TICK_S = 0.01           # how often the agents' logs are read while a fault waits for its share
 START_DELAY_S = 3.0              # agents open their NICs, then start the workload together
 STOP_AFTER_HORIZON_S = 15.0      # agents still running this long after the horizon are stopped
-
-
-class LiveTarget:
-    """The faults' view of a running TestbedNetwork (experiments.faults.FaultTarget); `controls`
-    are the (host, control socket) pairs of agents serving the EV operations."""
-
-    def __init__(self, net, controls: list[tuple[str, str]] | None = None) -> None:
-        self.net = net
-        self.topo = net.topology
-        self.controls = list(controls or [])
-
-    def set_link(self, a: str, b: str, up: bool) -> None:
-        self.net.set_link(a, b, up)
-
-    def set_port_fault(self, switch: str, port: int, drop_all: bool, drop_prob: float) -> None:
-        self.net.set_port_fault(switch, port, drop_all, drop_prob)
-
-    def switch_ports(self, switch: str) -> list[int]:
-        return self.topo.ports_of(switch)
-
-    def port_towards(self, switch: str, neighbour: str) -> int:
-        if not self.topo.is_switch(switch):
-            raise KeyError(f"{switch} is not a switch")
-        return self.topo.port_towards(switch, neighbour)
-
-    def set_evs_denied(self, switch: str, denied: bool) -> None:
-        """Through each agent's control socket, deny (or allow) the EVs whose uSID path crosses
-        `switch`; a connection at its floor keeps the rest."""
-        from host_agent.control import ControlClient, ControlError
-        from topologies.paths import host_paths
-        if not self.topo.is_switch(switch):
-            raise KeyError(f"{switch} is not a switch")
-        hosts = [h.name for h in self.topo.hosts]
-        for host, path in self.controls:
-            crossing = {socket.inet_pton(socket.AF_INET6, str(p.address)).hex()
-                        for other in hosts if other != host
-                        for p in host_paths(self.topo, host, other) if switch in p.switches}
-            try:
-                with ControlClient(path) as client:
-                    for conn in client.request("connections"):
-                        _deny_crossing(client, conn, crossing, denied)
-            except ControlError as err:
-                log.warning("%s: %s", host, err)          # an agent that finished already
-
-    def set_switch_alive(self, switch: str, alive: bool) -> None:
-        if alive:
-            raise RuntimeError("restarting a killed switch is not supported on the mininet backend")
-        self.net.kill_switch(switch)
-
-    def set_switch_rate(self, switch: str, share: float) -> None:
-        """Through the egress queue rates of the switch and of its neighbour switches
-        (`testbed.network.TestbedNetwork.set_switch_rate`)."""
-        self.net.set_switch_rate(switch, share)
-
-
-def _deny_crossing(client, conn: dict, crossing: set, denied: bool) -> None:
-    """Deny (or allow) every EV of connection `conn` whose path address is in `crossing`."""
-    from host_agent.control import ControlError
-    where = {"peer": conn["peer"], "qp": conn["qp"]}
-    for row in client.request("array", **where):
-        for ev in (row, row.get("in_use")):
-            if ev is None or ev["dst"] not in crossing:
-                continue
-            if denied and ev["state"] != "DENIED":
-                try:
-                    client.request("deny", ev=ev["ev"], **where)
-                except ControlError as err:
-                    if "ev_min_active" in str(err):
-                        return                                # at the floor: the rest stays
-                    raise
-            elif not denied and ev["state"] == "DENIED":
-                client.request("allow", ev=ev["ev"], **where)
 
 
 class MininetBackend:
@@ -146,10 +73,9 @@ class MininetBackend:
                       convergence_delay=case.transport.reroute_delay_s, progress=lambda line: log.info("%s", line))
         agents = AgentLauncher(net, run_dir / "agents")
         timers, monitor, verdict = None, FidelityMonitor(net), None
-        control_dir = None                   # short paths (a unix socket path has at most 107 bytes)
+        sockets = None                       # the agents' control sockets, for the switch_ev_deny fault
         if case.transport.mode == "mrc" and any(f.kind == "switch_ev_deny" for f in case.variant.faults):
-            control_dir = tempfile.mkdtemp(prefix="mrc-ctl-")
-        controls = []
+            sockets = ControlSockets()
         try:
             net.start()
             if not case.transport.trimming:
@@ -158,14 +84,11 @@ class MininetBackend:
             jobs, flow_logs = agent_jobs(topo, case, agents.log_dir, start_at, record.horizon)
             record.flows = [item.flow for item in flow_logs]
             for item in jobs:
-                extra = ()
-                if control_dir is not None:
-                    controls.append((item.job.host, f"{control_dir}/{item.name}.sock"))
-                    extra = ("--control", controls[-1][1])
+                extra = () if sockets is None else ("--control", sockets.add(item.job.host, item.name))
                 agent = agents.start(item.name, item.job, *extra)
                 if not net.is_remote(item.job.host):           # a cluster server's process is not ours to watch
                     monitor.watch(item.name, agent.proc.pid)
-            timers = FaultTimers(LiveTarget(net, controls), record, start_at)
+            timers = FaultTimers(LiveTarget(net, sockets.agents if sockets else []), record, start_at)
             live = Progress([i.log for i in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)
             monitor.start(delay_s=start_at - time.time())     # the agents' start-up is not judged
             self._follow(case, topo, record, agents, timers, live, progress)
@@ -180,8 +103,8 @@ class MininetBackend:
             if timers is not None:
                 timers.cancel()
             agents.stop()
-            if control_dir is not None:
-                shutil.rmtree(control_dir, ignore_errors=True)
+            if sockets is not None:
+                sockets.remove()
             remaining = net.stop()
             if remaining:
                 record.notes.append(f"left behind after tear-down: {', '.join(map(str, remaining))}")
@@ -210,24 +133,23 @@ class MininetBackend:
                 live: Progress, progress: Callable[[float], None]) -> None:
         """Until the agents are done (or well past the horizon): start faults when they are due,
         report the workload's progress."""
-        pending = []
-        for fault in faults.plan_faults(case, topo, record.horizon):
-            record.planned_faults.append(fault.plan())
-            if fault.fraction is not None:
-                pending.append(fault)
-            else:
-                timers.start(fault.actions, timers.start_at + fault.seconds)
+        schedule = FaultSchedule.of_case(case, topo, record.horizon)
+        record.planned_faults = schedule.plans()
+        for fault in schedule.timed():
+            timers.start(fault.actions, timers.start_at + fault.seconds)
+
+        def start_of(share: float) -> float | None:
+            """When the share arrives (UNIX time), once that is at most LOOKAHEAD_S away."""
+            eta = live.eta(share)
+            return max(eta, time.time()) if eta is not None and eta <= time.time() + LOOKAHEAD_S else None
 
         def tick() -> None:
             progress(live.read())
-            for fault in list(pending):
-                eta = live.eta(fault.fraction)
-                if eta is not None and eta <= time.time() + LOOKAHEAD_S:
-                    pending.remove(fault)
-                    timers.start(fault.actions, max(eta, time.time()))
+            for fault, at in schedule.reached(start_of):
+                timers.start(fault.actions, at)
 
         agents.wait(timers.start_at + record.horizon + STOP_AFTER_HORIZON_S, tick,
-                    tick_s=PROGRESS_TICK_S if pending else 0.05)
+                    tick_s=PROGRESS_TICK_S if schedule.waiting else 0.05)
 
     @staticmethod
     def _read_counters(net, topo: Topology, record: CaseRecord) -> tuple[dict, dict]:

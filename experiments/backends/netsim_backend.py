@@ -12,14 +12,14 @@ from collections import Counter
 from typing import Callable, Optional
 
 from controller.routes import rerouted_programs
-from experiments import faults
 from experiments.backends.netsim_traffic import Traffic, build_fabric, cable_delay, transport_config
+from experiments.ev_deny import LocalControls
+from experiments.faults import FaultSchedule, apply_action
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
 from experiments.workloads import variant_topology
 from host_agent.transport.sizing import packet_time
 from netsim import Network, Simulator
-from topologies.model import Topology
 
 
 
@@ -41,13 +41,13 @@ class ControlPlane:
 
 
 class NetsimTarget:
-    """The faults' view of a fabric (experiments.faults.FaultTarget)."""
+    """The faults' view of a fabric (experiments.faults.FaultTarget); `endpoints` ({host: Endpoint})
+    answer the EV control operations."""
 
     def __init__(self, fab: Network, control: Optional[ControlPlane], endpoints: Optional[dict] = None) -> None:
         self.fab = fab
         self.control = control
         self.endpoints = endpoints or {}
-        self.evs_changed = 0                   # EVs denied or allowed by switch_ev_deny faults
         self._full_rate: dict = {}          # SimLink -> its rate before any switch_slow fault
 
     def set_link(self, a: str, b: str, up: bool) -> None:
@@ -74,10 +74,9 @@ class NetsimTarget:
         if self.control:
             self.control.notify()
 
-    def set_evs_denied(self, switch: str, denied: bool) -> None:
-        if switch not in self.fab.switches:
-            raise KeyError(f"{switch} is not a switch")
-        self.evs_changed += faults.set_evs_denied(self.fab, self.endpoints, switch, denied, self.fab.sim.now)
+    def ev_controls(self):
+        """Each host's EV control operations, served in-process on its endpoint at the simulated time."""
+        return [(host, LocalControls(endpoint, lambda: self.fab.sim.now)) for host, endpoint in self.endpoints.items()]
 
     def set_switch_rate(self, switch: str, share: float) -> None:
         if switch not in self.fab.switches:
@@ -108,7 +107,10 @@ class NetsimBackend:
         if transport.reroute_delay_s is not None:
             control = ControlPlane(fab, transport.reroute_delay_s, record.reroutes.append)
         target = NetsimTarget(fab, control, traffic.endpoints)
-        pending = self._plan_faults(case, topo, target, record, traffic.progress)
+        schedule = FaultSchedule.of_case(case, topo, scenario.horizon_s)
+        record.planned_faults = schedule.plans()
+        for fault in schedule.timed():
+            sim.at(fault.seconds, self._schedule, sim, target, fault.actions, record, traffic.progress)
         traffic.attach()
         sim.at(0.0, traffic.start)
         interval = scenario.sample_interval_s
@@ -126,10 +128,9 @@ class NetsimBackend:
         def watch() -> None:
             """Start each progress-triggered fault once its share has arrived, looking every packet time."""
             frac = traffic.progress()
-            for fault in [p for p in pending if p.fraction <= frac]:
-                pending.remove(fault)
+            for fault, _ in schedule.reached(lambda share: sim.now if share <= frac else None):
                 self._schedule(sim, target, fault.actions, record, traffic.progress)
-            if pending and not traffic.done():
+            if schedule.waiting and not traffic.done():
                 sim.after(poll, watch)
 
         sim.at(0.0, watch)
@@ -161,20 +162,6 @@ class NetsimBackend:
         return record
 
     # --- faults ---------------------------------------------------------------------------------
-    def _plan_faults(self, case: Case, topo: Topology, target: NetsimTarget, record: CaseRecord,
-                     delivered: Callable[[], float]) -> list:
-        """Schedule time-triggered faults; return the progress-triggered ones. Each is recorded as
-        planned, and each action with the share `delivered()` when it took effect."""
-        pending = []
-        for fault in faults.plan_faults(case, topo, case.scenario.horizon_s):
-            record.planned_faults.append(fault.plan())
-            if fault.fraction is not None:
-                pending.append(fault)
-            else:
-                target.fab.sim.at(fault.seconds, self._schedule, target.fab.sim, target, fault.actions, record,
-                                  delivered)
-        return pending
-
     @staticmethod
     def _schedule(sim: Simulator, target: NetsimTarget, actions: list, record: CaseRecord,
                   delivered: Callable[[], float]) -> None:
@@ -182,7 +169,7 @@ class NetsimBackend:
         start = sim.now
         for action in actions:
             sim.at(start + action.offset,
-                   lambda action=action: faults.apply_action(action, target, record, lambda: sim.now, delivered))
+                   lambda action=action: apply_action(action, target, record, lambda: sim.now, delivered))
 
     @staticmethod
     def _keep_events(traffic: Traffic, record: CaseRecord) -> None:

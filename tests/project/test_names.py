@@ -114,7 +114,7 @@ def fake_project(tmp_path: Path) -> Path:
     for path, text in {
         "wire/a.py": "from wire import constants as C\n\nclass Endpoint:\n    pass\n",
         "netsim/b.py": "if True:\n    class Endpoint:\n        pass\nclass _Local:\n    pass\n",
-        "tests/c.py": "class _Local:\n    pass\n\ndef f():\n    class Inner:\n        pass\n",
+        "cli/c.py": "class _Local:\n    pass\n\ndef f():\n    class Inner:\n        pass\n",
         "labs/01-x/skeleton/m.py": "class Monitor:\n    pass\n",
         "labs/01-x/solution/m.py": "class Monitor:\n    pass\n",
         "labs/02-y/check.py": "import wire.constants as k\n",

@@ -7,7 +7,7 @@
  * egress queue. The names of controls, tables, keys, actions, parameters,
  * counters and registers are the "Switch pipeline contract" of
  * docs/design.md; the numbers repeat wire/constants.py
- * (tests/test_constants_match_p4.py checks both). p4/README.md explains the
+ * (tests/p4/test_constants_match_p4.py checks both). p4/README.md explains the
  * design. Run BMv2 with `-- --priority-queues 2`.
  */
 #include <core.p4>

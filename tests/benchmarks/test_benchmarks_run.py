@@ -1,0 +1,118 @@
+"""`mrc-testbed bench` machinery: results saved with the machine, compared with the last run,
+regressions flagged in the direction that matters; a failing benchmark does not stop the rest."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from benchmarks import run as bench_run
+from cli import bench as bench_cmd
+from benchmarks.figures import Figure, Measurement, compare, load_previous, save
+
+
+def fake(name: str, values: dict, better: str = "higher") -> bench_run.Benchmark:
+    def measure(options):
+        m = Measurement()
+        for figure, value in values.items():
+            m.add(figure, value, "pkt/s", better=better)
+        return m
+    return bench_run.Benchmark(name, f"fake {name}", measure)
+
+
+def test_saved_result_holds_machine_time_and_figures(tmp_path):
+    m = Measurement()
+    m.add("rate", 100.0, "pkt/s")
+    m.add("broken", float("nan"), "s", better="lower")
+    path = save("demo", m, 1.5, tmp_path)
+    doc = json.loads(path.read_text())
+    assert path.name == "demo.json"
+    assert {"host", "cpus", "time", "load_average", "python"} <= set(doc["machine"])
+    assert doc["figures"][0]["value"] == 100.0
+    assert doc["figures"][1]["value"] is None and doc["figures"][1]["note"] == "not finite"
+    assert load_previous("demo", tmp_path)["benchmark"] == "demo"
+    assert load_previous("absent", tmp_path) is None
+
+
+def test_compare_flags_regressions_by_direction():
+    previous = {"figures": [{"name": "rate", "value": 100.0}, {"name": "time", "value": 2.0}]}
+    assert compare(Figure("rate", 80.0, "pkt/s", "higher"), previous) == ("-20%", True)
+    assert compare(Figure("rate", 95.0, "pkt/s", "higher"), previous) == ("-5%", False)
+    assert compare(Figure("time", 3.0, "s", "lower"), previous) == ("+50%", True)
+    assert compare(Figure("time", 1.0, "s", "lower"), previous) == ("-50%", False)
+    assert compare(Figure("new one", 1.0, "s"), previous) == ("new", False)
+    assert compare(Figure("rate", 80.0, "pkt/s"), None) == ("", False)
+
+
+def test_second_run_shows_the_change_and_a_failing_benchmark_is_reported(tmp_path, monkeypatch, capsys):
+    args = argparse.Namespace(only=None, no_mininet=True, results=tmp_path, list=False)
+    monkeypatch.setattr(bench_run, "benchmarks", lambda: [fake("alpha", {"rate": 100.0})])
+    assert bench_cmd.run(args) == 0
+    monkeypatch.setattr(bench_run, "benchmarks", lambda: [
+        fake("alpha", {"rate": 50.0}),
+        bench_run.Benchmark("boom", "fails", lambda options: 1 / 0)])
+    assert bench_cmd.run(args) == 1
+    out = capsys.readouterr().out
+    table = out[out.rindex("benchmark "):]
+    assert "alpha" in table and "REGRESSION" in table and "-50%" in table
+    assert "boom" in table and "ZeroDivisionError" in table
+    assert json.loads((tmp_path / "alpha.json").read_text())["figures"][0]["value"] == 50.0
+    assert not (tmp_path / "boom.json").exists()
+
+
+def test_every_benchmark_is_listed_and_selectable():
+    names = [b.name for b in bench_run.benchmarks()]
+    assert names == list(bench_run.NAMES)
+    assert {"allreduce", "failover", "bringup", "agent", "refswitch"} <= set(names)
+
+
+def test_allreduce_on_netsim_never_beats_the_ideal_bound():
+    """The bound 2(N-1)/N * size / rate holds for what the benchmark measures (netsim, 4 hosts)."""
+    from benchmarks.bench_allreduce import ideal_seconds, measure_one
+    from benchmarks.cases import NETSIM_RATE_BPS
+    run = measure_one("netsim", 4, 1 << 18, NETSIM_RATE_BPS)
+    assert run["completed"] and run["bit_exact"]
+    assert run["ideal_s"] == ideal_seconds(4, 1 << 18, NETSIM_RATE_BPS) == 1.5 * (1 << 18) * 8 / NETSIM_RATE_BPS
+    assert 0 < run["ratio"] <= 1
+    assert run["algbw_bps"] == (1 << 18) * 8 / run["completion_s"]
+
+
+def test_a_run_that_skipped_a_part_keeps_that_parts_last_figures_for_comparison(tmp_path):
+    full, partial = Measurement(), Measurement()
+    full.add("netsim rate", 10.0, "pkt/s")
+    full.add("mininet rate", 5.0, "pkt/s")
+    partial.add("netsim rate", 11.0, "pkt/s")
+    save("demo", full, 1.0, tmp_path)
+    save("demo", partial, 1.0, tmp_path)                 # e.g. --no-mininet
+    previous = load_previous("demo", tmp_path)
+    assert compare(Figure("mininet rate", 2.0, "pkt/s"), previous) == ("-60%", True)
+    assert compare(Figure("netsim rate", 11.0, "pkt/s"), previous) == ("+0%", False)
+    assert len((tmp_path / "demo.history.jsonl").read_text().splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_netsim_forwarding_benchmark_counts_every_hop_of_every_packet():
+    """fattree:8, each host sprays to the host 64 places on: another pod, five switches a packet."""
+    from benchmarks.bench_netsim import forwarding_only
+
+    run = forwarding_only(1, count=3)
+    assert run["packets"] == 128 * 3 * 5 and run["packets_per_cpu_s"] > 0
+
+
+@pytest.mark.slow
+def test_netsim_benchmark_runs_a_revision_of_the_checkout_beside_now():
+    """--against REV: REV's code, exported with the benchmark beside it, runs in a child process
+    (here HEAD, whose cases simulate the packets the working tree's do); a bad REV is named."""
+    import subprocess
+    import pytest
+    from benchmarks import bench_netsim as bn
+
+    if subprocess.run(["git", "-C", str(bn.ROOT), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    then = bn.run_at_revision("HEAD", 1, fat_tree=False)
+    now = [bn.time_case(case, 1) for case in bn.permutation_cases()]
+    assert then["packets"] == sum(r["packets"] for r in now) > 0 and then["wall_s"] > 0
+    assert then["fat_tree"] is None and "pure Python" in then["build"]
+    with pytest.raises(ValueError, match="--against no-such-revision: not a commit"):
+        bn.run_at_revision("no-such-revision", 1, fat_tree=False)

@@ -1,0 +1,314 @@
+"""The in-process network: links, the switch pipeline contract, the network built from a topology."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.netsim.netsim_transfers import Transfer, fabric, run_transfers
+from wire import constants
+from wire.packets import DataPacket, Probe
+from netsim import SimLink as Link, SimSwitch as Switch, Simulator
+from netsim.switch import PortConfig, usid_shift
+from topologies.addressing import node_address, usid_path_address
+from wire.packets import wire_size
+
+
+def usid_address(plane, usids):
+    """fc00:<plane>:<usid>:...:: as 16 bytes (the last uSID is the destination host's)."""
+    return usid_path_address(plane, usids[:-1], usids[-1]).packed
+
+
+def prefix48(plane, usid):
+    """The 128-bit value of the /48 prefix fc00:<plane>:<usid>::."""
+    return int(node_address(plane, usid))
+
+
+class Sink:
+    """Records what arrives."""
+
+    def __init__(self, sim):
+        self.sim, self.got = sim, []
+
+    def receive(self, pkt, port):
+        self.got.append((self.sim.now, port, pkt))
+
+
+class Recorder:
+    """An endpoint that records the (NIC, packet) pairs it is handed and sends nothing."""
+
+    def __init__(self):
+        self.got = []
+
+    def receive(self, now, nic, pkt):
+        self.got.append((nic, pkt))
+
+    def poll(self, now):
+        return []
+
+    def next_wakeup(self):
+        return None
+
+    def drain_events(self):
+        return []
+
+
+def data_pkt(dst, ev=1, payload=b"x" * 1000, dscp=constants.DSCP_TRIMMABLE, src=bytes(16)):
+    return DataPacket(src=src, dst=dst, ev=ev, qp=1, psn=0, va=0, rkey=0, length=len(payload), msg_id=0,
+                      msg_len=len(payload), tsval=0, payload=payload, dscp=dscp)
+
+
+def test_usid_shift_consumes_the_first_usid():
+    dst = int.from_bytes(usid_address(1, [0x0101, 0x0102, 0x1003]), "big")
+    assert usid_shift(dst).to_bytes(16, "big") == usid_address(1, [0x0102, 0x1003])
+
+
+def test_stop_ends_the_run_after_the_event_that_asked_and_the_next_run_goes_on():
+    sim, ran = Simulator(), []
+    sim.at(1.0, ran.append, 1)
+    sim.at(2.0, lambda: (ran.append(2), sim.stop()))
+    sim.at(2.0, ran.append, 3)                  # same time, scheduled after: not run by this run
+    sim.at(3.0, ran.append, 4)
+    sim.run(until=10.0)
+    assert ran == [1, 2] and sim.now == 2.0
+    sim.run(until=10.0)
+    assert ran == [1, 2, 3, 4] and sim.now == 10.0
+
+
+def test_link_serialises_then_propagates_and_serves_high_priority_first():
+    sim = Simulator()
+    sink = Sink(sim)
+    link = Link(sim, "l", rate_bps=8e9, delay=1e-6, depth=10)
+    link.connect(sink, 7)
+    low = [data_pkt(bytes(16), payload=bytes(894)) for _ in range(3)]        # 1000 bytes: 1 us each
+    for p in low:
+        link.send(p, constants.PRIORITY_LOW)
+    high = Probe(src=bytes(16), dst=bytes(16), ev=0, qp=1, probe_id=9, tsval=0)
+    link.send(high, constants.PRIORITY_HIGH)
+    sim.run()
+    assert wire_size(low[0]) == 1000
+    order = [p for _, _, p in sink.got]
+    assert order == [low[0], high, low[1], low[2]]                   # the probe overtakes the queue
+    assert sink.got[0][0] == pytest.approx(2e-6) and sink.got[0][1] == 7
+
+
+def test_link_tail_drops_and_down_link_loses_everything():
+    sim = Simulator()
+    sink = Sink(sim)
+    link = Link(sim, "l", 1e9, 1e-6, depth=2)
+    link.connect(sink, 1)
+    sent = [link.send(data_pkt(bytes(16)), constants.PRIORITY_LOW) for _ in range(5)]
+    assert sent == [True, True, True, False, False]                  # one on the wire, two queued
+    sim.at(1e-6, link.set_up, False)
+    sim.run()
+    assert sink.got == [] and link.counters["dropped_down"] == 3
+    link.set_up(True)
+    link.send(data_pkt(bytes(16)), constants.PRIORITY_LOW)
+    sim.run()
+    assert len(sink.got) == 1
+
+
+def one_switch(trim=2, ecn=1, host_facing=False, ecn_max=0):
+    sim = Simulator(3)
+    sw = Switch(sim, "s", 0x0100)
+    sw.add_local(prefix48(0, 0x0100) >> 80)
+    sink = Sink(sim)
+    link = Link(sim, "s->x", 1e9, 1e-6, depth=100)
+    link.connect(sink, 1)
+    sw.links[1] = link
+    sw.port_config[1] = PortConfig(trim, ecn, host_facing, ecn_max)
+    sw.add_route(prefix48(0, 0x1001), 48, ("forward", 1))
+    return sim, sw, sink
+
+
+@pytest.mark.parametrize("host_facing,dscp", [(False, constants.DSCP_TRIMMED), (True, constants.DSCP_TRIMMED_LASTHOP)])
+def test_switch_trims_at_the_threshold_and_marks_ecn_only_in_the_fabric(host_facing, dscp):
+    sim, sw, sink = one_switch(trim=3, ecn=1, host_facing=host_facing)
+    dst = usid_address(0, [0x0100, 0x1001])
+    pkts = [data_pkt(dst) for _ in range(6)]
+    for p in pkts:
+        sw.receive(p, 2)
+    sim.run()
+    # 1st on the wire, then queue 0,1,2 -> 2nd..4th queued (ECN from queue 1 on), 5th and 6th trimmed
+    trimmed = [p for p in pkts if p.trimmed]
+    assert trimmed == pkts[4:]
+    assert all(p.payload == b"" and p.dscp == dscp and p.length == 1000 for p in trimmed)
+    assert wire_size(trimmed[0]) == constants.DATA_HEADERS_LEN
+    marked = [p.ecn == constants.ECN_CE for p in pkts[:4]]
+    assert marked == ([False] * 4 if host_facing else [False, False, True, True])
+    arrival = [p for _, _, p in sink.got]
+    assert arrival[:3] == [pkts[0], pkts[4], pkts[5]]                # trimmed headers jump the queue
+    assert all(p.dst == usid_address(0, [0x1001]) for p in pkts)     # the switch consumed its uSID
+
+
+def test_switch_ecn_ramp_marks_half_the_packets_halfway_up_and_none_at_its_foot():
+    sim, sw, sink = one_switch(trim=100, ecn=2, ecn_max=10)
+    dst = usid_address(0, [0x0100, 0x1001])
+    at_foot, halfway = [], []
+    for _ in range(400):                     # bursts of 8: the k-th packet (k >= 2) sees k - 2 queued
+        burst = [data_pkt(dst) for _ in range(8)]
+        for p in burst:
+            sw.receive(p, 2)
+        sim.run()                            # the queue drains between bursts
+        at_foot.append(burst[3].ecn == constants.ECN_CE)       # saw 2 queued: probability 0
+        halfway.append(burst[7].ecn == constants.ECN_CE)       # saw 6 queued: (6 - 2) / (10 - 2)
+    assert not any(at_foot)
+    assert 0.4 < sum(halfway) / len(halfway) < 0.6
+
+
+def test_switch_never_trims_no_trim_or_control_and_drops_unroutable():
+    sim, sw, sink = one_switch(trim=0, ecn=100)
+    dst = usid_address(0, [0x0100, 0x1001])
+    keep = data_pkt(dst, dscp=constants.DSCP_NO_TRIM)
+    sw.receive(keep, 2)
+    sw.receive(data_pkt(usid_address(0, [0x0100, 0x1999])), 2)
+    sim.run()
+    assert not keep.trimmed and [p for _, _, p in sink.got] == [keep]
+    assert sw.counters["no_route_drops"] == 1
+
+
+def test_switch_faults_drop_all_or_a_fraction():
+    sim, sw, sink = one_switch(trim=10_000, ecn=10_000)
+    dst = usid_address(0, [0x1001])
+    sw.set_fault(1, drop_all=True)
+    sw.receive(data_pkt(dst), 2)
+    sw.set_fault(1, drop_prob=0.25)
+    for _ in range(2000):
+        sw.receive(data_pkt(dst, payload=b""), 2)
+    sim.run()
+    assert 400 < sw.counters["fault_drops"] - 1 < 600
+    sw.set_fault(1)
+    sw.receive(data_pkt(dst), 2)
+    assert 1 not in sw.faults
+
+
+def test_leaf_spine_usid_paths_cross_exactly_their_switches():
+    net = fabric(planes=2, leaves=2, spines=3)                # h1, h2 on leaves s1 / s6; h3, h4 on s2 / s7
+    paths = net.mrc_paths("h1", "h3")
+    assert len(paths) == 6 and {p.plane for p in paths} == {0, 1}
+    h3 = net.hosts["h3"]
+    h3.attach(Recorder())
+    for path in paths:
+        before = {n: s.counters["rx"] for n, s in net.switches.items()}
+        net.hosts["h1"].nics[path.nic].send(data_pkt(path.dst, src=path.src), constants.PRIORITY_LOW)
+        net.sim.run()
+        crossed = [n for n, s in net.switches.items() if s.counters["rx"] != before[n]]
+        assert sorted(crossed) == sorted(net.path_of_address(path.plane, path.dst))
+        nic, pkt = h3.endpoint.got[-1]
+        assert nic == path.plane and pkt.dst == h3.nic_addr[path.plane]
+    same_leaf = net.mrc_paths("h1", "h2")
+    assert [net.path_of_address(p.plane, p.dst) for p in same_leaf] == [["s1"], ["s6"]]
+
+
+def test_baseline_is_routed_by_ecmp_on_the_five_tuple():
+    net = fabric(leaves=2, spines=4, hosts_per_leaf=1)        # h1 on s1, h2 on s2, spines s3..s6
+    (path,) = net.baseline_path("h1", "h2")
+    net.hosts["h2"].endpoint = type("E", (), {"receive": lambda *a: None, "next_wakeup": lambda s: None,
+                                               "poll": lambda s, now: []})()
+    spines = [net.switches[f"s{i}"] for i in range(3, 7)]
+
+    def spine_for(ev):
+        before = [s.counters["rx"] for s in spines]
+        net.hosts["h1"].nics[0].send(data_pkt(path.dst, ev=ev, src=path.src), constants.PRIORITY_LOW)
+        net.sim.run()
+        (i,) = [i for i, s in enumerate(spines) if s.counters["rx"] != before[i]]
+        return i
+
+    evs = random.Random(1).sample(range(1 << 16), 40)   # as senders pick them: over all 16 bits (docs/design.md)
+    chosen = [spine_for(ev) for ev in evs]
+    assert len(set(chosen)) >= 3                                        # different flows spread
+    assert [spine_for(ev) for ev in evs] == chosen                      # the same flow stays put
+
+
+@pytest.mark.parametrize("mode", ["mrc", "roce"])
+def test_network_from_a_topology_runs_the_controllers_tables(mode):
+    from controller.routes import compute_programs
+    from host_agent.transport import TransportConfig
+    from netsim import from_topology
+    from topologies.builders import fat_tree
+
+    topo = fat_tree(4)
+    net = from_topology(topo, compute_programs(topo), Simulator(2), rate_bps=10e9)
+    first, last = topo.hosts[0].name, topo.hosts[-1].name
+    paths = net.mrc_paths(first, last)
+    assert len(paths) == 4 and all(len(net.path_of_address(p.plane, p.dst)) == 5 for p in paths)
+    if mode == "mrc":
+        net.at(30e-6, net.cable(*net.path_of_address(0, paths[0].dst)[1:3]).set_up, False)
+    cfg = TransportConfig(mode=mode, qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6,
+                          line_rate_bps=10e9)
+    res = run_transfers(net, [Transfer(first, last, 200_000, message_size=50_000),
+                              Transfer(topo.hosts[1].name, topo.hosts[-2].name, 100_000)], cfg, until=0.01)
+    assert res.all_complete
+    assert sum(s.counters["no_route_drops"] for s in net.switches.values()) == 0
+
+
+def test_scenario_goodput_series_accounts_for_every_byte():
+    from host_agent.transport import TransportConfig
+
+    net = fabric(seed=4, planes=2)
+    cfg = TransportConfig(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, line_rate_bps=10e9)
+    res = run_transfers(net, [Transfer("h1", "h3", 300_000, message_size=100_000),
+                              Transfer("h2", "h4", 200_000, start=50e-6)], cfg, until=0.01, sample_interval=20e-6)
+    assert res.all_complete
+    times = [0.0] + [t for t, _ in res.goodput]
+    for i, size in enumerate((300_000, 200_000)):
+        got = sum(g[i] * (t - prev) / 8 for (t, g), prev in zip(res.goodput, times))
+        assert got == pytest.approx(size)
+    assert all(g[1] == 0 for t, g in res.goodput if t <= 50e-6)        # the second starts later
+    assert res.transfers[1].finish > 50e-6 and res.end >= max(t.finish for t in res.transfers)
+    peak = max(max(g) for _, g in res.goodput)
+    assert 5e9 < peak <= 2 * 10e9 * 1.01                               # two planes of 10 Gbit/s
+
+
+def test_from_topology_needs_a_program_for_every_switch():
+    from controller.routes import compute_programs
+    from netsim import from_topology
+    from topologies.builders import leaf_spine
+
+    topo = leaf_spine(2, 1, 1)
+    programs = compute_programs(topo)
+    del programs["s3"]
+    with pytest.raises(ValueError, match="no switch program for s3"):
+        from_topology(topo, programs)
+
+
+def test_netsim_imports_only_the_layers_below_it():
+    """netsim is given its switch programs and its endpoints: it imports wire/, pipeline_contract/,
+    topologies/, speedups/ (which build runs) and itself, never the agent, the reference switch or
+    the controller."""
+    import ast
+    import pathlib
+
+    allowed = {"netsim", "wire", "pipeline_contract", "topologies", "speedups"}
+    ours = {p.name for p in pathlib.Path(__file__).resolve().parents[2].iterdir() if p.is_dir()}
+    for path in sorted(pathlib.Path(__file__).resolve().parents[2].joinpath("netsim").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            for name in names:
+                top = name.split(".")[0]
+                assert top not in ours or top in allowed, f"{path.name} imports {name}"
+
+
+def test_a_paused_host_holds_arrivals_until_no_pause_is_left():
+    """Overlapping pauses: what arrives while either holds is handed over, in order, at the later end."""
+    from netsim import SimHost
+
+    class Timed(Recorder):
+        def __init__(self, sim):
+            super().__init__()
+            self.sim = sim
+
+        def receive(self, now, nic, pkt):
+            self.got.append((now, pkt))
+
+    sim = Simulator()
+    host = SimHost(sim, "h", 0)
+    host.attach(Timed(sim))
+    held = host.pause(1.0, 3.0)
+    assert host.pause(2.0, 4.0) is held
+    for t in (0.5, 1.5, 2.5, 3.5, 4.5):
+        sim.at(t, host.receive, t, 0)
+    sim.run()
+    assert host.endpoint.got == [(0.5, 0.5), (4.0, 1.5), (4.0, 2.5), (4.0, 3.5), (4.5, 4.5)]
+    assert [pkt for pkt, _ in held] == [1.5, 2.5, 3.5]

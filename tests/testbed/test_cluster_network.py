@@ -1,0 +1,193 @@
+"""The testbed over several servers (testbed/cluster.py) on namespace servers of this machine
+(testbed/local_servers.py): bring-up with tunnels between servers, agents on remote hosts, a link
+cut across servers, and nothing left on any server after a stop or a SIGKILL of the front end."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import missing, requires_sshd
+
+pytestmark = [requires_sshd, pytest.mark.slow, pytest.mark.integration]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    if missing("requires_mininet"):
+        pytest.skip(missing("requires_mininet"))
+    from testbed.local_servers import NamespaceServers
+    with NamespaceServers(2, tmp_path_factory.mktemp("servers")) as made:
+        yield made
+
+
+def local_clients(servers) -> list[str]:
+    """ssh clients of this machine still talking to the namespace servers."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    addresses = [s.address for s in servers.servers]
+    return [line for line in out.splitlines() if " ssh " in f" {line.split(None, 1)[-1]} "
+            and any(a in line for a in addresses)]
+
+
+def settled(servers, timeout: float = 5.0) -> list[str]:
+    """What still runs of a run, on the servers or as local ssh clients, once `timeout` passed or
+    nothing is left (sessions take a moment to close)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = servers.session_processes() + local_clients(servers)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def test_a_network_across_two_servers_carries_a_transfer_and_cuts_a_crossing_link(servers, tmp_path):
+    from testbed.clusterfile import load_cluster_file
+    from testbed.cluster import ClusterNetwork
+    from testbed.transfer import ev_states, run_transfer
+    from topologies import topology_from_spec
+
+    topo = topology_from_spec("leafspine:2x2x1")
+    lines = []
+    net = ClusterNetwork(topo, load_cluster_file(servers.cluster_file), run_dir=tmp_path / "run",
+                         progress=lines.append)
+    try:
+        net.start()
+        text = "\n".join(lines)
+        assert "links crossing servers: 2 of 6" in text and "tunnels between servers" in text
+        assert "ms one way (half the round trip), 0 of 20 pings lost" in text
+        measured = json.loads((tmp_path / "run" / "cluster.json").read_text())
+        assert len(measured["crossing_links"]) == 2 and measured["tunnel"] in ("gretap", "vxlan")
+        (between,) = measured["between_servers"].values()
+        assert between["lost"] == 0 and 0 < between["rtt_ms"] < 50
+        assert {net.placement.server_of[n] for n in ("h1", "h2")} == {s.address for s in servers.servers}
+        first = run_transfer(net, "h1", "h2", 150_000)
+        assert first.ok, first.errors
+        crossing = net.placement.crossing_links()[0]
+        net.set_link(crossing.a, crossing.b, up=False)
+        second = run_transfer(net, "h2", "h1", 150_000)
+        assert second.ok, second.errors                 # MRC sprays around the cut tunnel
+        assert "ASSUMED_BAD" in ev_states(second.logs["h2"]).values()
+        counters = net.counters("s1")
+        assert sum(v.packets for v in counters["MrcIngress.rx"].values()) > 0
+        remote_dir = net.remote_dir()
+    finally:
+        assert net.stop() == []
+    assert settled(servers) == []
+    for server in servers.servers:
+        done = subprocess.run(servers.ssh_command(server, f"test -e {remote_dir} && echo there"),
+                              capture_output=True, text=True, timeout=20)
+        assert "there" not in done.stdout
+
+
+def test_a_sigkill_of_the_front_end_leaves_nothing_on_any_server(servers, tmp_path):
+    script = (
+        "import sys, time\n"
+        "from testbed.clusterfile import load_cluster_file\n"
+        "from testbed.cluster import ClusterNetwork\n"
+        "from topologies import topology_from_spec\n"
+        f"net = ClusterNetwork(topology_from_spec('leafspine:2x2x1'), load_cluster_file({str(servers.cluster_file)!r}),"
+        f" run_dir={str(tmp_path / 'run')!r}, progress=lambda line: None)\n"
+        "net.start()\n"
+        "print('up', flush=True)\n"
+        "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "up"
+        running = [line.split(None, 1)[1] for line in servers.session_processes()]
+        switches = [args for args in running if "python" in Path(args.split()[0]).name and "refswitch.main" in args]
+        assert len(switches) == 4                    # the four switches run on the servers
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert settled(servers) == []
+    # what is left is the run's folder on each server, which `clean --cluster` removes
+    from testbed.cluster import clean_servers
+    from testbed.clusterfile import load_cluster_file
+    lines = clean_servers(load_cluster_file(servers.cluster_file))
+    removed = [part for line in lines for part in line.split("; ") if "removed run-" in part]
+    # (namespace servers share /tmp: the first server's clean-up finds the folder of every server)
+    assert len(lines) == 2 and removed and all(part.endswith(": 0 processes") for part in removed), lines
+
+
+def test_the_quick_failover_over_two_servers_is_bit_exact_with_the_fault_inside_the_workload(servers, tmp_path):
+    """The main experiment's quick MRC case with its network spread over the servers, as
+    `run --cluster` runs it: the same outcome as on one machine (bit-exact, EVs retired after the
+    kill), and a fidelity verdict that says what it could not measure."""
+    from experiments import metrics
+    from experiments.backends.mininet_backend import MininetBackend
+    from experiments.scenario import load_scenario
+
+    scenario = load_scenario(ROOT / "experiments" / "failover.yaml", quick=True)
+    (case,) = [c for c in scenario.cases() if c.variant == scenario.variants[0] and c.transport.name == "MRC"]
+    backend = MininetBackend("model", run_root=tmp_path / "runs", cluster=servers.cluster_file)
+    record = backend.run_case(case)
+    summary = metrics.summarise(record)
+    assert summary["completed"] and summary["bit_exact"], summary
+    assert [f.what for f in record.faults][:1] == ["link down"]
+    assert 0 < summary["failure_time_s"] < summary["completion_time_s"]          # inside the workload
+    retired = [e for e in record.ev_events if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD"]
+    assert retired and min(e["t"] for e in retired) >= summary["failure_time_s"] - 0.01
+    assert record.fidelity["verdict"] == "unknown"
+    assert any(reason.startswith("cluster:") for reason in record.fidelity["reasons"])
+    assert settled(servers) == []
+
+
+def test_clean_servers_ends_this_front_ends_runs_that_are_over_and_leaves_the_others(servers, tmp_path, monkeypatch):
+    """A run folder on a server is cleaned when this front end made it and its run is over; a live
+    run's, and another front end's (run IDs are unique on one machine only), stay with their processes."""
+    import shlex
+    from testbed import cluster
+    from testbed.clusterfile import load_cluster_file
+
+    root = tmp_path / "remote"                   # the namespace servers share this machine's files
+    monkeypatch.setattr(cluster, "REMOTE_ROOT", str(root))
+    server, sleepers = servers.servers[0], {}
+    for run, owner in (("run-over", cluster.front_end()), ("run-live", cluster.front_end()),
+                       ("run-elsewhere", "another-front-end/0")):
+        folder = root / run
+        folder.mkdir(parents=True)
+        (folder / cluster.FRONT_END_FILE).write_text(owner + "\n")
+        script = (f"sleep 600 </dev/null >/dev/null 2>&1 & "
+                  f"sh -c {shlex.quote(cluster._PID_AND_START)} sh $! > {folder}/sleep.pid")
+        subprocess.run(servers.ssh_command(server, script), check=True, timeout=20)
+        sleepers[run] = int((folder / "sleep.pid").read_text().split()[0])
+    try:
+        lines = cluster.clean_servers(load_cluster_file(servers.cluster_file), keep={"run-live"})
+        assert f"{server.address}: removed run-over: 1 processes" in lines
+        assert sorted(p.name for p in root.iterdir()) == ["run-elsewhere", "run-live"]
+        deadline = time.monotonic() + 5
+        while running(sleepers["run-over"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(sleepers["run-over"])
+        assert running(sleepers["run-live"]) and running(sleepers["run-elsewhere"])
+    finally:
+        for pid in sleepers.values():
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_what_a_spread_network_cannot_do_yet_is_refused_naming_it(tmp_path):
+    from testbed.cluster import ClusterError, ClusterNetwork
+    from testbed.clusterfile import parse_cluster
+    from topologies import topology_from_spec
+
+    cluster = parse_cluster({"servers": ["server.invalid"]}, "c.yaml")     # nothing is sent to it
+    topo = topology_from_spec("leafspine:2x2x1")
+    with pytest.raises(ClusterError, match="bmv2 on cluster servers is not built yet"):
+        ClusterNetwork(topo, cluster, "bmv2", run_dir=tmp_path)
+    with pytest.raises(ClusterError, match="--pcap with --cluster"):
+        ClusterNetwork(topo, cluster, "model", run_dir=tmp_path, pcap=True)
