@@ -1,6 +1,7 @@
 """Every name one concept: a class name is defined in one module of the project, and no module is
 imported under a one-letter alias (`from wire import constants as C`), so that a name read
-anywhere means one thing and says what it is.
+anywhere means one thing and says what it is. A one-letter name a module reads but never binds
+(`C.X` left by a merge with a branch that still had the alias) is named too.
 
 A lab folder (labs/NN-slug/) is one unit: its skeleton and solution are two versions of the file
 the student edits, and its checker keeps its own copy of what it must not import from the
@@ -10,6 +11,7 @@ module and not counted.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import subprocess
 from collections import defaultdict
@@ -43,7 +45,8 @@ def python_files(root: Path) -> list[str]:
 def read(root: Path) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
     """(path, top-level classes, one-letter imports) of each of the project's Python files, read once
     per test run (the syntax trees are not kept: holding them all makes parsing several times slower)."""
-    return tuple((path, tuple(top_level_classes(tree)), tuple(one_letter_imports(tree, path)))
+    return tuple((path, tuple(top_level_classes(tree)),
+                  tuple(one_letter_imports(tree, path) + unbound_one_letter_names(tree, path)))
                  for path in python_files(root)
                  for tree in [ast.parse((root / path).read_text(), filename=path)])
 
@@ -78,6 +81,28 @@ def one_letter_imports(tree: ast.Module, path: str) -> list[str]:
     return found
 
 
+def unbound_one_letter_names(tree: ast.Module, path: str) -> list[str]:
+    """Every one-letter name the module reads that nothing in it binds, as 'file:line reads X, never
+    bound'. (Bound counts anywhere in the module, in any scope: this looks for leftovers of removed
+    aliases, not for scoping mistakes.)"""
+    bound, read = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read.append(node) if isinstance(node.ctx, ast.Load) else bound.add(node.id))
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+    return [f"{path}:{node.lineno} reads {node.id}, never bound" for node in read
+            if len(node.id) == 1 and node.id not in bound and node.id not in dir(builtins)]
+
+
 def classes_defined_twice(root: Path = ROOT) -> dict[str, list[str]]:
     """Public class name -> the modules (or lab folders) defining it, for names defined in more than one."""
     where = defaultdict(set)
@@ -89,7 +114,8 @@ def classes_defined_twice(root: Path = ROOT) -> dict[str, list[str]]:
 
 
 def one_letter_aliases(root: Path = ROOT) -> list[str]:
-    """Every import under a one-letter name in the project, as 'file:line imports module as X'."""
+    """Every import under a one-letter name in the project, as 'file:line imports module as X', and
+    every one-letter name read and never bound ('file:line reads X, never bound')."""
     return [line for _, _, imports in read(root) for line in imports]
 
 
@@ -105,7 +131,7 @@ def test_every_allowed_duplicate_is_still_one():
 
 
 def test_no_module_is_imported_under_a_one_letter_name():
-    assert one_letter_aliases() == []
+    assert one_letter_aliases() == []       # (also: no one-letter name read that nothing binds)
 
 
 @pytest.fixture
@@ -118,6 +144,7 @@ def fake_project(tmp_path: Path) -> Path:
         "labs/01-x/skeleton/m.py": "class Monitor:\n    pass\n",
         "labs/01-x/solution/m.py": "class Monitor:\n    pass\n",
         "labs/02-y/check.py": "import wire.constants as k\n",
+        "netsim/d.py": "from wire import constants\n\nX = C.MTU + k.MTU\nfor i in range(2):\n    j = i\n",
     }.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
@@ -126,9 +153,12 @@ def fake_project(tmp_path: Path) -> Path:
 
 def test_the_checks_name_what_they_find(fake_project):
     """The checks themselves: a public class in two modules is named with both; private, nested
-    and one lab's own copies are not; a one-letter alias is named with file and line."""
+    and one lab's own copies are not; a one-letter alias, and a one-letter name read but never
+    bound (an alias a merge removed under a line that still uses it), is named with file and line."""
     assert classes_defined_twice(fake_project) == {"Endpoint": ["netsim/b.py", "wire/a.py"]}
     assert one_letter_aliases(fake_project) == ["labs/02-y/check.py:1 imports wire.constants as k",
+                                                "netsim/d.py:3 reads C, never bound",
+                                                "netsim/d.py:3 reads k, never bound",
                                                 "wire/a.py:1 imports wire.constants as C"]
     (fake_project / "labs/02-y/other.py").write_text("class Monitor:\n    pass\n")
     read.cache_clear()
