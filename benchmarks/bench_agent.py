@@ -100,9 +100,9 @@ def raw_count(ifname: str, seconds: float) -> dict:
     return {"received": count}
 
 
-# --- the lab ----------------------------------------------------------------------------------------
+# --- the namespace pair ---------------------------------------------------------------------------
 
-class Lab:
+class NamespacePair:
     """Two namespaces joined by one veth pair; `close` removes them."""
 
     def __init__(self) -> None:
@@ -158,37 +158,37 @@ def _pin(side: int) -> list[str]:
     return []
 
 
-def measure_raw(lab: Lab, seconds: float) -> dict:
+def measure_raw(pair: NamespacePair, seconds: float) -> dict:
     me = str(Path(__file__).resolve())
-    counter = lab.popen(1, *_pin(1), sys.executable, me, "--raw-count", lab.ifs[1], str(seconds + 1.5))
+    counter = pair.popen(1, *_pin(1), sys.executable, me, "--raw-count", pair.ifs[1], str(seconds + 1.5))
     if read_message(counter.stdout) != event("ready"):
         raise RuntimeError(f"raw counter failed: {counter.communicate()[1].strip()[-500:]}")
-    sender = lab.popen(0, *_pin(0), sys.executable, me, "--raw-send", lab.ifs[0], str(seconds))
+    sender = pair.popen(0, *_pin(0), sys.executable, me, "--raw-send", pair.ifs[0], str(seconds))
     result = result_of(decode(_finish(sender, seconds + 30)), "raw sender")
     result.update(result_of(decode(_finish(counter, seconds + 30)), "raw counter"))
     return result
 
 
-def _job(lab: Lab, rank: int, nbytes: int, config: dict, log: Path, start_at: float) -> Job:
+def _job(pair: NamespacePair, rank: int, nbytes: int, config: dict, log: Path, start_at: float) -> Job:
     other = 1 - rank
     peer = PeerSpec(rank=other, qp=0x100 + rank, remote_qp=0x100 + other,
                     nics=(NicSpec(plane=0, mac=MACS[other], address=ADDRS[other]),),
                     paths={0: tuple(f"fc00:0:{0x100 + i:x}:{0x1000 + other:x}::" for i in range(PATHS))})
     return Job(rank=rank, world_size=2, host=f"bench{rank}",
-               nics=(NicSpec(plane=0, mac=MACS[rank], address=ADDRS[rank], name=lab.ifs[rank]),), peers=(peer,),
+               nics=(NicSpec(plane=0, mac=MACS[rank], address=ADDRS[rank], name=pair.ifs[rank]),), peers=(peer,),
                workload=job_workload("transfer", {"src": 0, "dst": 1, "bytes": nbytes, "chunk_bytes": 1 << 20}),
                transport=JobTransport(mode="mrc", config={"mtu_payload": PAYLOAD, **config}), timeout=120,
                start_at=start_at, log=str(log))
 
 
-def measure_agent(lab: Lab, tmp: Path, nbytes: int, setting: tuple, name: str) -> dict:
+def measure_agent(pair: NamespacePair, tmp: Path, nbytes: int, setting: tuple, name: str) -> dict:
     config, options = setting
     start_at = time.time() + 1.5
     procs = []
     for rank in (1, 0):
-        job = _job(lab, rank, nbytes, config, tmp / f"{name}-{rank}.jsonl", start_at).write(tmp / f"{name}-{rank}.json")
-        procs.append(lab.popen(rank, *_pin(rank), "/usr/bin/time", "-f", "%U %S %e", sys.executable, "-m",
-                               "host_agent.agent", "--job", str(job), "--linger", "0.3", *options))
+        job = _job(pair, rank, nbytes, config, tmp / f"{name}-{rank}.jsonl", start_at).write(tmp / f"{name}-{rank}.json")
+        procs.append(pair.popen(rank, *_pin(rank), "/usr/bin/time", "-f", "%U %S %e", sys.executable, "-m",
+                                "host_agent.agent", "--job", str(job), "--linger", "0.3", *options))
     cpu = {}
     for rank, proc in zip((1, 0), procs):
         try:
@@ -244,16 +244,16 @@ def main() -> int:
                      "pinned": bool(_pin(0)),
                      "cpus": os.cpu_count(), "load_before": os.getloadavg(), "python": platform.python_version(),
                      "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    lab = Lab()
+    pair = NamespacePair()
     try:
         with tempfile.TemporaryDirectory(prefix="bench_agent.") as tmp:
-            results["raw"] = measure_raw(lab, args.seconds)
+            results["raw"] = measure_raw(pair, args.seconds)
             results["agent"] = {}
             for name, setting in SETTINGS.items():
-                runs = [measure_agent(lab, Path(tmp), args.bytes, setting, f"run{i}") for i in range(args.repeat)]
+                runs = [measure_agent(pair, Path(tmp), args.bytes, setting, f"run{i}") for i in range(args.repeat)]
                 results["agent"][name] = {"best": max(runs, key=lambda r: r["pps"]), "runs": runs}
     finally:
-        lab.close()
+        pair.close()
     results["load_after"] = os.getloadavg()
     raw = results["raw"]["pps"]
     print(f"agent benchmark ({PAYLOAD}-byte payloads, {results['frame_bytes']}-byte frames, "

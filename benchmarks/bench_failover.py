@@ -29,7 +29,7 @@ from benchmarks.cases import MODEL_RATE_BPS, host_link_rate, mininet_left_out, r
 from benchmarks.figures import Measurement
 from experiments import calibration, metrics, repeats
 from experiments.timefmt import format_seconds
-from wire import constants as C
+from wire import constants
 
 NAME = "failover"
 DESCRIPTION = "recovery time after a link kill (ms and RTTs), MRC vs baseline"
@@ -42,8 +42,8 @@ REPEAT = 3                           # runs per case; a figure is their median
 
 def unloaded_rtt(rate_bps: float, link_delay_s: float) -> float:
     """RTT of one full data frame and its SACK over PATH_LINKS links, nothing queued."""
-    data_frame = C.DATA_HEADERS_LEN + PAYLOAD + C.ICRC_LEN
-    sack_frame = C.BTH_OFFSET + C.BTH_LEN + C.SACK_LEN
+    data_frame = constants.DATA_HEADERS_LEN + PAYLOAD + constants.ICRC_LEN
+    sack_frame = constants.BTH_OFFSET + constants.BTH_LEN + constants.SACK_LEN
     per_link = (data_frame + sack_frame) * 8 / rate_bps + 2 * link_delay_s
     return PATH_LINKS * per_link
 

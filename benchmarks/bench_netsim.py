@@ -130,10 +130,10 @@ def forwarding_only(repeat: int, count: int = 300) -> dict:
 
 CHILD = """
 import json, sys
-from benchmarks import bench_netsim as b
+from benchmarks import bench_netsim
 repeat, fat_tree = int(sys.argv[1]), sys.argv[2] == "fat-tree"
-runs = [b.time_case(case, repeat) for case in b.permutation_cases()]
-fat = b.time_case(b.fat_tree_case(), repeat) if fat_tree else None
+runs = [bench_netsim.time_case(case, repeat) for case in bench_netsim.permutation_cases()]
+fat = bench_netsim.time_case(bench_netsim.fat_tree_case(), repeat) if fat_tree else None
 print(json.dumps({"build": str(__import__("speedups").build_in_use()), "runs": runs, "fat_tree": fat}))
 """
 

@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from wire import codec, constants as C                      # noqa: E402
+from wire import codec, constants                      # noqa: E402
 from wire.packets import DataPacket                         # noqa: E402
 from testbed.processes import stop_process                  # noqa: E402
 
@@ -48,7 +48,7 @@ PACED_BPS = 100_000_000          # egress rate of the paced run
 
 def data_frame(frame_len: int) -> bytes:
     """An MRC data frame of `frame_len` bytes (trimmable, ECT(0)) to fc00:1:1001::."""
-    payload = frame_len - C.DATA_HEADERS_LEN - C.ICRC_LEN
+    payload = frame_len - constants.DATA_HEADERS_LEN - constants.ICRC_LEN
     pkt = DataPacket(src=SRC, dst=DST, ev=0x1234, qp=1, psn=0, va=0, rkey=1, length=payload, msg_id=1,
                      msg_len=payload, tsval=0, payload=bytes(payload))
     return codec.encode(pkt, bytes.fromhex("020001000000"), bytes.fromhex("020001000001"))

@@ -35,7 +35,7 @@ def run_cases(doc: dict, backend: str, target: str = "model",
 def scenario_processes(doc: dict) -> int:
     """Agents and switches of the first case of the scenario `doc` on Mininet (what the calibrated
     rate of `auto` links depends on)."""
-    from experiments.budget import emulated_processes
+    from experiments.rate_caps import emulated_processes
     case = parse_scenario(doc, path=f"<benchmark {doc['name']}>").cases()[0]
     return emulated_processes(case, variant_topology(case.variant))
 

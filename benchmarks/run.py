@@ -159,7 +159,7 @@ NAMES = ("transport_core", "netsim", "allreduce", "failover", "agent", "refswitc
 # --- running and reporting ---------------------------------------------------------------------
 
 @dataclass
-class Outcome:
+class BenchmarkRun:
     """A benchmark that ran (or failed), with the previous saved result to compare with."""
 
     benchmark: Benchmark
@@ -169,7 +169,7 @@ class Outcome:
     error: str = ""
 
 
-def run_one(bench: Benchmark, options: argparse.Namespace, folder: Path = RESULTS) -> Outcome:
+def run_one(bench: Benchmark, options: argparse.Namespace, folder: Path = RESULTS) -> BenchmarkRun:
     """Run one benchmark, save its result (unless it failed), keep the previous one for comparison."""
     previous = load_previous(bench.name, folder)
     print(f"== {bench.name}: {bench.description}", flush=True)
@@ -178,13 +178,13 @@ def run_one(bench: Benchmark, options: argparse.Namespace, folder: Path = RESULT
         measurement = bench.measure(options)
     except Exception as exc:            # noqa: BLE001 - one failing benchmark must not stop the rest
         log.exception("benchmark %s failed", bench.name)
-        return Outcome(bench, Measurement(), previous, time.monotonic() - t0,
-                       error=f"{type(exc).__name__}: {exc}")
+        return BenchmarkRun(bench, Measurement(), previous, time.monotonic() - t0,
+                            error=f"{type(exc).__name__}: {exc}")
     seconds = time.monotonic() - t0
     if measurement.figures:
         path = save(bench.name, measurement, seconds, folder)
         print(f"   saved {path}", flush=True)
-    return Outcome(bench, measurement, previous, seconds)
+    return BenchmarkRun(bench, measurement, previous, seconds)
 
 
 def previous_figure(name: str, previous: Optional[dict]) -> str:
@@ -195,10 +195,10 @@ def previous_figure(name: str, previous: Optional[dict]) -> str:
     return ""
 
 
-def table(outcomes: list[Outcome]) -> str:
+def table(runs: list[BenchmarkRun]) -> str:
     """One table of every figure, with the previous value and the change."""
     rows = [("benchmark", "figure", "value", "previous", "change")]
-    for out in outcomes:
+    for out in runs:
         name = out.benchmark.name
         if out.error:
             rows.append((name, "FAILED", out.error[:60], "", ""))

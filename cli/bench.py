@@ -33,12 +33,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"{bench.name:<15} {bench.description}")
         return 0
     machine = machine_info()
-    outcomes = [suite.run_one(bench, args, args.results) for bench in chosen]
+    runs = [suite.run_one(bench, args, args.results) for bench in chosen]
     print()
     print(f"benchmarks on {machine['host']} ({machine['cpus']} CPUs, load average "
           f"{machine['load_average'][0]:.1f} at start), {machine['time']}")
-    print(suite.table(outcomes))
-    failed = [o.benchmark.name for o in outcomes if o.error]
+    print(suite.table(runs))
+    failed = [run.benchmark.name for run in runs if run.error]
     if failed:
         print(f"failed: {', '.join(failed)}")
     return 1 if failed else 0

@@ -9,13 +9,13 @@ import argparse
 import ipaddress
 import sys
 
-from controller import routes as R
+from controller import routes
 from controller.entries import SwitchProgram
 from pipeline_contract.entries import TableEntry
 from topologies import addressing
 from topologies.model import TIER_NAMES, Topology
 
-TABLE_ORDER = (R.USID_LOCAL, R.ROUTING, R.ECMP_MEMBER, R.PORT_CONFIG)
+TABLE_ORDER = (routes.USID_LOCAL, routes.ROUTING, routes.ECMP_MEMBER, routes.PORT_CONFIG)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         topo = topology_from_spec(args.topo)
         down = [_parse_link(topo, text) for text in args.down]
-        programs = R.rerouted_programs(topo, down) if down else R.compute_programs(topo)
+        programs = routes.rerouted_programs(topo, down) if down else routes.compute_programs(topo)
         names = args.switch or [s.name for s in topo.switches]
         for name in names:
             if not topo.is_switch(name):
@@ -91,11 +91,11 @@ def _format_match(entry: TableEntry, names: dict[int, str], topo: Topology, swit
     parts = []
     for key, value in entry.match.items():
         if key == "dst_usid_prefix":
-            address = ipaddress.IPv6Address(value << R.PREFIX_SHIFT)
+            address = ipaddress.IPv6Address(value << routes.PREFIX_SHIFT)
             parts.append(f"{key}={address}/{addressing.NODE_PREFIX_LEN} [{names.get(value, '?')}]")
         elif key == "dst_addr":
             prefix, length = value
-            node = names.get(prefix >> R.PREFIX_SHIFT, "?") if length == addressing.NODE_PREFIX_LEN else "?"
+            node = names.get(prefix >> routes.PREFIX_SHIFT, "?") if length == addressing.NODE_PREFIX_LEN else "?"
             parts.append(f"{key}={ipaddress.IPv6Address(prefix)}/{length} [{node}]")
         elif key == "port":
             parts.append(f"port={value} [{topo.neighbor(switch, value).node}]")

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from wire import constants as C
+from wire import constants
 
 _RECORD = re.compile(r"^\[(?P<time>[\d:.]+)\] \[[^\]]*\] \[(?P<level>\w)\] \[thread (?P<thread>\d+)\] "
                      r"(?:\[(?P<packet>\d+\.\d+)\] \[cxt \d+\] )?(?P<message>.*)$")
@@ -24,7 +24,7 @@ _RECEIVED = re.compile(r"^Received packet of length (\d+) on port (\d+): ([0-9a-
 _SENDING = re.compile(r"^Sending packet of length (\d+) on port (\d+): ([0-9a-f]*)")
 _TRUNCATE = re.compile(r"truncate\((.+)\)")
 SYNTHETIC_TABLE = re.compile(r"^tbl_")               # tables p4c makes for code outside any table
-PRIORITY_NAMES = {C.PRIORITY_HIGH: "high", C.PRIORITY_LOW: "low"}
+PRIORITY_NAMES = {constants.PRIORITY_HIGH: "high", constants.PRIORITY_LOW: "low"}
 SYNTHETIC_ACTION = re.compile(r"^[A-Za-z_]*\d+$|^NoAction$")    # p4c's mrc345, and NoAction
 
 

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 import yaml
 from pydantic import Field, PlainValidator
 
-from wire import constants as C
+from wire import constants
 from wire.schema import Schema, SchemaError, check, invalid
 from pipeline_contract.entries import TableEntry
 from conformance.packets import FILLER_MSG_ID, build
@@ -85,7 +85,8 @@ class ConformanceCase:
         if not self.preload:
             return []
         if "fillers" not in self._built:
-            spec = dict(self.preload["packet"], dscp=C.DSCP_NO_TRIM, ecn=C.ECN_NOT_ECT, msg_id=FILLER_MSG_ID)
+            spec = dict(self.preload["packet"], dscp=constants.DSCP_NO_TRIM, ecn=constants.ECN_NOT_ECT,
+                        msg_id=FILLER_MSG_ID)
             self._built["fillers"] = [build(spec, seq=i) for i in range(int(self.preload["count"]))]
         return list(self._built["fillers"])
 

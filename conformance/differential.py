@@ -22,8 +22,8 @@ from typing import Callable, Optional
 
 import yaml
 
-from wire import constants as C
-from pipeline_contract import names as N
+from wire import constants
+from pipeline_contract import names
 from conformance.case import ConformanceCase, parse_case
 from conformance.frame_diff import field_diff
 from conformance.packets import build
@@ -42,8 +42,8 @@ KINDS = ("data", "sack", "nack", "probe", "probe_reply", "udp")
 # empty, while BMv2 counts the burst's packets between ingress and egress (its queue estimate), so
 # such a port's thresholds are set to at least this many: timing, not logic, would decide them.
 BURST_MAX = 4
-DSCPS = (C.DSCP_TRIMMABLE, C.DSCP_TRIMMABLE_RETX, C.DSCP_NO_TRIM, C.DSCP_CONTROL, C.DSCP_TRIMMED,
-         C.DSCP_TRIMMED_LASTHOP)
+DSCPS = (constants.DSCP_TRIMMABLE, constants.DSCP_TRIMMABLE_RETX, constants.DSCP_NO_TRIM, constants.DSCP_CONTROL,
+         constants.DSCP_TRIMMED, constants.DSCP_TRIMMED_LASTHOP)
 MUTABLE_FIELDS = {"IPv6.plen": 16, "UDP.len": 16, "IPv6.version": 4, "BTH.opcode": 8, "UDP.dport": 16,
                   "IPv6.nh": 8, "BTH.tver": 4}      # field -> bits (BTH fields only where there is a BTH)
 SHRINK_SECONDS = 60.0           # wall-clock budget for shrinking one divergence
@@ -61,8 +61,8 @@ def scenarios():
         spec = {"kind": kind, "src": "fc00:1:1000::",
                 "dst": draw(st.sampled_from([favourite] * 6 + DESTINATIONS)),
                 "ev": draw(st.integers(0, (1 << 20) - 1))}
-        spec["dscp"] = draw(st.one_of(st.sampled_from((C.DSCP_TRIMMABLE,) * 4 + DSCPS), st.integers(0, 63)))
-        spec["ecn"] = draw(st.one_of(st.just(C.ECN_ECT0), st.integers(0, 3)))
+        spec["dscp"] = draw(st.one_of(st.sampled_from((constants.DSCP_TRIMMABLE,) * 4 + DSCPS), st.integers(0, 63)))
+        spec["ecn"] = draw(st.one_of(st.just(constants.ECN_ECT0), st.integers(0, 3)))
         if kind in ("data", "udp"):
             spec["payload_len"] = draw(st.sampled_from([0, 1, 64, 256, 1000]))
         if kind == "data":
@@ -81,22 +81,22 @@ def scenarios():
         # ECN as a step (ecn_max_threshold = ecn_threshold): inside a ramp each target draws from its
         # own RNG, so only the ramp's ends compare (cases/ecn_ramp.yaml).
         ecn = draw(st.integers(1, 6))
-        return {"table": N.PORT_CONFIG, "match": {"port": port}, "action": N.SET_PORT_CONFIG,
+        return {"table": names.PORT_CONFIG, "match": {"port": port}, "action": names.SET_PORT_CONFIG,
                 "params": {"trim_threshold": draw(st.integers(1, 5)), "ecn_threshold": ecn,
                            "host_facing": draw(st.integers(0, 1)), "ecn_max_threshold": ecn}}
 
     @st.composite
     def scenario(draw):
-        entries = [{"table": N.ROUTING, "match": {"dst_addr": f"{dst}/48"}, "action": N.FORWARD,
+        entries = [{"table": names.ROUTING, "match": {"dst_addr": f"{dst}/48"}, "action": names.FORWARD,
                     "params": {"port": port}} for dst, port in ROUTED.items()]
         size = draw(st.integers(1, 3))
-        entries.append({"table": N.ROUTING, "match": {"dst_addr": f"{ECMP_DST}/48"}, "action": N.ECMP_SELECT,
+        entries.append({"table": names.ROUTING, "match": {"dst_addr": f"{ECMP_DST}/48"}, "action": names.ECMP_SELECT,
                         "params": {"group": 1, "size": size}})
-        entries += [{"table": N.ECMP_MEMBER, "match": {"group": 1, "index": i}, "action": N.FORWARD,
+        entries += [{"table": names.ECMP_MEMBER, "match": {"group": 1, "index": i}, "action": names.FORWARD,
                      "params": {"port": EGRESS_PORTS[i]}} for i in range(size)]
-        entries.append({"table": N.USID_LOCAL, "match": {"dst_usid_prefix": 0xFC0000010100},
-                        "action": N.USID_SHIFT})
-        entries.append({"table": N.ROUTING, "match": {"dst_addr": "fc00:1:102::/48"}, "action": N.FORWARD,
+        entries.append({"table": names.USID_LOCAL, "match": {"dst_usid_prefix": 0xFC0000010100},
+                        "action": names.USID_SHIFT})
+        entries.append({"table": names.ROUTING, "match": {"dst_addr": "fc00:1:102::/48"}, "action": names.FORWARD,
                         "params": {"port": USID_NEXT_PORT}})
         configs = {}
         for port in EGRESS_PORTS:
@@ -124,8 +124,8 @@ def scenarios():
                     params[key] = max(params[key], BURST_MAX)
         faultable = [p for p in EGRESS_PORTS if p != held]    # a faulted held port would drop its standing queue
         if draw(st.integers(0, 3)) == 0:
-            entries.append({"table": N.PORT_FAULT, "match": {"port": draw(st.sampled_from(faultable))},
-                            "action": N.FAULT_DROP})
+            entries.append({"table": names.PORT_FAULT, "match": {"port": draw(st.sampled_from(faultable))},
+                            "action": names.FAULT_DROP})
         out["send"] = [{"port": IN_PORT, "packet": p}
                        for p in draw(st.lists(packet(favourite), min_size=1, max_size=BURST_MAX))]
         return out
@@ -136,7 +136,7 @@ def scenarios():
 def to_case(scenario: dict, name: str, expect: Optional[dict] = None, about: str = "") -> ConformanceCase:
     """A ConformanceCase from a scenario (its expectations: `expect`, else every counter read)."""
     data = dict(copy.deepcopy(scenario), name=name, about=about)
-    data["expect"] = expect if expect is not None else {"counters": {n: {} for n in N.ALL_COUNTERS}}
+    data["expect"] = expect if expect is not None else {"counters": {n: {} for n in names.ALL_COUNTERS}}
     return parse_case(data, {}, "differential")
 
 
@@ -167,9 +167,9 @@ def compare_runs(ref: CaseRun, other: CaseRun) -> list[str]:
                     and prio_want.get(o.frame) not in (None, o.priority)):
                 lines.append(f"port {port}: priority {_priority_name(prio_want[o.frame])} -> "
                              f"{_priority_name(o.priority)}")
-    for name in N.ALL_COUNTERS:
+    for name in names.ALL_COUNTERS:
         a, b = ref.counters.get(name, {}), other.counters.get(name, {})
-        if name == N.QUEUE_DEPTH_SEEN:     # the depth a packet saw on a draining port is timing on BMv2
+        if name == names.QUEUE_DEPTH_SEEN:     # the depth a packet saw on a draining port is timing on BMv2
             a, b = _per_port(a), _per_port(b)
         for cell in sorted(set(a) | set(b)):
             if a.get(cell, (0, 0)) != b.get(cell, (0, 0)):
@@ -183,7 +183,7 @@ def _per_port(cells: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
     so on a port that drains the depth depends on timing; the cases pin depths on held queues)."""
     out: dict[int, tuple[int, int]] = {}
     for cell, (packets, octets) in cells.items():
-        port = N.depth_of_cell(cell)[0]
+        port = names.depth_of_cell(cell)[0]
         p, b = out.get(port, (0, 0))
         out[port] = (p + packets, b + octets)
     return out
@@ -227,9 +227,9 @@ class Divergence:
                    for o in self.reference.outputs]
         # per-port counters only: queue_depth_seen's cells depend on timing on BMv2 (_per_port)
         counters = {n: {port: list(cell) for port, cell in sorted(self.reference.counters.get(n, {}).items())}
-                    for n in N.COUNTERS}
+                    for n in names.COUNTERS}
         for d in self.differences:         # a cell only the other target counted: expect it zero
-            if d.startswith("counter ") and not d.startswith(f"counter {N.QUEUE_DEPTH_SEEN}["):
+            if d.startswith("counter ") and not d.startswith(f"counter {names.QUEUE_DEPTH_SEEN}["):
                 counter, cell = d[len("counter "):].split("[")[0], int(d.split("[")[1].split("]")[0])
                 counters[counter].setdefault(cell, [0, 0])
         expect = {"packets": packets} if packets else {"none": True}

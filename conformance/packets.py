@@ -19,7 +19,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from wire import constants as C
+from wire import constants
 from wire import headers
 from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
 
@@ -57,7 +57,7 @@ def _packet_object(spec: dict[str, Any], seq: int):
     if kind == "sack":
         return Sack(cum_psn=seq, sack_base=seq, bitmap=1, ev_echo=ev, ts_echo=0, **common)
     if kind == "nack":
-        return Nack(psn=seq, cum_psn=seq, reason=C.NACK_TRIMMED, ev_echo=ev, ts_echo=0, **common)
+        return Nack(psn=seq, cum_psn=seq, reason=constants.NACK_TRIMMED, ev_echo=ev, ts_echo=0, **common)
     if kind == "probe":
         return Probe(probe_id=seq, tsval=0, **common)
     if kind == "probe_reply":
@@ -70,9 +70,9 @@ def build(spec: dict[str, Any], seq: int = 0) -> bytes:
     kind = spec.get("kind", "data")
     if kind == "udp":
         ev = int(spec.get("ev", 0))
-        tc = (int(spec.get("dscp", C.DSCP_NO_TRIM)) << 2) | int(spec.get("ecn", C.ECN_NOT_ECT))
+        tc = (int(spec.get("dscp", constants.DSCP_NO_TRIM)) << 2) | int(spec.get("ecn", constants.ECN_NOT_ECT))
         pkt = (Ether(src=SRC_MAC, dst=DST_MAC) /
-               IPv6(src=spec["src"], dst=spec["dst"], tc=tc, fl=ev >> 16, hlim=C.IPV6_HOP_LIMIT) /
+               IPv6(src=spec["src"], dst=spec["dst"], tc=tc, fl=ev >> 16, hlim=constants.IPV6_HOP_LIMIT) /
                UDP(sport=ev & 0xFFFF, dport=int(spec.get("dport", 9000)), chksum=0) /
                Raw(bytes(int(spec.get("payload_len", 100)))))
     else:
@@ -103,7 +103,9 @@ def field_value(frame: bytes, name: str):
         tc = pkt[IPv6].tc
         return tc >> 2 if name == "dscp" else tc & 3
     if name == "payload_len":
-        return len(frame) - C.DATA_HEADERS_LEN - C.ICRC_LEN if len(frame) > C.DATA_HEADERS_LEN else 0
+        if len(frame) <= constants.DATA_HEADERS_LEN:
+            return 0
+        return len(frame) - constants.DATA_HEADERS_LEN - constants.ICRC_LEN
     layer_name, _, field = name.partition(".")
     layer = pkt.getlayer(layer_name)
     if layer is None:
@@ -132,15 +134,15 @@ def scapy_consistency(frame: bytes) -> list[str]:
     if IPv6 not in pkt or UDP not in pkt:
         return ["not Ether/IPv6/UDP"]
     ip, udp = pkt[IPv6], pkt[UDP]
-    if ip.plen != len(frame) - C.UDP_OFFSET:
-        problems.append(f"IPv6.plen {ip.plen} != frame length {len(frame)} - {C.UDP_OFFSET}")
+    if ip.plen != len(frame) - constants.UDP_OFFSET:
+        problems.append(f"IPv6.plen {ip.plen} != frame length {len(frame)} - {constants.UDP_OFFSET}")
     if udp.len != ip.plen:
         problems.append(f"UDP.len {udp.len} != IPv6.plen {ip.plen}")
-    if udp.dport == C.ROCEV2_UDP_PORT:
+    if udp.dport == constants.ROCEV2_UDP_PORT:
         bth = pkt.getlayer(headers.BTH)
         if bth is None:
             problems.append("no BTH")
-        elif bth.opcode == C.OP_RC_WRITE_ONLY and pkt.getlayer(headers.MRCH) is None:
+        elif bth.opcode == constants.OP_RC_WRITE_ONLY and pkt.getlayer(headers.MRCH) is None:
             problems.append("data packet without MRCH")
     if pkt.getlayer("Padding") is not None:
         problems.append("trailing padding after the headers")
@@ -149,5 +151,5 @@ def scapy_consistency(frame: bytes) -> list[str]:
 
 def is_filler(frame: bytes) -> bool:
     """True for the packets a case sent only to build a standing queue."""
-    return (len(frame) >= C.DATA_HEADERS_LEN and frame[C.BTH_OFFSET] == C.OP_RC_WRITE_ONLY
-            and int.from_bytes(frame[C.MRCH_OFFSET + 2:C.MRCH_OFFSET + 4], "big") == FILLER_MSG_ID)
+    return (len(frame) >= constants.DATA_HEADERS_LEN and frame[constants.BTH_OFFSET] == constants.OP_RC_WRITE_ONLY
+            and int.from_bytes(frame[constants.MRCH_OFFSET + 2:constants.MRCH_OFFSET + 4], "big") == FILLER_MSG_ID)

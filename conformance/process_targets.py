@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from pipeline_contract import names as N
+from pipeline_contract.names import QUEUE_DEPTH_SEEN, RX, TX, depth_cell
 from pipeline_contract.entries import TableEntry
 from pipeline_contract.p4info import REPO_ROOT, load_p4info
 from conformance.runner import Output
@@ -177,8 +177,8 @@ class ProcessTarget:
         """Prime the slow queue with one extra filler; once it has left, queue the fillers behind it."""
         self._inject(in_port, frames[0])
         primer = (1, len(frames[0]))
-        self.offsets = {N.RX: {in_port: primer}, N.TX: {port: primer},
-                        N.QUEUE_DEPTH_SEEN: {N.depth_cell(port, 0): primer}}   # it found the queue empty
+        self.offsets = {RX: {in_port: primer}, TX: {port: primer},
+                        QUEUE_DEPTH_SEEN: {depth_cell(port, 0): primer}}   # it found the queue empty
         self._wait_departure(port)
         for frame in frames:          # the next departure is one HOLD_PPS interval after the primer's
             self._inject(in_port, frame)

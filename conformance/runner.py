@@ -26,13 +26,13 @@ from typing import Optional
 from scapy.layers.inet6 import IPv6
 from scapy.layers.inet import UDP
 
-from wire import constants as C
+from wire import constants
 from conformance.case import ConformanceCase
 from conformance.packets import (dissect, field_value, is_filler, same_value,
                                            scapy_consistency)
 from pipeline_contract.ecmp import ecmp_index
 
-PRIORITY_NAMES = {"low": C.PRIORITY_LOW, "high": C.PRIORITY_HIGH}
+PRIORITY_NAMES = {"low": constants.PRIORITY_LOW, "high": constants.PRIORITY_HIGH}
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,8 @@ def infer_priorities(outputs: list[Output], held_port: int) -> list[Output]:
     out = []
     for i, o in enumerate(outputs):
         if o.priority is None and o.port == held_port and not is_filler(o.frame):
-            o = Output(o.port, o.frame, C.PRIORITY_HIGH if i < last_filler else C.PRIORITY_LOW, inferred=True)
+            o = Output(o.port, o.frame, constants.PRIORITY_HIGH if i < last_filler else constants.PRIORITY_LOW,
+                       inferred=True)
         out.append(o)
     return out
 
@@ -254,7 +255,7 @@ def _check_ecmp_hash(group_ports: list[int], inputs: list[tuple[int, bytes]], ou
     failures = []
     seen = set()
     for o in outputs:
-        sport = int.from_bytes(o.frame[C.UDP_OFFSET:C.UDP_OFFSET + 2], "big")
+        sport = int.from_bytes(o.frame[constants.UDP_OFFSET:constants.UDP_OFFSET + 2], "big")
         seen.add(sport)
         if want.get(sport) != o.port:
             failures.append(f"flow sport {sport} left on port {o.port}, the documented hash says {want.get(sport)}")

@@ -155,7 +155,7 @@ class Crosscheck:
 
 def _ratios(record: CaseRecord, case: Case) -> Optional[list[float]]:
     from experiments.backends.netsim_traffic import cable_delay
-    from experiments.budget import network_base_rtt
+    from experiments.transport_sizing import network_base_rtt
     from experiments.workloads import variant_topology
     topo = variant_topology(case.variant)
     return metrics.flows_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))

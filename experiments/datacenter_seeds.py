@@ -30,7 +30,7 @@ def run(variant: str, seed: int, quick: bool, mode: str = "mrc") -> list[float] 
     """The sorted flow ratios of `mode` on `variant` of datacenter.yaml with `seed`."""
     from experiments.backends.netsim_backend import NetsimBackend
     from experiments.backends.netsim_traffic import cable_delay
-    from experiments.budget import network_base_rtt
+    from experiments.transport_sizing import network_base_rtt
     from experiments.workloads import variant_topology
     scenario = load_scenario(DATACENTER, quick=quick, seed=seed)
     case = next((c for c in scenario.cases() if c.transport.mode == mode and c.variant.label == variant), None)

@@ -36,7 +36,7 @@ def run_one(item: tuple[tuple[int, int], str, bool, int | None]) -> float | None
     every link's ECN thresholds set to `pair` (what a worker runs)."""
     from experiments.backends.netsim_backend import NetsimBackend
     from experiments.backends.netsim_traffic import cable_delay
-    from experiments.budget import network_base_rtt
+    from experiments.transport_sizing import network_base_rtt
     from experiments.workloads import variant_topology
     pair, label, quick, seed = item
     scenario = load_scenario(DATACENTER, quick=quick, seed=seed)

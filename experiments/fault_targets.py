@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from experiments.budget import transport_params
 from experiments.scenario import Case
+from experiments.transport_sizing import transport_params
 from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows
 from host_agent.transport import Endpoint, TransportConfig
 from host_agent.transport.config import PathInfo

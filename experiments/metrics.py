@@ -64,7 +64,7 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     """Seconds from the first failure until goodput is back to `fraction` of before (None: never).
 
     Goodput is averaged over `window` (default: the record's `recovery_window`, 20 ms on netsim,
-    at least two messages' worth on the mininet backend: experiments.budget.recovery_window); windows
+    at least two messages' worth on the mininet backend: experiments.backends.mininet_limits.recovery_window); windows
     slide by the record's samples.
     When goodput stays up for a while after the failure (messages already under way on other
     paths still arrive) and then drops, recovery is from that drop. A drop that lasts until the

@@ -330,13 +330,13 @@ def _retransmission_panel(ax, bars: _Bars) -> list:
 def _path_label(dst_hex: str) -> str:
     """'via s1-s3-s2' for a uSID path address given in hex."""
     from ipaddress import IPv6Address
-    from wire import constants as C
+    from wire import constants
     from topologies.addressing import AddressingError, parse_usid_address
     try:
         plane, usids = parse_usid_address(IPv6Address(bytes.fromhex(dst_hex)))
     except (AddressingError, ValueError):
         return dst_hex[:12]
-    names = [f"s{u - C.SWITCH_USID_BASE + 1}" for u in usids if u < C.HOST_USID_BASE]
+    names = [f"s{u - constants.SWITCH_USID_BASE + 1}" for u in usids if u < constants.HOST_USID_BASE]
     return f"plane {plane} via {'-'.join(names)}"
 
 

@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
-from experiments import budget
+from experiments import horizons, rate_caps
 from experiments.calibration import MARGIN, Calibration, CalibrationError, Machine, RateModel, SizeMeasurement
 from experiments.scenario import Case, parse_scenario
 from experiments.workloads import variant_topology
@@ -34,7 +34,7 @@ CHUNK_BYTES = 16384
 
 
 @dataclass
-class Measurement:
+class RateTrial:
     """One rate tried: was the run faithful, did it complete, at which share of the link bound."""
 
     rate_bps: int
@@ -68,11 +68,11 @@ class Measurement:
 class SearchResult:
     """The fastest good measurement (None: none was good) and every measurement, in order."""
 
-    best: Optional[Measurement]
+    best: Optional[RateTrial]
     tried: list
 
 
-Measure = Callable[[int], Measurement]
+Measure = Callable[[int], RateTrial]
 
 
 def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = CEILING_BPS,
@@ -80,16 +80,16 @@ def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = C
     """Double the rate from `start_bps` while measurements are good (up to `ceiling_bps`); when the
     start is not good, halve it until one is (down to `floor_bps`). Between the fastest good rate
     and its double that was not good, try once the rate sqrt(2) times the good one."""
-    tried: list[Measurement] = []
+    tried: list[RateTrial] = []
 
-    def at(rate: int) -> Measurement:
+    def at(rate: int) -> RateTrial:
         progress(f"measuring at {rate / 1e6:g} Mbit/s ...")
         m = measure(rate)
         tried.append(m)
         progress(f"{m.describe()} [{m.wall_s:.0f} s]")
         return m
 
-    def between(best: Measurement) -> Measurement:
+    def between(best: RateTrial) -> RateTrial:
         """The better of `best` and the rate halfway (geometrically) to the double that was not good."""
         middle = int(round(best.rate_bps * REFINE_STEP / RATE_GRAIN_BPS)) * RATE_GRAIN_BPS
         m = at(middle)
@@ -117,7 +117,7 @@ def find_rate(measure: Measure, start_bps: int = START_BPS, ceiling_bps: int = C
 def processes(topology: str) -> int:
     """The processes (agents and switches) a calibration's all-reduce on `topology` runs."""
     case = calibration_case(START_BPS, topology)
-    return budget.emulated_processes(case, variant_topology(case.variant))
+    return rate_caps.emulated_processes(case, variant_topology(case.variant))
 
 
 def calibrate(target: str, measure_on: Callable[[str], Measure], topologies: tuple = TOPOLOGIES,
@@ -184,15 +184,15 @@ def measure_allreduce(target: str, topology: str, measure_s: float = MEASURE_S) 
     from experiments.backends.mininet_backend import MininetBackend
     from experiments.calibration import LinkRate
 
-    def measure(rate_bps: int) -> Measurement:
+    def measure(rate_bps: int) -> RateTrial:
         case = calibration_case(rate_bps, topology, measure_s)
         backend = MininetBackend(target, link_rate=LinkRate(rate_bps))
         started = time.monotonic()
         record = backend.run_case(case)
-        topo, _ = budget.target_topology(case, target, LinkRate(rate_bps))
-        bound = budget.estimated_duration(case, topo, "model")[0]      # the links alone
+        topo, _ = rate_caps.target_topology(case, target, LinkRate(rate_bps))
+        bound = horizons.estimated_duration(case, topo, "model")[0]      # the links alone
         done = record.completed and record.completion_time
-        return Measurement(rate_bps, record.fidelity.get("verdict") == "faithful", bool(record.completed),
-                           (bound / record.completion_time) if done else None, record.completion_time,
-                           list(record.fidelity.get("reasons", [])), round(time.monotonic() - started, 1))
+        return RateTrial(rate_bps, record.fidelity.get("verdict") == "faithful", bool(record.completed),
+                         (bound / record.completion_time) if done else None, record.completion_time,
+                         list(record.fidelity.get("reasons", [])), round(time.monotonic() - started, 1))
     return measure

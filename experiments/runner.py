@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from experiments import budget, calibration, metrics, parallel, plots, repeats, results
+from experiments import calibration, metrics, parallel, plots, rate_caps, repeats, results
 from experiments.backends import default_backend, make_backend
 from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
@@ -79,11 +79,11 @@ def choose_link_rate(cases: list, backend_name: str, target: str, calibrate: boo
     topology in `cases` is printed."""
     if backend_name != "mininet":
         return None
-    source = budget.machine_rate(target)
+    source = rate_caps.machine_rate(target)
     if isinstance(source, calibration.Calibration):
         _print_rates(source, cases, stream)
         return source
-    if not calibrate or not any(budget.asks_auto(case) for case in cases):
+    if not calibrate or not any(rate_caps.asks_auto(case) for case in cases):
         print(f"mrc-testbed run: {source.note}", file=stream)
         return source
     from experiments import rate_search
@@ -113,7 +113,7 @@ def _print_rates(record: calibration.Calibration, cases: list, stream: TextIO) -
     sizes = {}
     for case in cases:
         topo = variant_topology(case.variant)
-        sizes.setdefault((topo.name, budget.emulated_processes(case, topo)), None)
+        sizes.setdefault((topo.name, rate_caps.emulated_processes(case, topo)), None)
     rates = ", ".join(f"{name} ({n} processes): {record.rate_bps(n) / 1e6:.3g} Mbit/s" for name, n in sizes)
     print(f"mrc-testbed run: calibrated link rates of target {record.target}: {rates}", file=stream)
     if record.note:

@@ -14,7 +14,7 @@ runs every variant with every transport: one *case* each.
     topology: leafspine:2x2x2            # any `--topo` spec (topologies.topology_from_spec)
     link: {rate_bps: auto, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4, ecn_max_threshold: 8}
                                          # rate_bps: auto (the default) is the topology's own rate
-                                         # on netsim, the calibrated one on mininet (experiments/budget.py)
+                                         # on netsim, the calibrated one on mininet (experiments/rate_caps.py)
     # data-center keys (netsim): cable delay in seconds and payload bytes per data packet
     #   link: {rate_bps: 100000000000, delay_s: 1.0e-6, mtu_payload: 4096}
     workload: {kind: allreduce, bytes: 1048576, chunk_bytes: 65536}

@@ -30,7 +30,7 @@ class PlannedFlow:
 
 def variant_topology(variant: Variant) -> Topology:
     """The variant's topology with its link overrides applied to every link (`rate_bps: auto`
-    keeps the topology's own rates: experiments/budget.py sets them on mininet)."""
+    keeps the topology's own rates: experiments/rate_caps.py sets them on mininet)."""
     topo = topology_from_spec(variant.topology)
     fields = {k: v for k, v in variant.link_fields.items() if not (k == "rate_bps" and v == AUTO)}
     if not fields:

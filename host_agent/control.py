@@ -81,7 +81,7 @@ class Replace(OnConnection):
     new_ev: Optional[EvValue] = None
 
 
-class Probe(OnConnection):
+class ProbeRequest(OnConnection):
     op: Literal["probe"]
     ev: EvValue
     timeout_ns: Optional[int] = Field(None, gt=0, description="nanoseconds")
@@ -92,7 +92,7 @@ class Subscribe(Request):
     states: list[Literal[SUBSCRIBABLE]] = Field(list(SUBSCRIBABLE), min_length=1)
 
 
-OPERATIONS = Operations(Connections, Array, Query, Modify, Deny, Allow, Replace, Probe, Subscribe)
+OPERATIONS = Operations(Connections, Array, Query, Modify, Deny, Allow, Replace, ProbeRequest, Subscribe)
 
 
 class ControlService(Handlers):
@@ -151,7 +151,7 @@ class ControlService(Handlers):
     def _replace(self, _client, request: Replace):
         return self.endpoint.replace_ev(self.connection(request), request.ev, self.now(), request.new_ev)
 
-    def _probe(self, client, request: Probe):
+    def _probe(self, client, request: ProbeRequest):
         conn = self.connection(request)
         timeout = None if request.timeout_ns is None else request.timeout_ns * 1e-9
         try:

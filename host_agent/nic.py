@@ -15,9 +15,9 @@ import socket
 import struct
 from pathlib import Path
 
-from wire import constants as C
+from wire import constants
 
-ETH_P_IPV6 = C.ETHERTYPE_IPV6
+ETH_P_IPV6 = constants.ETHERTYPE_IPV6
 SO_ATTACH_FILTER = 26
 SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
@@ -36,11 +36,11 @@ _BPF_PROGRAM = [
     (0x20, 0, 0, SKF_AD_PKTTYPE & 0xFFFFFFFF),          # ld #pkttype
     (0x15, 0, 7, PACKET_HOST),                          # jeq #PACKET_HOST  else drop
     (0x28, 0, 0, 12),                                   # ldh [12]          ethertype
-    (0x15, 0, 5, C.ETHERTYPE_IPV6),                     # jeq #0x86dd       else drop
-    (0x30, 0, 0, C.IPV6_OFFSET + 6),                    # ldb [20]          IPv6 next header
-    (0x15, 0, 3, C.IPPROTO_UDP),                        # jeq #17           else drop
-    (0x28, 0, 0, C.UDP_OFFSET + 2),                     # ldh [56]          UDP destination port
-    (0x15, 0, 1, C.ROCEV2_UDP_PORT),                    # jeq #4791         else drop
+    (0x15, 0, 5, constants.ETHERTYPE_IPV6),                     # jeq #0x86dd       else drop
+    (0x30, 0, 0, constants.IPV6_OFFSET + 6),                    # ldb [20]          IPv6 next header
+    (0x15, 0, 3, constants.IPPROTO_UDP),                        # jeq #17           else drop
+    (0x28, 0, 0, constants.UDP_OFFSET + 2),                     # ldh [56]          UDP destination port
+    (0x15, 0, 1, constants.ROCEV2_UDP_PORT),                    # jeq #4791         else drop
     (0x06, 0, 0, 0x40000),                              # ret #262144       accept
     (0x06, 0, 0, 0),                                    # ret #0            drop
 ]

@@ -11,12 +11,12 @@ import speedups
 
 speedups.select()                    # before the first compiled module is imported
 
-from netsim.host import Endpoint, SimHost
+from netsim.host import SansIOTransport, SimHost
 from netsim.link import SimLink
 from netsim.network import Cable, Network
 from netsim.sim import Simulator
 from netsim.switch import SimSwitch
 from netsim.topology import from_topology
 
-__all__ = ["Cable", "Endpoint", "Network", "SimHost", "SimLink", "SimSwitch", "Simulator",
+__all__ = ["Cable", "Network", "SansIOTransport", "SimHost", "SimLink", "SimSwitch", "Simulator",
            "from_topology"]

@@ -5,15 +5,16 @@ from typing import Any, Callable, Final, Iterable, Optional, Protocol
 
 from netsim.link import SimLink
 from netsim.sim import Simulator
-from wire import constants as C
+from wire import constants
 
-_HIGH_DSCP: Final = C.HIGH_PRIORITY_DSCP
-_HIGH: Final = C.PRIORITY_HIGH
-_LOW: Final = C.PRIORITY_LOW
+_HIGH_DSCP: Final = constants.HIGH_PRIORITY_DSCP
+_HIGH: Final = constants.PRIORITY_HIGH
+_LOW: Final = constants.PRIORITY_LOW
 
 
-class Endpoint(Protocol):
-    """What a host needs of a transport endpoint (host_agent.transport.Endpoint is one)."""
+class SansIOTransport(Protocol):
+    """What a host needs of the transport it runs: a sans-IO endpoint driven by arriving packets,
+    polls and wake-ups (host_agent.transport.Endpoint is one)."""
 
     def receive(self, now: float, nic: int, pkt) -> None:
         """A packet arrived on NIC `nic` at time `now`."""
@@ -46,7 +47,7 @@ class SimHost:
         self.nics: dict[int, SimLink] = {}
         self.nic_addr: dict[int, bytes] = {}
         self.usid = 0
-        self.endpoint: Optional[Endpoint] = None
+        self.endpoint: Optional[SansIOTransport] = None
         self.on_event: Any = None
         self._wake_at: float | None = None
         self._on_wake: Callable = self._wake      # bound once: a wake-up event holds it
@@ -54,7 +55,7 @@ class SimHost:
         self._held: list = []                   # packets held by pauses, in arrival order
         self._handed = 0                        # how many of them were handed over
 
-    def attach(self, endpoint: Endpoint, on_event=None) -> None:
+    def attach(self, endpoint: SansIOTransport, on_event=None) -> None:
         """Drive `endpoint` from now on, handing its events to `on_event(event)` if given."""
         self.endpoint = endpoint
         self.on_event = on_event

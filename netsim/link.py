@@ -4,12 +4,12 @@ from __future__ import annotations
 from collections import Counter, deque
 from typing import Any, Callable, Final
 
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket, wire_size
 from netsim.sim import Simulator
 
-_LOW: Final = C.PRIORITY_LOW
-_HIGH: Final = C.PRIORITY_HIGH
+_LOW: Final = constants.PRIORITY_LOW
+_HIGH: Final = constants.PRIORITY_HIGH
 _COUNTERS = ("offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
 

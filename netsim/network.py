@@ -11,7 +11,7 @@ from netsim.link import SimLink
 from netsim.sim import Simulator
 from netsim.switch import SimSwitch
 from pipeline_contract.names import ROUTE_TABLES
-from wire import constants as C
+from wire import constants
 
 
 @dataclass
@@ -82,7 +82,7 @@ class Network:
         by_usid = {sw.usid: name for name, sw in self.switches.items()}
         value = int.from_bytes(dst, "big")
         names = []
-        for i in range(C.MAX_USIDS):
+        for i in range(constants.MAX_USIDS):
             u = (value >> (80 - 16 * i)) & 0xFFFF
             if u in by_usid:
                 names.append(by_usid[u])

@@ -6,20 +6,20 @@ from dataclasses import dataclass
 
 from typing import Final
 
-from pipeline_contract import names as N
+from pipeline_contract import names
 from pipeline_contract.ecmp import ecmp_index
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket
 from netsim.link import SimLink
 from netsim.sim import Simulator
 
 ADDR_BITS: Final = 128
 MAX_REMEMBERED: Final = 1 << 16          # forwarding decisions a switch keeps before starting afresh
-_HIGH: Final = C.PRIORITY_HIGH
-_LOW: Final = C.PRIORITY_LOW
-_HIGH_DSCP: Final = C.HIGH_PRIORITY_DSCP
-_TRIMMABLE_DSCP: Final = C.TRIMMABLE_DSCP
-_TRIMMED: Final = C.MRCH_FLAG_TRIMMED
+_HIGH: Final = constants.PRIORITY_HIGH
+_LOW: Final = constants.PRIORITY_LOW
+_HIGH_DSCP: Final = constants.HIGH_PRIORITY_DSCP
+_TRIMMABLE_DSCP: Final = constants.TRIMMABLE_DSCP
+_TRIMMED: Final = constants.MRCH_FLAG_TRIMMED
 _LOW80: Final = (1 << 80) - 1
 _TOP32: Final = ((1 << 32) - 1) << 96
 
@@ -52,7 +52,7 @@ def ecmp_member(src: bytes, dst: bytes, ev: int, size: int) -> int:
     """The member index of a group of `size` that a packet from `src` to `dst` (after any uSID shift)
     with entropy `ev` takes: the P4 program's CRC-16/ARC of its 5-tuple (docs/design.md), so netsim,
     the reference switch and BMv2 send a flow the same way."""
-    return ecmp_index(src, dst, C.IPPROTO_UDP, ev & 0xFFFF, C.ROCEV2_UDP_PORT, size)
+    return ecmp_index(src, dst, constants.IPPROTO_UDP, ev & 0xFFFF, constants.ROCEV2_UDP_PORT, size)
 
 
 class SimSwitch:
@@ -128,22 +128,22 @@ class SimSwitch:
     def install(self, entries) -> None:
         """Apply controller TableEntry objects (docs/design.md table and action names)."""
         for e in entries:
-            if e.table == N.USID_LOCAL:
+            if e.table == names.USID_LOCAL:
                 self.add_local(e.match["dst_usid_prefix"])
-            elif e.table == N.ROUTING:
+            elif e.table == names.ROUTING:
                 self._install_route(e)
-            elif e.table == N.ECMP_MEMBER:
+            elif e.table == names.ECMP_MEMBER:
                 members = self.ecmp_groups.setdefault(e.match["group"], [])
                 index = e.match["index"]
                 members.extend([0] * (index + 1 - len(members)))
                 members[index] = e.params["port"]
                 self._forget()
-            elif e.table == N.PORT_CONFIG:
+            elif e.table == names.PORT_CONFIG:
                 p = e.params
                 self.port_config[e.match["port"]] = PortConfig(p["trim_threshold"], p["ecn_threshold"],
                                                                bool(p["host_facing"]),
                                                                p["ecn_max_threshold"])
-            elif e.table == N.PORT_FAULT:
+            elif e.table == names.PORT_FAULT:
                 drop = e.params.get("drop_ppm")
                 self.set_fault(e.match["port"], drop_all=drop is None, drop_prob=(drop or 0) / 1e6)
             else:
@@ -151,9 +151,9 @@ class SimSwitch:
 
     def _install_route(self, e) -> None:
         value, length = e.match["dst_addr"]
-        if e.action == N.FORWARD:
+        if e.action == names.FORWARD:
             self.add_route(value, length, ("forward", e.params["port"]))
-        elif e.action == N.ECMP_SELECT:
+        elif e.action == names.ECMP_SELECT:
             self.add_route(value, length, ("ecmp", e.params["group"]))
         else:
             raise ValueError(f"switch {self.name}: routing action {e.action} is not in the contract")
@@ -242,14 +242,14 @@ class SimSwitch:
         queued = len(link.queues[_LOW])                 # link.low_depth_now, without the call
         if pkt.dscp in _TRIMMABLE_DSCP and not pkt.flags & _TRIMMED and queued >= cfg.trim_threshold:
             pkt.payload = b""
-            pkt.flags |= C.MRCH_FLAG_TRIMMED
-            pkt.dscp = C.DSCP_TRIMMED_LASTHOP if cfg.host_facing else C.DSCP_TRIMMED
+            pkt.flags |= constants.MRCH_FLAG_TRIMMED
+            pkt.dscp = constants.DSCP_TRIMMED_LASTHOP if cfg.host_facing else constants.DSCP_TRIMMED
             self._counts["trimmed"] += 1
             return _HIGH
         low = cfg.ecn_threshold
-        if pkt.ecn != C.ECN_NOT_ECT and not cfg.host_facing and queued >= low and (
+        if pkt.ecn != constants.ECN_NOT_ECT and not cfg.host_facing and queued >= low and (
                 queued >= cfg.ecn_max_threshold
                 or self.sim.rng.random() * (cfg.ecn_max_threshold - low) < queued - low):
-            pkt.ecn = C.ECN_CE
+            pkt.ecn = constants.ECN_CE
             self._counts["ecn_marked"] += 1
         return _LOW

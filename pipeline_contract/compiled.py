@@ -36,7 +36,7 @@ _VALUE_WIDTH = 60
 
 
 @dataclass(frozen=True)
-class Build:
+class P4cBuild:
     """The outputs of one p4c run, read from a build folder."""
 
     folder: Path
@@ -45,7 +45,7 @@ class Build:
     p4info: p4info_pb2.P4Info
 
     @classmethod
-    def load(cls, folder: str | Path) -> "Build":
+    def load(cls, folder: str | Path) -> "P4cBuild":
         """Read mrc.json, mrc.p4info.txtpb and p4c-version (missing version: "unknown") from `folder`."""
         folder = Path(folder)
         json_path = folder / JSON_NAME
@@ -162,7 +162,7 @@ def p4info_difference(a: p4info_pb2.P4Info, b: p4info_pb2.P4Info) -> str | None:
 
 # --- builds -------------------------------------------------------------------------------------
 
-def build_difference(committed: Build, fresh: Build) -> str | None:
+def build_difference(committed: P4cBuild, fresh: P4cBuild) -> str | None:
     """One line saying how `fresh` differs from `committed` (P4Info first), or None when equal.
 
     When the two were made by different p4c versions the line names both, so that a change
@@ -177,7 +177,7 @@ def build_difference(committed: Build, fresh: Build) -> str | None:
     return None
 
 
-def _cause(committed: Build, fresh: Build) -> str:
+def _cause(committed: P4cBuild, fresh: P4cBuild) -> str:
     if committed.p4c_version != fresh.p4c_version:
         return (f"{committed.folder} was made by p4c {committed.p4c_version}, the fresh build by "
                 f"p4c {fresh.p4c_version}: if the change is p4c's, run `make -C p4` and commit the build")

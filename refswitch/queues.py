@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from wire import constants as C
+from wire import constants
 
 DEFAULT_DEPTH = 64          # packets per priority, as BMv2's default queue depth
 MAX_PORTS = 512
@@ -23,7 +23,7 @@ class EgressQueue:
     def __init__(self, port: int, low_lengths: list[int], depth: int = DEFAULT_DEPTH,
                  rate_bps: int = 0, rate_pps: int = 0):
         self.port = port
-        self.fifos = tuple(deque() for _ in range(C.NUM_PRIORITIES))
+        self.fifos = tuple(deque() for _ in range(constants.NUM_PRIORITIES))
         self.low_lengths = low_lengths
         self.depth = depth
         self.rate_bps = rate_bps
@@ -58,7 +58,7 @@ class EgressQueue:
         if len(fifo) >= self.depth:
             return False
         fifo.append(frame)
-        if priority == C.PRIORITY_LOW:
+        if priority == constants.PRIORITY_LOW:
             self.low_lengths[self.port] += 1
         return True
 
@@ -72,11 +72,11 @@ class EgressQueue:
         """Take the next (priority, frame), highest priority first, and advance the pacing clock."""
         if self.paused:
             return None
-        for priority in range(C.NUM_PRIORITIES - 1, -1, -1):
+        for priority in range(constants.NUM_PRIORITIES - 1, -1, -1):
             fifo = self.fifos[priority]
             if fifo:
                 frame = fifo.popleft()
-                if priority == C.PRIORITY_LOW:
+                if priority == constants.PRIORITY_LOW:
                     self.low_lengths[self.port] -= 1
                 self.charge(len(frame), now, backlogged=True)
                 return priority, frame

@@ -19,7 +19,7 @@ from refswitch.ports import RawPort
 CLONE_NEWNET = 0x40000000
 
 
-class LabError(RuntimeError):
+class VethLabError(RuntimeError):
     """A namespace, link or socket of the lab could not be set up."""
 
 
@@ -27,14 +27,14 @@ def _ip(*args: str, netns: Optional[str] = None) -> None:
     cmd = ["ip"] + (["-n", netns] if netns else []) + list(args)
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise LabError(f"{' '.join(cmd)}: {done.stderr.strip()}")
+        raise VethLabError(f"{' '.join(cmd)}: {done.stderr.strip()}")
 
 
 def _sysctl(netns: str, key: str, value: str) -> None:
     done = subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-qw", f"{key}={value}"],
                           capture_output=True, text=True)
     if done.returncode != 0:
-        raise LabError(f"sysctl {key}={value} in {netns}: {done.stderr.strip()}")
+        raise VethLabError(f"sysctl {key}={value} in {netns}: {done.stderr.strip()}")
 
 
 def in_netns(netns: str, fn):
@@ -47,7 +47,7 @@ def in_netns(netns: str, fn):
             try:
                 libc = ctypes.CDLL(None, use_errno=True)
                 if libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise LabError(f"setns({netns}): {os.strerror(ctypes.get_errno())}")
+                    raise VethLabError(f"setns({netns}): {os.strerror(ctypes.get_errno())}")
             finally:
                 os.close(fd)
             result["value"] = fn()

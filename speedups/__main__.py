@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import speedups as S
+import speedups
 
 
 class BuildError(Exception):
@@ -59,8 +59,8 @@ def _working_directory(path: Path):
 
 def clean() -> list[Path]:
     """Remove every compiled file of the build and its stamp; return what was removed."""
-    removed = [path for path in S.compiled_files() if path.exists()]
-    removed += [S.STAMP] if S.STAMP.exists() else []
+    removed = [path for path in speedups.compiled_files() if path.exists()]
+    removed += [speedups.STAMP] if speedups.STAMP.exists() else []
     for path in removed:
         path.unlink()
     return removed
@@ -73,9 +73,9 @@ def build(verbose: bool = False) -> float:
     from setuptools import Distribution
     clean()
     start = time.monotonic()
-    digests = S.source_digests()                     # what is compiled, read before compiling
-    with tempfile.TemporaryDirectory(prefix="speedups-") as tmp, _working_directory(S.ROOT):
-        paths = [str(S.source_path(m).relative_to(S.ROOT)) for m in S.MODULES]
+    digests = speedups.source_digests()                     # what is compiled, read before compiling
+    with tempfile.TemporaryDirectory(prefix="speedups-") as tmp, _working_directory(speedups.ROOT):
+        paths = [str(speedups.source_path(m).relative_to(speedups.ROOT)) for m in speedups.MODULES]
         log = io.StringIO()
         try:
             with contextlib.redirect_stdout(sys.stdout if verbose else log):
@@ -92,8 +92,8 @@ def build(verbose: bool = False) -> float:
             raise BuildError(f"mypyc failed (exit {exc.code}):\n{log.getvalue().strip()}") from None
         except Exception as exc:                     # setuptools' CompileError and the like
             raise BuildError(f"compiling failed: {exc}\n{log.getvalue().strip()}") from None
-    S.STAMP.write_text(json.dumps({"mypy": mypy_version, "python": sys.version.split()[0], "sources": digests,
-                                   "compiled": S.compiled_stats()}, indent=1) + "\n")
+    speedups.STAMP.write_text(json.dumps({"mypy": mypy_version, "python": sys.version.split()[0], "sources": digests,
+                                          "compiled": speedups.compiled_stats()}, indent=1) + "\n")
     return time.monotonic() - start
 
 
@@ -106,15 +106,15 @@ def main(argv=None) -> int:
         removed = clean()
         print(f"speedups: removed {len(removed)} files; pure Python from now on")
     elif options.action == "build":
-        print(f"speedups: compiling {len(S.MODULES)} modules with mypyc ...", flush=True)
+        print(f"speedups: compiling {len(speedups.MODULES)} modules with mypyc ...", flush=True)
         try:
             seconds = build(options.verbose)
         except BuildError as exc:
             print(f"speedups: error: {exc}", file=sys.stderr)
             return 1
-        print(f"speedups: compiled in {seconds:.0f} s: {S.inspect_build()}")
+        print(f"speedups: compiled in {seconds:.0f} s: {speedups.inspect_build()}")
     else:
-        print(f"speedups: a new process would use the {S.inspect_build()} build")
+        print(f"speedups: a new process would use the {speedups.inspect_build()} build")
     return 0
 
 

@@ -50,7 +50,7 @@ from testbed.clusterfile import ClusterFile, Server
 from testbed.network import TestbedNetwork
 from testbed.processes import DIE_WITH_PARENT
 from topologies.placement import Placement, place
-from wire import constants as C
+from wire import constants
 
 log = logging.getLogger("mrc.testbed")
 
@@ -319,7 +319,7 @@ def tunnel_kind(node: ClusterNode) -> str:
 
 def check_frames_fit(payload: int, mtu: int = TUNNEL_MTU) -> None:
     """Refuse data packets of `payload` bytes that do not fit a tunnel's MTU."""
-    frame = C.DATA_HEADERS_LEN + payload + C.ICRC_LEN - 14          # an MTU counts from the IP header
+    frame = constants.DATA_HEADERS_LEN + payload + constants.ICRC_LEN - 14          # an MTU counts from the IP header
     if frame > mtu:
         raise ClusterError(f"frames of {frame} bytes (IPv6 packet of a {payload}-byte payload) do not fit "
                            f"the tunnels' MTU of {mtu} bytes between servers")

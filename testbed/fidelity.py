@@ -256,7 +256,7 @@ def link_losses(topo, tx: dict[str, dict[int, int]], rx: dict[str, dict[int, int
 
 
 @dataclass(frozen=True)
-class Limits:
+class VerdictLimits:
     """The time limits of a verdict: fixed floors, raised for a slow emulated network, where
     one packet's transmission takes longer than the floors (a 1 KB packet at 1 Mbit/s: 8 ms)."""
 
@@ -265,8 +265,8 @@ class Limits:
     fault_late_s: float = FAULT_LATE_LIMIT_S
 
     @classmethod
-    def for_packet_time(cls, packet_s: float) -> "Limits":
-        """Limits for hosts whose full data packet takes `packet_s` seconds to send."""
+    def for_packet_time(cls, packet_s: float) -> "VerdictLimits":
+        """The limits for hosts whose full data packet takes `packet_s` seconds to send."""
         return cls(max(SCHED_WAIT_LIMIT_S, PACKET_TIMES_OF_WAIT * packet_s), max(WAKEUP_LATE_LIMIT_S, packet_s),
                    max(FAULT_LATE_LIMIT_S, FAULT_LATE_PACKETS * packet_s))
 
@@ -279,7 +279,7 @@ class Verdict:
     measured: dict = field(default_factory=dict)
     watched: bool = True                 # False: nothing could be measured (a verdict of "unknown")
     spans: list[tuple[float, float, str]] = field(default_factory=list)   # (start s, end s, who: why)
-    limits: Limits = field(default_factory=Limits)
+    limits: VerdictLimits = field(default_factory=VerdictLimits)
 
     @property
     def faithful(self) -> bool:
@@ -332,7 +332,8 @@ class Verdict:
                 "spans": [list(span) for span in self.spans]}
 
 
-def judge(cpu: CpuWatch, losses: list[LinkLoss], origin: float = 0.0, limits: Limits = Limits()) -> Verdict:
+def judge(cpu: CpuWatch, losses: list[LinkLoss], origin: float = 0.0,
+          limits: VerdictLimits = VerdictLimits()) -> Verdict:
     """The verdict of a run from its CPU watch and its link losses; its distorted spans in seconds
     since `origin` (a wall-clock time, e.g. the start of the workload)."""
     verdict = judge_measures(cpu.processes(), cpu.machine(), cpu.load_peak, losses, limits=limits)
@@ -342,7 +343,8 @@ def judge(cpu: CpuWatch, losses: list[LinkLoss], origin: float = 0.0, limits: Li
 
 
 def judge_measures(processes: dict[str, CpuShare], machine: CpuShare, load_peak: float,
-                   losses: list[LinkLoss], cpus: int | None = None, limits: Limits = Limits()) -> Verdict:
+                   losses: list[LinkLoss], cpus: int | None = None,
+                   limits: VerdictLimits = VerdictLimits()) -> Verdict:
     """The verdict of a run from what was measured: each process's CPU, the machine's, link losses."""
     verdict = Verdict(limits=limits)
     cores = cpus or os.cpu_count() or 1
@@ -384,7 +386,8 @@ class FidelityMonitor:
     def __init__(self, net, sample_s: float = SAMPLE_S, packet_bytes: int | None = None) -> None:
         self.net = net
         self.cpu = CpuWatch(sample_s)
-        self.limits = Limits.for_packet_time(_packet_bytes(packet_bytes) * 8 / net.topology.host_rate_bps())
+        packet_s = _packet_bytes(packet_bytes) * 8 / net.topology.host_rate_bps()
+        self.limits = VerdictLimits.for_packet_time(packet_s)
 
     def start(self, delay_s: float = 0.0) -> "FidelityMonitor":
         """Watch from now on, or from `delay_s` seconds on (once the workload starts). Switches on

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from testbed.prober import mac_bytes
 from wire import codec
-from wire import constants as C
+from wire import constants
 from wire.control import (ControlError, Operations, Request, RequestError, decode, event, read_message,
                           refusal, response, result_of, write_message)
 from wire.packets import DataPacket
@@ -52,8 +52,8 @@ class LoadSpec(Schema):
     rate_pps: float = Field(gt=0)
     duration_s: float = Field(gt=0)
     payload_bytes: int = Field(1000, ge=1, le=9000)
-    dscp: int = C.DSCP_TRIMMABLE
-    ecn: int = C.ECN_ECT0
+    dscp: int = constants.DSCP_TRIMMABLE
+    ecn: int = constants.ECN_ECT0
 
 
 class Go(Request):

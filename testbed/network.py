@@ -67,6 +67,7 @@ class TestbedNetwork:
             raise ValueError(f"unknown target {target!r}: choose one of {', '.join(nodes.TARGETS)}")
         self.topology = topology
         self.target = target
+        self.switch_cls: type[nodes.P4Switch] = nodes.TARGETS[target]    # the node class every switch is
         self.run_dir = Path(run_dir).resolve()
         self.compiled = program      # the P4 program the switches run (P4Info, BMv2 JSON)
         self.pcap = PcapCapture.of(pcap)       # None: no capture; True means whole packets
@@ -98,9 +99,7 @@ class TestbedNetwork:
         try:
             if self.compiled is None:
                 self.compiled = CompiledProgram.load()
-            if self.target == "bmv2" and not self.compiled.device_config:
-                raise BringUpError("BMv2 needs the compiled program p4/build/mrc.json "
-                                   "(run `make -C p4` where p4c is installed)")
+            self.switch_cls.check_program(self.compiled)
             self.net = Mininet(topo=None, build=False, controller=None, link=Link,
                                autoSetMacs=False, autoStaticArp=False, waitConnected=False)
             for number, (stage, step) in enumerate(zip(STAGES, (
@@ -140,20 +139,17 @@ class TestbedNetwork:
         return f"{len(self.topology.hosts)} hosts"
 
     def _add_switches(self) -> str:
-        switch_cls = nodes.TARGETS[self.target]
         for switch in self.topology.switches:
             program = self.programs[switch.name]
-            extra = ({"queues": program.queues, "ingress": self._host_links_into(switch.name)}
-                     if switch_cls is nodes.RefSwitch else {})
-            self.net.addSwitch(switch.name, cls=switch_cls, device_id=program.device_id,
+            self.net.addSwitch(switch.name, cls=self.switch_cls, device_id=program.device_id,
                                run_dir=str(self.run_dir), sock_dir=str(self.sock_dir),
                                topo_name=switch.name, pcap=self.pcap, registry=self.registry,
-                               **extra)
+                               queues=program.queues, ingress=self._host_links_into(switch.name))
         return f"{len(self.topology.switches)} {self.target} switches"
 
     def _host_links_into(self, switch: str) -> dict[int, int]:
         """Port -> bit rate of each link from a host into `switch`: no switch egress queue
-        serialises those, so the model does it as frames come in (BMv2 cannot)."""
+        serialises those (the model does it as frames come in; BMv2 cannot)."""
         rates = {}
         for port in self.topology.ports_of(switch):
             far = self.topology.neighbor(switch, port)
@@ -206,7 +202,7 @@ class TestbedNetwork:
             self.clients[name] = client     # before connecting: stop() closes it, even half-open
             client.connect()
             report = install(client, program, self.compiled)
-            switch.configure_queues(program.queues)
+            switch.configure_queues()
             return report.installed
 
         # One switch after the other: a parallel version once failed with "dictionary changed size

@@ -7,11 +7,14 @@ thrift server and its IPv6 settings never touch the root namespace), running one
 - `Bmv2Switch`: `simple_switch_grpc ... -- --priority-queues 2`, P4Runtime on a unix socket,
   thrift (for `simple_switch_CLI`: queue rate and depth) inside the switch's namespace.
 
-Both have the same life cycle: `start()` launches the process (log in `<run_dir>/<name>.log`,
-optional pcap per port), `wait_ready()` waits for the process to serve P4Runtime (with a deadline),
-`configure_queues()` applies the egress queue settings, `set_queue_rates()` changes queue rates
-while it runs (the model through its control socket, BMv2 through `set_queue_rate`), `stop()` ends
-the process by PID.
+Both are made with the same parameters (a network passes the class in, as Mininet does, and
+never asks which one it has): the switch's egress queues and the rates of the host links into it,
+each class applying what it can. Both have the same life cycle: `check_program(compiled)` says
+whether the class can run a compiled program, `start()` launches the process (log in
+`<run_dir>/<name>.log`, optional pcap per port), `wait_ready()` waits for the process to serve
+P4Runtime (with a deadline), `configure_queues()` applies the egress queues once the pipeline is
+installed, `set_queue_rates()` changes queue rates while it runs (the model through its control
+socket, BMv2 through `set_queue_rate`), `stop()` ends the process by PID.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from testbed import realtime
 from testbed.processes import stop_process
 from testbed.capture import PcapCapture
 from testbed.registry import marked_env
-from wire import constants as C
+from wire import constants
 from wire.control import ControlClient
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 # per priority: a 1 KB-payload MRC data frame (1130 bytes) for the data queue, a trimmed header
 # (102 bytes; control packets are smaller still) for the high-priority queue, so that headers
 # drain at the pace their bytes allow instead of one full-size slot each.
-RATE_PACKET_BYTES = {0: C.DATA_HEADERS_LEN + 1024 + C.ICRC_LEN, 1: C.DATA_HEADERS_LEN}
+RATE_PACKET_BYTES = {0: constants.DATA_HEADERS_LEN + 1024 + constants.ICRC_LEN, 1: constants.DATA_HEADERS_LEN}
 
 
 class SwitchStartError(RuntimeError):
@@ -125,20 +128,26 @@ class WireNode(RunMarked, Node):
 
 
 class P4Switch(RunMarked, Switch):
-    """Common life cycle of a switch process in its own namespace, reached over P4Runtime."""
+    """Common life cycle of a switch process in its own namespace, reached over P4Runtime.
+
+    `queues` are the switch's egress queues (rate and depth per port); `ingress` maps each port
+    facing a host to the rate of that host's link, which no switch egress queue serialises.
+    """
 
     target = "?"
 
     def __init__(self, name, device_id: int = 1, run_dir: str = "/tmp", sock_dir: str | None = None,
                  topo_name: str = "", pcap: bool | PcapCapture = False, registry=None,
-                 ready_timeout: float = 20.0,
-                 run_id: str | None = None, **params):
+                 ready_timeout: float = 20.0, queues: list[PortQueue] = (),
+                 ingress: dict[int, int] | None = None, run_id: str | None = None, **params):
         self.run_id = run_id or (registry.state.run_id if registry is not None else None)
         params["inNamespace"] = True      # overrides Mininet's default (root namespace)
         super().__init__(name, dpid=f"{device_id:x}", **params)
         disable_ipv6(self)
         self.cmd("ip link set lo up")           # thrift (BMv2) listens on the namespace's loopback
         self.device_id = device_id
+        self.queues = list(queues)
+        self.ingress = dict(ingress or {})       # port -> bit rate of the host's link into it
         self.topo_name = topo_name or name
         self.run_dir = Path(run_dir)
         self.pcap = PcapCapture.of(pcap)       # None: no capture
@@ -153,12 +162,17 @@ class P4Switch(RunMarked, Switch):
             registry.record_process(self.pid, f"{self.target} switch shell {name}", group=True)
 
     # --- what subclasses define ----------------------------------------------------------
+    @classmethod
+    def check_program(cls, compiled) -> None:
+        """Raise SwitchStartError naming what this kind of switch needs of the compiled program
+        (a `controller.installer.CompiledProgram`) when it lacks it; every switch needs its P4Info."""
+
     def command(self) -> list[str]:
         """The switch process's command line."""
         raise NotImplementedError
 
-    def configure_queues(self, queues: list[PortQueue]) -> None:
-        """Apply egress queue rate and depth per port (after the pipeline is installed)."""
+    def configure_queues(self) -> None:
+        """Apply the switch's egress queues, rate and depth per port (after the pipeline is installed)."""
         raise NotImplementedError
 
     def set_queue_rates(self, queues: list[PortQueue]) -> None:
@@ -278,10 +292,8 @@ class RefSwitch(P4Switch):
 
     target = "model"
 
-    def __init__(self, name, queues: list[PortQueue] = (), ingress: dict[int, int] | None = None, **params):
+    def __init__(self, name, **params):
         super().__init__(name, **params)
-        self.queues = list(queues)
-        self.ingress = dict(ingress or {})       # port -> bit rate of the host's link into it
         self.ready_file = self.run_dir / f"{self.topo_name}.ready"
 
     @property
@@ -348,17 +360,23 @@ class RefSwitch(P4Switch):
         with ControlClient(self.control_path, server=SERVER) as client:
             return client.request("get_queue_rate", port=port)["rate_bps"]
 
-    def configure_queues(self, queues: list[PortQueue]) -> None:
-        """The model takes its queues on its command line; check they are the ones asked for."""
-        if sorted(queues, key=lambda q: q.port) != sorted(self.queues, key=lambda q: q.port):
-            raise ValueError(f"{self.name}: queues differ from those the model was started with")
+    def configure_queues(self) -> None:
+        """Nothing to do: the model took its queues (and its host links' rates) on its command line."""
 
 
 class Bmv2Switch(P4Switch):
-    """BMv2 `simple_switch_grpc` with two strict-priority queues per port."""
+    """BMv2 `simple_switch_grpc` with two strict-priority queues per port. It cannot pace the frames
+    that arrive from hosts (`ingress` is not used): its queues serialise only what leaves it."""
 
     target = "bmv2"
     THRIFT_PORT = 9090            # inside the switch's own namespace: every switch can use it
+
+    @classmethod
+    def check_program(cls, compiled) -> None:
+        """BMv2 runs the compiled pipeline (p4/build/mrc.json), which only p4c makes."""
+        if not compiled.device_config:
+            raise SwitchStartError("BMv2 needs the compiled program p4/build/mrc.json "
+                                   "(run `make -C p4` where p4c is installed)")
 
     def command(self) -> list[str]:
         binary = shutil.which("simple_switch_grpc")
@@ -369,7 +387,7 @@ class Bmv2Switch(P4Switch):
         for port, ifname in self.data_ports().items():
             cmd += ["-i", f"{port}@{ifname}"]
         cmd += ["--no-p4", "--", "--grpc-server-addr", self.grpc_address,
-                "--priority-queues", str(C.NUM_PRIORITIES)]
+                "--priority-queues", str(constants.NUM_PRIORITIES)]
         return cmd
 
     def runtime_cli(self, commands: list[str]) -> str:
@@ -385,11 +403,11 @@ class Bmv2Switch(P4Switch):
             raise SwitchStartError(f"{self.name}: simple_switch_CLI failed on {commands}:\n{text}")
         return text
 
-    def configure_queues(self, queues: list[PortQueue]) -> None:
+    def configure_queues(self) -> None:
         """set_queue_depth / set_queue_rate (packets/s from bits/s, RATE_PACKET_BYTES) per port and priority."""
         commands = []
-        for q in queues:
-            for prio in range(C.NUM_PRIORITIES):
+        for q in self.queues:
+            for prio in range(constants.NUM_PRIORITIES):
                 commands.append(f"set_queue_depth {q.depth_pkts} {q.port} {prio}")
             commands += self._rate_commands(q)
         if commands:
@@ -411,7 +429,7 @@ class Bmv2Switch(P4Switch):
         if not q.rate_bps:
             return []
         return [f"set_queue_rate {max(1, q.rate_bps // (8 * RATE_PACKET_BYTES[prio]))} {q.port} {prio}"
-                for prio in range(C.NUM_PRIORITIES)]
+                for prio in range(constants.NUM_PRIORITIES)]
 
 
 TARGETS = {"model": RefSwitch, "bmv2": Bmv2Switch}

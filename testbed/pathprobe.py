@@ -72,7 +72,7 @@ def ecmp_probes(topo, evs=range(1, 9)) -> list[ProbeSpec]:
 
 
 @dataclass
-class ProbeResult:
+class ProbeArrivals:
     """Where each probe arrived: {probe_id: (host, nic)}; and the probes that were sent."""
 
     sent: list[ProbeSpec]
@@ -139,7 +139,7 @@ class ProbeSession:
         return self
 
     def run(self, probes: list[ProbeSpec], timeout: float = 15.0,
-            expect: set[int] | None = None, attempts: int = 3) -> ProbeResult:
+            expect: set[int] | None = None, attempts: int = 3) -> ProbeArrivals:
         """Send `probes` and return where every probe arrived.
 
         Waits until the `expect`ed probes (default: all) arrived; an expected probe still missing
@@ -166,7 +166,7 @@ class ProbeSession:
             batch = [p for p in probes if p.probe_id in expect and p.probe_id not in arrived]
             if not batch:
                 break
-        return ProbeResult(probes, arrived)
+        return ProbeArrivals(probes, arrived)
 
     def _send(self, probes: list[ProbeSpec], offset: int, attempt: int) -> None:
         for host, proc in self.procs.items():
@@ -197,7 +197,7 @@ class ProbeSession:
 
 
 def run_probes(net, probes: list[ProbeSpec], timeout: float = 15.0,
-               expect: set[int] | None = None) -> ProbeResult:
+               expect: set[int] | None = None) -> ProbeArrivals:
     """One round of `probes` in a fresh ProbeSession (see ProbeSession.run)."""
     with ProbeSession(net) as session:
         return session.run(probes, timeout, expect)

@@ -29,8 +29,8 @@ def transfer_jobs(topo, src: str, dst: str, size: int, mode: str = "mrc", log_di
 
 
 @dataclass
-class TransferResult:
-    """Outcome of one transfer on the testbed."""
+class AgentTransferResult:
+    """Outcome of one transfer between two host agents on the testbed."""
 
     src: str
     dst: str
@@ -57,7 +57,7 @@ class TransferResult:
 
 
 def run_transfer(net, src: str, dst: str, size: int, mode: str = "mrc",
-                 timeout: float = 60.0) -> TransferResult:
+                 timeout: float = 60.0) -> AgentTransferResult:
     """Run the two agents in their hosts, wait for both, measure the goodput at the receiver."""
     log_dir = net.run_dir / "agents"
     jobs = transfer_jobs(net.topology, src, dst, size, mode, log_dir, timeout)
@@ -71,7 +71,7 @@ def run_transfer(net, src: str, dst: str, size: int, mode: str = "mrc",
     errors = [why for agent in agents.agents.values() if (why := agent.failure())]
     logs = {job.host: Path(job.log) for job in jobs}
     seconds = _receive_time(read_log(logs[dst])) or wall
-    return TransferResult(src, dst, size, seconds, codes, logs, errors)
+    return AgentTransferResult(src, dst, size, seconds, codes, logs, errors)
 
 
 def _receive_time(records: list[dict]) -> float | None:

@@ -97,10 +97,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(autouse=True, scope="session")
 def calibration_file(tmp_path_factory):
     """Tests never calibrate and never read this machine's calibration: $MRC_CALIBRATION_FILE names a
-    file holding, for this machine, the fixed fallback rates (experiments.budget.MAX_RATE_BPS) for
+    file holding, for this machine, the fixed fallback rates (experiments.rate_caps.MAX_RATE_BPS) for
     every topology size, so `rate_bps: auto` runs as a fixed rate did. Subprocesses inherit it."""
     from experiments import calibration
-    from experiments.budget import MAX_RATE_BPS
+    from experiments.rate_caps import MAX_RATE_BPS
     path = tmp_path_factory.mktemp("calibration") / "calibration.json"
     machine = calibration.Machine.this()
     for target, rate in MAX_RATE_BPS.items():

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import ipaddress
 
-from wire import constants as C
+from wire import constants
 
 LOCATOR_BITS = 32
 ADDRESS_BITS = 128
-USID_MASK = (1 << C.USID_BITS) - 1
+USID_MASK = (1 << constants.USID_BITS) - 1
 MAX_PLANE = 0xFFFF
-MAX_PATH_SWITCHES = C.MAX_USIDS - 1          # one uSID slot is kept for the destination host
-MAX_SWITCHES = C.HOST_USID_BASE - C.SWITCH_USID_BASE   # beyond this, switch uSIDs would collide with hosts
-MAX_HOSTS = (USID_MASK + 1) - C.HOST_USID_BASE
+MAX_PATH_SWITCHES = constants.MAX_USIDS - 1          # one uSID slot is kept for the destination host
+# beyond this many switches, switch uSIDs would collide with the hosts' uSIDs
+MAX_SWITCHES = constants.HOST_USID_BASE - constants.SWITCH_USID_BASE
+MAX_HOSTS = (USID_MASK + 1) - constants.HOST_USID_BASE
 # Prefix length that identifies one node: locator + one uSID (what usid_local and routing match).
-NODE_PREFIX_LEN = LOCATOR_BITS + C.USID_BITS
+NODE_PREFIX_LEN = LOCATOR_BITS + constants.USID_BITS
 
 
 class AddressingError(ValueError):
@@ -30,26 +31,26 @@ def switch_usid(index: int) -> int:
     """uSID of the switch at 0-based position `index` in the topology."""
     if not 0 <= index < MAX_SWITCHES:
         raise AddressingError(f"switch index {index} outside 0..{MAX_SWITCHES - 1}")
-    return C.SWITCH_USID_BASE + index
+    return constants.SWITCH_USID_BASE + index
 
 
 def host_usid(index: int) -> int:
     """uSID of the host at 0-based position `index` in the topology."""
     if not 0 <= index < MAX_HOSTS:
         raise AddressingError(f"host index {index} outside 0..{MAX_HOSTS - 1}")
-    return C.HOST_USID_BASE + index
+    return constants.HOST_USID_BASE + index
 
 
 def locator(plane: int) -> int:
     """32-bit locator of a plane: fc00:<plane>."""
     _check_plane(plane)
-    return (C.LOCATOR_PREFIX << 16) | plane
+    return (constants.LOCATOR_PREFIX << 16) | plane
 
 
 def node_prefix(plane: int, usid: int) -> int:
     """48-bit locator+uSID value matched by `MrcIngress.usid_local` for a node of `plane`."""
     _check_usid(usid)
-    return (locator(plane) << C.USID_BITS) | usid
+    return (locator(plane) << constants.USID_BITS) | usid
 
 
 def node_address(plane: int, usid: int) -> ipaddress.IPv6Address:
@@ -91,20 +92,20 @@ def usid_path_address(plane: int, switch_usids, dst_host_usid: int) -> ipaddress
     value = locator(plane)
     for usid in usids:
         _check_usid(usid)
-        value = (value << C.USID_BITS) | usid
-    unused_bits = ADDRESS_BITS - LOCATOR_BITS - C.USID_BITS * len(usids)
+        value = (value << constants.USID_BITS) | usid
+    unused_bits = ADDRESS_BITS - LOCATOR_BITS - constants.USID_BITS * len(usids)
     return ipaddress.IPv6Address(value << unused_bits)
 
 
 def parse_usid_address(addr) -> tuple[int, list[int]]:
     """Inverse of `usid_path_address`: (plane, the uSIDs up to the first empty slot)."""
     value = int(ipaddress.IPv6Address(addr))
-    if value >> (ADDRESS_BITS - 16) != C.LOCATOR_PREFIX:
+    if value >> (ADDRESS_BITS - 16) != constants.LOCATOR_PREFIX:
         raise AddressingError(f"{ipaddress.IPv6Address(value)} is not in fc00::/16 (no MRC locator)")
     plane = (value >> (ADDRESS_BITS - LOCATOR_BITS)) & USID_MASK
     usids = []
-    for slot in range(C.MAX_USIDS):
-        shift = ADDRESS_BITS - LOCATOR_BITS - C.USID_BITS * (slot + 1)
+    for slot in range(constants.MAX_USIDS):
+        shift = ADDRESS_BITS - LOCATOR_BITS - constants.USID_BITS * (slot + 1)
         usid = (value >> shift) & USID_MASK
         if usid == 0:
             break

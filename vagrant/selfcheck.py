@@ -43,7 +43,7 @@ RUN_EXIT_INVALID = 3            # `mrc-testbed run`: done, but a case is invalid
 
 
 @dataclass
-class Check:
+class SelfCheckLine:
     """One line of the result: a check's name, whether it passed (None: for information), what
     it found, and the lines that detail it."""
     name: str
@@ -139,7 +139,7 @@ def speedups_status(repo: Path) -> str:
     return lines[-1].removeprefix("speedups: ")
 
 
-def installed_check(repo: Path = REPO) -> Check:
+def installed_check(repo: Path = REPO) -> SelfCheckLine:
     """The p4lang packages' versions, the BMv2 program on PATH and the build of the hot path
     (for information)."""
     versions = []
@@ -149,7 +149,7 @@ def installed_check(repo: Path = REPO) -> Check:
     switch = shutil.which("simple_switch_grpc")
     details = [f"simple_switch_grpc: {Path(switch).resolve() if switch else 'not on PATH'}",
                f"netsim and transport: {speedups_status(repo)}"]
-    return Check("installed", None, ", ".join(versions), details)
+    return SelfCheckLine("installed", None, ", ".join(versions), details)
 
 
 # --- conformance --------------------------------------------------------------------------------
@@ -165,7 +165,7 @@ def conformance_rows(output: str, target: str) -> list[tuple[str, str, str]]:
     return rows
 
 
-def conformance_check(settings: Settings) -> Check:
+def conformance_check(settings: Settings) -> SelfCheckLine:
     """Run the conformance cases on the target: x/N pass, and which did not."""
     log = settings.out / "conformance.txt"
     status = run_logged(settings.conformance_command(), log, settings.repo, settings.timeout_s)
@@ -178,7 +178,7 @@ def conformance_check(settings: Settings) -> Check:
     if not ok:
         summary += f" ({how_it_ended(status, settings.timeout_s)}; log {log})"
     details = others[:6] + ([f"... and {len(others) - 6} more"] if len(others) > 6 else [])
-    return Check("conformance", ok, summary, details)
+    return SelfCheckLine("conformance", ok, summary, details)
 
 
 # --- failover -----------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ def failover_verdict(summary: dict) -> tuple[bool, str]:
     return len(good) == len(mrc), text
 
 
-def failover_check(settings: Settings) -> Check:
+def failover_check(settings: Settings) -> SelfCheckLine:
     """Run the quick failover experiment on the target and judge its summary."""
     log = settings.out / "failover.txt"
     if settings.failover_folder.exists():
@@ -245,8 +245,8 @@ def failover_check(settings: Settings) -> Check:
     status = run_logged(settings.failover_command(), log, settings.repo, settings.timeout_s)
     summary = read_summary(settings.failover_folder)
     if summary is None:
-        return Check("failover", False, f"no summary.json ({how_it_ended(status, settings.timeout_s)};"
-                                        f" log {log})")
+        return SelfCheckLine("failover", False,
+                             f"no summary.json ({how_it_ended(status, settings.timeout_s)}; log {log})")
     ok, text = failover_verdict(summary)
     ok = ok and status in (0, RUN_EXIT_INVALID)          # an invalid case is judged from the summary
     text += f", quick, {summary.get('backend', '?')} backend on {settings.target}"
@@ -255,32 +255,32 @@ def failover_check(settings: Settings) -> Check:
     cases = summary.get("cases", [])
     invalid = [f"invalid: {c.get('variant', '?')} / {c.get('transport', '?')}: {reason}"
                for c in cases for reason in c.get("invalid_reasons") or []]
-    return Check("failover", ok, text, [case_line(c) for c in cases] + invalid[:3])
+    return SelfCheckLine("failover", ok, text, [case_line(c) for c in cases] + invalid[:3])
 
 
-def fidelity_check(settings: Settings) -> Check:
+def fidelity_check(settings: Settings) -> SelfCheckLine:
     """The failover cases' fidelity verdicts, when the testbed reports them (for information)."""
     summary = read_summary(settings.failover_folder) or {}
     verdicts = [fidelity_verdict(c) for c in summary.get("cases", [])]
     known = [v for v in verdicts if v]
     if not known:
-        return Check("fidelity", None, "not reported by this version of the testbed")
+        return SelfCheckLine("fidelity", None, "not reported by this version of the testbed")
     faithful = sum(v == "faithful" for v in known)
-    return Check("fidelity", None, f"faithful in {faithful}/{len(known)} failover cases")
+    return SelfCheckLine("fidelity", None, f"faithful in {faithful}/{len(known)} failover cases")
 
 
 # --- the whole check ----------------------------------------------------------------------------
 
-def clean_up(settings: Settings) -> Check:
+def clean_up(settings: Settings) -> SelfCheckLine:
     """Remove what a failed command left running (namespaces, links, processes)."""
     log = settings.out / "clean.txt"
     status = run_logged(settings.clean_command(), log, settings.repo, settings.timeout_s)
-    return Check("clean-up", status == 0, "mrc-testbed clean " + (
+    return SelfCheckLine("clean-up", status == 0, "mrc-testbed clean " + (
         "removed what the failed check left" if status == 0
         else f"failed ({how_it_ended(status, settings.timeout_s)}; log {log})"))
 
 
-def render(checks: list[Check], settings: Settings) -> str:
+def render(checks: list[SelfCheckLine], settings: Settings) -> str:
     """The one-screen result."""
     marks = {True: "ok  ", False: "FAIL", None: "    "}
     lines = [f"==== MRC testbed self-check ({settings.target}) ===="]
@@ -293,7 +293,7 @@ def render(checks: list[Check], settings: Settings) -> str:
     return "\n".join(lines)
 
 
-def self_check(settings: Settings) -> tuple[list[Check], bool]:
+def self_check(settings: Settings) -> tuple[list[SelfCheckLine], bool]:
     """Every check in turn; whether all passed."""
     settings.out.mkdir(parents=True, exist_ok=True)
     checks = [installed_check(settings.repo), conformance_check(settings), failover_check(settings),

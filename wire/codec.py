@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import fields
 
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket, Nack, Packet, Probe, ProbeReply, Sack
 
 __all__ = ["FrameWriter", "MalformedPacket", "encode", "decode", "frame_length"]
@@ -45,26 +45,26 @@ _CHECK = struct.Struct("!12xHIHB35xHH2xBB")      # ethertype, IPv6 word, plen, n
 _DATA_IN = struct.Struct("!14xI4x16s16sH10xIIQIIBxHII")
 _SACK_IN = struct.Struct("!14xI4x16s16sH10xI4xIIQIB3xI")
 
-assert _CHECK.size == C.BTH_OFFSET + 2
-assert _DATA_IN.size == C.DATA_HEADERS_LEN and _SACK_IN.size == C.RETH_OFFSET + C.SACK_LEN
-assert _PREFIX.size == C.RETH_OFFSET
-assert _DATA.size == C.DATA_HEADERS_LEN
-assert _SACK.size == C.RETH_OFFSET + C.SACK_LEN
-assert _NACK.size == C.RETH_OFFSET + C.NACK_LEN
-assert _PROBE.size == C.RETH_OFFSET + C.PROBE_LEN
-assert _PROBE_REPLY.size == C.RETH_OFFSET + C.PROBE_REPLY_LEN
+assert _CHECK.size == constants.BTH_OFFSET + 2
+assert _DATA_IN.size == constants.DATA_HEADERS_LEN and _SACK_IN.size == constants.RETH_OFFSET + constants.SACK_LEN
+assert _PREFIX.size == constants.RETH_OFFSET
+assert _DATA.size == constants.DATA_HEADERS_LEN
+assert _SACK.size == constants.RETH_OFFSET + constants.SACK_LEN
+assert _NACK.size == constants.RETH_OFFSET + constants.NACK_LEN
+assert _PROBE.size == constants.RETH_OFFSET + constants.PROBE_LEN
+assert _PROBE_REPLY.size == constants.RETH_OFFSET + constants.PROBE_REPLY_LEN
 
 _IP6_VERSION_WORD = 6 << 28
-_BTH_FLAGS = C.BTH_TVER          # SE = 0, M = 0, pad count = 0, tver in the low 4 bits
+_BTH_FLAGS = constants.BTH_TVER          # SE = 0, M = 0, pad count = 0, tver in the low 4 bits
 _PSN_MASK = 0xFFFFFF
 _QP_MASK = 0xFFFFFF
 _ACK_REQ_BIT = 1 << 31
-_ICRC = bytes(C.ICRC_LEN)
+_ICRC = bytes(constants.ICRC_LEN)
 _CONTROL_FRAME_LEN = {
-    C.OP_SACK: _SACK.size,
-    C.OP_NACK: _NACK.size,
-    C.OP_PROBE: _PROBE.size,
-    C.OP_PROBE_REPLY: _PROBE_REPLY.size,
+    constants.OP_SACK: _SACK.size,
+    constants.OP_NACK: _NACK.size,
+    constants.OP_PROBE: _PROBE.size,
+    constants.OP_PROBE_REPLY: _PROBE_REPLY.size,
 }
 
 
@@ -76,9 +76,9 @@ def _ip_word(dscp: int, ecn: int, ev: int) -> int:
 def frame_length(pkt: Packet) -> int:
     """Length in bytes of the Ethernet frame that `encode(pkt, ...)` returns."""
     if type(pkt) is DataPacket:
-        if pkt.flags & C.MRCH_FLAG_TRIMMED:
-            return C.DATA_HEADERS_LEN
-        return C.DATA_HEADERS_LEN + len(pkt.payload) + C.ICRC_LEN
+        if pkt.flags & constants.MRCH_FLAG_TRIMMED:
+            return constants.DATA_HEADERS_LEN
+        return constants.DATA_HEADERS_LEN + len(pkt.payload) + constants.ICRC_LEN
     return _CONTROL_FRAME_LEN[_OPCODE_OF[type(pkt)]]
 
 
@@ -86,53 +86,53 @@ def frame_length(pkt: Packet) -> int:
 
 def _encode_data(p: DataPacket, src_mac: bytes, dst_mac: bytes) -> bytes:
     payload = p.payload
-    if p.flags & C.MRCH_FLAG_TRIMMED:
+    if p.flags & constants.MRCH_FLAG_TRIMMED:
         if payload:
             raise ValueError("a trimmed DataPacket must have an empty payload")
-        udp_len = C.TRIMMED_UDP_LEN
+        udp_len = constants.TRIMMED_UDP_LEN
     else:
-        udp_len = C.TRIMMED_UDP_LEN + len(payload) + C.ICRC_LEN
+        udp_len = constants.TRIMMED_UDP_LEN + len(payload) + constants.ICRC_LEN
     ev = p.ev
     header = _DATA.pack(
-        dst_mac, src_mac, C.ETHERTYPE_IPV6,
-        _ip_word(p.dscp, p.ecn, ev), udp_len, C.IPPROTO_UDP, C.IPV6_HOP_LIMIT, p.src, p.dst,
-        ev & 0xFFFF, C.ROCEV2_UDP_PORT, udp_len, 0,
-        C.OP_RC_WRITE_ONLY, _BTH_FLAGS, C.BTH_PKEY_DEFAULT, p.qp & _QP_MASK,
+        dst_mac, src_mac, constants.ETHERTYPE_IPV6,
+        _ip_word(p.dscp, p.ecn, ev), udp_len, constants.IPPROTO_UDP, constants.IPV6_HOP_LIMIT, p.src, p.dst,
+        ev & 0xFFFF, constants.ROCEV2_UDP_PORT, udp_len, 0,
+        constants.OP_RC_WRITE_ONLY, _BTH_FLAGS, constants.BTH_PKEY_DEFAULT, p.qp & _QP_MASK,
         (_ACK_REQ_BIT if p.ack_req else 0) | (p.psn & _PSN_MASK),
         p.va, p.rkey, p.length,
         p.flags, 0, p.msg_id, p.msg_len, p.tsval)
-    if udp_len == C.TRIMMED_UDP_LEN:
+    if udp_len == constants.TRIMMED_UDP_LEN:
         return header
     return b"".join((header, payload, _ICRC))
 
 
 def _control_prefix(p, opcode: int, psn: int, body_len: int, src_mac: bytes, dst_mac: bytes) -> tuple:
-    udp_len = C.UDP_LEN + C.BTH_LEN + body_len
+    udp_len = constants.UDP_LEN + constants.BTH_LEN + body_len
     ev = p.ev
-    return (dst_mac, src_mac, C.ETHERTYPE_IPV6,
-            _ip_word(p.dscp, p.ecn, ev), udp_len, C.IPPROTO_UDP, C.IPV6_HOP_LIMIT, p.src, p.dst,
-            ev & 0xFFFF, C.ROCEV2_UDP_PORT, udp_len, 0,
-            opcode, _BTH_FLAGS, C.BTH_PKEY_DEFAULT, p.qp & _QP_MASK, psn & _PSN_MASK)
+    return (dst_mac, src_mac, constants.ETHERTYPE_IPV6,
+            _ip_word(p.dscp, p.ecn, ev), udp_len, constants.IPPROTO_UDP, constants.IPV6_HOP_LIMIT, p.src, p.dst,
+            ev & 0xFFFF, constants.ROCEV2_UDP_PORT, udp_len, 0,
+            opcode, _BTH_FLAGS, constants.BTH_PKEY_DEFAULT, p.qp & _QP_MASK, psn & _PSN_MASK)
 
 
 def _encode_sack(p: Sack, src_mac: bytes, dst_mac: bytes) -> bytes:
-    prefix = _control_prefix(p, C.OP_SACK, p.cum_psn, C.SACK_LEN, src_mac, dst_mac)
-    flags = C.SACK_FLAG_ECN_ECHO if p.ecn_echo else 0
+    prefix = _control_prefix(p, constants.OP_SACK, p.cum_psn, constants.SACK_LEN, src_mac, dst_mac)
+    flags = constants.SACK_FLAG_ECN_ECHO if p.ecn_echo else 0
     return _SACK.pack(*prefix, p.cum_psn, p.sack_base, p.bitmap, p.ev_echo, flags, p.ts_echo)
 
 
 def _encode_nack(p: Nack, src_mac: bytes, dst_mac: bytes) -> bytes:
-    prefix = _control_prefix(p, C.OP_NACK, p.psn, C.NACK_LEN, src_mac, dst_mac)
+    prefix = _control_prefix(p, constants.OP_NACK, p.psn, constants.NACK_LEN, src_mac, dst_mac)
     return _NACK.pack(*prefix, p.psn, p.cum_psn, p.ev_echo, p.reason, p.ts_echo)
 
 
 def _encode_probe(p: Probe, src_mac: bytes, dst_mac: bytes) -> bytes:
-    prefix = _control_prefix(p, C.OP_PROBE, 0, C.PROBE_LEN, src_mac, dst_mac)
+    prefix = _control_prefix(p, constants.OP_PROBE, 0, constants.PROBE_LEN, src_mac, dst_mac)
     return _PROBE.pack(*prefix, p.probe_id, p.tsval)
 
 
 def _encode_probe_reply(p: ProbeReply, src_mac: bytes, dst_mac: bytes) -> bytes:
-    prefix = _control_prefix(p, C.OP_PROBE_REPLY, 0, C.PROBE_REPLY_LEN, src_mac, dst_mac)
+    prefix = _control_prefix(p, constants.OP_PROBE_REPLY, 0, constants.PROBE_REPLY_LEN, src_mac, dst_mac)
     return _PROBE_REPLY.pack(*prefix, p.probe_id, p.ev_echo, p.ts_echo)
 
 
@@ -144,11 +144,11 @@ _ENCODERS = {
     ProbeReply: _encode_probe_reply,
 }
 _OPCODE_OF = {
-    DataPacket: C.OP_RC_WRITE_ONLY,
-    Sack: C.OP_SACK,
-    Nack: C.OP_NACK,
-    Probe: C.OP_PROBE,
-    ProbeReply: C.OP_PROBE_REPLY,
+    DataPacket: constants.OP_RC_WRITE_ONLY,
+    Sack: constants.OP_SACK,
+    Nack: constants.OP_NACK,
+    Probe: constants.OP_PROBE,
+    ProbeReply: constants.OP_PROBE_REPLY,
 }
 
 
@@ -170,11 +170,11 @@ class FrameWriter:
     """
 
     def __init__(self, src_mac: bytes, dst_mac: bytes, max_payload: int = 9000) -> None:
-        self._buf = bytearray(C.DATA_HEADERS_LEN + max_payload + C.ICRC_LEN)
+        self._buf = bytearray(constants.DATA_HEADERS_LEN + max_payload + constants.ICRC_LEN)
         self._view = memoryview(self._buf)
         self._max_payload = max_payload
         self._src_mac, self._dst_mac = src_mac, dst_mac
-        _ETH.pack_into(self._buf, 0, dst_mac, src_mac, C.ETHERTYPE_IPV6)
+        _ETH.pack_into(self._buf, 0, dst_mac, src_mac, constants.ETHERTYPE_IPV6)
 
     def write(self, p: Packet) -> memoryview | bytes:
         """The frame of `p` (a view into the buffer for data packets, bytes for control packets)."""
@@ -182,29 +182,29 @@ class FrameWriter:
             return encode(p, self._src_mac, self._dst_mac)
         payload = p.payload
         n = len(payload)
-        if p.flags & C.MRCH_FLAG_TRIMMED:
+        if p.flags & constants.MRCH_FLAG_TRIMMED:
             if n:
                 raise ValueError("a trimmed DataPacket must have an empty payload")
-            udp_len = C.TRIMMED_UDP_LEN
+            udp_len = constants.TRIMMED_UDP_LEN
         elif n > self._max_payload:
             raise ValueError(f"payload of {n} bytes is larger than this writer's {self._max_payload}")
         else:
-            udp_len = C.TRIMMED_UDP_LEN + n + C.ICRC_LEN
+            udp_len = constants.TRIMMED_UDP_LEN + n + constants.ICRC_LEN
         ev = p.ev
         buf = self._buf
         _DATA_OUT.pack_into(
-            buf, C.ETH_LEN,
-            _ip_word(p.dscp, p.ecn, ev), udp_len, C.IPPROTO_UDP, C.IPV6_HOP_LIMIT, p.src, p.dst,
-            ev & 0xFFFF, C.ROCEV2_UDP_PORT, udp_len, 0,
-            C.OP_RC_WRITE_ONLY, _BTH_FLAGS, C.BTH_PKEY_DEFAULT, p.qp & _QP_MASK,
+            buf, constants.ETH_LEN,
+            _ip_word(p.dscp, p.ecn, ev), udp_len, constants.IPPROTO_UDP, constants.IPV6_HOP_LIMIT, p.src, p.dst,
+            ev & 0xFFFF, constants.ROCEV2_UDP_PORT, udp_len, 0,
+            constants.OP_RC_WRITE_ONLY, _BTH_FLAGS, constants.BTH_PKEY_DEFAULT, p.qp & _QP_MASK,
             (_ACK_REQ_BIT if p.ack_req else 0) | (p.psn & _PSN_MASK),
             p.va, p.rkey, p.length, p.flags, 0, p.msg_id, p.msg_len, p.tsval)
-        if udp_len == C.TRIMMED_UDP_LEN:
-            return self._view[:C.DATA_HEADERS_LEN]
-        end = C.DATA_HEADERS_LEN + n
-        buf[C.DATA_HEADERS_LEN:end] = payload
-        buf[end:end + C.ICRC_LEN] = _ICRC
-        return self._view[:end + C.ICRC_LEN]
+        if udp_len == constants.TRIMMED_UDP_LEN:
+            return self._view[:constants.DATA_HEADERS_LEN]
+        end = constants.DATA_HEADERS_LEN + n
+        buf[constants.DATA_HEADERS_LEN:end] = payload
+        buf[end:end + constants.ICRC_LEN] = _ICRC
+        return self._view[:end + constants.ICRC_LEN]
 
 
 # --- decoding ------------------------------------------------------------------------------
@@ -227,19 +227,20 @@ def _traffic_class(ip_word: int) -> tuple[int, int]:
 
 
 def _decode_data(frame, n: int) -> DataPacket:
-    if n < C.DATA_HEADERS_LEN:
-        raise MalformedPacket(f"data packet of {n} bytes is shorter than its {C.DATA_HEADERS_LEN} bytes of headers")
+    if n < constants.DATA_HEADERS_LEN:
+        raise MalformedPacket(f"data packet of {n} bytes is shorter than its {constants.DATA_HEADERS_LEN} bytes "
+                              "of headers")
     (ip_word, src, dst, sport, qp_word, psn_word, va, rkey, length, flags, msg_id, msg_len,
      tsval) = _DATA_IN.unpack_from(frame, 0)
-    if flags & C.MRCH_FLAG_TRIMMED:
-        if n != C.DATA_HEADERS_LEN:
-            raise MalformedPacket(f"trimmed data packet is {n} bytes, not {C.DATA_HEADERS_LEN}")
+    if flags & constants.MRCH_FLAG_TRIMMED:
+        if n != constants.DATA_HEADERS_LEN:
+            raise MalformedPacket(f"trimmed data packet is {n} bytes, not {constants.DATA_HEADERS_LEN}")
         payload = b""
     else:
-        end = n - C.ICRC_LEN
-        if end < C.DATA_HEADERS_LEN:
+        end = n - constants.ICRC_LEN
+        if end < constants.DATA_HEADERS_LEN:
             raise MalformedPacket("untrimmed data packet without room for its ICRC")
-        payload = bytes(frame[C.DATA_HEADERS_LEN:end])
+        payload = bytes(frame[constants.DATA_HEADERS_LEN:end])
         if len(payload) != length:
             raise MalformedPacket(f"RETH DMA length {length} but the packet carries {len(payload)} payload bytes")
     tc = (ip_word >> 20) & 0xFF
@@ -253,7 +254,7 @@ def _decode_sack(frame) -> Sack:
      ts_echo) = _SACK_IN.unpack_from(frame, 0)
     tc = (ip_word >> 20) & 0xFF
     return Sack(src, dst, ((ip_word & 0xFFFF) << 16) | sport, qp_word & _QP_MASK, cum_psn, sack_base,
-                bitmap, ev_echo, ts_echo, bool(flags & C.SACK_FLAG_ECN_ECHO), tc >> 2, tc & 0x3)
+                bitmap, ev_echo, ts_echo, bool(flags & constants.SACK_FLAG_ECN_ECHO), tc >> 2, tc & 0x3)
 
 
 def _decode_nack(frame) -> Nack:
@@ -283,10 +284,10 @@ def _decode_probe_reply(frame) -> ProbeReply:
 
 
 _CONTROL_DECODERS = {
-    C.OP_SACK: _decode_sack,
-    C.OP_NACK: _decode_nack,
-    C.OP_PROBE: _decode_probe,
-    C.OP_PROBE_REPLY: _decode_probe_reply,
+    constants.OP_SACK: _decode_sack,
+    constants.OP_NACK: _decode_nack,
+    constants.OP_PROBE: _decode_probe,
+    constants.OP_PROBE_REPLY: _decode_probe_reply,
 }
 
 
@@ -299,24 +300,24 @@ def decode(frame: bytes | bytearray | memoryview) -> Packet:
     length fields disagree with what the frame carries.
     """
     n = len(frame)
-    if n < C.RETH_OFFSET:
-        raise MalformedPacket(f"frame of {n} bytes is shorter than Eth/IPv6/UDP/BTH ({C.RETH_OFFSET} bytes)")
+    if n < constants.RETH_OFFSET:
+        raise MalformedPacket(f"frame of {n} bytes is shorter than Eth/IPv6/UDP/BTH ({constants.RETH_OFFSET} bytes)")
     ethertype, ip_word, plen, next_header, dport, udp_len, opcode, bth_flags = _CHECK.unpack_from(frame, 0)
-    if ethertype != C.ETHERTYPE_IPV6:
+    if ethertype != constants.ETHERTYPE_IPV6:
         raise MalformedPacket(f"ethertype 0x{ethertype:04x} is not IPv6")
     if ip_word >> 28 != 6:
         raise MalformedPacket(f"IP version {ip_word >> 28} is not 6")
-    if next_header != C.IPPROTO_UDP:
+    if next_header != constants.IPPROTO_UDP:
         raise MalformedPacket(f"IPv6 next header {next_header} is not UDP")
-    if plen != n - C.UDP_OFFSET:
+    if plen != n - constants.UDP_OFFSET:
         raise MalformedPacket(f"IPv6 payload length {plen} disagrees with the {n}-byte frame")
     if udp_len != plen:
         raise MalformedPacket(f"UDP length {udp_len} disagrees with IPv6 payload length {plen}")
-    if dport != C.ROCEV2_UDP_PORT:
-        raise MalformedPacket(f"UDP destination port {dport} is not {C.ROCEV2_UDP_PORT}")
-    if bth_flags & 0x0F != C.BTH_TVER:
-        raise MalformedPacket(f"BTH transport version {bth_flags & 0x0F} is not {C.BTH_TVER}")
-    if opcode == C.OP_RC_WRITE_ONLY:
+    if dport != constants.ROCEV2_UDP_PORT:
+        raise MalformedPacket(f"UDP destination port {dport} is not {constants.ROCEV2_UDP_PORT}")
+    if bth_flags & 0x0F != constants.BTH_TVER:
+        raise MalformedPacket(f"BTH transport version {bth_flags & 0x0F} is not {constants.BTH_TVER}")
+    if opcode == constants.OP_RC_WRITE_ONLY:
         return _decode_data(frame, n)
     decoder = _CONTROL_DECODERS.get(opcode)
     if decoder is None:

@@ -20,33 +20,33 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet as ScapyPacket
 from scapy.packet import bind_layers
 
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket, Nack, Packet, Probe, ProbeReply, Sack
 
 __all__ = ["BTH", "RETH", "MRCH", "ICRC", "SackHdr", "NackHdr", "ProbeHdr", "ProbeReplyHdr",
            "to_scapy", "from_scapy"]
 
 BTH_OPCODES = {
-    C.OP_RC_WRITE_ONLY: "RC_RDMA_WRITE_ONLY",
-    C.OP_SACK: "MRC_SACK",
-    C.OP_NACK: "MRC_NACK",
-    C.OP_PROBE: "MRC_PROBE",
-    C.OP_PROBE_REPLY: "MRC_PROBE_REPLY",
+    constants.OP_RC_WRITE_ONLY: "RC_RDMA_WRITE_ONLY",
+    constants.OP_SACK: "MRC_SACK",
+    constants.OP_NACK: "MRC_NACK",
+    constants.OP_PROBE: "MRC_PROBE",
+    constants.OP_PROBE_REPLY: "MRC_PROBE_REPLY",
 }
 NACK_REASONS = {
-    C.NACK_TRIMMED: "TRIMMED",
-    C.NACK_TRIMMED_LASTHOP: "TRIMMED_LASTHOP",
-    C.NACK_NO_BITMAP: "NO_BITMAP",
-    C.NACK_NO_PKT_BUFFER: "NO_PKT_BUFFER",
-    C.NACK_PSN_OUT_OF_WINDOW: "PSN_OUT_OF_WINDOW",
-    C.NACK_UNEXPECTED: "UNEXPECTED",
+    constants.NACK_TRIMMED: "TRIMMED",
+    constants.NACK_TRIMMED_LASTHOP: "TRIMMED_LASTHOP",
+    constants.NACK_NO_BITMAP: "NO_BITMAP",
+    constants.NACK_NO_PKT_BUFFER: "NO_PKT_BUFFER",
+    constants.NACK_PSN_OUT_OF_WINDOW: "PSN_OUT_OF_WINDOW",
+    constants.NACK_UNEXPECTED: "UNEXPECTED",
 }
 # Flag names in bit order (bit 0 first), matching the constants' values.
 MRCH_FLAG_NAMES = ["TRIMMED", "RETX", "F2", "F3", "F4", "F5", "F6", "F7"]
 SACK_FLAG_NAMES = ["ECN_ECHO", "F1", "F2", "F3", "F4", "F5", "F6", "F7"]
-assert 1 << MRCH_FLAG_NAMES.index("TRIMMED") == C.MRCH_FLAG_TRIMMED
-assert 1 << MRCH_FLAG_NAMES.index("RETX") == C.MRCH_FLAG_RETX
-assert 1 << SACK_FLAG_NAMES.index("ECN_ECHO") == C.SACK_FLAG_ECN_ECHO
+assert 1 << MRCH_FLAG_NAMES.index("TRIMMED") == constants.MRCH_FLAG_TRIMMED
+assert 1 << MRCH_FLAG_NAMES.index("RETX") == constants.MRCH_FLAG_RETX
+assert 1 << SACK_FLAG_NAMES.index("ECN_ECHO") == constants.SACK_FLAG_ECN_ECHO
 
 
 class BTH(ScapyPacket):
@@ -54,12 +54,12 @@ class BTH(ScapyPacket):
 
     name = "MRC BTH"
     fields_desc = [
-        ByteEnumField("opcode", C.OP_RC_WRITE_ONLY, BTH_OPCODES),
+        ByteEnumField("opcode", constants.OP_RC_WRITE_ONLY, BTH_OPCODES),
         BitField("se", 0, 1),
         BitField("migreq", 0, 1),
         BitField("padcnt", 0, 2),
-        BitField("tver", C.BTH_TVER, 4),
-        XShortField("pkey", C.BTH_PKEY_DEFAULT),
+        BitField("tver", constants.BTH_TVER, 4),
+        XShortField("pkey", constants.BTH_PKEY_DEFAULT),
         ByteField("resv8", 0),
         X3BytesField("dqpn", 0),
         BitField("ackreq", 0, 1),
@@ -109,10 +109,10 @@ class MRCH(ScapyPacket):
 
     def do_dissect_payload(self, s):
         """Split what follows into the payload (Raw) and the 4-byte ICRC trailer."""
-        if int(self.flags) & C.MRCH_FLAG_TRIMMED or len(s) < C.ICRC_LEN:
+        if int(self.flags) & constants.MRCH_FLAG_TRIMMED or len(s) < constants.ICRC_LEN:
             super().do_dissect_payload(s)
             return
-        body, trailer = s[:-C.ICRC_LEN], s[-C.ICRC_LEN:]
+        body, trailer = s[:-constants.ICRC_LEN], s[-constants.ICRC_LEN:]
         if body:
             self.add_payload(conf.raw_layer(body, _internal=1, _underlayer=self))
         self.add_payload(ICRC(trailer, _internal=1, _underlayer=self))
@@ -151,7 +151,7 @@ class NackHdr(_ControlHeader):
         IntField("psn", 0),
         IntField("cum_psn", 0),
         XIntField("ev_echo", 0),
-        ByteEnumField("reason", C.NACK_TRIMMED, NACK_REASONS),
+        ByteEnumField("reason", constants.NACK_TRIMMED, NACK_REASONS),
         X3BytesField("reserved", 0),
         IntField("ts_echo", 0),
     ]
@@ -180,17 +180,17 @@ class ProbeReplyHdr(_ControlHeader):
         return self.sprintf("PROBE_REPLY id=%probe_id% ev=%ev_echo%")
 
 
-bind_layers(UDP, BTH, dport=C.ROCEV2_UDP_PORT)
+bind_layers(UDP, BTH, dport=constants.ROCEV2_UDP_PORT)
 # The UDP source port carries the EV and may equal a well-known port (53, 123...): make the
 # destination-port binding win over the bindings Scapy already has.
-UDP.payload_guess.remove(({"dport": C.ROCEV2_UDP_PORT}, BTH))
-UDP.payload_guess.insert(0, ({"dport": C.ROCEV2_UDP_PORT}, BTH))
-bind_layers(BTH, RETH, opcode=C.OP_RC_WRITE_ONLY)
+UDP.payload_guess.remove(({"dport": constants.ROCEV2_UDP_PORT}, BTH))
+UDP.payload_guess.insert(0, ({"dport": constants.ROCEV2_UDP_PORT}, BTH))
+bind_layers(BTH, RETH, opcode=constants.OP_RC_WRITE_ONLY)
 bind_layers(RETH, MRCH)
-bind_layers(BTH, SackHdr, opcode=C.OP_SACK)
-bind_layers(BTH, NackHdr, opcode=C.OP_NACK)
-bind_layers(BTH, ProbeHdr, opcode=C.OP_PROBE)
-bind_layers(BTH, ProbeReplyHdr, opcode=C.OP_PROBE_REPLY)
+bind_layers(BTH, SackHdr, opcode=constants.OP_SACK)
+bind_layers(BTH, NackHdr, opcode=constants.OP_NACK)
+bind_layers(BTH, ProbeHdr, opcode=constants.OP_PROBE)
+bind_layers(BTH, ProbeReplyHdr, opcode=constants.OP_PROBE_REPLY)
 
 
 # --- conversion to and from packet objects -----------------------------------------------------
@@ -208,11 +208,11 @@ def _ip6_bytes(addr: str) -> bytes:
 
 
 def _lower_layers(pkt: Packet, src_mac: bytes, dst_mac: bytes) -> ScapyPacket:
-    sport, flow_label = C.ev_to_fields(pkt.ev)
-    return (Ether(dst=_mac_str(dst_mac), src=_mac_str(src_mac), type=C.ETHERTYPE_IPV6)
-            / IPv6(tc=(pkt.dscp << 2) | pkt.ecn, fl=flow_label, nh=C.IPPROTO_UDP,
-                   hlim=C.IPV6_HOP_LIMIT, src=_ip6_str(pkt.src), dst=_ip6_str(pkt.dst))
-            / UDP(sport=sport, dport=C.ROCEV2_UDP_PORT, chksum=0))
+    sport, flow_label = constants.ev_to_fields(pkt.ev)
+    return (Ether(dst=_mac_str(dst_mac), src=_mac_str(src_mac), type=constants.ETHERTYPE_IPV6)
+            / IPv6(tc=(pkt.dscp << 2) | pkt.ecn, fl=flow_label, nh=constants.IPPROTO_UDP,
+                   hlim=constants.IPV6_HOP_LIMIT, src=_ip6_str(pkt.src), dst=_ip6_str(pkt.dst))
+            / UDP(sport=sport, dport=constants.ROCEV2_UDP_PORT, chksum=0))
 
 
 def to_scapy(pkt: Packet, src_mac: bytes, dst_mac: bytes) -> ScapyPacket:
@@ -220,7 +220,7 @@ def to_scapy(pkt: Packet, src_mac: bytes, dst_mac: bytes) -> ScapyPacket:
     base = _lower_layers(pkt, src_mac, dst_mac)
     if isinstance(pkt, DataPacket):
         frame = (base
-                 / BTH(opcode=C.OP_RC_WRITE_ONLY, dqpn=pkt.qp, ackreq=int(pkt.ack_req), psn=pkt.psn)
+                 / BTH(opcode=constants.OP_RC_WRITE_ONLY, dqpn=pkt.qp, ackreq=int(pkt.ack_req), psn=pkt.psn)
                  / RETH(va=pkt.va, rkey=pkt.rkey, dma_len=pkt.length)
                  / MRCH(flags=pkt.flags, msg_id=pkt.msg_id, msg_len=pkt.msg_len, tsval=pkt.tsval))
         if pkt.trimmed:
@@ -229,18 +229,18 @@ def to_scapy(pkt: Packet, src_mac: bytes, dst_mac: bytes) -> ScapyPacket:
             frame = frame / conf.raw_layer(pkt.payload)
         return frame / ICRC()
     if isinstance(pkt, Sack):
-        return (base / BTH(opcode=C.OP_SACK, dqpn=pkt.qp, psn=pkt.cum_psn)
+        return (base / BTH(opcode=constants.OP_SACK, dqpn=pkt.qp, psn=pkt.cum_psn)
                 / SackHdr(cum_psn=pkt.cum_psn, sack_base=pkt.sack_base, bitmap=pkt.bitmap,
-                          ev_echo=pkt.ev_echo, flags=C.SACK_FLAG_ECN_ECHO if pkt.ecn_echo else 0,
+                          ev_echo=pkt.ev_echo, flags=constants.SACK_FLAG_ECN_ECHO if pkt.ecn_echo else 0,
                           ts_echo=pkt.ts_echo))
     if isinstance(pkt, Nack):
-        return (base / BTH(opcode=C.OP_NACK, dqpn=pkt.qp, psn=pkt.psn)
+        return (base / BTH(opcode=constants.OP_NACK, dqpn=pkt.qp, psn=pkt.psn)
                 / NackHdr(psn=pkt.psn, cum_psn=pkt.cum_psn, ev_echo=pkt.ev_echo, reason=pkt.reason,
                           ts_echo=pkt.ts_echo))
     if isinstance(pkt, Probe):
-        return base / BTH(opcode=C.OP_PROBE, dqpn=pkt.qp) / ProbeHdr(probe_id=pkt.probe_id, tsval=pkt.tsval)
+        return base / BTH(opcode=constants.OP_PROBE, dqpn=pkt.qp) / ProbeHdr(probe_id=pkt.probe_id, tsval=pkt.tsval)
     if isinstance(pkt, ProbeReply):
-        return (base / BTH(opcode=C.OP_PROBE_REPLY, dqpn=pkt.qp)
+        return (base / BTH(opcode=constants.OP_PROBE_REPLY, dqpn=pkt.qp)
                 / ProbeReplyHdr(probe_id=pkt.probe_id, ev_echo=pkt.ev_echo, ts_echo=pkt.ts_echo))
     raise TypeError(f"cannot convert {type(pkt).__name__}: not an MRC packet object")
 
@@ -249,12 +249,12 @@ def from_scapy(frame: ScapyPacket) -> Packet:
     """The packet object of a dissected MRC frame (Ether / IPv6 / UDP / BTH / ...)."""
     ip, udp, bth = frame[IPv6], frame[UDP], frame[BTH]
     common = dict(src=_ip6_bytes(ip.src), dst=_ip6_bytes(ip.dst),
-                  ev=C.ev_from_fields(udp.sport, ip.fl), qp=bth.dqpn,
+                  ev=constants.ev_from_fields(udp.sport, ip.fl), qp=bth.dqpn,
                   dscp=ip.tc >> 2, ecn=ip.tc & 0x3)
     if MRCH in frame:
         reth, mrch = frame[RETH], frame[MRCH]
         payload = b""
-        if not int(mrch.flags) & C.MRCH_FLAG_TRIMMED and conf.raw_layer in frame:
+        if not int(mrch.flags) & constants.MRCH_FLAG_TRIMMED and conf.raw_layer in frame:
             payload = bytes(frame[conf.raw_layer].load)
         return DataPacket(psn=bth.psn, va=reth.va, rkey=reth.rkey, length=reth.dma_len,
                           msg_id=mrch.msg_id, msg_len=mrch.msg_len, tsval=mrch.tsval,
@@ -262,7 +262,7 @@ def from_scapy(frame: ScapyPacket) -> Packet:
     if SackHdr in frame:
         h = frame[SackHdr]
         return Sack(cum_psn=h.cum_psn, sack_base=h.sack_base, bitmap=h.bitmap, ev_echo=h.ev_echo,
-                    ts_echo=h.ts_echo, ecn_echo=bool(int(h.flags) & C.SACK_FLAG_ECN_ECHO), **common)
+                    ts_echo=h.ts_echo, ecn_echo=bool(int(h.flags) & constants.SACK_FLAG_ECN_ECHO), **common)
     if NackHdr in frame:
         h = frame[NackHdr]
         return Nack(psn=h.psn, cum_psn=h.cum_psn, reason=h.reason, ev_echo=h.ev_echo,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wire import constants as C
+from wire import constants
 
 
 @dataclass(slots=True)
@@ -28,15 +28,15 @@ class DataPacket:
     msg_len: int               # MRCH total message length in bytes
     tsval: int                 # MRCH sender timestamp, microseconds mod 2**32
     payload: bytes | memoryview = b""       # bytes-like (a sender passes a view of its message); empty when trimmed
-    flags: int = 0             # MRCH flags (C.MRCH_FLAG_TRIMMED, C.MRCH_FLAG_RETX)
-    dscp: int = C.DSCP_TRIMMABLE
-    ecn: int = C.ECN_ECT0
+    flags: int = 0             # MRCH flags (constants.MRCH_FLAG_TRIMMED, _RETX)
+    dscp: int = constants.DSCP_TRIMMABLE
+    ecn: int = constants.ECN_ECT0
     ack_req: bool = False      # BTH A bit
 
     @property
     def trimmed(self) -> bool:
         """True when a switch cut this packet's payload."""
-        return bool(self.flags & C.MRCH_FLAG_TRIMMED)
+        return bool(self.flags & constants.MRCH_FLAG_TRIMMED)
 
 
 @dataclass(slots=True)
@@ -53,13 +53,13 @@ class Sack:
     ev_echo: int               # EV of the data packet that triggered this SACK
     ts_echo: int               # tsval of that data packet
     ecn_echo: bool = False     # that data packet arrived with CE
-    dscp: int = C.DSCP_CONTROL
-    ecn: int = C.ECN_NOT_ECT
+    dscp: int = constants.DSCP_CONTROL
+    ecn: int = constants.ECN_NOT_ECT
 
 
 @dataclass(slots=True)
 class Nack:
-    """Negative acknowledgement of one PSN, with a reason (C.NACK_*)."""
+    """Negative acknowledgement of one PSN, with a reason (constants.NACK_*)."""
 
     src: bytes
     dst: bytes
@@ -70,8 +70,8 @@ class Nack:
     reason: int
     ev_echo: int
     ts_echo: int
-    dscp: int = C.DSCP_CONTROL
-    ecn: int = C.ECN_NOT_ECT
+    dscp: int = constants.DSCP_CONTROL
+    ecn: int = constants.ECN_NOT_ECT
 
 
 @dataclass(slots=True)
@@ -84,8 +84,8 @@ class Probe:
     qp: int
     probe_id: int
     tsval: int
-    dscp: int = C.DSCP_CONTROL
-    ecn: int = C.ECN_NOT_ECT
+    dscp: int = constants.DSCP_CONTROL
+    ecn: int = constants.ECN_NOT_ECT
 
 
 @dataclass(slots=True)
@@ -99,19 +99,20 @@ class ProbeReply:
     probe_id: int
     ev_echo: int
     ts_echo: int
-    dscp: int = C.DSCP_CONTROL
-    ecn: int = C.ECN_NOT_ECT
+    dscp: int = constants.DSCP_CONTROL
+    ecn: int = constants.ECN_NOT_ECT
 
 
 Packet = DataPacket | Sack | Nack | Probe | ProbeReply
 
-DATA_OVERHEAD = C.DATA_HEADERS_LEN + C.ICRC_LEN     # bytes on the wire around a data payload
-CONTROL_BASE = C.BTH_OFFSET + C.BTH_LEN             # Ethernet + IPv6 + UDP + BTH before a control header
-CONTROL_HEADER_LEN = {Sack: C.SACK_LEN, Nack: C.NACK_LEN, Probe: C.PROBE_LEN, ProbeReply: C.PROBE_REPLY_LEN}
+DATA_OVERHEAD = constants.DATA_HEADERS_LEN + constants.ICRC_LEN     # bytes on the wire around a data payload
+CONTROL_BASE = constants.BTH_OFFSET + constants.BTH_LEN      # Ethernet + IPv6 + UDP + BTH before a control header
+CONTROL_HEADER_LEN = {Sack: constants.SACK_LEN, Nack: constants.NACK_LEN, Probe: constants.PROBE_LEN,
+                      ProbeReply: constants.PROBE_REPLY_LEN}
 
 
 _CONTROL_SIZE = {kind: CONTROL_BASE + length for kind, length in CONTROL_HEADER_LEN.items()}
-_DATA_HEADERS_LEN, _TRIMMED = C.DATA_HEADERS_LEN, C.MRCH_FLAG_TRIMMED
+_DATA_HEADERS_LEN, _TRIMMED = constants.DATA_HEADERS_LEN, constants.MRCH_FLAG_TRIMMED
 
 
 def wire_size(pkt: Packet) -> int:
@@ -123,4 +124,4 @@ def wire_size(pkt: Packet) -> int:
 
 def priority_of(pkt: Packet) -> int:
     """Egress priority a host gives its own packet (control and trimmed headers go first)."""
-    return C.PRIORITY_HIGH if pkt.dscp in C.HIGH_PRIORITY_DSCP else C.PRIORITY_LOW
+    return constants.PRIORITY_HIGH if pkt.dscp in constants.HIGH_PRIORITY_DSCP else constants.PRIORITY_LOW

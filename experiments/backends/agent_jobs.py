@@ -10,9 +10,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.budget import agent_sample_interval, nic_backlog, transport_params
+from experiments.backends.mininet_limits import agent_sample_interval
 from experiments.record import FlowRecord
 from experiments.scenario import Case
+from experiments.transport_sizing import nic_backlog, transport_params
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
 from host_agent.job import Job, job_workload
 from host_agent.topology_jobs import build_job, peer_spec

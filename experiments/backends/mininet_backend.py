@@ -13,7 +13,7 @@ few milliseconds until the agents' next flush). Where each fault landed (the sha
 it began to take effect) is filled in from the agents' goodput records once they have stopped
 (`experiments.validity`). Links run at `link_rate` (default: the calibration of the target here):
 `auto` links at it, faster ones capped, and horizons too short for the target stretched
-(`experiments.budget`; a note in the record says so). Goodput comes from the
+(`experiments.rate_caps`, `experiments.horizons`; a note in the record says so). Goodput comes from the
 agents' records, which count whole messages (`chunk_bytes`), so it is coarser than on netsim.
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from experiments import budget, validity
+from experiments import horizons, rate_caps, validity
+from experiments.backends import mininet_limits
 from experiments.backends.agent_jobs import agent_jobs
 from experiments.backends.agent_logs import Progress, read_results
 from experiments.backends.fault_timers import FaultTimers
@@ -59,10 +60,10 @@ class MininetBackend:
 
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         from testbed.agents import AgentLauncher
-        budget.check_mininet(case)
+        mininet_limits.check_mininet(case)
         if self.cluster is not None:
             _check_cluster(case)
-        topo, notes = budget.target_topology(case, self.target, self.link_rate)
+        topo, notes = rate_caps.target_topology(case, self.target, self.link_rate)
         for note in notes:
             log.warning("%s: %s", case.label, note)
         record = self._record(case, topo, notes)
@@ -120,12 +121,12 @@ class MininetBackend:
 
     def _record(self, case: Case, topo: Topology, notes: list[str]) -> CaseRecord:
         scenario, variant, transport = case.scenario, case.variant, case.transport
-        horizon, _ = budget.horizon(case, topo, self.target)
+        horizon, _ = horizons.horizon(case, topo, self.target)
         return CaseRecord(scenario.name, variant.label, transport.name, transport.mode,
                           f"{self.name}:{self.target}", scenario.seed, topo.name, len(topo.hosts),
                           variant.workload.kind, horizon=horizon,
-                          sample_interval=budget.agent_sample_interval(case), notes=notes,
-                          recovery_window=budget.recovery_window(case, topo))
+                          sample_interval=mininet_limits.agent_sample_interval(case), notes=notes,
+                          recovery_window=mininet_limits.recovery_window(case, topo))
 
     @staticmethod
     def _follow(case: Case, topo: Topology, record: CaseRecord, agents, timers: FaultTimers,
@@ -189,11 +190,10 @@ def _check_cluster(case: Case) -> None:
     """Raise ScenarioError naming what of `case` a network spread over servers cannot run: data
     packets larger than the tunnels between servers carry, a fault it cannot reach."""
     from experiments.scenario import ScenarioError
-    from host_agent.transport.config import TransportConfig
+    from experiments.transport_sizing import mtu_payload
     from testbed.cluster import ClusterError, check_frames_fit
     try:
-        check_frames_fit(case.transport.params.get("mtu_payload") or case.variant.mtu_payload
-                         or TransportConfig.mtu_payload)
+        check_frames_fit(mtu_payload(case))
     except ClusterError as error:
         raise ScenarioError(case.scenario.path, "link.mtu_payload", str(error)) from None
     for i, fault in enumerate(case.variant.faults):

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from collections import Counter
 
-from experiments.budget import network_params, transport_params
+from experiments.transport_sizing import network_params, transport_params
 from experiments.record import FlowRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
 from host_agent.collectives.data import block_bytes
 from host_agent.transport import TransportConfig
-from host_agent.transport import events as E
+from host_agent.transport import events
 from netsim import Network, Simulator
 from simulation import CABLE_DELAY_S, Flow, Simulation, network
 from topologies.model import Topology
 
-KEPT_EVENTS = (E.EvStateChanged, E.EvBackup)   # transport events a case record keeps
+KEPT_EVENTS = (events.EvStateChanged, events.EvBackup)   # transport events a case record keeps
 
 
 def cable_delay(case: Case) -> float:
@@ -38,7 +38,7 @@ def build_fabric(topo: Topology, sim: Simulator, trimming: bool = True, delay: f
 def transport_config(case: Case, topo: Topology) -> TransportConfig:
     """The endpoint configuration of a case: its mode and overrides, the NIC line rate, the seed,
     and, for a scenario that sets its cable delay, timers and windows that follow the fabric's
-    base RTT and BDP (`experiments.budget.network_params`)."""
+    base RTT and BDP (`experiments.transport_sizing.network_params`)."""
     extra = network_params(case, topo, cable_delay(case))
     return TransportConfig(mode=case.transport.mode, **transport_params(case, topo, **extra))
 
@@ -104,7 +104,7 @@ class Traffic:
     def on_event(self, host: str, event) -> None:
         """An event of `host`'s endpoint, after the simulation took its messages: failures, EV state
         changes and backups are kept (`kept_events`)."""
-        if type(event) is E.ConnectionFailed:
+        if type(event) is events.ConnectionFailed:
             self.failures.append(f"{host}: {event.error}")
         if isinstance(event, KEPT_EVENTS):
             record = event.as_record()

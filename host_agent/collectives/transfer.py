@@ -11,7 +11,7 @@ from host_agent.collectives.base import Collective, CollectiveError, Messenger
 from host_agent.collectives.data import block_bytes, sub_ranges
 
 
-class Transfer(Collective):
+class BulkTransfer(Collective):
     """One-way bulk transfer between two ranks."""
 
     kind = "transfer"

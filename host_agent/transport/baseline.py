@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable
 
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket, Nack, Sack
-from host_agent.transport import events as E
+from host_agent.transport import events
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import EvSet
@@ -24,9 +24,9 @@ from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import CongestionControl
 from host_agent.transport.psn import PSN_MASK, from_wire, to_wire
 
-SEQUENCE_ERROR = C.NACK_PSN_OUT_OF_WINDOW
-_DATA_OVERHEAD = C.DATA_HEADERS_LEN + C.ICRC_LEN
-_ECN_CE, _TRIMMED = C.ECN_CE, C.MRCH_FLAG_TRIMMED
+SEQUENCE_ERROR = constants.NACK_PSN_OUT_OF_WINDOW
+_DATA_OVERHEAD = constants.DATA_HEADERS_LEN + constants.ICRC_LEN
+_ECN_CE, _TRIMMED = constants.ECN_CE, constants.MRCH_FLAG_TRIMMED
 
 
 class BaselineSender:
@@ -34,7 +34,7 @@ class BaselineSender:
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
                  cc: CongestionControl, nic: NicClock, stats: Counter,
-                 emit: Callable[[E.TransportEvent], None]) -> None:
+                 emit: Callable[[events.TransportEvent], None]) -> None:
         self.ident = ident
         self.cfg = config
         self.evset = evset
@@ -51,9 +51,9 @@ class BaselineSender:
         self._backoff = 1
         self._timeouts = 0                          # consecutive timeouts without progress
         self._budget = config.retry_budget()
-        self.failed: E.ConnectionFailed | None = None    # set when the retries ran out
+        self.failed: events.ConnectionFailed | None = None    # set when the retries ran out
         self._deadline: float | None = None
-        self._cause = E.CAUSE_TIMEOUT
+        self._cause = events.CAUSE_TIMEOUT
         self._last_nack: tuple[int, float] | None = None
 
     def send_message(self, data) -> int:
@@ -109,21 +109,21 @@ class BaselineSender:
             self._fail(now)
             return
         self._backoff = min(self._backoff * 2, 1 << 16)
-        self._go_back(now, self.cum_acked, E.CAUSE_TIMEOUT)
+        self._go_back(now, self.cum_acked, events.CAUSE_TIMEOUT)
         self.cc.on_trim_or_loss(now)
         self._deadline = now + self.rto
 
     def _fail(self, now: float) -> None:
         """No progress through every retry the budget allows (linear_cnt + exp_cnt go-backs; the
         baseline's timeout doubles from the first): the connection fails."""
-        self.failed = E.ConnectionFailed(now, self.ident, to_wire(self.cum_acked, self.cfg.initial_psn),
-                                         self._timeouts - 1, self.rto)
+        self.failed = events.ConnectionFailed(now, self.ident, to_wire(self.cum_acked, self.cfg.initial_psn),
+                                              self._timeouts - 1, self.rto)
         self.stats["connections_failed"] += 1
         self._deadline = None
         self.emit(self.failed)
 
     def _go_back(self, now: float, seq: int, cause: str) -> None:
-        self.emit(E.WentBack(now, self.ident, to_wire(seq, self.cfg.initial_psn), cause))
+        self.emit(events.WentBack(now, self.ident, to_wire(seq, self.cfg.initial_psn), cause))
         self.next_seq = seq
         self._cause = cause
 
@@ -164,8 +164,8 @@ class BaselineSender:
         if cause is not None:
             stats["retransmitted"] += 1
             stats[f"retx_{cause}"] += 1
-            self.emit(E.Retransmitted(now, self.ident, to_wire(seg.seq, self.cfg.initial_psn), cause, ev.value,
-                                      ev.value))
+            self.emit(events.Retransmitted(now, self.ident, to_wire(seg.seq, self.cfg.initial_psn), cause, ev.value,
+                                           ev.value))
         msg = seg.msg
         offset = seg.offset
         remote_qp = self.ident.remote_qp
@@ -177,7 +177,7 @@ class BaselineSender:
         return path.nic, DataPacket(
             path.src, path.dst, ev.value, remote_qp, (self.cfg.initial_psn + seg.seq) & PSN_MASK, offset, remote_qp,
             seg.length, msg.msg_id, msg.length, tsval, msg.data[offset:offset + seg.length],
-            C.MRCH_FLAG_RETX if retx else 0, C.DSCP_NO_TRIM, C.ECN_ECT0,
+            constants.MRCH_FLAG_RETX if retx else 0, constants.DSCP_NO_TRIM, constants.ECN_ECT0,
             seg.seq == self.high_seq - 1 and not self.pending)
 
     def _advance(self, now: float, cum: int) -> int:
@@ -190,7 +190,7 @@ class BaselineSender:
             acked += seg.wire
             if seg.msg.segment_acked():
                 self.stats["messages_sent"] += 1
-                self.emit(E.MessageSent(now, self.ident, seg.msg.msg_id, seg.msg.length))
+                self.emit(events.MessageSent(now, self.ident, seg.msg.msg_id, seg.msg.length))
         self.next_seq = max(self.next_seq, self.cum_acked)
         self._backoff = 1
         self._timeouts = 0
@@ -216,7 +216,7 @@ class BaselineSender:
         if self._last_nack and self._last_nack[0] == seq and now - self._last_nack[1] < self.rtt.srtt:
             return                       # the rewind for this gap is already under way
         self._last_nack = (seq, now)
-        self._go_back(now, seq, E.CAUSE_NACK)
+        self._go_back(now, seq, events.CAUSE_NACK)
         self.cc.on_trim_or_loss(now)
 
 
@@ -224,7 +224,7 @@ class BaselineReceiver:
     """In-order receiver: accepts only the expected PSN, NACKs the first packet past a gap."""
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, stats: Counter,
-                 emit: Callable[[E.TransportEvent], None]) -> None:
+                 emit: Callable[[events.TransportEvent], None]) -> None:
         self.ident = ident
         self.cfg = config
         self.evset = evset
@@ -270,7 +270,7 @@ class BaselineReceiver:
         if len(buf) >= pkt.msg_len:
             del self._buffers[msg_id]
             stats["messages_received"] += 1
-            self.emit(E.MessageReceived(now, self.ident, msg_id, bytes(buf)))
+            self.emit(events.MessageReceived(now, self.ident, msg_id, bytes(buf)))
         self._unacked += 1
         if self._unacked >= self.cfg.ack_coalesce or pkt.ack_req or ce:
             out.append(self._sack())
@@ -305,6 +305,6 @@ class BaselineReceiver:
         ev, path = self._route()
         self.stats["nacks_sent"] += 1
         cum = to_wire(self.expected, self.cfg.initial_psn)
-        reason = C.NACK_TRIMMED if pkt.trimmed else SEQUENCE_ERROR
+        reason = constants.NACK_TRIMMED if pkt.trimmed else SEQUENCE_ERROR
         return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, psn=cum,
                               cum_psn=cum, reason=reason, ev_echo=pkt.ev, ts_echo=pkt.tsval)

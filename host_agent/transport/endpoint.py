@@ -23,7 +23,7 @@ import random
 from collections import Counter, deque
 
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Probe, ProbeReply, Sack, wire_size
-from host_agent.transport import events as E
+from host_agent.transport import events
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evcontrol import EvControl
@@ -101,8 +101,8 @@ class Connection:
     def _ev_changed(self, ev, old, cause: str, now: float) -> None:
         path = self.evset.path_of(ev)
         state = ev.state
-        self._emit(E.EvStateChanged(now, self.ident, ev.value, ev.plane, ev.path_key, path.dst.hex(),
-                                    old.value, state.value, cause, path.nic, ev.drops))
+        self._emit(events.EvStateChanged(now, self.ident, ev.value, ev.plane, ev.path_key, path.dst.hex(),
+                                         old.value, state.value, cause, path.nic, ev.drops))
         if state is EvState.ASSUMED_BAD:
             self.stats["evs_retired"] += 1
         elif old is EvState.ASSUMED_BAD:
@@ -112,11 +112,11 @@ class Connection:
 
     def _ev_backup(self, new, old, now: float) -> None:
         self.stats["ev_backups"] += 1
-        self._emit(E.EvBackup(now, self.ident, new.value, old.value, new.plane, new.path_key))
+        self._emit(events.EvBackup(now, self.ident, new.value, old.value, new.plane, new.path_key))
 
     # --- driving ----------------------------------------------------------------------------------
     @property
-    def failed(self) -> E.ConnectionFailed | None:
+    def failed(self) -> events.ConnectionFailed | None:
         """The event that failed this connection (a packet ran out of retries), or None."""
         return self.sender.failed
 
@@ -231,7 +231,7 @@ class Endpoint:
         self.policies = policies or DEFAULT_POLICIES
         self._rng = random.Random((self.config.seed, rng_seed, name).__repr__())
         self.connections: dict[int, Connection] = {}
-        self._events: deque[E.TransportEvent] = deque()
+        self._events: deque[events.TransportEvent] = deque()
         self._stats: Counter = Tally()
         self._urgent: list = []                  # control packets produced by receive()
         self._urgent_at = 0.0                    # when the first of them was produced
@@ -351,17 +351,17 @@ class Endpoint:
                 best = t
         return best
 
-    def drain_events(self) -> list[E.TransportEvent]:
+    def drain_events(self) -> list[events.TransportEvent]:
         """The events since the last call, oldest first: messages received (with their data) and
         sent, EV state changes, retransmissions by cause, ... (`host_agent.transport.events`)."""
-        events = self._events
-        if not events:
+        queued = self._events
+        if not queued:
             return []
-        out = list(events)
-        events.clear()               # the connections hold its `append`: the queue itself stays
+        out = list(queued)
+        queued.clear()               # the connections hold its `append`: the queue itself stays
         return out
 
-    def next_event(self) -> E.TransportEvent | None:
+    def next_event(self) -> events.TransportEvent | None:
         """The oldest event not yet taken, or None (one at a time, as `drain_events` all at once)."""
         return self._events.popleft() if self._events else None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from host_agent.transport import events as E
+from host_agent.transport import events
 from host_agent.transport.config import ConnectionId
 from host_agent.transport.evset import OPERATOR, OPERATOR_STATES, Ev, EvSet, EvState
 from host_agent.transport.probes import Prober
@@ -108,7 +108,7 @@ class EvControl:
                 raise ValueError(str(err).replace("ev:", "new_ev:", 1)) from None
         self._touched()
         new = self.evset.replace(old, now, new_value)
-        self._emit(E.EvReplaced(now, self.ident, new.value, old.value, new.plane, new.path_key))
+        self._emit(events.EvReplaced(now, self.ident, new.value, old.value, new.plane, new.path_key))
         return self.query(new.value)
 
     def probe(self, value, req_id: int, now: float, timeout: float | None = None) -> None:

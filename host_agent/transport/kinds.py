@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from host_agent.transport import events as E
+from host_agent.transport import events
 from host_agent.transport.baseline import BaselineReceiver, BaselineSender
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.congestion import RttEstimator
@@ -62,7 +62,7 @@ class Wiring:
     paths: list[PathInfo]
     rng: random.Random
     stats: Counter                                    # the connection's counters
-    emit: Callable[[E.TransportEvent], None]          # report an event to the endpoint's caller
+    emit: Callable[[events.TransportEvent], None]          # report an event to the endpoint's caller
     rtt: RttEstimator
     cc: CongestionControl
     nic: NicClock                                     # the endpoint's NICs, shared by its connections

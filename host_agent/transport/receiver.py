@@ -5,9 +5,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket, Nack, Sack
-from host_agent.transport import events as E
+from host_agent.transport import events
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.evset import EvSet
 from host_agent.transport.psn import from_wire, to_wire
@@ -16,7 +16,7 @@ BITMAP_BITS = 64
 BITMAP_MASK = (1 << BITMAP_BITS) - 1
 ACK_WAIT_RTO_FRACTION = 0.5       # a coalesced SACK never waits longer than this fraction of the QP timeout
 GAP_GAIN = 0.125                  # weight of a new sample in the smoothed gap between data packets
-_TRIMMED, _RETX, _ECN_CE = C.MRCH_FLAG_TRIMMED, C.MRCH_FLAG_RETX, C.ECN_CE
+_TRIMMED, _RETX, _ECN_CE = constants.MRCH_FLAG_TRIMMED, constants.MRCH_FLAG_RETX, constants.ECN_CE
 
 
 @dataclass(eq=False)
@@ -38,7 +38,7 @@ class MrcReceiver:
     """
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, stats: Counter,
-                 emit: Callable[[E.TransportEvent], None]) -> None:
+                 emit: Callable[[events.TransportEvent], None]) -> None:
         self.ident = ident
         self.cfg = config
         self._qp_timeout = config.base_timeout      # a property of the config: read once
@@ -70,14 +70,15 @@ class MrcReceiver:
         seq = from_wire(pkt.psn, cfg.initial_psn, self.expected)
         if pkt.flags & _TRIMMED:                                    # pkt.trimmed, without the call
             stats["trimmed_received"] += 1
-            reason = C.NACK_TRIMMED_LASTHOP if pkt.dscp == C.DSCP_TRIMMED_LASTHOP else C.NACK_TRIMMED
+            reason = (constants.NACK_TRIMMED_LASTHOP if pkt.dscp == constants.DSCP_TRIMMED_LASTHOP
+                      else constants.NACK_TRIMMED)
             out.extend(self._trim_nacks(plane, pkt, reason))
             return
         expected = self.expected
         offset = seq - expected
         if offset >= cfg.ooo_window:
             stats["out_of_window"] += 1
-            out.append(self._nack(plane, pkt, C.NACK_PSN_OUT_OF_WINDOW)[:2])
+            out.append(self._nack(plane, pkt, constants.NACK_PSN_OUT_OF_WINDOW)[:2])
             return
         ce = pkt.ecn == _ECN_CE
         if ce:
@@ -155,7 +156,7 @@ class MrcReceiver:
         if msg.received == len(buffer):
             del self.messages[pkt.msg_id]
             stats["messages_received"] += 1
-            self.emit(E.MessageReceived(now, self.ident, msg.msg_id, bytes(msg.buffer)))
+            self.emit(events.MessageReceived(now, self.ident, msg.msg_id, bytes(msg.buffer)))
 
     # --- acknowledgements -----------------------------------------------------------------------
     def next_wakeup(self) -> float | None:

@@ -11,9 +11,9 @@ import heapq
 from collections import Counter
 from typing import Callable
 
-from wire import constants as C
+from wire import constants
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Sack
-from host_agent.transport import events as E
+from host_agent.transport import events
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import Ev, EvSet
@@ -25,7 +25,7 @@ from host_agent.transport.policies import CongestionControl, EvSelector, PathMon
 from host_agent.transport.psn import PSN_MASK, from_wire
 
 TS_SLACK = 2e-6        # echoed timestamps count whole microseconds
-_CAUSE_TRIM = E.CAUSE_TRIM
+_CAUSE_TRIM = events.CAUSE_TRIM
 _INF = float("inf")
 
 
@@ -40,7 +40,7 @@ class MrcSender:
     # Keep at most 30 instance attributes: CPython 3.11 shares the keys of instance dicts up to
     # that many, and past it every attribute access is slower (two more cost ~1 us per packet).
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
-                 cc: CongestionControl, nic: NicClock, stats: Counter, emit: Callable[[E.TransportEvent], None],
+                 cc: CongestionControl, nic: NicClock, stats: Counter, emit: Callable[[events.TransportEvent], None],
                  selector: EvSelector, sack: SackProcessor, monitor: PathMonitor) -> None:
         self.ident = ident
         self.cfg = config
@@ -73,7 +73,7 @@ class MrcSender:
         self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt,
                                               lambda: rtt.srtt + 2 * rtt.rttvar)
                           if config.sack_loss_detection else None)
-        self.failed: E.ConnectionFailed | None = None    # set when a packet ran out of retries
+        self.failed: events.ConnectionFailed | None = None    # set when a packet ran out of retries
 
     # --- application side ------------------------------------------------------------------
     def send_message(self, data) -> int:
@@ -153,8 +153,8 @@ class MrcSender:
     def _fail(self, seg: Segment, now: float) -> None:
         """The retry budget of `seg` is spent: the connection fails, dropping everything queued."""
         last = self._budget.timeout(self.rtt.rto, seg.timeouts - 1)
-        self.failed = E.ConnectionFailed(now, self.ident, (self.cfg.initial_psn + seg.seq) & PSN_MASK,
-                                         seg.timeouts - 1, last)
+        self.failed = events.ConnectionFailed(now, self.ident, (self.cfg.initial_psn + seg.seq) & PSN_MASK,
+                                              seg.timeouts - 1, last)
         self.stats["connections_failed"] += 1
         self._timers.clear()
         self._retx.clear()
@@ -178,7 +178,7 @@ class MrcSender:
         elif retired is not None:
             self.stats["timeouts_unattributed"] += 1
         self.cc.on_trim_or_loss(now)
-        self._queue_retx(seg.seq, E.CAUSE_TIMEOUT)
+        self._queue_retx(seg.seq, events.CAUSE_TIMEOUT)
 
     def _blame(self, seg: Segment, now: float) -> list | None:
         """Let the path monitor judge the EV `seg` was lost on (`PathMonitor.on_timeout`, with the
@@ -211,7 +211,7 @@ class MrcSender:
         seg.ev.load.inflight -= 1
         self.inflight_bytes -= seg.wire
         self.stats["tail_probes"] += 1
-        self._queue_retx(seg.seq, E.CAUSE_TAIL_PROBE)
+        self._queue_retx(seg.seq, events.CAUSE_TAIL_PROBE)
 
     def _declare_lost(self, lost: list, now: float) -> None:
         """Packets the SACKs show lost (`lossdetect`): a loss without a trim, so the path monitor
@@ -226,7 +226,7 @@ class MrcSender:
             seg.declared_lost = True
             stats["sack_timed_losses"] += 1
             self._blame(seg, now)
-            self._queue_retx(seg.seq, E.CAUSE_SACK)
+            self._queue_retx(seg.seq, events.CAUSE_SACK)
         self.cc.on_trim_or_loss(now)
 
     def _resend_stranded(self, retired: list) -> None:
@@ -241,7 +241,7 @@ class MrcSender:
                 seg.ev.load.inflight -= 1
                 self.inflight_bytes -= seg.wire
                 self.stats["stranded_resent"] += 1
-                self._queue_retx(seg.seq, E.CAUSE_TIMEOUT)
+                self._queue_retx(seg.seq, events.CAUSE_TIMEOUT)
 
     # --- transmission -------------------------------------------------------------------------
     def _queue_retx(self, seq: int, cause: str) -> None:
@@ -250,7 +250,7 @@ class MrcSender:
             return
         seg.queued = True
         self._retx_cause[seq] = cause
-        heapq.heappush(self._retx, (0 if cause == E.CAUSE_TRIM else 1, seq))
+        heapq.heappush(self._retx, (0 if cause == events.CAUSE_TRIM else 1, seq))
 
     def _pop_stale_retx(self) -> None:
         while self._retx:
@@ -374,13 +374,13 @@ class MrcSender:
         stats["data_bytes_sent"] += seg.length
         psn = (self.cfg.initial_psn + seg.seq) & PSN_MASK
         if cause is None:
-            flags, dscp = 0, C.DSCP_TRIMMABLE
+            flags, dscp = 0, constants.DSCP_TRIMMABLE
         else:
-            flags, dscp = C.MRCH_FLAG_RETX, C.DSCP_TRIMMABLE_RETX
+            flags, dscp = constants.MRCH_FLAG_RETX, constants.DSCP_TRIMMABLE_RETX
             stats["retransmitted"] += 1
             stats["retx_" + cause] += 1
-            self.emit(E.Retransmitted(now, self.ident, psn, cause, ev.value, old_ev.value if old_ev else None,
-                                      self.rtt.srtt, self.rtt.rto))
+            self.emit(events.Retransmitted(now, self.ident, psn, cause, ev.value, old_ev.value if old_ev else None,
+                                           self.rtt.srtt, self.rtt.rto))
         msg = seg.msg
         offset = seg.offset
         tsval = int(now * 1e6) & 0xFFFFFFFF
@@ -391,7 +391,7 @@ class MrcSender:
         remote_qp = self.ident.remote_qp
         pkt = DataPacket(path.src, path.dst, ev.value, remote_qp, psn, offset, remote_qp,
                          seg.length, msg.msg_id, msg.length, tsval,
-                         msg.data[offset:offset + seg.length], flags, dscp, C.ECN_ECT0,
+                         msg.data[offset:offset + seg.length], flags, dscp, constants.ECN_ECT0,
                          seg.seq == self.next_seq - 1 and not self.pending)
         return path.nic, pkt
 
@@ -414,7 +414,7 @@ class MrcSender:
 
     def _message_sent(self, msg: OutMessage, now: float) -> None:
         self.stats["messages_sent"] += 1
-        self.emit(E.MessageSent(now, self.ident, msg.msg_id, msg.length))
+        self.emit(events.MessageSent(now, self.ident, msg.msg_id, msg.length))
 
     def _advance_cum(self, cum: int, now: float, newly: list | None = None) -> int:
         """Acknowledge everything below `cum`; return the bytes newly acknowledged (the packets
@@ -541,7 +541,7 @@ class MrcSender:
                 seg.ev.load.inflight -= 1
                 self.inflight_bytes -= seg.wire
                 self.stats["sack_losses"] += 1
-                self._queue_retx(seq, E.CAUSE_SACK)
+                self._queue_retx(seq, events.CAUSE_SACK)
                 queued = True
         if queued:
             self.cc.on_trim_or_loss(now)
@@ -556,7 +556,7 @@ class MrcSender:
         cum = from_wire(nack.cum_psn, ipsn, self.cum_acked)
         if self.cum_acked <= cum <= self.next_seq:
             self._advance_cum(cum, now)
-        if nack.reason not in (C.NACK_TRIMMED, C.NACK_TRIMMED_LASTHOP):
+        if nack.reason not in (constants.NACK_TRIMMED, constants.NACK_TRIMMED_LASTHOP):
             return
         seq = from_wire(nack.psn, ipsn, self.cum_acked)
         seg = self.segments.get(seq)
@@ -568,9 +568,9 @@ class MrcSender:
         self.inflight_bytes -= seg.wire
         self.stats["trims"] += 1
         self.evset.note_drop(seg.ev)
-        self.emit(E.TrimNack(now, self.ident, nack.psn, nack.reason, nack.ev_echo, self.rtt.srtt))
-        self.monitor.on_trim(self.evset, seg.ev, nack.reason == C.NACK_TRIMMED_LASTHOP, now)
+        self.emit(events.TrimNack(now, self.ident, nack.psn, nack.reason, nack.ev_echo, self.rtt.srtt))
+        self.monitor.on_trim(self.evset, seg.ev, nack.reason == constants.NACK_TRIMMED_LASTHOP, now)
         self.rtt.sample(ts_age(now, nack.ts_echo), full_size=False)
         self.cc.on_trim_or_loss(now)
         self._trim_at = now
-        self._queue_retx(seq, E.CAUSE_TRIM)
+        self._queue_retx(seq, events.CAUSE_TRIM)

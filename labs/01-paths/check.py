@@ -17,7 +17,7 @@ import topologies.paths
 from topologies.paths import host_paths
 from topologies.spec import topology_from_spec
 from wire import codec
-from wire import constants as C
+from wire import constants
 from wire.packets import Probe
 
 PAIRS = {"leafspine:2x4x4": [("h1", "h5"), ("h6", "h2"), ("h1", "h2")],
@@ -117,7 +117,7 @@ def _walk(topo, pipelines, nic, address):
         if result is None:
             raise RuntimeError(f"the reference switch {switch} dropped the probe to {address}")
         out_port, frame, _ = result
-        seen.append(_text(frame[C.IPV6_OFFSET + 24:C.IPV6_OFFSET + 40]))   # destination it leaves with
+        seen.append(_text(frame[constants.IPV6_OFFSET + 24:constants.IPV6_OFFSET + 40]))   # destination it leaves with
         far = topo.neighbor(switch, out_port)
         if topo.is_host(far.node):
             return seen

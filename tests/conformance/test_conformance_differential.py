@@ -12,7 +12,7 @@ from conformance.case import load_file
 from conformance.differential import compare_runs, run_differential, signature, to_case
 from conformance.runner import run_case
 from conformance.targets import ModelGrpcTarget, ModelTarget
-from pipeline_contract import names as N
+from pipeline_contract import names
 from pipeline_contract.entries import TableEntry
 
 
@@ -24,7 +24,7 @@ class TrimOneLater(ModelTarget):
     def install(self, entries):
         super().install([TableEntry(e.table, e.match, e.action,
                                     dict(e.params, trim_threshold=e.params["trim_threshold"] + 1))
-                         if e.action == N.SET_PORT_CONFIG else e for e in entries])
+                         if e.action == names.SET_PORT_CONFIG else e for e in entries])
 
 
 @pytest.mark.slow
@@ -47,7 +47,7 @@ def test_a_changed_threshold_is_found_shrunk_and_written_as_a_case(tmp_path):
     sent = found.scenario["send"]
     assert len(sent) == 1 and sent[0]["packet"]["kind"] == "data"              # shrunk to one packet
     assert "set" not in sent[0]["packet"] and "truncate" not in sent[0]["packet"]
-    configs = [e for e in found.scenario["entries"] if e["action"] == N.SET_PORT_CONFIG]
+    configs = [e for e in found.scenario["entries"] if e["action"] == names.SET_PORT_CONFIG]
     assert len(configs) == 1                                                    # one configured port
     assert found.scenario["preload"]["count"] == configs[0]["params"]["trim_threshold"]   # at the threshold
     path = tmp_path / "diff.yaml"
@@ -58,8 +58,8 @@ def test_a_changed_threshold_is_found_shrunk_and_written_as_a_case(tmp_path):
 
 
 def test_compare_names_frames_priorities_and_counters():
-    case = to_case({"entries": [{"table": N.ROUTING, "match": {"dst_addr": "fc00:1:1001::/48"},
-                                 "action": N.FORWARD, "params": {"port": 2}}],
+    case = to_case({"entries": [{"table": names.ROUTING, "match": {"dst_addr": "fc00:1:1001::/48"},
+                                 "action": names.FORWARD, "params": {"port": 2}}],
                     "send": [{"port": 1, "packet": {"kind": "data", "src": "fc00:1:1000::",
                                                     "dst": "fc00:1:1001::", "ecn": 2}}]}, "x")
     from conformance.runner import execute_case
@@ -70,7 +70,7 @@ def test_compare_names_frames_priorities_and_counters():
     marked = bytearray(a.outputs[0].frame)
     marked[15] |= 0x30                        # ECN bits of IPv6.tc -> CE
     b = replace(a, outputs=[Output(2, bytes(marked), a.outputs[0].priority)],
-                counters=dict(a.counters, **{N.ECN_MARKED: {2: (1, len(marked))}}))
+                counters=dict(a.counters, **{names.ECN_MARKED: {2: (1, len(marked))}}))
     diff = compare_runs(a, b)
     assert "port 2: fields IPv6.tc: 42 -> 43" in diff
     assert any(d.startswith("counter MrcIngress.ecn_marked[2]") for d in diff)
@@ -121,8 +121,8 @@ def test_small_differential_run_on_bmv2():
 def test_a_priority_inferred_from_overtaking_is_not_compared():
     from dataclasses import replace
     from conformance.runner import Output, execute_case
-    case = to_case({"entries": [{"table": N.ROUTING, "match": {"dst_addr": "fc00:1:1001::/48"},
-                                 "action": N.FORWARD, "params": {"port": 2}}],
+    case = to_case({"entries": [{"table": names.ROUTING, "match": {"dst_addr": "fc00:1:1001::/48"},
+                                 "action": names.FORWARD, "params": {"port": 2}}],
                     "send": [{"port": 1, "packet": {"kind": "sack", "src": "fc00:1:1000::", "dst": "fc00:1:1001::"}}]},
                    "x")
     a = execute_case(case, ModelTarget())

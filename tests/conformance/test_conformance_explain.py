@@ -14,7 +14,7 @@ from conformance.frame_diff import field_diff
 from conformance.packets import build
 from conformance.process_targets import Bmv2Target
 from conformance.runner import CaseResult, CaseRun, Output
-from wire import constants as C
+from wire import constants
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRIM_LOG = (DATA / "bmv2" / "trim_exactly_at_threshold.log").read_text()
@@ -24,8 +24,9 @@ PRIORITIES = action_priorities(PROGRAM)
 
 
 def test_priorities_come_from_the_program():
-    assert PRIORITIES == {"MrcIngress.trim": C.PRIORITY_HIGH, "MrcIngress.enqueue_high": C.PRIORITY_HIGH,
-                          "MrcIngress.enqueue_low": C.PRIORITY_LOW}
+    assert PRIORITIES == {"MrcIngress.trim": constants.PRIORITY_HIGH,
+                          "MrcIngress.enqueue_high": constants.PRIORITY_HIGH,
+                          "MrcIngress.enqueue_low": constants.PRIORITY_LOW}
 
 
 def test_a_queued_packet_is_parsed_routed_and_sent_whole():
@@ -41,7 +42,7 @@ def test_a_queued_packet_is_parsed_routed_and_sent_whole():
     assert routing.entry == ["* dst_addr : LPM fc000001100100000000000000000000/48",
                              "Action entry: MrcIngress.forward - 2,"]
     assert [t.hit for t in first.applied if t.table == "MrcIngress.port_fault"] == [False]
-    assert first.egress_spec == 2 and first.truncate is None and first.priority(PRIORITIES) == C.PRIORITY_LOW
+    assert first.egress_spec == 2 and first.truncate is None and first.priority(PRIORITIES) == constants.PRIORITY_LOW
     assert first.transmitted == [(2, 1106)] and first.sent == [first.received]
     assert all(not t.synthetic for t in first.applied)
 
@@ -51,8 +52,9 @@ def test_the_packet_over_the_threshold_is_trimmed_high_priority_and_truncated():
     assert "MrcIngress.trim" in trimmed.program_actions
     assert "MrcIngress.enqueue_low" not in trimmed.program_actions
     assert trimmed.truncate == "DATA_HEADERS_LEN"
-    assert trimmed.priority(PRIORITIES) == C.PRIORITY_HIGH
-    assert trimmed.transmitted == [(2, C.DATA_HEADERS_LEN)] and len(trimmed.sent[0]) == C.DATA_HEADERS_LEN
+    assert trimmed.priority(PRIORITIES) == constants.PRIORITY_HIGH
+    assert trimmed.transmitted == [(2, constants.DATA_HEADERS_LEN)]
+    assert len(trimmed.sent[0]) == constants.DATA_HEADERS_LEN
     text = format_trace(trimmed, "input 1", PRIORITIES)
     assert "priority 1 (high), truncated to DATA_HEADERS_LEN" in text
     assert "table MrcIngress.routing: hit on dst_addr" in text and "sent out of port 2, 102 bytes" in text
@@ -79,8 +81,8 @@ def test_field_diff_names_each_field_that_differs():
     b = build({"kind": "data", "src": "fc00:1:1000::", "dst": "fc00:1:1001::", "ev": 3, "ecn": 3})
     assert field_diff(a, a) == []
     assert field_diff(a, b) == ["IPv6.tc: 42 -> 43"]
-    cut = field_diff(a, b[:C.DATA_HEADERS_LEN])
-    assert cut[0] == f"length: {len(a)} -> {C.DATA_HEADERS_LEN}" and "IPv6.tc: 42 -> 43" in cut
+    cut = field_diff(a, b[:constants.DATA_HEADERS_LEN])
+    assert cut[0] == f"length: {len(a)} -> {constants.DATA_HEADERS_LEN}" and "IPv6.tc: 42 -> 43" in cut
 
 
 def test_explanation_of_a_wrong_priority_and_bytes_from_a_captured_log():
@@ -88,7 +90,7 @@ def test_explanation_of_a_wrong_priority_and_bytes_from_a_captured_log():
     traces = parse_log(TRIM_LOG)
     sent = traces[-1].received
     inputs = [(1, sent)]
-    out = Output(2, traces[-1].sent[0], C.PRIORITY_HIGH)
+    out = Output(2, traces[-1].sent[0], constants.PRIORITY_HIGH)
     run = CaseRun(CaseResult(case.name, "bmv2", "fail", "priority differs"), inputs, [out], {})
     assert label(traces[0], inputs) == "filler" and label(traces[-1], inputs) == "input 0"
     text = format_explanation(case, run, traces, PRIORITIES)

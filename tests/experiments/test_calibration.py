@@ -9,20 +9,20 @@ import math
 
 import pytest
 
-from experiments import budget, calibration, rate_search, runner
+from experiments import calibration, rate_caps, rate_search, runner, workloads
 from experiments.calibration import Calibration, CalibrationError, LinkRate, Machine, RateModel
-from experiments.rate_search import Measurement, calibrate, find_rate
+from experiments.rate_search import RateTrial, calibrate, find_rate
 from experiments.scenario import ScenarioError, parse_scenario
 
 
 def fake_target(fastest_good_bps: float, calls: list | None = None):
     """A target that stays faithful up to `fastest_good_bps`: a measure function for the search."""
-    def measure(rate: int) -> Measurement:
+    def measure(rate: int) -> RateTrial:
         if calls is not None:
             calls.append(rate)
         good = rate <= fastest_good_bps
-        return Measurement(rate, faithful=good, completed=True, goodput_share=0.9 if good else 0.3,
-                           completion_s=1.0, reasons=[] if good else ["s1: CPU 99% of a core"])
+        return RateTrial(rate, faithful=good, completed=True, goodput_share=0.9 if good else 0.3,
+                         completion_s=1.0, reasons=[] if good else ["s1: CPU 99% of a core"])
     return measure
 
 
@@ -56,9 +56,9 @@ def test_a_target_too_slow_for_the_start_rate_is_searched_downwards():
 
 
 def test_a_rate_with_poor_goodput_is_not_good_even_when_faithful():
-    poor = Measurement(10_000_000, faithful=True, completed=True, goodput_share=rate_search.GOOD_SHARE / 2)
+    poor = RateTrial(10_000_000, faithful=True, completed=True, goodput_share=rate_search.GOOD_SHARE / 2)
     assert not poor.good
-    assert Measurement(10_000_000, True, True, rate_search.GOOD_SHARE).good
+    assert RateTrial(10_000_000, True, True, rate_search.GOOD_SHARE).good
 
 
 def test_no_good_rate_is_an_error_naming_the_target_and_the_reason():
@@ -140,27 +140,27 @@ def test_auto_rates_resolve_from_the_record_of_the_target(own_file, link):
     calibration.save(record("model", 12_345_000), own_file)
     calibration.save(record("bmv2", 3_000_000), own_file)
     case = scenario(link).cases()[0]
-    assert budget.asks_auto(case)
-    model, notes = budget.target_topology(case, "model")
+    assert rate_caps.asks_auto(case)
+    model, notes = rate_caps.target_topology(case, "model")
     assert {l.rate_bps for l in model.links} == {12_345_000} and notes == []
-    bmv2, _ = budget.target_topology(case, "bmv2")
+    bmv2, _ = rate_caps.target_topology(case, "bmv2")
     assert {l.rate_bps for l in bmv2.links} == {3_000_000}
 
 
 def test_a_given_rate_is_capped_at_the_calibrated_one(own_file):
     calibration.save(record("model", 12_000_000), own_file)
     case = scenario({"rate_bps": 100_000_000}).cases()[0]
-    assert not budget.asks_auto(case)
-    topo, notes = budget.target_topology(case, "model")
+    assert not rate_caps.asks_auto(case)
+    topo, notes = rate_caps.target_topology(case, "model")
     assert {l.rate_bps for l in topo.links} == {12_000_000}
     assert "capped at 12 Mbit/s" in notes[0]
     slower = scenario({"rate_bps": 5_000_000}).cases()[0]
-    assert {l.rate_bps for l in budget.target_topology(slower, "model")[0].links} == {5_000_000}
+    assert {l.rate_bps for l in rate_caps.target_topology(slower, "model")[0].links} == {5_000_000}
 
 
 def test_without_a_record_auto_falls_back_to_the_fixed_cap_with_a_note(own_file):
-    topo, notes = budget.target_topology(scenario().cases()[0], "model")
-    assert {l.rate_bps for l in topo.links} == {budget.MAX_RATE_BPS["model"]}
+    topo, notes = rate_caps.target_topology(scenario().cases()[0], "model")
+    assert {l.rate_bps for l in topo.links} == {rate_caps.MAX_RATE_BPS["model"]}
     assert any("fixed fallback" in n and str(own_file) in n for n in notes)
 
 
@@ -198,7 +198,7 @@ def test_a_declined_calibration_runs_at_the_fallback_and_netsim_keeps_its_rates(
     monkeypatch.setattr(rate_search, "measure_allreduce", lambda *a: pytest.fail("calibrated"))
     out = io.StringIO()
     rate = runner.choose_link_rate(scenario().cases(), "mininet", "bmv2", calibrate=False, stream=out)
-    assert rate.rate_bps == budget.MAX_RATE_BPS["bmv2"] and "fixed fallback" in out.getvalue()
+    assert rate.rate_bps == rate_caps.MAX_RATE_BPS["bmv2"] and "fixed fallback" in out.getvalue()
     assert runner.choose_link_rate(scenario().cases(), "netsim", "model", stream=out) is None
     assert not own_file.exists()
 
@@ -207,7 +207,7 @@ def test_a_calibration_that_finds_no_faithful_rate_runs_at_the_fallback_and_reco
     monkeypatch.setattr(rate_search, "measure_allreduce", lambda target, topology: fake_target(0))
     out = io.StringIO()
     rate = runner.choose_link_rate(scenario().cases(), "mininet", "model", calibrate=True, stream=out)
-    assert rate.rate_bps == budget.MAX_RATE_BPS["model"]
+    assert rate.rate_bps == rate_caps.MAX_RATE_BPS["model"]
     assert "found no faithful rate" in rate.note and "s1: CPU 99%" in rate.note
     assert not own_file.exists()
 
@@ -276,7 +276,7 @@ def test_auto_gives_a_lower_rate_for_a_larger_topology(own_file):
     calibration.save(record, own_file)
     rates = {}
     for topology in ("leafspine:2x2x2", "leafspine:4x2x2", "leafspine:8x2x2", "fattree:4"):
-        topo, notes = budget.target_topology(case_on(topology), "model")
+        topo, notes = rate_caps.target_topology(case_on(topology), "model")
         assert len({link.rate_bps for link in topo.links}) == 1 and notes == []
         rates[topology] = topo.links[0].rate_bps
     assert rates["leafspine:2x2x2"] >= rates["leafspine:4x2x2"] > rates["leafspine:8x2x2"] > rates["fattree:4"]
@@ -292,7 +292,7 @@ def test_a_version_1_file_still_gives_its_rate_at_its_size_and_a_note_to_measure
          "date": "2026-12-03 14:10:00 UTC", "measurements": [{"rate_bps": 5_700_000}], "conditions": {}}]}))
     old = calibration.find("model", path=own_file)
     assert old.rate_bps(14) == 4_560_000 and old.rate_bps(36) == int(4_560_000 * 14 / 36)
-    topo, notes = budget.target_topology(case_on("fattree:4"), "model")
+    topo, notes = rate_caps.target_topology(case_on("fattree:4"), "model")
     assert {link.rate_bps for link in topo.links} == {old.rate_bps(36)}
     assert len(notes) == 1 and "version 1" in notes[0] and "mrc-testbed calibrate --target model" in notes[0]
     calibration.save(record("bmv2", 2_000_000), own_file)                  # rewritten as version 2
@@ -343,7 +343,7 @@ def test_calibrate_refuses_a_bad_option_before_measuring(own_file, option, capsy
 
 
 def test_a_measurement_names_its_first_reasons_and_counts_the_rest():
-    m = Measurement(4_000_000, False, True, 0.6, 1.2, [f"h{i}: waited 1 ms for a CPU" for i in range(8)])
+    m = RateTrial(4_000_000, False, True, 0.6, 1.2, [f"h{i}: waited 1 ms for a CPU" for i in range(8)])
     line = m.describe()
     assert line.startswith("4 Mbit/s: distorted (h0: waited") and "h2:" in line and "h3:" not in line
     assert "5 more" in line and "too fast" in line
@@ -355,7 +355,7 @@ def test_a_point_to_point_case_counts_an_agent_pair_per_flow_and_a_collective_an
            "workload": {"kind": "permutation", "bytes": 65536, "chunk_bytes": 16384},
            "transports": [{"name": "MRC", "mode": "mrc"}]}
     permutation = parse_scenario(doc).cases()[0]
-    topo = budget.variant_topology(collective.variant)
-    assert budget.emulated_processes(collective, topo) == 8 + 6
-    assert budget.emulated_processes(permutation, topo) == 2 * 8 + 6
+    topo = workloads.variant_topology(collective.variant)
+    assert rate_caps.emulated_processes(collective, topo) == 8 + 6
+    assert rate_caps.emulated_processes(permutation, topo) == 2 * 8 + 6
     assert rate_search.processes("fattree:4") == 36

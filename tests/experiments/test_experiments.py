@@ -145,7 +145,7 @@ def slowest_over_ideal(record, case) -> float:
     """The slowest flow's completion time over its ideal: the bytes into its receiver at the line
     rate, plus the fabric's base RTT."""
     from experiments.backends.netsim_traffic import cable_delay
-    from experiments.budget import network_base_rtt
+    from experiments.transport_sizing import network_base_rtt
     from experiments.workloads import variant_topology
     topo = variant_topology(case.variant)
     return metrics.slowest_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
@@ -161,8 +161,8 @@ def test_datacenter_gray_spine_mrc_keeps_its_slowest_flow_within_the_issue_targe
     speed") gives the steps between."""
     import statistics
     from experiments.backends.netsim_traffic import cable_delay
-    from experiments.budget import network_base_rtt
     from experiments.metrics import flows_over_ideal
+    from experiments.transport_sizing import network_base_rtt
     from experiments.workloads import variant_topology
     scenario = load_scenario(ROOT / "experiments" / "datacenter.yaml")
     case = next(c for c in scenario.cases() if c.variant.label == "permutation, gray spine" and c.transport.mode == "mrc")

@@ -298,15 +298,14 @@ def test_the_scenario_example_in_the_experiments_readme_is_valid():
 
 
 def test_a_distorted_case_shows_its_badge_and_reasons_in_the_table_summary_and_report(tmp_path):
-    from experiments import results as R
     cases = [{**_summary_of(v, t), "fidelity": f, "fidelity_reasons": r} for v, t, f, r in (
         ("leaf-spine", "MRC", "faithful", []),
         ("leaf-spine", "RoCE", "distorted", ["s3: CPU 98% of a core at its busiest (mean 80%): it could not keep up"]))]
-    header, rows = R.table_rows(cases)
+    header, rows = results.table_rows(cases)
     assert [row[header.index("fidelity")] for row in rows] == ["faithful", "distorted"]
     meta = {"title": "t", "scenario": "t", "scenario_file": "t.yaml", "backend": "mininet", "seed": 1, "created": "now"}
-    R.write_summary(meta, cases, [], tmp_path)
-    R.write_markdown(meta, cases, [], tmp_path)
+    results.write_summary(meta, cases, [], tmp_path)
+    results.write_markdown(meta, cases, [], tmp_path)
     assert "- leaf-spine / RoCE: s3: CPU 98% of a core" in (tmp_path / "summary.md").read_text()
     page = tmp_path / "report.html"
     assert report.run(argparse.Namespace(results=tmp_path, output=page)) == 0

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from experiments import metrics
+from experiments.backends.mininet_limits import check_mininet
 from experiments.backends.netsim_backend import NetsimBackend, NetsimTarget
 from experiments.backends.netsim_traffic import build_fabric
-from experiments.budget import check_mininet
 from experiments.scenario import ScenarioError, parse_scenario
 from netsim import Simulator
 from topologies import topology_from_spec

@@ -13,7 +13,8 @@ import pytest
 from tests.conftest import requires_bmv2, requires_mininet
 from experiments import metrics
 from experiments.backends.mininet_backend import MininetBackend
-from experiments.budget import MAX_RATE_BPS, estimated_duration, horizon, known_delays, target_topology
+from experiments.horizons import estimated_duration, horizon, known_delays
+from experiments.rate_caps import MAX_RATE_BPS, target_topology
 from experiments.scenario import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from experiments.backends.agent_jobs import agent_jobs
-from experiments.budget import MODEL_MAX_RATE_BPS, target_topology
+from experiments.rate_caps import MODEL_MAX_RATE_BPS, target_topology
 from experiments.scenario import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

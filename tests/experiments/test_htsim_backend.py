@@ -124,7 +124,7 @@ def test_real_htsim_runs_the_exported_incast(monkeypatch):
     """The real htsim_uec accepts the exported files and finishes every flow near its ideal."""
     from experiments import metrics
     from experiments.backends.netsim_traffic import cable_delay
-    from experiments.budget import network_base_rtt
+    from experiments.transport_sizing import network_base_rtt
     from experiments.workloads import variant_topology
     case = mrc_case("incast", quick=False)
     record = HtsimBackend(binary=REAL_HTSIM).run_case(case)

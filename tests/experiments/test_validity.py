@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from experiments import budget, metrics, plots, results, validity
+from experiments import horizons, metrics, plots, rate_caps, results, validity
 from experiments.backends.netsim_backend import NetsimBackend
 from experiments.calibration import LinkRate
 from experiments.record import CaseRecord, FaultEvent, FaultPlan, FlowRecord
@@ -18,8 +18,8 @@ TINY = {"name": "tiny", "title": "tiny", "topology": "leafspine:2x2x1", "horizon
         "transports": [{"name": "MRC", "mode": "mrc"}]}
 
 
-def run_tiny(faults, **overrides):
-    case = parse_scenario({**TINY, **overrides, "faults": faults}).cases()[0]
+def run_tiny(planned, **overrides):
+    case = parse_scenario({**TINY, **overrides, "faults": planned}).cases()[0]
     record = NetsimBackend().run_case(case)
     return record, metrics.summarise(record)
 
@@ -129,13 +129,13 @@ def test_horizons_cover_the_workload_the_reroute_and_the_timeout_after_it():
     scenario = load_scenario("experiments/failover.yaml", quick=True)
     by_name = {c.transport.name: c for c in scenario.cases() if c.variant.label == "leaf-spine"}
     rate = LinkRate(2_000_000)
-    mrc_topo, _ = budget.target_topology(by_name["MRC"], "bmv2", rate)
-    least, _ = budget.estimated_duration(by_name["MRC"], mrc_topo, "bmv2")
-    mrc, _ = budget.horizon(by_name["MRC"], mrc_topo, "bmv2")
-    assert mrc >= budget.HORIZON_ROOM * least > 4.0
+    mrc_topo, _ = rate_caps.target_topology(by_name["MRC"], "bmv2", rate)
+    least, _ = horizons.estimated_duration(by_name["MRC"], mrc_topo, "bmv2")
+    mrc, _ = horizons.horizon(by_name["MRC"], mrc_topo, "bmv2")
+    assert mrc >= horizons.HORIZON_ROOM * least > 4.0
     case = by_name["RoCE + reroute 1 s"]
-    topo, notes = budget.target_topology(case, "bmv2", rate)
-    rerouted, note = budget.horizon(case, topo, "bmv2")
+    topo, notes = rate_caps.target_topology(case, "bmv2", rate)
+    rerouted, note = horizons.horizon(case, topo, "bmv2")
     assert rerouted >= mrc + 1.0 + 1.0 and note in notes and "until the reroute" in note
 
 
@@ -156,7 +156,7 @@ def test_run_exits_3_on_an_invalid_case_unless_allowed(tmp_path, capsys):
 def test_a_fault_of_several_changes_lands_with_its_first():
     """A blackhole writes an entry per port, 80 ms each on a busy switch here: the fault began
     with the first, and is where it landed; `t` stays when the last took effect."""
-    from experiments import faults as F
+    from experiments import faults
 
     class BusySwitch:
         clock = 1.0
@@ -171,9 +171,9 @@ def test_a_fault_of_several_changes_lands_with_its_first():
     rec.faults = []
     spec = parse_scenario({**TINY, "faults": [{"kind": "switch_blackhole", "switch": "s3", "at": "25%"}]}
                           ).cases()[0].variant.faults[0]
-    [on] = [a for a in F.plan_actions(spec, None, "s3", 1.0)]
+    [on] = [a for a in faults.plan_actions(spec, None, "s3", 1.0)]
     target = BusySwitch()
-    t = F.apply_action(F.dataclasses.replace(on, fault=0), target, rec, lambda: target.clock)
+    t = faults.apply_action(faults.dataclasses.replace(on, fault=0), target, rec, lambda: target.clock)
     [event] = rec.faults
     assert t == event.t == pytest.approx(1.32) and event.began == pytest.approx(1.08)
     rec.faults[0].t, rec.faults[0].began = 0.57, 0.25

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from host_agent.collectives import (AllToAll, CollectiveError, RingAllReduce, Transfer,
+from host_agent.collectives import (AllToAll, BulkTransfer, CollectiveError, RingAllReduce,
                                     make_collective)
 from host_agent.collectives.base import TAG
 
@@ -145,7 +145,7 @@ def test_transfer_between_two_of_three_ranks():
     ex.run(ranks)
     assert [r.result().ok for r in ranks] == [True, True, True]
     assert ranks[0].messages_received == 5 and ranks[1].messages_sent == 0
-    assert isinstance(ranks[0], Transfer)
+    assert isinstance(ranks[0], BulkTransfer)
 
 
 def test_bad_parameters_name_the_problem():
@@ -157,4 +157,4 @@ def test_bad_parameters_name_the_problem():
     with pytest.raises(CollectiveError, match="unknown collective"):
         make_collective("broadcast", 0, 2, ex.messenger(0))
     with pytest.raises(CollectiveError, match="src and dst"):
-        Transfer(0, 2, ex.messenger(0), src=1, dst=1, nbytes=10)
+        BulkTransfer(0, 2, ex.messenger(0), src=1, dst=1, nbytes=10)

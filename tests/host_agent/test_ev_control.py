@@ -8,7 +8,7 @@ import pytest
 
 from wire.packets import DataPacket, Probe
 from host_agent.transport import Endpoint, EvState, PathInfo, TransportConfig
-from host_agent.transport import events as E
+from host_agent.transport import events
 from host_agent.transport.evset import EvSet, FloorError
 
 FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, num_evs=16)
@@ -68,10 +68,10 @@ def test_a_denied_ev_carries_no_packet_until_allowed_then_is_probed_before_use()
     p.b.modify_ev_state(p.cb, back, "DENIED", 0.0)
     p.a.send_message(p.ca, bytes(64 * 1024))
     p.run(0.002)
-    assert any(isinstance(e, E.MessageSent) for e in p.events)
+    assert any(isinstance(e, events.MessageSent) for e in p.events)
     assert len(p.evs_used_by("a")) == 15 and denied not in p.evs_used_by("a")
     assert back not in p.evs_used_by("b")
-    change = next(e for e in p.events if isinstance(e, E.EvStateChanged) and e.ev == denied)
+    change = next(e for e in p.events if isinstance(e, events.EvStateChanged) and e.ev == denied)
     assert (change.old, change.new, change.cause) == ("GOOD", "DENIED", "operator")
 
     p.sent.clear()
@@ -81,7 +81,7 @@ def test_a_denied_ev_carries_no_packet_until_allowed_then_is_probed_before_use()
     p.run(p.now + 200e-6)
     assert any(isinstance(pkt, Probe) and pkt.ev == denied for _, pkt in p.sent)
     assert p.a.query_ev(p.ca, denied)["state"] == "GOOD"
-    assert [(e.old, e.new, e.cause) for e in p.events if isinstance(e, E.EvStateChanged) and e.ev == denied][-2:] \
+    assert [(e.old, e.new, e.cause) for e in p.events if isinstance(e, events.EvStateChanged) and e.ev == denied][-2:] \
         == [("DENIED", "UNKNOWN", "operator"), ("UNKNOWN", "GOOD", "probe")]
 
 
@@ -135,7 +135,7 @@ def test_replace_puts_an_unknown_ev_in_the_slot_and_a_probe_makes_it_good():
     assert p.ca.evset.get(old) is None
     with pytest.raises(ValueError, match="ev: .* is not an EV of a->b"):
         p.a.query_ev(p.ca, old)
-    (replaced,) = [e for e in p.a.drain_events() if isinstance(e, E.EvReplaced)]
+    (replaced,) = [e for e in p.a.drain_events() if isinstance(e, events.EvReplaced)]
     assert (replaced.ev, replaced.replaces) == (0x12345678, old)
     p.run(200e-6)
     assert p.a.query_ev(p.ca, 0x12345678)["state"] == "GOOD"
@@ -160,13 +160,13 @@ def test_a_probe_on_request_reports_port_and_rtt_in_ns_or_no_answer():
     ev = p.ca.evset.home_evs()[1]
     req = p.a.probe_ev(p.ca, ev.value, 0.0)
     p.run(100e-6)
-    (result,) = [e for e in p.events if isinstance(e, E.ProbeResult)]
+    (result,) = [e for e in p.events if isinstance(e, events.ProbeResult)]
     assert (result.req_id, result.ev, result.port) == (req, ev.value, p.ca.evset.path_of(ev).nic)
     assert 2 * DELAY * 1e9 <= result.rtt_ns <= 2 * DELAY * 1e9 + 3000
     p.lose = lambda pkt: isinstance(pkt, Probe)
     req2 = p.a.probe_ev(p.ca, ev.value, p.now, timeout=30e-6)
     p.run(p.now + 100e-6)
-    lost = [e for e in p.events if isinstance(e, E.ProbeResult) and e.req_id == req2]
+    lost = [e for e in p.events if isinstance(e, events.ProbeResult) and e.req_id == req2]
     assert len(lost) == 1 and lost[0].rtt_ns is None
 
 
@@ -176,7 +176,7 @@ def test_a_timeout_counts_a_drop_and_the_ev_event_carries_it():
     p.lose = lambda pkt: isinstance(pkt, DataPacket) and pkt.ev == victim
     p.a.send_message(p.ca, bytes(64 * 1024))
     p.run(0.002)
-    bad = [e for e in p.events if isinstance(e, E.EvStateChanged) and e.ev == victim and e.new == "ASSUMED_BAD"]
+    bad = [e for e in p.events if isinstance(e, events.EvStateChanged) and e.ev == victim and e.new == "ASSUMED_BAD"]
     assert bad and bad[0].drop_count >= 1 and bad[0].as_record()["drop_count"] == bad[0].drop_count
     assert p.a.query_ev(p.ca, victim)["drop_count"] >= bad[0].drop_count
 

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wire import codec
-from wire import constants as C
+from wire import constants
 from host_agent.agent import MAX_MALFORMED_RECORDS as MAX_RECORDS, Agent
 from host_agent.eventlog import LogWriter
 from host_agent.job import parse_job
@@ -91,7 +91,7 @@ def data_packets(draw):
     msg_len = draw(st.one_of(st.integers(len(payload), 70_000), st.integers(0, 70_000), u32))
     offset = draw(st.one_of(st.integers(0, max(0, msg_len - len(payload))), st.integers(0, 70_000), u64))
     flags = draw(u8)
-    flags = flags | C.MRCH_FLAG_TRIMMED if trimmed else flags & ~C.MRCH_FLAG_TRIMMED
+    flags = flags | constants.MRCH_FLAG_TRIMMED if trimmed else flags & ~constants.MRCH_FLAG_TRIMMED
     return DataPacket(src=draw(addrs), dst=draw(addrs), ev=draw(u32), qp=draw(qp), psn=draw(psn),
                       va=offset, rkey=draw(u32), length=draw(count32) if trimmed else len(payload),
                       msg_id=draw(st.one_of(st.integers(0, 4), u16)), msg_len=msg_len, tsval=draw(u32),
@@ -122,7 +122,7 @@ def mutate(frame: bytes, rng: random.Random) -> bytes:
     elif action == 2:
         out += bytes(rng.randrange(256) for _ in range(rng.randint(1, 40)))
     elif action == 3:
-        out[rng.randrange(min(len(out), C.DATA_HEADERS_LEN))] ^= 1 << rng.randrange(8)
+        out[rng.randrange(min(len(out), constants.DATA_HEADERS_LEN))] ^= 1 << rng.randrange(8)
     return bytes(out)
 
 
@@ -240,13 +240,14 @@ switch_frames = st.lists(st.one_of(
 
 def assert_whole_packet(frame: bytes) -> None:
     """A forwarded frame is an IPv6/UDP packet whose length fields match its length."""
-    assert len(frame) >= C.BTH_OFFSET
-    assert int.from_bytes(frame[12:14], "big") == C.ETHERTYPE_IPV6 and frame[14] >> 4 == 6
-    assert frame[20] == C.IPPROTO_UDP
+    assert len(frame) >= constants.BTH_OFFSET
+    assert int.from_bytes(frame[12:14], "big") == constants.ETHERTYPE_IPV6 and frame[14] >> 4 == 6
+    assert frame[20] == constants.IPPROTO_UDP
     plen = int.from_bytes(frame[18:20], "big")
-    assert plen == len(frame) - C.UDP_OFFSET == int.from_bytes(frame[58:60], "big")
-    if int.from_bytes(frame[56:58], "big") == C.ROCEV2_UDP_PORT and frame[C.BTH_OFFSET] == C.OP_RC_WRITE_ONLY:
-        assert len(frame) >= C.DATA_HEADERS_LEN
+    assert plen == len(frame) - constants.UDP_OFFSET == int.from_bytes(frame[58:60], "big")
+    if (int.from_bytes(frame[56:58], "big") == constants.ROCEV2_UDP_PORT
+            and frame[constants.BTH_OFFSET] == constants.OP_RC_WRITE_ONLY):
+        assert len(frame) >= constants.DATA_HEADERS_LEN
 
 
 @pytest.mark.slow
@@ -265,9 +266,9 @@ def test_switch_pipeline_counts_every_frame_forwarded_or_dropped(batch, trim, fa
         port, sent, priority = out
         assert port in (2, 3, 4)
         assert_whole_packet(sent)
-        if sent[C.BTH_OFFSET] == C.OP_RC_WRITE_ONLY and len(sent) == C.DATA_HEADERS_LEN and \
-                len(frame) > C.DATA_HEADERS_LEN:
-            assert sent[C.MRCH_OFFSET] & C.MRCH_FLAG_TRIMMED and priority == C.PRIORITY_HIGH
+        if sent[constants.BTH_OFFSET] == constants.OP_RC_WRITE_ONLY and len(sent) == constants.DATA_HEADERS_LEN and \
+                len(frame) > constants.DATA_HEADERS_LEN:
+            assert sent[constants.MRCH_OFFSET] & constants.MRCH_FLAG_TRIMMED and priority == constants.PRIORITY_HIGH
         forwarded += 1
     counters = pipeline.counters
     assert counters.read("MrcIngress.rx", 1) == (len(batch), sum(map(len, batch)))
@@ -289,7 +290,8 @@ def fuzz_batch(count: int, seed: int) -> list[bytes]:
         if kind == 0:
             pkt = DataPacket(src=PEER_ADDR, dst=dst, ev=rng.getrandbits(32), qp=1, psn=rng.getrandbits(24),
                              va=0, rkey=1, length=len(payload), msg_id=1, msg_len=len(payload),
-                             tsval=0, payload=payload, dscp=rng.choice([C.DSCP_TRIMMABLE, C.DSCP_CONTROL]))
+                             tsval=0, payload=payload,
+                             dscp=rng.choice([constants.DSCP_TRIMMABLE, constants.DSCP_CONTROL]))
         elif kind == 1:
             pkt = Sack(PEER_ADDR, dst, rng.getrandbits(32), 1, 5, 5, rng.getrandbits(64), 1, 2)
         else:

@@ -7,11 +7,11 @@ import dataclasses
 import pytest
 
 import speedups
-from wire import constants as C
+from wire import constants
 from wire.packets import Sack
 from host_agent.transport import (ConnectionId, Endpoint, EvState, MessageReceived, MessageSent, PathInfo,
                                   Policies, Retransmitted, TransportConfig, register_transport)
-from host_agent.transport import events as E
+from host_agent.transport import events
 from host_agent.transport import kinds
 from host_agent.transport.policies import MrcPathMonitor, MrcSackProcessor
 from host_agent.transport.sender import MrcSender
@@ -37,23 +37,24 @@ def sender(policies=None, **overrides):
 
 # --- events ------------------------------------------------------------------------------------------
 RECORDS = [
-    (E.EvStateChanged(1.5, CONN, 7, 0, 3, "fc00", "GOOD", "ASSUMED_BAD", "timeout"),
+    (events.EvStateChanged(1.5, CONN, 7, 0, 3, "fc00", "GOOD", "ASSUMED_BAD", "timeout"),
      {"ev": 7, "plane": 0, "path": 3, "dst": "fc00", "old": "GOOD", "new": "ASSUMED_BAD", "cause": "timeout",
       "port": 0, "drop_count": 0}),
-    (E.EvStateChanged(1.5, CONN, 7, 0, 3, "fc00", "GOOD", "DENIED", "operator", 1, 5),
+    (events.EvStateChanged(1.5, CONN, 7, 0, 3, "fc00", "GOOD", "DENIED", "operator", 1, 5),
      {"ev": 7, "plane": 0, "path": 3, "dst": "fc00", "old": "GOOD", "new": "DENIED", "cause": "operator",
       "port": 1, "drop_count": 5}),
-    (E.EvReplaced(1.5, CONN, 9, 7, 0, 2), {"ev": 9, "replaces": 7, "plane": 0, "path": 2}),
-    (E.ProbeResult(1.5, CONN, 3, 9, 1, 12345), {"req_id": 3, "ev": 9, "port": 1, "rtt_ns": 12345}),
-    (E.EvBackup(1.5, CONN, 9, 7, 0, 2), {"ev": 9, "replaces": 7, "plane": 0, "path": 2}),
-    (E.Retransmitted(1.5, CONN, 4, "trim", 9, 7, 1e-4, 2e-3),
+    (events.EvReplaced(1.5, CONN, 9, 7, 0, 2), {"ev": 9, "replaces": 7, "plane": 0, "path": 2}),
+    (events.ProbeResult(1.5, CONN, 3, 9, 1, 12345), {"req_id": 3, "ev": 9, "port": 1, "rtt_ns": 12345}),
+    (events.EvBackup(1.5, CONN, 9, 7, 0, 2), {"ev": 9, "replaces": 7, "plane": 0, "path": 2}),
+    (events.Retransmitted(1.5, CONN, 4, "trim", 9, 7, 1e-4, 2e-3),
      {"psn": 4, "cause": "trim", "ev": 9, "old_ev": 7, "srtt": 1e-4, "rto": 2e-3}),
-    (E.Retransmitted(1.5, CONN, 4, "nack", 9, 9), {"psn": 4, "cause": "nack", "ev": 9, "old_ev": 9}),
-    (E.MessageSent(1.5, CONN, 3, 4096), {"msg_id": 3, "bytes": 4096}),
-    (E.MessageReceived(1.5, CONN, 3, b"abcd"), {"msg_id": 3, "bytes": 4}),
-    (E.WentBack(1.5, CONN, 4, "timeout"), {"psn": 4, "cause": "timeout"}),
-    (E.TrimNack(1.5, CONN, 4, C.NACK_TRIMMED, 9, 1e-4), {"psn": 4, "reason": C.NACK_TRIMMED, "ev": 9, "srtt": 1e-4}),
-    (E.ConnectionFailed(1.5, CONN, 4, 9, 0.008),
+    (events.Retransmitted(1.5, CONN, 4, "nack", 9, 9), {"psn": 4, "cause": "nack", "ev": 9, "old_ev": 9}),
+    (events.MessageSent(1.5, CONN, 3, 4096), {"msg_id": 3, "bytes": 4096}),
+    (events.MessageReceived(1.5, CONN, 3, b"abcd"), {"msg_id": 3, "bytes": 4}),
+    (events.WentBack(1.5, CONN, 4, "timeout"), {"psn": 4, "cause": "timeout"}),
+    (events.TrimNack(1.5, CONN, 4, constants.NACK_TRIMMED, 9, 1e-4),
+     {"psn": 4, "reason": constants.NACK_TRIMMED, "ev": 9, "srtt": 1e-4}),
+    (events.ConnectionFailed(1.5, CONN, 4, 9, 0.008),
      {"psn": 4, "retries": 9, "timeout": 0.008,
       "error": "connection h0->h1:0x11 failed: PSN 4 unacknowledged after 9 retries (retry limit reached; "
                "last timeout 8 ms)"}),
@@ -71,10 +72,10 @@ def test_every_event_gives_the_log_record_of_its_kind(event, fields):
 
 
 def test_each_kind_has_one_class():
-    kinds_of = [cls.kind for cls in E.EVENT_CLASSES]
-    assert sorted(kinds_of) == sorted({E.EV_STATE, E.EV_BACKUP, E.RETRANSMIT, E.SEND_COMPLETE, E.RECV_COMPLETE,
-                                       E.GO_BACK, E.TRIM_NACK, E.EV_REPLACE, E.PROBE_RESULT,
-                                       E.CONN_FAILED})
+    kinds_of = [cls.kind for cls in events.EVENT_CLASSES]
+    assert sorted(kinds_of) == sorted({events.EV_STATE, events.EV_BACKUP, events.RETRANSMIT, events.SEND_COMPLETE,
+                                       events.RECV_COMPLETE, events.GO_BACK, events.TRIM_NACK, events.EV_REPLACE,
+                                       events.PROBE_RESULT, events.CONN_FAILED})
 
 
 def test_a_received_message_is_an_event_drained_after_receive():
@@ -172,7 +173,7 @@ def test_a_sack_processor_decides_what_to_retransmit(plugged):
     ep.receive(20e-6, 0, sack(0, 0b11110, sent[4]))           # 1..4 arrived, 0 did not
     again = [p for _, p in ep.poll(21e-6)]                     # well before any timeout
     if plugged:
-        assert [(p.psn, bool(p.flags & C.MRCH_FLAG_RETX)) for p in again] == [(0, True)]
+        assert [(p.psn, bool(p.flags & constants.MRCH_FLAG_RETX)) for p in again] == [(0, True)]
         assert ep.stats()["retx_sack"] == 1
         assert [e.cause for e in ep.drain_events() if isinstance(e, Retransmitted)] == ["sack"]
     else:

@@ -68,7 +68,7 @@ def test_a_spurious_loss_widens_the_window():
 
 
 # --- in the MRC sender --------------------------------------------------------------------------------
-from wire import constants as C                                          # noqa: E402
+from wire import constants                                          # noqa: E402
 from wire.packets import Nack, Sack                                      # noqa: E402
 from host_agent.transport import Endpoint, EvState, PathInfo, Retransmitted, TransportConfig   # noqa: E402
 
@@ -110,7 +110,7 @@ def test_the_sender_resends_an_overtaken_packet_before_its_timer_and_judges_its_
     # lost at 20 us + max(rtt 10, srtt + 2 rttvar = 10 + 2 x 5) + window 10 = 50 us; its timer: 85.5 us
     assert ep.poll(49e-6) == []
     (_, again), = ep.poll(50.5e-6)
-    assert again.psn == first.psn and again.flags & C.MRCH_FLAG_RETX and again.ev != first.ev
+    assert again.psn == first.psn and again.flags & constants.MRCH_FLAG_RETX and again.ev != first.ev
     assert [e.cause for e in sack_retransmissions(ep)] == ["sack"]
     stats = ep.stats()
     assert stats["sack_timed_losses"] == 1 and "timeouts" not in stats
@@ -122,7 +122,7 @@ def test_the_sender_resends_an_overtaken_packet_before_its_timer_and_judges_its_
 def test_a_trimmed_packet_is_left_to_its_nack():
     ep, conn = mrc_sender()
     first, second = three_packets(ep, conn)
-    ep.receive(35e-6, 0, Nack(bytes(16), bytes(16), 5, 1, first.psn, 1, C.NACK_TRIMMED, first.ev, first.tsval))
+    ep.receive(35e-6, 0, Nack(bytes(16), bytes(16), 5, 1, first.psn, 1, constants.NACK_TRIMMED, first.ev, first.tsval))
     (_, again), = ep.poll(35e-6)
     assert again.psn == first.psn
     ep.receive(40e-6, 0, sack(1, 0b10, second))
@@ -136,7 +136,7 @@ def test_a_lost_tail_is_probed_once_then_found_from_the_probes_sack():
     # nothing acknowledged for 2 srtt (about 20 us) after that SACK: the newest packet goes again
     assert ep.poll(50e-6) == []
     (_, probe), = ep.poll(56e-6)
-    assert probe.psn == second.psn and probe.flags & C.MRCH_FLAG_RETX
+    assert probe.psn == second.psn and probe.flags & constants.MRCH_FLAG_RETX
     assert [e.cause for e in sack_retransmissions(ep)] == ["tail_probe"]
     assert ep.poll(80e-6) == []                          # once: the timer takes over if it is lost too
     assert ep.stats()["tail_probes"] == 1 and conn.evset.get(second.ev).state is EvState.GOOD

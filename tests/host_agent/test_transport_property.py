@@ -8,7 +8,7 @@ import random
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket
 from host_agent.transport import Endpoint, MessageReceived, MessageSent, PathInfo, TransportConfig
 
@@ -35,9 +35,9 @@ class ChaosChannel:
         copies = 2 if self.rng.random() < self.dup else 1
         for _ in range(copies):
             p = dataclasses.replace(pkt)
-            if (self.trimmable and isinstance(p, DataPacket) and not p.trimmed and p.dscp in C.TRIMMABLE_DSCP
+            if (self.trimmable and isinstance(p, DataPacket) and not p.trimmed and p.dscp in constants.TRIMMABLE_DSCP
                     and self.rng.random() < self.trim):
-                p.payload, p.flags, p.dscp = b"", p.flags | C.MRCH_FLAG_TRIMMED, C.DSCP_TRIMMED
+                p.payload, p.flags, p.dscp = b"", p.flags | constants.MRCH_FLAG_TRIMMED, constants.DSCP_TRIMMED
             self.seq += 1
             heapq.heappush(self.queue, (now + 2e-6 + self.rng.random() * 8e-6, self.seq, dest, nic, p))
 

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from hypothesis import given, strategies as st
 
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket, Nack, Probe, Sack
 from host_agent.transport import Endpoint, EvState, MessageReceived, PathInfo, TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
@@ -226,16 +226,16 @@ def test_keepalives_cost_at_most_one_probe_per_keepalive_data_pkts():
 
 def test_receiver_echoes_ce_at_once():
     ep, conn, _ = receiver_endpoint(ack_coalesce=8)
-    ep.receive(0.0, 0, data(0, 0, b"x", 100, ecn=C.ECN_CE))
+    ep.receive(0.0, 0, data(0, 0, b"x", 100, ecn=constants.ECN_CE))
     (nic, sack), = ep.poll(0.0)
     assert sack.ecn_echo and sack.ev_echo == 0x1234
 
 
-@pytest.mark.parametrize("dscp,reason", [(C.DSCP_TRIMMED, C.NACK_TRIMMED),
-                                         (C.DSCP_TRIMMED_LASTHOP, C.NACK_TRIMMED_LASTHOP)])
+@pytest.mark.parametrize("dscp,reason", [(constants.DSCP_TRIMMED, constants.NACK_TRIMMED),
+                                         (constants.DSCP_TRIMMED_LASTHOP, constants.NACK_TRIMMED_LASTHOP)])
 def test_trimmed_header_gets_a_nack_with_the_reason_of_its_dscp(dscp, reason):
     ep, conn, got = receiver_endpoint()
-    pkt = data(0, 0, b"", 100, flags=C.MRCH_FLAG_TRIMMED, dscp=dscp)
+    pkt = data(0, 0, b"", 100, flags=constants.MRCH_FLAG_TRIMMED, dscp=dscp)
     pkt.length = 100
     ep.receive(0.0, 0, pkt)
     nacks = [p for _, p in ep.poll(0.0)]
@@ -249,7 +249,7 @@ def test_packet_beyond_the_bitmap_is_refused():
     ep, conn, _ = receiver_endpoint()
     ep.receive(0.0, 0, data(64, 0, b"x", 100))
     (nic, nack), = ep.poll(0.0)
-    assert nack.reason == C.NACK_PSN_OUT_OF_WINDOW and ep.stats()["out_of_window"] == 1
+    assert nack.reason == constants.NACK_PSN_OUT_OF_WINDOW and ep.stats()["out_of_window"] == 1
 
 
 def test_sender_never_sends_beyond_the_bitmap_window():
@@ -443,7 +443,7 @@ def test_base_rtt_comes_from_data_packets_only():
                                     ev_echo=probe[1].ev, ts_echo=probe[1].tsval))
     ep.send_message(conn, bytes(cfg.mtu_payload))
     (_, second), = ep.poll(60e-6)
-    ep.receive(64e-6, 0, Nack(src=bytes(16), dst=bytes(16), ev=9, qp=1, psn=1, cum_psn=1, reason=C.NACK_TRIMMED,
+    ep.receive(64e-6, 0, Nack(src=bytes(16), dst=bytes(16), ev=9, qp=1, psn=1, cum_psn=1, reason=constants.NACK_TRIMMED,
                               ev_echo=second.ev, ts_echo=second.tsval))
     assert conn.stats["probe_replies"] == 1 and conn.stats["trims"] == 1
     assert conn.rtt.base_rtt == pytest.approx(40e-6)             # 5 and 4 us samples: not the base
@@ -518,7 +518,7 @@ def test_timeout_with_nothing_delivered_since_retransmits_without_blaming_the_pa
     assert [p.psn for p in sent] == [0, 1, 2]
     ep.receive(20e-6, 0, _sack(1, 0, sent[0]))                   # the first arrives; then silence
     out = [pkt for t in (200e-6, 201e-6, 202e-6) for _, pkt in ep.poll(t)]     # the other two time out
-    assert {p.psn for p in out} == {1, 2} and all(p.flags & C.MRCH_FLAG_RETX for p in out)
+    assert {p.psn for p in out} == {1, 2} and all(p.flags & constants.MRCH_FLAG_RETX for p in out)
     assert not [e for e in ep.drain_events() if e.kind == "ev_state"]
     assert all(conn.evset.get(p.ev).state is EvState.GOOD for p in sent)
     stats = ep.stats()

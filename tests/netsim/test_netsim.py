@@ -6,7 +6,7 @@ import random
 import pytest
 
 from simulation import Flow, Simulation, leaf_spine_config, leaf_spine_fabric, run_flows
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket, Probe
 from netsim import SimLink as Link, SimSwitch as Switch, Simulator
 from netsim.switch import PortConfig, usid_shift
@@ -53,7 +53,7 @@ class Recorder:
         return []
 
 
-def data_pkt(dst, ev=1, payload=b"x" * 1000, dscp=C.DSCP_TRIMMABLE, src=bytes(16)):
+def data_pkt(dst, ev=1, payload=b"x" * 1000, dscp=constants.DSCP_TRIMMABLE, src=bytes(16)):
     return DataPacket(src=src, dst=dst, ev=ev, qp=1, psn=0, va=0, rkey=0, length=len(payload), msg_id=0,
                       msg_len=len(payload), tsval=0, payload=payload, dscp=dscp)
 
@@ -82,9 +82,9 @@ def test_link_serialises_then_propagates_and_serves_high_priority_first():
     link.connect(sink, 7)
     low = [data_pkt(bytes(16), payload=bytes(894)) for _ in range(3)]        # 1000 bytes: 1 us each
     for p in low:
-        link.send(p, C.PRIORITY_LOW)
+        link.send(p, constants.PRIORITY_LOW)
     high = Probe(src=bytes(16), dst=bytes(16), ev=0, qp=1, probe_id=9, tsval=0)
-    link.send(high, C.PRIORITY_HIGH)
+    link.send(high, constants.PRIORITY_HIGH)
     sim.run()
     assert wire_size(low[0]) == 1000
     order = [p for _, _, p in sink.got]
@@ -97,13 +97,13 @@ def test_link_tail_drops_and_down_link_loses_everything():
     sink = Sink(sim)
     link = Link(sim, "l", 1e9, 1e-6, depth=2)
     link.connect(sink, 1)
-    sent = [link.send(data_pkt(bytes(16)), C.PRIORITY_LOW) for _ in range(5)]
+    sent = [link.send(data_pkt(bytes(16)), constants.PRIORITY_LOW) for _ in range(5)]
     assert sent == [True, True, True, False, False]                  # one on the wire, two queued
     sim.at(1e-6, link.set_up, False)
     sim.run()
     assert sink.got == [] and link.counters["dropped_down"] == 3
     link.set_up(True)
-    link.send(data_pkt(bytes(16)), C.PRIORITY_LOW)
+    link.send(data_pkt(bytes(16)), constants.PRIORITY_LOW)
     sim.run()
     assert len(sink.got) == 1
 
@@ -121,7 +121,7 @@ def one_switch(trim=2, ecn=1, host_facing=False, ecn_max=0):
     return sim, sw, sink
 
 
-@pytest.mark.parametrize("host_facing,dscp", [(False, C.DSCP_TRIMMED), (True, C.DSCP_TRIMMED_LASTHOP)])
+@pytest.mark.parametrize("host_facing,dscp", [(False, constants.DSCP_TRIMMED), (True, constants.DSCP_TRIMMED_LASTHOP)])
 def test_switch_trims_at_the_threshold_and_marks_ecn_only_in_the_fabric(host_facing, dscp):
     sim, sw, sink = one_switch(trim=3, ecn=1, host_facing=host_facing)
     dst = usid_address(0, [0x0100, 0x1001])
@@ -133,8 +133,8 @@ def test_switch_trims_at_the_threshold_and_marks_ecn_only_in_the_fabric(host_fac
     trimmed = [p for p in pkts if p.trimmed]
     assert trimmed == pkts[4:]
     assert all(p.payload == b"" and p.dscp == dscp and p.length == 1000 for p in trimmed)
-    assert wire_size(trimmed[0]) == C.DATA_HEADERS_LEN
-    marked = [p.ecn == C.ECN_CE for p in pkts[:4]]
+    assert wire_size(trimmed[0]) == constants.DATA_HEADERS_LEN
+    marked = [p.ecn == constants.ECN_CE for p in pkts[:4]]
     assert marked == ([False] * 4 if host_facing else [False, False, True, True])
     arrival = [p for _, _, p in sink.got]
     assert arrival[:3] == [pkts[0], pkts[4], pkts[5]]                # trimmed headers jump the queue
@@ -150,8 +150,8 @@ def test_switch_ecn_ramp_marks_half_the_packets_halfway_up_and_none_at_its_foot(
         for p in burst:
             sw.receive(p, 2)
         sim.run()                            # the queue drains between bursts
-        at_foot.append(burst[3].ecn == C.ECN_CE)       # saw 2 queued: probability 0
-        halfway.append(burst[7].ecn == C.ECN_CE)       # saw 6 queued: (6 - 2) / (10 - 2)
+        at_foot.append(burst[3].ecn == constants.ECN_CE)       # saw 2 queued: probability 0
+        halfway.append(burst[7].ecn == constants.ECN_CE)       # saw 6 queued: (6 - 2) / (10 - 2)
     assert not any(at_foot)
     assert 0.4 < sum(halfway) / len(halfway) < 0.6
 
@@ -159,7 +159,7 @@ def test_switch_ecn_ramp_marks_half_the_packets_halfway_up_and_none_at_its_foot(
 def test_switch_never_trims_no_trim_or_control_and_drops_unroutable():
     sim, sw, sink = one_switch(trim=0, ecn=100)
     dst = usid_address(0, [0x0100, 0x1001])
-    keep = data_pkt(dst, dscp=C.DSCP_NO_TRIM)
+    keep = data_pkt(dst, dscp=constants.DSCP_NO_TRIM)
     sw.receive(keep, 2)
     sw.receive(data_pkt(usid_address(0, [0x0100, 0x1999])), 2)
     sim.run()
@@ -190,7 +190,7 @@ def test_leaf_spine_usid_paths_cross_exactly_their_switches():
     h3.attach(Recorder())
     for path in paths:
         before = {n: s.counters["rx"] for n, s in net.switches.items()}
-        net.hosts["h1"].nics[path.nic].send(data_pkt(path.dst, src=path.src), C.PRIORITY_LOW)
+        net.hosts["h1"].nics[path.nic].send(data_pkt(path.dst, src=path.src), constants.PRIORITY_LOW)
         net.sim.run()
         crossed = [n for n, s in net.switches.items() if s.counters["rx"] != before[n]]
         assert sorted(crossed) == sorted(net.path_of_address(path.plane, path.dst))
@@ -209,7 +209,7 @@ def test_baseline_is_routed_by_ecmp_on_the_five_tuple():
 
     def spine_for(ev):
         before = [s.counters["rx"] for s in spines]
-        net.hosts["h1"].nics[0].send(data_pkt(path.dst, ev=ev, src=path.src), C.PRIORITY_LOW)
+        net.hosts["h1"].nics[0].send(data_pkt(path.dst, ev=ev, src=path.src), constants.PRIORITY_LOW)
         net.sim.run()
         (i,) = [i for i, s in enumerate(spines) if s.counters["rx"] != before[i]]
         return i

@@ -1,13 +1,13 @@
 """One BMv2 `simple_switch_grpc` running p4/mrc.p4, for tests and the conformance suite.
 
-`Bmv2Switch` creates two network namespaces of its own: `<prefix>sw`, where the switch runs
+`Bmv2VethLab` creates two network namespaces of its own: `<prefix>sw`, where the switch runs
 with ports on veths `<prefix>s<N>`, and `<prefix>h`, which holds the veth peers `<prefix>h<N>`
 that tests send and receive on (raw sockets opened inside that namespace). Nothing touches the
 root namespace: P4Runtime is served on a unix socket, thrift on the switch namespace's loopback.
 `stop()` (or leaving the `with` block) ends the process by PID and deletes both namespaces,
 which deletes the veths, even when the test failed.
 
-    with Bmv2Switch("t123", num_ports=3) as sw:
+    with Bmv2VethLab("t123", num_ports=3) as sw:
         client = sw.connect()                       # pipeline pushed, primary controller
         client.insert(entries)
         sw.set_queue(2, rate_pps=1000, depth=64)    # both priorities of port 2
@@ -57,7 +57,7 @@ def _run(*cmd: str, stdin: str | None = None) -> str:
 
 
 def missing_requirements() -> str | None:
-    """Why a Bmv2Switch cannot run on this machine, or None when it can."""
+    """Why a Bmv2VethLab cannot run on this machine, or None when it can."""
     if os.geteuid() != 0:
         return "BMv2 tests need root (network namespaces, veths, raw sockets)"
     for program in ("simple_switch_grpc", "simple_switch_CLI", "ip"):
@@ -91,7 +91,7 @@ def open_raw_socket(netns: str, ifname: str) -> socket.socket:
     return sock
 
 
-class Bmv2Switch:
+class Bmv2VethLab:
     """A simple_switch_grpc process with `num_ports` veth ports, in namespaces named from `prefix`."""
 
     def __init__(self, prefix: str, num_ports: int = 2, device_id: int = 1,
@@ -136,13 +136,13 @@ class Bmv2Switch:
         return self.workdir / "bmv2.out"
 
     # --- life cycle ----------------------------------------------------------------------
-    def __enter__(self) -> "Bmv2Switch":
+    def __enter__(self) -> "Bmv2VethLab":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self) -> "Bmv2Switch":
+    def start(self) -> "Bmv2VethLab":
         """Create namespaces and veths, start the switch, wait until P4Runtime answers."""
         try:
             self.workdir = Path(tempfile.mkdtemp(prefix=f"bmv2-{self.prefix}-"))

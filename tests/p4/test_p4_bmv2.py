@@ -16,7 +16,7 @@ import pytest
 from tests.p4 import bmv2_harness
 from pipeline_contract.entries import TableEntry
 from wire import codec
-from wire import constants as C
+from wire import constants
 from wire.packets import DataPacket, Sack
 
 pytestmark = [pytest.mark.integration]
@@ -59,7 +59,7 @@ def switch():
     reason = bmv2_harness.missing_requirements()
     if reason:
         pytest.skip(reason)
-    with bmv2_harness.Bmv2Switch(f"t{os.getpid() % 1000:03d}", num_ports=5) as sw:
+    with bmv2_harness.Bmv2VethLab(f"t{os.getpid() % 1000:03d}", num_ports=5) as sw:
         client = sw.connect()
         client.insert(ENTRIES)
         sw.client = client
@@ -117,7 +117,7 @@ def test_usid_shift_and_forward(switch):
     got = codec.decode(out[0])
     assert ipaddress.IPv6Address(got.dst) == ipaddress.IPv6Address("fc00:1:1001::")
     assert got.payload == pkt.payload and not got.trimmed
-    assert (got.dscp, got.ecn) == (C.DSCP_TRIMMABLE, C.ECN_ECT0)
+    assert (got.dscp, got.ecn) == (constants.DSCP_TRIMMABLE, constants.ECN_ECT0)
 
 
 def test_trim_exactly_at_the_threshold(switch):
@@ -128,10 +128,10 @@ def test_trim_exactly_at_the_threshold(switch):
     with_queue(switch, FABRIC, TRIM_AT)
     at = send_and_receive(switch, frame, FABRIC)
     assert len(below) == 1 and len(below[0]) == len(frame), "trimmed below the threshold"
-    assert len(at) == 1 and len(at[0]) == C.DATA_HEADERS_LEN, "not trimmed at the threshold"
+    assert len(at) == 1 and len(at[0]) == constants.DATA_HEADERS_LEN, "not trimmed at the threshold"
     trimmed = codec.decode(at[0])          # raises if a length field is wrong
     assert trimmed.trimmed and trimmed.payload == b""
-    assert trimmed.dscp == C.DSCP_TRIMMED
+    assert trimmed.dscp == constants.DSCP_TRIMMED
     assert trimmed.length == 1024          # RETH DMA length kept: the receiver knows what was cut
     assert at[0][60:62] == b"\x00\x00"     # UDP checksum
     assert counter(switch, "MrcIngress.trimmed", FABRIC) == before + 1
@@ -143,8 +143,8 @@ def test_last_hop_trim_class_and_no_last_hop_ecn(switch):
     at = send_and_receive(switch, frame, HOST)
     with_queue(switch, HOST, TRIM_AT - 1)
     below = send_and_receive(switch, frame, HOST)
-    assert codec.decode(at[0]).dscp == C.DSCP_TRIMMED_LASTHOP
-    assert codec.decode(below[0]).ecn == C.ECN_ECT0, "ECN marked on the last hop"
+    assert codec.decode(at[0]).dscp == constants.DSCP_TRIMMED_LASTHOP
+    assert codec.decode(below[0]).ecn == constants.ECN_ECT0, "ECN marked on the last hop"
 
 
 def test_ecn_marks_above_its_threshold(switch):
@@ -154,16 +154,16 @@ def test_ecn_marks_above_its_threshold(switch):
     unmarked = send_and_receive(switch, frame, FABRIC)
     with_queue(switch, FABRIC, ECN_AT)
     marked = send_and_receive(switch, frame, FABRIC)
-    assert codec.decode(unmarked[0]).ecn == C.ECN_ECT0
-    assert codec.decode(marked[0]).ecn == C.ECN_CE and not codec.decode(marked[0]).trimmed
+    assert codec.decode(unmarked[0]).ecn == constants.ECN_ECT0
+    assert codec.decode(marked[0]).ecn == constants.ECN_CE and not codec.decode(marked[0]).trimmed
     assert counter(switch, "MrcIngress.ecn_marked", FABRIC) == before + 1
 
 
 def test_control_and_trimmed_packets_are_never_trimmed(switch):
     sack = Sack(src=SRC, dst=ipaddress.IPv6Address("fc00:1:1001::").packed, ev=1, qp=5, cum_psn=3,
                 sack_base=3, bitmap=5, ev_echo=2, ts_echo=4)
-    already = data_packet("fc00:1:1001::", payload=b"", length=1024, flags=C.MRCH_FLAG_TRIMMED,
-                          dscp=C.DSCP_TRIMMED)
+    already = data_packet("fc00:1:1001::", payload=b"", length=1024, flags=constants.MRCH_FLAG_TRIMMED,
+                          dscp=constants.DSCP_TRIMMED)
     for pkt in (sack, already):
         frame = codec.encode(pkt, SRC_MAC, DST_MAC)
         with_queue(switch, FABRIC, 100)
@@ -174,8 +174,8 @@ def test_control_and_trimmed_packets_are_never_trimmed(switch):
 def test_ecmp_member_is_the_crc16_of_the_five_tuple(switch):
     for ev in range(6):
         pkt = data_packet("fc00:1:1004::", ev=ev * 7919)
-        tuple_bytes = pkt.src + pkt.dst + bytes([C.IPPROTO_UDP]) + \
-            (pkt.ev & 0xFFFF).to_bytes(2, "big") + C.ROCEV2_UDP_PORT.to_bytes(2, "big")
+        tuple_bytes = pkt.src + pkt.dst + bytes([constants.IPPROTO_UDP]) + \
+            (pkt.ev & 0xFFFF).to_bytes(2, "big") + constants.ROCEV2_UDP_PORT.to_bytes(2, "big")
         port = (FABRIC, HOST)[crc16_arc(tuple_bytes) % 2]
         with_queue(switch, FABRIC, 0)
         with_queue(switch, HOST, 0)
@@ -253,7 +253,7 @@ def test_tail_drops_do_not_inflate_the_queue_estimate(switch):
     try:
         with_queue(switch, FABRIC, 0)
         switch.drain(FABRIC)
-        frame = codec.encode(data_packet("fc00:1:1001::", payload=bytes(64), dscp=C.DSCP_NO_TRIM),
+        frame = codec.encode(data_packet("fc00:1:1001::", payload=bytes(64), dscp=constants.DSCP_NO_TRIM),
                              SRC_MAC, DST_MAC)
         for _ in range(burst):
             switch.send(INGRESS, frame)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import requires_p4c
-from pipeline_contract.compiled import Build, build_difference, read_p4c_version
+from pipeline_contract.compiled import P4cBuild, build_difference, read_p4c_version
 
 REPO = Path(__file__).resolve().parents[2]
 P4_DIR = REPO / "p4"
@@ -41,5 +41,5 @@ def test_make_writes_every_output(fresh_build):
 
 
 def test_committed_build_is_what_this_p4c_makes(fresh_build):
-    difference = build_difference(Build.load(COMMITTED), Build.load(fresh_build))
+    difference = build_difference(P4cBuild.load(COMMITTED), P4cBuild.load(fresh_build))
     assert difference is None, difference

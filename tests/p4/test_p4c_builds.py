@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
-from pipeline_contract.compiled import (Build, build_difference, json_difference, normalised_bmv2_json,
+from pipeline_contract.compiled import (P4cBuild, build_difference, json_difference, normalised_bmv2_json,
                                         read_p4c_version)
 
 COMMITTED = Path(__file__).resolve().parents[2] / "p4" / "build"
@@ -49,19 +49,19 @@ def _as_newer_p4c_writes_it(program: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def committed() -> Build:
-    return Build.load(COMMITTED)
+def committed() -> P4cBuild:
+    return P4cBuild.load(COMMITTED)
 
 
-def _newer(committed: Build, folder: Path, program: dict | None = None, p4info=None) -> Build:
+def _newer(committed: P4cBuild, folder: Path, program: dict | None = None, p4info=None) -> P4cBuild:
     newer_info = copy.deepcopy(committed.p4info) if p4info is None else p4info
-    return Build.load(_write_build(folder, _as_newer_p4c_writes_it(program or committed.bmv2_json),
-                                   newer_info, f"p4c {NEW_P4C} (SHA: 0123abc BUILD: RELEASE)"))
+    return P4cBuild.load(_write_build(folder, _as_newer_p4c_writes_it(program or committed.bmv2_json),
+                                      newer_info, f"p4c {NEW_P4C} (SHA: 0123abc BUILD: RELEASE)"))
 
 
 def test_the_committed_build_records_its_p4c_version(committed):
     assert committed.p4c_version == "1.2.4.8"
-    assert build_difference(committed, Build.load(COMMITTED)) is None
+    assert build_difference(committed, P4cBuild.load(COMMITTED)) is None
 
 
 def test_metadata_and_source_positions_do_not_count(committed, tmp_path):
@@ -121,7 +121,7 @@ def test_the_same_p4c_version_calls_the_committed_build_stale(committed, tmp_pat
     program = copy.deepcopy(committed.bmv2_json)
     _table(program, "MrcIngress.port_config")["max_size"] += 1
     folder = _write_build(tmp_path / "same", program, committed.p4info, "p4c 1.2.4.8 (SHA: x)")
-    difference = build_difference(committed, Build.load(folder))
+    difference = build_difference(committed, P4cBuild.load(folder))
     _one_line_naming(difference, "MrcIngress.port_config", "max_size", "stale", "both p4c 1.2.4.8")
 
 
@@ -141,7 +141,7 @@ def test_version_file_reading(tmp_path):
 
 def test_a_folder_without_outputs_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="mrc.json"):
-        Build.load(tmp_path)
+        P4cBuild.load(tmp_path)
     shutil.copy(COMMITTED / "mrc.json", tmp_path / "mrc.json")
     with pytest.raises(KeyError, match="mrc.p4info.txtpb"):
-        Build.load(tmp_path)
+        P4cBuild.load(tmp_path)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pipeline_contract.entries import TableEntry
-from wire import codec, constants as C
+from wire import codec, constants
 from wire.packets import DataPacket
 from netsim.link import SimLink
 from netsim.sim import Simulator
@@ -50,7 +50,7 @@ def ecmp_program(size: int) -> list[TableEntry]:
 def packet(ev: int) -> DataPacket:
     dst = ipaddress.IPv6Address(f"fc00:1:{LOCAL_USID:x}:1001::").packed
     return DataPacket(src=SRC, dst=dst, ev=ev, qp=1, psn=0, va=0, rkey=1, length=64, msg_id=1, msg_len=64,
-                      tsval=0, payload=bytes(64), flags=0, dscp=C.DSCP_TRIMMABLE, ecn=C.ECN_ECT0)
+                      tsval=0, payload=bytes(64), flags=0, dscp=constants.DSCP_TRIMMABLE, ecn=constants.ECN_ECT0)
 
 
 def netsim_port(size: int, ev: int) -> int:
@@ -81,7 +81,7 @@ def test_the_hash_has_the_check_value_of_the_design_document():
 @settings(max_examples=60, deadline=None)
 @given(size=st.integers(1, 8), ev=st.integers(0, (1 << 32) - 1))
 def test_netsim_and_the_reference_switch_pick_the_same_member(size, ev):
-    expected = ecmp_index(SRC, DST_HOST.packed, C.IPPROTO_UDP, ev & 0xFFFF, C.ROCEV2_UDP_PORT, size)
+    expected = ecmp_index(SRC, DST_HOST.packed, constants.IPPROTO_UDP, ev & 0xFFFF, constants.ROCEV2_UDP_PORT, size)
     assert ecmp_member(SRC, DST_HOST.packed, ev, size) == expected
     assert netsim_port(size, ev) == refswitch_port(size, ev) == expected + 1
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pipeline_contract.entries import TableEntry
-from wire import codec, constants as C
+from wire import codec, constants
 from wire.packets import DataPacket, Sack
 from refswitch import main as switch_main
 from pipeline_contract.p4info import P4InfoIndex, load_p4info
@@ -32,8 +32,8 @@ def prefix(text: str) -> tuple[int, int]:
     return int(net.network_address), net.prefixlen
 
 
-def data_frame(dst="fc00:1:1001::", src="fc00:1:1000::", ev=7, payload=1000, dscp=C.DSCP_TRIMMABLE,
-               ecn=C.ECN_ECT0, flags=0) -> bytes:
+def data_frame(dst="fc00:1:1001::", src="fc00:1:1000::", ev=7, payload=1000, dscp=constants.DSCP_TRIMMABLE,
+               ecn=constants.ECN_ECT0, flags=0) -> bytes:
     pkt = DataPacket(src=addr(src), dst=addr(dst), ev=ev, qp=1, psn=3, va=0, rkey=1, length=payload,
                      msg_id=1, msg_len=payload, tsval=0, payload=bytes(range(256)) * (payload // 256)
                      + bytes(payload % 256), flags=flags, dscp=dscp, ecn=ecn)
@@ -129,7 +129,7 @@ def test_usid_shift_changes_only_the_destination(tables):
     p = Pipeline(tables)
     frame = data_frame(dst="fc00:1:100:102:101:1001::")
     port, out, prio = p.process(frame, 1, [0] * 512)
-    assert (port, prio) == (3, C.PRIORITY_LOW)
+    assert (port, prio) == (3, constants.PRIORITY_LOW)
     assert out[38:54] == addr("fc00:1:102:101:1001::")
     assert out[:38] == frame[:38] and out[54:] == frame[54:]
     assert p.counters.read("MrcIngress.rx", 1) == (1, len(frame))
@@ -139,14 +139,14 @@ def test_trim_rewrites_headers_and_counts(tables):
     tables.insert(route("fc00:1:1001::/48", 2))
     tables.insert(port_config(2, trim=2, ecn=1))
     p = Pipeline(tables)
-    frame = data_frame(ecn=C.ECN_ECT0)
+    frame = data_frame(ecn=constants.ECN_ECT0)
     queued = [0] * 512
     queued[2] = 2
     port, out, prio = p.process(frame, 1, queued)
     pkt = codec.decode(out)
-    assert (port, prio, len(out)) == (2, C.PRIORITY_HIGH, C.DATA_HEADERS_LEN)
-    assert pkt.trimmed and pkt.dscp == C.DSCP_TRIMMED and pkt.ecn == C.ECN_ECT0 and pkt.length == 1000
-    assert int.from_bytes(out[18:20], "big") == int.from_bytes(out[58:60], "big") == C.TRIMMED_UDP_LEN
+    assert (port, prio, len(out)) == (2, constants.PRIORITY_HIGH, constants.DATA_HEADERS_LEN)
+    assert pkt.trimmed and pkt.dscp == constants.DSCP_TRIMMED and pkt.ecn == constants.ECN_ECT0 and pkt.length == 1000
+    assert int.from_bytes(out[18:20], "big") == int.from_bytes(out[58:60], "big") == constants.TRIMMED_UDP_LEN
     assert out[60:62] == b"\x00\x00"
     assert out[22:54] == frame[22:54]                              # addresses untouched
     assert p.counters.read("MrcIngress.trimmed", 2) == (1, len(frame))
@@ -157,12 +157,12 @@ def test_ecn_mark_sets_ce_only(tables):
     tables.insert(route("fc00:1:1001::/48", 2))
     tables.insert(port_config(2, trim=10, ecn=1))
     p = Pipeline(tables)
-    frame = data_frame(ecn=C.ECN_ECT0)
+    frame = data_frame(ecn=constants.ECN_ECT0)
     queued = [0] * 512
     queued[2] = 1
     _, out, prio = p.process(frame, 1, queued)
-    assert prio == C.PRIORITY_LOW
-    assert codec.decode(out).ecn == C.ECN_CE and codec.decode(out).dscp == C.DSCP_TRIMMABLE
+    assert prio == constants.PRIORITY_LOW
+    assert codec.decode(out).ecn == constants.ECN_CE and codec.decode(out).dscp == constants.DSCP_TRIMMABLE
     assert bytearray(out)[15] & 0xCF == frame[15] & 0xCF           # only the ECN bits changed
     assert out[:15] == frame[:15] and out[16:] == frame[16:]
 
@@ -174,9 +174,9 @@ def test_ecn_ramp_marks_with_a_probability_rising_from_low_to_high_threshold(tab
     p = Pipeline(tables, seed=3)
     queued = [0] * 512
     queued[2] = depth
-    frame = data_frame(ecn=C.ECN_ECT0)
+    frame = data_frame(ecn=constants.ECN_ECT0)
     n = 2000
-    marked = sum(codec.decode(p.process(frame, 1, queued)[1]).ecn == C.ECN_CE for _ in range(n))
+    marked = sum(codec.decode(p.process(frame, 1, queued)[1]).ecn == constants.ECN_CE for _ in range(n))
     assert abs(marked / n - share) < 0.05, (depth, marked)
     assert p.counters.read("MrcIngress.ecn_marked", 2)[0] == marked
 
@@ -197,9 +197,9 @@ def test_control_packet_is_high_priority_and_untouched(tables):
     tables.insert(route("fc00:1:1001::/48", 2))
     tables.insert(port_config(2, trim=0, ecn=0))
     sack = codec.encode(Sack(src=addr("fc00:1:1000::"), dst=addr("fc00:1:1001::"), ev=1, qp=1, cum_psn=1,
-                             sack_base=1, bitmap=1, ev_echo=1, ts_echo=0, dscp=C.DSCP_TRIMMABLE,
-                             ecn=C.ECN_ECT0), MAC_A, MAC_B)
-    assert Pipeline(tables).process(sack, 1, [100] * 512) == (2, sack, C.PRIORITY_HIGH)
+                             sack_base=1, bitmap=1, ev_echo=1, ts_echo=0, dscp=constants.DSCP_TRIMMABLE,
+                             ecn=constants.ECN_ECT0), MAC_A, MAC_B)
+    assert Pipeline(tables).process(sack, 1, [100] * 512) == (2, sack, constants.PRIORITY_HIGH)
 
 
 def test_fault_drop_random_is_seeded_and_near_its_rate(tables):
@@ -236,7 +236,7 @@ def test_pipeline_never_raises_and_never_forwards_inconsistent_lengths(junk, whe
         if result is not None:
             out = result[1]
             plen = int.from_bytes(out[18:20], "big")
-            assert plen == len(out) - C.UDP_OFFSET
+            assert plen == len(out) - constants.UDP_OFFSET
             assert int.from_bytes(out[58:60], "big") == plen
     total = p.counters.read("MrcIngress.rx", 1)[0]
     dropped = p.counters.read("MrcIngress.malformed_drops", 1)[0]
@@ -250,9 +250,9 @@ def test_strict_priority_and_tail_drop_per_priority():
     queues = EgressQueues()
     q = queues.queue(2)
     q.configure(depth=2)
-    assert q.enqueue(b"l1", C.PRIORITY_LOW) and q.enqueue(b"l2", C.PRIORITY_LOW)
-    assert not q.enqueue(b"l3", C.PRIORITY_LOW)                     # low FIFO full
-    assert q.enqueue(b"h1", C.PRIORITY_HIGH)                        # high FIFO has its own room
+    assert q.enqueue(b"l1", constants.PRIORITY_LOW) and q.enqueue(b"l2", constants.PRIORITY_LOW)
+    assert not q.enqueue(b"l3", constants.PRIORITY_LOW)                     # low FIFO full
+    assert q.enqueue(b"h1", constants.PRIORITY_HIGH)                        # high FIFO has its own room
     assert queues.low_lengths[2] == 2
     assert [q.dequeue(0.0) for _ in range(3)] == [(1, b"h1"), (0, b"l1"), (0, b"l2")]
     assert queues.low_lengths[2] == 0 and q.dequeue(0.0) is None

@@ -12,7 +12,7 @@ from collections import deque
 import pytest
 
 from controller.routes import compute_programs
-from wire import codec, constants as C
+from wire import codec, constants
 from wire.packets import DataPacket
 from pipeline_contract.p4info import load_p4info
 from topologies import builders
@@ -57,7 +57,7 @@ class Fabric:
             assert hops < 64, "forwarding loop"
 
 
-def frame(src, dst, ev: int, dscp: int = C.DSCP_TRIMMABLE) -> bytes:
+def frame(src, dst, ev: int, dscp: int = constants.DSCP_TRIMMABLE) -> bytes:
     pkt = DataPacket(src=src.packed, dst=dst.packed, ev=ev, qp=1, psn=0, va=0, rkey=1, length=64, msg_id=1,
                      msg_len=64, tsval=0, payload=bytes(64), dscp=dscp)
     return codec.encode(pkt, bytes(6), bytes(6))
@@ -96,7 +96,7 @@ def test_baseline_ecmp_packets_reach_their_nic_over_shortest_paths():
         fabric.delivered.clear()
         fabric.visits.clear()
         fabric.send(src_nic.switch, src_nic.switch_port,
-                    frame(src_nic.address, dst_nic.address, ev=ev, dscp=C.DSCP_NO_TRIM))
+                    frame(src_nic.address, dst_nic.address, ev=ev, dscp=constants.DSCP_NO_TRIM))
         assert [(h, p) for h, p, _ in fabric.delivered] == [(dst, dst_nic.plane)]
         assert len(fabric.visits) in shortest
         routes_used.add(tuple(fabric.visits))
@@ -146,7 +146,7 @@ def test_incast_is_trimmed_at_the_last_hop_not_dropped():
     fabric.run()
     arrived = [codec.decode(f) for h, _, f in fabric.delivered if h == receiver]
     assert len(arrived) == sent                            # nothing lost: the overflow is trimmed
-    lasthop = [p for p in arrived if p.trimmed and p.dscp == C.DSCP_TRIMMED_LASTHOP]
+    lasthop = [p for p in arrived if p.trimmed and p.dscp == constants.DSCP_TRIMMED_LASTHOP]
     whole = [p for p in arrived if not p.trimmed]
     assert lasthop and whole
     assert all(len(p.payload) == 64 for p in whole) and all(p.length == 64 for p in lasthop)

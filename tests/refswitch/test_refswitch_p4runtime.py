@@ -12,7 +12,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from pipeline_contract.entries import TableEntry
 from pipeline_contract.client import P4RuntimeClient, P4RuntimeError
-from wire import codec, constants as C
+from wire import codec, constants
 from wire.packets import DataPacket
 from pipeline_contract.p4info import load_p4info
 from refswitch.p4runtime_server import P4RuntimeServer, P4RuntimeService
@@ -190,7 +190,7 @@ def test_trimmed_counter_visible_over_p4runtime(switch, client):
                               {"trim_threshold": 0, "ecn_threshold": 0, "host_facing": 0,
                                "ecn_max_threshold": 0})])
     core.receive(frame_to("fc00:1:1001::", payload=500), 1)
-    assert len(sent[0][1]) == C.DATA_HEADERS_LEN
+    assert len(sent[0][1]) == constants.DATA_HEADERS_LEN
     assert client.read_counter("MrcIngress.trimmed", 2)[2].packets == 1
 
 

@@ -164,8 +164,9 @@ def test_the_model_queue_counts_service_it_could_not_catch_up_on():
 
 
 def test_a_slow_emulated_network_tolerates_longer_waits_and_later_wakeups():
-    from testbed.fidelity import Limits
-    fast, slow = Limits.for_packet_time(0.4e-3), Limits.for_packet_time(13e-3)    # 1 KB at 20 and 0.625 Mbit/s
+    from testbed.fidelity import VerdictLimits
+    # 1 KB at 20 and 0.625 Mbit/s
+    fast, slow = VerdictLimits.for_packet_time(0.4e-3), VerdictLimits.for_packet_time(13e-3)
     assert (fast.sched_wait_s, fast.wakeup_late_s) == (SCHED_WAIT_LIMIT_S, 1e-3)
     assert slow.sched_wait_s == pytest.approx(6.5e-3) and slow.wakeup_late_s == pytest.approx(13e-3)
     waited = {"s6": CpuShare(mean=0.1, peak=0.2, wait_mean_s=0.1e-3, wait_peak_s=0.65e-3)}

@@ -30,7 +30,7 @@ from testbed.pathprobe import ProbeSession, ecmp_probes, run_probes, usid_probes
 from testbed.registry import RunState, leftovers, list_runs, marked_processes
 from testbed.transfer import run_transfer
 from topologies.builders import leaf_spine
-from wire import constants as C
+from wire import constants
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, requires_mininet]
 
@@ -378,8 +378,8 @@ def test_pcap_of_a_transfer_decodes_with_the_dissector(tmp_path):
                              env=dict(os.environ, HOME=str(tmp_path))).stdout
         rows += [dict(zip(fields, line.split("\t"))) for line in out.splitlines()]
     kinds = {int(row["mrc.opcode"], 0) for row in rows}
-    assert {C.OP_RC_WRITE_ONLY, C.OP_SACK, C.OP_PROBE} <= kinds
-    data = [row for row in rows if int(row["mrc.opcode"], 0) == C.OP_RC_WRITE_ONLY]
+    assert {constants.OP_RC_WRITE_ONLY, constants.OP_SACK, constants.OP_PROBE} <= kinds
+    data = [row for row in rows if int(row["mrc.opcode"], 0) == constants.OP_RC_WRITE_ONLY]
     assert max(int(row["frame.len"]) for row in data) > 1000
     for row in rows:
         assert row["_ws.col.Protocol"] == "MRC" and row["_ws.malformed"] == ""

@@ -95,7 +95,7 @@ def still_running(processes: dict[int, int]) -> list[str]:
 
 
 @dataclass
-class Command:
+class RunningCommand:
     """A testbed command running as a subprocess, its output read line by line."""
 
     argv: list[str]
@@ -198,14 +198,14 @@ def _cmdline(proc: Path) -> bytes:
         return b""
 
 
-def interrupt(cmd: Command, how: str) -> None:
+def interrupt(cmd: RunningCommand, how: str) -> None:
     if how == "ctrl-c":                       # a terminal's Ctrl-C: the whole foreground group
         os.killpg(cmd.proc.pid, signal.SIGINT)
     else:
         cmd.proc.send_signal(signal.SIGTERM)
 
 
-def stopped_in_time(cmd: Command) -> int:
+def stopped_in_time(cmd: RunningCommand) -> int:
     try:
         return cmd.finish(90)
     except subprocess.TimeoutExpired:
@@ -213,7 +213,7 @@ def stopped_in_time(cmd: Command) -> int:
         pytest.fail("the command did not stop within 90 s of the signal:\n" + cmd.output())
 
 
-def _cleanup(cmd: Command, state: RunState | None) -> None:
+def _cleanup(cmd: RunningCommand, state: RunState | None) -> None:
     cmd.kill_all()
     state = state or cmd.run_state()
     if state is not None and leftovers(state):
@@ -235,8 +235,8 @@ def test_up_interrupted_leaves_nothing(how, stage, tmp_path):
     before = Snapshot.take()
     run_dir = tmp_path / "up"
     cli = stage == "cli"
-    cmd = Command(["up", "--topo", "leafspine:2x1x1", "--target", "model", "--run-dir", str(run_dir)]
-                  + ([] if cli else ["--no-cli"]), REPO, interactive=cli)
+    cmd = RunningCommand(["up", "--topo", "leafspine:2x1x1", "--target", "model", "--run-dir", str(run_dir)]
+                         + ([] if cli else ["--no-cli"]), REPO, interactive=cli)
     state = None
     try:
         cmd.wait_for(UP_STAGES[stage])
@@ -269,14 +269,14 @@ def agents_running(runs_root: Path) -> bool:
     return False
 
 
-def start_experiment(tmp_path: Path, until: str = "agents") -> tuple[Command, Path]:
+def start_experiment(tmp_path: Path, until: str = "agents") -> tuple[RunningCommand, Path]:
     """`mrc-testbed run` of a small all-reduce on the mininet backend, run from tmp_path (its run
     folders land under tmp_path/runs); returns once its agents are exchanging data, or (until=
     "bring-up") once its network's switches are being made."""
     scenario = tmp_path / "shutdown.yaml"
     scenario.write_text(SCENARIO)
-    cmd = Command(["run", str(scenario), "--backend", "mininet", "--target", "model",
-                   "--out", str(tmp_path / "results")], tmp_path)
+    cmd = RunningCommand(["run", str(scenario), "--backend", "mininet", "--target", "model",
+                          "--out", str(tmp_path / "results")], tmp_path)
     if until == "bring-up":
         cmd.wait_for(r"\[1/5\] hosts")
         return cmd, tmp_path / "runs"

@@ -203,6 +203,53 @@ def test_unknown_target_is_rejected():
         TestbedNetwork(leaf_spine(2, 1, 1), "tofino")
 
 
+class _AddedSwitches:
+    """Stands in for Mininet in `TestbedNetwork._add_switches`: records each addSwitch call."""
+
+    def __init__(self):
+        self.calls: dict[str, dict] = {}
+
+    def addSwitch(self, name, **params):
+        self.calls[name] = params
+
+
+def test_every_switch_class_is_made_with_the_same_parameters(tmp_path):
+    """The network passes the target's node class in and asks nothing of which class it is: the
+    model and BMv2 switches get the same parameters (queues and host link rates included)."""
+    made = {}
+    for target in ("model", "bmv2"):
+        net = TestbedNetwork(leaf_spine(2, 1, 1), target, run_dir=tmp_path / target)
+        net.net, net.sock_dir = _AddedSwitches(), tmp_path
+        net._add_switches()
+        made[target] = net.net.calls
+        assert {p.pop("cls") for p in made[target].values()} == {nodes.TARGETS[target]}
+        for p in made[target].values():
+            p.pop("run_dir")
+    assert made["model"] == made["bmv2"]
+    leaf, spine = made["model"]["s1"], made["model"]["s3"]          # h1 is on s1's port 1
+    assert leaf["queues"] and leaf["ingress"] == {1: 20_000_000} and spine["ingress"] == {}
+
+
+def test_a_switch_class_says_what_it_needs_of_the_program():
+    from controller.installer import CompiledProgram
+    from pipeline_contract.p4info import load_p4info
+    without_json = CompiledProgram(load_p4info())
+    nodes.RefSwitch.check_program(without_json)                 # the model needs only the P4Info
+    with pytest.raises(nodes.SwitchStartError, match=r"BMv2 needs the compiled program p4/build/mrc\.json"):
+        nodes.Bmv2Switch.check_program(without_json)
+    nodes.Bmv2Switch.check_program(CompiledProgram(without_json.p4info, b"{}"))
+
+
+def test_bmv2_configures_the_queues_it_was_made_with(tmp_path):
+    switch = bare_switch(nodes.Bmv2Switch, tmp_path, {1: "s3-eth1"})
+    sent = []
+    switch.runtime_cli = sent.extend
+    switch.configure_queues()
+    per_priority = [20_000_000 // (8 * nodes.RATE_PACKET_BYTES[prio]) for prio in (0, 1)]
+    assert sent == ["set_queue_depth 64 1 0", "set_queue_depth 64 1 1",
+                    f"set_queue_rate {per_priority[0]} 1 0", f"set_queue_rate {per_priority[1]} 1 1"]
+
+
 # --- probes and jobs -----------------------------------------------------------------------------
 def test_usid_probes_cover_every_path_and_know_their_links():
     topo = leaf_spine(4, 2, 2)

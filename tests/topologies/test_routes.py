@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from controller import routes as R
+from controller import routes
 from topologies import addressing
 from topologies.builders import dumbbell, fat_tree, leaf_spine, multi_plane
 from topologies.graph import PlaneGraph
@@ -25,11 +25,11 @@ class ContractInterpreter:
         self.topo = topo
         self.local, self.routes, self.members = {}, {}, {}
         for name, program in programs.items():
-            self.local[name] = {e.match["dst_usid_prefix"] for e in program.entries_of(R.USID_LOCAL)}
-            assert all(e.action == R.USID_SHIFT for e in program.entries_of(R.USID_LOCAL))
-            self.routes[name] = [e for e in program.entries_of(R.ROUTING)]
+            self.local[name] = {e.match["dst_usid_prefix"] for e in program.entries_of(routes.USID_LOCAL)}
+            assert all(e.action == routes.USID_SHIFT for e in program.entries_of(routes.USID_LOCAL))
+            self.routes[name] = [e for e in program.entries_of(routes.ROUTING)]
             self.members[name] = {(e.match["group"], e.match["index"]): e.params["port"]
-                                  for e in program.entries_of(R.ECMP_MEMBER)}
+                                  for e in program.entries_of(routes.ECMP_MEMBER)}
 
     def egress_ports(self, switch, dst):
         """(ports the packet may leave by, dst after the switch); no port = dropped."""
@@ -43,9 +43,9 @@ class ContractInterpreter:
         if best is None:
             return [], dst
         entry = best[1]
-        if entry.action == R.FORWARD:
+        if entry.action == routes.FORWARD:
             return [entry.params["port"]], dst
-        assert entry.action == R.ECMP_SELECT
+        assert entry.action == routes.ECMP_SELECT
         group, size = entry.params["group"], entry.params["size"]
         return [self.members[switch][(group, index)] for index in range(size)], dst
 
@@ -85,7 +85,7 @@ BUILDERS = {
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
 def network(request):
     topo = BUILDERS[request.param]()
-    return topo, R.compute_programs(topo)
+    return topo, routes.compute_programs(topo)
 
 
 def test_every_usid_path_delivers(network):
@@ -120,13 +120,13 @@ def test_ecmp_groups_hold_the_shortest_path_next_hops(network):
         program = programs[switch.name]
         graph = PlaneGraph(topo, switch.plane)
         groups = {}
-        for e in program.entries_of(R.ECMP_MEMBER):
+        for e in program.entries_of(routes.ECMP_MEMBER):
             groups.setdefault(e.match["group"], []).append((e.match["index"], e.params["port"]))
         assert sorted(groups) == list(range(1, len(groups) + 1))
         port_sets = [tuple(p for _, p in sorted(members)) for members in groups.values()]
         assert len(set(port_sets)) == len(port_sets), "one group per distinct port set"
-        for e in program.entries_of(R.ROUTING):
-            if e.action != R.ECMP_SELECT:
+        for e in program.entries_of(routes.ROUTING):
+            if e.action != routes.ECMP_SELECT:
                 continue
             plane, (usid,) = addressing.parse_usid_address(e.match["dst_addr"][0])
             dst_host = topo.hosts[usid - addressing.host_usid(0)]
@@ -140,59 +140,59 @@ def test_ecmp_groups_hold_the_shortest_path_next_hops(network):
 
 def test_leaf_spine_tables_in_detail():
     topo = leaf_spine(2, 2, 1)                      # s1,s2 leaves; s3,s4 spines; h1 on s1, h2 on s2
-    programs = R.compute_programs(topo)
+    programs = routes.compute_programs(topo)
     assert [(p.switch, p.device_id) for p in programs.values()] == [("s1", 1), ("s2", 2), ("s3", 3), ("s4", 4)]
     s1 = programs["s1"]
-    assert [e.match for e in s1.entries_of(R.USID_LOCAL)] == [{"dst_usid_prefix": 0xFC0000000100}]
-    routes = {ipaddress.IPv6Address(e.match["dst_addr"][0]): (e.match["dst_addr"][1], e.action, e.params)
-              for e in s1.entries_of(R.ROUTING)}
-    assert routes == {
-        ipaddress.IPv6Address("fc00:0:102::"): (48, R.FORWARD, {"port": 2}),
-        ipaddress.IPv6Address("fc00:0:103::"): (48, R.FORWARD, {"port": 3}),
-        ipaddress.IPv6Address("fc00:0:1000::"): (48, R.FORWARD, {"port": 1}),
-        ipaddress.IPv6Address("fc00:0:1001::"): (48, R.ECMP_SELECT, {"group": 1, "size": 2}),
+    assert [e.match for e in s1.entries_of(routes.USID_LOCAL)] == [{"dst_usid_prefix": 0xFC0000000100}]
+    installed = {ipaddress.IPv6Address(e.match["dst_addr"][0]): (e.match["dst_addr"][1], e.action, e.params)
+                 for e in s1.entries_of(routes.ROUTING)}
+    assert installed == {
+        ipaddress.IPv6Address("fc00:0:102::"): (48, routes.FORWARD, {"port": 2}),
+        ipaddress.IPv6Address("fc00:0:103::"): (48, routes.FORWARD, {"port": 3}),
+        ipaddress.IPv6Address("fc00:0:1000::"): (48, routes.FORWARD, {"port": 1}),
+        ipaddress.IPv6Address("fc00:0:1001::"): (48, routes.ECMP_SELECT, {"group": 1, "size": 2}),
     }
-    assert [(e.match, e.params) for e in s1.entries_of(R.ECMP_MEMBER)] == [
+    assert [(e.match, e.params) for e in s1.entries_of(routes.ECMP_MEMBER)] == [
         ({"group": 1, "index": 0}, {"port": 2}), ({"group": 1, "index": 1}, {"port": 3})]
     # spines: single next hop to each host, no groups
-    assert programs["s3"].entries_of(R.ECMP_MEMBER) == []
+    assert programs["s3"].entries_of(routes.ECMP_MEMBER) == []
     # members are installed before the routes that use them
     kinds = [e.table for e in s1.entries]
-    assert kinds.index(R.ECMP_MEMBER) < kinds.index(R.ROUTING)
+    assert kinds.index(routes.ECMP_MEMBER) < kinds.index(routes.ROUTING)
 
 
 def test_groups_are_shared_between_destinations():
     topo = leaf_spine(4, 2, 2)
-    s1 = R.compute_programs(topo)["s1"]
-    selects = [e for e in s1.entries_of(R.ROUTING) if e.action == R.ECMP_SELECT]
+    s1 = routes.compute_programs(topo)["s1"]
+    selects = [e for e in s1.entries_of(routes.ROUTING) if e.action == routes.ECMP_SELECT]
     assert len(selects) == 6                        # hosts on the 3 other leaves
     assert {e.params["group"] for e in selects} == {1}
-    assert len(s1.entries_of(R.ECMP_MEMBER)) == 2
+    assert len(s1.entries_of(routes.ECMP_MEMBER)) == 2
 
 
 def test_port_config_and_queues_follow_the_links():
     topo = dumbbell(2, bottleneck_rate_bps=7_000_000, trim_threshold=6, ecn_threshold=2, queue_depth=30)
-    s1 = R.compute_programs(topo)["s1"]
-    config = {e.match["port"]: e.params for e in s1.entries_of(R.PORT_CONFIG)}
+    s1 = routes.compute_programs(topo)["s1"]
+    config = {e.match["port"]: e.params for e in s1.entries_of(routes.PORT_CONFIG)}
     assert config == {
         1: {"trim_threshold": 6, "ecn_threshold": 2, "host_facing": 1, "ecn_max_threshold": 2},
         2: {"trim_threshold": 6, "ecn_threshold": 2, "host_facing": 1, "ecn_max_threshold": 2},
         3: {"trim_threshold": 6, "ecn_threshold": 2, "host_facing": 0, "ecn_max_threshold": 2},
     }
-    assert all(e.action == R.SET_PORT_CONFIG for e in s1.entries_of(R.PORT_CONFIG))
+    assert all(e.action == routes.SET_PORT_CONFIG for e in s1.entries_of(routes.PORT_CONFIG))
     assert [(q.port, q.rate_bps, q.depth_pkts) for q in s1.queues] == [
         (1, 20_000_000, 30), (2, 20_000_000, 30), (3, 7_000_000, 30)]
 
 
 def test_entry_keys_are_unique_per_switch():
-    for program in R.compute_programs(fat_tree(4)).values():
+    for program in routes.compute_programs(fat_tree(4)).values():
         keys = [e.key() for e in program.entries]
         assert len(keys) == len(set(keys)), program.switch
 
 
 def test_a_path_through_a_non_neighbour_is_dropped():
     topo = leaf_spine(2, 2, 1)
-    net = ContractInterpreter(topo, R.compute_programs(topo))
+    net = ContractInterpreter(topo, routes.compute_programs(topo))
     # s1 -> s2 directly: leaves are not neighbours, so s1 has no route for s2's uSID
     bogus = addressing.usid_path_address(0, [0x100, 0x101], 0x1001)
     (visited, reached), = net.walk("s1", bogus)
@@ -208,8 +208,8 @@ def test_a_path_through_a_non_neighbour_is_dropped():
 def test_rerouting_removes_exactly_the_paths_through_the_link(make, cut):
     topo = make()
     dead = topo.link_between(*cut)
-    before = R.compute_programs(topo)
-    after = R.rerouted_programs(topo, [cut])
+    before = routes.compute_programs(topo)
+    after = routes.rerouted_programs(topo, [cut])
     net = ContractInterpreter(topo, after)
     crossing = lambda switches: any({a, b} == set(cut) for a, b in zip(switches, switches[1:]))
     broken = kept = 0
@@ -228,24 +228,24 @@ def test_rerouting_removes_exactly_the_paths_through_the_link(make, cut):
                 assert reached == (dst, nic.plane) and not crossing(visited)
     assert broken and kept
     for name in before:
-        for table in (R.USID_LOCAL, R.PORT_CONFIG):
+        for table in (routes.USID_LOCAL, routes.PORT_CONFIG):
             assert before[name].entries_of(table) == after[name].entries_of(table)
         assert before[name].queues == after[name].queues
     # no cut: the static programs; a Link object and a (node, node) pair name the same cut
-    assert R.rerouted_programs(topo, []) == before
-    assert R.rerouted_programs(topo, [dead]) == after
+    assert routes.rerouted_programs(topo, []) == before
+    assert routes.rerouted_programs(topo, [dead]) == after
 
 
 def test_rerouting_accepts_switch_port_pairs():
     topo = leaf_spine(2, 2, 1)
     port = topo.port_towards("s1", "s3")
-    assert R.rerouted_programs(topo, [("s1", port)]) == R.rerouted_programs(topo, [("s3", "s1")])
+    assert routes.rerouted_programs(topo, [("s1", port)]) == routes.rerouted_programs(topo, [("s3", "s1")])
 
 
 def test_unreachable_hosts_get_no_route():
     topo = leaf_spine(2, 1, 1)
-    s1 = R.rerouted_programs(topo, [("s1", "s3")])["s1"]
-    dsts = {e.match["dst_addr"][0] for e in s1.entries_of(R.ROUTING)}
+    s1 = routes.rerouted_programs(topo, [("s1", "s3")])["s1"]
+    dsts = {e.match["dst_addr"][0] for e in s1.entries_of(routes.ROUTING)}
     assert int(topo.host_nic("h2", 0).address) not in dsts
     assert int(topo.host_nic("h1", 0).address) in dsts
 
@@ -257,7 +257,7 @@ def test_property_any_small_clos_delivers_and_reroutes(planes, leaves, spines, h
     topo = multi_plane(planes, leaves, spines, hosts)
     if len(topo.hosts) < 2:
         return
-    net = ContractInterpreter(topo, R.compute_programs(topo))
+    net = ContractInterpreter(topo, routes.compute_programs(topo))
     for (src, dst), paths in all_pairs_paths(topo).items():
         for path in paths:
             (visited, reached), = net.walk(path.src_nic.switch, path.address)
@@ -266,7 +266,7 @@ def test_property_any_small_clos_delivers_and_reroutes(planes, leaves, spines, h
     if not fabric:
         return
     cut = fabric[cut_index % len(fabric)]
-    rerouted = ContractInterpreter(topo, R.rerouted_programs(topo, [cut]))
+    rerouted = ContractInterpreter(topo, routes.rerouted_programs(topo, [cut]))
     for (src, dst), paths in all_pairs_paths(topo).items():
         for path in paths:
             crosses = any(cut.joins(a, b) for a, b in zip(path.switches, path.switches[1:]))

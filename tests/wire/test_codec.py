@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from wire import codec
-from wire import constants as C
+from wire import constants
 from wire.codec import MalformedPacket
 from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
 
@@ -29,7 +29,7 @@ def control_packets():
     return [
         Sack(src=SRC, dst=DST, ev=7, qp=9, cum_psn=100, sack_base=100, bitmap=0b1011,
              ev_echo=0xABCD1234, ts_echo=5, ecn_echo=True),
-        Nack(src=SRC, dst=DST, ev=7, qp=9, psn=101, cum_psn=100, reason=C.NACK_TRIMMED_LASTHOP,
+        Nack(src=SRC, dst=DST, ev=7, qp=9, psn=101, cum_psn=100, reason=constants.NACK_TRIMMED_LASTHOP,
              ev_echo=0xABCD1234, ts_echo=5),
         Probe(src=SRC, dst=DST, ev=7, qp=9, probe_id=3, tsval=11),
         ProbeReply(src=SRC, dst=DST, ev=7, qp=9, probe_id=3, ev_echo=8, ts_echo=11),
@@ -38,34 +38,34 @@ def control_packets():
 
 def test_data_frame_fields_sit_where_the_design_says():
     frame = codec.encode(data_packet(ack_req=True), SRC_MAC, DST_MAC)
-    assert len(frame) == C.DATA_HEADERS_LEN + 1024 + C.ICRC_LEN
+    assert len(frame) == constants.DATA_HEADERS_LEN + 1024 + constants.ICRC_LEN
     assert frame[0:6] == DST_MAC and frame[6:12] == SRC_MAC
-    assert struct.unpack_from("!H", frame, 12)[0] == C.ETHERTYPE_IPV6
-    word, plen, nh, hlim = struct.unpack_from("!IHBB", frame, C.IPV6_OFFSET)
+    assert struct.unpack_from("!H", frame, 12)[0] == constants.ETHERTYPE_IPV6
+    word, plen, nh, hlim = struct.unpack_from("!IHBB", frame, constants.IPV6_OFFSET)
     assert word >> 28 == 6
-    assert (word >> 20) & 0xFF == (C.DSCP_TRIMMABLE << 2) | C.ECN_ECT0
+    assert (word >> 20) & 0xFF == (constants.DSCP_TRIMMABLE << 2) | constants.ECN_ECT0
     assert word & 0xFFFFF == 0xABCD                     # flow label = EV >> 16
-    assert (plen, nh, hlim) == (len(frame) - C.UDP_OFFSET, C.IPPROTO_UDP, C.IPV6_HOP_LIMIT)
+    assert (plen, nh, hlim) == (len(frame) - constants.UDP_OFFSET, constants.IPPROTO_UDP, constants.IPV6_HOP_LIMIT)
     assert frame[22:38] == SRC and frame[38:54] == DST
-    sport, dport, ulen, csum = struct.unpack_from("!HHHH", frame, C.UDP_OFFSET)
-    assert (sport, dport, ulen, csum) == (0x1234, C.ROCEV2_UDP_PORT, plen, 0)
-    opcode, flags, pkey, qp_word, psn_word = struct.unpack_from("!BBHII", frame, C.BTH_OFFSET)
-    assert (opcode, flags, pkey) == (C.OP_RC_WRITE_ONLY, 0, C.BTH_PKEY_DEFAULT)
+    sport, dport, ulen, csum = struct.unpack_from("!HHHH", frame, constants.UDP_OFFSET)
+    assert (sport, dport, ulen, csum) == (0x1234, constants.ROCEV2_UDP_PORT, plen, 0)
+    opcode, flags, pkey, qp_word, psn_word = struct.unpack_from("!BBHII", frame, constants.BTH_OFFSET)
+    assert (opcode, flags, pkey) == (constants.OP_RC_WRITE_ONLY, 0, constants.BTH_PKEY_DEFAULT)
     assert qp_word == 0x123456 and psn_word == (1 << 31) | 0xFEDCBA
-    assert struct.unpack_from("!QII", frame, C.RETH_OFFSET) == (0x10_0000_0400, 0xCAFE, 1024)
-    assert struct.unpack_from("!BBHII", frame, C.MRCH_OFFSET) == (0, 0, 77, 65536, 123456)
-    assert frame[C.DATA_HEADERS_LEN:-C.ICRC_LEN] == b"x" * 1024
-    assert frame[-C.ICRC_LEN:] == bytes(C.ICRC_LEN)
+    assert struct.unpack_from("!QII", frame, constants.RETH_OFFSET) == (0x10_0000_0400, 0xCAFE, 1024)
+    assert struct.unpack_from("!BBHII", frame, constants.MRCH_OFFSET) == (0, 0, 77, 65536, 123456)
+    assert frame[constants.DATA_HEADERS_LEN:-constants.ICRC_LEN] == b"x" * 1024
+    assert frame[-constants.ICRC_LEN:] == bytes(constants.ICRC_LEN)
 
 
 def switch_trim(frame: bytes) -> bytes:
     """What a switch does to a trimmable packet (docs/design.md, pipeline step 7)."""
-    cut = bytearray(frame[:C.DATA_HEADERS_LEN])
-    struct.pack_into("!H", cut, C.IPV6_OFFSET + 4, C.TRIMMED_UDP_LEN)
-    struct.pack_into("!H", cut, C.UDP_OFFSET + 4, C.TRIMMED_UDP_LEN)
-    cut[C.MRCH_OFFSET] |= C.MRCH_FLAG_TRIMMED
-    cut[C.IPV6_OFFSET] = (cut[C.IPV6_OFFSET] & 0xF0) | (C.DSCP_TRIMMED >> 2)
-    cut[C.IPV6_OFFSET + 1] = (cut[C.IPV6_OFFSET + 1] & 0x0F) | ((C.DSCP_TRIMMED & 0x3) << 6)
+    cut = bytearray(frame[:constants.DATA_HEADERS_LEN])
+    struct.pack_into("!H", cut, constants.IPV6_OFFSET + 4, constants.TRIMMED_UDP_LEN)
+    struct.pack_into("!H", cut, constants.UDP_OFFSET + 4, constants.TRIMMED_UDP_LEN)
+    cut[constants.MRCH_OFFSET] |= constants.MRCH_FLAG_TRIMMED
+    cut[constants.IPV6_OFFSET] = (cut[constants.IPV6_OFFSET] & 0xF0) | (constants.DSCP_TRIMMED >> 2)
+    cut[constants.IPV6_OFFSET + 1] = (cut[constants.IPV6_OFFSET + 1] & 0x0F) | ((constants.DSCP_TRIMMED & 0x3) << 6)
     return bytes(cut)
 
 
@@ -74,22 +74,23 @@ def test_a_switch_trimmed_packet_decodes_with_empty_payload_and_kept_length():
     assert len(trimmed) == 102
     pkt = codec.decode(trimmed)
     assert pkt.trimmed and pkt.payload == b""
-    assert pkt.length == 1024 and pkt.psn == 0xFEDCBA and pkt.dscp == C.DSCP_TRIMMED
+    assert pkt.length == 1024 and pkt.psn == 0xFEDCBA and pkt.dscp == constants.DSCP_TRIMMED
     assert codec.encode(pkt, SRC_MAC, DST_MAC) == trimmed
 
 
 def test_trimmed_packet_object_encodes_to_102_bytes_and_rejects_payload():
-    pkt = data_packet(payload=b"", length=4096, flags=C.MRCH_FLAG_TRIMMED)
-    assert len(codec.encode(pkt, SRC_MAC, DST_MAC)) == C.DATA_HEADERS_LEN
+    pkt = data_packet(payload=b"", length=4096, flags=constants.MRCH_FLAG_TRIMMED)
+    assert len(codec.encode(pkt, SRC_MAC, DST_MAC)) == constants.DATA_HEADERS_LEN
     with pytest.raises(ValueError):
-        codec.encode(data_packet(flags=C.MRCH_FLAG_TRIMMED), SRC_MAC, DST_MAC)
+        codec.encode(data_packet(flags=constants.MRCH_FLAG_TRIMMED), SRC_MAC, DST_MAC)
 
 
 def test_every_control_packet_round_trips_with_its_length():
-    sizes = {Sack: C.SACK_LEN, Nack: C.NACK_LEN, Probe: C.PROBE_LEN, ProbeReply: C.PROBE_REPLY_LEN}
+    sizes = {Sack: constants.SACK_LEN, Nack: constants.NACK_LEN, Probe: constants.PROBE_LEN,
+             ProbeReply: constants.PROBE_REPLY_LEN}
     for pkt in control_packets():
         frame = codec.encode(pkt, SRC_MAC, DST_MAC)
-        assert len(frame) == C.RETH_OFFSET + sizes[type(pkt)]
+        assert len(frame) == constants.RETH_OFFSET + sizes[type(pkt)]
         assert codec.decode(frame) == pkt
         assert codec.decode(memoryview(frame)) == pkt
         assert codec.decode(bytearray(frame)) == pkt
@@ -97,8 +98,8 @@ def test_every_control_packet_round_trips_with_its_length():
 
 def test_sack_and_nack_put_their_psn_in_the_bth():
     sack, nack = control_packets()[:2]
-    assert struct.unpack_from("!I", codec.encode(sack, SRC_MAC, DST_MAC), C.BTH_OFFSET + 8)[0] == 100
-    assert struct.unpack_from("!I", codec.encode(nack, SRC_MAC, DST_MAC), C.BTH_OFFSET + 8)[0] == 101
+    assert struct.unpack_from("!I", codec.encode(sack, SRC_MAC, DST_MAC), constants.BTH_OFFSET + 8)[0] == 100
+    assert struct.unpack_from("!I", codec.encode(nack, SRC_MAC, DST_MAC), constants.BTH_OFFSET + 8)[0] == 101
 
 
 def test_encode_rejects_non_packets():
@@ -119,20 +120,20 @@ MALFORMED = {
     "empty": b"",
     "short": GOOD_DATA[:60],
     "ethertype ipv4": _patched(GOOD_DATA, 12, "!H", 0x0800),
-    "ip version 4": _patched(GOOD_DATA, C.IPV6_OFFSET, "!B", 0x40),
-    "next header tcp": _patched(GOOD_DATA, C.IPV6_OFFSET + 6, "!B", 6),
-    "next header icmpv6": _patched(GOOD_DATA, C.IPV6_OFFSET + 6, "!B", 58),
-    "payload length too big": _patched(GOOD_DATA, C.IPV6_OFFSET + 4, "!H", len(GOOD_DATA)),
-    "udp length wrong": _patched(GOOD_DATA, C.UDP_OFFSET + 4, "!H", 40),
-    "udp port 4792": _patched(GOOD_DATA, C.UDP_OFFSET + 2, "!H", 4792),
-    "bth version 1": _patched(GOOD_DATA, C.BTH_OFFSET + 1, "!B", 1),
-    "unknown opcode": _patched(GOOD_DATA, C.BTH_OFFSET, "!B", 0x04),
+    "ip version 4": _patched(GOOD_DATA, constants.IPV6_OFFSET, "!B", 0x40),
+    "next header tcp": _patched(GOOD_DATA, constants.IPV6_OFFSET + 6, "!B", 6),
+    "next header icmpv6": _patched(GOOD_DATA, constants.IPV6_OFFSET + 6, "!B", 58),
+    "payload length too big": _patched(GOOD_DATA, constants.IPV6_OFFSET + 4, "!H", len(GOOD_DATA)),
+    "udp length wrong": _patched(GOOD_DATA, constants.UDP_OFFSET + 4, "!H", 40),
+    "udp port 4792": _patched(GOOD_DATA, constants.UDP_OFFSET + 2, "!H", 4792),
+    "bth version 1": _patched(GOOD_DATA, constants.BTH_OFFSET + 1, "!B", 1),
+    "unknown opcode": _patched(GOOD_DATA, constants.BTH_OFFSET, "!B", 0x04),
     "trailing bytes": GOOD_DATA + b"\0\0",
-    "reth length disagrees": _patched(GOOD_DATA, C.RETH_OFFSET + 12, "!I", 9),
-    "trimmed flag on full packet": _patched(GOOD_DATA, C.MRCH_OFFSET, "!B", C.MRCH_FLAG_TRIMMED),
-    "sack too long": _patched(_patched(GOOD_SACK + b"\0" * 4, C.IPV6_OFFSET + 4, "!H", 52),
-                              C.UDP_OFFSET + 4, "!H", 52),
-    "sack opcode on data frame": _patched(GOOD_DATA, C.BTH_OFFSET, "!B", C.OP_SACK),
+    "reth length disagrees": _patched(GOOD_DATA, constants.RETH_OFFSET + 12, "!I", 9),
+    "trimmed flag on full packet": _patched(GOOD_DATA, constants.MRCH_OFFSET, "!B", constants.MRCH_FLAG_TRIMMED),
+    "sack too long": _patched(_patched(GOOD_SACK + b"\0" * 4, constants.IPV6_OFFSET + 4, "!H", 52),
+                              constants.UDP_OFFSET + 4, "!H", 52),
+    "sack opcode on data frame": _patched(GOOD_DATA, constants.BTH_OFFSET, "!B", constants.OP_SACK),
 }
 
 
@@ -144,8 +145,8 @@ def test_malformed_frames_raise_malformed_packet_with_reason(name):
 
 
 def test_untrimmed_data_without_icrc_is_malformed():
-    headers_only = _patched(_patched(GOOD_DATA[:C.DATA_HEADERS_LEN], C.IPV6_OFFSET + 4, "!H", 48),
-                            C.UDP_OFFSET + 4, "!H", 48)
+    headers_only = _patched(_patched(GOOD_DATA[:constants.DATA_HEADERS_LEN], constants.IPV6_OFFSET + 4, "!H", 48),
+                            constants.UDP_OFFSET + 4, "!H", 48)
     with pytest.raises(MalformedPacket, match="ICRC"):
         codec.decode(headers_only)
 
@@ -153,7 +154,7 @@ def test_untrimmed_data_without_icrc_is_malformed():
 def test_zero_length_payload_is_a_valid_data_packet():
     pkt = data_packet(payload=b"")
     frame = codec.encode(pkt, SRC_MAC, DST_MAC)
-    assert len(frame) == C.DATA_HEADERS_LEN + C.ICRC_LEN
+    assert len(frame) == constants.DATA_HEADERS_LEN + constants.ICRC_LEN
     assert codec.decode(frame) == pkt
 
 
@@ -162,5 +163,5 @@ def test_frame_writer_rejects_oversized_and_trimmed_with_payload():
     with pytest.raises(ValueError, match="larger"):
         writer.write(data_packet(payload=b"x" * 513))
     with pytest.raises(ValueError, match="trimmed"):
-        writer.write(data_packet(flags=C.MRCH_FLAG_TRIMMED))
-    assert len(writer.write(data_packet(payload=b"x" * 512))) == C.DATA_HEADERS_LEN + 512 + C.ICRC_LEN
+        writer.write(data_packet(flags=constants.MRCH_FLAG_TRIMMED))
+    assert len(writer.write(data_packet(payload=b"x" * 512))) == constants.DATA_HEADERS_LEN + 512 + constants.ICRC_LEN

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scapy.layers.l2 import Ether
 
 from wire import codec
-from wire import constants as C
+from wire import constants
 from wire import headers
 from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
 
@@ -35,7 +35,7 @@ def data_packets(draw):
     trimmed = draw(st.booleans())
     payload = b"" if trimmed else draw(st.binary(max_size=1500))
     flags = draw(u8)
-    flags = flags | C.MRCH_FLAG_TRIMMED if trimmed else flags & ~C.MRCH_FLAG_TRIMMED
+    flags = flags | constants.MRCH_FLAG_TRIMMED if trimmed else flags & ~constants.MRCH_FLAG_TRIMMED
     length = draw(u32) if trimmed else len(payload)
     return DataPacket(src=draw(addr), dst=draw(addr), ev=draw(u32), qp=draw(u24), psn=draw(u24),
                       va=draw(u64), rkey=draw(u32), length=length, msg_id=draw(u16),
@@ -103,7 +103,7 @@ def test_mutated_frames_raise_only_malformed(pkt, seed, memview):
     elif action == 2:                                 # append garbage
         frame += bytes(rng.randrange(256) for _ in range(rng.randint(1, 40)))
     else:                                             # corrupt a header byte (first 102)
-        frame[rng.randrange(min(len(frame), C.DATA_HEADERS_LEN))] ^= 1 << rng.randrange(8)
+        frame[rng.randrange(min(len(frame), constants.DATA_HEADERS_LEN))] ^= 1 << rng.randrange(8)
     data = memoryview(bytes(frame)) if memview else bytes(frame)
     try:
         decoded = codec.decode(data)

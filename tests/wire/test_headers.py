@@ -11,8 +11,8 @@ from scapy.packet import Raw
 from scapy.utils import rdpcap, wrpcap
 
 from wire import codec
-from wire import constants as C
-from wire import headers as H
+from wire import constants
+from wire import headers
 from wire.packets import Nack
 from tests.wire.test_codec import DST_MAC, SRC_MAC, control_packets, data_packet, switch_trim
 
@@ -27,35 +27,35 @@ def test_pcap_of_codec_frames_dissects_into_mrc_layers(tmp_path):
     pcap = tmp_path / "mrc.pcap"
     wrpcap(str(pcap), [Ether(f) for f in sample_frames()])
     data, trimmed, sack, nack, probe, reply = rdpcap(str(pcap))
-    assert data[H.BTH].opcode == C.OP_RC_WRITE_ONLY and data[H.BTH].ackreq == 1
-    assert data[H.RETH].dma_len == 1024 and len(data[Raw].load) == 1024
-    assert H.ICRC in data and data[H.ICRC].icrc == 0
-    assert trimmed[H.MRCH].flags.TRIMMED and Raw not in trimmed and H.ICRC not in trimmed
-    assert sack[H.SackHdr].flags.ECN_ECHO and sack[H.SackHdr].bitmap == 0b1011
-    assert nack[H.NackHdr].sprintf("%reason%") == "TRIMMED_LASTHOP"
-    assert H.ProbeHdr in probe and H.ProbeReplyHdr in reply
+    assert data[headers.BTH].opcode == constants.OP_RC_WRITE_ONLY and data[headers.BTH].ackreq == 1
+    assert data[headers.RETH].dma_len == 1024 and len(data[Raw].load) == 1024
+    assert headers.ICRC in data and data[headers.ICRC].icrc == 0
+    assert trimmed[headers.MRCH].flags.TRIMMED and Raw not in trimmed and headers.ICRC not in trimmed
+    assert sack[headers.SackHdr].flags.ECN_ECHO and sack[headers.SackHdr].bitmap == 0b1011
+    assert nack[headers.NackHdr].sprintf("%reason%") == "TRIMMED_LASTHOP"
+    assert headers.ProbeHdr in probe and headers.ProbeReplyHdr in reply
     for frame, original in zip((data, trimmed, sack, nack, probe, reply), sample_frames()):
-        assert H.from_scapy(frame) == codec.decode(original)
+        assert headers.from_scapy(frame) == codec.decode(original)
 
 
 def test_binding_wins_over_well_known_source_ports():
     for sport in (53, 123, 4791, 2152):
         frame = codec.encode(data_packet(ev=sport), SRC_MAC, DST_MAC)
         assert Ether(frame)[UDP].sport == sport
-        assert H.MRCH in Ether(frame)
+        assert headers.MRCH in Ether(frame)
 
 
 def test_scapy_built_nack_decodes_with_codec():
     pkt = Nack(src=b"\1" * 16, dst=b"\2" * 16, ev=5, qp=1, psn=10, cum_psn=8,
-               reason=C.NACK_TRIMMED, ev_echo=99, ts_echo=1)
-    built = H.to_scapy(pkt, SRC_MAC, DST_MAC)
-    assert built[H.NackHdr].reason == C.NACK_TRIMMED
+               reason=constants.NACK_TRIMMED, ev_echo=99, ts_echo=1)
+    built = headers.to_scapy(pkt, SRC_MAC, DST_MAC)
+    assert built[headers.NackHdr].reason == constants.NACK_TRIMMED
     assert codec.decode(bytes(built)) == pkt
 
 
 def test_from_scapy_rejects_non_mrc_frames():
     with pytest.raises(ValueError):
-        H.from_scapy(Ether() / H.IPv6() / UDP(dport=4791) / H.BTH(opcode=0x04))
+        headers.from_scapy(Ether() / headers.IPv6() / UDP(dport=4791) / headers.BTH(opcode=0x04))
 
 
 TSHARK = shutil.which("tshark")
@@ -83,8 +83,8 @@ def test_tshark_infiniband_dissector_decodes_data_packets(tmp_path, decode_as):
                           "infiniband.reth.r_key", "infiniband.reth.dmalen", decode_as=decode_as)
     assert len(rows) == 1
     opcode, pkey, qp, ack, psn, va, rkey, dmalen = rows[0]
-    assert int(opcode, 0) == C.OP_RC_WRITE_ONLY
-    assert int(pkey, 0) == C.BTH_PKEY_DEFAULT
+    assert int(opcode, 0) == constants.OP_RC_WRITE_ONLY
+    assert int(pkey, 0) == constants.BTH_PKEY_DEFAULT
     assert int(qp, 0) == pkt.qp
     assert ack.lower() in ("1", "true")
     assert int(psn, 0) == pkt.psn

@@ -18,7 +18,7 @@ import pytest
 
 from tests.wire.test_codec import DST, DST_MAC, SRC, SRC_MAC, data_packet, switch_trim
 from wire import codec
-from wire import constants as C
+from wire import constants
 from wire.packets import Nack, Probe, ProbeReply, Sack
 
 DISSECTOR = Path(__file__).resolve().parents[2] / "wireshark" / "mrc.lua"
@@ -60,13 +60,13 @@ SACK_NO_ECN = Sack(src=DST, dst=SRC, ev=0x0002_F00D, qp=0x00ABCD, cum_psn=40, sa
 PROBE = Probe(src=SRC, dst=DST, ev=0x7777_E001, qp=0x00ABCD, probe_id=31, tsval=4_000_000_000)
 REPLY = ProbeReply(src=DST, dst=SRC, ev=0x0102_F304, qp=0x00ABCD, probe_id=31, ev_echo=0x7777_E001,
                    ts_echo=4_000_000_000)
-REASONS = (C.NACK_TRIMMED, C.NACK_TRIMMED_LASTHOP, C.NACK_NO_BITMAP, C.NACK_NO_PKT_BUFFER,
-           C.NACK_PSN_OUT_OF_WINDOW, C.NACK_UNEXPECTED)
+REASONS = (constants.NACK_TRIMMED, constants.NACK_TRIMMED_LASTHOP, constants.NACK_NO_BITMAP,
+           constants.NACK_NO_PKT_BUFFER, constants.NACK_PSN_OUT_OF_WINDOW, constants.NACK_UNEXPECTED)
 NACKS = [Nack(src=DST, dst=SRC, ev=0x0BAD_C000 + reason, qp=0x00ABCD, psn=1000 + reason, cum_psn=999,
               reason=reason, ev_echo=0xE0 + reason, ts_echo=555) for reason in REASONS]
 DATA = data_packet(payload=bytes(range(256)) * 4, ack_req=True, ev=0xABCD_9234)
-RETX = data_packet(payload=b"r" * 512, psn=0x000010, ev=0x0000FFFF, flags=C.MRCH_FLAG_RETX,
-                   dscp=C.DSCP_TRIMMABLE_RETX)
+RETX = data_packet(payload=b"r" * 512, psn=0x000010, ev=0x0000FFFF, flags=constants.MRCH_FLAG_RETX,
+                   dscp=constants.DSCP_TRIMMABLE_RETX)
 
 
 def every_kind() -> list[tuple[str, object, bytes]]:
@@ -148,7 +148,7 @@ def test_every_packet_is_mrc_with_qp_psn_and_ev(kinds, rows):
 def test_data_packets_show_the_mrch(rows):
     for label, pkt, trimmed, retx in (("data", DATA, False, False), ("retx", RETX, False, True)):
         row = rows[label]
-        assert _int(row["mrc.opcode"]) == C.OP_RC_WRITE_ONLY
+        assert _int(row["mrc.opcode"]) == constants.OP_RC_WRITE_ONLY
         assert _bool(row["mrc.mrch.trimmed"]) is trimmed and _bool(row["mrc.mrch.retx"]) is retx, label
         assert _int(row["mrc.mrch.flags"]) == pkt.flags
         assert _int(row["mrc.mrch.reserved"]) == 0
@@ -165,7 +165,7 @@ def test_a_trimmed_packet_shows_the_flag_and_no_payload(rows, kinds):
     row = rows["trimmed"]
     pkt = dict((label, p) for label, p, _ in kinds)["trimmed"]
     assert _bool(row["mrc.mrch.trimmed"]) and not _bool(row["mrc.mrch.retx"])
-    assert _int(row["mrc.dscp"]) == C.DSCP_TRIMMED
+    assert _int(row["mrc.dscp"]) == constants.DSCP_TRIMMED
     assert _int(row["mrc.mrch.tsval"]) == pkt.tsval and _int(row["mrc.mrch.msg_id"]) == pkt.msg_id
     assert _int(row["mrc.payload_len"]) == 0
     assert "TRIMMED" in row["_ws.col.Info"]
@@ -176,7 +176,7 @@ def test_a_trimmed_packet_shows_the_flag_and_no_payload(rows, kinds):
 def test_sacks_show_every_field(rows):
     for label, sack in (("sack", SACK), ("sack-no-ecn", SACK_NO_ECN)):
         row = rows[label]
-        assert _int(row["mrc.opcode"]) == C.OP_SACK
+        assert _int(row["mrc.opcode"]) == constants.OP_SACK
         assert _int(row["mrc.sack.cum_psn"]) == sack.cum_psn
         assert _int(row["mrc.sack.base"]) == sack.sack_base
         assert _int(row["mrc.sack.bitmap"]) == sack.bitmap
@@ -191,12 +191,12 @@ def test_sacks_show_every_field(rows):
 
 @requires_tshark
 def test_nacks_show_each_reason(rows):
-    names = {C.NACK_TRIMMED: "TRIMMED", C.NACK_TRIMMED_LASTHOP: "TRIMMED_LASTHOP",
-             C.NACK_NO_BITMAP: "NO_BITMAP", C.NACK_NO_PKT_BUFFER: "NO_PKT_BUFFER",
-             C.NACK_PSN_OUT_OF_WINDOW: "PSN_OUT_OF_WINDOW", C.NACK_UNEXPECTED: "UNEXPECTED"}
+    names = {constants.NACK_TRIMMED: "TRIMMED", constants.NACK_TRIMMED_LASTHOP: "TRIMMED_LASTHOP",
+             constants.NACK_NO_BITMAP: "NO_BITMAP", constants.NACK_NO_PKT_BUFFER: "NO_PKT_BUFFER",
+             constants.NACK_PSN_OUT_OF_WINDOW: "PSN_OUT_OF_WINDOW", constants.NACK_UNEXPECTED: "UNEXPECTED"}
     for nack in NACKS:
         row = rows[f"nack-{nack.reason}"]
-        assert _int(row["mrc.opcode"]) == C.OP_NACK
+        assert _int(row["mrc.opcode"]) == constants.OP_NACK
         assert _int(row["mrc.nack.reason"]) == nack.reason
         assert f"reason={names[nack.reason]} " in row["_ws.col.Info"]
         assert _int(row["mrc.nack.psn"]) == nack.psn and _int(row["mrc.nack.cum_psn"]) == nack.cum_psn
@@ -207,7 +207,7 @@ def test_nacks_show_each_reason(rows):
 @requires_tshark
 def test_probe_and_reply(rows):
     probe, reply = rows["probe"], rows["reply"]
-    assert _int(probe["mrc.opcode"]) == C.OP_PROBE and _int(reply["mrc.opcode"]) == C.OP_PROBE_REPLY
+    assert _int(probe["mrc.opcode"]) == constants.OP_PROBE and _int(reply["mrc.opcode"]) == constants.OP_PROBE_REPLY
     assert _int(probe["mrc.probe.id"]) == PROBE.probe_id and _int(probe["mrc.probe.tsval"]) == PROBE.tsval
     assert _int(reply["mrc.reply.id"]) == REPLY.probe_id
     assert _int(reply["mrc.reply.ev_echo"]) == REPLY.ev_echo == PROBE.ev
@@ -235,15 +235,15 @@ def test_a_capture_cut_at_256_bytes_still_decodes_the_headers(tmp_path):
 def _shortened(frame: bytes, length: int) -> bytes:
     """The first `length` bytes of `frame` with IPv6 and UDP lengths that agree with them."""
     cut = bytearray(frame[:length])
-    for offset in (C.IPV6_OFFSET + 4, C.UDP_OFFSET + 4):
-        struct.pack_into("!H", cut, offset, length - C.UDP_OFFSET)
+    for offset in (constants.IPV6_OFFSET + 4, constants.UDP_OFFSET + 4):
+        struct.pack_into("!H", cut, offset, length - constants.UDP_OFFSET)
     return bytes(cut)
 
 
 @requires_tshark
 def test_packets_of_the_wrong_length_are_flagged(tmp_path):
-    sack = _shortened(_encode(SACK), C.RETH_OFFSET + C.SACK_LEN - 4)
-    data = _shortened(_encode(DATA), C.MRCH_OFFSET)         # BTH and RETH, no MRCH
+    sack = _shortened(_encode(SACK), constants.RETH_OFFSET + constants.SACK_LEN - 4)
+    data = _shortened(_encode(DATA), constants.MRCH_OFFSET)         # BTH and RETH, no MRCH
     sack_row, data_row = decoded(write_pcap(tmp_path / "short.pcap", [sack, data]), home=tmp_path)
     assert "SACK header is 28 bytes, this packet carries 24" in sack_row["_ws.expert.message"]
     assert sack_row["mrc.sack.cum_psn"] == ""
@@ -257,13 +257,13 @@ def test_an_ev_that_puts_a_well_known_port_in_the_udp_source_port(tmp_path):
     """Wireshark tries the lower UDP port first: with source port 53 the DNS dissector takes the
     packet. The MRC tree is there anyway; with udp.try_heuristic_first RoCE gets it first."""
     packets = [data_packet(ev=0x0042_0035), Nack(src=DST, dst=SRC, ev=0x0042_007B, qp=0x00ABCD, psn=77,
-                                                  cum_psn=70, reason=C.NACK_NO_BITMAP, ev_echo=1, ts_echo=2)]
+                                                  cum_psn=70, reason=constants.NACK_NO_BITMAP, ev_echo=1, ts_echo=2)]
     pcap = write_pcap(tmp_path / "low-ports.pcap", [_encode(p) for p in packets])
     for options in ((), ("-o", "udp.try_heuristic_first:TRUE")):
         data, nack = decoded(pcap, tmp_path, *options)
         assert _int(data["mrc.ev"]) == 0x0042_0035 and _int(data["mrc.psn"]) == packets[0].psn, options
         assert _int(data["mrc.mrch.tsval"]) == packets[0].tsval, options
-        assert _int(nack["mrc.nack.reason"]) == C.NACK_NO_BITMAP and _int(nack["mrc.ev"]) == 0x0042_007B
+        assert _int(nack["mrc.nack.reason"]) == constants.NACK_NO_BITMAP and _int(nack["mrc.ev"]) == 0x0042_007B
         assert data["_ws.col.Protocol"] == nack["_ws.col.Protocol"] == "MRC"
     for row, pkt in zip(decoded(pcap, tmp_path, "-o", "udp.try_heuristic_first:TRUE"), packets):
         assert row["_ws.malformed"] == "" and _int(row["infiniband.bth.psn"]) == pkt.psn
@@ -280,14 +280,15 @@ def test_copied_to_the_personal_plugin_folder_it_loads_without_options(tmp_path)
     env = dict(os.environ, HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / ".config"))
     out = subprocess.run([TSHARK, "-r", str(pcap), "-T", "fields", "-e", "mrc.nack.reason",
                           "-e", "mrc.psn"], capture_output=True, text=True, timeout=120, env=env, check=True)
-    assert out.stdout.split() == [str(C.NACK_TRIMMED), str(NACKS[0].psn)]
+    assert out.stdout.split() == [str(constants.NACK_TRIMMED), str(NACKS[0].psn)]
 
 
 def test_the_dissector_constants_are_wire_constants():
     block = re.search(r"^local C = \{\n(.*?)^\}", DISSECTOR.read_text(), re.S | re.M)
     assert block, "wireshark/mrc.lua: no `local C = { ... }` block"
-    constants = dict(re.findall(r"^\s+(\w+) = (0x[0-9A-Fa-f]+|\d+),", block.group(1), re.M))
-    assert len(constants) >= 25
-    for name, value in constants.items():
-        assert hasattr(C, name), f"mrc.lua constant {name} is not in wire/constants.py"
-        assert int(value, 0) == getattr(C, name), f"mrc.lua {name} = {value}, wire.constants: {getattr(C, name)}"
+    lua_constants = dict(re.findall(r"^\s+(\w+) = (0x[0-9A-Fa-f]+|\d+),", block.group(1), re.M))
+    assert len(lua_constants) >= 25
+    for name, value in lua_constants.items():
+        assert hasattr(constants, name), f"mrc.lua constant {name} is not in wire/constants.py"
+        ours = getattr(constants, name)
+        assert int(value, 0) == ours, f"mrc.lua {name} = {value}, wire.constants: {ours}"
