@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Callable, Optional
 
 from controller.routes import rerouted_programs
-from experiments.backends.netsim_traffic import Traffic, build_fabric, cable_delay, transport_config
+from experiments.backends.netsim_traffic import Traffic, cable_delay, transport_config
 from experiments.ev_deny import LocalControls
 from experiments.faults import FaultSchedule, apply_action
 from experiments.record import CaseRecord, LinkRecord
@@ -20,6 +20,7 @@ from experiments.scenario import Case
 from experiments.workloads import variant_topology
 from host_agent.transport.sizing import packet_time
 from netsim import Network, Simulator
+from simulation import network
 
 
 
@@ -96,7 +97,7 @@ class NetsimBackend:
         scenario, variant, transport = case.scenario, case.variant, case.transport
         topo = variant_topology(variant)
         sim = Simulator(scenario.seed)
-        fab = build_fabric(topo, sim, trimming=transport.trimming, delay=cable_delay(case))
+        fab = network(topo, sim, delay=cable_delay(case), trimming=transport.trimming)
         config = transport_config(case, topo)
         traffic = Traffic(fab, case, config)
         record = CaseRecord(scenario.name, variant.label, transport.name, transport.mode, self.name, scenario.seed,

@@ -2,8 +2,8 @@
 workload (a collective, or point-to-point flows whose bytes the receivers check), carried by the one
 simulation driver (`simulation.Simulation`), and what a case record keeps of it.
 
-The netsim backend runs it; fault planning also builds the baseline's traffic to see which links it
-loads (experiments.faults.busiest_targets).
+The netsim backend runs it; `cable_delay` and `transport_config` are also what the htsim backend and
+the sweeps read of a case's fabric and transport, so both simulators see the same case.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from experiments.workloads import COLLECTIVES, collective_flows, collective_para
 from host_agent.collectives.data import block_bytes
 from host_agent.transport import TransportConfig
 from host_agent.transport import events
-from netsim import Network, Simulator
-from simulation import CABLE_DELAY_S, Flow, Simulation, network
+from netsim import Network
+from simulation import CABLE_DELAY_S, Flow, Simulation
 from topologies.model import Topology
 
 KEPT_EVENTS = (events.EvStateChanged, events.EvBackup)   # transport events a case record keeps
@@ -27,12 +27,6 @@ def cable_delay(case: Case) -> float:
     """The case's cable delay: its scenario's `link.delay_s`, else the simulation's CABLE_DELAY_S."""
     delay = case.variant.delay_s
     return CABLE_DELAY_S if delay is None else delay
-
-
-def build_fabric(topo: Topology, sim: Simulator, trimming: bool = True, delay: float | None = None) -> Network:
-    """The simulated network of `topo` in `sim` (`simulation.network`), `delay` seconds per cable
-    (default CABLE_DELAY_S)."""
-    return network(topo, sim, delay=CABLE_DELAY_S if delay is None else delay, trimming=trimming)
 
 
 def transport_config(case: Case, topo: Topology) -> TransportConfig:

@@ -7,9 +7,9 @@ import pytest
 from experiments import metrics
 from experiments.backends.mininet_limits import check_mininet
 from experiments.backends.netsim_backend import NetsimBackend, NetsimTarget
-from experiments.backends.netsim_traffic import build_fabric
 from experiments.scenario import ScenarioError, parse_scenario
 from netsim import Simulator
+from simulation import network
 from topologies import topology_from_spec
 
 SCENARIO = {"name": "gray-switch", "topology": "leafspine:2x2x2", "seed": 1, "horizon_s": 1.0,
@@ -23,7 +23,7 @@ SCENARIO = {"name": "gray-switch", "topology": "leafspine:2x2x2", "seed": 1, "ho
 
 def test_a_slowed_switch_runs_every_link_both_ways_at_its_share_and_is_restored():
     topo = topology_from_spec("leafspine:2x2x2")
-    fab = build_fabric(topo, Simulator(1))
+    fab = network(topo, Simulator(1))
     target = NetsimTarget(fab, None)
     before = {link.name: link.rate_bps for c in fab.cables for link in (c.ab, c.ba)}
     target.set_switch_rate("s3", 0.25)

@@ -40,14 +40,15 @@ def test_allowed_again_the_evs_are_probed_then_good():
 def test_a_denied_ev_carries_no_packet_through_the_switch():
     """After the denial no data packet of any host goes out on a path crossing the switch."""
     from experiments.backends.netsim_backend import NetsimTarget
-    from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+    from experiments.backends.netsim_traffic import Traffic, transport_config
     from experiments.workloads import variant_topology
     from netsim import Simulator
+    from simulation import network
     from topologies.model import TIER_LEAF
     scenario = parse_scenario({**SCENARIO, "faults": []})
     (case,) = scenario.cases()
     topo = variant_topology(case.variant)
-    fab = build_fabric(topo, Simulator(1))
+    fab = network(topo, Simulator(1))
     traffic = Traffic(fab, case, transport_config(case, topo))
     spine = next(s.name for s in topo.switches if s.tier != TIER_LEAF)
     assert set_evs_denied(NetsimTarget(fab, None, traffic.endpoints).ev_controls(), topo.switch(spine), True) > 0

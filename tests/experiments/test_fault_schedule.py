@@ -6,13 +6,14 @@ import pytest
 
 from experiments.backends.live_target import ControlSocket, LiveTarget
 from experiments.backends.netsim_backend import NetsimTarget
-from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+from experiments.backends.netsim_traffic import Traffic, transport_config
 from experiments.ev_deny import crosses, set_evs_denied
 from experiments.faults import FaultSchedule
 from experiments.scenario import parse_scenario
 from experiments.workloads import variant_topology
 from wire.control import ControlError
 from netsim import Simulator
+from simulation import network
 from topologies.paths import host_paths
 
 BASE = {"name": "plan", "topology": "leafspine:2x2x1", "link": {"rate_bps": 100_000_000},
@@ -58,7 +59,7 @@ def netsim_hosts(floor: int | None = None):
     params = {} if floor is None else {"ev_min_active": floor}
     case = parse_scenario({**BASE, "transports": [{"name": "MRC", "mode": "mrc", "params": params}]}).cases()[0]
     topo = variant_topology(case.variant)
-    fab = build_fabric(topo, Simulator(1))
+    fab = network(topo, Simulator(1))
     traffic = Traffic(fab, case, transport_config(case, topo))
     return topo, traffic, NetsimTarget(fab, None, traffic.endpoints)
 

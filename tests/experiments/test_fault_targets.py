@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+from experiments.backends.netsim_traffic import Traffic, transport_config
 from experiments.fault_targets import baseline_entropies, busiest_targets, connection_order
 from experiments.scenario import load_scenario, parse_scenario
 from experiments.workloads import variant_topology
 from netsim import Simulator
+from simulation import network
 from topologies import topology_from_spec
 from topologies.paths import ecmp_path
 
@@ -59,7 +60,7 @@ def test_the_baseline_entropies_are_those_the_netsim_driver_draws(workload):
     case = parse_scenario({"name": "order", "topology": "leafspine:3x2x2", "seed": 7, "workload": workload,
                            "transports": [{"name": "RoCE", "mode": "roce"}]}).cases()[0]
     topo = variant_topology(case.variant)
-    traffic = Traffic(build_fabric(topo, Simulator(7)), case, transport_config(case, topo))
+    traffic = Traffic(network(topo, Simulator(7)), case, transport_config(case, topo))
     drawn = {(host, conn.peer): conn.evset.slots[0].current.value
              for host, ep in traffic.endpoints.items() for conn in ep.connections.values()}
     assert baseline_entropies(case, topo) == drawn

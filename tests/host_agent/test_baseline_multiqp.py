@@ -10,13 +10,14 @@ from __future__ import annotations
 import pytest
 
 from experiments.backends.netsim_backend import NetsimBackend, NetsimTarget
-from experiments.backends.netsim_traffic import Traffic, build_fabric, transport_config
+from experiments.backends.netsim_traffic import Traffic, transport_config
 from experiments.scenario import ScenarioError, parse_scenario
 from experiments.workloads import variant_topology
 from host_agent.job import JobError, parse_job
 from host_agent.transport import Endpoint, PathInfo, TransportConfig
 from host_agent.transport.endpoint import QP_STRIDE
 from netsim import Simulator
+from simulation import network
 from topologies.paths import ecmp_path
 
 FAST = {"qp_timeout": 6, "initial_rtt": 10e-6, "ack_delay": 5e-6, "probe_interval": 50e-6}
@@ -34,7 +35,7 @@ def allreduce(qps: int, horizon_s: float = 0.05):
 def live(case):
     """The case's fabric and traffic, attached and started (not yet run)."""
     topo = variant_topology(case.variant)
-    fab = build_fabric(topo, Simulator(case.scenario.seed))
+    fab = network(topo, Simulator(case.scenario.seed))
     traffic = Traffic(fab, case, transport_config(case, topo))
     traffic.attach()
     fab.sim.at(0.0, traffic.start)
