@@ -5,7 +5,7 @@ from the topology, the workload and the pipeline contract, the same for every ba
 ("roce") pins each connection to one ECMP path: the one the switches' hash gives its entropy value
 (`topologies.paths.ecmp_path`, `pipeline_contract.ecmp`). That value is drawn by the transport
 itself: `baseline_entropies` opens the baseline's connections on bare transport endpoints (no
-network, nothing sent) in the order the netsim driver opens them, so each host draws what it draws
+network, nothing sent) in the order the simulation driver opens them, so each host draws what it draws
 there. A fault there is one the baseline feels; MRC cases use the same targets, so every transport
 meets the same fault.
 """
@@ -17,13 +17,10 @@ from collections import Counter
 from experiments.scenario import Case
 from experiments.transport_sizing import transport_params
 from experiments.workloads import COLLECTIVES, collective_flows, point_to_point_flows
-from host_agent.transport import Endpoint, TransportConfig
-from host_agent.transport.config import PathInfo
+from host_agent.transport import Endpoint, PathInfo, QpNumbers, TransportConfig, connection_paths
 from topologies.graph import PlaneGraph
 from topologies.model import TIER_LEAF, Topology
 from topologies.paths import ecmp_path
-
-QP_BASE = 0x100      # any QP numbers do: they are not in the hash and draw nothing
 
 
 def busiest_targets(case: Case, topo: Topology) -> tuple[tuple[str, str], str]:
@@ -65,22 +62,25 @@ def last_hops(topo: Topology) -> list[tuple[str, str]]:
 def baseline_entropies(case: Case, topo: Topology) -> dict[tuple[str, str], int]:
     """{(host, peer): the entropy value of the host's first baseline connection to the peer}: the
     transport's endpoints of the case's hosts (its seed, one QP per peer) open their connections in
-    the netsim driver's order, `connection_order`; each draws its EV as it would there."""
+    the simulation driver's order, `connection_order`, numbered as there (`QpNumbers`; the numbers
+    are not in the hash and draw nothing); each draws its EV as it would there."""
     baseline = dataclasses.replace(case, transport=case.transport.model_copy(update={"mode": "roce", "params": {}}))
     config = TransportConfig(mode="roce", **transport_params(baseline, topo))
     hosts = [h.name for h in topo.hosts]
     endpoints = {h: Endpoint(h, config, rng_seed=i) for i, h in enumerate(hosts)}
     entropy = {}
-    for n, (a, b) in enumerate(connection_order(case, topo)):
-        for host, peer, qp in ((a, b, QP_BASE + 2 * n), (b, a, QP_BASE + 2 * n + 1)):
-            conn = endpoints[host].connect(peer, qp, qp ^ 1, _baseline_paths(topo, host, peer))
+    qps = QpNumbers()
+    for a, b in connection_order(case, topo):
+        qa, qb = qps.pair()
+        for host, peer, qp, peer_qp in ((a, b, qa, qb), (b, a, qb, qa)):
+            conn = endpoints[host].connect(peer, qp, peer_qp, _baseline_paths(topo, host, peer))
             entropy[host, peer] = conn.evset.slots[0].current.value
     return entropy
 
 
 def connection_order(case: Case, topo: Topology) -> list[tuple[str, str]]:
-    """The host pairs of the case's workload, each once, in the order the netsim driver
-    (experiments.backends.netsim_traffic) opens their connections: a collective's rank by rank,
+    """The host pairs of the case's workload, each once, in the order the netsim backend's traffic
+    (experiments.backends.netsim_traffic, on `simulation.Simulation`) opens their connections: a collective's rank by rank,
     each to its peers (the ranks it sends to or receives from) in rank order; point-to-point
     flows in the order of the plan."""
     w = case.variant.workload
@@ -108,8 +108,8 @@ def _baseline_plane(topo: Topology, src: str, dst: str) -> int:
 
 
 def _baseline_paths(topo: Topology, src: str, dst: str) -> list[PathInfo]:
-    """The baseline's 'paths' as the agent and the netsim driver give them: the peer's NIC
-    address on every plane both hosts are on, by plane (the baseline sends on the first)."""
-    far = {nic.plane: nic for nic in topo.host_nics(dst)}
-    return [PathInfo(nic.plane, nic.plane, nic.address.packed, far[nic.plane].address.packed)
-            for nic in sorted(topo.host_nics(src), key=lambda n: n.plane) if nic.plane in far]
+    """The baseline's paths by the transport's one rule (`connection_paths`), with the simulation's
+    NICs (NIC i on plane i): the peer's NIC address on every plane both hosts are on, by plane
+    (the baseline sends on the first)."""
+    nics = [(nic.plane, nic.plane, nic.address.packed) for nic in sorted(topo.host_nics(src), key=lambda n: n.plane)]
+    return connection_paths("roce", nics, {nic.plane: nic.address.packed for nic in topo.host_nics(dst)}, {})
