@@ -53,7 +53,7 @@ WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
 FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_ev_deny",
                "random_loss", "switch_slow")
 DTYPES = ("float32", "float64", "int32", "int64")
-LOAD_SWEEP = "load-sweep"        # the `kind:` of a sweep file (experiments/load_sweep.py) beside the scenarios
+LOAD_SWEEP = "load-sweep"        # the `kind:` of a sweep file (experiments/load_sweep/sweep_file.py) beside the scenarios
 LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold",   # fields of every topology link
              "ecn_max_threshold")
 CABLE_KEYS = ("delay_s", "mtu_payload")   # of the fabric as a whole: cable delay (s), payload bytes per packet
