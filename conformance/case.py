@@ -183,10 +183,33 @@ def _delivered(value: Any) -> list[int]:
     return value
 
 
+def _hex_frame(value: Any) -> str:
+    if not isinstance(value, str):
+        raise invalid(f"expected the frame as a hex string, got {type(value).__name__}")
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        raise invalid(f"{value[:40]!r} is not a hex string of whole bytes") from None
+    return value
+
+
+class ExpectedPacketKeys(Schema):
+    """One packet the switch must send (conformance/runner.py `_check_one` checks each key)."""
+
+    port: int = Field(ge=0, description="the port it leaves on")
+    priority: Optional[Literal["low", "high"]] = Field(None, description="the egress queue it leaves from")
+    length: Optional[int] = Field(None, ge=0, description="its length in bytes")
+    fields: Optional[dict[str, Any]] = Field(None, description="header fields it must carry (e.g. MRCH.flags)")
+    as_input: Optional[dict[str, Any]] = Field(None, description="the input packet with these fields changed")
+    input: Optional[int] = Field(None, ge=0, description="as_input: which input packet (default: its own index)")
+    bytes: Optional[Annotated[str, PlainValidator(_hex_frame)]] = Field(None, description="the exact frame, in hex")
+    consistent: Optional[bool] = Field(None, description="Scapy finds its lengths and checksums consistent")
+
+
 class ExpectKeys(Schema):
     """What the switch must do with the case's packets (conformance/runner.py checks each key)."""
 
-    packets: Optional[list[dict[str, Any]]] = Field(None, description="each packet out, in order per port")
+    packets: Optional[list[ExpectedPacketKeys]] = Field(None, description="each packet out, in order per port")
     none: Optional[bool] = Field(None, description="no packet comes out")
     same_port: Optional[list[int]] = Field(None, description="every packet leaves on one of these ports")
     spread: Optional[SpreadKeys] = None

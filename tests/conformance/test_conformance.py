@@ -256,6 +256,15 @@ def test_case_files_are_checked():
                                         "action": "MrcIngress.forward"}]), {}, "t.yaml")
     with pytest.raises(CaseError, match="case 'x': entries\\[0\\].action: missing"):
         parse_case(dict(good, entries=[{"table": "MrcIngress.routing"}]), {}, "t.yaml")
+    # an expected packet is described too: a wrong value or a misspelt key is named, not met at run time
+    with pytest.raises(CaseError, match=r"case 'x': expect.packets\[0\].priority: 'lowest' is not one of 'low', 'high'"):
+        parse_case(dict(good, expect={"packets": [{"port": 2, "priority": "lowest"}]}), {}, "t.yaml")
+    with pytest.raises(CaseError, match=r"case 'x': expect.packets\[1\].priorty: unknown field; expected one of as_input,"):
+        parse_case(dict(good, expect={"packets": [{"port": 2}, {"port": 2, "priorty": "low"}]}), {}, "t.yaml")
+    with pytest.raises(CaseError, match=r"expect.packets\[0\].bytes: 'zz' is not a hex string of whole bytes"):
+        parse_case(dict(good, expect={"packets": [{"port": 2, "bytes": "zz"}]}), {}, "t.yaml")
+    with pytest.raises(CaseError, match=r"expect.packets\[0\].port: missing"):
+        parse_case(dict(good, expect={"packets": [{"priority": "low"}]}), {}, "t.yaml")
 
 
 def test_cli_prints_a_table_and_fails_on_failure(capsys, monkeypatch):
