@@ -91,6 +91,9 @@ def check_transport_params(mode: str, params: dict, key: str) -> None:
     try:
         TransportConfig(mode=mode, **params)
     except (TypeError, ValueError) as error:
+        field, _, reason = str(error).removeprefix("TransportConfig.").partition(": ")
+        if field in params:                 # its own check of a field given here: the path ends at it
+            raise invalid(reason, f"{key}.{field}") from None
         raise invalid(str(error), key) from None
 
 

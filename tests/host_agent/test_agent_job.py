@@ -81,7 +81,7 @@ BAD = [
     ("peers.0.paths", {"3": ["fc00::"]}, "peers[0].paths[3]: this agent has no NIC on plane 3"),
     ("peers.0.paths", {}, "peers[0].paths: MRC mode needs at least one path"),
     ("transport.mode", "tcp", "transport.mode: 'tcp' is not one of"),
-    ("transport.config.num_evs", 4, "transport.config: TransportConfig.num_evs: 4"),
+    ("transport.config.num_evs", 4, "transport.config.num_evs: 4 is outside 16..256"),
     ("transport.config.num_evz", 4, "transport.config.num_evz: not a transport parameter; known: "),
     ("transport.config.qp_timeout", "fast", "transport.config.qp_timeout: expected a number, got str 'fast'"),
     ("workload.kind", "broadcast", "workload.kind: 'broadcast' is not one of"),
