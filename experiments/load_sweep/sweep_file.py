@@ -130,14 +130,15 @@ def _check_against_topology(path: Path, spec: SweepSpec) -> None:
         raise SweepError(f"{path}: bottleneck: no link between {switch} and {towards} in {spec.topology}") from None
     if not topo.is_switch(switch):
         raise SweepError(f"{path}: bottleneck: {switch} is not a switch")
-    for host in (*spec.senders, spec.receiver):
-        if host not in {h.name for h in topo.hosts}:
-            raise SweepError(f"{path}: no host {host!r} in {spec.topology}")
+    hosts = {h.name for h in topo.hosts}
+    for key, host in (*((f"senders[{i}]", h) for i, h in enumerate(spec.senders)), ("receiver", spec.receiver)):
+        if host not in hosts:
+            raise SweepError(f"{path}: {key}: no host {host!r} in {spec.topology}")
     if spec.receiver in spec.senders:
-        raise SweepError(f"{path}: receiver {spec.receiver} is also a sender")
-    for sender in spec.senders:
+        raise SweepError(f"{path}: receiver: {spec.receiver} is also a sender")
+    for i, sender in enumerate(spec.senders):
         if not paths_through_bottleneck(spec, topo, sender):
-            raise SweepError(f"{path}: no path from {sender} to {spec.receiver} crosses {switch}->{towards}")
+            raise SweepError(f"{path}: senders[{i}]: no path from {sender} to {spec.receiver} crosses {switch}->{towards}")
 
 
 def paths_through_bottleneck(spec: SweepSpec, topo: Topology, sender: str) -> list:

@@ -34,7 +34,9 @@ def test_the_sweep_file_reads_and_quick_overrides_loads():
 @pytest.mark.parametrize("changes, message", [
     ({"bottleneck": ["s1", "h3"]}, "no link between s1 and h3"),
     ({"bottleneck": ["h1", "s1"]}, "h1 is not a switch"),
-    ({"senders": ["h9"]}, "no host 'h9'"),
+    ({"senders": ["h1", "h9"]}, r"senders\[1\]: no host 'h9' in dumbbell:2"),
+    ({"receiver": "h7"}, "receiver: no host 'h7'"),
+    ({"receiver": "h1"}, "receiver: h1 is also a sender"),
     ({"loads": [0.5, -1]}, r"loads\[1\]: -1 must be positive"),
     ({"loads": []}, "loads: expected a non-empty list"),
     ({"bottleneck": ["s1"]}, r"bottleneck: expected at least 2 items, got list \['s1'\]"),
