@@ -440,7 +440,7 @@ def _variant(file: ScenarioFile, over: VariantOverride, where: str, index: int, 
         raise ScenarioError(path, at("topology"), "missing")
     from topologies import TopologySpecError, topology_from_spec
     try:
-        topology_from_spec(topology)
+        topo = topology_from_spec(topology)
     except (TopologySpecError, ValueError, OSError) as error:
         raise ScenarioError(path, at("topology"), str(error)) from None
     link = over.link if "link" in given else file.link
@@ -452,8 +452,26 @@ def _variant(file: ScenarioFile, over: VariantOverride, where: str, index: int, 
         raise ScenarioError(path, at("workload"), "missing (a mapping with kind and bytes)")
     workload = _checked(WorkloadSpec, {**top, **mine}, path, at("workload"))
     faults = (over.faults or []) if "faults" in given else file.faults
+    _check_fault_targets(topo, faults, at("faults"), path)
     label = over.label if over.label is not None else (topology if index == 0 else f"variant {index + 1}")
     return Variant(label, topology, link, workload, tuple(faults))
+
+
+def _check_fault_targets(topo, faults: list, where: str, path: str) -> None:
+    """Every link or switch a fault names by name is one of the variant's topology (found when the
+    file is read, not when the case reaches the fault)."""
+    for i, fault in enumerate(faults):
+        if fault.link != AUTO:
+            a, b = fault.link
+            try:
+                topo.link_between(a, b)
+            except KeyError:
+                raise ScenarioError(path, f"{where}[{i}].link",
+                                    f"no link between {a} and {b} in {topo.name}") from None
+        if fault.switch != AUTO and not topo.is_switch(fault.switch):
+            known = ", ".join(s.name for s in topo.switches)
+            raise ScenarioError(path, f"{where}[{i}].switch",
+                                f"{fault.switch!r} is not a switch of {topo.name} (its switches: {known})")
 
 
 def _check_links(topology: str, link: dict, where: str, path: str) -> None:
