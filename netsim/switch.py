@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from pipeline_contract import names
-from pipeline_contract.ecmp import ecmp_index
+from pipeline_contract.ecmp import entropy_member
 from wire import constants
 from wire.packets import DataPacket
 from netsim.link import SimLink
@@ -46,13 +46,6 @@ class PortFault:
 def usid_shift(dst: int) -> int:
     """dst = (dst[127:96], dst[79:0] << 16): consume the uSID after the locator."""
     return (dst & _TOP32) | ((dst & _LOW80) << 16)
-
-
-def ecmp_member(src: bytes, dst: bytes, ev: int, size: int) -> int:
-    """The member index of a group of `size` that a packet from `src` to `dst` (after any uSID shift)
-    with entropy `ev` takes: the P4 program's CRC-16/ARC of its 5-tuple (docs/design.md), so netsim,
-    the reference switch and BMv2 send a flow the same way."""
-    return ecmp_index(src, dst, constants.IPPROTO_UDP, ev & 0xFFFF, constants.ROCEV2_UDP_PORT, size)
 
 
 class SimSwitch:
@@ -226,7 +219,7 @@ class SimSwitch:
         key = (pkt.src, pkt.dst, pkt.ev)
         port = self._flows.get(key)
         if port is None:
-            port = members[ecmp_member(pkt.src, pkt.dst, pkt.ev, len(members))]
+            port = members[entropy_member(pkt.src, pkt.dst, pkt.ev, len(members))]   # the P4 program's hash
             if len(self._flows) >= MAX_REMEMBERED:
                 self._flows = {}
             self._flows[key] = port

@@ -15,9 +15,9 @@ from wire import codec, constants
 from wire.packets import DataPacket
 from netsim.link import SimLink
 from netsim.sim import Simulator
-from netsim.switch import SimSwitch, ecmp_member
+from netsim.switch import SimSwitch
 from pipeline_contract.p4info import load_p4info
-from pipeline_contract.ecmp import crc16, ecmp_index
+from pipeline_contract.ecmp import crc16, ecmp_index, entropy_member
 from refswitch.switch import SwitchCore
 
 DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
@@ -82,7 +82,7 @@ def test_the_hash_has_the_check_value_of_the_design_document():
 @given(size=st.integers(1, 8), ev=st.integers(0, (1 << 32) - 1))
 def test_netsim_and_the_reference_switch_pick_the_same_member(size, ev):
     expected = ecmp_index(SRC, DST_HOST.packed, constants.IPPROTO_UDP, ev & 0xFFFF, constants.ROCEV2_UDP_PORT, size)
-    assert ecmp_member(SRC, DST_HOST.packed, ev, size) == expected
+    assert entropy_member(SRC, DST_HOST.packed, ev, size) == expected
     assert netsim_port(size, ev) == refswitch_port(size, ev) == expected + 1
 
 
