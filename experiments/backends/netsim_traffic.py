@@ -49,10 +49,10 @@ class Traffic:
         self.seed = case.scenario.seed
         self.mode = config.mode
         self.hosts = [h.name for h in fab.topo.hosts]
-        self.run = Simulation(fab, config, keep_events=False)
-        self.endpoints = {h: self.run.endpoint(h, rng_seed=i, attach=False) for i, h in enumerate(self.hosts)}
-        self.collectives = self.run.collectives
-        self.pairs = self.run.pairs
+        self.simulation = Simulation(fab, config, keep_events=False)
+        self.endpoints = {h: self.simulation.endpoint(h, rng_seed=i, attach=False) for i, h in enumerate(self.hosts)}
+        self.collectives = self.simulation.collectives
+        self.pairs = self.simulation.pairs
         self.flows: list[FlowRecord] = []
         self._rx_conn: list = []               # receiving connections (one per QP) of each flow
         self._carried: list = []               # the simulation's FlowOutcome of each point-to-point flow
@@ -61,7 +61,7 @@ class Traffic:
         self.started = False
         self.stop_when_done = False            # stop the simulator as soon as the workload is done
         self._unfinished: list = []            # collectives not yet seen done (done() checks the last)
-        self.run.listeners.append(self.on_event)
+        self.simulation.listeners.append(self.on_event)
         if self.workload.kind in COLLECTIVES:
             self._setup_collective()
         else:
@@ -69,11 +69,11 @@ class Traffic:
 
     def connections(self, src: str, dst: str) -> list:
         """The connections (one per QP: `qps` of the config) of `src` to `dst`, in QP order."""
-        return self.run.connections(src, dst)
+        return self.simulation.connections(src, dst)
 
     # --- collectives ----------------------------------------------------------------------------
     def _setup_collective(self) -> None:
-        self._unfinished = self.run.add_collective(self.workload.kind, collective_params(self.workload, self.seed),
+        self._unfinished = self.simulation.add_collective(self.workload.kind, collective_params(self.workload, self.seed),
                                                    self.hosts)
         for flow in collective_flows(self.fab.topo, self.workload):
             self.flows.append(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role))
@@ -85,7 +85,7 @@ class Traffic:
         for flow in point_to_point_flows(self.fab.topo, self.workload, self.seed):
             self.flows.append(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role))
             payload = block_bytes(self.seed, index[flow.src], index[flow.dst], flow.nbytes)
-            carried = self.run.add_flow(Flow(flow.src, flow.dst, flow.nbytes, self.workload.chunk_bytes), payload,
+            carried = self.simulation.add_flow(Flow(flow.src, flow.dst, flow.nbytes, self.workload.chunk_bytes), payload,
                                         shared=True, schedule=False)
             self._carried.append(carried)
             self._rx_conn.append(carried.receivers)
@@ -93,7 +93,7 @@ class Traffic:
     # --- running ----------------------------------------------------------------------------------
     def attach(self) -> None:
         """Let the hosts drive their endpoints and hand their events to `on_event`."""
-        self.run.attach()
+        self.simulation.attach()
 
     def on_event(self, host: str, event) -> None:
         """An event of `host`'s endpoint, after the simulation took its messages: failures, EV state
@@ -109,7 +109,7 @@ class Traffic:
 
     def take_kept_events(self) -> list[dict]:
         """The kept EV records since the last call, host by host (after draining what waits)."""
-        self.run.drain()
+        self.simulation.drain()
         out = []
         for host in self.hosts:
             out.extend(self.kept_events[host])
@@ -120,11 +120,11 @@ class Traffic:
         """Start the workload now."""
         self.started = True
         if self.collectives:
-            self.run.start_collectives()
+            self.simulation.start_collectives()
         else:
             for carried in self._carried:
-                self.run.send(carried)
-        self.run.service()
+                self.simulation.send(carried)
+        self.simulation.service()
         if self.stop_when_done and self.done():
             self.sim.stop()
 
@@ -138,7 +138,7 @@ class Traffic:
             while unfinished and unfinished[-1].done:   # asked until it is, not on every call
                 unfinished.pop()
             return not unfinished
-        return self.run.delivered()
+        return self.simulation.delivered()
 
     def received(self) -> list[int]:
         """Payload bytes received so far by each flow."""
@@ -159,7 +159,7 @@ class Traffic:
             return exact, dup, missing
         duplicates = sum(f.duplicates for f in self._carried)
         corrupted = sum(f.corrupted for f in self._carried)
-        missing = self.run.undelivered
+        missing = self.simulation.undelivered
         return (missing == 0 and not corrupted and not duplicates), duplicates, missing
 
     def finish_times(self) -> None:

@@ -9,7 +9,7 @@ from experiments.backends.netsim_backend import NetsimTarget
 from experiments.backends.netsim_traffic import Traffic, transport_config
 from experiments.ev_deny import crosses, set_evs_denied
 from experiments.faults import FaultSchedule
-from experiments.scenario import parse_scenario
+from experiments.scenario import ScenarioError, parse_scenario
 from experiments.workloads import variant_topology
 from wire.control import ControlError
 from netsim import Simulator
@@ -48,10 +48,9 @@ def test_every_action_carries_the_index_of_its_fault():
     assert [a.what for a in schedule.faults[1].actions] == ["EVs denied", "EVs allowed"]
 
 
-def test_a_named_switch_that_does_not_exist_is_refused():
-    case = case_with([{"kind": "switch_ev_deny", "switch": "s99", "at": 0.0}])
-    with pytest.raises(KeyError, match="s99"):
-        FaultSchedule.of_case(case, variant_topology(case.variant), 1.0)
+def test_a_named_switch_that_does_not_exist_is_refused_when_the_file_is_read():
+    with pytest.raises(ScenarioError, match=r"faults\[0\].switch: 's99' is not a switch of leafspine"):
+        case_with([{"kind": "switch_ev_deny", "switch": "s99", "at": 0.0}])
 
 
 def netsim_hosts(floor: int | None = None):
