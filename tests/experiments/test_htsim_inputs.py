@@ -128,7 +128,7 @@ def test_a_slowed_spine_on_three_tiers_and_a_slowed_leaf_are_refused(tmp_path):
     scenario = load_scenario(scenario_file(tmp_path, FAT_TREE.replace("variants: [{label: permutation}]", slow)), seed=3)
     with pytest.raises(Unmappable, match="two tiers only"):
         export_case(scenario.cases()[0])
-    leaf = DATACENTER.read_text().replace("switch_slow, switch: auto", "switch_slow, switch: leaf1")
+    leaf = DATACENTER.read_text().replace("switch_slow, switch: auto", "switch_slow, switch: s1")   # s1: a leaf (the leaves come first)
     path = tmp_path / "dc.yaml"
     path.write_text(leaf)
     with pytest.raises(Unmappable, match="not a spine"):
