@@ -154,11 +154,8 @@ class Crosscheck:
 
 
 def _ratios(record: CaseRecord, case: Case) -> Optional[list[float]]:
-    from experiments.backends.netsim_traffic import cable_delay
-    from experiments.transport_sizing import network_base_rtt
-    from experiments.workloads import variant_topology
-    topo = variant_topology(case.variant)
-    return metrics.flows_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+    from experiments.transport_sizing import line_rate_and_base_rtt
+    return metrics.flows_over_ideal(record, *line_rate_and_base_rtt(case))
 
 
 def _fmt(value: Optional[float]) -> str:

@@ -29,16 +29,13 @@ VARIANTS = ("permutation", "permutation, gray spine", "incast")
 def run(variant: str, seed: int, quick: bool, mode: str = "mrc") -> list[float] | None:
     """The sorted flow ratios of `mode` on `variant` of datacenter.yaml with `seed`."""
     from experiments.backends.netsim_backend import NetsimBackend
-    from experiments.backends.netsim_traffic import cable_delay
-    from experiments.transport_sizing import network_base_rtt
-    from experiments.workloads import variant_topology
+    from experiments.transport_sizing import line_rate_and_base_rtt
     scenario = load_scenario(DATACENTER, quick=quick, seed=seed)
     case = next((c for c in scenario.cases() if c.transport.mode == mode and c.variant.label == variant), None)
     if case is None:
         raise SystemExit(f"datacenter.yaml has no variant {variant!r} for mode {mode!r}")
-    topo = variant_topology(case.variant)
     record = NetsimBackend().run_case(case)
-    return metrics.flows_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+    return metrics.flows_over_ideal(record, *line_rate_and_base_rtt(case))
 
 
 def timed_run(item: tuple[str, int, bool]) -> tuple[list[float] | None, float]:

@@ -1,9 +1,11 @@
 """What each host's transport is told in a case: its line rate, its packets' payload, timers sized
 for both, and, where the scenario sets the fabric's cable delay, windows sized for its base RTT.
 
-Both backends take the transport's parameters from here (`transport_params`); the sizes follow
+Every backend takes the transport's parameters from here (`transport_params`; the simulators the
+whole configuration, `transport_config`, with the case's cable delay, `cable_delay`); the sizes follow
 `host_agent.transport.sizing`. The payload of a case's packets is `mtu_payload(case)`, the one
-place that says which of the scenario's keys wins.
+place that says which of the scenario's keys wins. A flow's ideal completion is made of the hosts'
+line rate and the fabric's base RTT (`line_rate_and_base_rtt`).
 """
 from __future__ import annotations
 
@@ -53,6 +55,31 @@ def network_params(case: Case, topo: Topology, delay_s: float | None) -> dict:
         return {}
     return sizing.for_network(float(topo.host_rate_bps()), network_base_rtt(case, topo, delay_s),
                               mtu_payload(case), spraying=case.transport.mode == "mrc")
+
+
+def cable_delay(case: Case) -> float:
+    """The case's cable delay on a simulated fabric: its scenario's `link.delay_s`, else the
+    simulation's CABLE_DELAY_S."""
+    if case.variant.delay_s is not None:
+        return case.variant.delay_s
+    from simulation.networks import CABLE_DELAY_S      # here only: planning a case's faults loads no netsim
+    return CABLE_DELAY_S
+
+
+def transport_config(case: Case, topo: Topology) -> TransportConfig:
+    """The endpoint configuration of a case on a simulated fabric (netsim; the htsim backend maps it):
+    its mode and overrides, the NIC line rate, the seed, and, for a scenario that sets its cable
+    delay, timers and windows that follow the fabric's base RTT and BDP (`network_params`)."""
+    extra = network_params(case, topo, cable_delay(case))
+    return TransportConfig(mode=case.transport.mode, **transport_params(case, topo, **extra))
+
+
+def line_rate_and_base_rtt(case: Case) -> tuple[float, float]:
+    """(the hosts' line rate in bit/s, the base RTT of the case's simulated fabric): what a flow's
+    ideal completion is made of (`experiments.metrics.flows_over_ideal(record, *this)`)."""
+    from experiments.workloads import variant_topology
+    topo = variant_topology(case.variant)
+    return float(topo.host_rate_bps()), network_base_rtt(case, topo, cable_delay(case))
 
 
 def nic_backlog(topo: Topology) -> int:

@@ -12,11 +12,12 @@ from collections import Counter
 from typing import Callable, Optional
 
 from controller.routes import rerouted_programs
-from experiments.backends.netsim_traffic import Traffic, cable_delay, transport_config
+from experiments.backends.netsim_traffic import Traffic
 from experiments.ev_deny import LocalControls
 from experiments.faults import FaultSchedule, apply_action
 from experiments.record import CaseRecord, LinkRecord
 from experiments.scenario import Case
+from experiments.transport_sizing import cable_delay, transport_config
 from experiments.workloads import variant_topology
 from host_agent.transport.sizing import packet_time
 from netsim import Network, Simulator

@@ -2,14 +2,13 @@
 workload (a collective, or point-to-point flows whose bytes the receivers check), carried by the one
 simulation driver (`simulation.Simulation`), and what a case record keeps of it.
 
-The netsim backend runs it; `cable_delay` and `transport_config` are also what the htsim backend and
-the sweeps read of a case's fabric and transport, so both simulators see the same case.
+The netsim backend runs it, on the fabric and with the configuration `experiments.transport_sizing`
+gives the case (`cable_delay`, `transport_config`).
 """
 from __future__ import annotations
 
 from collections import Counter
 
-from experiments.transport_sizing import network_params, transport_params
 from experiments.record import FlowRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
@@ -17,24 +16,9 @@ from host_agent.collectives.data import block_bytes
 from host_agent.transport import TransportConfig
 from host_agent.transport import events
 from netsim import Network
-from simulation import CABLE_DELAY_S, Flow, Simulation
-from topologies.model import Topology
+from simulation import Flow, Simulation
 
 KEPT_EVENTS = (events.EvStateChanged, events.EvBackup)   # transport events a case record keeps
-
-
-def cable_delay(case: Case) -> float:
-    """The case's cable delay: its scenario's `link.delay_s`, else the simulation's CABLE_DELAY_S."""
-    delay = case.variant.delay_s
-    return CABLE_DELAY_S if delay is None else delay
-
-
-def transport_config(case: Case, topo: Topology) -> TransportConfig:
-    """The endpoint configuration of a case: its mode and overrides, the NIC line rate, the seed,
-    and, for a scenario that sets its cable delay, timers and windows that follow the fabric's
-    base RTT and BDP (`experiments.transport_sizing.network_params`)."""
-    extra = network_params(case, topo, cable_delay(case))
-    return TransportConfig(mode=case.transport.mode, **transport_params(case, topo, **extra))
 
 
 class Traffic:

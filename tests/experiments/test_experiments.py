@@ -144,11 +144,8 @@ def test_failover_mrc_recovery_holds_for_other_seeds(seed):
 def slowest_over_ideal(record, case) -> float:
     """The slowest flow's completion time over its ideal: the bytes into its receiver at the line
     rate, plus the fabric's base RTT."""
-    from experiments.backends.netsim_traffic import cable_delay
-    from experiments.transport_sizing import network_base_rtt
-    from experiments.workloads import variant_topology
-    topo = variant_topology(case.variant)
-    return metrics.slowest_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+    from experiments.transport_sizing import line_rate_and_base_rtt
+    return metrics.slowest_over_ideal(record, *line_rate_and_base_rtt(case))
 
 
 @pytest.mark.slow
@@ -160,18 +157,15 @@ def test_datacenter_gray_spine_mrc_keeps_its_slowest_flow_within_the_issue_targe
     spraying without congestion control 2.05x. docs/transport.md ("Path cap", "NSCC at data-center
     speed") gives the steps between."""
     import statistics
-    from experiments.backends.netsim_traffic import cable_delay
     from experiments.metrics import flows_over_ideal
-    from experiments.transport_sizing import network_base_rtt
-    from experiments.workloads import variant_topology
+    from experiments.transport_sizing import line_rate_and_base_rtt
     scenario = load_scenario(ROOT / "experiments" / "datacenter.yaml")
     case = next(c for c in scenario.cases() if c.variant.label == "permutation, gray spine" and c.transport.mode == "mrc")
     record = NetsimBackend().run_case(case)
     s = metrics.summarise(record)
     assert s["completed"] and s["bit_exact"], s
     assert slowest_over_ideal(record, case) <= 1.4
-    topo = variant_topology(case.variant)
-    ratios = flows_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+    ratios = flows_over_ideal(record, *line_rate_and_base_rtt(case))
     assert statistics.median(ratios) <= 1.32
 
 

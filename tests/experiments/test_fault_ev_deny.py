@@ -40,7 +40,8 @@ def test_allowed_again_the_evs_are_probed_then_good():
 def test_a_denied_ev_carries_no_packet_through_the_switch():
     """After the denial no data packet of any host goes out on a path crossing the switch."""
     from experiments.backends.netsim_backend import NetsimTarget
-    from experiments.backends.netsim_traffic import Traffic, transport_config
+    from experiments.backends.netsim_traffic import Traffic
+    from experiments.transport_sizing import transport_config
     from experiments.workloads import variant_topology
     from netsim import Simulator
     from simulation import network

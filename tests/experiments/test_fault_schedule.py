@@ -6,10 +6,11 @@ import pytest
 
 from experiments.backends.live_target import ControlSocket, LiveTarget
 from experiments.backends.netsim_backend import NetsimTarget
-from experiments.backends.netsim_traffic import Traffic, transport_config
+from experiments.backends.netsim_traffic import Traffic
 from experiments.ev_deny import crosses, set_evs_denied
 from experiments.faults import FaultSchedule
 from experiments.scenario import ScenarioError, parse_scenario
+from experiments.transport_sizing import transport_config
 from experiments.workloads import variant_topology
 from wire.control import ControlError
 from netsim import Simulator

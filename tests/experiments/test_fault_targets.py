@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments.backends.netsim_traffic import Traffic, transport_config
+from experiments.backends.netsim_traffic import Traffic
 from experiments.fault_targets import baseline_entropies, busiest_targets, connection_order
 from experiments.scenario import load_scenario, parse_scenario
+from experiments.transport_sizing import transport_config
 from experiments.workloads import variant_topology
 from netsim import Simulator
 from simulation import network

@@ -123,14 +123,11 @@ def test_crosscheck_puts_both_simulators_side_by_side(standin, tmp_path):
 def test_real_htsim_runs_the_exported_incast(monkeypatch):
     """The real htsim_uec accepts the exported files and finishes every flow near its ideal."""
     from experiments import metrics
-    from experiments.backends.netsim_traffic import cable_delay
-    from experiments.transport_sizing import network_base_rtt
-    from experiments.workloads import variant_topology
+    from experiments.transport_sizing import line_rate_and_base_rtt
     case = mrc_case("incast", quick=False)
     record = HtsimBackend(binary=REAL_HTSIM).run_case(case)
     assert record.completed and len(record.flows) == 7
-    topo = variant_topology(case.variant)
-    slowest = metrics.slowest_over_ideal(record, topo.host_rate_bps(), network_base_rtt(case, topo, cable_delay(case)))
+    slowest = metrics.slowest_over_ideal(record, *line_rate_and_base_rtt(case))
     assert 1.0 < slowest < 1.5
 
 

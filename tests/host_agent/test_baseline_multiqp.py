@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 
 from experiments.backends.netsim_backend import NetsimBackend, NetsimTarget
-from experiments.backends.netsim_traffic import Traffic, transport_config
+from experiments.backends.netsim_traffic import Traffic
 from experiments.scenario import ScenarioError, parse_scenario
+from experiments.transport_sizing import transport_config
 from experiments.workloads import variant_topology
 from host_agent.job import JobError, parse_job
 from host_agent.transport import Endpoint, PathInfo, TransportConfig

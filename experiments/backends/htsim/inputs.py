@@ -76,7 +76,7 @@ class HtsimInputs:
 
 def export_case(case: Case, balancer: str = DEFAULT_BALANCER, settings: str = "scenario") -> HtsimInputs:
     """The htsim_uec inputs of `case`, or Unmappable naming what cannot be expressed."""
-    from experiments.backends.netsim_traffic import cable_delay, transport_config
+    from experiments.transport_sizing import cable_delay, transport_config
     from experiments.workloads import point_to_point_flows, variant_topology
     if balancer not in BALANCERS:
         raise Unmappable(f"load balancer {balancer!r}: htsim_uec knows {', '.join(BALANCERS)}")
