@@ -192,9 +192,7 @@ def table_lines(rows: list[dict]) -> list[str]:
 
 def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:
     """Per variant, the CDF of every flow's completion over its ideal, one line per simulator."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from experiments.plots import plt, save_figure       # pyplot on the Agg back end
     fig, axes = plt.subplots(1, max(1, len(rows)), figsize=(4.2 * max(1, len(rows)), 3.6), squeeze=False)
     for ax, row in zip(axes[0], rows):
         for column, ratios in row.ratios.items():
@@ -208,11 +206,7 @@ def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("share of flows")
     axes[0][0].legend(fontsize=8, loc="upper left")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, title, fontsize=10)
 
 
 def write_results(scenario: Scenario, records: list[CaseRecord], rows: list[CrosscheckRow], skipped: list,

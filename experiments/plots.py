@@ -108,9 +108,9 @@ def _mark_faults(ax, record: CaseRecord, labelled: set) -> None:
         ax.axvline(t * 1e3, color="purple", linestyle="-.", linewidth=1.2, label=label, zorder=1)
 
 
-def _save(fig, path: Path, suptitle: str) -> Path:
+def save_figure(fig, path: Path, suptitle: str, fontsize: int = 13) -> Path:
     """Title `fig`, write it to `path` as PNG and free it; return `path`."""
-    fig.suptitle(suptitle, fontsize=13)
+    fig.suptitle(suptitle, fontsize=fontsize)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -128,7 +128,7 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
         _goodput_whole(axes[row][0], variant, recs, colour)
         if cols == 2:
             _goodput_zoom(axes[row][1], variant, recs, colour)
-    return _save(fig, path, f"{title}: goodput over time")
+    return save_figure(fig, path, f"{title}: goodput over time")
 
 
 def _goodput_whole(whole, variant: str, recs: list[CaseRecord], colour: dict) -> None:
@@ -259,7 +259,7 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
         ax.grid(axis="y", alpha=0.3)
         handles = [Patch(color=colour[t], label=t) for t in bars.transports]
         ax.legend(handles=handles + (cause_handles if ax is axes[0][-1] else []), fontsize=7)
-    return _save(fig, path, f"{title}: completion, recovery and retransmissions")
+    return save_figure(fig, path, f"{title}: completion, recovery and retransmissions")
 
 
 def _time_panel(ax, bars: _Bars, key: str, label: str, scale: float, heading: str) -> None:
@@ -402,7 +402,7 @@ def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
                    for s, c in STATE_COLOURS.items() if s in seen]
         handles += ax.get_legend_handles_labels()[0]
         ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path, f"{title}\nper-EV state timeline (bad EVs retired, probed back to GOOD)")
+    return save_figure(fig, path, f"{title}\nper-EV state timeline (bad EVs retired, probed back to GOOD)")
 
 
 def scale_figure(summaries: list[dict], colour: dict, path: Path, title: str) -> Path:
@@ -427,7 +427,7 @@ def scale_figure(summaries: list[dict], colour: dict, path: Path, title: str) ->
         ax.legend(fontsize=8, title="x on the axis: never", title_fontsize=7)
     axes[0].set_title("completion time per size")
     axes[1].set_title("recovery time per size")
-    return _save(fig, path, f"{title}: how cost grows with the number of hosts")
+    return save_figure(fig, path, f"{title}: how cost grows with the number of hosts")
 
 
 def flows_figure(records: list[CaseRecord], colour: dict, path: Path, title: str) -> Path:
@@ -462,4 +462,4 @@ def flows_figure(records: list[CaseRecord], colour: dict, path: Path, title: str
         ax_l.set_title(f"{variant}: switch-to-switch link utilisation")
         ax_l.grid(axis="y", alpha=0.3)
         ax_l.legend(fontsize=8)
-    return _save(fig, path, f"{title}: flows and links")
+    return save_figure(fig, path, f"{title}: flows and links")
