@@ -23,6 +23,7 @@ from netsim import Network
 from simulation.outcomes import Flow, FlowOutcome, SimulationResult
 from topologies.paths import host_paths
 
+
 class Simulation:
     """Transport endpoints on the hosts of `net`, the connections between them and what they carry.
 
