@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Callable, Optional, TextIO
@@ -206,7 +207,8 @@ def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("share of flows")
     axes[0][0].legend(fontsize=8, loc="upper left")
-    return save_figure(fig, path, title, fontsize=10)
+    width = 4.2 * max(1, len(rows))                     # inches: about 13 characters each at 10 pt
+    return save_figure(fig, path, textwrap.fill(title, int(13 * width)), fontsize=10)
 
 
 def write_results(scenario: Scenario, records: list[CaseRecord], rows: list[CrosscheckRow], skipped: list,
