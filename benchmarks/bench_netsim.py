@@ -1,6 +1,6 @@
 """Simulator speed: simulated packets per wall-second on the permutation case and a fat-tree all-reduce.
 
-    .venv/bin/python -m benchmarks.bench_netsim [--repeat 2] [--against 091479d]
+    .venv/bin/python -m benchmarks.bench_netsim [--repeat 2] [--against 091479d [--compile-against]] [--fat-tree-k16]
 
 Runs, on the netsim backend, every case of experiments/permutation.yaml (a cross-leaf permutation
 on leafspine:2x4x4 at 20 Mbit/s: MRC spraying, RoCE ECMP, RoCE with 4 QPs) and a ring all-reduce
@@ -20,12 +20,20 @@ as pure Python (MRC_PURE_PYTHON=1), so the gain of compiling is a ratio measured
 With `--against REV`, the same cases (permutation and fat-tree) also run on the code of git
 revision REV of this checkout, exported to a scratch folder with this benchmark beside it, in a
 child process: "before" and "after" in one run, with their ratio (packet counts may differ where
-REV's transport behaves otherwise, so the ratio is per simulated packet).
+REV's transport behaves otherwise, so the ratio is per simulated packet). REV runs as pure Python
+unless `--compile-against` compiles it first (about two minutes), to compare compiled with compiled.
 
 A third figure isolates the simulator from the transport: on fattree:8, every host sprays 1 KB
 data packets over its uSID paths to the host half the fabric away, paced at 1.2 us, through
 trivial endpoints (`Sprayer`) that send and count and nothing else; its packets per CPU-second
 are netsim's own forwarding speed (links, queues, switches, event loop).
+
+Issue 29's cases, timed per case as uet-htsim's are: the permutation of experiments/datacenter.yaml
+(leafspine:4x4x4, 2 MiB flows, 100 Gbit/s, 1 us cables, MRC, seed 1) and a permutation of 1 MiB
+flows on fattree:8 (128 hosts, the same links), each with its wall time over htsim's recorded one
+where one was recorded (`HTSIM_RECORDED_S`). `--fat-tree-k16` adds the permutation of 1 MiB flows
+on fattree:16 (1,024 hosts) in a child process of its own: wall and CPU time, simulated packets
+per wall-second and its peak resident memory, against the issue's limits (10 minutes, 4 GiB).
 """
 from __future__ import annotations
 
@@ -45,7 +53,8 @@ import speedups
 from benchmarks.figures import Measurement
 
 NAME = "netsim"
-DESCRIPTION = "simulator speed: simulated packets per wall-second (permutation; fat-tree k=8 all-reduce)"
+DESCRIPTION = ("simulator speed: simulated packets per wall-second (permutation; fat-tree k=8 all-reduce; "
+               "data-center and fat-tree k=8 permutations per case)")
 ROOT = Path(__file__).resolve().parent.parent
 PERMUTATION = ROOT / "experiments" / "permutation.yaml"
 FAT_TREE = {"name": "bench-netsim-fattree8", "seed": 1, "horizon_s": 4.0, "sample_interval_s": 0.005,
@@ -132,7 +141,9 @@ from benchmarks import bench_netsim as b
 repeat, fat_tree = int(sys.argv[1]), sys.argv[2] == "fat-tree"
 runs = [b.time_case(case, repeat) for case in b.permutation_cases()]
 fat = b.time_case(b.fat_tree_case(), repeat) if fat_tree else None
-print(json.dumps({"build": str(__import__("speedups").build_in_use()), "runs": runs, "fat_tree": fat}))
+cases = b.htsim_case_runs(repeat) if fat_tree else None
+print(json.dumps({"build": str(__import__("speedups").build_in_use()), "runs": runs, "fat_tree": fat,
+                  "htsim_cases": cases}))
 """
 
 
@@ -180,17 +191,24 @@ def export_revision(rev: str, into: Path) -> None:
                     ignore=shutil.ignore_patterns("*.json", "*.so", "__pycache__"))
 
 
-def run_at_revision(rev: str, repeat: int, fat_tree: bool = True) -> dict:
-    """The permutation cases (and the fat-tree) on the code of git revision `rev`."""
+def run_at_revision(rev: str, repeat: int, fat_tree: bool = True, compiled: bool = False) -> dict:
+    """The permutation cases (and the fat-tree) on the code of git revision `rev` (compiled with
+    `python -m speedups build` first when `compiled`, else pure Python)."""
     with tempfile.TemporaryDirectory(prefix="bench-netsim-") as tmp:
         export_revision(rev, Path(tmp))
+        if compiled:
+            print(f"   compiling revision {rev} (python -m speedups build) ...", flush=True)
+            built = subprocess.run([sys.executable, "-m", "speedups", "build"], cwd=tmp, capture_output=True, text=True)
+            if built.returncode != 0:
+                raise RuntimeError(f"compiling revision {rev} failed: {(built.stdout + built.stderr).strip()[-2000:]}")
         env = {k: v for k, v in os.environ.items() if k != speedups.PURE_ENV}
         return run_child(Path(tmp), repeat, fat_tree, env, f"revision {rev}")
 
 
-def _compare_with_revision(result: Measurement, rev: str, repeat: int, now: dict, fat: dict) -> None:
+def _compare_with_revision(result: Measurement, rev: str, repeat: int, now: dict, fat: dict,
+                           compiled: bool = False) -> None:
     """Add the figures of revision `rev` and now's speed over them, per simulated packet."""
-    then = run_at_revision(rev, repeat)
+    then = run_at_revision(rev, repeat, compiled=compiled)
     result.details[f"at_{rev}"] = then
     ratio = (now["packets"] / now["wall_s"]) / (then["packets"] / then["wall_s"])
     print(f"   permutation at {rev}: {then['packets']} packets in {then['wall_s']:.2f} s wall = "
@@ -204,6 +222,139 @@ def _compare_with_revision(result: Measurement, rev: str, repeat: int, now: dict
           flush=True)
     result.add(f"fat-tree k=8 all-reduce at {rev}: wall time", old["wall_s"], "s", better="lower")
     result.add(f"fat-tree k=8 all-reduce: now over {rev}, wall time per packet", fat_ratio, "x")
+    _compare_cases_with_revision(result, rev, then.get("htsim_cases") or {})
+
+
+# --- the cases of issue 29 (item 5): netsim against uet-htsim's wall time per case ---------------
+
+DATACENTER = ROOT / "experiments" / "datacenter.yaml"
+# uet-htsim's wall time per case (`htsim_uec`, built from its public repository, run on netsim's
+# exact flows), as issue 29 recorded them where htsim is not built here: 4x4x4 leaf-spine
+# permutation of 2 MiB flows at 100 Gbit/s, seeds 1-8.
+HTSIM_RECORDED_S = {"datacenter permutation": (0.03, 0.06)}
+K16_LIMITS = {"wall_s": 600.0, "rss_bytes": 4 << 30}      # issue 29: on one core, <= 10 min and <= 4 GiB
+
+
+def fat_tree_permutation_scenario(k: int) -> dict:
+    """A permutation of 1 MiB flows on fattree:k at data-center speed (datacenter.yaml's links:
+    100 Gbit/s, 1 us cables, 4 KB packets, its queue, trim and ECN thresholds), MRC, seed 1."""
+    link = {"rate_bps": 100_000_000_000, "delay_s": 1.0e-6, "mtu_payload": 4096, "queue_depth": 64,
+            "trim_threshold": 48, "ecn_threshold": 24, "ecn_max_threshold": 48}
+    return {"name": f"bench-netsim-fattree{k}-permutation", "seed": 1, "horizon_s": 0.05,
+            "sample_interval_s": 0.00002, "topology": f"fattree:{k}", "link": link,
+            "workload": {"kind": "permutation", "bytes": 1 << 20, "chunk_bytes": 262144},
+            "transports": [{"name": "MRC", "mode": "mrc"}]}
+
+
+def fat_tree_permutation_case(k: int):
+    """The case of `fat_tree_permutation_scenario(k)`."""
+    from experiments.scenario import parse_scenario
+    [case] = parse_scenario(fat_tree_permutation_scenario(k), path="<benchmark netsim>").cases()
+    return case
+
+
+def datacenter_permutation_case(mode: str = "mrc"):
+    """The permutation of experiments/datacenter.yaml (4x4x4 leaf-spine, 2 MiB flows, 100 Gbit/s), seed 1."""
+    from experiments.scenario import load_scenario
+    return next(c for c in load_scenario(DATACENTER, seed=1).cases()
+                if c.transport.mode == mode and c.variant.label == "permutation")
+
+
+def _against_htsim(result: Measurement, what: str, run: dict) -> None:
+    """Print and add the case's wall time over uet-htsim's recorded one (where one was recorded)."""
+    recorded = HTSIM_RECORDED_S.get(what)
+    if recorded is None:
+        print(f"   {what}: no recorded htsim wall time to compare with", flush=True)
+        return
+    low, high = recorded
+    print(f"   {what}: netsim {run['wall_s']:.3f} s wall ({run['cpu_s']:.3f} s CPU) per case against htsim's "
+          f"recorded {low:.2f}-{high:.2f} s: {run['wall_s'] / high:.1f}-{run['wall_s'] / low:.1f}x "
+          f"(target: within 2x)", flush=True)
+    result.add(f"{what}: netsim wall time over htsim's recorded (slowest htsim)", run["wall_s"] / high, "x",
+               better="lower")
+
+
+def htsim_case_runs(repeat: int) -> dict:
+    """{what: time_case(...)} of the 4x4x4 data-center permutation and the fat-tree k=8 permutation of
+    1 MiB flows (those that this checkout can build: an old revision may lack datacenter.yaml)."""
+    cases = {"fat-tree k=8 permutation 1 MiB": fat_tree_permutation_case(8)}
+    if DATACENTER.exists():
+        cases = {"datacenter permutation": datacenter_permutation_case(), **cases}
+    return {what: time_case(case, repeat) for what, case in cases.items()}
+
+
+def _compare_cases_with_revision(result: Measurement, rev: str, then: dict) -> None:
+    """Print and add now over revision `rev`, CPU time per case, for issue 29's cases both ran."""
+    for what, old in then.items():
+        now = result.details.get(what)
+        if now is None:
+            continue
+        ratio = old["cpu_s"] / now["cpu_s"]
+        print(_line(f"{what} at {rev}", old) + f"; now over {rev}: {ratio:.2f}x CPU time per case", flush=True)
+        result.add(f"{what}: now over {rev}, CPU time per case", ratio, "x")
+
+
+def measure_htsim_cases(result: Measurement, repeat: int) -> None:
+    """The 4x4x4 data-center permutation and the fat-tree k=8 permutation of 1 MiB flows, timed per case."""
+    for what, run in htsim_case_runs(repeat).items():
+        result.details[what] = run
+        print(_line(what, run), flush=True)
+        note = "" if run["completed"] else "did not complete"
+        result.add(f"{what}: wall time per case", run["wall_s"], "s", better="lower", note=note)
+        result.add(f"{what}: CPU time per case", run["cpu_s"], "s", better="lower", note=note)
+        result.add(f"{what}: simulated packets per wall-second", run["packets_per_wall_s"], "pkt/s", note=note)
+        _against_htsim(result, what, run)
+
+
+ALONE_CHILD = """
+import json, resource, sys, time
+from benchmarks import bench_netsim as b
+from experiments.backends.netsim_backend import NetsimBackend
+case = b.fat_tree_permutation_case(int(sys.argv[1]))
+last = [0.0]
+def progress(share):
+    now = time.monotonic()
+    if now - last[0] >= 30:
+        last[0] = now
+        print(f"   ... {share:.0%} delivered, {time.process_time():.0f} s CPU", file=sys.stderr, flush=True)
+wall0, cpu0 = time.perf_counter(), time.process_time()
+record = NetsimBackend().run_case(case, progress)
+wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+print(json.dumps({"build": str(__import__("speedups").build_in_use()), "packets": record.switch_stats.get("rx", 0),
+                  "wall_s": wall, "cpu_s": cpu, "completed": record.completed, "completion_s": record.completion_time,
+                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+def fat_tree_permutation_alone(k: int) -> dict:
+    """The fat-tree permutation of `fat_tree_permutation_scenario(k)` in a child process of its own,
+    so that its peak resident memory is the case's: packets, wall and CPU time, peak RSS."""
+    done = subprocess.run([sys.executable, "-c", ALONE_CHILD, str(k)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the fat-tree k={k} permutation failed (exit {done.returncode})")
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    run.update(packets_per_wall_s=run["packets"] / run["wall_s"], packets_per_cpu_s=run["packets"] / run["cpu_s"],
+               load_average=os.getloadavg())
+    return run
+
+
+def measure_k16(result: Measurement) -> None:
+    """Run, print and add the fat-tree k=16 figures, against issue 29's limits."""
+    print("   fat-tree k=16 permutation, 1,024 hosts, 1 MiB flows at 100 Gbit/s (one process) ...", flush=True)
+    run = fat_tree_permutation_alone(16)
+    result.details["fattree16_permutation"] = run
+    rss = run["peak_rss_bytes"]
+    fits = run["wall_s"] <= K16_LIMITS["wall_s"] and rss <= K16_LIMITS["rss_bytes"]
+    print(f"   fat-tree k=16 permutation ({run['build']}): {run['packets']} packets in {run['wall_s']:.1f} s wall, "
+          f"{run['cpu_s']:.1f} s CPU = {run['packets_per_wall_s']:,.0f} simulated pkt/wall-s, peak RSS "
+          f"{rss / 2**30:.2f} GiB; completed {run['completed']} at {run['completion_s']}; "
+          f"{'within' if fits else 'OUTSIDE'} 10 min and 4 GiB (load average {run['load_average'][0]:.1f})",
+          flush=True)
+    note = "" if run["completed"] else "did not complete"
+    result.add("fat-tree k=16 permutation: wall time", run["wall_s"], "s", better="lower", note=note)
+    result.add("fat-tree k=16 permutation: simulated packets per wall-second", run["packets_per_wall_s"], "pkt/s",
+               note=note)
+    result.add("fat-tree k=16 permutation: peak RSS", rss / 2**20, "MiB", better="lower", note=note)
 
 
 def permutation_cases() -> list:
@@ -249,14 +400,18 @@ def measure(options: argparse.Namespace) -> Measurement:
                note=note)
     result.add("fat-tree k=8 all-reduce: wall time", fat["wall_s"], "s", better="lower", note=note)
     result.add("fat-tree k=8 all-reduce: CPU time", fat["cpu_s"], "s", better="lower", note=note)
+    measure_htsim_cases(result, repeat)
     against = getattr(options, "against", None)
     if against:
-        _compare_with_revision(result, against, repeat, {"packets": packets, "wall_s": wall}, fat)
+        _compare_with_revision(result, against, repeat, {"packets": packets, "wall_s": wall}, fat,
+                               compiled=getattr(options, "compile_against", False))
     fwd = forwarding_only(repeat)
     result.details["forwarding_only"] = fwd
     print(f"   forwarding only (fat-tree k=8, no transport): {fwd['packets']} packets in {fwd['cpu_s']:.2f} CPU-s "
           f"= {fwd['packets_per_cpu_s']:,.0f} pkt/CPU-s", flush=True)
     result.add("forwarding only, no transport: switch packets per CPU-second", fwd["packets_per_cpu_s"], "pkt/s")
+    if getattr(options, "fat_tree_k16", False):
+        measure_k16(result)
     result.details["load_average"] = os.getloadavg()
     return result
 
@@ -266,6 +421,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--against", metavar="REV",
                         help="also run the cases on the code of git revision REV (e.g. 091479d, when issue 16 "
                              "was filed) and print now over REV per simulated packet")
+    parser.add_argument("--compile-against", action="store_true",
+                        help="compile revision REV of --against with mypyc first (python -m speedups build), "
+                             "to compare compiled with compiled")
+    parser.add_argument("--fat-tree-k16", action="store_true",
+                        help="also run the fat-tree k=16 permutation (1,024 hosts, 1 MiB flows, minutes): wall "
+                             "time, simulated packets per wall-second, peak RSS")
 
 
 def main(argv=None) -> int:
