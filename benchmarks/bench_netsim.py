@@ -1,6 +1,6 @@
 """Simulator speed: simulated packets per wall-second on the permutation case and a fat-tree all-reduce.
 
-    .venv/bin/python -m benchmarks.bench_netsim [--repeat 2] [--against 091479d [--compile-against]] [--fat-tree-k16]
+    .venv/bin/python -m benchmarks.bench_netsim [--repeat 2] [--against 091479d [--compile-against] [--interleave N]] [--fat-tree-k16]
 
 Runs, on the netsim backend, every case of experiments/permutation.yaml (a cross-leaf permutation
 on leafspine:2x4x4 at 20 Mbit/s: MRC spraying, RoCE ECMP, RoCE with 4 QPs) and a ring all-reduce
@@ -22,6 +22,8 @@ revision REV of this checkout, exported to a scratch folder with this benchmark 
 child process: "before" and "after" in one run, with their ratio (packet counts may differ where
 REV's transport behaves otherwise, so the ratio is per simulated packet). REV runs as pure Python
 unless `--compile-against` compiles it first (about two minutes), to compare compiled with compiled.
+With `--interleave N`, REV and now run in child processes taking turns N times, and CPU time per
+case is compared, fastest turn each: on a shared machine whose load moves, the steadier figure.
 
 A third figure isolates the simulator from the transport: on fattree:8, every host sprays 1 KB
 data packets over its uSID paths to the host half the fabric away, paced at 1.2 us, through
@@ -38,6 +40,7 @@ per wall-second and its peak resident memory, against the issue's limits (10 min
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -191,9 +194,10 @@ def export_revision(rev: str, into: Path) -> None:
                     ignore=shutil.ignore_patterns("*.json", "*.so", "__pycache__"))
 
 
-def run_at_revision(rev: str, repeat: int, fat_tree: bool = True, compiled: bool = False) -> dict:
-    """The permutation cases (and the fat-tree) on the code of git revision `rev` (compiled with
-    `python -m speedups build` first when `compiled`, else pure Python)."""
+@contextlib.contextmanager
+def revision_tree(rev: str, compiled: bool = False):
+    """A scratch folder with the code of git revision `rev` (`export_revision`), compiled with
+    `python -m speedups build` first when `compiled` (else it runs as pure Python)."""
     with tempfile.TemporaryDirectory(prefix="bench-netsim-") as tmp:
         export_revision(rev, Path(tmp))
         if compiled:
@@ -201,8 +205,43 @@ def run_at_revision(rev: str, repeat: int, fat_tree: bool = True, compiled: bool
             built = subprocess.run([sys.executable, "-m", "speedups", "build"], cwd=tmp, capture_output=True, text=True)
             if built.returncode != 0:
                 raise RuntimeError(f"compiling revision {rev} failed: {(built.stdout + built.stderr).strip()[-2000:]}")
+        yield Path(tmp)
+
+
+def run_at_revision(rev: str, repeat: int, fat_tree: bool = True, compiled: bool = False) -> dict:
+    """The permutation cases (and the fat-tree) on the code of git revision `rev` (compiled first
+    when `compiled`, else pure Python)."""
+    with revision_tree(rev, compiled) as tree:
         env = {k: v for k, v in os.environ.items() if k != speedups.PURE_ENV}
-        return run_child(Path(tmp), repeat, fat_tree, env, f"revision {rev}")
+        return run_child(tree, repeat, fat_tree, env, f"revision {rev}")
+
+
+def _case_cpu(result: dict) -> dict:
+    """{case: CPU seconds} of one child's run (the permutation cases summed)."""
+    out = {"permutation": result["cpu_s"], "fat-tree k=8 all-reduce 128 KB": result["fat_tree"]["cpu_s"]}
+    out.update({what: run["cpu_s"] for what, run in (result.get("htsim_cases") or {}).items()})
+    return out
+
+
+def compare_interleaved(result: Measurement, rev: str, rounds: int, compiled: bool) -> None:
+    """Revision `rev` and now, each in child processes taking turns `rounds` times (one run of every
+    case a turn): on a shared machine whose load moves, turns see the same load. Prints and adds now
+    over `rev` in CPU time per case, fastest turn of each."""
+    env = {k: v for k, v in os.environ.items() if k != speedups.PURE_ENV}
+    best: dict[str, dict[str, float]] = {"then": {}, "now": {}}
+    with revision_tree(rev, compiled) as tree:
+        for turn in range(rounds):
+            for side, where in (("then", tree), ("now", ROOT)):
+                for what, cpu in _case_cpu(run_child(where, 1, True, env, f"{side} ({rev})")).items():
+                    best[side][what] = min(cpu, best[side].get(what, cpu))
+            print(f"   turn {turn + 1} of {rounds} done (load average {os.getloadavg()[0]:.1f})", flush=True)
+    for what, then in best["then"].items():
+        now = best["now"].get(what)
+        if now is None:
+            continue
+        print(f"   {what}: {then:.3f} s CPU at {rev}, {now:.3f} s now: now over {rev} {then / now:.2f}x "
+              f"(fastest of {rounds} interleaved turns)", flush=True)
+        result.add(f"{what}: now over {rev}, CPU time per case, interleaved", then / now, "x")
 
 
 def _compare_with_revision(result: Measurement, rev: str, repeat: int, now: dict, fat: dict,
@@ -402,9 +441,12 @@ def measure(options: argparse.Namespace) -> Measurement:
     result.add("fat-tree k=8 all-reduce: CPU time", fat["cpu_s"], "s", better="lower", note=note)
     measure_htsim_cases(result, repeat)
     against = getattr(options, "against", None)
-    if against:
+    compiled_against = getattr(options, "compile_against", False)
+    if against and getattr(options, "interleave", None):
+        compare_interleaved(result, against, options.interleave, compiled_against)
+    elif against:
         _compare_with_revision(result, against, repeat, {"packets": packets, "wall_s": wall}, fat,
-                               compiled=getattr(options, "compile_against", False))
+                               compiled=compiled_against)
     fwd = forwarding_only(repeat)
     result.details["forwarding_only"] = fwd
     print(f"   forwarding only (fat-tree k=8, no transport): {fwd['packets']} packets in {fwd['cpu_s']:.2f} CPU-s "
@@ -424,6 +466,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile-against", action="store_true",
                         help="compile revision REV of --against with mypyc first (python -m speedups build), "
                              "to compare compiled with compiled")
+    parser.add_argument("--interleave", type=int, metavar="N",
+                        help="with --against: run REV and now in child processes taking turns N times and "
+                             "compare CPU time per case (steadier on a loaded machine)")
     parser.add_argument("--fat-tree-k16", action="store_true",
                         help="also run the fat-tree k=16 permutation (1,024 hosts, 1 MiB flows, minutes): wall "
                              "time, simulated packets per wall-second, peak RSS")
