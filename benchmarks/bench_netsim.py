@@ -1,6 +1,6 @@
 """Simulator speed: simulated packets per wall-second on the permutation case and a fat-tree all-reduce.
 
-    .venv/bin/python -m benchmarks.bench_netsim [--repeat 2] [--against 091479d]
+    .venv/bin/python -m benchmarks.bench_netsim [--repeat 2] [--against 091479d [--compile-against] [--interleave N]] [--fat-tree-k16]
 
 Runs, on the netsim backend, every case of experiments/permutation.yaml (a cross-leaf permutation
 on leafspine:2x4x4 at 20 Mbit/s: MRC spraying, RoCE ECMP, RoCE with 4 QPs) and a ring all-reduce
@@ -20,16 +20,26 @@ as pure Python (MRC_PURE_PYTHON=1), so the gain of compiling is a ratio measured
 With `--against REV`, the same cases (permutation and fat-tree) also run on the code of git
 revision REV of this checkout, exported to a scratch folder with this benchmark beside it, in a
 child process: "before" and "after" in one run, with their ratio (packet counts may differ where
-REV's transport behaves otherwise, so the ratio is per simulated packet).
+REV's transport behaves otherwise, so the ratio is per simulated packet). REV runs as pure Python
+unless `--compile-against` compiles it first (about two minutes), to compare compiled with compiled.
+With `--interleave N`, REV and now run in child processes taking turns N times, and CPU time per
+case is compared, fastest turn each: on a shared machine whose load moves, the steadier figure.
 
 A third figure isolates the simulator from the transport: on fattree:8, every host sprays 1 KB
 data packets over its uSID paths to the host half the fabric away, paced at 1.2 us, through
 trivial endpoints (`Sprayer`) that send and count and nothing else; its packets per CPU-second
 are netsim's own forwarding speed (links, queues, switches, event loop).
+
+Issue 29's cases, timed per case as uet-htsim's are (benchmarks/netsim_vs_htsim.py: the permutation
+of experiments/datacenter.yaml and a fat-tree k=8 permutation of 1 MB flows), then set beside
+htsim_uec's time on the same flows (run where it is built, its recorded figures elsewhere). `--fat-tree-k16` adds the permutation of 1 MiB flows
+on fattree:16 (1,024 hosts) in a child process of its own: wall and CPU time, simulated packets
+per wall-second and its peak resident memory, against the issue's limits (10 minutes, 4 GiB).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -45,7 +55,8 @@ import speedups
 from benchmarks.figures import Measurement
 
 NAME = "netsim"
-DESCRIPTION = "simulator speed: simulated packets per wall-second (permutation; fat-tree k=8 all-reduce)"
+DESCRIPTION = ("simulator speed: simulated packets per wall-second (permutation; fat-tree k=8 all-reduce; "
+               "data-center and fat-tree k=8 permutations per case)")
 ROOT = Path(__file__).resolve().parent.parent
 PERMUTATION = ROOT / "experiments" / "permutation.yaml"
 FAT_TREE = {"name": "bench-netsim-fattree8", "seed": 1, "horizon_s": 4.0, "sample_interval_s": 0.005,
@@ -134,7 +145,9 @@ from benchmarks import bench_netsim
 repeat, fat_tree = int(sys.argv[1]), sys.argv[2] == "fat-tree"
 runs = [bench_netsim.time_case(case, repeat) for case in bench_netsim.permutation_cases()]
 fat = bench_netsim.time_case(bench_netsim.fat_tree_case(), repeat) if fat_tree else None
-print(json.dumps({"build": str(__import__("speedups").build_in_use()), "runs": runs, "fat_tree": fat}))
+cases = bench_netsim.htsim_case_runs(repeat) if fat_tree else None
+print(json.dumps({"build": str(__import__("speedups").build_in_use()), "runs": runs, "fat_tree": fat,
+                  "htsim_cases": cases}))
 """
 
 
@@ -182,17 +195,60 @@ def export_revision(rev: str, into: Path) -> None:
                     ignore=shutil.ignore_patterns("*.json", "*.so", "__pycache__"))
 
 
-def run_at_revision(rev: str, repeat: int, fat_tree: bool = True) -> dict:
-    """The permutation cases (and the fat-tree) on the code of git revision `rev`."""
+@contextlib.contextmanager
+def revision_tree(rev: str, compiled: bool = False):
+    """A scratch folder with the code of git revision `rev` (`export_revision`), compiled with
+    `python -m speedups build` first when `compiled` (else it runs as pure Python)."""
     with tempfile.TemporaryDirectory(prefix="bench-netsim-") as tmp:
         export_revision(rev, Path(tmp))
+        if compiled:
+            print(f"   compiling revision {rev} (python -m speedups build) ...", flush=True)
+            built = subprocess.run([sys.executable, "-m", "speedups", "build"], cwd=tmp, capture_output=True, text=True)
+            if built.returncode != 0:
+                raise RuntimeError(f"compiling revision {rev} failed: {(built.stdout + built.stderr).strip()[-2000:]}")
+        yield Path(tmp)
+
+
+def run_at_revision(rev: str, repeat: int, fat_tree: bool = True, compiled: bool = False) -> dict:
+    """The permutation cases (and the fat-tree) on the code of git revision `rev` (compiled first
+    when `compiled`, else pure Python)."""
+    with revision_tree(rev, compiled) as tree:
         env = {k: v for k, v in os.environ.items() if k != speedups.PURE_ENV}
-        return run_child(Path(tmp), repeat, fat_tree, env, f"revision {rev}")
+        return run_child(tree, repeat, fat_tree, env, f"revision {rev}")
 
 
-def _compare_with_revision(result: Measurement, rev: str, repeat: int, now: dict, fat: dict) -> None:
+def _case_cpu(result: dict) -> dict:
+    """{case: CPU seconds} of one child's run (the permutation cases summed)."""
+    out = {"permutation": result["cpu_s"], "fat-tree k=8 all-reduce 128 KB": result["fat_tree"]["cpu_s"]}
+    out.update({what: run["cpu_s"] for what, run in (result.get("htsim_cases") or {}).items()})
+    return out
+
+
+def compare_interleaved(result: Measurement, rev: str, rounds: int, compiled: bool) -> None:
+    """Revision `rev` and now, each in child processes taking turns `rounds` times (one run of every
+    case a turn): on a shared machine whose load moves, turns see the same load. Prints and adds now
+    over `rev` in CPU time per case, fastest turn of each."""
+    env = {k: v for k, v in os.environ.items() if k != speedups.PURE_ENV}
+    best: dict[str, dict[str, float]] = {"then": {}, "now": {}}
+    with revision_tree(rev, compiled) as tree:
+        for turn in range(rounds):
+            for side, where in (("then", tree), ("now", ROOT)):
+                for what, cpu in _case_cpu(run_child(where, 1, True, env, f"{side} ({rev})")).items():
+                    best[side][what] = min(cpu, best[side].get(what, cpu))
+            print(f"   turn {turn + 1} of {rounds} done (load average {os.getloadavg()[0]:.1f})", flush=True)
+    for what, then in best["then"].items():
+        now = best["now"].get(what)
+        if now is None:
+            continue
+        print(f"   {what}: {then:.3f} s CPU at {rev}, {now:.3f} s now: now over {rev} {then / now:.2f}x "
+              f"(fastest of {rounds} interleaved turns)", flush=True)
+        result.add(f"{what}: now over {rev}, CPU time per case, interleaved", then / now, "x")
+
+
+def _compare_with_revision(result: Measurement, rev: str, repeat: int, now: dict, fat: dict,
+                           compiled: bool = False) -> None:
     """Add the figures of revision `rev` and now's speed over them, per simulated packet."""
-    then = run_at_revision(rev, repeat)
+    then = run_at_revision(rev, repeat, compiled=compiled)
     result.details[f"at_{rev}"] = then
     ratio = (now["packets"] / now["wall_s"]) / (then["packets"] / then["wall_s"])
     print(f"   permutation at {rev}: {then['packets']} packets in {then['wall_s']:.2f} s wall = "
@@ -206,6 +262,110 @@ def _compare_with_revision(result: Measurement, rev: str, repeat: int, now: dict
           flush=True)
     result.add(f"fat-tree k=8 all-reduce at {rev}: wall time", old["wall_s"], "s", better="lower")
     result.add(f"fat-tree k=8 all-reduce: now over {rev}, wall time per packet", fat_ratio, "x")
+    _compare_cases_with_revision(result, rev, then.get("htsim_cases") or {})
+
+
+# --- the cases of issue 29 (item 5): netsim against uet-htsim's wall time per case ---------------
+
+K16_LIMITS = {"wall_s": 600.0, "rss_bytes": 4 << 30}      # issue 29: on one core, <= 10 min and <= 4 GiB
+
+
+def fat_tree_permutation_scenario(k: int) -> dict:
+    """A permutation of 1 MiB flows on fattree:k at data-center speed (datacenter.yaml's links:
+    100 Gbit/s, 1 us cables, 4 KB packets, its queue, trim and ECN thresholds), MRC, seed 1."""
+    link = {"rate_bps": 100_000_000_000, "delay_s": 1.0e-6, "mtu_payload": 4096, "queue_depth": 64,
+            "trim_threshold": 48, "ecn_threshold": 24, "ecn_max_threshold": 48}
+    return {"name": f"bench-netsim-fattree{k}-permutation", "seed": 1, "horizon_s": 0.05,
+            "sample_interval_s": 0.00002, "topology": f"fattree:{k}", "link": link,
+            "workload": {"kind": "permutation", "bytes": 1 << 20, "chunk_bytes": 262144},
+            "transports": [{"name": "MRC", "mode": "mrc"}]}
+
+
+def fat_tree_permutation_case(k: int):
+    """The case of `fat_tree_permutation_scenario(k)`."""
+    from experiments.scenario import parse_scenario
+    [case] = parse_scenario(fat_tree_permutation_scenario(k), path="<benchmark netsim>").cases()
+    return case
+
+
+def htsim_case_runs(repeat: int) -> dict:
+    """{label: time_case(...)} of the cases set beside uet-htsim (benchmarks.netsim_vs_htsim.cases:
+    the 4x4x4 data-center permutation and the fat-tree k=8 permutation of 1 MB flows)."""
+    from benchmarks.netsim_vs_htsim import cases
+    return {label: time_case(case, repeat) for label, case in cases()}
+
+
+def _compare_cases_with_revision(result: Measurement, rev: str, then: dict) -> None:
+    """Print and add now over revision `rev`, CPU time per case, for issue 29's cases both ran."""
+    for what, old in then.items():
+        now = result.details.get(what)
+        if now is None:
+            continue
+        ratio = old["cpu_s"] / now["cpu_s"]
+        print(_line(f"{what} at {rev}", old) + f"; now over {rev}: {ratio:.2f}x CPU time per case", flush=True)
+        result.add(f"{what}: now over {rev}, CPU time per case", ratio, "x")
+
+
+def measure_htsim_cases(result: Measurement, repeat: int) -> None:
+    """The 4x4x4 data-center permutation and the fat-tree k=8 permutation of 1 MiB flows, timed per case."""
+    for what, run in htsim_case_runs(repeat).items():
+        result.details[what] = run
+        print(_line(what, run), flush=True)
+        note = "" if run["completed"] else "did not complete"
+        result.add(f"{what}: wall time per case", run["wall_s"], "s", better="lower", note=note)
+        result.add(f"{what}: CPU time per case", run["cpu_s"], "s", better="lower", note=note)
+        result.add(f"{what}: simulated packets per wall-second", run["packets_per_wall_s"], "pkt/s", note=note)
+
+
+ALONE_CHILD = """
+import json, resource, sys, time
+from benchmarks import bench_netsim as b
+from experiments.backends.netsim_backend import NetsimBackend
+case = b.fat_tree_permutation_case(int(sys.argv[1]))
+last = [0.0]
+def progress(share):
+    now = time.monotonic()
+    if now - last[0] >= 30:
+        last[0] = now
+        print(f"   ... {share:.0%} delivered, {time.process_time():.0f} s CPU", file=sys.stderr, flush=True)
+wall0, cpu0 = time.perf_counter(), time.process_time()
+record = NetsimBackend().run_case(case, progress)
+wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+print(json.dumps({"build": str(__import__("speedups").build_in_use()), "packets": record.switch_stats.get("rx", 0),
+                  "wall_s": wall, "cpu_s": cpu, "completed": record.completed, "completion_s": record.completion_time,
+                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+def fat_tree_permutation_alone(k: int) -> dict:
+    """The fat-tree permutation of `fat_tree_permutation_scenario(k)` in a child process of its own,
+    so that its peak resident memory is the case's: packets, wall and CPU time, peak RSS."""
+    done = subprocess.run([sys.executable, "-c", ALONE_CHILD, str(k)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the fat-tree k={k} permutation failed (exit {done.returncode})")
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    run.update(packets_per_wall_s=run["packets"] / run["wall_s"], packets_per_cpu_s=run["packets"] / run["cpu_s"],
+               load_average=os.getloadavg())
+    return run
+
+
+def measure_k16(result: Measurement) -> None:
+    """Run, print and add the fat-tree k=16 figures, against issue 29's limits."""
+    print("   fat-tree k=16 permutation, 1,024 hosts, 1 MiB flows at 100 Gbit/s (one process) ...", flush=True)
+    run = fat_tree_permutation_alone(16)
+    result.details["fattree16_permutation"] = run
+    rss = run["peak_rss_bytes"]
+    fits = run["wall_s"] <= K16_LIMITS["wall_s"] and rss <= K16_LIMITS["rss_bytes"]
+    print(f"   fat-tree k=16 permutation ({run['build']}): {run['packets']} packets in {run['wall_s']:.1f} s wall, "
+          f"{run['cpu_s']:.1f} s CPU = {run['packets_per_wall_s']:,.0f} simulated pkt/wall-s, peak RSS "
+          f"{rss / 2**30:.2f} GiB; completed {run['completed']} at {run['completion_s']}; "
+          f"{'within' if fits else 'OUTSIDE'} 10 min and 4 GiB (load average {run['load_average'][0]:.1f})",
+          flush=True)
+    note = "" if run["completed"] else "did not complete"
+    result.add("fat-tree k=16 permutation: wall time", run["wall_s"], "s", better="lower", note=note)
+    result.add("fat-tree k=16 permutation: simulated packets per wall-second", run["packets_per_wall_s"], "pkt/s",
+               note=note)
+    result.add("fat-tree k=16 permutation: peak RSS", rss / 2**20, "MiB", better="lower", note=note)
 
 
 def permutation_cases() -> list:
@@ -251,9 +411,14 @@ def measure(options: argparse.Namespace) -> Measurement:
                note=note)
     result.add("fat-tree k=8 all-reduce: wall time", fat["wall_s"], "s", better="lower", note=note)
     result.add("fat-tree k=8 all-reduce: CPU time", fat["cpu_s"], "s", better="lower", note=note)
+    measure_htsim_cases(result, repeat)
     against = getattr(options, "against", None)
-    if against:
-        _compare_with_revision(result, against, repeat, {"packets": packets, "wall_s": wall}, fat)
+    compiled_against = getattr(options, "compile_against", False)
+    if against and getattr(options, "interleave", None):
+        compare_interleaved(result, against, options.interleave, compiled_against)
+    elif against:
+        _compare_with_revision(result, against, repeat, {"packets": packets, "wall_s": wall}, fat,
+                               compiled=compiled_against)
     fwd = forwarding_only(repeat)
     result.details["forwarding_only"] = fwd
     print(f"   forwarding only (fat-tree k=8, no transport): {fwd['packets']} packets in {fwd['cpu_s']:.2f} CPU-s "
@@ -261,6 +426,8 @@ def measure(options: argparse.Namespace) -> Measurement:
     result.add("forwarding only, no transport: switch packets per CPU-second", fwd["packets_per_cpu_s"], "pkt/s")
     from benchmarks.netsim_vs_htsim import measure_side_by_side
     measure_side_by_side(result, repeat)          # beside uet-htsim's htsim_uec, where it is built
+    if getattr(options, "fat_tree_k16", False):
+        measure_k16(result)
     result.details["load_average"] = os.getloadavg()
     return result
 
@@ -270,6 +437,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--against", metavar="REV",
                         help="also run the cases on the code of git revision REV (e.g. 091479d, when issue 16 "
                              "was filed) and print now over REV per simulated packet")
+    parser.add_argument("--compile-against", action="store_true",
+                        help="compile revision REV of --against with mypyc first (python -m speedups build), "
+                             "to compare compiled with compiled")
+    parser.add_argument("--interleave", type=int, metavar="N",
+                        help="with --against: run REV and now in child processes taking turns N times and "
+                             "compare CPU time per case (steadier on a loaded machine)")
+    parser.add_argument("--fat-tree-k16", action="store_true",
+                        help="also run the fat-tree k=16 permutation (1,024 hosts, 1 MiB flows, minutes): wall "
+                             "time, simulated packets per wall-second, peak RSS")
 
 
 def main(argv=None) -> int:

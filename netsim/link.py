@@ -21,7 +21,7 @@ class SimLink:
     down drops what is offered to it and what is on the wire when it goes down.
     """
 
-    __slots__ = ("sim", "_on_done", "_on_arrive", "name", "rate_bps", "delay", "depth", "high_depth",
+    __slots__ = ("sim", "_on_done", "_on_arrive", "_deliver", "_dest_port", "name", "rate_bps", "delay", "depth", "high_depth",
                  "queues", "busy", "up", "_epoch",
                  "dest", "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
@@ -40,6 +40,8 @@ class SimLink:
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
         self.dest: Any = None                   # (node, port): node.receive(pkt, port)
+        self._deliver: Any = None               # node.receive, bound once: called per packet
+        self._dest_port = 0
         self.data_offered_at: list[float] = []  # time of every data packet offered (when tracing)
         self.trace_data = False
         self.peak_queue = 0                     # most packets ever waiting (both priorities)
@@ -58,6 +60,8 @@ class SimLink:
     def connect(self, node, port: int) -> None:
         """Deliver to `node.receive(pkt, port)`."""
         self.dest = (node, port)
+        self._deliver = node.receive
+        self._dest_port = port
 
     @property
     def low_depth_now(self) -> int:
@@ -127,5 +131,4 @@ class SimLink:
         if epoch != self._epoch or not self.up:
             self.dropped_down += 1
             return
-        node, port = self.dest
-        node.receive(pkt, port)
+        self._deliver(pkt, self._dest_port)

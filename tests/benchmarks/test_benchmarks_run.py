@@ -116,3 +116,17 @@ def test_netsim_benchmark_runs_a_revision_of_the_checkout_beside_now():
     assert then["fat_tree"] is None and "pure Python" in then["build"]
     with pytest.raises(ValueError, match="--against no-such-revision: not a commit"):
         bn.run_at_revision("no-such-revision", 1, fat_tree=False)
+
+
+@pytest.mark.slow
+def test_netsim_fat_tree_permutation_runs_alone_and_reports_its_memory():
+    """The fat-tree permutation of --fat-tree-k16, at k=4 (16 hosts): a child process of its own
+    delivers every flow and says how many packets it simulated and its peak resident memory."""
+    from benchmarks import bench_netsim as bn
+
+    scenario = bn.fat_tree_permutation_scenario(16)
+    assert scenario["topology"] == "fattree:16" and scenario["workload"]["bytes"] == 1 << 20
+    assert scenario["link"]["rate_bps"] == 100e9
+    run = bn.fat_tree_permutation_alone(4)
+    assert run["completed"] and run["packets"] > 16 * 256       # 256 data packets of 4 KB a flow, 3-5 hops each
+    assert 0 < run["peak_rss_bytes"] < 4 << 30 and run["packets_per_wall_s"] > 0

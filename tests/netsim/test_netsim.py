@@ -75,6 +75,24 @@ def test_stop_ends_the_run_after_the_event_that_asked_and_the_next_run_goes_on()
     assert ran == [1, 2, 3, 4] and sim.now == 10.0
 
 
+def test_events_of_one_time_run_in_scheduling_order_also_when_a_run_stops_among_them():
+    """Equal times run in the order scheduled, those scheduled while that time runs last; a run cut
+    among them (max_events) leaves the rest ahead of what is scheduled there later; the collector's
+    threshold is the caller's again after a run."""
+    import gc
+    sim, ran = Simulator(), []
+    sim.at(1.0, lambda: (ran.append("a"), sim.at(1.0, ran.append, "d")))
+    sim.at(1.0, ran.append, "b")
+    sim.at(0.5, ran.append, "first")
+    sim.at(1.0, ran.append, "c")
+    before = gc.get_threshold()
+    sim.run(max_events=3)
+    assert ran == ["first", "a", "b"] and sim.now == 1.0 and gc.get_threshold() == before
+    sim.at(1.0, ran.append, "e")                # scheduled after the cut: after c and d
+    sim.run()
+    assert ran == ["first", "a", "b", "c", "d", "e"] and sim.events_run == 6
+
+
 def test_link_serialises_then_propagates_and_serves_high_priority_first():
     sim = Simulator()
     sink = Sink(sim)
