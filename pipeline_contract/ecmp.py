@@ -1,7 +1,7 @@
 """The ECMP member choice of the P4 program, in Python: CRC-16 over the 5-tuple, modulo the group size.
 
-The switch model forwards with it; netsim, the conformance runner and tests predict BMv2 with it;
-fault planning follows the baseline's flows with it (`entropy_member`).
+The switch model forwards with it, and netsim's switches and fault planning (following the
+baseline's flows) through `entropy_member`; the conformance runner and tests predict BMv2 with it.
 """
 from __future__ import annotations
 
