@@ -281,7 +281,12 @@ def load_file(path: Path) -> list[ConformanceCase]:
 
 def load_cases(directory: Path = CASES_DIR, select: Optional[str] = None) -> list[ConformanceCase]:
     """Every case of every *.yaml file in `directory`; with `select`, those whose name contains it."""
-    cases = [c for path in sorted(directory.glob("*.yaml")) for c in load_file(path)]
+    if not directory.is_dir():
+        raise CaseError(f"{directory}: not a folder of case files")
+    files = sorted(directory.glob("*.yaml"))
+    if not files:
+        raise CaseError(f"{directory}: no case files (*.yaml) in it")
+    cases = [c for path in files for c in load_file(path)]
     names = [c.name for c in cases]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:

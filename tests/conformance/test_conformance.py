@@ -267,6 +267,13 @@ def test_case_files_are_checked():
         parse_case(dict(good, expect={"packets": [{"priority": "low"}]}), {}, "t.yaml")
 
 
+def test_a_cases_folder_that_is_missing_or_empty_is_named(tmp_path):
+    with pytest.raises(CaseError, match="nope: not a folder of case files"):
+        load_cases(tmp_path / "nope")
+    with pytest.raises(CaseError, match=r"no case files \(\*.yaml\) in it"):
+        load_cases(tmp_path)
+
+
 def test_cli_prints_a_table_and_fails_on_failure(capsys, monkeypatch):
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
