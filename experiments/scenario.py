@@ -51,6 +51,7 @@ LOAD_SWEEP = "load-sweep"        # the `kind:` of a sweep file (experiments/load
 LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold",   # fields of every topology link
              "ecn_max_threshold")
 CABLE_KEYS = ("delay_s", "mtu_payload")   # of the fabric as a whole: cable delay (s), payload bytes per packet
+PROFILE_KEY = "switch_profile"      # named thresholds worked out from the fabric (experiments/switch_profiles.py)
 MAX_DELAY_S = 1.0
 AUTO = "auto"                        # rate_bps: the calibrated rate on mininet, the topology's on netsim
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
@@ -299,8 +300,10 @@ def _variant(c: "_Checker", merged: dict, raw: dict, where: str, index: int) -> 
         topology_from_spec(topology)
     except (TopologySpecError, ValueError, OSError) as error:
         c.fail(at("topology"), str(error))
-    link = c.mapping(merged.get("link") or {}, at("link"), set(LINK_KEYS) | set(CABLE_KEYS))
+    link = c.mapping(merged.get("link") or {}, at("link"), set(LINK_KEYS) | set(CABLE_KEYS) | {PROFILE_KEY})
     for key, value in link.items():
+        if key == PROFILE_KEY:
+            continue
         if key == "rate_bps" and value == AUTO:
             continue
         if key == "rate_bps" and isinstance(value, str):
@@ -311,12 +314,31 @@ def _variant(c: "_Checker", merged: dict, raw: dict, where: str, index: int) -> 
                 c.fail(f"{at('link')}.{key}", f"{delay} s is above {MAX_DELAY_S} s: a cable, not a satellite")
         else:
             c.integer(value, f"{at('link')}.{key}", minimum=0 if key == "ecn_threshold" else 1)
+    if PROFILE_KEY in link:
+        link = _apply_profile(c, topology, link, f"{at('link')}.{PROFILE_KEY}")
     _check_links(c, topology, link, at("link"))
     workload = _workload(c, merged.get("workload"), at("workload"))
     faults = tuple(_fault(c, f, f"{at('faults')}[{i}]")
                    for i, f in enumerate(c.sequence(merged.get("faults") or [], at("faults"))))
     label = c.text(raw.get("label", topology if index == 0 else f"variant {index + 1}"), f"{where}.label")
     return Variant(label, topology, dict(link), workload, faults)
+
+
+def _apply_profile(c: "_Checker", topology: str, link: dict, where: str) -> dict:
+    """`link` with the thresholds of the switch profile it names, worked out from its rate, cable
+    delay and payload size on `topology` (experiments/switch_profiles.py)."""
+    from experiments import switch_profiles
+    from topologies import topology_from_spec
+    name = c.choice(link[PROFILE_KEY], where, switch_profiles.PROFILES)
+    missing = [key for key in ("rate_bps", "delay_s", "mtu_payload")
+               if key not in link or (key == "rate_bps" and not isinstance(link[key], int))]
+    if missing:
+        c.fail(where, f"profile {name!r} is sized from the fabric: link needs {', '.join(missing)} "
+                      f"(rate_bps in bit/s, not {AUTO!r})")
+    hops = 2 * max(1, len(topology_from_spec(topology).tiers()))
+    fields = switch_profiles.profile_fields(name, hops, float(link["delay_s"]), float(link["rate_bps"]),
+                                            int(link["mtu_payload"]))
+    return {**link, **fields}
 
 
 def _check_links(c: "_Checker", topology: str, link: dict, where: str) -> None:
