@@ -126,10 +126,12 @@ def nscc_for_network(rtt_s: float) -> dict:
     ECN from about half a BDP and trim past one (datacenter.yaml: a ramp 16..48 packets, trimming
     at 48, BDP 28): the target delay in base RTTs, a largest decrease of MAX_MD_JUMP, and pacing
     over at most the target RTT (docs/transport.md, "NSCC at data-center speed"), the steering's
-    share for struck paths, and a cap on each path's packets in flight that acknowledgements at a
-    normal RTT open (`pathcap`; docs/transport.md, "Path cap"). A single-path
+    share for struck paths, a cap on each path's packets in flight that acknowledgements at a
+    normal RTT open (`pathcap`; docs/transport.md, "Path cap"), and a rotation that visits the
+    paths in turn (`evset.striped`; docs/transport.md, "Striped rotation"). A single-path
     baseline keeps the unsized values: its drop-tail queues on ECMP collisions overflowed with
     either the target or the pacing rule (loss-sweep --quick: RoCE's loss-free all-to-all took
     twice as long)."""
     return {"target_delay": TARGET_DELAY_BASE_RTTS * rtt_s, "max_md_jump": MAX_MD_JUMP, "pace_at_target": True,
-            "steer_share_struck": True, "path_cap_pkts": PATH_CAP_PKTS, "path_cap_rtts": PATH_CAP_RTTS}
+            "steer_share_struck": True, "path_cap_pkts": PATH_CAP_PKTS, "path_cap_rtts": PATH_CAP_RTTS,
+            "stripe_paths": True, "pace_trim_resends": False}
