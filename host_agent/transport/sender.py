@@ -69,7 +69,6 @@ class MrcSender:
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
         self._trim_at = 0.0                              # when the latest trim retransmission was queued
-        self._pace_trim_resends = config.pace_trim_resends   # a trim resend advances the pacing clock too
         self._budget = config.retry_budget()             # MRC's linear-then-exponential retries
         self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt,
                                               lambda: rtt.srtt + 2 * rtt.rttvar)
@@ -345,7 +344,7 @@ class MrcSender:
                 del self._retx_cause[seg.seq]
             nic_index, pkt = self._transmit(now, seg, cause)
             out.append((nic_index, pkt))
-            if cause is not _CAUSE_TRIM or self._pace_trim_resends:   # a trim resend was paced as the packet it replaces
+            if cause is not _CAUSE_TRIM or self.cfg.pace_trim_resends:   # else paced as the packet it replaces
                 if rate is None:
                     rate = cc.pacing_rate(nics)
                 cc.sent(now, seg.wire, nics, rate)
