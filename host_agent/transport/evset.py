@@ -47,7 +47,8 @@ OPERATOR_STATES = (EvState.GOOD, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UN
 
 def striped(evs: list[Ev]) -> list[Ev]:
     """`evs` reordered so that consecutive ones take different paths in turn: one EV of each path
-    (in the order the paths first appear), then the next of each, and so on. Sprayed in this
+    (the paths with the most EVs first, else in the order they first appear), then the next of
+    each, and so on. Sprayed in this
     order, each path gets every P-th packet of a connection, not a random quarter: on a fabric
     without oversubscription at full load (a permutation), randomly ordered EVs make every link's
     queue a random walk that trimming at one BDP cuts; striped, the queues stay a few packets
@@ -55,10 +56,11 @@ def striped(evs: list[Ev]) -> list[Ev]:
     columns: dict[int, list[Ev]] = {}
     for ev in evs:
         columns.setdefault(ev.path_key, []).append(ev)
+    ordered = sorted(columns.values(), key=len, reverse=True)
     out: list[Ev] = []
-    depth = max((len(c) for c in columns.values()), default=0)
+    depth = len(ordered[0]) if ordered else 0
     for i in range(depth):
-        for column in columns.values():
+        for column in ordered:
             if i < len(column):
                 out.append(column[i])
     return out
