@@ -52,7 +52,8 @@ def test_sizing_turns_both_on_for_spraying_only():
     sprayed = sizing.for_network(100e9, 9.4e-6, 4096, spraying=True)
     single = sizing.for_network(100e9, 9.4e-6, 4096, spraying=False)
     assert sprayed["stripe_paths"] is True and sprayed["pace_trim_resends"] is False
-    assert "stripe_paths" not in single and "pace_trim_resends" not in single
+    assert sprayed["fi"] > 1
+    assert "stripe_paths" not in single and "pace_trim_resends" not in single and "fi" not in single
 
 
 def quick_run(label: str, params: dict) -> tuple[float, dict]:
