@@ -17,6 +17,7 @@ runs every variant with every transport: one *case* each.
                                          # on netsim, the calibrated one on mininet (experiments/budget.py)
     # data-center keys (netsim): cable delay in seconds and payload bytes per data packet
     #   link: {rate_bps: 100000000000, delay_s: 1.0e-6, mtu_payload: 4096}
+    #   switch_profile: htsim-defaults (experiments/switch_profiles.py) replaces the four thresholds
     workload: {kind: allreduce, bytes: 1048576, chunk_bytes: 65536}
     faults:
       - {kind: link_kill, link: auto, at: 30%}
