@@ -449,7 +449,7 @@ class MrcSender:
             self.stats["spurious_sack_losses"] += 1
             detector = self._detector
             assert detector is not None              # only the detector declares losses from SACKs
-            detector.spurious()
+            detector.spurious(now)
         else:
             self.stats["spurious_timeouts"] += 1
             if ev is not None:
