@@ -69,12 +69,12 @@ def test_a_spurious_loss_widens_the_window():
 
 def test_spurious_losses_found_together_widen_the_window_once():
     """The packets of one lost SACK turn out spurious at the same time: one widening, not one each;
-    a round trip later another spurious loss widens it again."""
+    a later spurious loss widens it again."""
     det = detector()
     for _ in range(4):
         det.spurious(20e-6)
     assert det.scale == 2.0
-    det.spurious(20e-6 + 2 * det.srtt())
+    det.spurious(21e-6)
     assert det.scale == 4.0
 
 

@@ -102,12 +102,12 @@ class ReorderLossDetector:
 
     def spurious(self, now: float) -> None:
         """A packet declared lost had arrived: the reordering is wider than the window; double it,
-        at most once per round trip (srtt + 2 rttvar). The packets one lost SACK would have
-        acknowledged (`ack_coalesce` of them, in a row) are found spurious together: counted one
-        by one, a single lost SACK widened the window eightfold, and the next real losses were
-        found 90-140 us late (loss-sweep --quick at 400 Gbit/s, docs/transport.md "Without tuned
-        switches")."""
-        if now - self._widened_at >= self.srtt():
+        once for all the packets found spurious at the same instant (one acknowledgement). The
+        packets one lost SACK would have acknowledged (`ack_coalesce` of them, in a row) are found
+        spurious together: counted one by one, a single lost SACK widened the window eightfold,
+        and the next real losses were found 90-140 us late (loss-sweep --quick at 400 Gbit/s,
+        docs/transport.md "Without tuned switches")."""
+        if now > self._widened_at:
             self.scale = min(REORDER_SCALE_MAX, self.scale * 2)
             self._widened_at = now
         self._calm = 0
