@@ -48,11 +48,10 @@ OPERATOR_STATES = (EvState.GOOD, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UN
 def striped(evs: list[Ev]) -> list[Ev]:
     """`evs` reordered so that consecutive ones take different paths in turn: one EV of each path
     (the paths with the most EVs first, else in the order they first appear), then the next of
-    each, and so on. Sprayed in this
-    order, each path gets every P-th packet of a connection, not a random quarter: on a fabric
-    without oversubscription at full load (a permutation), randomly ordered EVs make every link's
-    queue a random walk that trimming at one BDP cuts; striped, the queues stay a few packets
-    long (docs/transport.md, "Striped rotation")."""
+    each, and so on. Sprayed in this order, each path gets every P-th packet of a connection, not
+    a random share: on a fabric without oversubscription at full load (a permutation), randomly
+    ordered EVs make every link's queue a random walk that trimming at one BDP cuts; striped, the
+    queues stay a few packets long (docs/transport.md, "Without tuned switches")."""
     columns: dict[int, list[Ev]] = {}
     for ev in evs:
         columns.setdefault(ev.path_key, []).append(ev)
