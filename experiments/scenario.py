@@ -17,6 +17,7 @@ runs every variant with every transport: one *case* each.
                                          # on netsim, the calibrated one on mininet (experiments/rate_caps.py)
     # data-center keys (netsim): cable delay in seconds and payload bytes per data packet
     #   link: {rate_bps: 100000000000, delay_s: 1.0e-6, mtu_payload: 4096}
+    #   switch_profile: htsim-defaults (experiments/switch_profiles.py) replaces the four thresholds
     workload: {kind: allreduce, bytes: 1048576, chunk_bytes: 65536}
     faults:
       - {kind: link_kill, link: auto, at: 30%}
@@ -57,6 +58,7 @@ LOAD_SWEEP = "load-sweep"        # the `kind:` of a sweep file (experiments/load
 LINK_KEYS = ("rate_bps", "queue_depth", "trim_threshold", "ecn_threshold",   # fields of every topology link
              "ecn_max_threshold")
 CABLE_KEYS = ("delay_s", "mtu_payload")   # of the fabric as a whole: cable delay (s), payload bytes per packet
+PROFILE_KEY = "switch_profile"      # named thresholds worked out from the fabric (experiments/switch_profiles.py)
 MAX_DELAY_S = 1.0
 AUTO = "auto"                        # rate_bps: the calibrated rate on mininet, the topology's on netsim
 NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
@@ -241,6 +243,16 @@ class LinkFields(Schema):
     ecn_max_threshold: Optional[int] = Field(None, ge=1, description="queue depth where ECN marking is certain")
     delay_s: Optional[float] = Field(None, ge=0, description="netsim: cable delay in seconds")
     mtu_payload: Optional[int] = Field(None, ge=1, description="netsim: payload bytes per data packet")
+    switch_profile: Optional[str] = Field(None, description="named thresholds worked out from the fabric "
+                                                            "(experiments/switch_profiles.py), instead of the four")
+
+    @field_validator("switch_profile")
+    @classmethod
+    def _a_profile(cls, name: Optional[str]) -> Optional[str]:
+        from experiments.switch_profiles import PROFILES
+        if name is not None and name not in PROFILES:
+            raise invalid(f"{name!r} is not one of {', '.join(PROFILES)}")
+        return name
 
     @field_validator("delay_s")
     @classmethod
@@ -445,6 +457,8 @@ def _variant(file: ScenarioFile, over: VariantOverride, where: str, index: int, 
         raise ScenarioError(path, at("topology"), str(error)) from None
     link = over.link if "link" in given else file.link
     link = link.given() if link is not None else {}
+    if PROFILE_KEY in link:
+        link = _apply_profile(topology, link, f"{at('link')}.{PROFILE_KEY}", path)
     _check_links(topology, link, at("link"), path)
     top = file.workload.model_dump(exclude_unset=True) if file.workload is not None else {}
     mine = over.workload.model_dump(exclude_unset=True) if over.workload is not None else {}
@@ -472,6 +486,23 @@ def _check_fault_targets(topo, faults: list, where: str, path: str) -> None:
             known = ", ".join(s.name for s in topo.switches)
             raise ScenarioError(path, f"{where}[{i}].switch",
                                 f"{fault.switch!r} is not a switch of {topo.name} (its switches: {known})")
+
+
+def _apply_profile(topology: str, link: dict, where: str, path: str) -> dict:
+    """`link` with the thresholds of the switch profile it names, worked out from its rate, cable
+    delay and payload size on `topology` (experiments/switch_profiles.py)."""
+    from experiments import switch_profiles
+    from topologies import topology_from_spec
+    name = link[PROFILE_KEY]
+    missing = [key for key in ("rate_bps", "delay_s", "mtu_payload")
+               if key not in link or (key == "rate_bps" and not isinstance(link[key], int))]
+    if missing:
+        raise ScenarioError(path, where, f"profile {name!r} is sized from the fabric: link needs "
+                                         f"{', '.join(missing)} (rate_bps in bit/s, not {AUTO!r})")
+    hops = 2 * max(1, len(topology_from_spec(topology).tiers()))
+    fields = switch_profiles.profile_fields(name, hops, float(link["delay_s"]), float(link["rate_bps"]),
+                                            int(link["mtu_payload"]))
+    return {**link, **fields}
 
 
 def _check_links(topology: str, link: dict, where: str, path: str) -> None:

@@ -101,6 +101,7 @@ class TransportConfig:
     steer_share_struck: bool = False  # steering: strikes grow once per rotation, a struck path keeps 1/2^k of its slots (sizing: on)
     path_cap_pkts: int = 0            # a path's packets in flight until acknowledged at a normal RTT (0: no cap; sizing: 4)
     path_cap_rtts: float = 1.5        # an acknowledgement within this many base RTTs opens its path's cap by one
+    stripe_paths: bool = False        # the rotation visits a plane's paths in turn (evset.striped; sizing: on)
     # --- packets and reliability ---------------------------------------------------
     mtu_payload: int = 1024           # payload bytes per data packet
     max_message_bytes: int = 64 << 20  # largest message either end sends or accepts (receiver buffers it whole)
@@ -147,6 +148,7 @@ class TransportConfig:
     adjust_period_threshold: float = 0.0  # ... or this many seconds passed (0, 0: at every acknowledgement)
     pacing_gain: float = 1.25         # pace at this times cwnd / srtt
     pace_at_target: bool = False      # pace over at most base RTT + target delay, not a larger srtt (sizing: on)
+    pace_trim_resends: bool = True    # a trim retransmission advances the pacing clock (sizing: off: it was paced as the packet it replaces)
     pacing_burst_pkts: int = 1        # packets an idle sender may emit back to back
     pacing_max_lag: float = 1e-3      # sending time a sender held back only by pacing may catch up after a late poll
     line_rate_bps: float = 0.0        # per-NIC line rate; 0: unknown (no cap on the pacing rate, no NIC clock)

@@ -45,6 +45,26 @@ OPERATOR = "operator"      # the cause of a change an operator asked for
 OPERATOR_STATES = (EvState.GOOD, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UNKNOWN)   # MODIFY_EV_STATE
 
 
+def striped(evs: list[Ev]) -> list[Ev]:
+    """`evs` reordered so that consecutive ones take different paths in turn: one EV of each path
+    (the paths with the most EVs first, else in the order they first appear), then the next of
+    each, and so on. Sprayed in this order, each path gets every P-th packet of a connection, not
+    a random share: on a fabric without oversubscription at full load (a permutation), randomly
+    ordered EVs make every link's queue a random walk that trimming at one BDP cuts; striped, the
+    queues stay a few packets long (docs/transport.md, "Without tuned switches")."""
+    columns: dict[int, list[Ev]] = {}
+    for ev in evs:
+        columns.setdefault(ev.path_key, []).append(ev)
+    ordered = sorted(columns.values(), key=len, reverse=True)
+    out: list[Ev] = []
+    depth = len(ordered[0]) if ordered else 0
+    for i in range(depth):
+        for column in ordered:
+            if i < len(column):
+                out.append(column[i])
+    return out
+
+
 class FloorError(ValueError):
     """An operator change would leave fewer EVs than the floor (`ev_min_active`) allows."""
 
@@ -93,7 +113,8 @@ class EvSet:
 
     def __init__(self, paths: list[PathInfo], num_evs: int, min_active: int, rng: random.Random,
                  share_fate_by_path: bool = True, on_change=None, on_backup=None,
-                 steering: SteeringParams | None = None, path_cap: float | None = None) -> None:
+                 steering: SteeringParams | None = None, path_cap: float | None = None,
+                 stripe: bool = False) -> None:
         if not paths:
             raise ValueError("EvSet: a connection needs at least one path")
         self.paths = list(paths)
@@ -106,6 +127,7 @@ class EvSet:
         self._on_backup = on_backup or (lambda new, old, now: None)
         self.planes = sorted({p.plane for p in paths})
         self.plane_paths = {pl: [i for i, p in enumerate(paths) if p.plane == pl] for pl in self.planes}
+        self._stripe = stripe
         self.by_value: dict[int, Ev] = {}
         self.slots: list[Slot] = []
         per_plane = {pl: num_evs // len(self.planes) for pl in self.planes}
@@ -127,7 +149,8 @@ class EvSet:
     # --- construction ---------------------------------------------------------------
     def _initial_evs(self, plane: int, count: int) -> list[Ev]:
         """`count` random EVs of `plane`, as evenly spread over its paths as the hash allows
-        (every path gets count // paths or one more)."""
+        (every path gets count // paths or one more); with `stripe`, in rotation order that visits
+        the paths in turn (`striped`)."""
         keys = self.plane_paths[plane]
         quota = -(-count // len(keys))
         load = dict.fromkeys(keys, 0)
@@ -140,7 +163,7 @@ class EvSet:
             if load[ev.path_key] >= quota:
                 open_keys.discard(ev.path_key)
             evs.append(ev)
-        return evs
+        return striped(evs) if self._stripe else evs
 
     def _new_ev(self, plane: int, home: bool, allowed: set | None = None) -> Ev | None:
         """A fresh random EV of `plane` not already in use, mapping to a path in `allowed`

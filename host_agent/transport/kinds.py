@@ -88,7 +88,7 @@ def build_mrc(w: Wiring) -> Parts:
     evset = EvSet(w.paths, cfg.num_evs, cfg.ev_floor, w.rng, cfg.share_fate_by_path,
                   on_change=w.on_ev_change, on_backup=w.on_ev_backup,
                   steering=SteeringParams(share_struck=True) if cfg.steer_share_struck else None,
-                  path_cap=cfg.path_cap_pkts or None)
+                  path_cap=cfg.path_cap_pkts or None, stripe=cfg.stripe_paths)
     selector = w.policies.ev_selector(cfg)
     if cfg.path_cap_pkts:
         selector = PathCapSelector(selector)      # no path holds more than its cap while another has room

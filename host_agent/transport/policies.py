@@ -271,6 +271,10 @@ class CongestionControl(Protocol):
     def sent(self, now: float, nbytes: int, nics: int, rate: float | None = None) -> None:
         """`nbytes` went out at `now`: advance the pacing clock (`rate`: pacing_rate(nics) if known)."""
 
+    # Optional (the sender calls it when the congestion control has it):
+    # def on_last_hop_trim(self, now: float) -> None:
+    #     """A trim NACK said the receiver's last hop trimmed (an incast); `on_trim_or_loss` follows."""
+
 
 # --- the set given to an endpoint ----------------------------------------------------------------------
 @dataclass(frozen=True)

@@ -344,9 +344,10 @@ class MrcSender:
                 del self._retx_cause[seg.seq]
             nic_index, pkt = self._transmit(now, seg, cause)
             out.append((nic_index, pkt))
-            if rate is None:
-                rate = cc.pacing_rate(nics)
-            cc.sent(now, seg.wire, nics, rate)
+            if cause is not _CAUSE_TRIM or self.cfg.pace_trim_resends:   # else paced as the packet it replaces
+                if rate is None:
+                    rate = cc.pacing_rate(nics)
+                cc.sent(now, seg.wire, nics, rate)
             if nic.rate:
                 nic.account(nic_index, seg.wire, now)
 
@@ -448,7 +449,7 @@ class MrcSender:
             self.stats["spurious_sack_losses"] += 1
             detector = self._detector
             assert detector is not None              # only the detector declares losses from SACKs
-            detector.spurious()
+            detector.spurious(now)
         else:
             self.stats["spurious_timeouts"] += 1
             if ev is not None:
@@ -571,6 +572,10 @@ class MrcSender:
         self.emit(events.TrimNack(now, self.ident, nack.psn, nack.reason, nack.ev_echo, self.rtt.srtt))
         self.monitor.on_trim(self.evset, seg.ev, nack.reason == constants.NACK_TRIMMED_LASTHOP, now)
         self.rtt.sample(ts_age(now, nack.ts_echo), full_size=False)
+        if nack.reason == constants.NACK_TRIMMED_LASTHOP:
+            incast = getattr(self.cc, "on_last_hop_trim", None)     # optional CongestionControl hook
+            if incast is not None:
+                incast(now)
         self.cc.on_trim_or_loss(now)
         self._trim_at = now
         self._queue_retx(seq, events.CAUSE_TRIM)

@@ -34,6 +34,7 @@ TARGET_DELAY_BASE_RTTS = 0.75 # NSCC's target queueing delay, in base RTTs (NSCC
 MAX_MD_JUMP = 0.2             # NSCC's largest single decrease (unsized: 0.5)
 PATH_CAP_PKTS = 4             # a path's packets in flight until acknowledged at a normal RTT (pathcap; unsized: no cap)
 PATH_CAP_RTTS = 1.5           # an acknowledgement within this many base RTTs opens its path's cap (pathcap)
+FAIR_INCREASE_PKTS = 4.0      # NSCC's fair increase, packets per RTT (unsized: 1): a window cut by a trim comes back within a flow's life
 
 
 def base_rtt(hops: int, delay_s: float, rate_bps: float, mtu_payload: int, ack_bytes: int = 0) -> float:
@@ -126,10 +127,14 @@ def nscc_for_network(rtt_s: float) -> dict:
     ECN from about half a BDP and trim past one (datacenter.yaml: a ramp 16..48 packets, trimming
     at 48, BDP 28): the target delay in base RTTs, a largest decrease of MAX_MD_JUMP, and pacing
     over at most the target RTT (docs/transport.md, "NSCC at data-center speed"), the steering's
-    share for struck paths, and a cap on each path's packets in flight that acknowledgements at a
-    normal RTT open (`pathcap`; docs/transport.md, "Path cap"). A single-path
+    share for struck paths, a cap on each path's packets in flight that acknowledgements at a
+    normal RTT open (`pathcap`; docs/transport.md, "Path cap"); and, for switches that are not
+    tuned for it (docs/transport.md, "Without tuned switches"), a rotation that visits the paths
+    in turn (`evset.striped`), trim resends that leave the pacing clock alone, and a fair increase
+    of FAIR_INCREASE_PKTS per RTT. A single-path
     baseline keeps the unsized values: its drop-tail queues on ECMP collisions overflowed with
     either the target or the pacing rule (loss-sweep --quick: RoCE's loss-free all-to-all took
     twice as long)."""
     return {"target_delay": TARGET_DELAY_BASE_RTTS * rtt_s, "max_md_jump": MAX_MD_JUMP, "pace_at_target": True,
-            "steer_share_struck": True, "path_cap_pkts": PATH_CAP_PKTS, "path_cap_rtts": PATH_CAP_RTTS}
+            "steer_share_struck": True, "path_cap_pkts": PATH_CAP_PKTS, "path_cap_rtts": PATH_CAP_RTTS,
+            "stripe_paths": True, "pace_trim_resends": False, "fi": FAIR_INCREASE_PKTS}

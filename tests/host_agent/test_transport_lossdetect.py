@@ -63,8 +63,19 @@ def test_a_spurious_loss_widens_the_window():
     det = detector()
     a, b = sent(det, 0.0, 1e-6)
     det.delivered(b.sent_at, BASE)
-    det.spurious()
+    det.spurious(20e-6)
     assert det.lost(25e-6) == [] and det.deadline == BASE + 2 * BASE
+
+
+def test_spurious_losses_found_together_widen_the_window_once():
+    """The packets of one lost SACK turn out spurious at the same time: one widening, not one each;
+    a later spurious loss widens it again."""
+    det = detector()
+    for _ in range(4):
+        det.spurious(20e-6)
+    assert det.scale == 2.0
+    det.spurious(21e-6)
+    assert det.scale == 4.0
 
 
 # --- in the MRC sender --------------------------------------------------------------------------------
