@@ -13,10 +13,13 @@ What the cluster edition does not give, and this module adds on top of it:
   otherwise (`TunnelLink`); both carry Ethernet frames over IP and drop what they cannot carry.
   Every interface of a crossing link is set to the tunnel MTU (1450 by default), and a run whose
   frames do not fit is refused, naming the frame size and the MTU.
-- **Remote switch processes** (`ClusterRefSwitch`): the model switch started on its server, its
-  readiness (ready file), log (streamed back over ssh), counters and P4Runtime. P4Runtime and the
-  model's control socket are unix sockets on the server, forwarded to the front end by OpenSSH
-  (`ssh -L local.sock:remote.sock`), so the controller talks to it as to a local switch.
+- **Remote switch processes** (`ClusterSwitch`: `ClusterRefSwitch`, `ClusterBmv2Switch`): the
+  model switch or BMv2 started on its server, its readiness checked there (the model's ready file;
+  BMv2's P4Runtime socket and listening thrift port), its log streamed back over ssh, counters and
+  P4Runtime. P4Runtime (and the model's control socket) are unix sockets on the server, forwarded
+  to the front end by OpenSSH (`ssh -L local.sock:remote.sock`), so the controller talks to it as
+  to a local switch; BMv2's thrift (queue settings) is reached by `simple_switch_CLI` run on the
+  server in the switch's namespace.
 - **Processes that die with the run** (`RemoteProcess`): each remote process records its PID in a
   file on its server and is ended by that PID; it also ends when its ssh connection closes (its
   stdin reaches end of file), so a SIGKILL of the front end leaves nothing running on a server.
@@ -24,8 +27,7 @@ What the cluster edition does not give, and this module adds on top of it:
 - **Files both ways**: jobs pushed before an agent starts, the agents' event logs streamed back as
   they are written (the agent logs to its standard output), the model's statistics read back.
 
-Limits (docs/scale.md): BMv2 has no remote variant yet; the fidelity monitor samples only
-processes of this machine.
+Limits (docs/scale.md): the fidelity monitor samples only processes of this machine.
 """
 from __future__ import annotations
 
@@ -209,12 +211,58 @@ class ClusterHost(ClusterNode, nodes.MrcHost):
     """A testbed host on a server."""
 
 
-class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
-    """The model switch on a server; P4Runtime and its control socket forwarded to the front end."""
+class ClusterSwitch(ClusterNode):
+    """Mixin: a switch process on a server, with the life cycle of the local one (`nodes.P4Switch`)
+    run there: started under the watchdog (PID file on the server, ended with its ssh connection),
+    its output streamed back into the local log, ready once `remote_ready_test()` holds on the
+    server (`ClusterNetwork` waits for every switch of a server in one shell), its unix sockets
+    forwarded to the front end (`forwards()`), stopped by the PID it recorded."""
 
     @property
     def remote_grpc_path(self) -> str:
         return f"{self.remote_dir}/{self.topo_name}.grpc.sock"
+
+    def remote_ready_test(self) -> str:
+        """A shell condition, true on the server once the process is ready for P4Runtime."""
+        raise NotImplementedError
+
+    def socket_pairs(self) -> list[tuple[str, str]]:
+        """(local path, path on the server) of every unix socket forwarded to the front end."""
+        return [(self.grpc_address[len("unix:"):], self.remote_grpc_path)]
+
+    def start(self, controllers=()) -> None:
+        if self.process is not None:
+            return
+        nodes.disable_ipv6(self, self.data_ports().values())      # the run's folder is new: no old ready file
+        with open(self.log_path, "ab") as out:
+            self.process = self.start_remote(self.topo_name, [*nodes.realtime.command_prefix(), *self.command()],
+                                             stdout=out)
+        if self.registry is not None:
+            self.registry.record_process(self.process.pid, f"ssh carrying {self.target} switch {self.name}")
+
+    def forwards(self) -> list[str]:
+        """OpenSSH's -L arguments bringing this switch's sockets to this machine."""
+        args = []
+        for local, remote in self.socket_pairs():
+            Path(local).unlink(missing_ok=True)
+            args += ["-L", f"{local}:{remote}"]
+        return args
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """P4Runtime answering through the forwarded socket (`ClusterNetwork` has waited for
+        `remote_ready_test()` on the server and forwards the sockets)."""
+        nodes.P4Switch.wait_ready(self, timeout)
+
+    def stop_process(self, grace: float = 3.0) -> None:
+        if self.process is not None:
+            nodes.stop_process(self.process, grace)
+            if self.registry is not None:
+                self.registry.forget_process(self.process.pid)
+        self.process = None
+
+
+class ClusterRefSwitch(ClusterSwitch, nodes.RefSwitch):
+    """The model switch on a server; P4Runtime and its control socket forwarded to the front end."""
 
     @property
     def remote_control_path(self) -> str:
@@ -237,30 +285,13 @@ class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
         return {"--grpc-addr": f"unix:{self.remote_grpc_path}", "--ready-file": self.remote_ready_file,
                 "--stats-file": self.remote_stats_file, "--control": self.remote_control_path}
 
-    def start(self, controllers=()) -> None:
-        if self.process is not None:
-            return
-        nodes.disable_ipv6(self, self.data_ports().values())      # the run's folder is new: no old ready file
-        with open(self.log_path, "ab") as out:
-            self.process = self.start_remote(self.topo_name, [*nodes.realtime.command_prefix(), *self.command()],
-                                             stdout=out)
-        if self.registry is not None:
-            self.registry.record_process(self.process.pid, f"ssh carrying model switch {self.name}")
+    def remote_ready_test(self) -> str:
+        return f"[ -e {shlex.quote(self.remote_ready_file)} ]"
 
-    def forwards(self) -> list[str]:
-        """OpenSSH's -L arguments bringing this switch's P4Runtime and control sockets to this machine."""
-        local_grpc = self.grpc_address[len("unix:"):]
-        for path in (local_grpc, self.control_path):
-            Path(path).unlink(missing_ok=True)
-        return ["-L", f"{local_grpc}:{self.remote_grpc_path}", "-L", f"{self.control_path}:{self.remote_control_path}"]
-
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """P4Runtime answering through the forwarded socket (`ClusterNetwork` has waited for the
-        switch's ready file on its server and forwards the sockets)."""
-        nodes.P4Switch.wait_ready(self, timeout)
+    def socket_pairs(self) -> list[tuple[str, str]]:
+        return [*super().socket_pairs(), (self.control_path, self.remote_control_path)]
 
     def queue_service(self) -> dict[int, dict] | None:
-        import json
         text = self.remote_shell(f"cat {self.remote_stats_file} 2>/dev/null")
         try:
             doc = json.loads(text)
@@ -268,12 +299,28 @@ class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
             return None
         return {int(port): service for port, service in (doc.get("queues") or {}).items()}
 
-    def stop_process(self, grace: float = 3.0) -> None:
-        if self.process is not None:
-            nodes.stop_process(self.process, grace)
-            if self.registry is not None:
-                self.registry.forget_process(self.process.pid)
-        self.process = None
+
+class ClusterBmv2Switch(ClusterSwitch, nodes.Bmv2Switch):
+    """BMv2 (`simple_switch_grpc`) on a server: P4Runtime on a unix socket in the run's folder
+    there, forwarded to the front end; its thrift server (queue rates and depths) on the switch
+    namespace's loopback, reached by `simple_switch_CLI` run in that namespace on the server
+    (`runtime_cli`, through the node's `popen`). The binaries are the front end's paths: servers
+    have the same software (docs/scale.md)."""
+
+    @property
+    def grpc_server_address(self) -> str:
+        return f"unix:{self.remote_grpc_path}"
+
+    def remote_ready_test(self) -> str:
+        """The P4Runtime socket made, and the thrift port listening in the switch's namespace
+        (/proc/<a process of that namespace>/net/tcp lists that namespace's sockets; 0A: listen)."""
+        port = f"{self.THRIFT_PORT:04X}"
+        tables = f"/proc/{self.pid}/net/tcp /proc/{self.pid}/net/tcp6"
+        return (f"[ -S {shlex.quote(self.remote_grpc_path)} ] && "
+                f"cat {tables} 2>/dev/null | awk '$2 ~ /:{port}$/ && $4 == \"0A\" {{ f = 1 }} END {{ exit !f }}'")
+
+
+CLUSTER_SWITCHES = {"model": ClusterRefSwitch, "bmv2": ClusterBmv2Switch}
 
 
 class TunnelLink(RemoteLink):
@@ -353,14 +400,11 @@ class ClusterWire(ClusterNode, nodes.WireNode):
 
 
 class ClusterNetwork(TestbedNetwork):
-    """A `TestbedNetwork` whose nodes run on the servers of `cluster` (model target)."""
+    """A `TestbedNetwork` whose nodes run on the servers of `cluster` (model or BMv2 target)."""
 
     __test__ = False
 
     def __init__(self, topology, cluster: ClusterFile, target: str = "model", **params):
-        if target != "model":
-            raise ClusterError(f"--cluster runs the model target; {target} on cluster servers is not built yet "
-                               "(docs/scale.md)")
         if params.get("pcap"):
             raise ClusterError("--pcap with --cluster: captures on the servers are not brought back yet "
                                "(docs/scale.md); capture on one machine instead")
@@ -439,14 +483,15 @@ class ClusterNetwork(TestbedNetwork):
     def _add_switches(self) -> str:
         for switch in self.topology.switches:
             program = self.programs[switch.name]
-            node = self.net.addSwitch(switch.name, cls=ClusterRefSwitch, device_id=program.device_id,
+            extra = ({"queues": program.queues, "ingress": self._host_links_into(switch.name)}
+                     if self.target == "model" else {})
+            node = self.net.addSwitch(switch.name, cls=CLUSTER_SWITCHES[self.target], device_id=program.device_id,
                                       run_dir=str(self.run_dir), sock_dir=str(self.sock_dir), topo_name=switch.name,
-                                      pcap=self.pcap, queues=program.queues,
-                                      ingress=self._host_links_into(switch.name), run_id=self.registry.state.run_id,
-                                      **self._node_params(switch.name))
+                                      pcap=self.pcap, run_id=self.registry.state.run_id,
+                                      **extra, **self._node_params(switch.name))
             node.registry = self.registry
             self.registry.record_process(node.shell.pid, f"ssh carrying switch shell {switch.name}")
-        return f"{len(self.topology.switches)} model switches"
+        return f"{len(self.topology.switches)} {self.target} switches"
 
     def _add_links(self) -> str:
         for server in self.cluster.servers:
@@ -512,23 +557,24 @@ class ClusterNetwork(TestbedNetwork):
         return ()                       # the wires' shells run on the servers
 
     def _start_switches(self) -> str:
-        """Every switch process started; then per server one wait for all its switches' ready files
-        and one ssh connection forwarding all their sockets; then P4Runtime checked on each."""
+        """Every switch process started; then per server one wait until all its switches are ready
+        there (`remote_ready_test`) and one ssh connection forwarding all their sockets; then
+        P4Runtime checked on each."""
         for switch in self.net.switches:
             switch.start([])
-        by_server: dict[str, list[ClusterRefSwitch]] = {}
+        by_server: dict[str, list[ClusterSwitch]] = {}
         for switch in self.net.switches:
             by_server.setdefault(switch.cluster_server.address, []).append(switch)
         for address, switches in by_server.items():
-            files = " ".join(shlex.quote(s.remote_ready_file) for s in switches)
             polls = int(switches[0].ready_timeout / 0.05)
-            out = switches[0].remote_shell(f"n=0; for f in {files}; do while [ ! -e \"$f\" ]; do "
-                                           f"n=$((n+1)); [ $n -gt {polls} ] && echo \"missing $f\" && exit 0; "
-                                           "sleep 0.05; done; done; echo ready")
+            waits = "; ".join(f"until {s.remote_ready_test()}; do n=$((n+1)); [ $n -gt {polls} ] && "
+                              f"echo 'not ready: {s.name}' && exit 0; sleep 0.05; done" for s in switches)
+            out = switches[0].remote_shell(f"n=0; {waits}; echo ready")
             if "ready" not in out.split():
-                late = next((s for s in switches if s.remote_ready_file in out), switches[0])
+                late = next((s for s in switches if f"not ready: {s.name}" in out), switches[0])
                 late._check_alive()
-                raise nodes.SwitchStartError(late._failure(f"no ready file {late.remote_ready_file} on {address}"))
+                raise nodes.SwitchStartError(late._failure(f"not ready on {address} within "
+                                                           f"{late.ready_timeout:g} s ({late.remote_ready_test()})"))
             server = self.cluster.server(address)
             forward = subprocess.Popen(
                 [*DIE_WITH_PARENT, *ssh_base(server), "-N", "-o", "ExitOnForwardFailure=yes",
@@ -544,10 +590,10 @@ class ClusterNetwork(TestbedNetwork):
         return f"{len(self.net.switches)} switch processes ready on {len(by_server)} servers"
 
     @staticmethod
-    def _wait_forwarded(address: str, forward: subprocess.Popen, switches: list[ClusterRefSwitch]) -> None:
+    def _wait_forwarded(address: str, forward: subprocess.Popen, switches: list[ClusterSwitch]) -> None:
         """Wait until `forward` listens on every local socket of `switches` (OpenSSH makes them once
         it is connected), or raise naming the ssh's own error when it exits first."""
-        sockets = [Path(path) for s in switches for path in (s.grpc_address[len("unix:"):], s.control_path)]
+        sockets = [Path(local) for s in switches for local, _ in s.socket_pairs()]
         deadline = time.monotonic() + switches[0].ready_timeout
         while not all(sock.exists() for sock in sockets):
             if forward.poll() is not None:
