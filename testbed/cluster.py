@@ -27,7 +27,8 @@ What the cluster edition does not give, and this module adds on top of it:
 - **Files both ways**: jobs pushed before an agent starts, the agents' event logs streamed back as
   they are written (the agent logs to its standard output), the model's statistics read back.
 
-Limits (docs/scale.md): the fidelity monitor samples only processes of this machine.
+- **A CPU watch per server** (`ServerCpuWatch`): the fidelity monitor's samples of each server's
+  processes and CPUs, taken there and brought back; every reason of its verdict names its server.
 """
 from __future__ import annotations
 
@@ -40,15 +41,18 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mininet.examples.cluster import RemoteLink, RemoteMixin
+from mininet.node import Node
 
-from testbed import nodes
+from testbed import cpu_sample, nodes
 from testbed.clusterfile import ClusterFile, Server
+from testbed.fidelity import CpuWatch
 from testbed.network import TestbedNetwork
 from testbed.processes import DIE_WITH_PARENT
 from topologies.placement import Placement, place
@@ -323,6 +327,57 @@ class ClusterBmv2Switch(ClusterSwitch, nodes.Bmv2Switch):
 CLUSTER_SWITCHES = {"model": ClusterRefSwitch, "bmv2": ClusterBmv2Switch}
 
 
+class ServerCpuWatch(CpuWatch):
+    """The CPU watch of one server: the sampler program (testbed/cpu_sample.py, its source sent as
+    `python -c`) runs there under the watchdog, sampling the processes of the run's PID files that
+    belong to `nodes` and the server's CPUs; its lines come back over ssh and are taken as samples,
+    their times moved to this machine's clock by the first line's arrival (the servers share no
+    clock; only differences between a server's own samples count)."""
+
+    def __init__(self, node: ClusterNode, nodes: list[str], sample_s: float) -> None:
+        super().__init__(sample_s)
+        self.node = node
+        self.nodes = sorted(nodes)
+        self.proc: RemoteProcess | None = None
+        self._reader: threading.Thread | None = None
+        self._offset: float | None = None
+        self._not_before = 0.0
+
+    def start(self, delay_s: float = 0.0) -> "ServerCpuWatch":
+        source = Path(cpu_sample.__file__).read_text()
+        python = self.node.cluster_server.python or sys.executable
+        self._not_before = time.monotonic() + delay_s
+        self.proc = self.node.start_remote("cpu-sampler", [python, "-c", source, self.node.remote_dir,
+                                                           str(self.sample_s), *self.nodes],
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._reader = threading.Thread(target=self._read, name=f"cpu-watch {self.node.cluster_server.address}",
+                                        daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        for line in self.proc.local.stdout:
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if self._offset is None:
+                self._offset = time.monotonic() - doc["t"]
+            self.cpus = int(doc["cpus"])
+            now = doc["t"] + self._offset
+            if now >= self._not_before:
+                self.add_sample(now, tuple(doc["machine"]), {name: tuple(v) for name, v in doc["processes"].items()},
+                                float(doc["load"]))
+
+    def stop(self) -> None:
+        """End the sampler (by its PID there) and take what it sent until then."""
+        if self.proc is None:
+            return
+        self.proc.kill()
+        self._reader.join(5)
+        self.proc = None
+
+
 class TunnelLink(RemoteLink):
     """A link between wire nodes of two servers: a gretap or VXLAN device on each server, moved
     into the wire node; MTU `TUNNEL_MTU` on both. Same-server links are veth pairs as usual."""
@@ -444,6 +499,16 @@ class ClusterNetwork(TestbedNetwork):
 
     def is_remote(self, node: str) -> bool:
         return True
+
+    def node_servers(self) -> dict[str, str]:
+        return dict(self.placement.server_of)
+
+    def server_watches(self, sample_s: float) -> dict[str, "ServerCpuWatch"]:
+        """A `ServerCpuWatch` per server that holds nodes, sampling that server's nodes."""
+        names: dict[str, list[str]] = {}
+        for node, address in self.placement.server_of.items():
+            names.setdefault(address, []).append(node)
+        return {address: ServerCpuWatch(wire, names[address], sample_s) for address, wire in self.wires.items()}
 
     def python(self, node: str) -> str:
         return self.server_of(node).python or sys.executable
@@ -663,3 +728,48 @@ def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset()) -> list[st
         runs = [line for line in out.splitlines() if line.strip()]
         lines.append(f"{server.address}: " + ("; ".join(f"removed {line}" for line in runs) if runs else "nothing left"))
     return lines
+
+
+class ServerShell(ClusterNode, Node):
+    """A Mininet `RemoteMixin` node in a server's own (root) namespace: runs commands on the server
+    itself, such as a whole testbed command (`run_testbed_command`)."""
+
+    def __init__(self, name, **params):
+        super().__init__(name, inNamespace=False, **params)
+
+
+def run_testbed_command(server: Server, argv: list[str], files: tuple[str, ...] = (),
+                        env: dict[str, str] | None = None, progress=lambda line: None) -> tuple[int, dict[str, str]]:
+    """Run `python -m cli.main ARGV` on `server` (its Python, the same software as here) through a
+    Mininet remote node, its output lines passed to `progress` as they come; `files` names files
+    the command writes, given as `{NAME}` in `argv` and `env` values: they live in a run folder of
+    the server (recorded for `clean --cluster`, removed after) and their text comes back. The
+    command ends with its ssh connection (the watchdog), so a front end that dies ends it too.
+    Returns the exit status and {name: text of the file} ('' when not written)."""
+    import tempfile
+    folder = f"{REMOTE_ROOT}/cmd-{os.getpid()}-{int(time.time() * 1000)}"
+    paths = {name: f"{folder}/{name}" for name in files}
+    argv = [part.format(**paths) for part in argv]
+    settings = {key: value.format(**paths) for key, value in (env or {}).items()}
+    with tempfile.TemporaryDirectory(prefix="mrc-ssh-") as control:
+        code, _, error = run_on(server, f"mkdir -p {folder} && echo {shlex.quote(front_end())} > "
+                                        f"{folder}/{FRONT_END_FILE}", 30, control)
+        if code != 0:
+            raise ClusterError(f"server {server.address}: ssh failed: {error}")
+        shell = ServerShell(f"srv{os.getpid()}", server=server, control_dir=control, remote_dir=folder)
+        try:
+            cmd = ["env", *(f"{k}={v}" for k, v in settings.items()), server.python or sys.executable,
+                   "-m", "cli.main", *argv]
+            proc = shell.start_remote("command", cmd, stdout=subprocess.PIPE)
+            try:
+                for line in proc.local.stdout:
+                    progress(line.decode(errors="replace").rstrip())
+                code = proc.wait()
+            except BaseException:
+                proc.kill()
+                raise
+            texts = {name: shell.remote_shell(f"cat {shlex.quote(path)} 2>/dev/null") for name, path in paths.items()}
+        finally:
+            shell.remote_shell(f"rm -rf {folder}")
+            shell.terminate()
+    return code, texts

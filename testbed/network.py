@@ -339,6 +339,14 @@ class TestbedNetwork:
             result[name] = {p: v for p, v in cells.items() if v.packets or v.bytes}
         return result
 
+    def server_watches(self, sample_s: float) -> dict:
+        """A CPU watch per server of a network spread over several (testbed.cluster): none here."""
+        return {}
+
+    def node_servers(self) -> dict[str, str]:
+        """Node -> the server it runs on, for a network spread over several: none here."""
+        return {}
+
     def is_remote(self, node: str) -> bool:
         """Whether `node` runs on another server (testbed.cluster): never on one machine."""
         return False

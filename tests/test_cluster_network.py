@@ -119,7 +119,7 @@ def test_a_sigkill_of_the_front_end_leaves_nothing_on_any_server(servers, tmp_pa
 def test_the_quick_failover_over_two_servers_is_bit_exact_with_the_fault_inside_the_workload(servers, tmp_path):
     """The main experiment's quick MRC case with its network spread over the servers, as
     `run --cluster` runs it: the same outcome as on one machine (bit-exact, EVs retired after the
-    kill), and a fidelity verdict that says what it could not measure."""
+    kill), and a fidelity verdict from each server's own samples."""
     from experiments import metrics
     from experiments.backends.mininet_backend import MininetBackend
     from experiments.scenario import load_scenario
@@ -134,8 +134,18 @@ def test_the_quick_failover_over_two_servers_is_bit_exact_with_the_fault_inside_
     assert 0 < summary["failure_time_s"] < summary["completion_time_s"]          # inside the workload
     retired = [e for e in record.ev_events if e["kind"] == "ev_state" and e["new"] == "ASSUMED_BAD"]
     assert retired and min(e["t"] for e in retired) >= summary["failure_time_s"] - 0.01
-    assert record.fidelity["verdict"] == "unknown"
-    assert any(reason.startswith("cluster:") for reason in record.fidelity["reasons"])
+    # each server's processes sampled there: a verdict, and every reason names a server
+    fidelity = record.fidelity
+    assert fidelity["verdict"] in ("faithful", "distorted"), fidelity["reasons"]
+    measured = fidelity["measured"]["servers"]
+    assert sorted(measured) == sorted(s.address for s in servers.servers)
+    placed = {address: sorted(n for n, a in json.loads(next((tmp_path / "runs").glob("*/cluster.json")).read_text())
+                              ["placement"].items() if a == address) for address in measured}
+    for address, seen in measured.items():
+        switches = {name for name in seen["processes"] if not name.startswith("h")}
+        assert switches and switches <= set(placed[address]), (address, seen["processes"])
+        assert any(name.startswith("h") for name in seen["processes"])       # the agents of its hosts
+    assert all(any(s.address in reason for s in servers.servers) for reason in fidelity["reasons"]), fidelity["reasons"]
     assert settled(servers) == []
 
 
@@ -171,6 +181,25 @@ def load_topology_of(case):
     """The switches of a case's topology."""
     from topologies import topology_from_spec
     return topology_from_spec(case.variant.topology).switches
+
+
+def test_a_testbed_command_runs_on_a_server_with_its_files_there_and_leaves_nothing(servers):
+    """What `calibrate --cluster` runs on each server: the command's output comes back line by
+    line, its files live in a run folder there (named in its arguments and environment), which is
+    removed after."""
+    from testbed.cluster import REMOTE_ROOT, run_testbed_command
+    from testbed.clusterfile import load_cluster_file
+
+    server = load_cluster_file(servers.cluster_file).servers[1]
+    lines = []
+    code, texts = run_testbed_command(server, ["calibrate", "--show"], files=("record",),
+                                      env={"MRC_CALIBRATION_FILE": "{record}"}, progress=lines.append)
+    assert code == 0 and texts == {"record": ""}
+    (shown,) = [line for line in lines if line.endswith(": no calibration recorded")]
+    remote = shown.split(":")[0]
+    assert remote.startswith(f"{REMOTE_ROOT}/cmd-") and remote.endswith("/record")
+    assert not Path(remote).parent.exists()             # namespace servers share this machine's /tmp
+    assert settled(servers) == []
 
 
 def test_clean_servers_ends_this_front_ends_runs_that_are_over_and_leaves_the_others(servers, tmp_path, monkeypatch):

@@ -135,7 +135,10 @@ class MininetBackend:
         budget.check_mininet(case)
         if self.cluster is not None:
             _check_cluster(case)
-        topo, notes = budget.target_topology(case, self.target, self.link_rate)
+        rate = self.link_rate
+        if rate is None and self.cluster is not None:
+            rate = _servers_rate(case, self.target, self.cluster)
+        topo, notes = budget.target_topology(case, self.target, rate)
         for note in notes:
             log.warning("%s: %s", case.label, note)
         record = self._record(case, topo, notes)
@@ -279,6 +282,20 @@ def _check_cluster(case: Case) -> None:
             raise ScenarioError(case.scenario.path, f"faults[{i}].kind", "switch_ev_deny reaches the agents by "
                                 "control sockets on this machine, but with --cluster the agents run on the servers "
                                 "(their sockets are not forwarded yet); run it on one machine")
+
+
+def _servers_rate(case: Case, target: str, cluster: Path):
+    """What `auto` links run at with the case's network spread over the cluster's servers: the
+    lowest of each server's calibrated rate for its share of the nodes (calibration.ServerRates)."""
+    from experiments.calibration import server_rates
+    from experiments.workloads import variant_topology
+    from testbed.cluster import placement_for
+    from testbed.clusterfile import load_cluster_file
+    placement = placement_for(variant_topology(case.variant), load_cluster_file(cluster))
+    placed = Counter(placement.server_of.values())
+    total = sum(placed.values())
+    return server_rates(target, {address: count / total for address, count in placed.items()},
+                        budget.machine_rate(target))
 
 
 def network(topo: Topology, target: str, cluster: Path | None, **params):
