@@ -24,8 +24,11 @@ What the cluster edition does not give, and this module adds on top of it:
   file on its server and is ended by that PID; it also ends when its ssh connection closes (its
   stdin reaches end of file), so a SIGKILL of the front end leaves nothing running on a server.
   Every local ssh client is started with PR_SET_PDEATHSIG (DIE_WITH_PARENT).
+- **Agents' control sockets** (EV denial): served in the run's folder on the server, forwarded to
+  the front end over the host's ssh connection (`agent_control`).
 - **Files both ways**: jobs pushed before an agent starts, the agents' event logs streamed back as
-  they are written (the agent logs to its standard output), the model's statistics read back.
+  they are written (the agent logs to its standard output), the model's statistics read back, the
+  switches' pcaps captured on their server and streamed into the local pcap folder.
 
 - **A CPU watch per server** (`ServerCpuWatch`): the fidelity monitor's samples of each server's
   processes and CPUs, taken there and brought back; every reason of its verdict names its server.
@@ -37,6 +40,7 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -243,6 +247,25 @@ class ClusterSwitch(ClusterNode):
                                              stdout=out)
         if self.registry is not None:
             self.registry.record_process(self.process.pid, f"ssh carrying {self.target} switch {self.name}")
+        if self.pcap:
+            self._start_captures()
+
+    def _start_captures(self) -> None:
+        """A tcpdump per data port, run on the server in the switch's namespace, writing its pcap to
+        its standard output, which ssh brings into the local file as it is captured (`-U`: packet by
+        packet); its messages ("listening on ...") go to the local tcpdump log as on one machine."""
+        folder = self.pcap.files_folder(self.run_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        tcpdump = shutil.which("tcpdump") or "tcpdump"          # the same software on the servers
+        for port, ifname in self.data_ports().items():
+            with open(folder / f"{self.topo_name}-port{port}.pcap", "wb") as out, \
+                    open(self.run_dir / f"{self.topo_name}-port{port}.tcpdump.log", "wb") as err:
+                proc = self.start_remote(f"tcpdump-{self.topo_name}-port{port}",
+                                         [tcpdump, "-i", ifname, "--immediate-mode", "-U", "-w", "-",
+                                          *self.pcap.tcpdump_args()], stdout=out, stderr=err)
+            self.captures.append(proc)
+            if self.registry is not None:
+                self.registry.record_process(proc.pid, f"ssh carrying tcpdump {ifname} of {self.name}")
 
     def forwards(self) -> list[str]:
         """OpenSSH's -L arguments bringing this switch's sockets to this machine."""
@@ -256,13 +279,6 @@ class ClusterSwitch(ClusterNode):
         """P4Runtime answering through the forwarded socket (`ClusterNetwork` has waited for
         `remote_ready_test()` on the server and forwards the sockets)."""
         nodes.P4Switch.wait_ready(self, timeout)
-
-    def stop_process(self, grace: float = 3.0) -> None:
-        if self.process is not None:
-            nodes.stop_process(self.process, grace)
-            if self.registry is not None:
-                self.registry.forget_process(self.process.pid)
-        self.process = None
 
 
 class ClusterRefSwitch(ClusterSwitch, nodes.RefSwitch):
@@ -460,9 +476,6 @@ class ClusterNetwork(TestbedNetwork):
     __test__ = False
 
     def __init__(self, topology, cluster: ClusterFile, target: str = "model", **params):
-        if params.get("pcap"):
-            raise ClusterError("--pcap with --cluster: captures on the servers are not brought back yet "
-                               "(docs/scale.md); capture on one machine instead")
         super().__init__(topology, target, **params)
         self.cluster = cluster
         self.placement = placement_for(topology, cluster)
@@ -499,6 +512,21 @@ class ClusterNetwork(TestbedNetwork):
 
     def is_remote(self, node: str) -> bool:
         return True
+
+    def agent_control(self, host: str, name: str, local_dir: str) -> tuple[str, str]:
+        """The agent serves its control socket in the run's folder on its server; the host's shared
+        ssh connection forwards a socket in `local_dir` to it (OpenSSH's `-O forward` on the
+        connection's master: no process of its own; each use connects anew, so the agent may make
+        its socket later)."""
+        node = self.net[host]
+        served, reached = f"{self.remote_dir()}/{name}.ctl.sock", f"{local_dir}/{name}.sock"
+        base = [arg for arg in node.sshbase if arg != "-tt"]
+        done = subprocess.run([*base, "-O", "forward", "-L", f"{reached}:{served}", node.cluster_server.ssh_target],
+                              capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise ClusterError(f"forwarding the control socket of {name} on {node.cluster_server.address}: "
+                               f"{done.stderr.strip() or done.returncode}")
+        return served, reached
 
     def node_servers(self) -> dict[str, str]:
         return dict(self.placement.server_of)

@@ -202,6 +202,43 @@ def test_a_testbed_command_runs_on_a_server_with_its_files_there_and_leaves_noth
     assert settled(servers) == []
 
 
+def test_ev_denial_through_forwarded_control_sockets_and_pcaps_brought_back(servers, tmp_path):
+    """switch_ev_deny over two servers: the agents serve their control sockets on their server, the
+    front end reaches them through the hosts' ssh connections; with --pcap, every switch port is
+    captured on its server and its pcap lands in the capture folder here."""
+    import glob
+    from experiments import metrics
+    from experiments.backends.mininet_backend import MininetBackend
+    from experiments.scenario import parse_scenario
+    from testbed.capture import PcapCapture
+
+    scenario = parse_scenario({"name": "maintenance", "topology": "leafspine:2x2x1", "link": {"rate_bps": 10_000_000},
+                               "workload": {"kind": "alltoall", "bytes": 262144, "chunk_bytes": 16384},
+                               "transports": [{"name": "MRC", "mode": "mrc"}],
+                               "faults": [{"kind": "switch_ev_deny", "switch": "auto", "at": "20%",
+                                           "repair_after_s": 0.3}]})
+    (case,) = scenario.cases()
+    before = set(glob.glob("/tmp/mrc-ctl-*"))
+    capture = PcapCapture(snaplen=128).into(tmp_path / "pcap")
+    record = MininetBackend("model", run_root=tmp_path / "runs", pcap=capture,
+                            cluster=servers.cluster_file).run_case(case)
+    summary = metrics.summarise(record)
+    assert [f.what for f in record.faults][:1] == ["EVs denied"], (record.notes, summary)
+    denied = [e for e in record.ev_events if e["kind"] == "ev_state" and e["new"] == "DENIED"]
+    assert denied and all(e["cause"] == "operator" for e in denied)
+    assert summary["completed"] and summary["bit_exact"], summary
+    assert set(glob.glob("/tmp/mrc-ctl-*")) == before
+    pcaps = sorted((tmp_path / "pcap").rglob("*.pcap"))          # a folder per case
+    from topologies import topology_from_spec
+    topo = topology_from_spec("leafspine:2x2x1")
+    assert [p.name for p in pcaps] == sorted(f"{s.name}-port{port}.pcap" for s in topo.switches
+                                             for port in topo.ports_of(s.name))
+    assert all(p.read_bytes()[:4] in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4") for p in pcaps)
+    assert sum(p.stat().st_size for p in pcaps) > 100 * 128          # packets, not only headers
+    assert not [n for n in record.notes if n.startswith("left behind")], record.notes
+    assert settled(servers) == []
+
+
 def test_clean_servers_ends_this_front_ends_runs_that_are_over_and_leaves_the_others(servers, tmp_path, monkeypatch):
     """A run folder on a server is cleaned when this front end made it and its run is over; a live
     run's, and another front end's (run IDs are unique on one machine only), stay with their processes."""
@@ -241,14 +278,3 @@ def running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def test_what_a_spread_network_cannot_do_yet_is_refused_naming_it(tmp_path):
-    from testbed.cluster import ClusterError, ClusterNetwork
-    from testbed.clusterfile import parse_cluster
-    from topologies import topology_from_spec
-
-    cluster = parse_cluster({"servers": ["server.invalid"]}, "c.yaml")     # nothing is sent to it
-    topo = topology_from_spec("leafspine:2x2x1")
-    with pytest.raises(ClusterError, match="--pcap with --cluster"):
-        ClusterNetwork(topo, cluster, "model", run_dir=tmp_path, pcap=True)

@@ -162,8 +162,9 @@ class MininetBackend:
             for item in jobs:
                 extra = ()
                 if control_dir is not None:
-                    controls.append((item.job.host, f"{control_dir}/{item.name}.sock"))
-                    extra = ("--control", controls[-1][1])
+                    served, reached = net.agent_control(item.job.host, item.name, control_dir)
+                    controls.append((item.job.host, reached))
+                    extra = ("--control", served)
                 agent = agents.start(item.name, item.job, *extra)
                 if not net.is_remote(item.job.host):           # a cluster server's process is not ours to watch
                     monitor.watch(item.name, agent.proc.pid)
@@ -268,7 +269,7 @@ def _slug(text: str) -> str:
 
 def _check_cluster(case: Case) -> None:
     """Raise ScenarioError naming what of `case` a network spread over servers cannot run: data
-    packets larger than the tunnels between servers carry, a fault it cannot reach."""
+    packets larger than the tunnels between servers carry."""
     from experiments.scenario import ScenarioError
     from host_agent.transport.config import TransportConfig
     from testbed.cluster import ClusterError, check_frames_fit
@@ -277,11 +278,6 @@ def _check_cluster(case: Case) -> None:
                          or TransportConfig.mtu_payload)
     except ClusterError as error:
         raise ScenarioError(case.scenario.path, "link.mtu_payload", str(error)) from None
-    for i, fault in enumerate(case.variant.faults):
-        if fault.kind == "switch_ev_deny":
-            raise ScenarioError(case.scenario.path, f"faults[{i}].kind", "switch_ev_deny reaches the agents by "
-                                "control sockets on this machine, but with --cluster the agents run on the servers "
-                                "(their sockets are not forwarded yet); run it on one machine")
 
 
 def _servers_rate(case: Case, target: str, cluster: Path):
