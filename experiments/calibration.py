@@ -194,14 +194,23 @@ class ServerRates:
     shares: dict                          # server address -> share of the processes placed there
 
     def for_processes(self, processes: int) -> LinkRate:
-        rates = {address: self.records[address].for_processes(max(1, round(processes * share)))
+        rates = {address: self.records[address].for_processes(self.processes_on(address, processes))
                  for address, share in self.shares.items() if share > 0}
         slowest = min(rates, key=lambda address: rates[address].rate_bps)
-        counts = "; ".join(f"{a}: {max(1, round(processes * self.shares[a]))} processes, "
+        counts = "; ".join(f"{a}: {self.processes_on(a, processes)} processes, "
                            f"{rates[a].rate_bps / 1e6:.3g} Mbit/s" for a in sorted(rates))
         notes = [f"link rates of the slowest server, {slowest} ({counts})"]
         notes += sorted({r.note for r in rates.values() if r.note})
         return LinkRate(rates[slowest].rate_bps, "; ".join(notes))
+
+    def processes_on(self, address: str, processes: int) -> int:
+        """The processes a rate of server `address` is taken for: its share of `processes` by its
+        own calibration; all of them by this machine's standing in (as if the whole network ran
+        here: namespace servers share this machine's CPUs, and an unmeasured server is not
+        assumed faster than this one)."""
+        if isinstance(self.records[address], _Noted):
+            return processes
+        return max(1, round(processes * self.shares[address]))
 
 
 RateSource = Union[LinkRate, Calibration, ServerRates]   # what answers `for_processes`: a fixed rate, a record, servers
@@ -311,7 +320,7 @@ def server_rates(target: str, shares: dict, fallback: "RateSource", path: Option
     for address in shares:
         record = find_server(target, address, path)
         records[address] = record if record is not None else _Noted(fallback, (
-            f"server {address} has no calibration of target {target}: this machine's stands in "
+            f"server {address} has no calibration of target {target}: this machine's for the whole network stands in "
             f"('mrc-testbed calibrate --cluster FILE --target {target}' measures each server)"))
     return ServerRates(records, dict(shares))
 

@@ -48,7 +48,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from mininet.examples.cluster import RemoteLink, RemoteMixin
@@ -65,6 +65,7 @@ from wire import constants as C
 log = logging.getLogger("mrc.testbed")
 
 NODES_PER_CONNECTION = 6          # node shells sharing one ssh connection (sshd's MaxSessions is 10)
+NODE_STARTS = 8                    # node shells started at once (`ClusterNetwork._start_nodes`)
 TUNNEL_MTU = 1450                  # Mininet's GRE links use it on every interface; VXLAN fits it too
 REMOTE_ROOT = "/tmp/mrc-cluster"    # each run's files on a server: REMOTE_ROOT/<run id>/
 FRONT_END_FILE = "front-end"        # in a run's folder on a server: the front end that made it
@@ -162,8 +163,13 @@ class ClusterNode(RemoteMixin):
         out, _ = popen.communicate()
         return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
 
+    admin: "ServerShell | None" = None     # the server's own shell, kept open by `ClusterNetwork`
+
     def remote_shell(self, script: str) -> str:
-        """Run a shell script on the node's server (root namespace of the server); its output."""
+        """Run a shell script on the node's server (root namespace of the server); its output. Through
+        the server's open shell when it has one (a round trip), else an ssh session of its own."""
+        if self.admin is not None and self.admin is not self and self.admin.shell is not None:
+            return self.admin.remote_shell(script)
         return self.rcmd(["sh", "-c", script])
 
     def start_remote(self, name: str, cmd: list[str], stdout, stderr=subprocess.STDOUT) -> "RemoteProcess":
@@ -200,7 +206,7 @@ class RemoteProcess:
 
     def send_signal(self, sig: int) -> None:
         """Signal the remote process by the PID it recorded (a no-op once it is gone)."""
-        self.node.rcmd(["sh", "-c", _SIGNAL_PID_FILES, "sh", str(int(sig)), self.pid_file])
+        self.node.remote_shell(f"sh -c {shlex.quote(_SIGNAL_PID_FILES)} sh {int(sig)} {shlex.quote(self.pid_file)}")
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
@@ -395,25 +401,12 @@ class ServerCpuWatch(CpuWatch):
 
 
 class TunnelLink(RemoteLink):
-    """A link between wire nodes of two servers: a gretap or VXLAN device on each server, moved
-    into the wire node; MTU `TUNNEL_MTU` on both. Same-server links are veth pairs as usual."""
-
-    kind = "gretap"                 # set by `ClusterNetwork` from what the servers' kernel has
-    key = 0
+    """A link between wire nodes of two servers: a gretap or VXLAN device on each server, in the
+    wire node, MTU `TUNNEL_MTU` on both, made beforehand by `make_tunnels` (every tunnel end of a
+    server in one script). Same-server links are veth pairs as usual."""
 
     def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None):
-        TunnelLink.key += 1
-        for node, intf, local, remote in ((node1, intfname1, node1.serverIP, node2.serverIP),
-                                          (node2, intfname2, node2.serverIP, node1.serverIP)):
-            if self.kind == "gretap":
-                spec = f"type gretap local {local} remote {remote} ttl 64 key {TunnelLink.key}"
-            else:
-                spec = f"type vxlan id {TunnelLink.key} local {local} remote {remote} dstport 4789 ttl 64"
-            out = node.remote_shell(f"ip link del {intf} 2>/dev/null; ip link add name {intf} {spec} && "
-                                    f"ip link set {intf} mtu {TUNNEL_MTU} && ip link set {intf} netns {node.pid}")
-            if out.strip():
-                raise ClusterError(f"tunnel {intf} on {node.cluster_server.address}: {out.strip()}")
-        self.tunnel = True
+        self.tunnel = True              # the devices are in the wire nodes already (make_tunnels)
         return None
 
     def stop(self):
@@ -423,6 +416,28 @@ class TunnelLink(RemoteLink):
             self.tunnel = None
         else:
             super().stop()
+
+
+def tunnel_spec(kind: str, key: int, local: str, remote: str) -> str:
+    """`ip link add` arguments of one end of tunnel `key` (a gretap key or VXLAN id, the same at both ends)."""
+    if kind == "gretap":
+        return f"type gretap local {local} remote {remote} ttl 64 key {key}"
+    return f"type vxlan id {key} local {local} remote {remote} dstport 4789 ttl 64"
+
+
+def make_tunnels(wire: "ClusterWire", kind: str, ends: list[tuple[str, int, str]]) -> None:
+    """Make every tunnel end of `wire`'s server, (interface name, key, far server address) each,
+    in one script on the server: made in the server's namespace (where its address is), MTU
+    TUNNEL_MTU, moved into the wire node."""
+    if not ends:
+        return
+    local = wire.cluster_server.address
+    script = " && ".join(f"{{ ip link del {name} 2>/dev/null; true; }} && ip link add name {name} "
+                         f"{tunnel_spec(kind, key, local, far)} && ip link set {name} mtu {TUNNEL_MTU} && "
+                         f"ip link set {name} netns {wire.pid}" for name, key, far in ends)
+    out = wire.remote_shell(script)
+    if out.strip():
+        raise ClusterError(f"tunnels on {local}: {out.strip()}")
 
 
 def tunnel_kind(node: ClusterNode) -> str:
@@ -485,7 +500,12 @@ class ClusterNetwork(TestbedNetwork):
         self._remote_dir = ""
         self._remote_procs: list[RemoteProcess] = []
         self._nodes_on: Counter = Counter()        # nodes started so far per server (their ssh connection)
-        self.forwards: dict[str, subprocess.Popen] = {}   # per server: the ssh forwarding its switches' sockets
+        self._opened: set[tuple[str, int]] = set()   # (server, connection) whose master is running
+        self.admins: dict[str, ServerShell] = {}     # per server: its own shell, kept open while up
+        self._left_on_servers: list[str] = []       # run folders the tear-down could not remove
+        # The threads that start node shells live as long as the network: a shell's ssh client gets
+        # SIGKILL when the *thread* that started it ends (PR_SET_PDEATHSIG, DIE_WITH_PARENT).
+        self._starter: ThreadPoolExecutor | None = None
         self.server_paths: dict[str, dict] = {}    # "a-b": pings between two servers at bring-up
 
     # --- where things are ----------------------------------------------------------------------
@@ -560,41 +580,103 @@ class ClusterNetwork(TestbedNetwork):
         return proc
 
     # --- bring-up phases ------------------------------------------------------------------------
+    def _start_nodes(self, items: list[tuple[str, object, dict]]) -> dict[str, object]:
+        """Make nodes concurrently, (name, constructor, parameters) each (`_node_params` gave the
+        parameters, in order): each node's shell is an ssh session on its server, which costs
+        about as much as a round trip and a process start there. The first node of a shared ssh
+        connection not open yet goes first (it becomes the connection's master; two at once would
+        each open a connection of their own), then the others NODE_STARTS at a time. Every node
+        made is returned, by name; the first error is raised once all have finished."""
+        first, rest, keys = [], [], set()
+        for item in items:
+            key = (item[2]["server"].address, item[2]["channel"])
+            (rest if key in self._opened or key in keys else first).append(item)
+            keys.add(key)
+        made: dict[str, object] = {}
+        errors: list[BaseException] = []
+        if self._starter is None:
+            self._starter = ThreadPoolExecutor(max_workers=NODE_STARTS, thread_name_prefix="node-start")
+        for batch in (first, rest):
+            futures = {name: self._starter.submit(make, name, **params) for name, make, params in batch}
+            wait(futures.values())
+            for name, future in futures.items():
+                if future.exception() is not None:
+                    errors.append(future.exception())
+                else:
+                    made[name] = future.result()
+            if errors:
+                break
+        self._opened |= keys
+        if errors:
+            raise errors[0]
+        return made
+
     def _add_hosts(self) -> str:
+        """The servers' own shells and wire nodes, then every host, concurrently (`_start_nodes`)."""
         self.progress("placement on the cluster's servers:\n" + self.placement.describe())
-        for server in self.cluster.servers:
-            code, _, error = run_on(server, f"mkdir -p {self.remote_dir()} && echo {shlex.quote(front_end())} "
-                                    f"> {self.remote_dir()}/{FRONT_END_FILE}", 30, str(self.sock_dir))
-            if code != 0:
-                raise ClusterError(f"server {server.address}: ssh failed: {error}")
-        for host in self.topology.hosts:
-            node = self.net.addHost(host.name, cls=ClusterHost, ip=None, run_id=self.registry.state.run_id,
-                                    **self._node_params(host.name))
-            self.registry.record_process(node.shell.pid, f"ssh carrying host shell {host.name}")
-        return f"{len(self.topology.hosts)} hosts on {len(self.cluster.servers)} servers"
+        used = [s for s in self.cluster.servers if s.address in self.placement.server_of.values()]
+        run_id = self.registry.state.run_id
+        self.admins = self._start_nodes([(f"srv{i + 1}", ServerShell, self._node_params_on(server))
+                                         for i, server in enumerate(used)])
+        self.admins = {self.admins[f"srv{i + 1}"].cluster_server.address: self.admins[f"srv{i + 1}"]
+                       for i in range(len(used))}
+        for address, admin in self.admins.items():
+            self.registry.record_process(admin.shell.pid, f"ssh carrying the shell of server {address}")
+            out = admin.remote_shell(f"mkdir -p {self.remote_dir()} && echo {shlex.quote(front_end())} "
+                                     f"> {self.remote_dir()}/{FRONT_END_FILE} && echo made")
+            if "made" not in out:
+                raise ClusterError(f"server {address}: cannot make {self.remote_dir()}: {out.strip()}")
+        items = [(f"wire-{i + 1}", ClusterWire, {"run_id": run_id, **self._node_params_on(server)})
+                 for i, server in enumerate(used)]
+        items += [(host.name, lambda name, **params: self.net.addHost(name, cls=ClusterHost, ip=None, **params),
+                   {"run_id": run_id, **self._node_params(host.name)}) for host in self.topology.hosts]
+        made = self._start_nodes(items)
+        self.wires = {made[f"wire-{i + 1}"].cluster_server.address: made[f"wire-{i + 1}"] for i in range(len(used))}
+        for node in made.values():
+            node.admin = self.admins[node.cluster_server.address]
+            self.registry.record_process(node.shell.pid, f"ssh carrying the shell of {node.name}")
+        order = {host.name: i for i, host in enumerate(self.topology.hosts)}
+        self.net.hosts.sort(key=lambda h: order[h.name])
+        return f"{len(self.topology.hosts)} hosts on {len(used)} servers"
 
     def _add_switches(self) -> str:
+        def add(name, **params):
+            node = self.net.addSwitch(name, cls=CLUSTER_SWITCHES[self.target], **params)
+            node.admin = self.admins[node.cluster_server.address]
+            return node
+
+        items = []
         for switch in self.topology.switches:
             program = self.programs[switch.name]
             extra = ({"queues": program.queues, "ingress": self._host_links_into(switch.name)}
                      if self.target == "model" else {})
-            node = self.net.addSwitch(switch.name, cls=CLUSTER_SWITCHES[self.target], device_id=program.device_id,
-                                      run_dir=str(self.run_dir), sock_dir=str(self.sock_dir), topo_name=switch.name,
-                                      pcap=self.pcap, run_id=self.registry.state.run_id,
-                                      **extra, **self._node_params(switch.name))
+            items.append((switch.name, add, {"device_id": program.device_id, "run_dir": str(self.run_dir),
+                                             "sock_dir": str(self.sock_dir), "topo_name": switch.name,
+                                             "pcap": self.pcap, "run_id": self.registry.state.run_id,
+                                             **extra, **self._node_params(switch.name)}))
+        made = self._start_nodes(items)
+        for node in made.values():
             node.registry = self.registry
-            self.registry.record_process(node.shell.pid, f"ssh carrying switch shell {switch.name}")
+            self.registry.record_process(node.shell.pid, f"ssh carrying switch shell {node.name}")
+        order = {switch.name: i for i, switch in enumerate(self.topology.switches)}
+        self.net.switches.sort(key=lambda s: order[s.name])
         return f"{len(self.topology.switches)} {self.target} switches"
 
     def _add_links(self) -> str:
-        for server in self.cluster.servers:
-            if server.address in self.placement.server_of.values():
-                wire = ClusterWire(f"wire-{len(self.wires) + 1}", run_id=self.registry.state.run_id,
-                                   **self._node_params_on(server))
-                self.wires[server.address] = wire
-                self.registry.record_process(wire.shell.pid, f"ssh carrying the wire shell of {server.address}")
-        TunnelLink.kind = self.tunnel_kind = tunnel_kind(next(iter(self.wires.values())))
+        """Every tunnel end of a server made in one script there (`make_tunnels`), then each link:
+        veth pairs into the wire node of each end's server, bridged there."""
+        self.tunnel_kind = tunnel_kind(next(iter(self.wires.values())))
         count = len(self.topology.links)
+        tunnel_ends: dict[str, list[tuple[str, int, str]]] = {address: [] for address in self.wires}
+        for index, link in enumerate(self.topology.links):
+            a, b = self.placement.server_of[link.a], self.placement.server_of[link.b]
+            if a != b:
+                tunnel_ends[a].append((f"t{index}a", index + 1, b))
+                tunnel_ends[b].append((f"t{index}b", index + 1, a))
+        with ThreadPoolExecutor(max_workers=len(self.wires)) as pool:
+            for done in [pool.submit(make_tunnels, self.wires[address], self.tunnel_kind, ends)
+                         for address, ends in tunnel_ends.items()]:
+                done.result()
         for index, link in enumerate(self.topology.links):
             wires = []
             for end, (node, port) in enumerate(((link.a, link.a_port), (link.b, link.b_port))):
@@ -650,52 +732,41 @@ class ClusterNetwork(TestbedNetwork):
         return ()                       # the wires' shells run on the servers
 
     def _start_switches(self) -> str:
-        """Every switch process started; then per server one wait until all its switches are ready
-        there (`remote_ready_test`) and one ssh connection forwarding all their sockets; then
-        P4Runtime checked on each."""
+        """Every switch process started; then per server (all servers at once) one wait in its own
+        shell until all its switches are ready there (`remote_ready_test`), and their sockets
+        forwarded over its shell's ssh connection; then P4Runtime checked on each."""
         for switch in self.net.switches:
             switch.start([])
         by_server: dict[str, list[ClusterSwitch]] = {}
         for switch in self.net.switches:
             by_server.setdefault(switch.cluster_server.address, []).append(switch)
-        for address, switches in by_server.items():
-            polls = int(switches[0].ready_timeout / 0.05)
-            waits = "; ".join(f"until {s.remote_ready_test()}; do n=$((n+1)); [ $n -gt {polls} ] && "
-                              f"echo 'not ready: {s.name}' && exit 0; sleep 0.05; done" for s in switches)
-            out = switches[0].remote_shell(f"n=0; {waits}; echo ready")
-            if "ready" not in out.split():
-                late = next((s for s in switches if f"not ready: {s.name}" in out), switches[0])
-                late._check_alive()
-                raise nodes.SwitchStartError(late._failure(f"not ready on {address} within "
-                                                           f"{late.ready_timeout:g} s ({late.remote_ready_test()})"))
-            server = self.cluster.server(address)
-            forward = subprocess.Popen(
-                [*DIE_WITH_PARENT, *ssh_base(server), "-N", "-o", "ExitOnForwardFailure=yes",
-                 *[arg for s in switches for arg in s.forwards()], server.ssh_target],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-            self.forwards[address] = forward
-            self.registry.record_process(forward.pid, f"ssh forwarding the switches' sockets of {address}")
-        for address, forward in self.forwards.items():
-            self._wait_forwarded(address, forward, by_server[address])
+        with ThreadPoolExecutor(max_workers=len(by_server)) as pool:
+            for done in [pool.submit(self._ready_on, address, switches) for address, switches in by_server.items()]:
+                done.result()
         with ThreadPoolExecutor(max_workers=8) as pool:        # each check waits a round trip through ssh
             for done in [pool.submit(switch.wait_ready) for switch in self.net.switches]:
                 done.result()
         return f"{len(self.net.switches)} switch processes ready on {len(by_server)} servers"
 
-    @staticmethod
-    def _wait_forwarded(address: str, forward: subprocess.Popen, switches: list[ClusterSwitch]) -> None:
-        """Wait until `forward` listens on every local socket of `switches` (OpenSSH makes them once
-        it is connected), or raise naming the ssh's own error when it exits first."""
-        sockets = [Path(local) for s in switches for local, _ in s.socket_pairs()]
-        deadline = time.monotonic() + switches[0].ready_timeout
-        while not all(sock.exists() for sock in sockets):
-            if forward.poll() is not None:
-                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} exited: "
-                                   f"{forward.stderr.read().decode(errors='replace').strip() or forward.returncode}")
-            if time.monotonic() > deadline:
-                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} made no socket "
-                                   f"within {switches[0].ready_timeout:g} s")
-            time.sleep(0.02)            # a condition polled with a deadline: the sockets appear
+    def _ready_on(self, address: str, switches: list[ClusterSwitch]) -> None:
+        """Wait until `switches` are ready on their server `address`, then forward their sockets to
+        this machine over the server's shell's connection (OpenSSH's `-O forward`: the connection's
+        master listens here from then on, no process of its own)."""
+        polls = int(switches[0].ready_timeout / 0.05)
+        waits = "; ".join(f"until {s.remote_ready_test()}; do n=$((n+1)); [ $n -gt {polls} ] && "
+                          f"echo 'not ready: {s.name}' && exit 0; sleep 0.05; done" for s in switches)
+        out = self.admins[address].remote_shell(f"( n=0; {waits}; echo ready )")
+        if "ready" not in out.split():
+            late = next((s for s in switches if f"not ready: {s.name}" in out), switches[0])
+            late._check_alive()
+            raise nodes.SwitchStartError(late._failure(f"not ready on {address} within "
+                                                       f"{late.ready_timeout:g} s ({late.remote_ready_test()})"))
+        admin = self.admins[address]
+        base = [arg for arg in admin.sshbase if arg != "-tt"]
+        done = subprocess.run([*base, "-O", "forward", *[arg for s in switches for arg in s.forwards()],
+                               admin.cluster_server.ssh_target], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise ClusterError(f"forwarding the switches' sockets of {address}: {done.stderr.strip() or done.returncode}")
 
     # --- verbs ----------------------------------------------------------------------------------
     def set_link(self, a: str, b: str, up: bool) -> None:
@@ -710,30 +781,36 @@ class ClusterNetwork(TestbedNetwork):
             (self.control_plane.link_up if up else self.control_plane.link_down)(link)
 
     def _stop_wires(self) -> None:
-        """The ssh forwarding the switches' sockets, then each server's wire node (their processes
-        are the run's record: ended here, they are not left to the leftovers' clean-up)."""
-        for forward in self.forwards.values():
-            nodes.stop_process(forward, 2.0)
-            if self.registry is not None:
-                self.registry.forget_process(forward.pid)
-        self.forwards = {}
+        """Each server's wire node, the run's folder there, then the server's own shell (their
+        processes are the run's record: ended here, they are not left to the leftovers' clean-up).
+        The switches' forwarded sockets go with the shell's ssh connection."""
         for wire in self.wires.values():
             try:
                 wire.terminate()
             except Exception as error:          # noqa: BLE001 - tear-down goes on
                 log.warning("wire of %s: %s", wire.cluster_server.address, error)
         self.wires = {}
+        for address, admin in self.admins.items():
+            if self._remote_dir:
+                out = admin.remote_shell(f"rm -rf {self._remote_dir} && echo removed")
+                if "removed" not in out:
+                    self._left_on_servers.append(f"{address}:{self._remote_dir} ({out.strip()})")
+            try:
+                admin.terminate()
+            except Exception as error:          # noqa: BLE001 - tear-down goes on
+                log.warning("shell of %s: %s", address, error)
+            admin.shell = None                  # the nodes' remote_shell opens sessions of their own from now on
+        self.admins = {}
 
     def stop(self) -> list[str]:
-        """The whole tear-down of `TestbedNetwork.stop` (with the forwards and wires), then the run's
-        folder on each server."""
+        """The whole tear-down of `TestbedNetwork.stop` (with the wires, the run's folder on each
+        server and the servers' shells); what could not be removed."""
+        self._left_on_servers = []
         remaining = super().stop()
-        if self._remote_dir:
-            for server in self.cluster.servers:
-                code, _, error = run_on(server, f"rm -rf {self._remote_dir}", 30)
-                if code != 0:
-                    remaining.append(f"{server.address}:{self._remote_dir} ({error})")
-        return remaining
+        if self._starter is not None:
+            self._starter.shutdown()
+            self._starter = None
+        return remaining + self._left_on_servers
 
 
 def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset()) -> list[str]:
@@ -760,10 +837,16 @@ def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset()) -> list[st
 
 class ServerShell(ClusterNode, Node):
     """A Mininet `RemoteMixin` node in a server's own (root) namespace: runs commands on the server
-    itself, such as a whole testbed command (`run_testbed_command`)."""
+    itself, one at a time, through its open shell (a round trip each, no ssh session of their own):
+    tunnels, waits, statistics, signals; or a whole testbed command (`run_testbed_command`)."""
 
     def __init__(self, name, **params):
+        self._one_at_a_time = threading.Lock()
         super().__init__(name, inNamespace=False, **params)
+
+    def remote_shell(self, script: str) -> str:
+        with self._one_at_a_time:
+            return self.cmd(script)
 
 
 def run_testbed_command(server: Server, argv: list[str], files: tuple[str, ...] = (),

@@ -2,7 +2,7 @@
 address beside this machine's, and `auto` over servers at the slowest server's rate for its share."""
 from __future__ import annotations
 
-from experiments.calibration import (Calibration, LinkRate, Machine, RateModel, ServerRates, find, find_server,
+from experiments.calibration import (Calibration, Machine, RateModel, ServerRates, find, find_server,
                                      read_records, save, server_rates)
 
 HERE = Machine("front", "cpu", 2)
@@ -40,6 +40,8 @@ def test_auto_over_servers_takes_the_slowest_for_its_share_of_the_processes():
 def test_a_server_without_a_record_takes_this_machines_and_says_so(tmp_path):
     path = tmp_path / "calibration.json"
     save(record(7e6, "a"), path)
-    rate = server_rates("model", {"a": 0.5, "b": 0.5}, LinkRate(1_000_000), path).for_processes(28)
-    assert rate.rate_bps == 1_000_000
-    assert "server b has no calibration of target model: this machine's stands in" in rate.note
+    here = record(7e6, machine=HERE)
+    rate = server_rates("model", {"a": 0.5, "b": 0.5}, here, path).for_processes(28)
+    assert rate.rate_bps == here.rate_bps(28) < record(7e6).rate_bps(14)        # the whole network's, not b's share
+    assert "server b has no calibration of target model: this machine's for the whole network stands in" in rate.note
+    assert "b: 28 processes" in rate.note and "a: 14 processes" in rate.note
