@@ -99,7 +99,8 @@ def _calibrate_servers(args: argparse.Namespace, topologies: list[str], path) ->
     except ClusterFileError as error:
         print(f"mrc-testbed calibrate: {error}", file=sys.stderr)
         return 2
-    argv = ["calibrate", "--target", args.target, "--start-mbps", f"{args.start_mbps:g}", "--margin", f"{args.margin:g}"]
+    argv = ["calibrate", "--target", args.target, "--start-mbps", f"{args.start_mbps:g}",
+            "--margin", f"{args.margin:g}"]
     for spec in topologies:
         argv += ["--topology", spec]
     records = []
@@ -108,7 +109,8 @@ def _calibrate_servers(args: argparse.Namespace, topologies: list[str], path) ->
               flush=True)
         try:
             code, texts = run_testbed_command(
-                server, argv, files=("record",), env={calibration.ENV_FILE: "{record}", "PATH": os.environ.get("PATH", "")},
+                server, argv, files=("record",),
+                env={calibration.ENV_FILE: "{record}", "PATH": os.environ.get("PATH", "")},
                 progress=lambda line, at=server.address: print(f"  {at}: {line}", flush=True))
         except ClusterError as error:
             print(f"mrc-testbed calibrate: {error}", file=sys.stderr)

@@ -17,8 +17,8 @@ What the cluster edition does not give, and this module adds on top of it:
   model switch or BMv2 started on its server, its readiness checked there (the model's ready file;
   BMv2's P4Runtime socket and listening thrift port), its log streamed back over ssh, counters and
   P4Runtime. P4Runtime (and the model's control socket) are unix sockets on the server, forwarded
-  to the front end by OpenSSH (`ssh -L local.sock:remote.sock`), so the controller talks to it as
-  to a local switch; BMv2's thrift (queue settings) is reached by `simple_switch_CLI` run on the
+  to the front end by OpenSSH (`-L local.sock:remote.sock` on the server shell's connection), so
+  the controller talks to it as to a local switch; BMv2's thrift (queue settings) is reached by `simple_switch_CLI` run on the
   server in the switch's namespace.
 - **Processes that die with the run** (`RemoteProcess`): each remote process records its PID in a
   file on its server and is ended by that PID; it also ends when its ssh connection closes (its
@@ -29,7 +29,10 @@ What the cluster edition does not give, and this module adds on top of it:
 - **Files both ways**: jobs pushed before an agent starts, the agents' event logs streamed back as
   they are written (the agent logs to its standard output), the model's statistics read back, the
   switches' pcaps captured on their server and streamed into the local pcap folder.
-
+- **Bring-up in parallel** (`ClusterNetwork._start_nodes`): node shells started several at a
+  time, and one shell per server (`ServerShell`) kept open for commands outside the nodes'
+  namespaces (tunnels, waits, statistics, signals), so that those cost a round trip, not an ssh
+  session each (docs/scale.md, "Bring-up over several servers").
 - **A CPU watch per server** (`ServerCpuWatch`): the fidelity monitor's samples of each server's
   processes and CPUs, taken there and brought back; every reason of its verdict names its server.
 """
@@ -766,7 +769,8 @@ class ClusterNetwork(TestbedNetwork):
         done = subprocess.run([*base, "-O", "forward", *[arg for s in switches for arg in s.forwards()],
                                admin.cluster_server.ssh_target], capture_output=True, text=True, timeout=30)
         if done.returncode != 0:
-            raise ClusterError(f"forwarding the switches' sockets of {address}: {done.stderr.strip() or done.returncode}")
+            raise ClusterError(f"forwarding the switches' sockets of {address}: "
+                               f"{done.stderr.strip() or done.returncode}")
 
     # --- verbs ----------------------------------------------------------------------------------
     def set_link(self, a: str, b: str, up: bool) -> None:

@@ -1,13 +1,14 @@
 """CPU samples read from /proc: of processes (time on a CPU, time waiting for one, wake-ups) and
 of the whole machine. The fidelity monitor's `CpuWatch` takes them on this machine; on a cluster
-server this file runs as a sampler program of its own (`python -c <this file> FOLDER INTERVAL [NODE ...]`),
-which needs nothing of the testbed there: only the standard library, and no import of the package.
+server this file runs as a sampler program of its own (`python -c <this file> FOLDER INTERVAL
+[NODE ...]`), which needs nothing of the testbed there: only the standard library.
 
 As a program it prints one JSON line per `INTERVAL` seconds until it is ended (on a server, by
-the watchdog when its ssh connection closes): the server's monotonic time, its CPUs' busy and total ticks, its load average, its CPU
-count, and the samples of every process named by a PID file in `FOLDER` (`NAME.pid` holding
-"PID START", as testbed.cluster's watchdog writes them; with NODEs, only names that are a NODE or
-begin with "NODE-": servers that share a folder, as namespace servers share /tmp, see their own)::
+the watchdog when its ssh connection closes): the server's monotonic time, its CPUs' busy and
+total ticks, its load average, its CPU count, and the samples of every process named by a PID
+file in `FOLDER` (`NAME.pid` holding "PID START", as testbed.cluster's watchdog writes them; with
+NODEs, only names that are a NODE or begin with "NODE-": servers that share a folder, as
+namespace servers share /tmp, see their own)::
 
     {"t": 1234.5, "machine": [busy, total], "load": 3.2, "cpus": 2, "processes": {"s1": [run_ns, wait_ns, wakeups]}}
 """
