@@ -1,6 +1,7 @@
 """The testbed over several servers (testbed/cluster.py) on namespace servers of this machine
 (testbed/local_servers.py): bring-up with tunnels between servers, agents on remote hosts, a link
-cut across servers, and nothing left on any server after a stop or a SIGKILL of the front end."""
+cut across servers, the quick failover on the model and on BMv2, EV denial and pcaps, a testbed
+command run on a server, and nothing left on any server after a stop or a SIGKILL of the front end."""
 from __future__ import annotations
 
 import json
