@@ -363,7 +363,7 @@ def test_a_point_to_point_case_counts_an_agent_pair_per_flow_and_a_collective_an
 
 def test_calibrate_cluster_keeps_each_servers_record_with_its_address(own_file, tmp_path, capsys, monkeypatch):
     """`calibrate --cluster`: each server's own calibration (what it wrote there, brought back by
-    testbed.cluster.run_testbed_command: tests/test_cluster_network.py runs that on servers) kept
+    testbed.cluster.run_testbed_command: tests/testbed/test_cluster_network.py runs that on servers) kept
     with the server's address; a server whose calibration fails stops the command, naming it."""
     import json
     from cli.main import main
