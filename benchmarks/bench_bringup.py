@@ -30,6 +30,7 @@ from pathlib import Path
 
 from benchmarks.cases import mininet_missing
 from benchmarks.figures import Measurement
+from testbed.processes import descendants as processes_below
 
 NAME = "bringup"
 DESCRIPTION = "bring-up time of leafspine:4x2x2 on the model target; peak memory of a quick failover run"
@@ -39,29 +40,9 @@ CLUSTER_TOPOLOGY = "fattree:4"
 SAMPLE_S = 0.1
 
 
-def children_map() -> dict[int, list[int]]:
-    """ppid -> pids of every process now."""
-    tree: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        tree.setdefault(int(fields[1]), []).append(int(entry.name))
-    return tree
-
-
 def descendants(root: int) -> list[int]:
     """`root` and every process below it."""
-    tree, found, todo = children_map(), [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(tree.get(pid, []))
-    return found
+    return [root, *processes_below(root)]
 
 
 def rss_bytes(pid: int) -> int:

@@ -5,12 +5,14 @@ and record it for `rate_bps: auto` (experiments/rate_search.py).
     sudo mrc-testbed calibrate --target model                 # leafspine:4x2x2 and fattree:4
     sudo mrc-testbed calibrate --target bmv2 --topology leafspine:2x2x2 --topology fattree:4 --start-mbps 2
     mrc-testbed calibrate --show                              # what is recorded for this machine
+    sudo mrc-testbed calibrate --target model --cluster cluster.yaml   # each server of a cluster, one after the other
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from experiments import calibration, rate_search
 from experiments.backends import TARGETS, mininet_unavailable
@@ -31,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--margin", type=float, default=calibration.MARGIN,
                         help=f"share of the fastest faithful rate recorded (default: {calibration.MARGIN:g})")
     parser.add_argument("--show", action="store_true", help="print the calibration file's records and exit")
+    parser.add_argument("--cluster", metavar="FILE", type=Path,
+                        help="measure each server of this cluster file instead (the same calibration run on the "
+                             "server over ssh, one server after the other), kept per server for `run --cluster`")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"mrc-testbed calibrate: --topology: {error}", file=sys.stderr)
         return 2
+    if args.cluster is not None:
+        return _calibrate_servers(args, topologies, path)
     why = mininet_unavailable()
     if why is None:
         from testbed.nodes import target_unavailable
@@ -82,6 +89,57 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate_servers(args: argparse.Namespace, topologies: list[str], path) -> int:
+    """`calibrate --cluster FILE`: this command run on each server (testbed.cluster.run_testbed_command),
+    its record brought back and kept with the server's address."""
+    from testbed.cluster import ClusterError, run_testbed_command
+    from testbed.clusterfile import ClusterFileError, load_cluster_file
+    try:
+        cluster = load_cluster_file(args.cluster)
+    except ClusterFileError as error:
+        print(f"mrc-testbed calibrate: {error}", file=sys.stderr)
+        return 2
+    argv = ["calibrate", "--target", args.target, "--start-mbps", f"{args.start_mbps:g}",
+            "--margin", f"{args.margin:g}"]
+    for spec in topologies:
+        argv += ["--topology", spec]
+    records = []
+    for number, server in enumerate(cluster.servers, start=1):
+        print(f"server {number}/{len(cluster.servers)}: {server.address}: calibrating target {args.target} there",
+              flush=True)
+        try:
+            code, texts = run_testbed_command(
+                server, argv, files=("record",),
+                env={calibration.ENV_FILE: "{record}", "PATH": os.environ.get("PATH", "")},
+                progress=lambda line, at=server.address: print(f"  {at}: {line}", flush=True))
+        except ClusterError as error:
+            print(f"mrc-testbed calibrate: {error}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("mrc-testbed calibrate: interrupted; the servers measured before are recorded", file=sys.stderr)
+            return 130
+        try:
+            found = [r for r in calibration.parse_records(texts["record"] or '{"records": []}',
+                                                          Path(f"{server.address}:calibration"))
+                     if r.target == args.target]
+        except calibration.CalibrationError as error:
+            found, code = [], code or 1
+            print(f"  {server.address}: {error}", file=sys.stderr)
+        if code != 0 or not found:
+            print(f"mrc-testbed calibrate: server {server.address}: the calibration failed (exit status {code}); "
+                  "nothing recorded for it", file=sys.stderr)
+            return 1
+        record = found[0]
+        record.server = server.address
+        calibration.save(record, path)
+        records.append(record)
+        print(f"server {server.address} ({record.machine.describe()}): fastest faithful rate "
+              f"{record.model.describe()}")
+    print(f"recorded per server in {path}; `run --cluster {args.cluster}` runs `auto` links at the lowest rate "
+          "any server sustains for its share of the processes")
+    return 0
+
+
 def _print_sizes(record: calibration.Calibration, indent: str = "  ") -> None:
     """Per measured size: the fastest faithful rate, the load it was measured beside, and what `auto` gives."""
     for size in record.sizes:
@@ -105,7 +163,7 @@ def _show(path) -> int:
     here = calibration.Machine.this()
     print(f"{path}:")
     for r in records:
-        mark = " (this machine)" if r.machine == here else ""
+        mark = f" (cluster server {r.server})" if r.server else " (this machine)" if r.machine == here else ""
         print(f"  {r.target:5} {r.machine.describe()}{mark}  {r.date}")
         print(f"        fastest faithful rate {r.model.describe()}; `auto` at {r.margin:g} of it")
         _print_sizes(r, indent="        ")

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "this long after it goes down (default: off, routing is static)")
     parser.add_argument("--cluster", metavar="FILE", type=Path,
                         help="run the nodes on the servers of this cluster file (Mininet's cluster edition; "
-                             "model target; testbed/clusterfile.py)")
+                             "model or BMv2 target; testbed/clusterfile.py)")
     parser.add_argument("--no-cli", action="store_true",
                         help="do not open the CLI: keep the network up until SIGTERM/Ctrl-C")
 

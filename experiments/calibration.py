@@ -19,6 +19,11 @@ read: its rate holds for the default calibration topology (leafspine:4x2x2, 14 p
 scales as 1 / processes for the others, and every `auto` rate taken from it carries a note saying
 so and how to re-measure.
 
+`mrc-testbed calibrate --cluster FILE` runs the calibration on each server of a cluster file and keeps
+each server's record here too, with its address (`"server": "10.0.0.2"`, and the server's own
+machine); a network spread over those servers runs `auto` links at the lowest rate any server
+sustains for the processes placed on it (`ServerRates`).
+
 Where it lives: $MRC_CALIBRATION_FILE, else /var/lib/mrc-testbed/calibration.json for root, else
 ~/.cache/mrc-testbed/calibration.json.
 """
@@ -151,6 +156,7 @@ class Calibration:
     date: str = ""
     sizes: list = field(default_factory=list)          # SizeMeasurement per topology measured
     note: Optional[str] = None            # what every rate taken from it must say (an old record)
+    server: Optional[str] = None          # a cluster server's address (`calibrate --cluster`), None: this machine
 
     @classmethod
     def fixed(cls, machine: Machine, target: str, rate_bps: int, date: str = "") -> "Calibration":
@@ -166,12 +172,48 @@ class Calibration:
         return LinkRate(self.rate_bps(processes), self.note)
 
     def as_dict(self) -> dict:
-        return {"machine": asdict(self.machine), "target": self.target, "margin": self.margin,
-                "date": self.date, "model": asdict(self.model),
-                "sizes": [asdict(s) for s in self.sizes], "note": self.note}
+        doc = {"machine": asdict(self.machine), "target": self.target, "margin": self.margin,
+               "date": self.date, "model": asdict(self.model),
+               "sizes": [asdict(s) for s in self.sizes], "note": self.note}
+        return {**doc, "server": self.server} if self.server else doc
+
+    @property
+    def key(self) -> tuple:
+        """What a record replaces in the file: the one of the same machine, target and server."""
+        return self.machine, self.target, self.server
 
 
-RateSource = Union[LinkRate, Calibration]      # what answers `for_processes`: a fixed rate or a record
+@dataclass(frozen=True)
+class ServerRates:
+    """What `auto` links run at over the servers of a cluster: each server's calibration applied to
+    the processes placed on it, and the lowest of those rates (the run must be faithful on every
+    server). `shares` is each server's share of the topology's nodes (summing to 1); a server
+    without a record takes `fallback` and says so."""
+
+    records: dict                         # server address -> Calibration (or a fixed LinkRate)
+    shares: dict                          # server address -> share of the processes placed there
+
+    def for_processes(self, processes: int) -> LinkRate:
+        rates = {address: self.records[address].for_processes(self.processes_on(address, processes))
+                 for address, share in self.shares.items() if share > 0}
+        slowest = min(rates, key=lambda address: rates[address].rate_bps)
+        counts = "; ".join(f"{a}: {self.processes_on(a, processes)} processes, "
+                           f"{rates[a].rate_bps / 1e6:.3g} Mbit/s" for a in sorted(rates))
+        notes = [f"link rates of the slowest server, {slowest} ({counts})"]
+        notes += sorted({r.note for r in rates.values() if r.note})
+        return LinkRate(rates[slowest].rate_bps, "; ".join(notes))
+
+    def processes_on(self, address: str, processes: int) -> int:
+        """The processes a rate of server `address` is taken for: its share of `processes` by its
+        own calibration; all of them by this machine's standing in (as if the whole network ran
+        here: namespace servers share this machine's CPUs, and an unmeasured server is not
+        assumed faster than this one)."""
+        if isinstance(self.records[address], _Noted):
+            return processes
+        return max(1, round(processes * self.shares[address]))
+
+
+RateSource = Union[LinkRate, Calibration, ServerRates]   # what answers `for_processes`: a fixed rate, a record, servers
 
 
 def calibration_file() -> Path:
@@ -191,6 +233,11 @@ def read_records(path: Optional[Path] = None) -> list[Calibration]:
         return []
     except OSError as error:
         raise CalibrationError(f"{path}: cannot read the calibration file: {error.strerror or error}") from None
+    return parse_records(text, path)
+
+
+def parse_records(text: str, path: Path) -> list[Calibration]:
+    """Every record of a calibration file's `text` (read from `path`, which errors name)."""
     try:
         doc = json.loads(text)
         if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
@@ -216,7 +263,7 @@ def _record(raw: dict, path: Path) -> Calibration:
                              list(s.get("measurements", [])), dict(s.get("conditions", {})))
              for s in raw.get("sizes", [])]
     record = Calibration(_machine(raw["machine"]), str(raw["target"]), model, float(raw.get("margin", MARGIN)),
-                         str(raw.get("date", "")), sizes, raw.get("note"))
+                         str(raw.get("date", "")), sizes, raw.get("note"), raw.get("server"))
     if model.faithful_rate_bps <= 0 or model.processes_per_core <= 0 or model.exponent < 0:
         raise ValueError(f"the model of target {record.target!r} ({model}) needs a positive rate and size "
                          "and an exponent of 0 or more")
@@ -245,14 +292,44 @@ def _record_v1(raw: dict, path: Path) -> Calibration:
 def find(target: str, machine: Optional[Machine] = None, path: Optional[Path] = None) -> Optional[Calibration]:
     """The record of `target` on `machine` (default: this one), or None."""
     machine = machine or Machine.this()
-    return next((r for r in read_records(path) if r.target == target and r.machine == machine), None)
+    return next((r for r in read_records(path) if r.target == target and r.machine == machine and not r.server),
+                None)
+
+
+@dataclass(frozen=True)
+class _Noted:
+    """A rate source whose every rate also carries `note`."""
+
+    source: object
+    note: str
+
+    def for_processes(self, processes: int) -> LinkRate:
+        rate = self.source.for_processes(processes)
+        return LinkRate(rate.rate_bps, "; ".join(n for n in (self.note, rate.note) if n))
+
+
+def find_server(target: str, server: str, path: Optional[Path] = None) -> Optional[Calibration]:
+    """The record `calibrate --cluster` made of `target` on cluster server `server` (its address), or None."""
+    return next((r for r in read_records(path) if r.target == target and r.server == server), None)
+
+
+def server_rates(target: str, shares: dict, fallback: "RateSource", path: Optional[Path] = None) -> "ServerRates":
+    """`ServerRates` of `target` over the servers of `shares` (address -> share of the processes):
+    each server's record, or `fallback` (this machine's) with a note naming the server when it has none."""
+    records = {}
+    for address in shares:
+        record = find_server(target, address, path)
+        records[address] = record if record is not None else _Noted(fallback, (
+            f"server {address} has no calibration of target {target}: this machine's for the whole network stands in "
+            f"('mrc-testbed calibrate --cluster FILE --target {target}' measures each server)"))
+    return ServerRates(records, dict(shares))
 
 
 def save(record: Calibration, path: Optional[Path] = None) -> Path:
     """Write `record` into the calibration file, replacing the one of its machine and target (the
     file is written in the current version; old records keep their note)."""
     path = Path(path) if path is not None else calibration_file()
-    kept = [r for r in read_records(path) if (r.machine, r.target) != (record.machine, record.target)]
+    kept = [r for r in read_records(path) if r.key != record.key]
     if not record.date:
         record.date = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     doc = {"version": FORMAT_VERSION, "records": [r.as_dict() for r in kept + [record]]}

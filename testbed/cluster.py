@@ -13,19 +13,28 @@ What the cluster edition does not give, and this module adds on top of it:
   otherwise (`TunnelLink`); both carry Ethernet frames over IP and drop what they cannot carry.
   Every interface of a crossing link is set to the tunnel MTU (1450 by default), and a run whose
   frames do not fit is refused, naming the frame size and the MTU.
-- **Remote switch processes** (`ClusterRefSwitch`): the model switch started on its server, its
-  readiness (ready file), log (streamed back over ssh), counters and P4Runtime. P4Runtime and the
-  model's control socket are unix sockets on the server, forwarded to the front end by OpenSSH
-  (`ssh -L local.sock:remote.sock`), so the controller talks to it as to a local switch.
+- **Remote switch processes** (`ClusterSwitch`: `ClusterRefSwitch`, `ClusterBmv2Switch`): the
+  model switch or BMv2 started on its server, its readiness checked there (the model's ready file;
+  BMv2's P4Runtime socket and listening thrift port), its log streamed back over ssh, counters and
+  P4Runtime. P4Runtime (and the model's control socket) are unix sockets on the server, forwarded
+  to the front end by OpenSSH (`-L local.sock:remote.sock` on the server shell's connection), so
+  the controller talks to it as to a local switch; BMv2's thrift (queue settings) is reached by `simple_switch_CLI` run on the
+  server in the switch's namespace.
 - **Processes that die with the run** (`RemoteProcess`): each remote process records its PID in a
   file on its server and is ended by that PID; it also ends when its ssh connection closes (its
   stdin reaches end of file), so a SIGKILL of the front end leaves nothing running on a server.
   Every local ssh client is started with PR_SET_PDEATHSIG (DIE_WITH_PARENT).
+- **Agents' control sockets** (EV denial): served in the run's folder on the server, forwarded to
+  the front end over the host's ssh connection (`agent_control`).
 - **Files both ways**: jobs pushed before an agent starts, the agents' event logs streamed back as
-  they are written (the agent logs to its standard output), the model's statistics read back.
-
-Limits (docs/scale.md): BMv2 has no remote variant yet; the fidelity monitor samples only
-processes of this machine.
+  they are written (the agent logs to its standard output), the model's statistics read back, the
+  switches' pcaps captured on their server and streamed into the local pcap folder.
+- **Bring-up in parallel** (`ClusterNetwork._start_nodes`): node shells started several at a
+  time, and one shell per server (`ServerShell`) kept open for commands outside the nodes'
+  namespaces (tunnels, waits, statistics, signals), so that those cost a round trip, not an ssh
+  session each (docs/scale.md, "Bring-up over several servers").
+- **A CPU watch per server** (`ServerCpuWatch`): the fidelity monitor's samples of each server's
+  processes and CPUs, taken there and brought back; every reason of its verdict names its server.
 """
 from __future__ import annotations
 
@@ -34,19 +43,23 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from mininet.examples.cluster import RemoteLink, RemoteMixin
+from mininet.node import Node
 
-from testbed import nodes
+from testbed import cpu_sample, nodes
 from testbed.clusterfile import ClusterFile, Server
+from testbed.fidelity import CpuWatch
 from testbed.network import TestbedNetwork
 from testbed.processes import DIE_WITH_PARENT
 from topologies.placement import Placement, place
@@ -55,6 +68,7 @@ from wire import constants
 log = logging.getLogger("mrc.testbed")
 
 NODES_PER_CONNECTION = 6          # node shells sharing one ssh connection (sshd's MaxSessions is 10)
+NODE_STARTS = 8                    # node shells started at once (`ClusterNetwork._start_nodes`)
 TUNNEL_MTU = 1450                  # Mininet's GRE links use it on every interface; VXLAN fits it too
 REMOTE_ROOT = "/tmp/mrc-cluster"    # each run's files on a server: REMOTE_ROOT/<run id>/
 FRONT_END_FILE = "front-end"        # in a run's folder on a server: the front end that made it
@@ -152,8 +166,13 @@ class ClusterNode(RemoteMixin):
         out, _ = popen.communicate()
         return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
 
+    admin: "ServerShell | None" = None     # the server's own shell, kept open by `ClusterNetwork`
+
     def remote_shell(self, script: str) -> str:
-        """Run a shell script on the node's server (root namespace of the server); its output."""
+        """Run a shell script on the node's server (root namespace of the server); its output. Through
+        the server's open shell when it has one (a round trip), else an ssh session of its own."""
+        if self.admin is not None and self.admin is not self and self.admin.shell is not None:
+            return self.admin.remote_shell(script)
         return self.rcmd(["sh", "-c", script])
 
     def start_remote(self, name: str, cmd: list[str], stdout, stderr=subprocess.STDOUT) -> "RemoteProcess":
@@ -190,7 +209,7 @@ class RemoteProcess:
 
     def send_signal(self, sig: int) -> None:
         """Signal the remote process by the PID it recorded (a no-op once it is gone)."""
-        self.node.rcmd(["sh", "-c", _SIGNAL_PID_FILES, "sh", str(int(sig)), self.pid_file])
+        self.node.remote_shell(f"sh -c {shlex.quote(_SIGNAL_PID_FILES)} sh {int(sig)} {shlex.quote(self.pid_file)}")
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
@@ -209,12 +228,70 @@ class ClusterHost(ClusterNode, nodes.MrcHost):
     """A testbed host on a server."""
 
 
-class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
-    """The model switch on a server; P4Runtime and its control socket forwarded to the front end."""
+class ClusterSwitch(ClusterNode):
+    """Mixin: a switch process on a server, with the life cycle of the local one (`nodes.P4Switch`)
+    run there: started under the watchdog (PID file on the server, ended with its ssh connection),
+    its output streamed back into the local log, ready once `remote_ready_test()` holds on the
+    server (`ClusterNetwork` waits for every switch of a server in one shell), its unix sockets
+    forwarded to the front end (`forwards()`), stopped by the PID it recorded."""
 
     @property
     def remote_grpc_path(self) -> str:
         return f"{self.remote_dir}/{self.topo_name}.grpc.sock"
+
+    def remote_ready_test(self) -> str:
+        """A shell condition, true on the server once the process is ready for P4Runtime."""
+        raise NotImplementedError
+
+    def socket_pairs(self) -> list[tuple[str, str]]:
+        """(local path, path on the server) of every unix socket forwarded to the front end."""
+        return [(self.grpc_address[len("unix:"):], self.remote_grpc_path)]
+
+    def start(self, controllers=()) -> None:
+        if self.process is not None:
+            return
+        nodes.disable_ipv6(self, self.data_ports().values())      # the run's folder is new: no old ready file
+        with open(self.log_path, "ab") as out:
+            self.process = self.start_remote(self.topo_name, [*nodes.realtime.command_prefix(), *self.command()],
+                                             stdout=out)
+        if self.registry is not None:
+            self.registry.record_process(self.process.pid, f"ssh carrying {self.target} switch {self.name}")
+        if self.pcap:
+            self._start_captures()
+
+    def _start_captures(self) -> None:
+        """A tcpdump per data port, run on the server in the switch's namespace, writing its pcap to
+        its standard output, which ssh brings into the local file as it is captured (`-U`: packet by
+        packet); its messages ("listening on ...") go to the local tcpdump log as on one machine."""
+        folder = self.pcap.files_folder(self.run_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        tcpdump = shutil.which("tcpdump") or "tcpdump"          # the same software on the servers
+        for port, ifname in self.data_ports().items():
+            with open(folder / f"{self.topo_name}-port{port}.pcap", "wb") as out, \
+                    open(self.run_dir / f"{self.topo_name}-port{port}.tcpdump.log", "wb") as err:
+                proc = self.start_remote(f"tcpdump-{self.topo_name}-port{port}",
+                                         [tcpdump, "-i", ifname, "--immediate-mode", "-U", "-w", "-",
+                                          *self.pcap.tcpdump_args()], stdout=out, stderr=err)
+            self.captures.append(proc)
+            if self.registry is not None:
+                self.registry.record_process(proc.pid, f"ssh carrying tcpdump {ifname} of {self.name}")
+
+    def forwards(self) -> list[str]:
+        """OpenSSH's -L arguments bringing this switch's sockets to this machine."""
+        args = []
+        for local, remote in self.socket_pairs():
+            Path(local).unlink(missing_ok=True)
+            args += ["-L", f"{local}:{remote}"]
+        return args
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """P4Runtime answering through the forwarded socket (`ClusterNetwork` has waited for
+        `remote_ready_test()` on the server and forwards the sockets)."""
+        nodes.P4Switch.wait_ready(self, timeout)
+
+
+class ClusterRefSwitch(ClusterSwitch, nodes.RefSwitch):
+    """The model switch on a server; P4Runtime and its control socket forwarded to the front end."""
 
     @property
     def remote_control_path(self) -> str:
@@ -237,30 +314,13 @@ class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
         return {"--grpc-addr": f"unix:{self.remote_grpc_path}", "--ready-file": self.remote_ready_file,
                 "--stats-file": self.remote_stats_file, "--control": self.remote_control_path}
 
-    def start(self, controllers=()) -> None:
-        if self.process is not None:
-            return
-        nodes.disable_ipv6(self, self.data_ports().values())      # the run's folder is new: no old ready file
-        with open(self.log_path, "ab") as out:
-            self.process = self.start_remote(self.topo_name, [*nodes.realtime.command_prefix(), *self.command()],
-                                             stdout=out)
-        if self.registry is not None:
-            self.registry.record_process(self.process.pid, f"ssh carrying model switch {self.name}")
+    def remote_ready_test(self) -> str:
+        return f"[ -e {shlex.quote(self.remote_ready_file)} ]"
 
-    def forwards(self) -> list[str]:
-        """OpenSSH's -L arguments bringing this switch's P4Runtime and control sockets to this machine."""
-        local_grpc = self.grpc_address[len("unix:"):]
-        for path in (local_grpc, self.control_path):
-            Path(path).unlink(missing_ok=True)
-        return ["-L", f"{local_grpc}:{self.remote_grpc_path}", "-L", f"{self.control_path}:{self.remote_control_path}"]
-
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """P4Runtime answering through the forwarded socket (`ClusterNetwork` has waited for the
-        switch's ready file on its server and forwards the sockets)."""
-        nodes.P4Switch.wait_ready(self, timeout)
+    def socket_pairs(self) -> list[tuple[str, str]]:
+        return [*super().socket_pairs(), (self.control_path, self.remote_control_path)]
 
     def queue_service(self) -> dict[int, dict] | None:
-        import json
         text = self.remote_shell(f"cat {self.remote_stats_file} 2>/dev/null")
         try:
             doc = json.loads(text)
@@ -268,34 +328,88 @@ class ClusterRefSwitch(ClusterNode, nodes.RefSwitch):
             return None
         return {int(port): service for port, service in (doc.get("queues") or {}).items()}
 
-    def stop_process(self, grace: float = 3.0) -> None:
-        if self.process is not None:
-            nodes.stop_process(self.process, grace)
-            if self.registry is not None:
-                self.registry.forget_process(self.process.pid)
-        self.process = None
+
+class ClusterBmv2Switch(ClusterSwitch, nodes.Bmv2Switch):
+    """BMv2 (`simple_switch_grpc`) on a server: P4Runtime on a unix socket in the run's folder
+    there, forwarded to the front end; its thrift server (queue rates and depths) on the switch
+    namespace's loopback, reached by `simple_switch_CLI` run in that namespace on the server
+    (`runtime_cli`, through the node's `popen`). The binaries are the front end's paths: servers
+    have the same software (docs/scale.md)."""
+
+    @property
+    def grpc_server_address(self) -> str:
+        return f"unix:{self.remote_grpc_path}"
+
+    def remote_ready_test(self) -> str:
+        """The P4Runtime socket made, and the thrift port listening in the switch's namespace
+        (/proc/<a process of that namespace>/net/tcp lists that namespace's sockets; 0A: listen)."""
+        port = f"{self.THRIFT_PORT:04X}"
+        tables = f"/proc/{self.pid}/net/tcp /proc/{self.pid}/net/tcp6"
+        return (f"[ -S {shlex.quote(self.remote_grpc_path)} ] && "
+                f"cat {tables} 2>/dev/null | awk '$2 ~ /:{port}$/ && $4 == \"0A\" {{ f = 1 }} END {{ exit !f }}'")
+
+
+CLUSTER_SWITCHES = {"model": ClusterRefSwitch, "bmv2": ClusterBmv2Switch}
+
+
+class ServerCpuWatch(CpuWatch):
+    """The CPU watch of one server: the sampler program (testbed/cpu_sample.py, its source sent as
+    `python -c`) runs there under the watchdog, sampling the processes of the run's PID files that
+    belong to `nodes` and the server's CPUs; its lines come back over ssh and are taken as samples,
+    their times moved to this machine's clock by the first line's arrival (the servers share no
+    clock; only differences between a server's own samples count)."""
+
+    def __init__(self, node: ClusterNode, nodes: list[str], sample_s: float) -> None:
+        super().__init__(sample_s)
+        self.node = node
+        self.nodes = sorted(nodes)
+        self.proc: RemoteProcess | None = None
+        self._reader: threading.Thread | None = None
+        self._offset: float | None = None
+        self._not_before = 0.0
+
+    def start(self, delay_s: float = 0.0) -> "ServerCpuWatch":
+        source = Path(cpu_sample.__file__).read_text()
+        python = self.node.cluster_server.python or sys.executable
+        self._not_before = time.monotonic() + delay_s
+        self.proc = self.node.start_remote("cpu-sampler", [python, "-c", source, self.node.remote_dir,
+                                                           str(self.sample_s), *self.nodes],
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._reader = threading.Thread(target=self._read, name=f"cpu-watch {self.node.cluster_server.address}",
+                                        daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        for line in self.proc.local.stdout:
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if self._offset is None:
+                self._offset = time.monotonic() - doc["t"]
+            self.cpus = int(doc["cpus"])
+            now = doc["t"] + self._offset
+            if now >= self._not_before:
+                self.add_sample(now, tuple(doc["machine"]), {name: tuple(v) for name, v in doc["processes"].items()},
+                                float(doc["load"]))
+
+    def stop(self) -> None:
+        """End the sampler (by its PID there) and take what it sent until then."""
+        if self.proc is None:
+            return
+        self.proc.kill()
+        self._reader.join(5)
+        self.proc = None
 
 
 class TunnelLink(RemoteLink):
-    """A link between wire nodes of two servers: a gretap or VXLAN device on each server, moved
-    into the wire node; MTU `TUNNEL_MTU` on both. Same-server links are veth pairs as usual."""
-
-    kind = "gretap"                 # set by `ClusterNetwork` from what the servers' kernel has
-    key = 0
+    """A link between wire nodes of two servers: a gretap or VXLAN device on each server, in the
+    wire node, MTU `TUNNEL_MTU` on both, made beforehand by `make_tunnels` (every tunnel end of a
+    server in one script). Same-server links are veth pairs as usual."""
 
     def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None):
-        TunnelLink.key += 1
-        for node, intf, local, remote in ((node1, intfname1, node1.serverIP, node2.serverIP),
-                                          (node2, intfname2, node2.serverIP, node1.serverIP)):
-            if self.kind == "gretap":
-                spec = f"type gretap local {local} remote {remote} ttl 64 key {TunnelLink.key}"
-            else:
-                spec = f"type vxlan id {TunnelLink.key} local {local} remote {remote} dstport 4789 ttl 64"
-            out = node.remote_shell(f"ip link del {intf} 2>/dev/null; ip link add name {intf} {spec} && "
-                                    f"ip link set {intf} mtu {TUNNEL_MTU} && ip link set {intf} netns {node.pid}")
-            if out.strip():
-                raise ClusterError(f"tunnel {intf} on {node.cluster_server.address}: {out.strip()}")
-        self.tunnel = True
+        self.tunnel = True              # the devices are in the wire nodes already (make_tunnels)
         return None
 
     def stop(self):
@@ -305,6 +419,28 @@ class TunnelLink(RemoteLink):
             self.tunnel = None
         else:
             super().stop()
+
+
+def tunnel_spec(kind: str, key: int, local: str, remote: str) -> str:
+    """`ip link add` arguments of one end of tunnel `key` (a gretap key or VXLAN id, the same at both ends)."""
+    if kind == "gretap":
+        return f"type gretap local {local} remote {remote} ttl 64 key {key}"
+    return f"type vxlan id {key} local {local} remote {remote} dstport 4789 ttl 64"
+
+
+def make_tunnels(wire: "ClusterWire", kind: str, ends: list[tuple[str, int, str]]) -> None:
+    """Make every tunnel end of `wire`'s server, (interface name, key, far server address) each,
+    in one script on the server: made in the server's namespace (where its address is), MTU
+    TUNNEL_MTU, moved into the wire node."""
+    if not ends:
+        return
+    local = wire.cluster_server.address
+    script = " && ".join(f"{{ ip link del {name} 2>/dev/null; true; }} && ip link add name {name} "
+                         f"{tunnel_spec(kind, key, local, far)} && ip link set {name} mtu {TUNNEL_MTU} && "
+                         f"ip link set {name} netns {wire.pid}" for name, key, far in ends)
+    out = wire.remote_shell(script)
+    if out.strip():
+        raise ClusterError(f"tunnels on {local}: {out.strip()}")
 
 
 def tunnel_kind(node: ClusterNode) -> str:
@@ -353,17 +489,11 @@ class ClusterWire(ClusterNode, nodes.WireNode):
 
 
 class ClusterNetwork(TestbedNetwork):
-    """A `TestbedNetwork` whose nodes run on the servers of `cluster` (model target)."""
+    """A `TestbedNetwork` whose nodes run on the servers of `cluster` (model or BMv2 target)."""
 
     __test__ = False
 
     def __init__(self, topology, cluster: ClusterFile, target: str = "model", **params):
-        if target != "model":
-            raise ClusterError(f"--cluster runs the model target; {target} on cluster servers is not built yet "
-                               "(docs/scale.md)")
-        if params.get("pcap"):
-            raise ClusterError("--pcap with --cluster: captures on the servers are not brought back yet "
-                               "(docs/scale.md); capture on one machine instead")
         super().__init__(topology, target, **params)
         self.cluster = cluster
         self.placement = placement_for(topology, cluster)
@@ -373,7 +503,12 @@ class ClusterNetwork(TestbedNetwork):
         self._remote_dir = ""
         self._remote_procs: list[RemoteProcess] = []
         self._nodes_on: Counter = Counter()        # nodes started so far per server (their ssh connection)
-        self.forwards: dict[str, subprocess.Popen] = {}   # per server: the ssh forwarding its switches' sockets
+        self._opened: set[tuple[str, int]] = set()   # (server, connection) whose master is running
+        self.admins: dict[str, ServerShell] = {}     # per server: its own shell, kept open while up
+        self._left_on_servers: list[str] = []       # run folders the tear-down could not remove
+        # The threads that start node shells live as long as the network: a shell's ssh client gets
+        # SIGKILL when the *thread* that started it ends (PR_SET_PDEATHSIG, DIE_WITH_PARENT).
+        self._starter: ThreadPoolExecutor | None = None
         self.server_paths: dict[str, dict] = {}    # "a-b": pings between two servers at bring-up
 
     # --- where things are ----------------------------------------------------------------------
@@ -401,6 +536,31 @@ class ClusterNetwork(TestbedNetwork):
     def is_remote(self, node: str) -> bool:
         return True
 
+    def agent_control(self, host: str, name: str, local_dir: str) -> tuple[str, str]:
+        """The agent serves its control socket in the run's folder on its server; the host's shared
+        ssh connection forwards a socket in `local_dir` to it (OpenSSH's `-O forward` on the
+        connection's master: no process of its own; each use connects anew, so the agent may make
+        its socket later)."""
+        node = self.net[host]
+        served, reached = f"{self.remote_dir()}/{name}.ctl.sock", f"{local_dir}/{name}.sock"
+        base = [arg for arg in node.sshbase if arg != "-tt"]
+        done = subprocess.run([*base, "-O", "forward", "-L", f"{reached}:{served}", node.cluster_server.ssh_target],
+                              capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise ClusterError(f"forwarding the control socket of {name} on {node.cluster_server.address}: "
+                               f"{done.stderr.strip() or done.returncode}")
+        return served, reached
+
+    def node_servers(self) -> dict[str, str]:
+        return dict(self.placement.server_of)
+
+    def server_watches(self, sample_s: float) -> dict[str, "ServerCpuWatch"]:
+        """A `ServerCpuWatch` per server that holds nodes, sampling that server's nodes."""
+        names: dict[str, list[str]] = {}
+        for node, address in self.placement.server_of.items():
+            names.setdefault(address, []).append(node)
+        return {address: ServerCpuWatch(wire, names[address], sample_s) for address, wire in self.wires.items()}
+
     def python(self, node: str) -> str:
         return self.server_of(node).python or sys.executable
 
@@ -423,40 +583,103 @@ class ClusterNetwork(TestbedNetwork):
         return proc
 
     # --- bring-up phases ------------------------------------------------------------------------
+    def _start_nodes(self, items: list[tuple[str, object, dict]]) -> dict[str, object]:
+        """Make nodes concurrently, (name, constructor, parameters) each (`_node_params` gave the
+        parameters, in order): each node's shell is an ssh session on its server, which costs
+        about as much as a round trip and a process start there. The first node of a shared ssh
+        connection not open yet goes first (it becomes the connection's master; two at once would
+        each open a connection of their own), then the others NODE_STARTS at a time. Every node
+        made is returned, by name; the first error is raised once all have finished."""
+        first, rest, keys = [], [], set()
+        for item in items:
+            key = (item[2]["server"].address, item[2]["channel"])
+            (rest if key in self._opened or key in keys else first).append(item)
+            keys.add(key)
+        made: dict[str, object] = {}
+        errors: list[BaseException] = []
+        if self._starter is None:
+            self._starter = ThreadPoolExecutor(max_workers=NODE_STARTS, thread_name_prefix="node-start")
+        for batch in (first, rest):
+            futures = {name: self._starter.submit(make, name, **params) for name, make, params in batch}
+            wait(futures.values())
+            for name, future in futures.items():
+                if future.exception() is not None:
+                    errors.append(future.exception())
+                else:
+                    made[name] = future.result()
+            if errors:
+                break
+        self._opened |= keys
+        if errors:
+            raise errors[0]
+        return made
+
     def _add_hosts(self) -> str:
+        """The servers' own shells and wire nodes, then every host, concurrently (`_start_nodes`)."""
         self.progress("placement on the cluster's servers:\n" + self.placement.describe())
-        for server in self.cluster.servers:
-            code, _, error = run_on(server, f"mkdir -p {self.remote_dir()} && echo {shlex.quote(front_end())} "
-                                    f"> {self.remote_dir()}/{FRONT_END_FILE}", 30, str(self.sock_dir))
-            if code != 0:
-                raise ClusterError(f"server {server.address}: ssh failed: {error}")
-        for host in self.topology.hosts:
-            node = self.net.addHost(host.name, cls=ClusterHost, ip=None, run_id=self.registry.state.run_id,
-                                    **self._node_params(host.name))
-            self.registry.record_process(node.shell.pid, f"ssh carrying host shell {host.name}")
-        return f"{len(self.topology.hosts)} hosts on {len(self.cluster.servers)} servers"
+        used = [s for s in self.cluster.servers if s.address in self.placement.server_of.values()]
+        run_id = self.registry.state.run_id
+        self.admins = self._start_nodes([(f"srv{i + 1}", ServerShell, self._node_params_on(server))
+                                         for i, server in enumerate(used)])
+        self.admins = {self.admins[f"srv{i + 1}"].cluster_server.address: self.admins[f"srv{i + 1}"]
+                       for i in range(len(used))}
+        for address, admin in self.admins.items():
+            self.registry.record_process(admin.shell.pid, f"ssh carrying the shell of server {address}")
+            out = admin.remote_shell(f"mkdir -p {self.remote_dir()} && echo {shlex.quote(front_end())} "
+                                     f"> {self.remote_dir()}/{FRONT_END_FILE} && echo made")
+            if "made" not in out:
+                raise ClusterError(f"server {address}: cannot make {self.remote_dir()}: {out.strip()}")
+        items = [(f"wire-{i + 1}", ClusterWire, {"run_id": run_id, **self._node_params_on(server)})
+                 for i, server in enumerate(used)]
+        items += [(host.name, lambda name, **params: self.net.addHost(name, cls=ClusterHost, ip=None, **params),
+                   {"run_id": run_id, **self._node_params(host.name)}) for host in self.topology.hosts]
+        made = self._start_nodes(items)
+        self.wires = {made[f"wire-{i + 1}"].cluster_server.address: made[f"wire-{i + 1}"] for i in range(len(used))}
+        for node in made.values():
+            node.admin = self.admins[node.cluster_server.address]
+            self.registry.record_process(node.shell.pid, f"ssh carrying the shell of {node.name}")
+        order = {host.name: i for i, host in enumerate(self.topology.hosts)}
+        self.net.hosts.sort(key=lambda h: order[h.name])
+        return f"{len(self.topology.hosts)} hosts on {len(used)} servers"
 
     def _add_switches(self) -> str:
+        def add(name, **params):
+            node = self.net.addSwitch(name, cls=CLUSTER_SWITCHES[self.target], **params)
+            node.admin = self.admins[node.cluster_server.address]
+            return node
+
+        items = []
         for switch in self.topology.switches:
             program = self.programs[switch.name]
-            node = self.net.addSwitch(switch.name, cls=ClusterRefSwitch, device_id=program.device_id,
-                                      run_dir=str(self.run_dir), sock_dir=str(self.sock_dir), topo_name=switch.name,
-                                      pcap=self.pcap, queues=program.queues,
-                                      ingress=self._host_links_into(switch.name), run_id=self.registry.state.run_id,
-                                      **self._node_params(switch.name))
+            extra = ({"queues": program.queues, "ingress": self._host_links_into(switch.name)}
+                     if self.target == "model" else {})
+            items.append((switch.name, add, {"device_id": program.device_id, "run_dir": str(self.run_dir),
+                                             "sock_dir": str(self.sock_dir), "topo_name": switch.name,
+                                             "pcap": self.pcap, "run_id": self.registry.state.run_id,
+                                             **extra, **self._node_params(switch.name)}))
+        made = self._start_nodes(items)
+        for node in made.values():
             node.registry = self.registry
-            self.registry.record_process(node.shell.pid, f"ssh carrying switch shell {switch.name}")
-        return f"{len(self.topology.switches)} model switches"
+            self.registry.record_process(node.shell.pid, f"ssh carrying switch shell {node.name}")
+        order = {switch.name: i for i, switch in enumerate(self.topology.switches)}
+        self.net.switches.sort(key=lambda s: order[s.name])
+        return f"{len(self.topology.switches)} {self.target} switches"
 
     def _add_links(self) -> str:
-        for server in self.cluster.servers:
-            if server.address in self.placement.server_of.values():
-                wire = ClusterWire(f"wire-{len(self.wires) + 1}", run_id=self.registry.state.run_id,
-                                   **self._node_params_on(server))
-                self.wires[server.address] = wire
-                self.registry.record_process(wire.shell.pid, f"ssh carrying the wire shell of {server.address}")
-        TunnelLink.kind = self.tunnel_kind = tunnel_kind(next(iter(self.wires.values())))
+        """Every tunnel end of a server made in one script there (`make_tunnels`), then each link:
+        veth pairs into the wire node of each end's server, bridged there."""
+        self.tunnel_kind = tunnel_kind(next(iter(self.wires.values())))
         count = len(self.topology.links)
+        tunnel_ends: dict[str, list[tuple[str, int, str]]] = {address: [] for address in self.wires}
+        for index, link in enumerate(self.topology.links):
+            a, b = self.placement.server_of[link.a], self.placement.server_of[link.b]
+            if a != b:
+                tunnel_ends[a].append((f"t{index}a", index + 1, b))
+                tunnel_ends[b].append((f"t{index}b", index + 1, a))
+        with ThreadPoolExecutor(max_workers=len(self.wires)) as pool:
+            for done in [pool.submit(make_tunnels, self.wires[address], self.tunnel_kind, ends)
+                         for address, ends in tunnel_ends.items()]:
+                done.result()
         for index, link in enumerate(self.topology.links):
             wires = []
             for end, (node, port) in enumerate(((link.a, link.a_port), (link.b, link.b_port))):
@@ -512,51 +735,42 @@ class ClusterNetwork(TestbedNetwork):
         return ()                       # the wires' shells run on the servers
 
     def _start_switches(self) -> str:
-        """Every switch process started; then per server one wait for all its switches' ready files
-        and one ssh connection forwarding all their sockets; then P4Runtime checked on each."""
+        """Every switch process started; then per server (all servers at once) one wait in its own
+        shell until all its switches are ready there (`remote_ready_test`), and their sockets
+        forwarded over its shell's ssh connection; then P4Runtime checked on each."""
         for switch in self.net.switches:
             switch.start([])
-        by_server: dict[str, list[ClusterRefSwitch]] = {}
+        by_server: dict[str, list[ClusterSwitch]] = {}
         for switch in self.net.switches:
             by_server.setdefault(switch.cluster_server.address, []).append(switch)
-        for address, switches in by_server.items():
-            files = " ".join(shlex.quote(s.remote_ready_file) for s in switches)
-            polls = int(switches[0].ready_timeout / 0.05)
-            out = switches[0].remote_shell(f"n=0; for f in {files}; do while [ ! -e \"$f\" ]; do "
-                                           f"n=$((n+1)); [ $n -gt {polls} ] && echo \"missing $f\" && exit 0; "
-                                           "sleep 0.05; done; done; echo ready")
-            if "ready" not in out.split():
-                late = next((s for s in switches if s.remote_ready_file in out), switches[0])
-                late._check_alive()
-                raise nodes.SwitchStartError(late._failure(f"no ready file {late.remote_ready_file} on {address}"))
-            server = self.cluster.server(address)
-            forward = subprocess.Popen(
-                [*DIE_WITH_PARENT, *ssh_base(server), "-N", "-o", "ExitOnForwardFailure=yes",
-                 *[arg for s in switches for arg in s.forwards()], server.ssh_target],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-            self.forwards[address] = forward
-            self.registry.record_process(forward.pid, f"ssh forwarding the switches' sockets of {address}")
-        for address, forward in self.forwards.items():
-            self._wait_forwarded(address, forward, by_server[address])
+        with ThreadPoolExecutor(max_workers=len(by_server)) as pool:
+            for done in [pool.submit(self._ready_on, address, switches) for address, switches in by_server.items()]:
+                done.result()
         with ThreadPoolExecutor(max_workers=8) as pool:        # each check waits a round trip through ssh
             for done in [pool.submit(switch.wait_ready) for switch in self.net.switches]:
                 done.result()
         return f"{len(self.net.switches)} switch processes ready on {len(by_server)} servers"
 
-    @staticmethod
-    def _wait_forwarded(address: str, forward: subprocess.Popen, switches: list[ClusterRefSwitch]) -> None:
-        """Wait until `forward` listens on every local socket of `switches` (OpenSSH makes them once
-        it is connected), or raise naming the ssh's own error when it exits first."""
-        sockets = [Path(path) for s in switches for path in (s.grpc_address[len("unix:"):], s.control_path)]
-        deadline = time.monotonic() + switches[0].ready_timeout
-        while not all(sock.exists() for sock in sockets):
-            if forward.poll() is not None:
-                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} exited: "
-                                   f"{forward.stderr.read().decode(errors='replace').strip() or forward.returncode}")
-            if time.monotonic() > deadline:
-                raise ClusterError(f"the ssh forwarding the switches' sockets of {address} made no socket "
-                                   f"within {switches[0].ready_timeout:g} s")
-            time.sleep(0.02)            # a condition polled with a deadline: the sockets appear
+    def _ready_on(self, address: str, switches: list[ClusterSwitch]) -> None:
+        """Wait until `switches` are ready on their server `address`, then forward their sockets to
+        this machine over the server's shell's connection (OpenSSH's `-O forward`: the connection's
+        master listens here from then on, no process of its own)."""
+        polls = int(switches[0].ready_timeout / 0.05)
+        waits = "; ".join(f"until {s.remote_ready_test()}; do n=$((n+1)); [ $n -gt {polls} ] && "
+                          f"echo 'not ready: {s.name}' && exit 0; sleep 0.05; done" for s in switches)
+        out = self.admins[address].remote_shell(f"( n=0; {waits}; echo ready )")
+        if "ready" not in out.split():
+            late = next((s for s in switches if f"not ready: {s.name}" in out), switches[0])
+            late._check_alive()
+            raise nodes.SwitchStartError(late._failure(f"not ready on {address} within "
+                                                       f"{late.ready_timeout:g} s ({late.remote_ready_test()})"))
+        admin = self.admins[address]
+        base = [arg for arg in admin.sshbase if arg != "-tt"]
+        done = subprocess.run([*base, "-O", "forward", *[arg for s in switches for arg in s.forwards()],
+                               admin.cluster_server.ssh_target], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise ClusterError(f"forwarding the switches' sockets of {address}: "
+                               f"{done.stderr.strip() or done.returncode}")
 
     # --- verbs ----------------------------------------------------------------------------------
     def set_link(self, a: str, b: str, up: bool) -> None:
@@ -571,30 +785,36 @@ class ClusterNetwork(TestbedNetwork):
             (self.control_plane.link_up if up else self.control_plane.link_down)(link)
 
     def _stop_wires(self) -> None:
-        """The ssh forwarding the switches' sockets, then each server's wire node (their processes
-        are the run's record: ended here, they are not left to the leftovers' clean-up)."""
-        for forward in self.forwards.values():
-            nodes.stop_process(forward, 2.0)
-            if self.registry is not None:
-                self.registry.forget_process(forward.pid)
-        self.forwards = {}
+        """Each server's wire node, the run's folder there, then the server's own shell (their
+        processes are the run's record: ended here, they are not left to the leftovers' clean-up).
+        The switches' forwarded sockets go with the shell's ssh connection."""
         for wire in self.wires.values():
             try:
                 wire.terminate()
             except Exception as error:          # noqa: BLE001 - tear-down goes on
                 log.warning("wire of %s: %s", wire.cluster_server.address, error)
         self.wires = {}
+        for address, admin in self.admins.items():
+            if self._remote_dir:
+                out = admin.remote_shell(f"rm -rf {self._remote_dir} && echo removed")
+                if "removed" not in out:
+                    self._left_on_servers.append(f"{address}:{self._remote_dir} ({out.strip()})")
+            try:
+                admin.terminate()
+            except Exception as error:          # noqa: BLE001 - tear-down goes on
+                log.warning("shell of %s: %s", address, error)
+            admin.shell = None                  # the nodes' remote_shell opens sessions of their own from now on
+        self.admins = {}
 
     def stop(self) -> list[str]:
-        """The whole tear-down of `TestbedNetwork.stop` (with the forwards and wires), then the run's
-        folder on each server."""
+        """The whole tear-down of `TestbedNetwork.stop` (with the wires, the run's folder on each
+        server and the servers' shells); what could not be removed."""
+        self._left_on_servers = []
         remaining = super().stop()
-        if self._remote_dir:
-            for server in self.cluster.servers:
-                code, _, error = run_on(server, f"rm -rf {self._remote_dir}", 30)
-                if code != 0:
-                    remaining.append(f"{server.address}:{self._remote_dir} ({error})")
-        return remaining
+        if self._starter is not None:
+            self._starter.shutdown()
+            self._starter = None
+        return remaining + self._left_on_servers
 
 
 def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset()) -> list[str]:
@@ -617,3 +837,54 @@ def clean_servers(cluster: ClusterFile, keep: set[str] = frozenset()) -> list[st
         runs = [line for line in out.splitlines() if line.strip()]
         lines.append(f"{server.address}: " + ("; ".join(f"removed {line}" for line in runs) if runs else "nothing left"))
     return lines
+
+
+class ServerShell(ClusterNode, Node):
+    """A Mininet `RemoteMixin` node in a server's own (root) namespace: runs commands on the server
+    itself, one at a time, through its open shell (a round trip each, no ssh session of their own):
+    tunnels, waits, statistics, signals; or a whole testbed command (`run_testbed_command`)."""
+
+    def __init__(self, name, **params):
+        self._one_at_a_time = threading.Lock()
+        super().__init__(name, inNamespace=False, **params)
+
+    def remote_shell(self, script: str) -> str:
+        with self._one_at_a_time:
+            return self.cmd(script)
+
+
+def run_testbed_command(server: Server, argv: list[str], files: tuple[str, ...] = (),
+                        env: dict[str, str] | None = None, progress=lambda line: None) -> tuple[int, dict[str, str]]:
+    """Run `python -m cli.main ARGV` on `server` (its Python, the same software as here) through a
+    Mininet remote node, its output lines passed to `progress` as they come; `files` names files
+    the command writes, given as `{NAME}` in `argv` and `env` values: they live in a run folder of
+    the server (recorded for `clean --cluster`, removed after) and their text comes back. The
+    command ends with its ssh connection (the watchdog), so a front end that dies ends it too.
+    Returns the exit status and {name: text of the file} ('' when not written)."""
+    import tempfile
+    folder = f"{REMOTE_ROOT}/cmd-{os.getpid()}-{int(time.time() * 1000)}"
+    paths = {name: f"{folder}/{name}" for name in files}
+    argv = [part.format(**paths) for part in argv]
+    settings = {key: value.format(**paths) for key, value in (env or {}).items()}
+    with tempfile.TemporaryDirectory(prefix="mrc-ssh-") as control:
+        code, _, error = run_on(server, f"mkdir -p {folder} && echo {shlex.quote(front_end())} > "
+                                        f"{folder}/{FRONT_END_FILE}", 30, control)
+        if code != 0:
+            raise ClusterError(f"server {server.address}: ssh failed: {error}")
+        shell = ServerShell(f"srv{os.getpid()}", server=server, control_dir=control, remote_dir=folder)
+        try:
+            cmd = ["env", *(f"{k}={v}" for k, v in settings.items()), server.python or sys.executable,
+                   "-m", "cli.main", *argv]
+            proc = shell.start_remote("command", cmd, stdout=subprocess.PIPE)
+            try:
+                for line in proc.local.stdout:
+                    progress(line.decode(errors="replace").rstrip())
+                code = proc.wait()
+            except BaseException:
+                proc.kill()
+                raise
+            texts = {name: shell.remote_shell(f"cat {shlex.quote(path)} 2>/dev/null") for name, path in paths.items()}
+        finally:
+            shell.remote_shell(f"rm -rf {folder}")
+            shell.terminate()
+    return code, texts

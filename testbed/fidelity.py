@@ -15,11 +15,13 @@ received), and a verdict with one line per reason.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 
 from pipeline_contract.names import RX, TX
+from testbed.cpu_sample import machine_ticks, process_sched
 
 SAMPLE_S = 0.25                  # how often CpuWatch samples
 WINDOW_S = 1.0                   # CPU shares are judged over windows this long
@@ -41,33 +43,6 @@ FAULT_LATE_LIMIT_S = 20e-3       # a fault action (a link set down, ...) takes e
                                  # was due, or FAULT_LATE_PACKETS packet times at the hosts' rate when longer
 FAULT_LATE_PACKETS = 2
 WAKEUP_MIN_COUNT = 100           # ... judged only from this many timer wake-ups
-
-
-def _process_sched(pid: int) -> tuple[int, int, int] | None:
-    """(ns on a CPU, ns waiting for a CPU, wake-ups) summed over a process's threads
-    (/proc/PID/task/*/schedstat); None once it is gone."""
-    run = wait = slices = 0
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    for task in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as f:
-                a, b, c = f.read().split()[:3]
-        except (OSError, ValueError):
-            continue                         # a thread that ended between the listing and the read
-        run, wait, slices = run + int(a), wait + int(b), slices + int(c)
-    return run, wait, slices
-
-
-def _machine_ticks() -> tuple[int, int]:
-    """(busy, total) clock ticks of all CPUs since boot."""
-    with open("/proc/stat", "rb") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)        # idle + iowait
-    total = sum(values[:8])                                          # guest time is counted in user
-    return total - idle, total
 
 
 def _between(a: tuple[float, int, int, int], b: tuple[float, int, int, int]) -> tuple[float, float | None]:
@@ -117,6 +92,8 @@ def merge_spans(spans: list[Span]) -> list[Span]:
 class CpuWatch:
     """Samples the CPU time of named processes and of the machine while a run goes on."""
 
+    cpus: int | None = None          # the CPUs of the machine sampled (None: this one's)
+
     def __init__(self, sample_s: float = SAMPLE_S, window_s: float = WINDOW_S) -> None:
         self.sample_s = sample_s
         self._wall_offset = time.time() - time.monotonic()     # monotonic sample times -> wall clock
@@ -162,15 +139,22 @@ class CpuWatch:
             self._sample()
 
     def _sample(self) -> None:
-        now = time.monotonic()
-        busy, total = _machine_ticks()
         with self._lock:
-            self._machine.append((now, busy, total))
-            for name, pid in self._pids.items():
-                sched = _process_sched(pid)
-                if sched is not None:
-                    self._series[name].append((now, *sched))
-        self._load_peak = max(self._load_peak, os.getloadavg()[0])
+            pids = dict(self._pids)
+        scheds = {name: process_sched(pid) for name, pid in pids.items()}
+        self.add_sample(time.monotonic(), machine_ticks(), {n: s for n, s in scheds.items() if s is not None},
+                        os.getloadavg()[0])
+
+    def add_sample(self, now: float, machine: tuple[int, int], processes: dict[str, tuple[int, int, int]],
+                   load: float) -> None:
+        """One sample at monotonic time `now`: the machine's (busy, total) ticks, each process's
+        (run ns, wait ns, wake-ups) by name (a name not seen before is watched from now on), and
+        the 1-minute load average."""
+        with self._lock:
+            self._machine.append((now, *machine))
+            for name, sched in processes.items():
+                self._series.setdefault(name, []).append((now, *sched))
+        self._load_peak = max(self._load_peak, load)
 
     def processes(self) -> dict[str, CpuShare]:
         """Each watched process's share of one core."""
@@ -280,6 +264,7 @@ class Verdict:
     watched: bool = True                 # False: nothing could be measured (a verdict of "unknown")
     spans: list[tuple[float, float, str]] = field(default_factory=list)   # (start s, end s, who: why)
     limits: VerdictLimits = field(default_factory=VerdictLimits)
+    servers: dict[str, str] = field(default_factory=dict)   # node -> the server it ran on (a cluster run)
 
     @property
     def faithful(self) -> bool:
@@ -328,15 +313,27 @@ class Verdict:
                                         f"behind over {busy + lost:.2f} s)")
 
     def as_dict(self) -> dict:
-        return {"verdict": self.label, "reasons": list(self.reasons), "measured": self.measured,
-                "spans": [list(span) for span in self.spans]}
+        return {"verdict": self.label, "reasons": [self.where(reason) for reason in self.reasons],
+                "measured": self.measured, "spans": [list(span) for span in self.spans]}
+
+    def where(self, reason: str) -> str:
+        """`reason` naming the server(s) of the nodes it is about, on a run over several servers:
+        "s1->s3: ..." becomes "s1->s3 (servers A, B): ..." (a reason of a server's watch names it already)."""
+        who, sep, rest = reason.partition(": ")
+        if not self.servers or not sep or who.startswith("server "):
+            return reason
+        names = [part.split(" ")[0] for part in re.split(r"->|-", who)]
+        found = list(dict.fromkeys(self.servers[n] for n in names if n in self.servers))
+        if not found:
+            return reason
+        return f"{who} ({'server' if len(found) == 1 else 'servers'} {', '.join(found)}): {rest}"
 
 
 def judge(cpu: CpuWatch, losses: list[LinkLoss], origin: float = 0.0,
           limits: VerdictLimits = VerdictLimits()) -> Verdict:
     """The verdict of a run from its CPU watch and its link losses; its distorted spans in seconds
     since `origin` (a wall-clock time, e.g. the start of the workload)."""
-    verdict = judge_measures(cpu.processes(), cpu.machine(), cpu.load_peak, losses, limits=limits)
+    verdict = judge_measures(cpu.processes(), cpu.machine(), cpu.load_peak, losses, cpus=cpu.cpus, limits=limits)
     verdict.spans = [(round(s.start - origin, 3), round(s.end - origin, 3), f"{s.who}: {s.why}")
                      for s in cpu.distorted_spans(limits.sched_wait_s)]
     return verdict
@@ -381,20 +378,26 @@ def _packet_bytes(given: int | None) -> int:
 
 class FidelityMonitor:
     """The fidelity of one running `TestbedNetwork`: its switch processes watched from `start()`,
-    with any other process added by `watch` (agents); `verdict()` judges what it saw so far."""
+    with any other process added by `watch` (agents); on a network spread over servers, each
+    server's processes and CPUs by a watch of that server (`net.server_watches`), every reason of
+    which names its server; `verdict()` judges what it saw so far."""
 
     def __init__(self, net, sample_s: float = SAMPLE_S, packet_bytes: int | None = None) -> None:
         self.net = net
         self.cpu = CpuWatch(sample_s)
-        packet_s = _packet_bytes(packet_bytes) * 8 / net.topology.host_rate_bps()
-        self.limits = VerdictLimits.for_packet_time(packet_s)
+        self.servers: dict[str, CpuWatch] = {}          # server address -> the watch of that server
+        self.limits = VerdictLimits.for_packet_time(_packet_bytes(packet_bytes) * 8 / net.topology.host_rate_bps())
 
     def start(self, delay_s: float = 0.0) -> "FidelityMonitor":
         """Watch from now on, or from `delay_s` seconds on (once the workload starts). Switches on
-        other servers (testbed.cluster) are not this machine's processes: they are not watched."""
+        other servers (testbed.cluster) are not this machine's processes: their server's watch
+        samples them there."""
         for name, pid in self.net.switch_pids().items():
             if not self.net.is_remote(name):
                 self.cpu.watch(name, pid)
+        self.servers = self.net.server_watches(self.cpu.sample_s)
+        for watch in self.servers.values():
+            watch.start(delay_s)
         self.cpu.start(delay_s)
         return self
 
@@ -403,6 +406,8 @@ class FidelityMonitor:
 
     def stop(self) -> None:
         self.cpu.stop()
+        for watch in self.servers.values():
+            watch.stop()
 
     def verdict(self, skip: set[str] = frozenset(), packets: tuple[dict, dict] | None = None,
                 origin: float = 0.0) -> Verdict:
@@ -411,11 +416,15 @@ class FidelityMonitor:
         `skip` (faulted on purpose) are not judged. Distorted spans are timed from `origin` (wall clock)."""
         tx, rx = packets if packets is not None else self._packets()
         verdict = judge(self.cpu, link_losses(self.net.topology, tx, rx, skip), origin, self.limits)
-        remote = [n.name for n in (*self.net.topology.hosts, *self.net.topology.switches) if self.net.is_remote(n.name)]
-        if remote:
-            verdict.watched = False           # "unknown": what shapes a run most was not measured
-            verdict.reasons.append(f"cluster: {len(remote)} nodes run on other servers, whose CPU this "
-                                   "machine does not measure (a monitor per server is not built yet)")
+        verdict.servers = self.net.node_servers()
+        for address, watch in sorted(self.servers.items()):
+            one = judge(watch, [], origin, self.limits)
+            verdict.reasons += [f"server {address}: {reason}" for reason in one.reasons]
+            verdict.spans += [(start, end, f"server {address}: {who}") for start, end, who in one.spans]
+            verdict.measured.setdefault("servers", {})[address] = one.measured
+            if not one.measured["processes"]:
+                verdict.watched = False       # "unknown": that server's processes were not sampled
+                verdict.reasons.append(f"server {address}: no sample of its processes came back")
         return verdict
 
     def _packets(self) -> tuple[dict, dict]:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import yaml
 
-from testbed.processes import DIE_WITH_PARENT
+from testbed.processes import DIE_WITH_PARENT, descendants
 from testbed.registry import RunRegistry
 
 SSHD = "/usr/sbin/sshd"
@@ -275,25 +275,15 @@ class NamespaceServers:
     def session_processes(self) -> list[str]:
         """What ssh sessions left running on the servers: every process descending from a server's
         sshd that is not an sshd itself, as 'pid args' lines (empty when nothing runs there)."""
-        children: dict[int, list[int]] = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                children.setdefault(parent, []).append(int(entry.name))
-        found, todo = [], [p.pid for p in self._sshds.values()]
-        while todo:
-            for pid in children.get(todo.pop(), []):
-                todo.append(pid)
-                try:
-                    args = (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip())
-                    comm = Path(f"/proc/{pid}/comm").read_text().strip()
-                except OSError:
-                    continue
-                if comm != "sshd" and args:
-                    found.append(f"{pid} {args}")
+        found = []
+        for pid in descendants(*(p.pid for p in self._sshds.values())):
+            try:
+                args = (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip())
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if comm != "sshd" and args:
+                found.append(f"{pid} {args}")
         return found
 
     def cluster_document(self) -> dict:

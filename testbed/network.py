@@ -335,6 +335,20 @@ class TestbedNetwork:
             result[name] = {p: v for p, v in cells.items() if v.packets or v.bytes}
         return result
 
+    def agent_control(self, host: str, name: str, local_dir: str) -> tuple[str, str]:
+        """Where agent `name` on `host` serves its control socket, and where this machine reaches
+        it: the same path in `local_dir` here."""
+        path = f"{local_dir}/{name}.sock"
+        return path, path
+
+    def server_watches(self, sample_s: float) -> dict:
+        """A CPU watch per server of a network spread over several (testbed.cluster): none here."""
+        return {}
+
+    def node_servers(self) -> dict[str, str]:
+        """Node -> the server it runs on, for a network spread over several: none here."""
+        return {}
+
     def is_remote(self, node: str) -> bool:
         """Whether `node` runs on another server (testbed.cluster): never on one machine."""
         return False

@@ -378,6 +378,11 @@ class Bmv2Switch(P4Switch):
             raise SwitchStartError("BMv2 needs the compiled program p4/build/mrc.json "
                                    "(run `make -C p4` where p4c is installed)")
 
+    @property
+    def grpc_server_address(self) -> str:
+        """Where the switch process serves P4Runtime, as that process reaches it."""
+        return self.grpc_address
+
     def command(self) -> list[str]:
         binary = shutil.which("simple_switch_grpc")
         if binary is None:
@@ -386,7 +391,7 @@ class Bmv2Switch(P4Switch):
         cmd = [binary, "--device-id", str(self.device_id), "--thrift-port", str(self.THRIFT_PORT)]
         for port, ifname in self.data_ports().items():
             cmd += ["-i", f"{port}@{ifname}"]
-        cmd += ["--no-p4", "--", "--grpc-server-addr", self.grpc_address,
+        cmd += ["--no-p4", "--", "--grpc-server-addr", self.grpc_server_address,
                 "--priority-queues", str(constants.NUM_PRIORITIES)]
         return cmd
 

@@ -1,6 +1,7 @@
 """Ending a process the testbed started: one rule for every caller."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 
@@ -26,3 +27,24 @@ def stop_process(proc: subprocess.Popen | None, grace: float = DEFAULT_GRACE_S) 
             proc.kill()
             proc.wait(grace)
     return proc.returncode
+
+
+def descendants(*roots: int) -> list[int]:
+    """The PIDs of every process below `roots` now (children, their children, ...), not the roots
+    themselves; read from /proc once (a process that ends meanwhile is simply missing)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [child for root in roots for child in children.get(root, [])]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found

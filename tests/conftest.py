@@ -3,7 +3,7 @@
 Use them as decorators or module marks; the test is skipped with a reason naming what is
 missing::
 
-    from conftest import requires_mininet          # or: @pytest.mark.requires_mininet
+    from tests.conftest import requires_mininet    # or: @pytest.mark.requires_mininet
 
     @requires_mininet
     def test_bring_up(): ...

@@ -53,10 +53,12 @@ class ControlSockets:
         self.folder = tempfile.mkdtemp(prefix="mrc-ctl-")
         self.agents: list[ControlSocket] = []
 
-    def add(self, host: str, agent: str) -> str:
-        """The socket path of agent `agent` of `host` (to pass it as `--control`)."""
-        self.agents.append(ControlSocket(host, f"{self.folder}/{agent}.sock"))
-        return self.agents[-1].path
+    def add(self, net, host: str, agent: str) -> str:
+        """The socket path agent `agent` of `host` serves (to pass it as `--control`); this machine
+        reaches it where `net.agent_control` says (the same path, or one forwarded from a server)."""
+        served, reached = net.agent_control(host, agent, self.folder)
+        self.agents.append(ControlSocket(host, reached))
+        return served
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -63,7 +63,10 @@ class MininetBackend:
         mininet_limits.check_mininet(case)
         if self.cluster is not None:
             _check_cluster(case)
-        topo, notes = rate_caps.target_topology(case, self.target, self.link_rate)
+        rate = self.link_rate
+        if rate is None and self.cluster is not None:
+            rate = _servers_rate(case, self.target, self.cluster)
+        topo, notes = rate_caps.target_topology(case, self.target, rate)
         for note in notes:
             log.warning("%s: %s", case.label, note)
         record = self._record(case, topo, notes)
@@ -84,7 +87,7 @@ class MininetBackend:
             jobs, flow_logs = agent_jobs(topo, case, agents.log_dir, start_at, record.horizon)
             record.flows = [item.flow for item in flow_logs]
             for item in jobs:
-                extra = () if sockets is None else ("--control", sockets.add(item.job.host, item.name))
+                extra = () if sockets is None else ("--control", sockets.add(net, item.job.host, item.name))
                 agent = agents.start(item.name, item.job, *extra)
                 if not net.is_remote(item.job.host):           # a cluster server's process is not ours to watch
                     monitor.watch(item.name, agent.proc.pid)
@@ -188,7 +191,7 @@ def _slug(text: str) -> str:
 
 def _check_cluster(case: Case) -> None:
     """Raise ScenarioError naming what of `case` a network spread over servers cannot run: data
-    packets larger than the tunnels between servers carry, a fault it cannot reach."""
+    packets larger than the tunnels between servers carry."""
     from experiments.scenario import ScenarioError
     from experiments.transport_sizing import mtu_payload
     from testbed.cluster import ClusterError, check_frames_fit
@@ -196,11 +199,20 @@ def _check_cluster(case: Case) -> None:
         check_frames_fit(mtu_payload(case))
     except ClusterError as error:
         raise ScenarioError(case.scenario.path, "link.mtu_payload", str(error)) from None
-    for i, fault in enumerate(case.variant.faults):
-        if fault.kind == "switch_ev_deny":
-            raise ScenarioError(case.scenario.path, f"faults[{i}].kind", "switch_ev_deny reaches the agents by "
-                                "control sockets on this machine, but with --cluster the agents run on the servers "
-                                "(their sockets are not forwarded yet); run it on one machine")
+
+
+def _servers_rate(case: Case, target: str, cluster: Path):
+    """What `auto` links run at with the case's network spread over the cluster's servers: the
+    lowest of each server's calibrated rate for its share of the nodes (calibration.ServerRates)."""
+    from experiments.calibration import server_rates
+    from experiments.workloads import variant_topology
+    from testbed.cluster import placement_for
+    from testbed.clusterfile import load_cluster_file
+    placement = placement_for(variant_topology(case.variant), load_cluster_file(cluster))
+    placed = Counter(placement.server_of.values())
+    total = sum(placed.values())
+    return server_rates(target, {address: count / total for address, count in placed.items()},
+                        rate_caps.machine_rate(target))
 
 
 def network(topo: Topology, target: str, cluster: Path | None, **params):

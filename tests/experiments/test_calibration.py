@@ -359,3 +359,39 @@ def test_a_point_to_point_case_counts_an_agent_pair_per_flow_and_a_collective_an
     assert rate_caps.emulated_processes(collective, topo) == 8 + 6
     assert rate_caps.emulated_processes(permutation, topo) == 2 * 8 + 6
     assert rate_search.processes("fattree:4") == 36
+
+
+def test_calibrate_cluster_keeps_each_servers_record_with_its_address(own_file, tmp_path, capsys, monkeypatch):
+    """`calibrate --cluster`: each server's own calibration (what it wrote there, brought back by
+    testbed.cluster.run_testbed_command: tests/testbed/test_cluster_network.py runs that on servers) kept
+    with the server's address; a server whose calibration fails stops the command, naming it."""
+    import json
+    from cli.main import main
+    from testbed import cluster
+    (tmp_path / "c.yaml").write_text("servers: [{address: 10.9.0.1}, {address: 10.9.0.2}]\n")
+    asked = []
+
+    def on_server(server, argv, files=(), env=None, progress=print):
+        asked.append((server.address, argv, env[calibration.ENV_FILE]))
+        progress("measuring ...")
+        if server.address == "10.9.0.3":
+            return 1, {"record": ""}
+        remote = record("model", 3_000_000 if server.address == "10.9.0.1" else 5_000_000,
+                        Machine(f"host-{server.address}", "cpu", 4))
+        return 0, {"record": json.dumps({"version": 2, "records": [remote.as_dict()]})}
+
+    monkeypatch.setattr(cluster, "run_testbed_command", on_server)
+    assert main(["calibrate", "--target", "model", "--topology", "leafspine:2x2x1", "--cluster",
+                 str(tmp_path / "c.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "  10.9.0.1: measuring ..." in out and "server 10.9.0.2 (host-10.9.0.2 (cpu, 4 cores))" in out
+    assert [a for a, _, _ in asked] == ["10.9.0.1", "10.9.0.2"] and all(f == "{record}" for _, _, f in asked)
+    assert asked[0][1][:3] == ["calibrate", "--target", "model"] and "leafspine:2x2x1" in asked[0][1]
+    assert calibration.find_server("model", "10.9.0.2", own_file).rate_bps(14) == 5_000_000
+    assert calibration.find_server("model", "10.9.0.1", own_file).machine.hostname == "host-10.9.0.1"
+    assert main(["calibrate", "--show"]) == 0 and "(cluster server 10.9.0.1)" in capsys.readouterr().out
+    (tmp_path / "c.yaml").write_text("servers: [{address: 10.9.0.3}]\n")
+    assert main(["calibrate", "--cluster", str(tmp_path / "c.yaml")]) == 1
+    assert "server 10.9.0.3: the calibration failed (exit status 1)" in capsys.readouterr().err
+    assert main(["calibrate", "--cluster", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err

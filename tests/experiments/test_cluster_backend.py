@@ -21,10 +21,6 @@ def refusal(**changes) -> str:
     return str(caught.value)
 
 
-def test_a_switch_ev_deny_fault_is_refused_as_its_agents_control_sockets_would_be_on_the_servers():
-    assert "faults[0].kind: switch_ev_deny" in refusal(faults=[{"kind": "switch_ev_deny", "switch": "auto", "at": 0.001}])
-
-
 def test_data_packets_larger_than_the_tunnels_carry_are_refused():
     text = refusal(link={"rate_bps": 100_000_000, "mtu_payload": 1400})
     assert "link.mtu_payload: frames of 1492 bytes" in text and "MTU of 1450" in text

@@ -25,6 +25,7 @@ import pytest
 
 from tests.conftest import requires_mininet, requires_root
 from testbed import registry
+from testbed.processes import descendants as processes_below
 from testbed.registry import RunState, list_runs, marked_processes, process_start_time
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,22 +103,8 @@ def named_netns() -> set[str]:
 
 def descendants(root: int) -> dict[int, int]:
     """pid -> start time of every process below `root` now."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = {}, list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        start = process_start_time(pid)
-        if start is not None:
-            found[pid] = start
-        todo.extend(children.get(pid, []))
-    return found
+    starts = {pid: process_start_time(pid) for pid in processes_below(root)}
+    return {pid: start for pid, start in starts.items() if start is not None}
 
 
 @dataclass

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import requires_mininet
+from testbed.processes import descendants as processes_below
 from testbed.registry import RunState, clean_run, leftovers, list_runs, marked_processes, process_start_time
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, requires_mininet]
@@ -59,23 +60,8 @@ def named_netns() -> set[str]:
 
 def descendants(root: int) -> dict[int, int]:
     """pid -> start time of `root` and every process below it now."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/stat") as stat:
-                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = {}, [root]
-    while todo:
-        pid = todo.pop()
-        start = process_start_time(pid)
-        if start is not None:
-            found[pid] = start
-        todo.extend(children.get(pid, []))
-    return found
+    starts = {pid: process_start_time(pid) for pid in [root, *processes_below(root)]}
+    return {pid: start for pid, start in starts.items() if start is not None}
 
 
 def still_running(processes: dict[int, int]) -> list[str]:
