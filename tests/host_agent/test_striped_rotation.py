@@ -10,7 +10,7 @@ import yaml
 
 from host_agent.transport import sizing
 from host_agent.transport.config import PathInfo
-from host_agent.transport.evset import EvSet, striped
+from host_agent.transport.evset import Ev, EvSet, striped
 
 
 def paths(count: int, planes: int = 1) -> list[PathInfo]:
@@ -41,10 +41,7 @@ def test_striping_reorders_the_same_draws():
 
 
 def test_striped_keeps_paths_with_fewer_evs_in_the_turn():
-    class E:                                          # stand-in with a path_key, as striped needs
-        def __init__(self, key):
-            self.path_key = key
-    evs = [E(k) for k in (0, 0, 0, 1, 2, 2)]
+    evs = [Ev(value=0x100 + i, plane=0, path_key=key) for i, key in enumerate((0, 0, 0, 1, 2, 2))]
     assert [e.path_key for e in striped(evs)] == [0, 2, 1, 0, 2, 0]
 
 
