@@ -425,7 +425,8 @@ def measure(options: argparse.Namespace) -> Measurement:
           f"= {fwd['packets_per_cpu_s']:,.0f} pkt/CPU-s", flush=True)
     result.add("forwarding only, no transport: switch packets per CPU-second", fwd["packets_per_cpu_s"], "pkt/s")
     from benchmarks.netsim_vs_htsim import measure_side_by_side
-    measure_side_by_side(result, repeat)          # beside uet-htsim's htsim_uec, where it is built
+    # beside uet-htsim's htsim_uec, where it is built: netsim's times of those cases, timed above
+    measure_side_by_side(result, repeat, timed=result.details)
     if getattr(options, "fat_tree_k16", False):
         measure_k16(result)
     result.details["load_average"] = os.getloadavg()

@@ -44,10 +44,11 @@ RECORDED_HTSIM = {
 RECORDED_NOTE = "htsim_uec's recorded time (uet-htsim 40ccb05, 2-core machine at load 8, 2026-12-05)"
 
 
-def measure_side_by_side(result, repeat: int, compared: list | None = None) -> None:
+def measure_side_by_side(result, repeat: int, compared: list | None = None, timed: dict | None = None) -> None:
     """Add netsim's wall and CPU time per case beside htsim_uec's, and their ratios, to `result`
     (and print them): htsim_uec run here where it is built, else its recorded figures
-    (RECORDED_HTSIM), said so. `compared`: (label, case) pairs, default `cases()`."""
+    (RECORDED_HTSIM), said so. `compared`: (label, case) pairs, default `cases()`. `timed`: netsim's
+    runs of those cases already timed (label -> bench_netsim.time_case's dict), not run again."""
     from experiments.backends.htsim import HtsimBackend, htsim_unavailable
     from experiments.backends.netsim_backend import NetsimBackend
     why = htsim_unavailable()
@@ -57,12 +58,16 @@ def measure_side_by_side(result, repeat: int, compared: list | None = None) -> N
     rows = []
     for label, case in compared if compared is not None else cases():
         netsim_walls, netsim_cpus, htsim_walls, htsim_cpus, done = [], [], [], [], True
+        known = (timed or {}).get(label)
+        if known is not None:
+            netsim_walls, netsim_cpus, done = [known["wall_s"]], [known["cpu_s"]], known["completed"]
         for _ in range(repeat):
-            began, cpu = time.monotonic(), time.process_time()
-            record = NetsimBackend().run_case(case)
-            netsim_walls.append(time.monotonic() - began)
-            netsim_cpus.append(time.process_time() - cpu)
-            done = done and record.completed
+            if known is None:
+                began, cpu = time.monotonic(), time.process_time()
+                record = NetsimBackend().run_case(case)
+                netsim_walls.append(time.monotonic() - began)
+                netsim_cpus.append(time.process_time() - cpu)
+                done = done and record.completed
             if htsim is not None:
                 done = done and htsim.run_case(case).completed
                 htsim_walls.append(htsim.last_run.wall_s)
