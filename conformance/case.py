@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-import yaml
 from pydantic import Field, PlainValidator
 
 from wire import constants
-from wire.schema import Schema, SchemaError, check, invalid
+from wire.schema import Schema, SchemaError, UnreadableDocument, check, invalid, read_document
 from pipeline_contract.entries import TableEntry
 from conformance.packets import FILLER_MSG_ID, build
 
@@ -267,9 +266,9 @@ def parse_case(data: Any, common: Any, source: str) -> ConformanceCase:
 def load_file(path: Path) -> list[ConformanceCase]:
     """The cases of one YAML file."""
     try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise CaseError(f"{path}: not valid YAML: {exc}") from None
+        doc = read_document(path)
+    except UnreadableDocument as error:
+        raise CaseError(str(error)) from None
     if not isinstance(doc, dict):
         raise CaseError(f"{path}: expected a mapping with a 'cases' list")
     try:

@@ -44,11 +44,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-import yaml
 from pydantic import Field, PlainValidator, WithJsonSchema, field_validator, model_validator
 
 from host_agent.job import TRANSPORT_PARAMS, Mode, check_transport_params
-from wire.schema import Schema, SchemaError, check, describe, invalid, optional_fields
+from wire.schema import Schema, SchemaError, UnreadableDocument, check, describe, invalid, read_document, optional_fields
 
 WORKLOAD_KINDS = ("allreduce", "alltoall", "incast", "permutation")
 FAULT_KINDS = ("link_kill", "link_flap", "switch_blackhole", "switch_kill", "gray_loss", "switch_ev_deny",
@@ -380,18 +379,11 @@ class Scenario:
 # --- loading -----------------------------------------------------------------------------------
 def load_scenario(path: Union[str, Path], quick: bool = False, seed: Optional[int] = None) -> Scenario:
     """Parse and validate the scenario file at `path` (with its `quick` overrides when asked)."""
-    path = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise ScenarioError(path, "", f"cannot read the file: {error.strerror or error}") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        raise ScenarioError(path, where, f"not valid YAML: {getattr(error, 'problem', error)}") from None
-    return parse_scenario(doc, path, quick=quick, seed=seed)
+        doc = read_document(path)
+    except UnreadableDocument as error:
+        raise ScenarioError(error.path, error.where, error.reason) from None
+    return parse_scenario(doc, str(path), quick=quick, seed=seed)
 
 
 def parse_scenario(doc: Any, path: str = "<scenario>", quick: bool = False, seed: Optional[int] = None) -> Scenario:

@@ -47,7 +47,7 @@ from pydantic import Discriminator, Field, PlainValidator, Strict, Tag, TypeAdap
 from host_agent.collectives.data import DTYPES
 from host_agent.transport import kinds
 from host_agent.transport.config import TransportConfig
-from wire.schema import Schema, SchemaError, check, describe, invalid
+from wire.schema import Schema, SchemaError, UnreadableDocument, check, describe, invalid, read_document
 
 _MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,15}$")
@@ -354,13 +354,8 @@ def parse_job(data: Any, source: str = "job") -> Job:
 
 def load_job(path: str | Path) -> Job:
     """Read and check a job file."""
-    path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise JobError(f"{path}: cannot read the job file: {err.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise JobError(f"{path}: line {err.lineno}: not valid JSON: {err.msg}") from None
+        data = read_document(path, json_format=True)
+    except UnreadableDocument as error:
+        raise JobError(str(error)) from None
     return parse_job(data, str(path))

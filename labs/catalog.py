@@ -8,8 +8,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Literal, Optional
 
-import yaml
+from pydantic import Field
+
+from wire.schema import Schema, SchemaError, UnreadableDocument, check, read_document
 
 LABS_DIR = Path(__file__).resolve().parent
 FOLDER_NAME = re.compile(r"^(\d{2})-([a-z0-9-]+)$")
@@ -28,6 +31,21 @@ HOW_TO_GET = {
 
 class LabError(ValueError):
     """A lab that does not exist or whose folder is malformed; the message names it."""
+
+
+class LabFile(Schema):
+    """The keys of a lab's `lab.yaml`."""
+
+    title: str
+    minutes: int = Field(gt=0, description="how long the lab takes a student, in minutes")
+    summary: str
+    needs: list[Literal[NEEDS]] = Field(default_factory=list,
+                                        description="what the machine must have: root, bmv2, p4c")
+    time_limit_s: Optional[float] = Field(None, gt=0, description=f"a work folder's checks, all "
+                                          f"together (default {TIME_LIMIT_S})")
+    memory_mb: Optional[int] = Field(None, ge=0, description=f"address space of the process checking "
+                                     f"one folder; 0: no limit (default {MEMORY_MB})")
+    spawns_programs: bool = Field(False, description="the checks run programs (p4c, BMv2)")
 
 
 @dataclass(frozen=True)
@@ -98,31 +116,20 @@ def read_lab(folder: Path) -> Lab:
         raise LabError(f"{folder}: a lab's folder is named NN-slug (e.g. 03-selective-repeat)")
     meta_path = folder / "lab.yaml"
     try:
-        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise LabError(f"{meta_path}: {exc}") from None
+        meta = read_document(meta_path)
+    except UnreadableDocument as error:
+        raise LabError(str(error)) from None
     if not isinstance(meta, dict):
         raise LabError(f"{meta_path}: expected a mapping of title, minutes, needs, summary")
-    for key in ("title", "minutes", "summary"):
-        if key not in meta:
-            raise LabError(f"{meta_path}: missing key {key!r}")
-    needs = tuple(meta.get("needs") or ())
-    unknown = [n for n in needs if n not in NEEDS]
-    if unknown:
-        raise LabError(f"{meta_path}: unknown need(s) {unknown} (known: {', '.join(NEEDS)})")
-    limits = {}
-    for key, kind in (("time_limit_s", float), ("memory_mb", int)):
-        if key in meta:
-            try:
-                limits[key] = kind(meta[key])
-            except (TypeError, ValueError):
-                raise LabError(f"{meta_path}: {key} must be a number, not {meta[key]!r}") from None
-            if limits[key] < 0 or (key == "time_limit_s" and limits[key] == 0):
-                raise LabError(f"{meta_path}: {key} must be positive, not {meta[key]!r}")
-    return Lab(number=int(match.group(1)), slug=match.group(2), title=str(meta["title"]),
-               minutes=int(meta["minutes"]), summary=str(meta["summary"]).strip(),
-               folder=folder, needs=needs, spawns_programs=bool(meta.get("spawns_programs", False)),
-               **limits)
+    try:
+        keys = check(LabFile, meta)
+    except SchemaError as error:
+        raise LabError(f"{meta_path}: {error}") from None
+    limits = {key: value for key, value in (("time_limit_s", keys.time_limit_s), ("memory_mb", keys.memory_mb))
+              if value is not None}
+    return Lab(number=int(match.group(1)), slug=match.group(2), title=keys.title, minutes=keys.minutes,
+               summary=keys.summary.strip(), folder=folder, needs=tuple(keys.needs),
+               spawns_programs=keys.spawns_programs, **limits)
 
 
 def all_labs(root: Path = LABS_DIR) -> list[Lab]:

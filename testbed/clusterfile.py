@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
-import yaml
 from pydantic import Field, PlainValidator, model_validator
 
-from wire.schema import Schema, SchemaError, check, invalid
+from wire.schema import Schema, SchemaError, UnreadableDocument, check, invalid, read_document
 
 # The OpenSSH client options a server may set, with what each value must be.
 SSH_OPTIONS = ("Port", "IdentityFile", "UserKnownHostsFile", "StrictHostKeyChecking", "ConnectTimeout")
@@ -215,16 +214,11 @@ class ClusterFile:
 
 def load_cluster_file(path: Union[str, Path]) -> ClusterFile:
     """Read and check the cluster file at `path`."""
-    path = str(path)
     try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise ClusterFileError(f"{path}: cannot read the cluster file ({error.strerror or error})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ClusterFileError(f"{path}: not valid YAML: {error}") from None
-    return parse_cluster(doc, path)
+        doc = read_document(path)
+    except UnreadableDocument as error:
+        raise ClusterFileError(str(error)) from None
+    return parse_cluster(doc, str(path))
 
 
 def parse_cluster(doc: Any, path: str = "<cluster>") -> ClusterFile:

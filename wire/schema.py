@@ -7,12 +7,19 @@ was expected, in words a reader of the file understands; each file's loader adds
 
 A model's own checks (one field against another, a value against a registry) raise `invalid(reason,
 key)`: `key` names the field of that model the reason is about, so the path still ends at it.
+
+`read_document(path)` reads such a file (YAML, or JSON) before it is checked: one way for every
+loader to say that a file is missing, unreadable or not YAML, with the line at fault.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
-from typing import Annotated, Any, Optional, TypeVar
+from pathlib import Path
+from typing import Annotated, Any, Optional, TypeVar, Union
+
+import yaml
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 from pydantic_core import PydanticCustomError
@@ -33,6 +40,41 @@ class SchemaError(ValueError):
         self.loc = loc
         self.unknown = unknown
         super().__init__(f"{path}: {reason}" if path else reason)
+
+
+class UnreadableDocument(ValueError):
+    """A file that cannot be read or decoded: `path`, `where` in it ("line 3", or "" for the whole
+    file) and `reason`. A loader turns it into its own error class, keeping the three."""
+
+    def __init__(self, path: str, where: str, reason: str) -> None:
+        self.path = path
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{path}: {where}: {reason}" if where else f"{path}: {reason}")
+
+
+def read_document(path: Union[str, Path], json_format: bool = False) -> Any:
+    """The YAML document (with `json_format`, the JSON document) in the file at `path`, as plain
+    values; UnreadableDocument when the file cannot be read or is not valid YAML (JSON)."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise UnreadableDocument(name, "", f"cannot read the file ({error.strerror or error})") from None
+    except UnicodeDecodeError as error:
+        raise UnreadableDocument(name, "", f"not UTF-8 text (byte {error.start})") from None
+    if json_format:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise UnreadableDocument(name, f"line {error.lineno}", f"not valid JSON: {error.msg}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        what = getattr(error, "problem", None) or getattr(error, "context", None) or str(error)
+        raise UnreadableDocument(name, f"line {mark.line + 1}" if mark is not None else "",
+                                 f"not valid YAML: {what}") from None
 
 
 class Schema(BaseModel):

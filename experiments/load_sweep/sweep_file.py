@@ -22,14 +22,13 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-import yaml
 from pydantic import Field, field_validator
 
 from experiments.scenario import LINK_KEYS, LOAD_SWEEP, NAME_PATTERN
 from topologies import topology_from_spec
 from topologies.model import Topology
 from topologies.paths import host_paths
-from wire.schema import Schema, SchemaError, check, invalid
+from wire.schema import Schema, SchemaError, UnreadableDocument, check, invalid, read_document
 
 
 class SweepError(ValueError):
@@ -94,11 +93,9 @@ def load_sweep_spec(path: str | Path, quick: bool = False) -> SweepSpec:
     """Read a sweep file (`quick:` overrides loads and step_s); SweepError names what is wrong."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SweepError(f"{path}: cannot read: {error.strerror or error}") from None
-    except yaml.YAMLError as error:
-        raise SweepError(f"{path}: not YAML: {error}") from None
+        raw = read_document(path)
+    except UnreadableDocument as error:
+        raise SweepError(str(error)) from None
     if not isinstance(raw, dict):
         raise SweepError(f"{path}: a sweep file is a mapping")
     if raw.get("kind") != LOAD_SWEEP:

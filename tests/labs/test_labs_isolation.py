@@ -200,5 +200,5 @@ def test_the_time_limit_comes_from_lab_yaml_unless_given(lab, tmp_path):
     assert Limits.of(lab) == Limits(30.0, catalog.MEMORY_MB)
     assert Limits.of(lab, 5, 0) == Limits(5, 0)
     (lab.folder / "lab.yaml").write_text("title: D\nminutes: 5\nsummary: s\ntime_limit_s: soon\n")
-    with pytest.raises(catalog.LabError, match="time_limit_s must be a number"):
+    with pytest.raises(catalog.LabError, match="time_limit_s: expected a number, got str 'soon'"):
         catalog.read_lab(lab.folder)

@@ -78,9 +78,9 @@ def test_errors_name_the_file_and_the_key(tmp_path, doc, key, reason):
 
 
 def test_unreadable_and_malformed_files(tmp_path):
-    with pytest.raises(ClusterFileError, match="missing.yaml: cannot read the cluster file"):
+    with pytest.raises(ClusterFileError, match="missing.yaml: cannot read the file"):
         load_cluster_file(tmp_path / "missing.yaml")
-    with pytest.raises(ClusterFileError, match="cluster.yaml: not valid YAML"):
+    with pytest.raises(ClusterFileError, match="cluster.yaml: line 2: not valid YAML"):
         load_cluster_file(write(tmp_path, "servers: [a\n"))
 
 
