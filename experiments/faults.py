@@ -142,7 +142,7 @@ class FaultSchedule:
 
 
 def plan_faults(case: Case, topo: Topology, horizon: float) -> list[PlannedFault]:
-    """Every fault of the case's variant, its link or switch resolved and checked, as actions."""
+    """Every fault of the case's variant, its `auto` link or switch resolved, as actions."""
     planned, auto = [], None
     for index, fault in enumerate(case.variant.faults):
         link, switch = None, None
@@ -154,15 +154,13 @@ def plan_faults(case: Case, topo: Topology, horizon: float) -> list[PlannedFault
                 auto = auto or busiest_targets(case, topo)
                 link = auto[0]
             else:
-                link = fault.link
-                topo.link_between(*link)
+                link = fault.link             # a named link or switch was checked when the file was read
         else:
             if fault.switch == "auto":
                 auto = auto or busiest_targets(case, topo)
                 switch = auto[1]
             else:
                 switch = fault.switch
-            topo.switch(switch)
         planned.append(PlannedFault(fault, _numbered(index, plan_actions(fault, link, switch, horizon, topo))))
     return planned
 
