@@ -16,6 +16,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from experiments import results
 from experiments.load_sweep.figure import plot_sweep, save_steps
 from experiments.load_sweep.steps import run_sweep
 from experiments.load_sweep.sweep_file import SweepError, load_sweep_spec
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         print("mrc-testbed sweep: Mininet needs root: run it with sudo", file=sys.stderr)
         return 2
     targets = args.target or ["model"]
-    folder = args.out or Path("results") / f"{spec.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    folder = args.out or results.default_folder(spec.name)
     folder.mkdir(parents=True, exist_ok=True)
     setup_logging(getattr(args, "verbosity", 0), folder)
     by_target = {}
