@@ -91,6 +91,26 @@ class Workspace:
             return fn(*args, **kwargs)
 
 
+class StudentRuns:
+    """Results of runs made with a student's file `file`, each made once per state of that file
+    (its folder, time and size) and what else the run depends on: the checks of one folder share
+    a run, and a file edited since is run again. Only the folder being checked is kept."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self._made: dict[tuple, object] = {}
+
+    def get(self, ws: "Workspace", what: tuple, make: Callable[[], object]):
+        """`make()` for workspace `ws` and `what` (the run's other inputs), made the first time asked."""
+        state = ws.path(self.file).stat()
+        key = (str(ws.folder.resolve()), state.st_mtime_ns, state.st_size, *what)
+        if key not in self._made:
+            for old in [k for k in self._made if k[0] != key[0]]:
+                del self._made[old]
+            self._made[key] = make()
+        return self._made[key]
+
+
 @dataclass(frozen=True)
 class Check:
     """One thing the lab asks for, worth `points` in a grade book (Gradescope)."""

@@ -16,7 +16,7 @@ import dataclasses
 from host_agent.transport import Policies, lossdetect
 from host_agent.transport.policies import MrcPathMonitor, MrcSackProcessor
 from labs import transfers
-from labs.checking import Check, CheckFailed
+from labs.checking import Check, CheckFailed, StudentRuns
 from labs.originality import ReferenceWatch, methods_of, require_own
 
 FILE, CLASS = "sack.py", "SelectiveRepeat"
@@ -29,7 +29,7 @@ SACK_SHARE = 0.9               # share of the retransmissions the student's own 
 FIXED = {"sack_loss_detection": False}
 # MRC's own SACK processing and loss detection: the student's class must not be, derive from or call them
 REFERENCE_CLASSES = (MrcSackProcessor, lossdetect.ReorderLossDetector)
-_runs: dict = {}               # (folder, file state, scenario) -> Run
+RUNS = StudentRuns(FILE)       # each run of the student's class, once per state of the file
 
 
 class HeldPathMonitor(MrcPathMonitor):
@@ -106,9 +106,6 @@ class Run:
 
 def run(ws, loss: float, size: int = MB, seed: int = SEED, mode: str = "mrc") -> Run:
     """One transfer with the student's class (mode "mrc") or go-back-N ("roce"), run once per file state."""
-    path = ws.path(FILE)
-    key = (str(ws.folder.resolve()), path.stat().st_mtime_ns, path.stat().st_size, loss, size, seed, mode)
-
     def make():
         net = transfers.fabric(seed)
         net.switches["s2"].set_fault(net.port("s2", "h2"), drop_prob=loss)
@@ -135,17 +132,7 @@ def run(ws, loss: float, size: int = MB, seed: int = SEED, mode: str = "mrc") ->
             raise CheckFailed(f"{CLASS}.lost must return a list of ints (sequence numbers), not {bad[0]}")
         return Run(outcome.flows[0], net.switches["s2"].counters["fault_drops_data"],
                    sum(log.declared for log in logs))
-    return _remember(key, make)
-
-
-def _remember(key: tuple, make):
-    """The result of `make()` for `key` (folder, file state, scenario), made once; a class's runs are
-    kept only for the folder being checked."""
-    if key not in _runs:
-        for old in [k for k in _runs if k[0] != key[0]]:
-            del _runs[old]
-        _runs[key] = make()
-    return _runs[key]
+    return RUNS.get(ws, (loss, size, seed, mode), make)
 
 
 def exactly_once(ws) -> str:

@@ -17,7 +17,7 @@ import dataclasses
 from host_agent.transport import Endpoint, Policies
 from host_agent.transport.policies import MrcPathMonitor
 from labs import transfers
-from labs.checking import Check, CheckFailed
+from labs.checking import Check, CheckFailed, StudentRuns
 from labs.originality import ReferenceWatch, methods_of, require_own
 from simulation import Simulation
 
@@ -27,7 +27,7 @@ KILL, REPAIR = 100e-6, 600e-6
 DEAD_SWITCH = "s3"
 PAUSE = (300e-6, 1.3e-3)         # the receiver's process stands still (about 15 QP timeouts), in the pause run
 RTOS = 3                         # the killed path's EVs must all be retired within this many RTOs
-_runs: dict = {}                 # (folder, file state, scenario) -> result
+RUNS = StudentRuns(FILE)         # each run of the student's class, once per state of the file
 
 
 def student_class(ws):
@@ -48,21 +48,6 @@ def student_run(ws, run):
         result = run(Policies(path_monitor=monitor))
     watch.verify(f"{FILE}'s {CLASS}")
     return result
-
-
-def _key(ws, scenario: str) -> tuple:
-    path = ws.path(FILE)
-    return (str(ws.folder.resolve()), path.stat().st_mtime_ns, path.stat().st_size, scenario)
-
-
-def _remember(key: tuple, make):
-    """The result of `make()` for `key` (folder, file state, scenario), made once; a class's runs are
-    kept only for the folder being checked."""
-    if key not in _runs:
-        for old in [k for k in _runs if k[0] != key[0]]:
-            del _runs[old]
-        _runs[key] = make()
-    return _runs[key]
 
 
 class FailureRun:
@@ -104,7 +89,7 @@ class FailureRun:
 
 
 def failure_run(ws) -> FailureRun:
-    return _remember(_key(ws, "failure"), lambda: FailureRun(ws))
+    return RUNS.get(ws, ("failure",), lambda: FailureRun(ws))
 
 
 def retired_in_time(ws) -> str:
@@ -171,7 +156,7 @@ def congestion_run(ws):
         flows = [transfers.Flow(a, b, MB) for a, b in (("h1", "h3"), ("h2", "h4"), ("h1", "h4"), ("h2", "h3"))]
         return student_run(ws, lambda policies: transfers.run_flows(net, flows, transfers.config(), policies,
                                                                     until=0.05))
-    return _remember(_key(ws, "congestion"), make)
+    return RUNS.get(ws, ("congestion",), make)
 
 
 def pause_run(ws):
@@ -182,7 +167,7 @@ def pause_run(ws):
         outcome = student_run(ws, lambda policies: transfers.run_flows(
             net, [transfers.Flow("h1", "h2", MB)], transfers.config(), policies, until=0.05))
         return outcome, len(held)
-    return _remember(_key(ws, "pause"), make)
+    return RUNS.get(ws, ("pause",), make)
 
 
 def congestion_retires_nothing(ws) -> str:
