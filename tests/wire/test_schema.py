@@ -9,7 +9,7 @@ from pydantic import Field
 from wire.schema import Schema, SchemaError, UnreadableDocument, check, read_document
 
 
-class Pair(Schema):
+class NamedCount(Schema):
     name: str
     count: int = Field(gt=0)
     note: Optional[str] = None
@@ -41,11 +41,11 @@ def test_an_unreadable_file_names_itself_the_line_and_why(tmp_path, name, text, 
 
 
 def test_check_names_the_key_at_fault_and_refuses_coercion_and_unknown_keys():
-    assert check(Pair, {"name": "x", "count": 3}).count == 3
+    assert check(NamedCount, {"name": "x", "count": 3}).count == 3
     for data, path, reason in [({"name": "x", "count": "3"}, "count", "expected an integer, got str '3'"),
                                ({"name": "x", "count": 0}, "count", "0 must be positive"),
                                ({"name": "x"}, "count", "missing"),
                                ({"name": "x", "count": 1, "cuont": 1}, "cuont", "unknown field")]:
         with pytest.raises(SchemaError) as caught:
-            check(Pair, data)
+            check(NamedCount, data)
         assert caught.value.path == path and caught.value.reason.startswith(reason)
