@@ -8,7 +8,12 @@ queue, trim point and ECN ramp, mapped to htsim's -q and -ecn) or "htsim" (htsim
 it is run first, and the queue and ramp it chose, in packets, are given to netsim too).
 
 Each flow's completion is divided by its ideal (its receiver's bytes at the line rate plus the
-fabric's base RTT, `metrics.flows_over_ideal`), the same for both simulators. The results folder
+fabric's base RTT, `metrics.flows_over_ideal`), the same for both simulators. A flow's completion
+is when its sender saw every byte acknowledged, on both: htsim_uec prints only that time (its
+sender's last cumulative ACK), so netsim's cases run until their senders have seen it too (about a
+one-way trip after the last byte arrived). A second figure counts the ideal's bytes as they go on
+the wire, each simulator with its own headers (netsim's data packets carry 106 bytes around 4,096
+of payload, htsim_uec's 64): the time over what the headers alone make unavoidable. The results folder
 has the usual raw.jsonl, summary.json (with a `crosscheck` table: slowest flow over ideal per
 variant and simulator, mean and worst over the seeds, and each simulator's wall time per case),
 summary.md, the figure `crosscheck-cdf.png` (per-flow completion over ideal, CDF, per variant) and,
@@ -76,11 +81,17 @@ class CrosscheckRow:
     wall_s: dict = dataclasses.field(default_factory=dict)     # column -> [per seed]
     ratios: dict = dataclasses.field(default_factory=dict)     # column -> every flow's ratio, all seeds
     settings: dict = dataclasses.field(default_factory=dict)   # the switch keys netsim ran with
+    wire: dict = dataclasses.field(default_factory=dict)       # column -> [per seed] over the ideal at wire bytes
+    wire_factor: dict = dataclasses.field(default_factory=dict)   # column -> wire bytes per payload byte
 
-    def add(self, column: str, ratios: Optional[list[float]], wall: float) -> None:
+    def add(self, column: str, ratios: Optional[list[float]], wall: float,
+            wire: Optional[list[float]] = None, wire_factor: Optional[float] = None) -> None:
         self.slowest.setdefault(column, []).append(None if ratios is None else ratios[-1])
         self.wall_s.setdefault(column, []).append(wall)
         self.ratios.setdefault(column, []).extend(ratios or [])
+        self.wire.setdefault(column, []).append(None if wire is None else wire[-1])
+        if wire_factor is not None:
+            self.wire_factor[column] = wire_factor
 
     def as_dict(self) -> dict:
         """JSON-ready: per column the seeds' slowest/ideal, its mean and worst, and the wall times."""
@@ -91,6 +102,11 @@ class CrosscheckRow:
                 "slowest_over_ideal": values, "mean": statistics.mean(done) if done else None,
                 "worst": max(done) if done else None, "unfinished_seeds": len(values) - len(done),
                 "wall_s_mean": statistics.mean(self.wall_s[column])}
+            wire = [v for v in self.wire.get(column, []) if v is not None]
+            if wire:
+                out["columns"][column].update({
+                    "wire_factor": self.wire_factor.get(column), "wire_slowest_over_ideal": self.wire[column],
+                    "wire_mean": statistics.mean(wire), "wire_worst": max(wire)})
         return out
 
 
@@ -132,7 +148,8 @@ class Crosscheck:
                                            keep=None if keep is None else Path(keep) / f"seed{seed}-{balancer}")
                     record = backend.run_case(case)
                     record.transport = htsim_label(balancer)
-                    htsim_runs.append((balancer, record, backend.last_run.wall_s))
+                    htsim_runs.append((balancer, record, backend.last_run.wall_s,
+                                       htsim_wire_factor(backend.last_run.stdout, case)))
                 netsim_case = case
                 if self.settings == "htsim":
                     from experiments.backends.htsim.output import parse_output
@@ -141,22 +158,46 @@ class Crosscheck:
                 row.settings = {k: netsim_case.variant.link.get(k) for k in
                                 ("queue_depth", "trim_threshold", "ecn_threshold", "ecn_max_threshold")}
                 began = time.monotonic()
-                netsim_record = NetsimBackend().run_case(netsim_case)
+                netsim_record = NetsimBackend(until_acked=True).run_case(netsim_case)
                 netsim_wall = time.monotonic() - began
                 netsim_record.transport = NETSIM
-                row.add(NETSIM, _ratios(netsim_record, netsim_case), netsim_wall)
+                factor = netsim_wire_factor(netsim_case)
+                row.add(NETSIM, _ratios(netsim_record, netsim_case), netsim_wall,
+                        _ratios(netsim_record, netsim_case, factor), factor)
                 records.append(netsim_record)
-                for balancer, record, wall in htsim_runs:
-                    row.add(htsim_label(balancer), _ratios(record, case), wall)
+                for balancer, record, wall, factor in htsim_runs:
+                    row.add(htsim_label(balancer), _ratios(record, case), wall, _ratios(record, case, factor), factor)
                     records.append(record)
                 progress(f"{case.variant.label} seed {seed}: " + ", ".join(
                     f"{column} {_fmt(values[-1])}" for column, values in row.slowest.items()))
         return records, list(rows.values()), skipped
 
 
-def _ratios(record: CaseRecord, case: Case) -> Optional[list[float]]:
+def _ratios(record: CaseRecord, case: Case, wire_factor: float = 1.0) -> Optional[list[float]]:
+    """Every flow's completion at its sender over its ideal (payload bytes, or wire bytes with `wire_factor`)."""
     from experiments.transport_sizing import line_rate_and_base_rtt
-    return metrics.flows_over_ideal(record, *line_rate_and_base_rtt(case))
+    return metrics.flows_over_ideal(record, *line_rate_and_base_rtt(case), acked=True, wire_factor=wire_factor)
+
+
+def netsim_wire_factor(case: Case) -> float:
+    """Wire bytes per payload byte of a full netsim data packet of `case` (its headers and ICRC)."""
+    from experiments.transport_sizing import transport_config
+    from experiments.workloads import variant_topology
+    from wire.packets import DATA_OVERHEAD
+    mtu = transport_config(case, variant_topology(case.variant)).mtu_payload
+    return (mtu + DATA_OVERHEAD) / mtu
+
+
+def htsim_wire_factor(stdout: str, case: Case) -> float:
+    """Wire bytes per payload byte of htsim_uec's full data packet: the packet size it printed over
+    the payload it was given (`-mtu` is the payload plus htsim's header)."""
+    from experiments.backends.htsim.inputs import HTSIM_HEADER_BYTES
+    from experiments.backends.htsim.output import parse_output
+    from experiments.transport_sizing import transport_config
+    from experiments.workloads import variant_topology
+    mtu = transport_config(case, variant_topology(case.variant)).mtu_payload
+    packet = parse_output(stdout).packet_bytes or mtu + HTSIM_HEADER_BYTES
+    return packet / mtu
 
 
 def _fmt(value: Optional[float]) -> str:
@@ -188,7 +229,33 @@ def table_lines(rows: list[dict]) -> list[str]:
     if not rows:
         return ["(no case htsim_uec can run)"]
     header, cells = table_cells(rows)
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(c) + " |" for c in cells]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(c) + " |" for c in cells]
+    wire = wire_table_cells(rows)
+    if wire is not None:
+        header, cells = wire
+        lines += ["", "Over the ideal at wire bytes (each simulator's own headers: its figure above over what they cost):",
+                  "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(c) + " |" for c in cells]
+    return lines
+
+
+def wire_table_cells(rows: list[dict]) -> Optional[tuple[list[str], list[list[str]]]]:
+    """(header, cells) of the second comparison: slowest flow over the ideal counted in wire bytes
+    (each simulator's own data packet headers), mean over seeds (worst), and the best htsim
+    balancer; None when the rows do not have it (results written before it was added)."""
+    columns = list(rows[0]["columns"]) if rows else []
+    if not columns or any("wire_mean" not in row["columns"][c] for row in rows for c in columns):
+        return None
+    best = [c for c in columns if c != NETSIM]
+    header = ["variant", *[f"{c} (x{rows[0]['columns'][c]['wire_factor']:.4f})" for c in columns], "htsim best"]
+    cells = []
+    for row in rows:
+        line = [row["variant"]]
+        line += [f"{_fmt(row['columns'][c]['wire_mean'])} ({_fmt(row['columns'][c]['wire_worst'])})" for c in columns]
+        means = [(row["columns"][c]["wire_mean"], c) for c in best]
+        line.append(f"{min(means)[0]:.3f} ({min(means)[1].split()[-1]})" if means else "-")
+        cells.append(line)
+    return header, cells
 
 
 def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:

@@ -100,15 +100,21 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     return None if first is None else max(0.0, first - t_fail)
 
 
-def flows_over_ideal(record: CaseRecord, rate_bps: float, base_rtt: float) -> Optional[list[float]]:
+def flows_over_ideal(record: CaseRecord, rate_bps: float, base_rtt: float, acked: bool = False,
+                     wire_factor: float = 1.0) -> Optional[list[float]]:
     """Each flow's finish over its ideal, sorted: the bytes into its receiver at `rate_bps`, plus
-    the fabric's `base_rtt` (None when a flow never finished)."""
+    the fabric's `base_rtt` (None when a flow never finished).
+
+    With `acked`, each flow's completion is when its sender saw it all acknowledged (`FlowRecord.acked`,
+    None when not known) instead of when its last byte arrived. `wire_factor` (wire bytes per payload
+    byte of a full data packet) counts the ideal's bytes as they go on the wire, headers included."""
     into: dict[str, int] = {}
     for f in record.flows:
         into[f.dst] = into.get(f.dst, 0) + f.expected_bytes
-    if not record.flows or any(f.finish is None for f in record.flows):
+    done = [f.acked if acked else f.finish for f in record.flows]
+    if not record.flows or any(t is None for t in done):
         return None
-    return sorted(f.finish / (into[f.dst] * 8 / rate_bps + base_rtt) for f in record.flows)
+    return sorted(t / (into[f.dst] * wire_factor * 8 / rate_bps + base_rtt) for f, t in zip(record.flows, done))
 
 
 def slowest_over_ideal(record: CaseRecord, rate_bps: float, base_rtt: float) -> Optional[float]:

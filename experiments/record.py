@@ -19,6 +19,7 @@ class FlowRecord:
     role: str = "data"             # "data", "incast", "victim"
     received_bytes: int = 0        # transport payload bytes received (first copies only)
     finish: Optional[float] = None  # when its last byte arrived (None: never)
+    acked: Optional[float] = None   # when its sender had every byte acknowledged (None: not known)
 
 
 @dataclass

@@ -37,6 +37,7 @@ class FlowOutcome:
     duplicates: int = 0                # messages handed over again
     acked: int = 0                     # messages the sender saw fully acknowledged
     finish: float | None = None        # when the last of its messages was handed over (None: not yet)
+    acked_at: float | None = None      # when its sender saw the last of its messages acknowledged (None: not yet)
 
     @property
     def sender(self) -> object:

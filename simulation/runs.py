@@ -223,6 +223,8 @@ class Simulation:
             if outcome is not None:
                 outcome.acked += 1
                 self.unacknowledged -= 1
+                if outcome.acked == outcome.messages:
+                    outcome.acked_at = self.sim.now
         if self.keep_events:
             record = event.as_record()
             record["host"] = host

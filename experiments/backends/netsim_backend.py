@@ -94,6 +94,9 @@ class NetsimBackend:
 
     name = "netsim"
 
+    def __init__(self, until_acked: bool = False) -> None:
+        self.until_acked = until_acked     # run point-to-point flows until their senders saw them acknowledged
+
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         scenario, variant, transport = case.scenario, case.variant, case.transport
         topo = variant_topology(variant)
@@ -137,6 +140,7 @@ class NetsimBackend:
 
         sim.at(0.0, watch)
         sim.at(0.0, sample)
+        traffic.until_acked = self.until_acked
         traffic.stop_when_done = True         # ends the run when done turns true: not asked after every event
         sim.run(until=scenario.horizon_s)
         record.samples.append([sim.now, traffic.received()])

@@ -44,6 +44,7 @@ class Traffic:
         self.kept_events: dict[str, list[dict]] = {h: [] for h in self.hosts}   # EV records not yet taken
         self.started = False
         self.stop_when_done = False            # stop the simulator as soon as the workload is done
+        self.until_acked = False               # flows are done once their senders saw every byte acknowledged
         self._unfinished: list = []            # collectives not yet seen done (done() checks the last)
         self.simulation.listeners.append(self.on_event)
         if self.workload.kind in COLLECTIVES:
@@ -122,7 +123,7 @@ class Traffic:
             while unfinished and unfinished[-1].done:   # asked until it is, not on every call
                 unfinished.pop()
             return not unfinished
-        return self.simulation.delivered()
+        return self.simulation.done() if self.until_acked else self.simulation.delivered()
 
     def received(self) -> list[int]:
         """Payload bytes received so far by each flow."""
@@ -148,9 +149,11 @@ class Traffic:
 
     def finish_times(self) -> None:
         """Give each flow the time its last message was handed over (a collective's flow: the time
-        its receiving rank finished)."""
+        its receiving rank finished), and each point-to-point flow the time its sender saw all of it
+        acknowledged, when it did."""
         for flow, carried in zip(self.flows, self._carried):
             flow.finish = carried.finish
+            flow.acked = carried.acked_at
         for flow in self.flows:
             coll = self.collectives.get(flow.dst)
             if coll is not None and coll.finished_at is not None:

@@ -104,7 +104,8 @@ class MrcReceiver:
             self._tail_seq = seq
         if pkt.flags & _RETX or pkt.ack_req:    # a retransmission, or the sender's tail
             out.extend(self._sacks(plane, cfg.ack_fanout))
-        elif ce or self._unacked >= cfg.ack_coalesce:
+        elif ce or self._unacked >= cfg.ack_coalesce or expected <= self._tail_seq < self.expected:
+            # ... or the last hole below the sender's tail filled: everything it sent is here
             out.extend(self._sacks(plane, self._copies()))
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.ack_wait()

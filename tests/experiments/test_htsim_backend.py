@@ -112,7 +112,14 @@ def test_crosscheck_puts_both_simulators_side_by_side(standin, tmp_path):
     table = json.loads((tmp_path / "summary.json").read_text())["crosscheck"]
     assert list(table[0]["columns"]) == [NETSIM, "htsim mixed", "htsim reps"]
     assert all(c["mean"] > 1.0 for c in table[0]["columns"].values())
-    assert "| incast |" in "\n".join(table_lines(table))
+    netsim_flows = records[0].flows                 # run until its senders saw every byte acknowledged
+    assert all(f.acked is not None and f.acked > f.finish for f in netsim_flows)
+    columns = table[0]["columns"]                   # the ideal at wire bytes: each simulator's own headers
+    assert columns[NETSIM]["wire_factor"] == pytest.approx((4096 + 106) / 4096)
+    assert columns["htsim mixed"]["wire_factor"] == pytest.approx((4096 + 64) / 4096)
+    assert all(c["wire_mean"] < c["mean"] for c in columns.values())
+    lines = "\n".join(table_lines(table))
+    assert "| incast |" in lines and "Over the ideal at wire bytes" in lines
     assert "netsim and htsim side by side" in (tmp_path / "summary.md").read_text()
     from experiments.report import find_runs, render_html
     page = render_html(find_runs(tmp_path), tmp_path / "report.html")

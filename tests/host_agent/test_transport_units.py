@@ -178,6 +178,21 @@ def test_a_packet_overtaken_by_the_senders_tail_is_sacked_on_two_paths():
     assert ep.poll(3e-6) == [] and len(ep.poll(9e-6)) == 1
 
 
+def test_the_packet_that_fills_the_last_hole_below_the_tail_is_sacked_at_once():
+    """Everything the sender sent is here once the last hole below its tail fills: that SACK ends
+    the sender's wait (its message's completion), so it does not wait for the coalescing timer.
+    Holes filled before the tail has arrived are coalesced as usual."""
+    ep, conn, got = receiver_endpoint(ack_coalesce=4)
+    ep.receive(0.0, 0, data(1, 10, b"x" * 10, 40))                 # a hole at 0, no tail yet
+    ep.receive(1e-6, 0, data(0, 0, b"x" * 10, 40))                 # fills it: coalesced
+    assert ep.poll(1e-6) == []
+    ep.receive(2e-6, 0, data(3, 30, b"x" * 10, 40, ack_req=True))  # the tail, over a hole at 2
+    assert [p.cum_psn for _, p in ep.poll(2e-6)] == [2, 2]
+    ep.receive(3e-6, 0, data(2, 20, b"x" * 10, 40))                # the last hole: at once, not at 3 + 5 us
+    last = ep.poll(3e-6)
+    assert [p.cum_psn for _, p in last] == [4, 4] and got() == [(0, b"x" * 40)]
+
+
 def sacks_for_spaced_arrivals(gap, count, **overrides):
     """SACKs a receiver sends for `count` in-order packets arriving `gap` seconds apart (polled at each)."""
     ep, conn, _ = receiver_endpoint(**overrides)

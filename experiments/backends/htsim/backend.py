@@ -138,10 +138,13 @@ class HtsimBackend:
         if unknown:
             raise HtsimFailed(f"htsim_uec reported flow ids {unknown} that the exported matrix does not have")
         for i, flow in enumerate(inputs.flows):
+            # htsim_uec prints one time per flow, its sender's: when the cumulative ACK covered the
+            # flow. It is the record's `acked`, and its `finish` too, for want of the receiver's.
             finish = result.finish_us.get(i + 1)
             record.flows.append(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role,
                                            received_bytes=flow.nbytes if finish is not None else 0,
-                                           finish=None if finish is None else finish * 1e-6))
+                                           finish=None if finish is None else finish * 1e-6,
+                                           acked=None if finish is None else finish * 1e-6))
         finishes = [f.finish for f in record.flows]
         record.completed = bool(finishes) and None not in finishes
         record.end = max(finishes) if record.completed else scenario.horizon_s
