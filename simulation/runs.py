@@ -24,6 +24,12 @@ from simulation.outcomes import Flow, FlowOutcome, SimulationResult
 from topologies.paths import host_paths
 
 
+def same_bytes(got: bytes, want) -> bool:
+    """True when `got` holds exactly the bytes of `want` (bytes, or a view of them). Compares at
+    memory speed: `bytes == memoryview` compares byte by byte through the buffer's format."""
+    return len(got) == len(want) and got.startswith(want)
+
+
 class Simulation:
     """Transport endpoints on the hosts of `net`, the connections between them and what they carry.
 
@@ -54,10 +60,10 @@ class Simulation:
         self.pairs: dict[tuple[str, str], tuple[list, list]] = {}   # shared connections: (a, b) sorted -> (a's, b's)
         self._paths: dict[tuple[str, str, str], list[PathInfo]] = {}
         self._graphs: dict = {}              # plane -> topologies.graph.PlaneGraph, for host_paths
-        self._receiving: dict[tuple, tuple[FlowOutcome, bytes]] = {}   # (receiving conn id, msg id) -> flow, bytes
+        self._receiving: dict[tuple, tuple[FlowOutcome, bytes | memoryview]] = {}   # (receiving conn id, msg id) -> flow, bytes
         self._sending: dict[tuple, FlowOutcome] = {}                   # (sending conn id, msg id) -> flow
         self._flow_of: dict = {}                                       # receiving conn id -> its last flow
-        self._payloads: dict[int, list[bytes]] = {}                    # id(outcome) -> its messages, until sent
+        self._payloads: dict[int, list[bytes | memoryview]] = {}     # id(outcome) -> its messages, until sent
 
     # --- endpoints ----------------------------------------------------------------------------------
     def endpoint(self, host: str, rng_seed: int | None = None, mode: str | None = None,
@@ -144,7 +150,8 @@ class Simulation:
                 raise ValueError(f"flow {flow.src} -> {flow.dst}: {len(payload)} bytes given for a flow of "
                                  f"{flow.size}")
             offsets = accumulate([0, *sizes[:-1]])
-            messages = [payload[off:off + n] for off, n in zip(offsets, sizes)]
+            whole = memoryview(payload).cast("B")           # messages are views of it, not copies
+            messages = [whole[off:off + n] for off, n in zip(offsets, sizes)]
         outcome = FlowOutcome(flow, len(messages), list(tx), list(rx))
         self.flows.append(outcome)
         for conn in rx:
@@ -240,7 +247,7 @@ class Simulation:
                 outcome.duplicates += 1
             return
         outcome, want = found
-        if event.data == want:
+        if same_bytes(event.data, want):
             outcome.delivered += 1
         else:
             outcome.corrupted += 1

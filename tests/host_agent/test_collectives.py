@@ -158,3 +158,17 @@ def test_bad_parameters_name_the_problem():
         make_collective("broadcast", 0, 2, ex.messenger(0))
     with pytest.raises(CollectiveError, match="src and dst"):
         BulkTransfer(0, 2, ex.messenger(0), src=1, dst=1, nbytes=10)
+
+
+def test_blocks_are_views_of_one_stream_each_pair_from_its_own_offset():
+    from host_agent.collectives.data import block_bytes, block_offset, blocks
+    offsets = {block_offset(s, d) for s in range(40) for d in range(40)}
+    assert len(offsets) == 40 * 40 and max(offsets) < 8 * 40 * 40            # one offset per pair, packed
+    views = blocks(3, [(0, 1, 5000), (1, 0, 5000), (2, 7, 100)])
+    assert [bytes(v) for v in views] == [block_bytes(3, 0, 1, 5000), block_bytes(3, 1, 0, 5000),
+                                         block_bytes(3, 2, 7, 100)]
+    assert views[0].readonly and views[0].obj is views[1].obj             # one buffer, not copied
+    assert bytes(views[0]) != bytes(views[1]) and block_bytes(4, 0, 1, 5000) != bytes(views[0])
+    assert block_bytes(3, 0, 1, 100) == bytes(views[0][:100])             # a shorter block is a prefix
+    with pytest.raises(CollectiveError, match="ranks are >= 0"):
+        block_offset(-1, 0)

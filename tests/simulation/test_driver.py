@@ -90,3 +90,21 @@ def test_bad_requests_are_refused_naming_what_is_wrong():
     run.send(given)
     with pytest.raises(ValueError, match="h1 -> h2: already sent"):
         run.send(given)
+
+
+def test_flows_given_as_views_of_one_buffer_are_checked_byte_for_byte():
+    from host_agent.collectives.data import blocks
+    from host_agent.transport import MessageReceived
+    run = Simulation(leaf_spine_fabric(), leaf_spine_config())
+    first, second = blocks(5, [(0, 2, 6000), (1, 2, 6000)])           # two flows' bytes, views of one buffer
+    a = run.add_flow(Flow("h1", "h3", 6000, message_size=3000), payload=first, shared=True, schedule=False)
+    b = run.add_flow(Flow("h2", "h3", 6000, message_size=3000), payload=second, shared=True, schedule=False)
+    run.send(a)
+    run.send(b)
+    conn_a, conn_b = a.receiver.ident, b.receiver.ident
+    run.on_event("h3", MessageReceived(0.0, conn_a, 0, bytes(first[:3000])))       # intact
+    run.on_event("h3", MessageReceived(0.0, conn_a, 1, bytes(second[3000:])))      # the other flow's bytes
+    shifted = bytes(first[3001:]) + bytes(first[:1])                               # its own, one byte off
+    run.on_event("h3", MessageReceived(0.0, conn_b, 0, shifted[:3000]))
+    run.on_event("h3", MessageReceived(0.0, conn_b, 1, bytes(second[3000:5999])))  # one byte short
+    assert (a.delivered, a.corrupted, b.delivered, b.corrupted) == (1, 1, 0, 2)
