@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Callable
 
 from wire import constants
@@ -19,13 +18,17 @@ GAP_GAIN = 0.125                  # weight of a new sample in the smoothed gap b
 _TRIMMED, _RETX, _ECN_CE = constants.MRCH_FLAG_TRIMMED, constants.MRCH_FLAG_RETX, constants.ECN_CE
 
 
-@dataclass(eq=False)
 class InMessage:
-    """One message being received: its buffer and how many bytes have landed."""
+    """One message being received: its buffer, a view that writes into it, and how many bytes have
+    landed."""
 
-    msg_id: int
-    buffer: bytearray
-    received: int = 0
+    def __init__(self, msg_id: int, length: int) -> None:
+        self.msg_id = msg_id
+        self.buffer = bytearray(length)
+        # packets land through the view: a slice of a bytearray assigned from a memoryview (a
+        # packet's payload) would first copy that into a bytearray of its own
+        self.view = memoryview(self.buffer)
+        self.received = 0
 
 
 class MrcReceiver:
@@ -144,19 +147,20 @@ class MrcReceiver:
             if pkt.msg_len > self.cfg.max_message_bytes:
                 raise ValueError(f"{self.ident.name}: data packet psn {pkt.psn} claims a message of {pkt.msg_len} "
                                  f"bytes, above max_message_bytes {self.cfg.max_message_bytes}")
-            msg = self.messages[pkt.msg_id] = InMessage(pkt.msg_id, bytearray(pkt.msg_len))
+            msg = self.messages[pkt.msg_id] = InMessage(pkt.msg_id, pkt.msg_len)
         offset = pkt.va
         payload = pkt.payload
         size = len(payload)
-        buffer = msg.buffer
-        if offset + size > len(buffer):
+        length = len(msg.buffer)
+        if offset + size > length:
             raise ValueError(f"{self.ident.name}: data packet psn {pkt.psn} of message {pkt.msg_id} ends at "
-                             f"{offset + size}, past the message length {len(buffer)}")
-        buffer[offset:offset + size] = payload
+                             f"{offset + size}, past the message length {length}")
+        msg.view[offset:offset + size] = payload
         msg.received += size
-        if msg.received == len(buffer):
+        if msg.received == length:
             del self.messages[pkt.msg_id]
             stats["messages_received"] += 1
+            msg.view.release()
             self.emit(events.MessageReceived(now, self.ident, msg.msg_id, bytes(msg.buffer)))
 
     # --- acknowledgements -----------------------------------------------------------------------
