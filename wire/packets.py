@@ -33,6 +33,28 @@ class DataPacket:
     ecn: int = constants.ECN_ECT0
     ack_req: bool = False      # BTH A bit
 
+    def __init__(self, src: bytes, dst: bytes, ev: int, qp: int, psn: int, va: int, rkey: int, length: int,
+                 msg_id: int, msg_len: int, tsval: int, payload: bytes | memoryview = b"", flags: int = 0,
+                 dscp: int = constants.DSCP_TRIMMABLE, ecn: int = constants.ECN_ECT0, ack_req: bool = False) -> None:
+        # written out, not generated: under mypyc a dataclass's generated __init__ stays interpreted
+        # Python, and one of these is made per packet
+        self.src = src
+        self.dst = dst
+        self.ev = ev
+        self.qp = qp
+        self.psn = psn
+        self.va = va
+        self.rkey = rkey
+        self.length = length
+        self.msg_id = msg_id
+        self.msg_len = msg_len
+        self.tsval = tsval
+        self.payload = payload
+        self.flags = flags
+        self.dscp = dscp
+        self.ecn = ecn
+        self.ack_req = ack_req
+
     @property
     def trimmed(self) -> bool:
         """True when a switch cut this packet's payload."""
@@ -56,6 +78,24 @@ class Sack:
     dscp: int = constants.DSCP_CONTROL
     ecn: int = constants.ECN_NOT_ECT
 
+    def __init__(self, src: bytes, dst: bytes, ev: int, qp: int, cum_psn: int, sack_base: int, bitmap: int,
+                 ev_echo: int, ts_echo: int, ecn_echo: bool = False, dscp: int = constants.DSCP_CONTROL,
+                 ecn: int = constants.ECN_NOT_ECT) -> None:
+        # written out, not generated: under mypyc a dataclass's generated __init__ stays interpreted
+        # Python, and one of these is made per acknowledgement
+        self.src = src
+        self.dst = dst
+        self.ev = ev
+        self.qp = qp
+        self.cum_psn = cum_psn
+        self.sack_base = sack_base
+        self.bitmap = bitmap
+        self.ev_echo = ev_echo
+        self.ts_echo = ts_echo
+        self.ecn_echo = ecn_echo
+        self.dscp = dscp
+        self.ecn = ecn
+
 
 @dataclass(slots=True)
 class Nack:
@@ -72,6 +112,22 @@ class Nack:
     ts_echo: int
     dscp: int = constants.DSCP_CONTROL
     ecn: int = constants.ECN_NOT_ECT
+
+    def __init__(self, src: bytes, dst: bytes, ev: int, qp: int, psn: int, cum_psn: int, reason: int, ev_echo: int,
+                 ts_echo: int, dscp: int = constants.DSCP_CONTROL, ecn: int = constants.ECN_NOT_ECT) -> None:
+        # written out, not generated: under mypyc a dataclass's generated __init__ stays interpreted
+        # Python, and one of these is made per trimmed packet
+        self.src = src
+        self.dst = dst
+        self.ev = ev
+        self.qp = qp
+        self.psn = psn
+        self.cum_psn = cum_psn
+        self.reason = reason
+        self.ev_echo = ev_echo
+        self.ts_echo = ts_echo
+        self.dscp = dscp
+        self.ecn = ecn
 
 
 @dataclass(slots=True)

@@ -105,9 +105,28 @@ class Segment:
     declared_lost: bool = False  # SACKs showed a transmission lost (lossdetect; taken back if it arrives)
     path_sent: int = 0         # the latest transmission's number among the packets sent on its path (PathLoad.sent)
 
-    def __post_init__(self) -> None:
-        if not self.wire:
-            self.wire = self.length + DATA_OVERHEAD
+    def __init__(self, seq: int, msg: OutMessage, offset: int, length: int, wire: int = 0, ev: Any = None,
+                 sent_at: float = 0.0, transmissions: int = 0, timeouts: int = 0, in_flight: bool = False,
+                 acked: bool = False, queued: bool = False, trimmed: bool = False, blamed: Any = None,
+                 declared_lost: bool = False, path_sent: int = 0) -> None:
+        # written out, not generated: under mypyc a dataclass's generated __init__ stays interpreted
+        # Python, and one of these is made per packet
+        self.seq = seq
+        self.msg = msg
+        self.offset = offset
+        self.length = length
+        self.wire = wire if wire else length + DATA_OVERHEAD
+        self.ev = ev
+        self.sent_at = sent_at
+        self.transmissions = transmissions
+        self.timeouts = timeouts
+        self.in_flight = in_flight
+        self.acked = acked
+        self.queued = queued
+        self.trimmed = trimmed
+        self.blamed = blamed
+        self.declared_lost = declared_lost
+        self.path_sent = path_sent
 
     def payload(self) -> bytes:
         """The payload bytes of this packet."""
