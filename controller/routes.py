@@ -25,7 +25,7 @@ from pipeline_contract.names import (ECMP_MEMBER, ECMP_SELECT, FORWARD, PORT_CON
                                      SET_PORT_CONFIG, USID_LOCAL, USID_SHIFT)
 from topologies import addressing
 from topologies.graph import PlaneGraph
-from topologies.model import Switch, Topology
+from topologies.model import HostNic, Switch, Topology
 
 PREFIX_SHIFT = addressing.ADDRESS_BITS - addressing.NODE_PREFIX_LEN   # 80: /48 value -> 128-bit address
 
@@ -44,11 +44,12 @@ def rerouted_programs(topo: Topology, down_links: Iterable) -> dict[str, SwitchP
 
 def _programs(full: Topology, routed: Topology) -> dict[str, SwitchProgram]:
     graphs = {plane: PlaneGraph(routed, plane) for plane in routed.planes}
+    nics = {host.name: routed.host_nics(host.name) for host in routed.hosts}   # asked by every switch
     programs = {}
     for switch in full.switches:
         program = SwitchProgram(switch.name, device_id=switch.index + 1)
         program.entries.append(usid_local_entry(switch))
-        program.entries.extend(_routing_entries(routed, graphs[switch.plane], switch))
+        program.entries.extend(_routing_entries(routed, graphs[switch.plane], switch, nics))
         program.entries.extend(port_config_entries(full, switch))
         program.queues.extend(port_queues(full, switch))
         programs[switch.name] = program
@@ -70,15 +71,17 @@ def _forward(match: tuple[int, int], port: int) -> TableEntry:
     return TableEntry(ROUTING, {"dst_addr": match}, FORWARD, {"port": port})
 
 
-def _routing_entries(topo: Topology, graph: PlaneGraph, switch: Switch) -> list[TableEntry]:
-    """Neighbour-switch and host routes of `switch`, with the ECMP members they use first."""
+def _routing_entries(topo: Topology, graph: PlaneGraph, switch: Switch,
+                     host_nics: dict[str, list[HostNic]]) -> list[TableEntry]:
+    """Neighbour-switch and host routes of `switch`, with the ECMP members they use first
+    (`host_nics`: `topo.host_nics` of every host)."""
     neighbours, attached, remote, members = [], [], [], []
     groups: dict[tuple[int, ...], int] = {}
     for end in graph.adjacent(switch.name):
         neighbour = topo.switch(end.node)
         neighbours.append(_forward(_node_route(neighbour.plane, neighbour.usid), end.port))
     for host in topo.hosts:
-        nics = [nic for nic in topo.host_nics(host.name) if nic.plane == switch.plane]
+        nics = [nic for nic in host_nics[host.name] if nic.plane == switch.plane]
         if not nics:
             continue
         nic = nics[0]

@@ -107,6 +107,7 @@ def incast_flows(topo: Topology, w: WorkloadSpec) -> list[PlannedFlow]:
 def permutation_flows(topo: Topology, w: WorkloadSpec, seed: int) -> list[PlannedFlow]:
     """Every host sends to one other host and receives from one; crossing leaves where possible."""
     hosts = [h.name for h in topo.hosts]
+    leaf = {h: leaf_of(topo, h) for h in hosts}            # asked for every draw
     rng = random.Random(seed)
     best = None
     for _ in range(2000):
@@ -114,7 +115,7 @@ def permutation_flows(topo: Topology, w: WorkloadSpec, seed: int) -> list[Planne
         rng.shuffle(perm)
         if any(a == b for a, b in zip(hosts, perm)):
             continue
-        crossing = sum(leaf_of(topo, a) != leaf_of(topo, b) for a, b in zip(hosts, perm))
+        crossing = sum(leaf[a] != leaf[b] for a, b in zip(hosts, perm))
         if best is None or crossing > best[0]:
             best = (crossing, perm)
         if crossing == len(hosts):
