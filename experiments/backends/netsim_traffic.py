@@ -168,7 +168,8 @@ class Traffic:
             for conn in ep.connections.values():
                 if conn.mode != "mrc":
                     continue
-                evs = [{"ev": ev.value, "path": ev.path_key, "dst": conn.evset.path_of(ev).dst.hex()}
+                dsts = [path.dst.hex() for path in conn.evset.paths]     # by path key, each once
+                evs = [{"ev": ev.value, "path": ev.path_key, "dst": dsts[ev.path_key]}
                        for ev in conn.evset.by_value.values()]
                 out.append({"t": now, "kind": "ev_set", "conn": conn.name, "host": host, "evs": evs})
         return out

@@ -90,6 +90,21 @@ class Ev:
     drops: int = 0                  # packets sent on it found lost (timeouts and trims)
     load: PathLoad = field(default_factory=PathLoad, repr=False)   # its path's packets in flight (shared)
 
+    def __init__(self, value: int, plane: int, path_key: int, state: EvState = EvState.GOOD, home: bool = True,
+                 bad_since: float = 0.0, probe_successes: int = 0, drops: int = 0,
+                 load: PathLoad | None = None) -> None:
+        # written out, not generated: under mypyc a dataclass's generated __init__ stays interpreted
+        # Python, and a connection makes its EVs by the hundred
+        self.value = value
+        self.plane = plane
+        self.path_key = path_key
+        self.state = state
+        self.home = home
+        self.bad_since = bad_since
+        self.probe_successes = probe_successes
+        self.drops = drops
+        self.load = load if load is not None else PathLoad()
+
     @property
     def usable(self) -> bool:
         """True when GOOD or SKIP: data may be sprayed on it."""
@@ -102,6 +117,10 @@ class Slot:
 
     home: Ev
     current: Ev
+
+    def __init__(self, home: Ev, current: Ev) -> None:
+        self.home = home              # written out: see Ev.__init__
+        self.current = current
 
 
 class EvSet:
