@@ -1,10 +1,10 @@
 """A simulated host: the transport endpoint it is given, and its NICs, driven by the simulator's clock."""
 from __future__ import annotations
 
-from typing import Any, Callable, Final, Iterable, Optional, Protocol
+from typing import Any, Final, Iterable, Optional, Protocol
 
 from netsim.link import SimLink
-from netsim.sim import Simulator
+from netsim.sim import Event, Simulator
 from wire import constants
 
 _HIGH_DSCP: Final = constants.HIGH_PRIORITY_DSCP
@@ -29,6 +29,18 @@ class SansIOTransport(Protocol):
         """What happened since the last call, oldest first (handed to the host's `on_event`)."""
 
 
+class _WakeUp(Event):
+    """A host's wake-up: it serves its endpoint if this is still the wake-up it wants."""
+
+    __slots__ = ("host",)
+
+    def __init__(self, host: "SimHost") -> None:
+        self.host = host
+
+    def fire(self) -> None:
+        self.host._wake()
+
+
 class SimHost:
     """Feeds arriving packets to its endpoint and transmits what `poll` returns.
 
@@ -50,7 +62,7 @@ class SimHost:
         self.endpoint: Optional[SansIOTransport] = None
         self.on_event: Any = None
         self._wake_at: float | None = None
-        self._on_wake: Callable = self._wake      # bound once: a wake-up event holds it
+        self._wake_up = _WakeUp(self)           # scheduled at every wake-up it asks for
         self._pauses: list[tuple[float, float]] = []      # (start, end) of the pauses not over yet
         self._held: list = []                   # packets held by pauses, in arrival order
         self._handed = 0                        # how many of them were handed over
@@ -123,10 +135,10 @@ class SimHost:
         wake_at = self._wake_at
         if wake_at is None or t < wake_at or wake_at <= now:
             self._wake_at = t
-            self.sim.push(t, self._on_wake, (t,))           # sim.at without its check: t is past now
+            self.sim.schedule(t, self._wake_up)             # sim.at without its check: t is past now
 
-    def _wake(self, t: float) -> None:
-        if self._wake_at != t:
+    def _wake(self) -> None:
+        if self._wake_at != self.sim.now:       # a later service asked for another time
             return
         self._wake_at = None
         self.service()

@@ -2,15 +2,40 @@
 from __future__ import annotations
 
 from collections import Counter, deque
-from typing import Any, Callable, Final
+from typing import Any, Final
 
 from wire import constants
 from wire.packets import DataPacket, wire_size
-from netsim.sim import Simulator
+from netsim.sim import Event, Simulator
 
 _LOW: Final = constants.PRIORITY_LOW
 _HIGH: Final = constants.PRIORITY_HIGH
 _COUNTERS = ("offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
+
+
+class _LastBitOut(Event):
+    """A link's packet on the wire has been serialised (one such event is due at a time)."""
+
+    __slots__ = ("link",)
+
+    def __init__(self, link: "SimLink") -> None:
+        self.link = link
+
+    def fire(self) -> None:
+        self.link._done()
+
+
+class _Arrival(Event):
+    """The oldest packet propagating on a link reaches its far end (they arrive in the order they
+    left: one delay for all)."""
+
+    __slots__ = ("link",)
+
+    def __init__(self, link: "SimLink") -> None:
+        self.link = link
+
+    def fire(self) -> None:
+        self.link._arrive()
 
 
 class SimLink:
@@ -21,15 +46,22 @@ class SimLink:
     down drops what is offered to it and what is on the wire when it goes down.
     """
 
-    __slots__ = ("sim", "_on_done", "_on_arrive", "_deliver", "_dest_port", "name", "rate_bps", "delay", "depth", "high_depth",
-                 "queues", "busy", "up", "_epoch",
+    __slots__ = ("sim", "_last_bit_out", "_arrival", "_wire_pkt", "_wire_epoch", "_wire_size", "_cable",
+                 "_cable_head", "_doomed", "_deliver", "_dest_port", "name",
+                 "rate_bps", "delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
                  "dest", "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
     def __init__(self, sim: Simulator, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
         self.sim = sim
-        self._on_done: Callable = self._done                # bound once: an event per packet holds them
-        self._on_arrive: Callable = self._arrive
+        self._last_bit_out = _LastBitOut(self)  # the events of this link, scheduled again and again
+        self._arrival = _Arrival(self)
+        self._wire_pkt: Any = None              # the packet being serialised (while busy), its epoch and bytes
+        self._wire_epoch = 0
+        self._wire_size = 0
+        self._cable: list = []                  # packets propagating from `_cable_head` on, oldest first
+        self._cable_head = 0
+        self._doomed = 0                        # how many of them were on the cable when it went down
         self.name = name
         self.rate_bps = rate_bps
         self.delay = delay
@@ -75,6 +107,7 @@ class SimLink:
         self.up = up
         if not up:
             self._epoch += 1
+            self._doomed = len(self._cable) - self._cable_head
             for q in self.queues:
                 self.dropped_down += len(q)
                 q.clear()
@@ -94,8 +127,7 @@ class SimLink:
             if not self.peak_queue:
                 self.peak_queue = 1              # it was queued, for no time, as the only packet
             self.busy = True                     # serialised until its last bit has left
-            size = wire_size(pkt)
-            self.sim.push(self.sim.now + size * 8 / self.rate_bps, self._on_done, (pkt, self._epoch, size))
+            self._serialise(pkt)
             return True
         queues = self.queues
         q = queues[priority]
@@ -108,12 +140,21 @@ class SimLink:
             self.peak_queue = queued
         return True
 
-    def _done(self, pkt, epoch: int, size: int) -> None:
+    def _serialise(self, pkt) -> None:
+        """Put `pkt` on the wire now: its last bit leaves in its size over the rate."""
+        size = wire_size(pkt)
+        self._wire_pkt = pkt
+        self._wire_epoch = self._epoch
+        self._wire_size = size
+        self.sim.schedule(self.sim.now + size * 8 / self.rate_bps, self._last_bit_out)
+
+    def _done(self) -> None:
         """The last bit left: the packet propagates, the next one starts."""
-        if epoch == self._epoch and self.up:
+        if self._wire_epoch == self._epoch and self.up:
             self.tx += 1
-            self.tx_bytes += size
-            self.sim.push(self.sim.now + self.delay, self._on_arrive, (pkt, epoch))
+            self.tx_bytes += self._wire_size
+            self._cable.append(self._wire_pkt)
+            self.sim.schedule(self.sim.now + self.delay, self._arrival)
         else:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire
@@ -123,12 +164,29 @@ class SimLink:
             pkt = queues[_LOW].popleft()
         else:
             self.busy = False
+            self._wire_pkt = None
             return
-        size = wire_size(pkt)
-        self.sim.push(self.sim.now + size * 8 / self.rate_bps, self._on_done, (pkt, self._epoch, size))
+        self._serialise(pkt)
 
-    def _arrive(self, pkt, epoch: int) -> None:
-        if epoch != self._epoch or not self.up:
+    def _arrive(self) -> None:
+        """The oldest packet on the cable reaches the far end (lost if the link went down since it
+        left, or is down)."""
+        cable = self._cable
+        head = self._cable_head
+        pkt = cable[head]
+        head += 1
+        if head == len(cable):                  # the cable is empty: start the list afresh
+            cable.clear()
+            head = 0
+        elif head >= 4096 and 2 * head >= len(cable):
+            del cable[:head]                    # forget what has arrived, now and then
+            head = 0
+        self._cable_head = head
+        if self._doomed:
+            self._doomed -= 1
+            self.dropped_down += 1
+            return
+        if not self.up:
             self.dropped_down += 1
             return
         self._deliver(pkt, self._dest_port)

@@ -16,42 +16,67 @@ _heappop: Final = heapq.heappop
 RUN_GC_THRESHOLD: Final = 100_000
 
 
+class Event:
+    """Something due at a time: `fire()` runs it. The simulator's own hot parts (links, hosts) keep
+    one of these per kind of event and schedule it again and again (`Simulator.schedule`): no
+    callback, arguments or allocation per event, and a compiled build calls `fire` natively."""
+
+    __slots__ = ()
+
+    def fire(self) -> None:
+        """Run the event (the simulator's clock is at its time)."""
+        raise NotImplementedError
+
+
+class Call(Event):
+    """A callback and its arguments (`Simulator.at` and `after`)."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn: Callable, args: tuple) -> None:
+        self.fn = fn
+        self.args = args
+
+    def fire(self) -> None:
+        self.fn(*self.args)
+
+
 class Simulator:
-    """Runs callbacks in time order (seconds, float); ties run in scheduling order.
+    """Runs events in time order (seconds, float); ties run in scheduling order.
 
     The queue is a heap of the distinct times that have events, each time with the list of its
-    events in scheduling order (callback, arguments, callback, arguments, ...): events at equal
-    times run in the order they were scheduled, and the heap compares bare floats, not entries.
-    The simulator's own hot parts (links, hosts) schedule with `push`, which skips the check of `at`.
-    While `run` runs, the garbage collector's first threshold is at least RUN_GC_THRESHOLD.
+    events (`Event`s) in scheduling order: events at equal times run in the order they were
+    scheduled, and the heap compares bare floats, not entries. Callbacks are scheduled with `at`
+    and `after`; the simulator's own hot parts (links, hosts) schedule their events with
+    `schedule`, which skips the check of `at`. While `run` runs, the garbage collector's first
+    threshold is at least RUN_GC_THRESHOLD.
     """
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0.0
         self.rng = random.Random(seed)
         self._times: list[float] = []               # heap of the times in `_due`
-        self._due: dict[float, list] = {}           # time -> [fn, args, fn, args, ...], scheduling order
+        self._due: dict[float, list[Event]] = {}    # time -> its events, in scheduling order
         self.events_run = 0
         self._stopping = False
 
     def at(self, t: float, fn: Callable, *args) -> None:
         """Run `fn(*args)` at time `t` (not before now)."""
-        self.push(t if t > self.now else self.now, fn, args)
+        self.schedule(t if t > self.now else self.now, Call(fn, args))
 
     def after(self, delay: float, fn: Callable, *args) -> None:
         """Run `fn(*args)` `delay` seconds from now."""
         t = self.now + delay
-        self.push(t if t > self.now else self.now, fn, args)
+        self.schedule(t if t > self.now else self.now, Call(fn, args))
 
-    def push(self, t: float, fn: Callable, args: tuple) -> None:
-        """Run `fn(*args)` at time `t`, which must not be earlier than now."""
+    def schedule(self, t: float, event: Event) -> None:
+        """Fire `event` at time `t`, which must not be earlier than now."""
         events = self._due.get(t)
         if events is None:
-            self._due[t] = [fn, args]
+            self._due[t] = [event]
             _heappush(self._times, t)
         else:
-            events.append(fn)
-            events.append(args)
+            events.append(event)
 
     def stop(self) -> None:
         """End `run` after the event running now (what a `stop` predicate turning true does, for a
@@ -90,10 +115,9 @@ class Simulator:
             n = len(events)
             i = 0
             while i < n:
-                fn = events[i]
-                args = events[i + 1]
-                i += 2
-                fn(*args)
+                event = events[i]
+                i += 1
+                event.fire()
                 count += 1
                 if self._stopping or count == limit or (stop is not None and stop()):
                     ended = True
@@ -104,7 +128,7 @@ class Simulator:
         if until is not None and not times:
             self.now = max(self.now, until)
 
-    def _put_back(self, t: float, events: list) -> None:
+    def _put_back(self, t: float, events: list[Event]) -> None:
         """Return `events` (not run) to time `t`, ahead of those scheduled there since."""
         later = self._due.get(t)
         if later is None:
