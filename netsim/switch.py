@@ -9,7 +9,7 @@ from typing import Final
 from pipeline_contract import names
 from pipeline_contract.ecmp import entropy_member
 from wire import constants
-from wire.packets import DataPacket
+from wire.packets import DataPacket, Packet
 from netsim.link import SimLink
 from netsim.sim import Simulator
 
@@ -164,7 +164,7 @@ class SimSwitch:
         self._flows = {}
 
     # --- pipeline ------------------------------------------------------------------------------------
-    def receive(self, pkt, in_port: int) -> None:
+    def receive(self, pkt: Packet, in_port: int) -> None:
         """Ingress: uSID shift, routing, ECMP, faults, trim/ECN, then the egress queue."""
         self._rx += 1
         decision = self._decisions.get(pkt.dst)
@@ -214,7 +214,7 @@ class SimSwitch:
         self._decisions[dst_bytes] = decision
         return decision
 
-    def _ecmp_port(self, pkt, members: list[int]) -> int:
+    def _ecmp_port(self, pkt: Packet, members: list[int]) -> int:
         """The member port the packet's flow (source, destination, entropy) hashes to, remembered."""
         key = (pkt.src, pkt.dst, pkt.ev)
         port = self._flows.get(key)
@@ -225,7 +225,7 @@ class SimSwitch:
             self._flows[key] = port
         return port
 
-    def _classify(self, pkt, port: int, link) -> int:
+    def _classify(self, pkt: Packet, port: int, link: SimLink) -> int:
         """Trim or mark `pkt` by the LOW queue occupancy of `link`; return its egress priority."""
         if pkt.dscp in _HIGH_DSCP or not isinstance(pkt, DataPacket):
             return _HIGH
