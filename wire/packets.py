@@ -8,6 +8,7 @@ Addresses are 16-byte IPv6 addresses; MACs are not part of a packet object (the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from wire import constants
 
@@ -161,14 +162,15 @@ class ProbeReply:
 
 Packet = DataPacket | Sack | Nack | Probe | ProbeReply
 
-DATA_OVERHEAD = constants.DATA_HEADERS_LEN + constants.ICRC_LEN     # bytes on the wire around a data payload
-CONTROL_BASE = constants.BTH_OFFSET + constants.BTH_LEN      # Ethernet + IPv6 + UDP + BTH before a control header
+DATA_OVERHEAD: Final = constants.DATA_HEADERS_LEN + constants.ICRC_LEN     # bytes on the wire around a data payload
+CONTROL_BASE: Final = constants.BTH_OFFSET + constants.BTH_LEN      # Ethernet + IPv6 + UDP + BTH before a control header
 CONTROL_HEADER_LEN = {Sack: constants.SACK_LEN, Nack: constants.NACK_LEN, Probe: constants.PROBE_LEN,
                       ProbeReply: constants.PROBE_REPLY_LEN}
 
 
-_CONTROL_SIZE = {kind: CONTROL_BASE + length for kind, length in CONTROL_HEADER_LEN.items()}
-_DATA_HEADERS_LEN, _TRIMMED = constants.DATA_HEADERS_LEN, constants.MRCH_FLAG_TRIMMED
+_CONTROL_SIZE: Final = {kind: CONTROL_BASE + length for kind, length in CONTROL_HEADER_LEN.items()}
+_DATA_HEADERS_LEN: Final = constants.DATA_HEADERS_LEN
+_TRIMMED: Final = constants.MRCH_FLAG_TRIMMED
 
 
 def wire_size(pkt: Packet) -> int:

@@ -18,12 +18,13 @@ at pacing_gain x cwnd / srtt (with pace_at_target, srtt at most the base RTT plu
 from __future__ import annotations
 
 from collections import deque
+from typing import Final
 
 from host_agent.transport.config import TransportConfig
 
-TARGET_DELAY_BASE_FRACTION = 0.3   # target_delay = 0: this fraction of the base RTT (docs: why not 0.75)
-SHORT_SENT_KEPT = 256              # timestamps of short data packets remembered (the newest)
-INCAST_FI_RTTS = 8.0               # srtts after a last-hop trim during which the fair increase is at most 1 packet per RTT
+TARGET_DELAY_BASE_FRACTION: Final = 0.3   # target_delay = 0: this fraction of the base RTT (docs: why not 0.75)
+SHORT_SENT_KEPT: Final = 256              # timestamps of short data packets remembered (the newest)
+INCAST_FI_RTTS: Final = 8.0               # srtts after a last-hop trim during which the fair increase is at most 1 packet per RTT
 
 
 class RttEstimator:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, deque
+from typing import Final
 
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Probe, ProbeReply, Sack, wire_size
 from host_agent.transport import events
@@ -34,9 +35,9 @@ from host_agent.transport.policies import DEFAULT_POLICIES, Policies
 from host_agent.transport.probes import Prober
 from host_agent.transport.tally import Tally
 
-_NEVER = float("-inf")           # Connection.quiet_until when its next poll must run
-_INF = float("inf")
-_IDLE = 1 << 62                  # Connection.wakeup_nic_version of an idle sender: later than any NIC version
+_NEVER: Final = float("-inf")           # Connection.quiet_until when its next poll must run
+_INF: Final = float("inf")
+_IDLE: Final = 1 << 62                  # Connection.wakeup_nic_version of an idle sender: later than any NIC version
 
 
 class Connection:
@@ -214,7 +215,7 @@ class Connection:
         return d
 
 
-QP_STRIDE = 0x10000      # QP k of a peer is numbered base + k * QP_STRIDE (both ends do the same)
+QP_STRIDE: Final = 0x10000      # QP k of a peer is numbered base + k * QP_STRIDE (both ends do the same)
 
 
 class Endpoint:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import random
 from dataclasses import dataclass, field
+from typing import Final
 
 from host_agent.transport.config import PathInfo
 from host_agent.transport.pathcap import PathLoad
@@ -39,10 +40,10 @@ class EvState(str, enum.Enum):
     UNKNOWN = "UNKNOWN"
 
 
-_USABLE = (EvState.GOOD, EvState.SKIP)    # the states `Ev.usable` is true in
-_SKIP = EvState.SKIP
-OPERATOR = "operator"      # the cause of a change an operator asked for
-OPERATOR_STATES = (EvState.GOOD, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UNKNOWN)   # MODIFY_EV_STATE
+_USABLE: Final = (EvState.GOOD, EvState.SKIP)    # the states `Ev.usable` is true in
+_SKIP: Final = EvState.SKIP
+OPERATOR: Final = "operator"      # the cause of a change an operator asked for
+OPERATOR_STATES: Final = (EvState.GOOD, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UNKNOWN)   # MODIFY_EV_STATE
 
 
 def striped(evs: list[Ev]) -> list[Ev]:

@@ -20,11 +20,12 @@ the evidence this rule needs, long before the per-packet timeout (at least 10 ba
 from __future__ import annotations
 
 from collections import deque
+from typing import Final
 
-REORDER_BASE_RTTS = 2.0        # the reorder window when none is configured, in base RTTs
-PROBE_SRTTS = 2.0              # a tail probe goes out when nothing was acknowledged for this many srtt
-REORDER_SCALE_MAX = 8.0        # a reorder window widened by spurious losses grows to at most this many times
-REORDER_CALM_LOSSES = 16       # declared losses without a spurious one that halve a widened window
+REORDER_BASE_RTTS: Final = 2.0        # the reorder window when none is configured, in base RTTs
+PROBE_SRTTS: Final = 2.0              # a tail probe goes out when nothing was acknowledged for this many srtt
+REORDER_SCALE_MAX: Final = 8.0        # a reorder window widened by spurious losses grows to at most this many times
+REORDER_CALM_LOSSES: Final = 16       # declared losses without a spurious one that halve a widened window
 
 
 class ReorderLossDetector:

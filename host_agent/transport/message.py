@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Final, Iterator
 
 from wire.packets import DATA_OVERHEAD
 
@@ -133,7 +133,7 @@ class Segment:
         return bytes(self.msg.data[self.offset:self.offset + self.length])
 
 
-MAX_MESSAGE_BYTES = 0xFFFFFFFF          # MRCH message length is 32 bits
+MAX_MESSAGE_BYTES: Final = 0xFFFFFFFF          # MRCH message length is 32 bits
 
 
 def new_message(msg_id: int, data, mtu: int) -> OutMessage:

@@ -21,12 +21,12 @@ on; `PathCapSelector` wraps the connection's EV selector when it is.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Final, Iterable
 
 if TYPE_CHECKING:                       # the EV set holds the loads: types only, no import cycle
     from host_agent.transport.evset import Ev, EvSet
 
-_INF = float("inf")
+_INF: Final = float("inf")
 
 
 class PathLoad:

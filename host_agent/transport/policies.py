@@ -21,7 +21,7 @@ what the sender knows; it never sees packets or the endpoint.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Final, Protocol, Sequence
 
 from mypy_extensions import mypyc_attr          # marks what the compiled build (speedups) lets Python extend
 
@@ -30,7 +30,7 @@ from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.pathloss import OwnLossJudge
 
-REORDER_SRTT_FRACTION = 0.25   # a later packet counts as evidence of a loss when sent this many srtt later
+REORDER_SRTT_FRACTION: Final = 0.25   # a later packet counts as evidence of a loss when sent this many srtt later
 
 
 # --- EV selection -------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Final
 
 from wire.packets import Probe, ProbeReply
 from host_agent.transport.events import ProbeResult
@@ -14,11 +14,11 @@ from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.message import ts_age, ts_now
 from host_agent.transport.policies import PathMonitor
 
-REINSTATE = "reinstate"     # probe on an ASSUMED_BAD EV: enough clean replies make it GOOD
-KEEPALIVE = "keepalive"     # probe on a GOOD EV of a connection sending no data: misses retire it
-VERIFY = "verify"           # probe on an UNKNOWN EV: one clean reply makes it GOOD
-REQUEST = "request"         # probe an operator asked for: its outcome is reported as a ProbeResult
-MAX_SUSPECTS = 64           # unanswered keepalives kept for judgement
+REINSTATE: Final = "reinstate"     # probe on an ASSUMED_BAD EV: enough clean replies make it GOOD
+KEEPALIVE: Final = "keepalive"     # probe on a GOOD EV of a connection sending no data: misses retire it
+VERIFY: Final = "verify"           # probe on an UNKNOWN EV: one clean reply makes it GOOD
+REQUEST: Final = "request"         # probe an operator asked for: its outcome is reported as a ProbeResult
+MAX_SUSPECTS: Final = 64           # unanswered keepalives kept for judgement
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """24-bit packet sequence numbers: the transport counts with unbounded integers and wraps on the wire."""
 from __future__ import annotations
 
-PSN_BITS = 24
-PSN_MOD = 1 << PSN_BITS
-PSN_MASK = PSN_MOD - 1
-_HALF = PSN_MOD >> 1
+from typing import Final
+
+PSN_BITS: Final = 24
+PSN_MOD: Final = 1 << PSN_BITS
+PSN_MASK: Final = PSN_MOD - 1
+_HALF: Final = PSN_MOD >> 1
 
 
 def to_wire(seq: int, initial_psn: int) -> int:

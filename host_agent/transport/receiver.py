@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
+from typing import Callable, Final
 
 from wire import constants
 from wire.packets import DataPacket, Nack, Sack
@@ -11,11 +11,13 @@ from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.evset import EvSet
 from host_agent.transport.psn import from_wire, to_wire
 
-BITMAP_BITS = 64
-BITMAP_MASK = (1 << BITMAP_BITS) - 1
-ACK_WAIT_RTO_FRACTION = 0.5       # a coalesced SACK never waits longer than this fraction of the QP timeout
-GAP_GAIN = 0.125                  # weight of a new sample in the smoothed gap between data packets
-_TRIMMED, _RETX, _ECN_CE = constants.MRCH_FLAG_TRIMMED, constants.MRCH_FLAG_RETX, constants.ECN_CE
+BITMAP_BITS: Final = 64
+BITMAP_MASK: Final = (1 << BITMAP_BITS) - 1
+ACK_WAIT_RTO_FRACTION: Final = 0.5       # a coalesced SACK never waits longer than this fraction of the QP timeout
+GAP_GAIN: Final = 0.125                  # weight of a new sample in the smoothed gap between data packets
+_TRIMMED: Final = constants.MRCH_FLAG_TRIMMED
+_RETX: Final = constants.MRCH_FLAG_RETX
+_ECN_CE: Final = constants.ECN_CE
 
 
 class InMessage:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from typing import Callable
+from typing import Callable, Final
 
 from wire import constants
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Sack
@@ -24,9 +24,11 @@ from host_agent.transport.pathcap import open_caps
 from host_agent.transport.policies import CongestionControl, EvSelector, PathMonitor, SackProcessor, Timeout
 from host_agent.transport.psn import PSN_MASK, from_wire
 
-TS_SLACK = 2e-6        # echoed timestamps count whole microseconds
-_CAUSE_TRIM = events.CAUSE_TRIM
-_INF = float("inf")
+TS_SLACK: Final = 2e-6        # echoed timestamps count whole microseconds
+_CAUSE_TRIM: Final = events.CAUSE_TRIM
+_INF: Final = float("inf")
+_heappush: Final = heapq.heappush     # module functions looked up once, not per call
+_heappop: Final = heapq.heappop
 
 
 class MrcSender:
@@ -118,7 +120,7 @@ class MrcSender:
             seg = self.segments.get(seq)
             if seg is not None and seg.in_flight and seg.transmissions == tx:
                 return
-            heapq.heappop(self._timers)
+            _heappop(self._timers)
 
     def _timeout_for(self, seg: Segment) -> float:
         """The wait of the next transmission of `seg`: the RTO, doubled per retry past the linear ones."""
@@ -145,7 +147,7 @@ class MrcSender:
             self._drop_stale_timers()
             if not self._timers or self._timers[0][0] > now:
                 return
-            _, seq, _ = heapq.heappop(self._timers)
+            _, seq, _ = _heappop(self._timers)
             self._timed_out(self.segments[seq], now)
             if self.failed is not None:
                 return
@@ -250,7 +252,7 @@ class MrcSender:
             return
         seg.queued = True
         self._retx_cause[seq] = cause
-        heapq.heappush(self._retx, (0 if cause == events.CAUSE_TRIM else 1, seq))
+        _heappush(self._retx, (0 if cause == events.CAUSE_TRIM else 1, seq))
 
     def _pop_stale_retx(self) -> None:
         while self._retx:
@@ -258,7 +260,7 @@ class MrcSender:
             seg = self.segments.get(seq)
             if seg is not None and seg.queued and not seg.acked:
                 return
-            heapq.heappop(self._retx)
+            _heappop(self._retx)
             self._retx_cause.pop(seq, None)
             if seg is not None:
                 seg.queued = False
@@ -339,7 +341,7 @@ class MrcSender:
                 self.segments[seg.seq] = seg
                 self.next_seq += 1
             else:
-                heapq.heappop(self._retx)
+                _heappop(self._retx)
                 seg.queued = False
                 del self._retx_cause[seg.seq]
             nic_index, pkt = self._transmit(now, seg, cause)
@@ -369,7 +371,7 @@ class MrcSender:
         if detector is not None:
             detector.sent(seg)                        # its send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
-        heapq.heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
+        _heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
         stats = self.stats
         stats["data_sent"] += 1
         stats["data_bytes_sent"] += seg.length

@@ -40,20 +40,20 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:                       # the EV set holds a Steering: types only, no import cycle
     from host_agent.transport.evset import Ev, EvSet
 
-HOLD_ROTATIONS = 1.0        # rotations a first strike holds an EV out (MRC's "skip once")
-GROWTH = 2.0                # each further strike multiplies the hold by this
-MAX_HOLD_ROTATIONS = 32.0   # longest hold
-CLEAN_DECAY = 1.0           # strikes a clean acknowledgement takes off
-DELAY_FACTOR = 2.0          # an RTT above this many times the connection's average RTT is a strike
-RTT_GAIN = 1.0 / 16         # weight of a sample in that average
-CLEAN_CACHE = 256           # EVs acknowledged clean remembered for reuse, at most
-CLEAN_AGE = 1.0             # EV-set rotations (num_evs data packets) an EV acknowledged clean may wait for reuse
-LOCAL_STRIKES = 1.0         # a mark on a path with this many strikes is that path's own congestion
+HOLD_ROTATIONS: Final = 1.0        # rotations a first strike holds an EV out (MRC's "skip once")
+GROWTH: Final = 2.0                # each further strike multiplies the hold by this
+MAX_HOLD_ROTATIONS: Final = 32.0   # longest hold
+CLEAN_DECAY: Final = 1.0           # strikes a clean acknowledgement takes off
+DELAY_FACTOR: Final = 2.0          # an RTT above this many times the connection's average RTT is a strike
+RTT_GAIN: Final = 1.0 / 16         # weight of a sample in that average
+CLEAN_CACHE: Final = 256           # EVs acknowledged clean remembered for reuse, at most
+CLEAN_AGE: Final = 1.0             # EV-set rotations (num_evs data packets) an EV acknowledged clean may wait for reuse
+LOCAL_STRIKES: Final = 1.0         # a mark on a path with this many strikes is that path's own congestion
 
 
 @dataclass(frozen=True)
