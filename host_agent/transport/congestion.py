@@ -25,6 +25,7 @@ from host_agent.transport.config import TransportConfig
 TARGET_DELAY_BASE_FRACTION: Final = 0.3   # target_delay = 0: this fraction of the base RTT (docs: why not 0.75)
 SHORT_SENT_KEPT: Final = 256              # timestamps of short data packets remembered (the newest)
 INCAST_FI_RTTS: Final = 8.0               # srtts after a last-hop trim during which the fair increase is at most 1 packet per RTT
+_INF: Final = float("inf")
 
 
 class RttEstimator:
@@ -35,7 +36,7 @@ class RttEstimator:
         self._qp_timeout = config.base_timeout      # the RTO's floor (a property of the config: read once)
         self.srtt = config.initial_rtt
         self.rttvar = config.initial_rtt / 2
-        self.min_rtt = config.base_rtt or float("inf")
+        self.min_rtt = config.base_rtt or _INF
         self.samples = 0
         self.rto_scale = 1.0          # > 1 after spurious timeouts, decays back with samples
         self.rto = self._compute_rto()
@@ -84,7 +85,7 @@ class RttEstimator:
     @property
     def base_rtt(self) -> float:
         """Configured base RTT, else the smallest sample, else the initial estimate."""
-        return self.min_rtt if self.min_rtt != float("inf") else self._cfg.initial_rtt
+        return self.min_rtt if self.min_rtt != _INF else self._cfg.initial_rtt
 
     def _compute_rto(self) -> float:
         """max(srtt + 4 rttvar, rto_srtt_factor x srtt) x rto_scale, clamped to [QP timeout, rto_max]."""
@@ -98,6 +99,14 @@ class NsccWindow:
     def __init__(self, config: TransportConfig, rtt: RttEstimator, packet_bytes: int) -> None:
         self._cfg = config
         self._rtt = rtt
+        # the pacing's parameters, read per packet: its own copies (a compiled build reads a
+        # TransportConfig, which is not compiled, through Python's generic attribute lookup)
+        self._pacing_gain = config.pacing_gain
+        self._line_rate_bps = config.line_rate_bps
+        self._pace_at_target = config.pace_at_target
+        self._target_delay = config.target_delay
+        self._burst_pkts = config.pacing_burst_pkts
+        self._max_lag = config.pacing_max_lag
         self.mss = packet_bytes
         self.cwnd_min = config.cwnd_min_pkts * packet_bytes
         self.cwnd_max = config.max_cwnd * packet_bytes
@@ -204,17 +213,17 @@ class NsccWindow:
         target delay the window, not the pacing, limits what is in flight."""
         rtt = self._rtt
         srtt = rtt.srtt
-        if not self._cfg.pace_at_target:
+        if not self._pace_at_target:
             return srtt
         base = rtt.base_rtt
-        cap = base + (self._cfg.target_delay or TARGET_DELAY_BASE_FRACTION * base)
+        cap = base + (self._target_delay or TARGET_DELAY_BASE_FRACTION * base)
         return srtt if srtt < cap else cap
 
     def pacing_rate(self, nics: int) -> float:
         """Bytes per second the sender may emit: pacing_gain x cwnd / `pacing_rtt()`."""
-        rate = self._cfg.pacing_gain * self.cwnd / max(self.pacing_rtt(), 1e-9)
-        if self._cfg.line_rate_bps:
-            rate = min(rate, self._cfg.line_rate_bps * nics / 8)
+        rate = self._pacing_gain * self.cwnd / max(self.pacing_rtt(), 1e-9)
+        if self._line_rate_bps:
+            rate = min(rate, self._line_rate_bps * nics / 8)
         return rate
 
     def may_send(self, now: float) -> bool:
@@ -232,7 +241,7 @@ class NsccWindow:
         `rate` is `pacing_rate(nics)` when the caller has it already."""
         if rate is None:
             rate = self.pacing_rate(nics)
-        slack = (self._cfg.pacing_burst_pkts - 1) * self.mss / rate
-        if self.backlogged and self._cfg.pacing_max_lag > slack:
-            slack = self._cfg.pacing_max_lag
+        slack = (self._burst_pkts - 1) * self.mss / rate
+        if self.backlogged and self._max_lag > slack:
+            slack = self._max_lag
         self.next_send = max(self.next_send, now - slack) + nbytes / rate
