@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final, Iterable
 
 if TYPE_CHECKING:                       # the EV set holds the loads: types only, no import cycle
     from host_agent.transport.evset import Ev, EvSet
+    from host_agent.transport.message import Segment
 
 _INF: Final = float("inf")
 
@@ -41,12 +42,13 @@ class PathLoad:
         self.sent = 0
 
 
-def open_caps(acked: Iterable, now: float, bound: float, most: float) -> None:
+def open_caps(acked: Iterable[Segment], now: float, bound: float, most: float) -> None:
     """Raise by one the cap of the path of every packet in `acked` (first transmissions just
     acknowledged: `message.Segment`s) sent no more than `bound` seconds before `now`; at most to `most`."""
     for seg in acked:
         if seg.transmissions == 1 and now - seg.sent_at <= bound:
-            load = seg.ev.load
+            ev: Ev = seg.ev                     # typed here: a segment holds its EV untyped
+            load = ev.load
             if load.cap < most:
                 load.cap += 1
 
