@@ -21,16 +21,25 @@ _ECN_CE: Final = constants.ECN_CE
 
 
 class InMessage:
-    """One message being received: its buffer, a view that writes into it, and how many bytes have
-    landed."""
+    """One message being received: the payloads landed so far by offset, and how many bytes.
+
+    The payloads are kept as they came (a view of the sender's message in the simulator, the
+    frame's bytes in an agent) and joined once, when the last one lands: no zeroed buffer to
+    copy each packet into and then copy whole again."""
 
     def __init__(self, msg_id: int, length: int) -> None:
         self.msg_id = msg_id
-        self.buffer = bytearray(length)
-        # packets land through the view: a slice of a bytearray assigned from a memoryview (a
-        # packet's payload) would first copy that into a bytearray of its own
-        self.view = memoryview(self.buffer)
+        self.length = length
+        self.pieces: dict[int, bytes | memoryview] = {}
         self.received = 0
+
+    def data(self) -> bytes:
+        """The message's bytes, once every byte has landed."""
+        pieces = self.pieces
+        out = b"".join([pieces[offset] for offset in sorted(pieces)])
+        if len(out) != self.length:
+            raise ValueError(f"message {self.msg_id}: its pieces overlap ({len(out)} bytes for {self.length})")
+        return out
 
 
 class MrcReceiver:
@@ -153,17 +162,16 @@ class MrcReceiver:
         offset = pkt.va
         payload = pkt.payload
         size = len(payload)
-        length = len(msg.buffer)
+        length = msg.length
         if offset + size > length:
             raise ValueError(f"{self.ident.name}: data packet psn {pkt.psn} of message {pkt.msg_id} ends at "
                              f"{offset + size}, past the message length {length}")
-        msg.view[offset:offset + size] = payload
+        msg.pieces[offset] = payload
         msg.received += size
         if msg.received == length:
             del self.messages[pkt.msg_id]
             stats["messages_received"] += 1
-            msg.view.release()
-            self.emit(events.MessageReceived(now, self.ident, msg.msg_id, bytes(msg.buffer)))
+            self.emit(events.MessageReceived(now, self.ident, msg.msg_id, msg.data()))
 
     # --- acknowledgements -----------------------------------------------------------------------
     def next_wakeup(self) -> float | None:
