@@ -77,6 +77,7 @@ def _routing_entries(topo: Topology, graph: PlaneGraph, switch: Switch,
     (`host_nics`: `topo.host_nics` of every host)."""
     neighbours, attached, remote, members = [], [], [], []
     groups: dict[tuple[int, ...], int] = {}
+    ports_to: dict[str, tuple[int, ...]] = {}        # ECMP ports towards each leaf, asked once per leaf
     for end in graph.adjacent(switch.name):
         neighbour = topo.switch(end.node)
         neighbours.append(_forward(_node_route(neighbour.plane, neighbour.usid), end.port))
@@ -89,7 +90,9 @@ def _routing_entries(topo: Topology, graph: PlaneGraph, switch: Switch,
         if nic.switch == switch.name:
             attached.append(_forward(match, nic.switch_port))
             continue
-        ports = graph.ecmp_ports(switch.name, nic.switch)
+        ports = ports_to.get(nic.switch)
+        if ports is None:
+            ports = ports_to[nic.switch] = graph.ecmp_ports(switch.name, nic.switch)
         if not ports:
             continue                      # unreachable in this plane: default action drops it
         if len(ports) == 1:
