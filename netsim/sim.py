@@ -16,6 +16,25 @@ _heappop: Final = heapq.heappop
 RUN_GC_THRESHOLD: Final = 100_000
 
 
+class FewerCollections:
+    """A `with` block in which the cyclic garbage collector's first threshold is at least
+    RUN_GC_THRESHOLD, as while events run (`Simulator.run`); the thresholds before it are back
+    after it. Building a large network (tables, endpoints, EV sets: objects that live as long as
+    it) triggers collections through every object of the process as well."""
+
+    def __init__(self) -> None:
+        self._saved: tuple[int, int, int] = (0, 0, 0)
+
+    def __enter__(self) -> None:
+        saved = gc.get_threshold()
+        self._saved = saved
+        if saved[0] < RUN_GC_THRESHOLD:
+            gc.set_threshold(RUN_GC_THRESHOLD, saved[1], saved[2])
+
+    def __exit__(self, *exc: object) -> None:
+        gc.set_threshold(*self._saved)
+
+
 class Event:
     """Something due at a time: `fire()` runs it. The simulator's own hot parts (links, hosts) keep
     one of these per kind of event and schedule it again and again (`Simulator.schedule`): no
@@ -87,13 +106,8 @@ class Simulator:
             max_events: int | None = None) -> None:
         """Run events up to time `until`, until `stop()` is true (or `self.stop()` was called), or
         until nothing is left."""
-        thresholds = gc.get_threshold()
-        if thresholds[0] < RUN_GC_THRESHOLD:
-            gc.set_threshold(RUN_GC_THRESHOLD, thresholds[1], thresholds[2])
-        try:
+        with FewerCollections():
             self._run(until, stop, max_events)
-        finally:
-            gc.set_threshold(*thresholds)
 
     def _run(self, until: float | None, stop: Callable[[], bool] | None, max_events: int | None) -> None:
         self._stopping = False

@@ -20,7 +20,7 @@ from experiments.scenario import Case
 from experiments.transport_sizing import cable_delay, transport_config
 from experiments.workloads import variant_topology
 from host_agent.transport.sizing import packet_time
-from netsim import Network, Simulator
+from netsim import FewerCollections, Network, Simulator
 from simulation import network
 
 
@@ -98,6 +98,10 @@ class NetsimBackend:
         self.until_acked = until_acked     # run point-to-point flows until their senders saw them acknowledged
 
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
+        with FewerCollections():              # its network is built, run and recorded
+            return self._run_case(case, progress)
+
+    def _run_case(self, case: Case, progress: Callable[[float], None]) -> CaseRecord:
         scenario, variant, transport = case.scenario, case.variant, case.transport
         topo = variant_topology(variant)
         sim = Simulator(scenario.seed)

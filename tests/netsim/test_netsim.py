@@ -327,3 +327,22 @@ def test_a_paused_host_holds_arrivals_until_no_pause_is_left():
     sim.run()
     assert host.endpoint.got == [(0.5, 0.5), (4.0, 1.5), (4.0, 2.5), (4.0, 3.5), (4.5, 4.5)]
     assert [pkt for pkt, _ in held] == [1.5, 2.5, 3.5]
+
+
+def test_fewer_collections_raises_the_first_threshold_inside_and_restores_all_after():
+    import gc
+    from netsim import FewerCollections
+    from netsim.sim import RUN_GC_THRESHOLD
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with pytest.raises(KeyError):
+            with FewerCollections():
+                assert gc.get_threshold() == (RUN_GC_THRESHOLD, 10, 10)
+                raise KeyError("left by an error")
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(RUN_GC_THRESHOLD * 2, 5, 5)
+        with FewerCollections():                      # already higher: left as it is
+            assert gc.get_threshold() == (RUN_GC_THRESHOLD * 2, 5, 5)
+    finally:
+        gc.set_threshold(*before)
