@@ -43,7 +43,8 @@ class SimLink:
 
     Two strict-priority queues (HIGH served first); the LOW queue holds at most `depth`
     packets and the HIGH queue `high_depth`; packets beyond are tail-dropped. A link that is
-    down drops what is offered to it and what is on the wire when it goes down.
+    down drops what is offered to it and what is on the wire when it goes down. `delay` is fixed
+    once the link carries packets (they arrive in the order they left); `rate_bps` may change.
     """
 
     __slots__ = ("sim", "_last_bit_out", "_arrival", "_wire_pkt", "_wire_epoch", "_wire_size", "_cable",
