@@ -36,12 +36,12 @@ def cases() -> list:
 
 
 # htsim_uec's time per case where it is not built: measured here with uet-htsim 40ccb05 (Release
-# build), the fastest of 2 runs, on the 2-core development machine at load 8, 2026-12-05.
+# build), the fastest of 2 runs, on the 2-core development machine at load 1.0-1.3, 2026-12-05 15:58.
 RECORDED_HTSIM = {
-    "4x4x4 permutation 2 MiB": {"wall_s": 0.038, "cpu_s": 0.024},
-    "fat-tree k=8 permutation 1 MB": {"wall_s": 0.640, "cpu_s": 0.289},
+    "4x4x4 permutation 2 MiB": {"wall_s": 0.021, "cpu_s": 0.021},
+    "fat-tree k=8 permutation 1 MB": {"wall_s": 0.209, "cpu_s": 0.208},
 }
-RECORDED_NOTE = "htsim_uec's recorded time (uet-htsim 40ccb05, 2-core machine at load 8, 2026-12-05)"
+RECORDED_NOTE = "htsim_uec's recorded time (uet-htsim 40ccb05, 2-core machine at load 1.0-1.3, 2026-12-05)"
 
 
 def measure_side_by_side(result, repeat: int, compared: list | None = None, timed: dict | None = None) -> None:
