@@ -26,13 +26,15 @@ from typing import Final
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Probe, ProbeReply, Sack, wire_size
 from host_agent.transport import events
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
-from host_agent.transport.congestion import RttEstimator
+from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evcontrol import EvControl
 from host_agent.transport.evset import EvState
-from host_agent.transport.kinds import Wiring, builder
+from host_agent.transport.kinds import ReceiverPart, SenderPart, Wiring, builder
 from host_agent.transport.nicclock import NicClock
-from host_agent.transport.policies import DEFAULT_POLICIES, Policies
+from host_agent.transport.policies import DEFAULT_POLICIES, CongestionControl, Policies
 from host_agent.transport.probes import Prober
+from host_agent.transport.receiver import MrcReceiver
+from host_agent.transport.sender import MrcSender
 from host_agent.transport.tally import Tally
 
 _NEVER: Final = float("-inf")           # Connection.quiet_until when its next poll must run
@@ -62,12 +64,17 @@ class Connection:
         self._emit = emit
         self._nic = nic
         self.rtt = RttEstimator(config)
-        self.cc = policies.congestion(config, self.rtt, config.mtu_payload + DATA_OVERHEAD)
+        # Typed as MRC's own part or any other (a union): the compiled build calls MRC's natively,
+        # after a type check, and anything else (a lab's policy or kind) as Python does.
+        self.cc: NsccWindow | CongestionControl = policies.congestion(config, self.rtt,
+                                                                      config.mtu_payload + DATA_OVERHEAD)
         self.monitor = policies.path_monitor(config)
         parts = builder(config.mode)(Wiring(
             ident, config, self.paths, rng, self.stats, emit, self.rtt, self.cc, nic, self.monitor, policies,
             self._ev_changed, self._ev_backup))
-        self.evset, self.sender, self.receiver = parts.evset, parts.sender, parts.receiver
+        self.evset = parts.evset
+        self.sender: MrcSender | SenderPart = parts.sender
+        self.receiver: MrcReceiver | ReceiverPart = parts.receiver
         receiver = self.receiver
         self.prober = Prober(ident, config, self.evset, self.rtt, self.stats, self.monitor,
                              lambda: self.sender.idle, lambda: receiver.last_data_at, parts.keepalive, emit)

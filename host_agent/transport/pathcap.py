@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final, Iterable
 if TYPE_CHECKING:                       # the EV set holds the loads: types only, no import cycle
     from host_agent.transport.evset import Ev, EvSet
     from host_agent.transport.message import Segment
+    from host_agent.transport.policies import EvSelector, RotationSelector
 
 _INF: Final = float("inf")
 
@@ -59,8 +60,8 @@ class PathCapSelector:
     and which the steering does not hold out (a retransmission: not the EV it was lost on), else
     `inner`'s choice."""
 
-    def __init__(self, inner) -> None:
-        self.inner = inner
+    def __init__(self, inner: RotationSelector | EvSelector) -> None:
+        self.inner: RotationSelector | EvSelector = inner     # MRC's called natively when compiled
         self.peek_ev = inner.peek_ev           # the NIC a packet would take: `inner`'s guess
 
     def next_ev(self, evset: EvSet, now: float, resend_of: Ev | None) -> Ev:

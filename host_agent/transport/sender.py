@@ -15,13 +15,14 @@ from wire import constants
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Sack
 from host_agent.transport import events
 from host_agent.transport.config import ConnectionId, TransportConfig
-from host_agent.transport.congestion import RttEstimator
+from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
 from host_agent.transport.message import OutMessage, SendQueue, Segment, ts_age
 from host_agent.transport.nicclock import NicClock
-from host_agent.transport.pathcap import open_caps
-from host_agent.transport.policies import CongestionControl, EvSelector, PathMonitor, SackProcessor, Timeout
+from host_agent.transport.pathcap import PathCapSelector, open_caps
+from host_agent.transport.policies import (CongestionControl, EvSelector, PathMonitor, RotationSelector, SackProcessor,
+                                           Timeout)
 from host_agent.transport.psn import PSN_MASK, from_wire
 
 TS_SLACK: Final = 2e-6        # echoed timestamps count whole microseconds
@@ -48,15 +49,15 @@ class MrcSender:
         self.cfg = config
         self.evset = evset
         self.rtt = rtt
-        self.cc = cc
+        # The window and the EV selector typed as MRC's own or any other (a union): the compiled
+        # build reads and calls MRC's natively, after a type check, and a lab's policy as Python does.
+        self.cc: NsccWindow | CongestionControl = cc
         self.nic = nic
         self.stats = stats
         self.emit = emit
-        self.selector = selector
-        self.sack = sack
+        self.selector: PathCapSelector | RotationSelector | EvSelector = selector
         self.monitor = monitor
         self._lost = sack.lost
-        self._next_ev = selector.next_ev
         self._on_ack = getattr(monitor, "on_ack", None)  # optional PathMonitor hook (policies)
         self._nics = tuple(sorted({p.nic for p in evset.paths}))  # the NICs the EVs use
         self.pending = SendQueue(self.cfg.mtu_payload)  # messages not yet fully cut into packets
@@ -355,7 +356,7 @@ class MrcSender:
 
     def _transmit(self, now: float, seg: Segment, cause: str | None) -> tuple[int, DataPacket]:
         old_ev = seg.ev
-        ev = self._next_ev(self.evset, now, None if cause is None else old_ev)
+        ev = self.selector.next_ev(self.evset, now, None if cause is None else old_ev)
         path = self.evset.paths[ev.path_key]
         seg.ev = ev
         seg.sent_at = now
