@@ -56,6 +56,8 @@ class MrcReceiver:
         self.ident = ident
         self.cfg = config
         self._qp_timeout = config.base_timeout      # a property of the config: read once
+        self._ipsn = config.initial_psn             # read per packet (TransportConfig is not compiled:
+        self._ooo_window = config.ooo_window        # each read of it is a generic attribute lookup)
         self.evset = evset
         self.stats = stats
         self.emit = emit
@@ -81,7 +83,7 @@ class MrcReceiver:
             sample = min(now - self.last_data_at, self._qp_timeout)
             self.gap += GAP_GAIN * (sample - self.gap)
         self.last_data_at = now
-        seq = from_wire(pkt.psn, cfg.initial_psn, self.expected)
+        seq = from_wire(pkt.psn, self._ipsn, self.expected)
         if pkt.flags & _TRIMMED:                                    # pkt.trimmed, without the call
             stats["trimmed_received"] += 1
             reason = (constants.NACK_TRIMMED_LASTHOP if pkt.dscp == constants.DSCP_TRIMMED_LASTHOP
@@ -90,7 +92,7 @@ class MrcReceiver:
             return
         expected = self.expected
         offset = seq - expected
-        if offset >= cfg.ooo_window:
+        if offset >= self._ooo_window:
             stats["out_of_window"] += 1
             out.append(self._nack(plane, pkt, constants.NACK_PSN_OUT_OF_WINDOW)[:2])
             return

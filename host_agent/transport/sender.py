@@ -60,7 +60,9 @@ class MrcSender:
         self._lost = sack.lost
         self._on_ack = getattr(monitor, "on_ack", None)  # optional PathMonitor hook (policies)
         self._nics = tuple(sorted({p.nic for p in evset.paths}))  # the NICs the EVs use
-        self.pending = SendQueue(self.cfg.mtu_payload)  # messages not yet fully cut into packets
+        self._mtu = config.mtu_payload                    # read per poll (TransportConfig is not compiled:
+        self._ooo_window = config.ooo_window              # each read of it is a generic attribute lookup)
+        self.pending = SendQueue(self._mtu)               # messages not yet fully cut into packets
         self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
         self.next_seq = 0
         self.cum_acked = 0
@@ -294,11 +296,11 @@ class MrcSender:
             cause = self._retx_cause[seq]
         else:
             pending = self.pending
-            if not pending or self.next_seq >= self.cum_acked + self.cfg.ooo_window:
+            if not pending or self.next_seq >= self.cum_acked + self._ooo_window:
                 return None
             if inflight:
                 msg = pending.oldest()
-                mtu = self.cfg.mtu_payload
+                mtu = self._mtu
                 left = msg.length - msg.next_offset
                 if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > self.cc.cwnd:
                     return None
@@ -329,8 +331,8 @@ class MrcSender:
         while True:
             if not self._retx and now < cc.next_send:
                 inflight = self.inflight_bytes          # ... and _window_allows(mtu_payload)
-                cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self.cfg.ooo_window
-                                 and (not inflight or inflight + self.cfg.mtu_payload <= cc.cwnd))
+                cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self._ooo_window
+                                 and (not inflight or inflight + self._mtu <= cc.cwnd))
                 return                                   # fast path: the pacing clock says not yet
             nxt = self._next_packet(now)
             if nxt is None:
@@ -388,7 +390,7 @@ class MrcSender:
         msg = seg.msg
         offset = seg.offset
         tsval = int(now * 1e6) & 0xFFFFFFFF
-        if seg.length < self.cfg.mtu_payload:
+        if seg.length < self._mtu:
             self.rtt.sent_short(tsval)
         # positional: DataPacket(src, dst, ev, qp, psn, va, rkey, length, msg_id, msg_len, tsval,
         #                        payload, flags, dscp, ecn, ack_req)
