@@ -68,7 +68,9 @@ class SimLink:
         self.delay = delay
         self.depth = depth
         self.high_depth = high_depth if high_depth is not None else depth
-        self.queues: tuple[deque, deque] = (deque(), deque())     # indexed by priority (LOW 0, HIGH 1)
+        # indexed by priority (LOW 0, HIGH 1); typed as a tuple of any length: the compiled build keeps
+        # a fixed-length tuple unboxed and would make a new tuple object at every read of it
+        self.queues: tuple[deque, ...] = (deque(), deque())
         self.busy = False
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
