@@ -118,7 +118,9 @@ class SimHost:
             for event in endpoint.drain_events():
                 handle(event)
         nics = self.nics
-        for nic, pkt in endpoint.poll(now):
+        sent = endpoint.poll(now)
+        batch: list = sent if type(sent) is list else list(sent)    # a list is walked natively when compiled
+        for nic, pkt in batch:
             link = nics.get(nic)
             if link is None:
                 raise KeyError(f"host {self.name}: endpoint sent on NIC {nic}, which this host does not have")
@@ -126,9 +128,10 @@ class SimHost:
         if handle is not None:
             for event in endpoint.drain_events():
                 handle(event)
-        t = endpoint.next_wakeup()
-        if t is None:
+        wakeup = endpoint.next_wakeup()
+        if wakeup is None:
             return
+        t: float = wakeup                       # compared as a float, not as any object, when compiled
         soonest = now + 1e-9
         if t < soonest:
             t = soonest

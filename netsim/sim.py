@@ -4,7 +4,7 @@ from __future__ import annotations
 import gc
 import heapq
 import random
-from typing import Callable, Final
+from typing import Any, Callable, Final
 
 _heappush: Final = heapq.heappush
 _heappop: Final = heapq.heappop
@@ -90,10 +90,11 @@ class Simulator:
 
     def schedule(self, t: float, event: Event) -> None:
         """Fire `event` at time `t`, which must not be earlier than now."""
-        events = self._due.get(t)
+        key: Any = t                            # the compiled build boxes the float once, not per use
+        events = self._due.get(key)
         if events is None:
-            self._due[t] = [event]
-            _heappush(self._times, t)
+            self._due[key] = [event]
+            _heappush(self._times, key)
         else:
             events.append(event)
 
