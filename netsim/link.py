@@ -2,15 +2,36 @@
 from __future__ import annotations
 
 from collections import Counter, deque
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from wire import constants
 from wire.packets import DataPacket, wire_size
 from netsim.sim import Event, Simulator
 
+if TYPE_CHECKING:                       # types only: the switch and the host import this module
+    from netsim.host import SimHost
+    from netsim.switch import SimSwitch
+
 _LOW: Final = constants.PRIORITY_LOW
 _HIGH: Final = constants.PRIORITY_HIGH
 _COUNTERS = ("offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
+
+
+class PacketSink(Protocol):
+    """What a link delivers to: a switch, a host, or anything with their `receive`."""
+
+    def receive(self, pkt: Any, port: int) -> None:
+        """`pkt` arrived on the node's port `port`."""
+
+
+class _Unconnected:
+    """Where a link delivers before `connect`: nowhere."""
+
+    def receive(self, pkt: Any, port: int) -> None:
+        raise RuntimeError("a packet reached the end of a link that is connected to nothing")
+
+
+_UNCONNECTED: Final = _Unconnected()
 
 
 class _LastBitOut(Event):
@@ -48,7 +69,7 @@ class SimLink:
     """
 
     __slots__ = ("sim", "_last_bit_out", "_arrival", "_wire_pkt", "_wire_epoch", "_wire_size", "_cable",
-                 "_cable_head", "_doomed", "_deliver", "_dest_port", "name",
+                 "_cable_head", "_doomed", "_node", "_dest_port", "name",
                  "rate_bps", "delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
                  "dest", "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
@@ -75,7 +96,9 @@ class SimLink:
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
         self.dest: Any = None                   # (node, port): node.receive(pkt, port)
-        self._deliver: Any = None               # node.receive, bound once: called per packet
+        # the node at the far end: typed as a switch, a host or any other (a union), the compiled
+        # build calls a switch's or a host's `receive` natively, after a type check
+        self._node: SimSwitch | SimHost | PacketSink = _UNCONNECTED
         self._dest_port = 0
         self.data_offered_at: list[float] = []  # time of every data packet offered (when tracing)
         self.trace_data = False
@@ -95,7 +118,7 @@ class SimLink:
     def connect(self, node, port: int) -> None:
         """Deliver to `node.receive(pkt, port)`."""
         self.dest = (node, port)
-        self._deliver = node.receive
+        self._node = node
         self._dest_port = port
 
     @property
@@ -192,4 +215,4 @@ class SimLink:
         if not self.up:
             self.dropped_down += 1
             return
-        self._deliver(pkt, self._dest_port)
+        self._node.receive(pkt, self._dest_port)
