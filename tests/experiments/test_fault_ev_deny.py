@@ -67,27 +67,34 @@ def test_the_kind_names_a_switch():
         parse_scenario({**SCENARIO, "faults": [{"kind": "switch_ev_deny", "link": ["s1", "s3"]}]})
 
 
-@pytest.mark.integration
-@pytest.mark.slow
-@requires_mininet
-def test_on_the_model_testbed_agents_deny_through_their_control_sockets(tmp_path):
-    """The mininet backend runs the fault through the agents' control sockets: the agents log
-    operator denials, the job completes bit-exact, and the sockets' folder is gone."""
+def live_maintenance_run(backend, rate_bps: int):
+    """SCENARIO at `rate_bps` on a live `backend` (Mininet), the EVs through an `auto` switch denied
+    at 20 % of the bytes and allowed 0.3 s later: the agents log operator denials, the job
+    completes bit-exact and the control sockets' folders are gone. Returns the record."""
     import glob
     from experiments import metrics
-    from experiments.backends.mininet_backend import MininetBackend
-    scenario = parse_scenario({**SCENARIO, "link": {"rate_bps": 20_000_000},
+    scenario = parse_scenario({**SCENARIO, "link": {"rate_bps": rate_bps},
                                "faults": [{"kind": "switch_ev_deny", "switch": "auto", "at": "20%",
                                            "repair_after_s": 0.3}]})
     (case,) = scenario.cases()
     before = set(glob.glob("/tmp/mrc-ctl-*"))
-    record = MininetBackend("model", run_root=tmp_path).run_case(case)
+    record = backend.run_case(case)
     summary = metrics.summarise(record)
     assert [f.what for f in record.faults][:1] == ["EVs denied"], (record.notes, summary)
     denied = [e for e in record.ev_events if e["kind"] == "ev_state" and e["new"] == "DENIED"]
     assert denied and all(e["cause"] == "operator" for e in denied)
     assert summary["completed"] and summary["bit_exact"], summary
     assert set(glob.glob("/tmp/mrc-ctl-*")) == before
+    return record
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@requires_mininet
+def test_on_the_model_testbed_agents_deny_through_their_control_sockets(tmp_path):
+    """The mininet backend runs the fault through the agents' control sockets."""
+    from experiments.backends.mininet_backend import MininetBackend
+    record = live_maintenance_run(MininetBackend("model", run_root=tmp_path), 20_000_000)
     assert not [n for n in record.notes if n.startswith("left behind")], record.notes
 
 

@@ -207,28 +207,13 @@ def test_ev_denial_through_forwarded_control_sockets_and_pcaps_brought_back(serv
     """switch_ev_deny over two servers: the agents serve their control sockets on their server, the
     front end reaches them through the hosts' ssh connections; with --pcap, every switch port is
     captured on its server and its pcap lands in the capture folder here."""
-    import glob
-    from experiments import metrics
     from experiments.backends.mininet_backend import MininetBackend
-    from experiments.scenario import parse_scenario
     from testbed.capture import PcapCapture
+    from tests.experiments.test_fault_ev_deny import live_maintenance_run
 
-    scenario = parse_scenario({"name": "maintenance", "topology": "leafspine:2x2x1", "link": {"rate_bps": 10_000_000},
-                               "workload": {"kind": "alltoall", "bytes": 262144, "chunk_bytes": 16384},
-                               "transports": [{"name": "MRC", "mode": "mrc"}],
-                               "faults": [{"kind": "switch_ev_deny", "switch": "auto", "at": "20%",
-                                           "repair_after_s": 0.3}]})
-    (case,) = scenario.cases()
-    before = set(glob.glob("/tmp/mrc-ctl-*"))
     capture = PcapCapture(snaplen=128).into(tmp_path / "pcap")
-    record = MininetBackend("model", run_root=tmp_path / "runs", pcap=capture,
-                            cluster=servers.cluster_file).run_case(case)
-    summary = metrics.summarise(record)
-    assert [f.what for f in record.faults][:1] == ["EVs denied"], (record.notes, summary)
-    denied = [e for e in record.ev_events if e["kind"] == "ev_state" and e["new"] == "DENIED"]
-    assert denied and all(e["cause"] == "operator" for e in denied)
-    assert summary["completed"] and summary["bit_exact"], summary
-    assert set(glob.glob("/tmp/mrc-ctl-*")) == before
+    record = live_maintenance_run(MininetBackend("model", run_root=tmp_path / "runs", pcap=capture,
+                                                 cluster=servers.cluster_file), 10_000_000)
     pcaps = sorted((tmp_path / "pcap").rglob("*.pcap"))          # a folder per case
     from topologies import topology_from_spec
     topo = topology_from_spec("leafspine:2x2x1")
