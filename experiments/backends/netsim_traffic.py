@@ -12,7 +12,7 @@ from collections import Counter
 from experiments.record import FlowRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
-from host_agent.collectives.data import blocks
+from host_agent.collectives.data import block_view
 from host_agent.transport import TransportConfig
 from host_agent.transport import events
 from netsim import Network
@@ -68,8 +68,8 @@ class Traffic:
     def _setup_flows(self) -> None:
         index = {h: i for i, h in enumerate(self.hosts)}
         flows = point_to_point_flows(self.fab.topo, self.workload, self.seed)
-        # each flow's bytes are block_bytes(seed, src index, dst index, size), as views of one buffer
-        payloads = blocks(self.seed, [(index[flow.src], index[flow.dst], flow.nbytes) for flow in flows])
+        # each flow's bytes are block_bytes(seed, src index, dst index, size), as a view (not copied)
+        payloads = [block_view(self.seed, index[flow.src], index[flow.dst], flow.nbytes) for flow in flows]
         for flow, payload in zip(flows, payloads):
             self.flows.append(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role))
             carried = self.simulation.add_flow(Flow(flow.src, flow.dst, flow.nbytes, self.workload.chunk_bytes), payload,

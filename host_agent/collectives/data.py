@@ -25,34 +25,19 @@ def rank_array(seed: int, rank: int, elements: int, dtype: str) -> np.ndarray:
 
 
 def block_bytes(seed: int, src: int, dst: int, nbytes: int) -> bytes:
-    """The bytes rank `src` sends to rank `dst` (all-to-all block, point-to-point transfer): the
-    `nbytes` of the seed's random stream from the pair's offset (`block_offset`)."""
-    return bytes(blocks(seed, [(src, dst, nbytes)])[0])
+    """The bytes rank `src` sends to rank `dst` (all-to-all block, point-to-point transfer)."""
+    return bytes(block_view(seed, src, dst, nbytes))
 
 
-def block_offset(src: int, dst: int) -> int:
-    """Where the bytes of the pair (`src`, `dst`) start in the seed's random stream: 8 bytes times
-    the pair's number in a one-to-one numbering of pairs of ranks (Szudzik's), so that no two
-    pairs start at the same byte and ranks below n use the first 8 n^2 bytes of offsets."""
+def block_view(seed: int, src: int, dst: int, nbytes: int) -> memoryview:
+    """`block_bytes(seed, src, dst, nbytes)` as a read-only view, not copied: the first `nbytes` of
+    the raw 64-bit outputs, little-endian, of numpy's PCG64 seeded with (seed, src, dst). Each pair
+    has a stream of its own, so a piece delivered to another flow or another offset is seen, and a
+    block costs its own size to make, whatever the number of ranks."""
     if src < 0 or dst < 0:
         raise CollectiveError(f"block of ranks {src} -> {dst}: ranks are >= 0")
-    return 8 * (src * src + src + dst if src >= dst else dst * dst + src)
-
-
-def blocks(seed: int, wanted: list[tuple[int, int, int]]) -> list[memoryview]:
-    """`block_bytes(seed, src, dst, nbytes)` of each (src, dst, nbytes) of `wanted`, as read-only
-    views of one buffer (the seed's random stream, made once: no copy per block).
-
-    The stream is the raw 64-bit outputs of numpy's PCG64 seeded with `seed`, little-endian; each
-    pair reads it from its own offset, so every block of a run holds other bytes than any other
-    block at the same place (a message delivered to the wrong flow or offset is seen)."""
-    if not wanted:
-        return []
-    spans = [(block_offset(src, dst), nbytes) for src, dst, nbytes in wanted]
-    size = max(start + nbytes for start, nbytes in spans)
-    words = np.random.default_rng(seed).bit_generator.random_raw(-(-size // 8)).astype("<u8", copy=False)
-    stream = memoryview(words).cast("B").toreadonly()
-    return [stream[start:start + nbytes] for start, nbytes in spans]
+    words = np.random.default_rng([seed, src, dst]).bit_generator.random_raw(-(-nbytes // 8))
+    return memoryview(words.astype("<u8", copy=False)).cast("B")[:nbytes].toreadonly()
 
 
 def count_mismatches(got: np.ndarray, expected: np.ndarray) -> int:

@@ -92,11 +92,11 @@ def test_bad_requests_are_refused_naming_what_is_wrong():
         run.send(given)
 
 
-def test_flows_given_as_views_of_one_buffer_are_checked_byte_for_byte():
-    from host_agent.collectives.data import blocks
+def test_flows_given_as_views_are_checked_byte_for_byte():
+    from host_agent.collectives.data import block_view
     from host_agent.transport import MessageReceived
     run = Simulation(leaf_spine_fabric(), leaf_spine_config())
-    first, second = blocks(5, [(0, 2, 6000), (1, 2, 6000)])           # two flows' bytes, views of one buffer
+    first, second = block_view(5, 0, 2, 6000), block_view(5, 1, 2, 6000)   # two flows' bytes, as views
     a = run.add_flow(Flow("h1", "h3", 6000, message_size=3000), payload=first, shared=True, schedule=False)
     b = run.add_flow(Flow("h2", "h3", 6000, message_size=3000), payload=second, shared=True, schedule=False)
     run.send(a)
