@@ -120,7 +120,7 @@ class Agent:
                                                                      max_payload=self.config.mtu_payload)
         return connection_paths(
             self.config.mode, [(index, nic.plane, nic.address_bytes) for index, nic in enumerate(self.job.nics)],
-            {n.plane: n.address_bytes for n in peer.nics},
+            {plane: peer.nic_on(plane).address_bytes for plane in {n.plane for n in peer.nics}},
             {plane: [socket.inet_pton(socket.AF_INET6, a) for a in addrs] for plane, addrs in peer.paths.items()})
 
     def open_control(self) -> None:
