@@ -71,7 +71,7 @@ class SimLink:
     __slots__ = ("sim", "_last_bit_out", "_arrival", "_wire_pkt", "_wire_epoch", "_wire_size", "_cable",
                  "_cable_head", "_doomed", "_node", "_dest_port", "name",
                  "rate_bps", "delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
-                 "dest", "data_offered_at", "trace_data", "peak_queue",
+                 "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
     def __init__(self, sim: Simulator, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
@@ -95,7 +95,6 @@ class SimLink:
         self.busy = False
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
-        self.dest: Any = None                   # (node, port): node.receive(pkt, port)
         # the node at the far end: typed as a switch, a host or any other (a union), the compiled
         # build calls a switch's or a host's `receive` natively, after a type check
         self._node: SimSwitch | SimHost | PacketSink = _UNCONNECTED
@@ -111,13 +110,17 @@ class SimLink:
         self.tx_bytes = 0
 
     @property
+    def dest(self) -> Any:
+        """(node, port) of the far end, None before `connect`."""
+        return None if self._node is _UNCONNECTED else (self._node, self._dest_port)
+
+    @property
     def counters(self) -> Counter:
         """A snapshot of the link's counters: offered, data_offered, dropped_down, dropped_queue, tx, tx_bytes."""
         return Counter({name: getattr(self, name) for name in _COUNTERS})
 
     def connect(self, node, port: int) -> None:
         """Deliver to `node.receive(pkt, port)`."""
-        self.dest = (node, port)
         self._node = node
         self._dest_port = port
 
