@@ -91,6 +91,10 @@ class TransportConfig:
 
     docs/transport.md explains each group. Defaults suit a Mininet testbed (RTTs of about a
     millisecond); the in-process network uses microsecond values.
+
+    A connection reads some of these once, when it is built (the ones its per-packet path uses:
+    `mtu_payload`, `ooo_window`, `initial_psn`, the pacing parameters): a configuration changed
+    later is not seen by connections already made. Make a new one (`dataclasses.replace`) instead.
     """
 
     mode: str = "mrc"                 # "mrc" | "roce" (or a kind registered in host_agent.transport.kinds)
