@@ -149,12 +149,12 @@ class Crosscheck:
                     record = backend.run_case(case)
                     record.transport = htsim_label(balancer)
                     htsim_runs.append((balancer, record, backend.last_run.wall_s,
-                                       htsim_wire_factor(backend.last_run.stdout, case)))
+                                       htsim_wire_factor(backend.last_run.result, case)))
+                    if balancer == self.balancers[0]:
+                        first = backend.last_run.result   # the switch settings htsim_uec chose
                 netsim_case = case
                 if self.settings == "htsim":
-                    from experiments.backends.htsim.output import parse_output
-                    chosen = parse_output(backend.last_run.stdout).switch_settings()
-                    netsim_case = with_switch_settings(case, chosen)
+                    netsim_case = with_switch_settings(case, first.switch_settings())
                 row.settings = {k: netsim_case.variant.link.get(k) for k in
                                 ("queue_depth", "trim_threshold", "ecn_threshold", "ecn_max_threshold")}
                 began = time.monotonic()
@@ -188,15 +188,15 @@ def netsim_wire_factor(case: Case) -> float:
     return (mtu + DATA_OVERHEAD) / mtu
 
 
-def htsim_wire_factor(stdout: str, case: Case) -> float:
-    """Wire bytes per payload byte of htsim_uec's full data packet: the packet size it printed over
-    the payload it was given (`-mtu` is the payload plus htsim's header)."""
+def htsim_wire_factor(result, case: Case) -> float:
+    """Wire bytes per payload byte of htsim_uec's full data packet: the packet size it printed
+    (`result`, its output read) over the payload it was given (`-mtu` is the payload plus htsim's
+    header)."""
     from experiments.backends.htsim.inputs import HTSIM_HEADER_BYTES
-    from experiments.backends.htsim.output import parse_output
     from experiments.transport_sizing import transport_config
     from experiments.workloads import variant_topology
     mtu = transport_config(case, variant_topology(case.variant)).mtu_payload
-    packet = parse_output(stdout).packet_bytes or mtu + HTSIM_HEADER_BYTES
+    packet = result.packet_bytes or mtu + HTSIM_HEADER_BYTES
     return packet / mtu
 
 

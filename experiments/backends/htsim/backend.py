@@ -60,7 +60,8 @@ def htsim_unavailable() -> Optional[str]:
 
 
 class HtsimRun:
-    """One run of htsim_uec on exported inputs: the command, its output read, its wall time."""
+    """One run of htsim_uec on exported inputs: the command, its output (`stdout`, and `result` once
+    read), its wall and CPU time."""
 
     def __init__(self, inputs: HtsimInputs, binary: str, folder: Path) -> None:
         self.inputs = inputs
@@ -69,6 +70,7 @@ class HtsimRun:
         self.wall_s: Optional[float] = None
         self.cpu_s: Optional[float] = None        # htsim_uec's user + system CPU seconds
         self.stdout = ""
+        self.result: Optional[HtsimResult] = None  # the output read, after a run that succeeded
 
     def run(self, timeout_s: float = 3600.0) -> HtsimResult:
         """Write the inputs, run htsim_uec in the folder, return its output read."""
@@ -91,9 +93,10 @@ class HtsimRun:
             raise HtsimFailed(f"{self.binary} exited with status {done.returncode} on {' '.join(argv)}; "
                               f"it said:\n{said}")
         try:
-            return parse_output(done.stdout)
+            self.result = parse_output(done.stdout)
         except HtsimOutputError as error:
             raise HtsimFailed(f"{self.binary}: {error}") from error
+        return self.result
 
 
 class HtsimBackend:
