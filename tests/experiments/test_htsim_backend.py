@@ -79,6 +79,15 @@ def test_the_inputs_and_output_are_kept_when_asked(standin, tmp_path):
     assert command[0] == standin and command[command.index("-tm") + 1] == str(folder / "flows.cm")
 
 
+
+def test_a_relative_keep_folder_still_names_files_htsim_can_open(standin, tmp_path, monkeypatch):
+    # htsim_uec runs inside the case's folder: a path relative to the caller's directory (the
+    # default results/... of `crosscheck`) would name nothing from there
+    monkeypatch.chdir(tmp_path)
+    HtsimBackend(binary=standin, keep=Path("results") / "kept").run_case(mrc_case("permutation"))
+    command = (tmp_path / "results" / "kept" / "permutation-MRC" / "command.txt").read_text().split()
+    assert command[command.index("-topo") + 1] == str(tmp_path / "results" / "kept" / "permutation-MRC" / "topology.topo")
+
 @pytest.mark.slow
 def test_run_backend_htsim_writes_the_usual_results_folder(standin, tmp_path):
     from experiments.runner import run_scenario

@@ -66,7 +66,7 @@ class HtsimRun:
     def __init__(self, inputs: HtsimInputs, binary: str, folder: Path) -> None:
         self.inputs = inputs
         self.binary = binary
-        self.folder = Path(folder)
+        self.folder = Path(folder).resolve()       # htsim_uec runs in it: its paths must not be relative
         self.wall_s: Optional[float] = None
         self.cpu_s: Optional[float] = None        # htsim_uec's user + system CPU seconds
         self.stdout = ""
