@@ -35,7 +35,7 @@ _PREFIX = struct.Struct(_PREFIX_FMT)
 _DATA = struct.Struct(_PREFIX_FMT + "QII" "BBHII")
 _ETH = struct.Struct("!6s6sH")
 _DATA_OUT = struct.Struct("!" + _DATA.format[1 + len("6s6sH"):])     # _DATA without the Ethernet header
-_SACK = struct.Struct(_PREFIX_FMT + "IIQIB3xI")
+_SACK = struct.Struct(_PREFIX_FMT + "IIQIBB2xI")
 _NACK = struct.Struct(_PREFIX_FMT + "IIIB3xI")
 _PROBE = struct.Struct(_PREFIX_FMT + "II")
 _PROBE_REPLY = struct.Struct(_PREFIX_FMT + "III")
@@ -43,7 +43,7 @@ _PROBE_REPLY = struct.Struct(_PREFIX_FMT + "III")
 # Decoding reads only what it needs: the fields to check, then the fields of the packet object.
 _CHECK = struct.Struct("!12xHIHB35xHH2xBB")      # ethertype, IPv6 word, plen, nh, dport, UDP len, opcode, BTH flags
 _DATA_IN = struct.Struct("!14xI4x16s16sH10xIIQIIBxHII")
-_SACK_IN = struct.Struct("!14xI4x16s16sH10xI4xIIQIB3xI")
+_SACK_IN = struct.Struct("!14xI4x16s16sH10xI4xIIQIBB2xI")
 
 assert _CHECK.size == constants.BTH_OFFSET + 2
 assert _DATA_IN.size == constants.DATA_HEADERS_LEN and _SACK_IN.size == constants.RETH_OFFSET + constants.SACK_LEN
@@ -118,7 +118,7 @@ def _control_prefix(p, opcode: int, psn: int, body_len: int, src_mac: bytes, dst
 def _encode_sack(p: Sack, src_mac: bytes, dst_mac: bytes) -> bytes:
     prefix = _control_prefix(p, constants.OP_SACK, p.cum_psn, constants.SACK_LEN, src_mac, dst_mac)
     flags = constants.SACK_FLAG_ECN_ECHO if p.ecn_echo else 0
-    return _SACK.pack(*prefix, p.cum_psn, p.sack_base, p.bitmap, p.ev_echo, flags, p.ts_echo)
+    return _SACK.pack(*prefix, p.cum_psn, p.sack_base, p.bitmap, p.ev_echo, flags, p.window_penalty, p.ts_echo)
 
 
 def _encode_nack(p: Nack, src_mac: bytes, dst_mac: bytes) -> bytes:
@@ -215,7 +215,7 @@ _FIELD_ORDER = {
     DataPacket: ("src", "dst", "ev", "qp", "psn", "va", "rkey", "length", "msg_id", "msg_len", "tsval",
                  "payload", "flags", "dscp", "ecn", "ack_req"),
     Sack: ("src", "dst", "ev", "qp", "cum_psn", "sack_base", "bitmap", "ev_echo", "ts_echo", "ecn_echo",
-           "dscp", "ecn"),
+           "window_penalty", "dscp", "ecn"),
 }
 for _cls, _order in _FIELD_ORDER.items():
     assert tuple(f.name for f in fields(_cls)) == _order, f"wire.packets.{_cls.__name__} fields changed"
@@ -250,11 +250,11 @@ def _decode_data(frame, n: int) -> DataPacket:
 
 
 def _decode_sack(frame) -> Sack:
-    (ip_word, src, dst, sport, qp_word, cum_psn, sack_base, bitmap, ev_echo, flags,
+    (ip_word, src, dst, sport, qp_word, cum_psn, sack_base, bitmap, ev_echo, flags, penalty,
      ts_echo) = _SACK_IN.unpack_from(frame, 0)
     tc = (ip_word >> 20) & 0xFF
     return Sack(src, dst, ((ip_word & 0xFFFF) << 16) | sport, qp_word & _QP_MASK, cum_psn, sack_base,
-                bitmap, ev_echo, ts_echo, bool(flags & constants.SACK_FLAG_ECN_ECHO), tc >> 2, tc & 0x3)
+                bitmap, ev_echo, ts_echo, bool(flags & constants.SACK_FLAG_ECN_ECHO), penalty, tc >> 2, tc & 0x3)
 
 
 def _decode_nack(frame) -> Nack:

@@ -135,7 +135,8 @@ class SackHdr(_ControlHeader):
         XLongField("bitmap", 0),
         XIntField("ev_echo", 0),
         FlagsField("flags", 0, 8, SACK_FLAG_NAMES),
-        X3BytesField("reserved", 0),
+        ByteField("window_penalty", 0),
+        XShortField("reserved", 0),
         IntField("ts_echo", 0),
     ]
 
@@ -232,7 +233,7 @@ def to_scapy(pkt: Packet, src_mac: bytes, dst_mac: bytes) -> ScapyPacket:
         return (base / BTH(opcode=constants.OP_SACK, dqpn=pkt.qp, psn=pkt.cum_psn)
                 / SackHdr(cum_psn=pkt.cum_psn, sack_base=pkt.sack_base, bitmap=pkt.bitmap,
                           ev_echo=pkt.ev_echo, flags=constants.SACK_FLAG_ECN_ECHO if pkt.ecn_echo else 0,
-                          ts_echo=pkt.ts_echo))
+                          window_penalty=pkt.window_penalty, ts_echo=pkt.ts_echo))
     if isinstance(pkt, Nack):
         return (base / BTH(opcode=constants.OP_NACK, dqpn=pkt.qp, psn=pkt.psn)
                 / NackHdr(psn=pkt.psn, cum_psn=pkt.cum_psn, ev_echo=pkt.ev_echo, reason=pkt.reason,
@@ -262,7 +263,8 @@ def from_scapy(frame: ScapyPacket) -> Packet:
     if SackHdr in frame:
         h = frame[SackHdr]
         return Sack(cum_psn=h.cum_psn, sack_base=h.sack_base, bitmap=h.bitmap, ev_echo=h.ev_echo,
-                    ts_echo=h.ts_echo, ecn_echo=bool(int(h.flags) & constants.SACK_FLAG_ECN_ECHO), **common)
+                    ts_echo=h.ts_echo, ecn_echo=bool(int(h.flags) & constants.SACK_FLAG_ECN_ECHO),
+                    window_penalty=h.window_penalty, **common)
     if NackHdr in frame:
         h = frame[NackHdr]
         return Nack(psn=h.psn, cum_psn=h.cum_psn, reason=h.reason, ev_echo=h.ev_echo,

@@ -76,12 +76,13 @@ class Sack:
     ev_echo: int               # EV of the data packet that triggered this SACK
     ts_echo: int               # tsval of that data packet
     ecn_echo: bool = False     # that data packet arrived with CE
+    window_penalty: int = 0    # 0-255: the receiver asks the sender to give up this many 256ths of its largest window
     dscp: int = constants.DSCP_CONTROL
     ecn: int = constants.ECN_NOT_ECT
 
     def __init__(self, src: bytes, dst: bytes, ev: int, qp: int, cum_psn: int, sack_base: int, bitmap: int,
-                 ev_echo: int, ts_echo: int, ecn_echo: bool = False, dscp: int = constants.DSCP_CONTROL,
-                 ecn: int = constants.ECN_NOT_ECT) -> None:
+                 ev_echo: int, ts_echo: int, ecn_echo: bool = False, window_penalty: int = 0,
+                 dscp: int = constants.DSCP_CONTROL, ecn: int = constants.ECN_NOT_ECT) -> None:
         # written out, not generated: under mypyc a dataclass's generated __init__ stays interpreted
         # Python, and one of these is made per acknowledgement
         self.src = src
@@ -94,6 +95,7 @@ class Sack:
         self.ev_echo = ev_echo
         self.ts_echo = ts_echo
         self.ecn_echo = ecn_echo
+        self.window_penalty = window_penalty
         self.dscp = dscp
         self.ecn = ecn
 

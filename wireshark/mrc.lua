@@ -112,7 +112,9 @@ local F = {
     sack_ev_echo = ProtoField.uint32("mrc.sack.ev_echo", "EV echo", base.HEX),
     sack_flags = ProtoField.uint8("mrc.sack.flags", "Flags", base.HEX),
     sack_ecn_echo = ProtoField.bool("mrc.sack.ecn_echo", "ECN echo", 8, nil, C.SACK_FLAG_ECN_ECHO),
-    sack_reserved = ProtoField.uint24("mrc.sack.reserved", "Reserved", base.HEX),
+    sack_window_penalty = ProtoField.uint8("mrc.sack.window_penalty", "Window penalty (/256 of the largest window)",
+                                          base.DEC),
+    sack_reserved = ProtoField.uint16("mrc.sack.reserved", "Reserved", base.HEX),
     sack_ts_echo = ProtoField.uint32("mrc.sack.ts_echo", "Timestamp echo (us)", base.DEC),
 
     nack = ProtoField.bytes("mrc.nack", "NACK header"),
@@ -330,13 +332,18 @@ local function dissect_sack(tvb, tree, at)
         flags_item:append_text(" (ECN_ECHO)")
     end
     flags_item:add(F.sack_ecn_echo, tvb(at + 20, 1))
-    sub:add(F.sack_reserved, tvb(at + 21, 3))
+    sub:add(F.sack_window_penalty, tvb(at + 21, 1))
+    sub:add(F.sack_reserved, tvb(at + 22, 2))
     sub:add(F.sack_ts_echo, tvb(at + 24, 4))
     local info = string.format("SACK qp=0x%06x cum=%d base=%d bitmap=0x%08x%08x ev_echo=0x%08x",
                                tvb(5, 3):uint(), tvb(at, 4):uint(), base_psn, tvb(at + 8, 4):uint(),
                                tvb(at + 12, 4):uint(), tvb(at + 16, 4):uint())
     if ecn_echo then
         info = info .. " ECN_ECHO"
+    end
+    local penalty = tvb(at + 21, 1):uint()
+    if penalty > 0 then
+        info = info .. string.format(" penalty=%d/256", penalty)
     end
     return info
 end

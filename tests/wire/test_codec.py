@@ -28,7 +28,7 @@ def data_packet(payload=b"x" * 1024, **overrides) -> DataPacket:
 def control_packets():
     return [
         Sack(src=SRC, dst=DST, ev=7, qp=9, cum_psn=100, sack_base=100, bitmap=0b1011,
-             ev_echo=0xABCD1234, ts_echo=5, ecn_echo=True),
+             ev_echo=0xABCD1234, ts_echo=5, ecn_echo=True, window_penalty=219),
         Nack(src=SRC, dst=DST, ev=7, qp=9, psn=101, cum_psn=100, reason=constants.NACK_TRIMMED_LASTHOP,
              ev_echo=0xABCD1234, ts_echo=5),
         Probe(src=SRC, dst=DST, ev=7, qp=9, probe_id=3, tsval=11),

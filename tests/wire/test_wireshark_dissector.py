@@ -32,7 +32,7 @@ FIELDS = ("frame.number", "_ws.col.Protocol", "_ws.col.Info", "_ws.malformed", "
           "mrc.mrch.flags", "mrc.mrch.trimmed", "mrc.mrch.retx", "mrc.mrch.reserved", "mrc.mrch.msg_id",
           "mrc.mrch.msg_len", "mrc.mrch.tsval", "mrc.payload_len",
           "mrc.sack.cum_psn", "mrc.sack.base", "mrc.sack.bitmap", "mrc.sack.received", "mrc.sack.ev_echo",
-          "mrc.sack.ecn_echo", "mrc.sack.ts_echo",
+          "mrc.sack.ecn_echo", "mrc.sack.window_penalty", "mrc.sack.ts_echo",
           "mrc.nack.psn", "mrc.nack.cum_psn", "mrc.nack.ev_echo", "mrc.nack.reason", "mrc.nack.ts_echo",
           "mrc.probe.id", "mrc.probe.tsval", "mrc.reply.id", "mrc.reply.ev_echo", "mrc.reply.ts_echo")
 
@@ -54,7 +54,7 @@ def _encode(pkt) -> bytes:
 
 
 SACK = Sack(src=DST, dst=SRC, ev=0x0001BEEF, qp=0x00ABCD, cum_psn=0xFFFFF0, sack_base=0xFFFFF2,
-            bitmap=0x8000_0000_0000_0005, ev_echo=0xABCD1234, ts_echo=123456, ecn_echo=True)
+            bitmap=0x8000_0000_0000_0005, ev_echo=0xABCD1234, ts_echo=123456, ecn_echo=True, window_penalty=219)
 SACK_NO_ECN = Sack(src=DST, dst=SRC, ev=0x0002_F00D, qp=0x00ABCD, cum_psn=40, sack_base=40, bitmap=0,
                    ev_echo=0x99, ts_echo=7)
 PROBE = Probe(src=SRC, dst=DST, ev=0x7777_E001, qp=0x00ABCD, probe_id=31, tsval=4_000_000_000)
@@ -182,6 +182,7 @@ def test_sacks_show_every_field(rows):
         assert _int(row["mrc.sack.bitmap"]) == sack.bitmap
         assert _int(row["mrc.sack.ev_echo"]) == sack.ev_echo
         assert _bool(row["mrc.sack.ecn_echo"]) is sack.ecn_echo
+        assert _int(row["mrc.sack.window_penalty"]) == sack.window_penalty
         assert _int(row["mrc.sack.ts_echo"]) == sack.ts_echo
     # bits 0, 2 and 63 of the bitmap, counted from the base PSN, wrapping at 2**24
     assert rows["sack"]["mrc.sack.received"] == "16777202, 16777204, 49"
