@@ -126,6 +126,7 @@ class TransportConfig:
     ack_coalesce: int = 4             # one SACK every this many in-order data packets
     ack_delay: float = 50e-6          # longest a pending SACK waits
     ack_fanout: int = 2               # copies (distinct paths) of a SACK for a tail or a packet it overtook, a retx, a duplicate
+    window_penalty: bool = False      # SACKs ask the senders sharing this receiver for their share of its links (sizing: on)
     # --- probes ----------------------------------------------------------------------
     probe_interval: float = 2e-3      # period of background probes on ASSUMED_BAD EVs
     probe_successes: int = 3          # consecutive clean probe replies that reinstate an EV

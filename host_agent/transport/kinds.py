@@ -19,6 +19,7 @@ from host_agent.transport.baseline import BaselineReceiver, BaselineSender
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import EvSet
+from host_agent.transport.inbound import Inbound
 from host_agent.transport.steering import SteeringParams
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.pathcap import PathCapSelector
@@ -66,6 +67,7 @@ class Wiring:
     rtt: RttEstimator
     cc: CongestionControl
     nic: NicClock                                     # the endpoint's NICs, shared by its connections
+    inbound: Inbound                                  # the endpoint's count of senders (window penalty)
     monitor: PathMonitor
     policies: Policies
     on_ev_change: Callable                            # EvSet on_change(ev, old, cause, now)
@@ -94,7 +96,8 @@ def build_mrc(w: Wiring) -> Parts:
         selector = PathCapSelector(selector)      # no path holds more than its cap while another has room
     sender = MrcSender(w.ident, cfg, evset, w.rtt, w.cc, w.nic, w.stats, w.emit,
                        selector, w.policies.sack(cfg), w.monitor)
-    return Parts(evset, sender, MrcReceiver(w.ident, cfg, evset, w.stats, w.emit), keepalive=True)
+    receiver = MrcReceiver(w.ident, cfg, evset, w.stats, w.emit, w.inbound if cfg.window_penalty else None)
+    return Parts(evset, sender, receiver, keepalive=True)
 
 
 def build_baseline(w: Wiring) -> Parts:

@@ -9,6 +9,7 @@ from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.evset import EvSet
+from host_agent.transport.inbound import Inbound
 from host_agent.transport.psn import from_wire, to_wire
 
 BITMAP_BITS: Final = 64
@@ -52,7 +53,7 @@ class MrcReceiver:
     """
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, stats: Counter,
-                 emit: Callable[[events.TransportEvent], None]) -> None:
+                 emit: Callable[[events.TransportEvent], None], inbound: Inbound | None = None) -> None:
         self.ident = ident
         self.cfg = config
         self._qp_timeout = config.base_timeout      # a property of the config: read once
@@ -73,6 +74,9 @@ class MrcReceiver:
         self._tail_seq = -1               # the latest sender's tail received (a packet with the BTH A bit)
         self.last_data_at = -1.0
         self.gap = 0.0                    # smoothed time between data packets (each sample at most the QP timeout)
+        self._inbound = inbound           # the endpoint's count of senders, for the SACK's window penalty
+        if inbound is not None:
+            inbound.join(self, len({p.nic for p in evset.paths}))
 
     # --- data ---------------------------------------------------------------------------------
     def on_data(self, now: float, plane: int | None, pkt: DataPacket, out: list) -> None:
@@ -102,11 +106,11 @@ class MrcReceiver:
         if offset < 0 or (self._ooo >> offset) & 1:
             stats["duplicates"] += 1
             self._remember(pkt, ce, plane, seq)
-            out.extend(self._sacks(plane, cfg.ack_fanout))      # our earlier SACK may be lost
+            out.extend(self._sacks(now, plane, cfg.ack_fanout))      # our earlier SACK may be lost
             return
         if (self._unacked and (offset >= BITMAP_BITS or self._last_seq - expected >= BITMAP_BITS)
                 and offset // BITMAP_BITS != self._block()):
-            out.extend(self._sacks(plane, self._copies()))   # the pending SACK's block: the next shows only this one's
+            out.extend(self._sacks(now, plane, self._copies()))   # the pending SACK's block: the next shows only this one's
         self._place(now, pkt)
         ooo = self._ooo | 1 << offset
         if ooo & 1:                             # the in-order point moves past every packet held
@@ -119,12 +123,23 @@ class MrcReceiver:
         if pkt.ack_req and seq > self._tail_seq:
             self._tail_seq = seq
         if pkt.flags & _RETX or pkt.ack_req:    # a retransmission, or the sender's tail
-            out.extend(self._sacks(plane, cfg.ack_fanout))
-        elif ce or self._unacked >= cfg.ack_coalesce or expected <= self._tail_seq < self.expected:
-            # ... or the last hole below the sender's tail filled: everything it sent is here
-            out.extend(self._sacks(plane, self._copies()))
+            out.extend(self._sacks(now, plane, cfg.ack_fanout))
+        elif (ce or self._unacked >= cfg.ack_coalesce or expected <= self._tail_seq < self.expected
+              or (self._inbound is not None and self._inbound.penalty(now))):
+            # ... or the last hole below the sender's tail filled: everything it sent is here; or
+            # senders share us: each SACK opens a sender's window held at its share
+            out.extend(self._sacks(now, plane, self._copies()))
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.ack_wait()
+
+    def sending(self, now: float, within: float) -> bool:
+        """True while the peer is sending to us (what the endpoint's count of senders asks:
+        `Inbound`): data arrived within `within` seconds of `now`, and we do not hold everything up
+        to the sender's tail (the A bit: its queue ran empty there) with nothing newer after it."""
+        if now - self.last_data_at >= within:
+            return False
+        tail = self._tail_seq
+        return tail < 0 or self.expected <= tail or self._last_seq > tail
 
     def ack_wait(self) -> float:
         """How long a coalesced SACK may wait: `ack_delay`, or, when data arrives more slowly, the
@@ -183,7 +198,7 @@ class MrcReceiver:
     def poll(self, now: float, out: list) -> None:
         """Send the coalesced SACK when its delay has run out."""
         if self._ack_deadline is not None and now >= self._ack_deadline:
-            out.extend(self._sacks(self._last_plane, self._copies()))
+            out.extend(self._sacks(now, self._last_plane, self._copies()))
 
     def _copies(self) -> int:
         """How many copies the pending SACK goes in: `ack_fanout` when its packet arrived after the
@@ -192,9 +207,11 @@ class MrcReceiver:
         would take it for lost and blame the good path it went on."""
         return self.cfg.ack_fanout if self._last_seq < self._tail_seq else 1
 
-    def _sacks(self, plane: int | None, copies: int) -> list:
+    def _sacks(self, now: float, plane: int | None, copies: int) -> list:
         """The current SACK on up to `copies` distinct paths (one that gets through is enough)."""
-        first = self._sack(plane)
+        inbound = self._inbound
+        penalty = 0 if inbound is None else inbound.penalty(now)
+        first = self._sack(plane, penalty)
         if copies <= 1:
             self._last_ce = False
             return [first[:2]]
@@ -204,20 +221,20 @@ class MrcReceiver:
                 break
             if ev.usable and ev.path_key not in used:
                 used.add(ev.path_key)
-                out.append(self._sack(plane, ev))
+                out.append(self._sack(plane, penalty, ev))
         self._last_ce = False
         return [(nic, pkt) for nic, pkt, _ in out]
 
-    def _sack(self, plane: int | None, ev=None):
+    def _sack(self, plane: int | None, penalty: int, ev=None):
         pkt = self._last
         assert pkt is not None                       # a SACK answers the latest data packet
         ev = ev or self.evset.next_control_ev(plane)
         path = self.evset.path_of(ev)
         cum = to_wire(self.expected, self.cfg.initial_psn)
         base, bitmap = self.sack_window()
-        # positional: Sack(src, dst, ev, qp, cum_psn, sack_base, bitmap, ev_echo, ts_echo, ecn_echo)
+        # positional: Sack(src, dst, ev, qp, cum_psn, sack_base, bitmap, ev_echo, ts_echo, ecn_echo, window_penalty)
         sack = Sack(path.src, path.dst, ev.value, self.ident.remote_qp, cum, to_wire(base, self.cfg.initial_psn),
-                    bitmap, pkt.ev, pkt.tsval, self._last_ce)
+                    bitmap, pkt.ev, pkt.tsval, self._last_ce, penalty)
         self._unacked = 0
         self._ack_deadline = None
         self.stats["sacks_sent"] += 1

@@ -137,4 +137,4 @@ def nscc_for_network(rtt_s: float) -> dict:
     twice as long)."""
     return {"target_delay": TARGET_DELAY_BASE_RTTS * rtt_s, "max_md_jump": MAX_MD_JUMP, "pace_at_target": True,
             "steer_share_struck": True, "path_cap_pkts": PATH_CAP_PKTS, "path_cap_rtts": PATH_CAP_RTTS,
-            "stripe_paths": True, "pace_trim_resends": False, "fi": FAIR_INCREASE_PKTS}
+            "stripe_paths": True, "pace_trim_resends": False, "fi": FAIR_INCREASE_PKTS, "window_penalty": True}

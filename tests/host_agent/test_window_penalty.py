@@ -1,0 +1,162 @@
+"""The receiver window penalty: a receiver shared by several senders asks each, in its SACKs, for
+an equal share of its links (host_agent.transport.inbound), and the sender's window keeps to it
+(NsccWindow.on_window_penalty)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from controller.routes import compute_programs
+from host_agent.transport import Endpoint, PathInfo, TransportConfig, sizing
+from host_agent.transport.congestion import NsccWindow, RttEstimator
+from host_agent.transport.inbound import PENALTY_UNITS, Inbound
+from netsim import Simulator, from_topology
+from simulation import Flow, run_flows
+from topologies.builders import multi_plane
+from wire.packets import DATA_OVERHEAD, DataPacket, Sack
+
+PAYLOAD = 4096
+PACKET = PAYLOAD + DATA_OVERHEAD
+RATE = 100e9
+RTT = 10e-6
+
+
+def sized(**override) -> TransportConfig:
+    return TransportConfig(**{"line_rate_bps": RATE, **sizing.for_network(RATE, RTT, PAYLOAD), **override})
+
+
+class FakeFlow:
+    def __init__(self, active: bool = True) -> None:
+        self.active = active
+
+    def sending(self, now: float, within: float) -> bool:
+        return self.active
+
+
+def test_sizing_turns_the_penalty_on_for_sprayed_connections_only():
+    assert TransportConfig().window_penalty is False
+    assert sizing.for_network(RATE, RTT, PAYLOAD)["window_penalty"] is True
+    assert "window_penalty" not in sizing.for_network(RATE, RTT, PAYLOAD, spraying=False)
+
+
+def test_each_of_n_senders_is_left_at_least_its_share_of_the_budget_and_little_more():
+    cfg = sized()
+    inbound = Inbound(cfg)
+    budget = RATE / 8 * (cfg.initial_rtt + cfg.target_delay)
+    largest = cfg.max_cwnd * PACKET
+    for n in (2, 3, 7, 15, 100):
+        kept = (PENALTY_UNITS - inbound.penalty_for(n)) / PENALTY_UNITS * largest
+        assert budget / n <= kept <= budget / n + largest / PENALTY_UNITS
+    assert inbound.penalty_for(10_000) == PENALTY_UNITS - 1            # at most 255: one byte
+    assert Inbound(sized(line_rate_bps=0.0)).penalty_for(7) == 0       # no rate, no budget: nothing asked
+
+
+def test_a_lone_sender_is_asked_nothing_unless_others_shared_the_links_just_before():
+    cfg = sized()
+    inbound = Inbound(cfg)
+    flows = [FakeFlow(), FakeFlow(False), FakeFlow(False)]
+    for flow in flows:
+        inbound.join(flow, 1)
+    assert inbound.penalty(0.0) == 0 and inbound.senders == 1
+    for flow in flows:
+        flow.active = True
+    assert inbound.penalty(0.0) == 0                  # counted at most every quarter RTT: not yet
+    assert inbound.penalty(RTT) == inbound.penalty_for(3) > 0 and inbound.senders == 3
+    flows[1].active = flows[2].active = False
+    alone = inbound.penalty(2 * RTT)                  # others sent just before: the whole budget's share
+    assert alone == inbound.penalty_for(1) and 0 < alone < inbound.penalty_for(3)
+    assert inbound.penalty(4 * RTT) == 0              # ACTIVE_BASE_RTTS later: nothing asked
+
+
+def window(cfg: TransportConfig) -> NsccWindow:
+    rtt = RttEstimator(cfg)
+    rtt.sample(RTT)                                   # the base RTT and srtt are known
+    return NsccWindow(cfg, rtt, PACKET)
+
+
+def test_the_window_in_force_keeps_to_the_share_while_nscc_grows_its_own():
+    cfg = sized()
+    cc = window(cfg)
+    start = cc.cwnd
+    penalty = 224                                     # keep 32/256 of the largest window
+    share = cc.cwnd_max * (PENALTY_UNITS - penalty) / PENALTY_UNITS
+    cc.on_window_penalty(1e-6, penalty)
+    assert cc.cwnd == pytest.approx(share) and share < start
+    for i in range(200):                              # no queueing delay: NSCC's own window grows ...
+        cc.on_ack(2e-6 + i * 1e-7, PACKET, False, RTT)
+    assert cc.cwnd == pytest.approx(share)            # ... the window in force does not
+    assert cc.pacing_rate(1) == pytest.approx(cfg.pacing_gain * share / cc.pacing_rtt())
+    cc.on_window_penalty(1e-4, 0)
+    assert cc.cwnd > 2 * share                        # no penalty: NSCC's own window again
+
+
+def test_a_smaller_penalty_raises_a_held_window_to_the_new_share_at_once():
+    cfg = sized()
+    cc = window(cfg)
+    cc.on_window_penalty(0.0, 224)
+    cc.on_trim_or_loss(1e-6)                          # cut below the share
+    low = cc.cwnd
+    cc.on_window_penalty(2e-6, 200)                   # a sender left: the share grew
+    share = cc.cwnd_max * (PENALTY_UNITS - 200) / PENALTY_UNITS
+    assert low < share and cc.cwnd == pytest.approx(share)
+    cc.on_window_penalty(3e-6, 230)                   # a larger penalty only lowers the cap
+    assert cc.cwnd == pytest.approx(cc.cwnd_max * (PENALTY_UNITS - 230) / PENALTY_UNITS)
+
+
+PATH = PathInfo(0, 0, bytes(16), bytes([0xFC]) + bytes(15))
+
+
+def data_packet(qp: int, psn: int, tail: bool = False) -> DataPacket:
+    return DataPacket(bytes(16), bytes(16), 7, qp, psn, psn * PAYLOAD, qp, PAYLOAD, 1, 64 * PAYLOAD, 0,
+                      bytes(PAYLOAD), ack_req=tail)
+
+
+def sacks_after(ep: Endpoint, now: float, pkt: DataPacket) -> list[Sack]:
+    """The SACKs `ep` sends at once for `pkt`."""
+    ep.receive(now, 0, pkt)
+    return [out for _, out in ep.poll(now) if isinstance(out, Sack)]
+
+
+def test_sacks_of_a_receiver_with_two_senders_carry_the_penalty_and_one_alone_none():
+    rx = Endpoint("rx", sized(ack_coalesce=1))
+    for qp in (1, 2):
+        rx.connect(f"tx{qp}", local_qp=qp, remote_qp=10 + qp, paths=[PATH])
+    alone = sacks_after(rx, 0.0, data_packet(1, 0))
+    assert alone and all(s.window_penalty == 0 for s in alone)
+    sacks_after(rx, 1e-6, data_packet(2, 0))
+    shared = sacks_after(rx, 5e-6, data_packet(1, 1))
+    assert shared and all(s.window_penalty == rx.inbound.penalty_for(2) > 0 for s in shared)
+
+
+def test_a_sender_whose_tail_is_all_in_no_longer_counts():
+    rx = Endpoint("rx", sized(ack_coalesce=1))
+    for qp in (1, 2):
+        rx.connect(f"tx{qp}", local_qp=qp, remote_qp=10 + qp, paths=[PATH])
+    rx.receive(0.0, 0, data_packet(1, 0))
+    rx.receive(0.0, 0, data_packet(2, 0, tail=True))  # tx2 sent one packet, its tail: it is done
+    rx.receive(5e-6, 0, data_packet(1, 1))
+    assert rx.inbound.senders == 1
+
+
+def incast(window_penalty: bool):
+    topo = multi_plane(1, 2, 2, 4, rate_bps=int(RATE), queue_depth=29, trim_threshold=29, ecn_threshold=6)
+    net = from_topology(topo, compute_programs(topo), Simulator(0), delay=1e-6)
+    rtt = sizing.base_rtt(4, 1e-6, RATE, PAYLOAD, 100)
+    cfg = TransportConfig(line_rate_bps=RATE, **{**sizing.for_network(RATE, rtt, PAYLOAD),
+                                                 "window_penalty": window_penalty})
+    hosts = [host.name for host in topo.hosts]       # h1-h4 on the first leaf, h5-h8 on the second
+    receiver, senders = hosts[0], hosts[4:]           # four senders on the other leaf
+    result = run_flows(net, [Flow(s, receiver, 1 << 20, message_size=256 << 10) for s in senders], cfg,
+                       until=0.01, sample_interval=None)
+    assert result.all_exactly_once
+    trims = sum(ep.stats().get("trimmed_received", 0) for ep in result.endpoints.values())
+    return max(f.finish for f in result.flows), trims
+
+
+def test_an_incast_with_the_penalty_trims_less_and_ends_no_later():
+    finish_on, trims_on = incast(True)
+    finish_off, trims_off = incast(False)
+    assert trims_on < 0.8 * trims_off
+    assert finish_on <= finish_off * 1.001
+    assert not math.isnan(finish_on)
