@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from cli.errors import fail
 from experiments import calibration, rate_search
 from experiments.backends import TARGETS, mininet_unavailable
 
@@ -44,17 +45,14 @@ def run(args: argparse.Namespace) -> int:
     if args.show:
         return _show(path)
     if not 0 < args.margin <= 1:
-        print(f"mrc-testbed calibrate: --margin {args.margin:g} must lie in (0, 1]", file=sys.stderr)
-        return 2
+        return fail("calibrate", f"--margin {args.margin:g} must lie in (0, 1]")
     if args.start_mbps <= 0:
-        print(f"mrc-testbed calibrate: --start-mbps {args.start_mbps:g} must be positive", file=sys.stderr)
-        return 2
+        return fail("calibrate", f"--start-mbps {args.start_mbps:g} must be positive")
     topologies = args.topology or list(rate_search.TOPOLOGIES)
     try:
         sizes = {spec: rate_search.processes(spec) for spec in topologies}
     except ValueError as error:
-        print(f"mrc-testbed calibrate: --topology: {error}", file=sys.stderr)
-        return 2
+        return fail("calibrate", f"--topology: {error}")
     if args.cluster is not None:
         return _calibrate_servers(args, topologies, path)
     why = mininet_unavailable()
@@ -62,8 +60,7 @@ def run(args: argparse.Namespace) -> int:
         from testbed.nodes import target_unavailable
         why = target_unavailable(args.target)
     if why:
-        print(f"mrc-testbed calibrate: {why}", file=sys.stderr)
-        return 2
+        return fail("calibrate", why)
     machine = calibration.Machine.this()
     load = os.getloadavg()[0]
     if load > BUSY_LOAD * machine.cores:
@@ -78,11 +75,9 @@ def run(args: argparse.Namespace) -> int:
                                        progress=lambda line: print(f"  {line}", flush=True))
         saved = calibration.save(record, path)
     except calibration.CalibrationError as error:
-        print(f"mrc-testbed calibrate: {error}", file=sys.stderr)
-        return 1
+        return fail("calibrate", str(error), 1)
     except KeyboardInterrupt:
-        print("mrc-testbed calibrate: interrupted; nothing recorded", file=sys.stderr)
-        return 130
+        return fail("calibrate", "interrupted; nothing recorded", 130)
     print(f"target {args.target}: fastest faithful rate {record.model.describe()} ({machine.cores} cores)")
     _print_sizes(record)
     print(f"recorded in {saved}")
@@ -97,8 +92,7 @@ def _calibrate_servers(args: argparse.Namespace, topologies: list[str], path) ->
     try:
         cluster = load_cluster_file(args.cluster)
     except ClusterFileError as error:
-        print(f"mrc-testbed calibrate: {error}", file=sys.stderr)
-        return 2
+        return fail("calibrate", str(error))
     argv = ["calibrate", "--target", args.target, "--start-mbps", f"{args.start_mbps:g}",
             "--margin", f"{args.margin:g}"]
     for spec in topologies:
@@ -113,11 +107,9 @@ def _calibrate_servers(args: argparse.Namespace, topologies: list[str], path) ->
                 env={calibration.ENV_FILE: "{record}", "PATH": os.environ.get("PATH", "")},
                 progress=lambda line, at=server.address: print(f"  {at}: {line}", flush=True))
         except ClusterError as error:
-            print(f"mrc-testbed calibrate: {error}", file=sys.stderr)
-            return 1
+            return fail("calibrate", str(error), 1)
         except KeyboardInterrupt:
-            print("mrc-testbed calibrate: interrupted; the servers measured before are recorded", file=sys.stderr)
-            return 130
+            return fail("calibrate", "interrupted; the servers measured before are recorded", 130)
         try:
             found = [r for r in calibration.parse_records(texts["record"] or '{"records": []}',
                                                           Path(f"{server.address}:calibration"))
@@ -126,9 +118,8 @@ def _calibrate_servers(args: argparse.Namespace, topologies: list[str], path) ->
             found, code = [], code or 1
             print(f"  {server.address}: {error}", file=sys.stderr)
         if code != 0 or not found:
-            print(f"mrc-testbed calibrate: server {server.address}: the calibration failed (exit status {code}); "
-                  "nothing recorded for it", file=sys.stderr)
-            return 1
+            return fail("calibrate", f"server {server.address}: the calibration failed (exit status {code}); "
+                                     "nothing recorded for it", 1)
         record = found[0]
         record.server = server.address
         calibration.save(record, path)
@@ -155,8 +146,7 @@ def _show(path) -> int:
     try:
         records = calibration.read_records(path)
     except calibration.CalibrationError as error:
-        print(f"mrc-testbed calibrate: {error}", file=sys.stderr)
-        return 1
+        return fail("calibrate", str(error), 1)
     if not records:
         print(f"{path}: no calibration recorded")
         return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cli.errors import fail
 from testbed.registry import clean_run, list_runs, remove_netns, stray_netns
 
 
@@ -65,8 +66,7 @@ def clean_cluster(path: Path, dry_run: bool) -> int:
     try:
         cluster = load_cluster_file(path)
     except ClusterFileError as error:
-        print(f"mrc-testbed clean: {error}")
-        return 2
+        return fail("clean", str(error))
     if dry_run:
         print(f"--cluster: would clean {len(cluster.servers)} servers of {path}")
         return 0

@@ -10,6 +10,7 @@ import argparse
 import signal
 import sys
 
+from cli.errors import fail
 from pipeline_contract.p4info import P4InfoError
 from conformance.case import CASES_DIR, CaseError, load_cases
 from conformance.runner import CaseResult, run_cases
@@ -82,23 +83,19 @@ def run_differential(args: argparse.Namespace) -> int:
     """--differential: exit status 1 when the targets diverged, 2 when the run could not be made."""
     from pathlib import Path
     if args.target in ("model", "all"):
-        print("conformance: --differential compares the model with one other target: give --target bmv2 "
-              "(or model-grpc, model-proc)", file=sys.stderr)
-        return 2
+        return fail("conformance", "--differential compares the model with one other target: give --target bmv2 "
+                                   "(or model-grpc, model-proc)")
     if args.differential < 1:
-        print(f"conformance: --differential needs N >= 1, got {args.differential}", file=sys.stderr)
-        return 2
+        return fail("conformance", f"--differential needs N >= 1, got {args.differential}")
     try:
         from conformance.differential import run_differential as search
     except ImportError as exc:
-        print(f"conformance: --differential needs hypothesis ({exc}); install the test extras", file=sys.stderr)
-        return 2
+        return fail("conformance", f"--differential needs hypothesis ({exc}); install the test extras")
     from conformance.targets import ModelTarget
     other = make_target(args.target, args)
     reason = other.unavailable()
     if reason:
-        print(f"conformance: --target {args.target} cannot run here: {reason}", file=sys.stderr)
-        return 2
+        return fail("conformance", f"--target {args.target} cannot run here: {reason}")
     reference = ModelTarget(args.p4info)
     out = Path(args.out or f"differential-{args.target}-{args.seed}.yaml")
     prefix = f"diff_{args.target.replace('-', '_')}_{args.seed}"
@@ -138,22 +135,18 @@ def run_own_program(args: argparse.Namespace) -> int:
     from conformance.program import P4CompileError, compile_p4, contract_differences
     from pipeline_contract.p4info import load_p4info
     if args.target not in ("model", "bmv2"):
-        print(f"conformance: --p4 runs your program on BMv2; --target {args.target} runs the repository's "
-              "pipeline (give --target bmv2)", file=sys.stderr)
-        return 2
+        return fail("conformance", f"--p4 runs your program on BMv2; --target {args.target} runs the repository's "
+                                   "pipeline (give --target bmv2)")
     with tempfile.TemporaryDirectory(prefix="mrc-p4c-") as out:
         print(f"compiling {args.p4} with p4c into {out} ...", flush=True)
         try:
             files = compile_p4(args.p4, out)
         except P4CompileError as error:
-            print(f"conformance: {error}", file=sys.stderr)
-            return 2
+            return fail("conformance", str(error))
         differences = contract_differences(load_p4info(files.p4info))
         if differences:
-            print(f"conformance: {args.p4} does not meet the switch contract (the names, keys and actions the "
-                  f"controller and the cases use; ids may differ):\n  " + "\n  ".join(differences),
-                  file=sys.stderr)
-            return 2
+            return fail("conformance", f"{args.p4} does not meet the switch contract (the names, keys and actions "
+                                       f"the controller and the cases use; ids may differ):\n  " + "\n  ".join(differences))
         print(f"{args.p4}: compiled; its P4Info meets the switch contract; running the cases on bmv2", flush=True)
         own = argparse.Namespace(**{**vars(args), "p4": None, "target": "bmv2", "p4info": str(files.p4info),
                                     "bmv2_json": str(files.bmv2_json)})
@@ -170,11 +163,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         cases = load_cases(Path(args.cases), args.select)
     except CaseError as exc:
-        print(f"conformance: {exc}", file=sys.stderr)
-        return 2
+        return fail("conformance", str(exc))
     if not cases:
-        print(f"conformance: no case matches {args.select!r}", file=sys.stderr)
-        return 2
+        return fail("conformance", f"no case matches {args.select!r}")
     if args.list:
         for c in cases:
             print(f"{c.name:<40} {c.source:<16} {c.about}")
@@ -194,8 +185,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 results += run_cases(cases, make_target(name, args))
     except P4InfoError as exc:
-        print(f"conformance: {exc}", file=sys.stderr)
-        return 2
+        return fail("conformance", str(exc))
     finally:
         signal.signal(signal.SIGTERM, previous)
     for report in reports:
@@ -203,6 +193,5 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(results))
     print(summary(results))
     if all(r.status == "skip" for r in results):       # a skip of everything is not a pass
-        print(f"conformance: nothing was run on --target {args.target}: {results[0].message}", file=sys.stderr)
-        return 2
+        return fail("conformance", f"nothing was run on --target {args.target}: {results[0].message}")
     return 1 if any(r.status in ("fail", "error") for r in results) else 0

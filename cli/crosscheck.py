@@ -17,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cli.errors import fail
 from experiments import results
 from experiments.backends.htsim.inputs import BALANCERS, SETTINGS
 from experiments.scenario import ScenarioError, load_scenario
@@ -43,14 +44,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         scenario = load_scenario(args.scenario, quick=args.quick)
     except ScenarioError as error:
-        print(f"mrc-testbed crosscheck: {error}", file=sys.stderr)
-        return 2
+        return fail("crosscheck", str(error))
     known = [v.label for v in scenario.variants]
     for label in args.variant:
         if label not in known:
-            print(f"mrc-testbed crosscheck: --variant {label!r}: the scenario has {', '.join(map(repr, known))}",
-                  file=sys.stderr)
-            return 2
+            return fail("crosscheck", f"--variant {label!r}: the scenario has {', '.join(map(repr, known))}")
     seeds = args.seeds or [scenario.seed]
     folder = args.out or results.default_folder(f"crosscheck-{scenario.name}")
     setup_logging(getattr(args, "verbosity", 0), folder)
@@ -60,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
                                            progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
                                            keep=folder / "htsim")
     except (HtsimNotFound, HtsimFailed, ValueError) as error:
-        print(f"mrc-testbed crosscheck: {error}", file=sys.stderr)
-        return 1
+        return fail("crosscheck", str(error), 1)
     meta, figures = write_results(scenario, records, rows, skipped, folder,
                                   {"seeds": seeds, "settings": args.settings, "balancers": list(check.balancers),
                                    "htsim_uec": check.binary, "quick": args.quick})

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
+from cli.errors import fail
 from topologies.draw import draw
 
 
@@ -23,12 +23,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         topo = topology_from_spec(args.topo)
     except ValueError as error:
-        print(f"mrc-testbed draw: error: {error}", file=sys.stderr)
-        return 2
+        return fail("draw", str(error))
     try:
         path = draw(topo, args.output, show_ports=args.ports, dpi=args.dpi)
     except OSError as error:
-        print(f"mrc-testbed draw: error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
-        return 2
+        return fail("draw", f"cannot write {args.output}: {error.strerror or error}")
     print(f"wrote {path} ({topo.name}: {len(topo.hosts)} hosts, {len(topo.switches)} switches)")
     return 0

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from cli.errors import fail
 from labs import catalog, grading, workspace
 from labs.checking import CheckResult
 from labs.isolation import Limits, grade
@@ -72,8 +73,7 @@ def run(args: argparse.Namespace) -> int:
             return start_lab(lab, args.dir or workspace.default_folder(lab))
         return check_lab(lab, args)
     except (catalog.LabError, workspace.WorkspaceError) as exc:
-        print(f"mrc-testbed lab: {exc}", file=sys.stderr)
-        return 2
+        return fail("lab", str(exc))
 
 
 def list_labs() -> int:
@@ -145,9 +145,7 @@ def answer_key(check_only: bool) -> int:
     text = key.GUIDE.read_text(encoding="utf-8")
     unknown = sorted(set(key.quoted(text)) - key.declared())
     if unknown:
-        print(f"mrc-testbed lab key: {key.GUIDE} quotes figures no lab's key.py computes: {', '.join(unknown)}",
-              file=sys.stderr)
-        return 2
+        return fail("lab key", f"{key.GUIDE} quotes figures no lab's key.py computes: {', '.join(unknown)}")
     figures = key.compute(progress=lambda line: print(line, file=sys.stderr))
     stale = key.differences(text, figures)
     if check_only:

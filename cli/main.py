@@ -7,7 +7,8 @@ The command `X` lives in the module `cli/X.py`, which exposes two functions::
 
 and is listed once in ``COMMANDS`` below. A command's module is imported only when that
 command runs, so ``--help`` lists every command even while one of them cannot be imported;
-running such a command says why and exits with status 2.
+running such a command says why and exits with status 2. A command says why it stops with
+``return cli.errors.fail(name, message, status)``: ``mrc-testbed <name>: <message>`` on stderr.
 
 ``run`` receives the parsed options plus ``args.verbosity`` (count of -v minus count of -q);
 logging is already set up for the console. The options -v/-q are the command line's own
@@ -26,9 +27,8 @@ from importlib import metadata
 from types import ModuleType
 from typing import Optional, Sequence
 
+from cli.errors import PROG
 from testbed.logs import setup_logging
-
-PROG = "mrc-testbed"
 
 # Exit status of a command that cannot be loaded (same as argparse's usage errors).
 EXIT_UNAVAILABLE = 2

@@ -8,9 +8,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from cli.errors import fail, warn
 from experiments.paper import write_paper
 from experiments.report import DEFAULT_ROOT, write_report
 
@@ -31,18 +31,16 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of `mrc-testbed report`."""
     root = args.results
     if not root.is_dir():
-        print(f"mrc-testbed report: --results {root}: no such folder (run an experiment first)", file=sys.stderr)
-        return 2
+        return fail("report", f"--results {root}: no such folder (run an experiment first)")
     if getattr(args, "paper", False):
         return _paper(root, args.output or root / "paper.md")
     output = args.output or root / "report.html"
     try:
         path, count = write_report(root, output)
     except ValueError as error:
-        print(f"mrc-testbed report: {error}", file=sys.stderr)
-        return 2
+        return fail("report", str(error))
     if count == 0:
-        print(f"mrc-testbed report: no results folder (with summary.json) under {root}", file=sys.stderr)
+        warn("report", f"no results folder (with summary.json) under {root}")
     print(f"report of {count} results folder(s): {path}")
     return 0
 
@@ -52,7 +50,6 @@ def _paper(root: Path, output: Path) -> int:
     try:
         path, measured = write_paper(root, output)
     except ValueError as error:
-        print(f"mrc-testbed report: {error}", file=sys.stderr)
-        return 2
+        return fail("report", str(error))
     print(f"the paper's statements beside {measured} measured scenario(s): {path}")
     return 0

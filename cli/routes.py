@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import sys
 
+from cli.errors import fail
 from controller import routes
 from controller.entries import SwitchProgram
 from pipeline_contract.entries import TableEntry
@@ -42,8 +42,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(f"--switch {name}: topology {topo.name!r} has no switch {name!r} "
                                  f"(switches s1..s{len(topo.switches)})")
     except (ValueError, KeyError) as error:
-        print(f"mrc-testbed routes: error: {error.args[0] if error.args else error}", file=sys.stderr)
-        return 2
+        return fail("routes", str(error.args[0] if error.args else error))
     print("\n\n".join(format_program(topo, programs[name]) for name in names))
     return 0
 

@@ -15,9 +15,9 @@ workload: experiments/validity.py; `--allow-invalid` exits 0 then).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from cli.errors import fail
 from experiments import parallel, repeats, results
 from experiments.backends import BACKENDS, TARGETS
 from experiments.backends.htsim.inputs import BALANCERS
@@ -68,39 +68,30 @@ def run(args: argparse.Namespace) -> int:
     try:
         scenario = load_scenario(args.scenario, quick=args.quick, seed=args.seed)
     except ScenarioError as error:
-        print(f"mrc-testbed run: {error}", file=sys.stderr)
-        return 2
+        return fail("run", str(error))
     if args.repeat < 1:
-        print(f"mrc-testbed run: --repeat {args.repeat}: expected a number of runs per case, 1 or more",
-              file=sys.stderr)
-        return 2
+        return fail("run", f"--repeat {args.repeat}: expected a number of runs per case, 1 or more")
     backend_name = choose_backend(args.backend)
     if args.balancer and backend_name != "htsim":
-        print(f"mrc-testbed run: --balancer {args.balancer} is htsim_uec's load balancer: add --backend htsim",
-              file=sys.stderr)
-        return 2
+        return fail("run", f"--balancer {args.balancer} is htsim_uec's load balancer: add --backend htsim")
     try:
         capture = capture_from_args(args)
     except ValueError as error:
-        print(f"mrc-testbed run: {error}", file=sys.stderr)
-        return 2
+        return fail("run", str(error))
     if capture is not None and backend_name != "mininet":
-        print("mrc-testbed run: --pcap captures the switch ports of the mininet backend; the "
-              f"{backend_name} backend has none (run as root with --backend mininet)", file=sys.stderr)
-        return 2
+        return fail("run", "--pcap captures the switch ports of the mininet backend; the "
+                           f"{backend_name} backend has none (run as root with --backend mininet)")
     try:
         parallel.check_options(args.jobs, args.cluster, backend_name)
     except ValueError as error:
-        print(f"mrc-testbed run: {error}", file=sys.stderr)
-        return 2
+        return fail("run", str(error))
     folder = args.out or results.default_folder(scenario.name)
     setup_logging(getattr(args, "verbosity", 0), folder)
     try:
         cases = select_cases(scenario, args.variant, args.transport)
         link_rate = choose_link_rate(cases, backend_name, args.target, calibrate=not args.no_calibrate)
     except (RuntimeError, ValueError) as error:
-        print(f"mrc-testbed run: {error}", file=sys.stderr)
-        return 2 if isinstance(error, ValueError) else 1
+        return fail("run", str(error), 2 if isinstance(error, ValueError) else 1)
     try:
         spread = args.cluster if backend_name == "mininet" else None      # one network over the servers
         with parallel.open_pool(args.jobs, None if spread else args.cluster) as pool:
@@ -109,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
                                               pcap=capture, link_rate=link_rate, repeat=args.repeat,
                                               pool=pool, cluster=spread, balancer=args.balancer)
     except (RuntimeError, ValueError, KeyError) as error:
-        print(f"mrc-testbed run: {scenario.path}: {error}", file=sys.stderr)
-        return 1
+        return fail("run", f"{scenario.path}: {error}", 1)
     print(f"{scenario.title} ({backend_name} backend, {repeats.seeds_note(scenario.seed, args.repeat, backend_name)})")
     print(results.format_table(summaries))
     for s in summaries:
@@ -124,8 +114,7 @@ def run(args: argparse.Namespace) -> int:
     captured = f", {PCAP_FOLDER}/<case>/" if capture is not None else ""
     print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl{captured})")
     if invalid and not args.allow_invalid:
-        print(f"mrc-testbed run: {len({(s['variant'], s['transport']) for s in summaries if s.get('invalid_reasons')})} "
-              f"case(s) invalid: a fault missed the workload (exit status {EXIT_INVALID}; --allow-invalid: 0)",
-              file=sys.stderr)
-        return EXIT_INVALID
+        return fail("run", f"{len({(s['variant'], s['transport']) for s in summaries if s.get('invalid_reasons')})} "
+                           f"case(s) invalid: a fault missed the workload (exit status {EXIT_INVALID}; "
+                           "--allow-invalid: 0)", EXIT_INVALID)
     return 0

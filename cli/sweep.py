@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 from datetime import datetime
 from pathlib import Path
 
+from cli.errors import fail
 from experiments import results
 from experiments.load_sweep.figure import plot_sweep, save_steps
 from experiments.load_sweep.steps import run_sweep
@@ -39,11 +39,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = load_sweep_spec(args.sweep, quick=args.quick)
     except SweepError as error:
-        print(f"mrc-testbed sweep: {error}", file=sys.stderr)
-        return 2
+        return fail("sweep", str(error))
     if os.geteuid() != 0:
-        print("mrc-testbed sweep: Mininet needs root: run it with sudo", file=sys.stderr)
-        return 2
+        return fail("sweep", "Mininet needs root: run it with sudo")
     targets = args.target or ["model"]
     folder = args.out or results.default_folder(spec.name)
     folder.mkdir(parents=True, exist_ok=True)
@@ -54,8 +52,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             steps = run_sweep(spec, target, folder / target, progress=print)
         except (RuntimeError, ValueError) as error:
-            print(f"mrc-testbed sweep: {target}: {error}", file=sys.stderr)
-            return 1
+            return fail("sweep", f"{target}: {error}", 1)
         conditions = {"target": target, "machine": platform.node(), "cpus": os.cpu_count(),
                       "load_1min_start": round(load_start, 2), "load_1min_end": round(os.getloadavg()[0], 2),
                       "quick": args.quick, "date": datetime.now().isoformat(timespec="seconds")}

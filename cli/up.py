@@ -20,6 +20,7 @@ from mininet.cli import CLI
 
 from wire.control import ControlError
 
+from cli.errors import fail
 from testbed import nodes
 from testbed.capture import add_pcap_arguments, capture_from_args
 from testbed.evsession import EvSessions, format_array
@@ -259,20 +260,17 @@ def run(args: argparse.Namespace) -> int:
     from topologies.spec import topology_from_spec
     problem = missing_prerequisite()
     if problem:
-        print(f"mrc-testbed up: {problem}")
-        return 2
+        return fail("up", problem)
     target, line = choose_target(args.target)
     problem = nodes.target_unavailable(target)
     if problem:
-        print(f"mrc-testbed up: {problem}")
-        return 2
+        return fail("up", problem)
     print(line, flush=True)
     try:
         topo = topology_from_spec(args.topo)
         capture = capture_from_args(args)
     except (ValueError, OSError) as exc:
-        print(f"mrc-testbed up: {exc}")
-        return 2
+        return fail("up", str(exc))
     run_dir = Path(args.run_dir or f"runs/up-{time.strftime('%Y%m%d-%H%M%S')}")
     run_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(args.verbosity, run_dir)
@@ -285,8 +283,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             testbed = ClusterNetwork(topo, load_cluster_file(args.cluster), target, **params)
         except (ClusterFileError, ClusterError, ValueError) as exc:
-            print(f"mrc-testbed up: {exc}")
-            return 2
+            return fail("up", str(exc))
     else:
         testbed = TestbedNetwork(topo, target, **params)
     monitor = FidelityMonitor(testbed)
@@ -300,8 +297,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             TestbedCLI(testbed, monitor)
     except BringUpError as exc:
-        print(f"mrc-testbed up: {exc}")
-        return 1
+        return fail("up", str(exc), 1)
     except KeyboardInterrupt:
         pass
     finally:

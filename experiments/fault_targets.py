@@ -109,7 +109,7 @@ def _baseline_plane(topo: Topology, src: str, dst: str) -> int:
 
 def _baseline_paths(topo: Topology, src: str, dst: str) -> list[PathInfo]:
     """The baseline's paths by the transport's one rule (`connection_paths`), with the simulation's
-    NICs (NIC i on plane i): the peer's NIC address on every plane both hosts are on, by plane
-    (the baseline sends on the first)."""
-    nics = [(nic.plane, nic.plane, nic.address.packed) for nic in sorted(topo.host_nics(src), key=lambda n: n.plane)]
-    return connection_paths("roce", nics, {nic.plane: nic.address.packed for nic in topo.host_nics(dst)}, {})
+    NICs (`Topology.numbered_nics`: NIC i on plane i): the peer's NIC address on every plane both
+    hosts are on, by plane (the baseline sends on the first)."""
+    peer = {nic.plane: nic.address.packed for nic in topo.host_nics(dst)}
+    return connection_paths("roce", topo.numbered_nics(src), peer, {})

@@ -65,12 +65,13 @@ class SimLink:
     Two strict-priority queues (HIGH served first); the LOW queue holds at most `depth`
     packets and the HIGH queue `high_depth`; packets beyond are tail-dropped. A link that is
     down drops what is offered to it and what is on the wire when it goes down. `delay` is fixed
-    once the link carries packets (they arrive in the order they left); `rate_bps` may change.
+    when the link is made, read-only (its packets arrive in the order they left: one delay for
+    all); `rate_bps` may change.
     """
 
     __slots__ = ("sim", "_last_bit_out", "_arrival", "_wire_pkt", "_wire_epoch", "_wire_size", "_cable",
                  "_cable_head", "_doomed", "_node", "_dest_port", "name",
-                 "rate_bps", "delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
+                 "rate_bps", "_delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
                  "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
 
@@ -86,7 +87,7 @@ class SimLink:
         self._doomed = 0                        # how many of them were on the cable when it went down
         self.name = name
         self.rate_bps = rate_bps
-        self.delay = delay
+        self._delay = delay
         self.depth = depth
         self.high_depth = high_depth if high_depth is not None else depth
         # indexed by priority (LOW 0, HIGH 1); typed as a tuple of any length: the compiled build keeps
@@ -108,6 +109,11 @@ class SimLink:
         self.dropped_queue = 0
         self.tx = 0
         self.tx_bytes = 0
+
+    @property
+    def delay(self) -> float:
+        """Seconds from a packet's last bit out to its arrival at the far end (fixed)."""
+        return self._delay
 
     @property
     def dest(self) -> Any:
@@ -183,7 +189,7 @@ class SimLink:
             self.tx += 1
             self.tx_bytes += self._wire_size
             self._cable.append(self._wire_pkt)
-            self.sim.schedule(self.sim.now + self.delay, self._arrival)
+            self.sim.schedule(self.sim.now + self._delay, self._arrival)
         else:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire

@@ -97,19 +97,19 @@ class Simulation:
 
     # --- connections ----------------------------------------------------------------------------------
     def paths(self, src: str, dst: str, mode: str | None = None) -> list[PathInfo]:
-        """The paths of a connection in `mode` from host `src` to host `dst` (`connection_paths`): a
-        simulated host's NIC i is on plane i; the uSID paths are `topologies.paths.host_paths`."""
+        """The paths of a connection in `mode` from host `src` to host `dst` (`connection_paths`): the
+        NICs by their number on the topology (`Topology.numbered_nics`: NIC i on plane i), the uSID
+        paths of `topologies.paths.host_paths`."""
         mode = mode or self.config.mode
         key = (src, dst, mode)
         paths = self._paths.get(key)
         if paths is None:
-            own, peer = self.net.hosts[src].nic_addr, self.net.hosts[dst].nic_addr
+            peer = self.net.hosts[dst].nic_addr
             usid: dict[int, list[bytes]] = {}
             if uses_usid_paths(mode):                # only then: host_paths costs time on a large fabric
                 for path in host_paths(self.net.topo, src, dst, self._graphs):
                     usid.setdefault(path.plane, []).append(path.address.packed)
-            nics = [(plane, plane, address) for plane, address in sorted(own.items())]
-            paths = self._paths[key] = connection_paths(mode, nics, peer, usid)
+            paths = self._paths[key] = connection_paths(mode, self.net.topo.numbered_nics(src), peer, usid)
         return list(paths)
 
     def connect(self, a: str, b: str, mode: str | None = None) -> tuple[list, list]:

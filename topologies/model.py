@@ -247,6 +247,13 @@ class Topology:
                 ifname=addressing.nic_ifname(host, plane)))
         return sorted(nics, key=lambda nic: nic.plane)
 
+    def numbered_nics(self, host: str) -> list[tuple[int, int, bytes]]:
+        """The NICs of `host` as (NIC number, plane, 16-byte address), by plane: the form the
+        transport takes them in (`connection_paths`). A NIC's number is the host's port on its link,
+        which is its plane: NIC i is on plane i. A simulated host numbers its NICs so (netsim's
+        `SimHost.nics[port]`); an agent numbers them as its job lists them."""
+        return [(nic.plane, nic.plane, nic.address.packed) for nic in self.host_nics(host)]
+
     def host_nic(self, host: str, plane: int) -> HostNic:
         """The NIC of `host` on `plane`."""
         for nic in self.host_nics(host):

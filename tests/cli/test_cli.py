@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cli import main as cli
+from cli.errors import fail, warn
 from cli.main import COMMANDS, Command
 
 PLANNED = {name: f"cli.{name}" for name in
@@ -202,3 +203,22 @@ def test_interrupt_exits_130(fake_commands, capsys):
                           "def run(args):\n    raise KeyboardInterrupt\n")
     assert cli.main(["stop"]) == cli.EXIT_INTERRUPTED
     assert "interrupted" in capsys.readouterr().err
+
+
+def test_a_command_says_why_it_stops_in_one_shape_on_stderr(capsys):
+    assert fail("draw", "cannot write x.png: No such file or directory") == 2
+    assert fail("run", "a case failed", 1) == 1
+    warn("report", "no results folder")
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err.splitlines() == ["mrc-testbed draw: cannot write x.png: No such file or directory",
+                                        "mrc-testbed run: a case failed", "mrc-testbed report: no results folder"]
+
+
+def test_no_command_writes_its_error_line_by_hand():
+    """Every `mrc-testbed <command>: ...` line goes through cli.errors (one shape, on stderr)."""
+    by_hand = re.compile(r'print\(\s*f?"mrc-testbed [a-z ]+: ')
+    folder = Path(cli.__file__).parent
+    found = [f"{path.name}:{n}" for path in sorted(folder.glob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), start=1) if by_hand.search(line)]
+    assert found == []

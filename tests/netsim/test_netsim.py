@@ -110,6 +110,19 @@ def test_link_serialises_then_propagates_and_serves_high_priority_first():
     assert sink.got[0][0] == pytest.approx(2e-6) and sink.got[0][1] == 7
 
 
+def test_a_links_delay_and_far_end_are_fixed_once_made():
+    sim = Simulator()
+    sink = Sink(sim)
+    link = Link(sim, "l", rate_bps=8e9, delay=1e-6, depth=10)
+    link.connect(sink, 7)
+    assert link.delay == 1e-6 and link.dest == (sink, 7)
+    with pytest.raises(AttributeError):
+        link.delay = 2e-6                       # packets on it would overtake one another
+    with pytest.raises(AttributeError):
+        link.dest = (sink, 8)
+    assert link.delay == 1e-6 and link.dest == (sink, 7)
+
+
 def test_link_tail_drops_and_down_link_loses_everything():
     sim = Simulator()
     sink = Sink(sim)
@@ -241,7 +254,6 @@ def test_baseline_is_routed_by_ecmp_on_the_five_tuple():
 @pytest.mark.parametrize("mode", ["mrc", "roce"])
 def test_network_from_a_topology_runs_the_controllers_tables(mode):
     from controller.routes import compute_programs
-    from host_agent.transport import TransportConfig
     from netsim import from_topology
     from topologies.builders import fat_tree
 

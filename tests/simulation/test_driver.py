@@ -27,6 +27,16 @@ def test_a_simulated_host_gets_the_paths_the_agent_builds_from_its_job(mode):
     assert len(simulated) == (6 if mode == "mrc" else 2)          # 3 spines x 2 planes; one peer NIC per plane
 
 
+def test_a_simulated_hosts_nic_i_is_its_nic_on_plane_i_as_the_topology_numbers_them():
+    net = leaf_spine_fabric(planes=3, spines=2)
+    for name, host in net.hosts.items():
+        numbered = net.topo.numbered_nics(name)
+        assert [number for number, _, _ in numbered] == sorted(host.nics) == [0, 1, 2]
+        for number, plane, address in numbered:
+            switch, _ = host.nics[number].dest
+            assert switch.plane == plane and host.nic_addr[plane] == address
+
+
 def test_the_baseline_gets_the_peer_nic_of_each_plane_both_hosts_are_on_and_sends_on_the_first():
     nics = [(0, 0, b"a" * 16), (1, 1, b"b" * 16), (2, 2, b"c" * 16)]
     peer = {0: b"A" * 16, 2: b"C" * 16}                          # the peer has no NIC on plane 1

@@ -298,10 +298,10 @@ def test_up_explains_a_missing_mnexec(tmp_path, monkeypatch, capsys):
     args = argparse.Namespace(topo="leafspine:2x1x1", target="model", run_dir=str(tmp_path), pcap=False,
                               convergence_delay=None, no_cli=True, verbosity=0)
     assert up.run(args) == 2
-    assert "needs mnexec on PATH" in capsys.readouterr().out
+    assert "needs mnexec on PATH" in capsys.readouterr().err
     monkeypatch.setattr(up.os, "geteuid", lambda: 1000)
     assert up.run(args) == 2
-    assert "needs root" in capsys.readouterr().out
+    assert "needs root" in capsys.readouterr().err
 
 
 def test_clean_run_also_ends_unrecorded_processes_carrying_the_run_marker(tmp_path):
