@@ -160,8 +160,11 @@ class NetsimBackend:
         record.notes.extend(traffic.failures)
         record.base_rtt = traffic.base_rtt()
         record.ev_events.extend(traffic.ev_sets(sim.now))
-        record.links = [LinkRecord(link.name, link.rate_bps, link.counters["tx_bytes"], link.counters["dropped_queue"],
-                                   link.counters["dropped_down"]) for link in fab.fabric_links()]
+        # float() as LinkRecord says: the compiled build holds a link's rate as a float, pure Python as
+        # it was given (an int from most topologies), and the two builds' records must read the same
+        record.links = [LinkRecord(link.name, float(link.rate_bps), link.counters["tx_bytes"],
+                                   link.counters["dropped_queue"], link.counters["dropped_down"])
+                        for link in fab.fabric_links()]
         switch_stats: Counter = Counter()
         for sw in fab.switches.values():
             switch_stats.update(sw.counters)

@@ -46,3 +46,13 @@ def test_netsim_runs_until_the_senders_saw_their_flows_acknowledged_only_when_as
     last = max(early.flows, key=lambda f: f.finish)
     assert last.acked is None and early.end == pytest.approx(last.finish)
     assert [f.finish for f in early.flows] == [f.finish for f in record.flows]
+
+
+def test_a_netsim_record_gives_link_rates_as_floats_in_either_build():
+    # the compiled build holds a link's rate as a float, pure Python as given: the records (and so
+    # raw.jsonl) of the two builds must read the same
+    from experiments.backends.netsim_backend import NetsimBackend
+    scenario = load_scenario(DATACENTER, quick=True, seed=1)
+    case = next(c for c in scenario.cases() if c.variant.label == "incast" and c.transport.mode == "mrc")
+    record = NetsimBackend().run_case(case)
+    assert record.links and all(type(link.rate_bps) is float for link in record.links)
