@@ -25,7 +25,6 @@ from host_agent.transport.inbound import PENALTY_UNITS
 
 TARGET_DELAY_BASE_FRACTION: Final = 0.3   # target_delay = 0: this fraction of the base RTT (docs: why not 0.75)
 SHORT_SENT_KEPT: Final = 256              # timestamps of short data packets remembered (the newest)
-INCAST_FI_RTTS: Final = 8.0               # srtts after a last-hop trim during which the fair increase is at most 1 packet per RTT
 _INF: Final = float("inf")
 
 
@@ -130,7 +129,6 @@ class NsccWindow:
         self._gathered = 0.0           # increase not yet applied (adjust_*_threshold)
         self._gathered_bytes = 0
         self._last_adjust = 0.0
-        self._last_hop_trim_at = float("-inf")   # the latest trim at the receiver's last hop (incast)
 
     # --- signals ---------------------------------------------------------------------------
     def on_ack(self, now: float, acked_bytes: int, ecn: bool, rtt: float | None) -> None:
@@ -147,10 +145,7 @@ class NsccWindow:
                 self._increase(now, cfg.eta * acked_bytes * (target - qdelay) / target if target > 0 else 0,
                                acked_bytes)
             else:
-                fi = cfg.fi
-                if fi > 1.0 and now - self._last_hop_trim_at < INCAST_FI_RTTS * self._rtt.srtt:
-                    fi = 1.0                       # a receiver shared by several senders: NSCC's own pace
-                self._increase(now, fi * cfg.fi_scale * self.mss * acked_bytes / self._own, acked_bytes)
+                self._increase(now, cfg.fi * cfg.fi_scale * self.mss * acked_bytes / self._own, acked_bytes)
         elif qdelay >= target and now - self._last_md >= self._rtt.srtt:
             cut = min(cfg.max_md_jump, cfg.gamma * (qdelay - target) / max(qdelay, 1e-12))
             self._own *= 1.0 - cut
@@ -175,15 +170,6 @@ class NsccWindow:
             self._gathered = 0.0
             self._gathered_bytes = 0
             self._last_adjust = now
-
-    def on_last_hop_trim(self, now: float) -> None:
-        """A packet was trimmed at the receiver's last hop (an incast): for the next INCAST_FI_RTTS
-        srtts the fair increase is at most one packet per RTT, whatever `fi` says. A faster fair
-        increase brings back a window cut by a trim elsewhere (a flow's share on a gray spine)
-        within a 2 MB flow's life, but where several senders share one receiver it only brings
-        the next trims sooner (docs/transport.md, "Without tuned switches"). Called with
-        `on_trim_or_loss`, which still does the quick adapt."""
-        self._last_hop_trim_at = now
 
     def on_trim_or_loss(self, now: float) -> None:
         """Quick adapt: shrink to what the path delivered over the last RTT, by at most a factor

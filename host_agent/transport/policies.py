@@ -271,9 +271,7 @@ class CongestionControl(Protocol):
     def sent(self, now: float, nbytes: int, nics: int, rate: float | None = None) -> None:
         """`nbytes` went out at `now`: advance the pacing clock (`rate`: pacing_rate(nics) if known)."""
 
-    # Optional (called when the congestion control has them):
-    # def on_last_hop_trim(self, now: float) -> None:
-    #     """A trim NACK said the receiver's last hop trimmed (an incast); `on_trim_or_loss` follows."""
+    # Optional (the connection calls it, on every SACK, when the congestion control has it):
     # def on_window_penalty(self, now: float, penalty: int) -> None:
     #     """A SACK's window penalty (0..255): the receiver asks for penalty/256 of the largest window."""
 

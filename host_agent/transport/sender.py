@@ -577,10 +577,6 @@ class MrcSender:
         self.emit(events.TrimNack(now, self.ident, nack.psn, nack.reason, nack.ev_echo, self.rtt.srtt))
         self.monitor.on_trim(self.evset, seg.ev, nack.reason == constants.NACK_TRIMMED_LASTHOP, now)
         self.rtt.sample(ts_age(now, nack.ts_echo), full_size=False)
-        if nack.reason == constants.NACK_TRIMMED_LASTHOP:
-            incast = getattr(self.cc, "on_last_hop_trim", None)     # optional CongestionControl hook
-            if incast is not None:
-                incast(now)
         self.cc.on_trim_or_loss(now)
         self._trim_at = now
         self._queue_retx(seq, events.CAUSE_TRIM)
