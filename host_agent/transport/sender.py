@@ -27,6 +27,11 @@ from host_agent.transport.psn import PSN_MASK, from_wire
 
 TS_SLACK: Final = 2e-6        # echoed timestamps count whole microseconds
 _CAUSE_TRIM: Final = events.CAUSE_TRIM
+# retransmission queue priorities: a trim resent at once; with window penalties, a trim at the
+# receiver's last hop once the window allows; then the rest
+_RETX_AT_ONCE: Final = 0
+_RETX_LASTHOP_TRIM: Final = 1
+_RETX_OTHER: Final = 2
 _INF: Final = float("inf")
 _heappush: Final = heapq.heappush     # module functions looked up once, not per call
 _heappop: Final = heapq.heappop
@@ -249,13 +254,13 @@ class MrcSender:
                 self._queue_retx(seg.seq, events.CAUSE_TIMEOUT)
 
     # --- transmission -------------------------------------------------------------------------
-    def _queue_retx(self, seq: int, cause: str) -> None:
+    def _queue_retx(self, seq: int, cause: str, priority: int = _RETX_OTHER) -> None:
         seg = self.segments[seq]
         if seg.queued or seg.acked:
             return
         seg.queued = True
         self._retx_cause[seq] = cause
-        _heappush(self._retx, (0 if cause == events.CAUSE_TRIM else 1, seq))
+        _heappush(self._retx, (priority, seq))
 
     def _pop_stale_retx(self) -> None:
         while self._retx:
@@ -276,7 +281,10 @@ class MrcSender:
         """What may go next: (segment or None for new data, cause, ready time), or None.
 
         A trim retransmission always may (it takes the place of the trimmed packet, whose
-        payload has left the network). Anything else needs the window (new data also the
+        payload has left the network), except that with `window_penalty` one trimmed at the
+        receiver's last hop waits for the window: the receiver shares its link out by window, and
+        every path ends on that link (resent at once, it would only join the queue that trimmed
+        it). Neither waits for the pacing clock. Anything else needs the window (new data also the
         out-of-order bound) and waits until its ready time: the pacing clock and, when the line
         rate is known, the time the NIC of the next EV is free. With `now` None only the window
         is asked about."""
@@ -289,7 +297,9 @@ class MrcSender:
         if retx:
             prio, seq = retx[0]
             seg = self.segments[seq]
-            if prio == 0:
+            if prio != _RETX_OTHER:                                  # a trim resend
+                if prio == _RETX_LASTHOP_TRIM and inflight and inflight + seg.wire > self.cc.cwnd:
+                    return None
                 return seg, _CAUSE_TRIM, None
             if inflight and inflight + seg.wire > self.cc.cwnd:      # not _window_allows(seg.wire)
                 return None
@@ -579,4 +589,5 @@ class MrcSender:
         self.rtt.sample(ts_age(now, nack.ts_echo), full_size=False)
         self.cc.on_trim_or_loss(now)
         self._trim_at = now
-        self._queue_retx(seq, events.CAUSE_TRIM)
+        last_hop = nack.reason == constants.NACK_TRIMMED_LASTHOP and self.cfg.window_penalty
+        self._queue_retx(seq, events.CAUSE_TRIM, _RETX_LASTHOP_TRIM if last_hop else _RETX_AT_ONCE)

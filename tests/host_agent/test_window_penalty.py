@@ -14,7 +14,8 @@ from host_agent.transport.inbound import PENALTY_UNITS, Inbound
 from netsim import Simulator, from_topology
 from simulation import Flow, run_flows
 from topologies.builders import multi_plane
-from wire.packets import DATA_OVERHEAD, DataPacket, Sack
+from wire import constants
+from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Sack
 
 PAYLOAD = 4096
 PACKET = PAYLOAD + DATA_OVERHEAD
@@ -160,3 +161,33 @@ def test_an_incast_with_the_penalty_trims_less_and_ends_no_later():
     assert trims_on < 0.8 * trims_off
     assert finish_on <= finish_off * 1.001
     assert not math.isnan(finish_on)
+
+
+def sent_packets(penalty: bool) -> tuple[Endpoint, list[DataPacket]]:
+    """A sender (window penalty on or off) that sent what its window allows of a 64-packet message."""
+    tx = Endpoint("tx", sized(window_penalty=penalty))
+    conn = tx.connect("rx", local_qp=11, remote_qp=1, paths=[PATH])
+    tx.send_message(conn, bytes(64 * PAYLOAD))
+    sent = []
+    for step in range(4):                             # the pacing lets one packet go per packet time
+        sent += [pkt for _, pkt in tx.poll(step * 0.4e-6) if isinstance(pkt, DataPacket)]
+    return tx, sent
+
+
+def resent_after_trim(penalty: bool, reason: int) -> list[DataPacket]:
+    """What the sender sends at once after the NACK of its first packet, its window cut to the
+    smallest share first (what a receiver shared by many asks)."""
+    tx, sent = sent_packets(penalty)
+    conn = tx.connections[11]
+    conn.cc.on_window_penalty(1.5e-6, 255)
+    first = sent[0]
+    tx.receive(2e-6, 0, Nack(src=bytes(16), dst=bytes(16), ev=5, qp=11, psn=first.psn, cum_psn=0,
+                             reason=reason, ev_echo=first.ev, ts_echo=first.tsval))
+    return [pkt for _, pkt in tx.poll(2e-6) if isinstance(pkt, DataPacket)]
+
+
+def test_with_the_penalty_a_packet_trimmed_at_the_last_hop_waits_for_the_window():
+    assert len(sent_packets(True)[1]) > 1
+    assert resent_after_trim(True, constants.NACK_TRIMMED_LASTHOP) == []        # the window is full
+    assert len(resent_after_trim(True, constants.NACK_TRIMMED)) == 1            # a fabric trim: at once
+    assert len(resent_after_trim(False, constants.NACK_TRIMMED_LASTHOP)) == 1   # without the penalty: at once
