@@ -43,7 +43,7 @@ MODULES = (
     "host_agent.transport.baseline", "host_agent.transport.congestion", "host_agent.transport.probes",
     "host_agent.transport.steering", "host_agent.transport.lossdetect", "host_agent.transport.psn",
     "host_agent.transport.evset", "host_agent.transport.timers", "host_agent.transport.pathcap",
-    "host_agent.transport.pathloss", "host_agent.transport.inbound",
+    "host_agent.transport.pathloss", "host_agent.transport.shares",
     "host_agent.transport.nicclock", "host_agent.transport.message", "host_agent.transport.policies",
     "wire.packets",
 )

@@ -44,6 +44,7 @@ NACK_LEN: Final = 20
 PROBE_LEN: Final = 8
 PROBE_REPLY_LEN: Final = 12
 SACK_FLAG_ECN_ECHO: Final = 0x01       # SACK flags: the acknowledged data packet arrived with CE
+WINDOW_PENALTY_UNITS: Final = 256      # a SACK's window penalty p (0..255) asks for p/256 of the sender's largest window
 
 # --- MRCH flags ----------------------------------------------------------------
 MRCH_FLAG_TRIMMED: Final = 0x01        # set by the switch that cut the payload

@@ -21,7 +21,7 @@ from collections import deque
 from typing import Final
 
 from host_agent.transport.config import TransportConfig
-from host_agent.transport.inbound import PENALTY_UNITS
+from wire.constants import WINDOW_PENALTY_UNITS
 
 TARGET_DELAY_BASE_FRACTION: Final = 0.3   # target_delay = 0: this fraction of the base RTT (docs: why not 0.75)
 SHORT_SENT_KEPT: Final = 256              # timestamps of short data packets remembered (the newest)
@@ -96,8 +96,8 @@ class RttEstimator:
 class NsccWindow:
     """The congestion window (bytes) and the pacing clock of one sender.
 
-    `cwnd` is the window in force: NSCC's own window, at most the share a receiver asked for with
-    its window penalty (`on_window_penalty`). NSCC's arithmetic works on its own window."""
+    The window never exceeds the share a receiver asks for with its window penalty
+    (`on_window_penalty`): NSCC's increases stop there, its decreases work from there."""
 
     def __init__(self, config: TransportConfig, rtt: RttEstimator, packet_bytes: int) -> None:
         self._cfg = config
@@ -113,10 +113,9 @@ class NsccWindow:
         self.mss = packet_bytes
         self.cwnd_min = config.cwnd_min_pkts * packet_bytes
         self.cwnd_max = config.max_cwnd * packet_bytes
-        self._own = float(min(self.cwnd_max, config.init_cwnd_pkts * packet_bytes)) if config.cc else self.cwnd_max
+        self.cwnd = float(min(self.cwnd_max, config.init_cwnd_pkts * packet_bytes)) if config.cc else self.cwnd_max
         self._cap = _INF                 # the receiver's share of the largest window (_INF: none asked)
         self._penalty = 0                # the window penalty that set it
-        self.cwnd = self._own            # bytes the sender may have in flight: min(_own, _cap)
         self.next_send = 0.0
         self.backlogged = False        # the sender's last poll ended held back by the pacing clock alone
         self._last_md = -1.0
@@ -145,10 +144,10 @@ class NsccWindow:
                 self._increase(now, cfg.eta * acked_bytes * (target - qdelay) / target if target > 0 else 0,
                                acked_bytes)
             else:
-                self._increase(now, cfg.fi * cfg.fi_scale * self.mss * acked_bytes / self._own, acked_bytes)
+                self._increase(now, cfg.fi * cfg.fi_scale * self.mss * acked_bytes / self.cwnd, acked_bytes)
         elif qdelay >= target and now - self._last_md >= self._rtt.srtt:
             cut = min(cfg.max_md_jump, cfg.gamma * (qdelay - target) / max(qdelay, 1e-12))
-            self._own *= 1.0 - cut
+            self.cwnd *= 1.0 - cut
             self._last_md = now
             self.decreases += 1
             self._gathered = 0.0
@@ -160,13 +159,13 @@ class NsccWindow:
         """Add `amount` bytes to the window, at once or once the adjust thresholds are reached."""
         cfg = self._cfg
         if not cfg.adjust_bytes_threshold and not cfg.adjust_period_threshold:
-            self._own += amount
+            self.cwnd += amount
             return
         self._gathered += amount
         self._gathered_bytes += acked_bytes
         if ((cfg.adjust_bytes_threshold and self._gathered_bytes >= cfg.adjust_bytes_threshold)
                 or (cfg.adjust_period_threshold and now - self._last_adjust >= cfg.adjust_period_threshold)):
-            self._own += self._gathered
+            self.cwnd += self._gathered
             self._gathered = 0.0
             self._gathered_bytes = 0
             self._last_adjust = now
@@ -178,7 +177,7 @@ class NsccWindow:
         if not cfg.cc or cfg.disable_qa or now - self._last_qa < self._rtt.srtt:
             return
         achieved = self._acked_last_rtt if self._acked_last_rtt is not None else self._acked_since
-        self._own = min(self._own, max(achieved, self._own / (1 << cfg.qa_gate)))
+        self.cwnd = min(self.cwnd, max(achieved, self.cwnd / (1 << cfg.qa_gate)))
         self._last_qa = now
         self.quick_adapts += 1
         self._gathered = 0.0
@@ -193,27 +192,27 @@ class NsccWindow:
 
     def on_window_penalty(self, now: float, penalty: int) -> None:
         """A SACK's window penalty: keep at most (256 - penalty)/256 of the largest window in flight
-        (0: no limit). When the penalty falls to a smaller one, a sender that shared the receiver
-        has stopped: NSCC's own window is raised to the new share at once, since the receiver's
-        links have that much free now (docs/transport.md, "Receiver window penalty")."""
+        (0: no limit). When the penalty falls, a sender that shared the receiver has stopped and
+        the receiver's links have that much free: the window is raised to the new share at once
+        (to the largest window when the penalty falls to 0: nothing is asked). A fixed window
+        (`cc` off) is not changed (docs/transport.md, "Receiver window penalty")."""
         old = self._penalty
-        if penalty == old:
+        if penalty == old or not self._cfg.cc:
             return
         self._penalty = penalty
-        if not penalty:
-            self._cap = _INF
-        else:
-            cap = self.cwnd_max * (PENALTY_UNITS - penalty) / PENALTY_UNITS
+        if penalty:
+            cap = self.cwnd_max * (WINDOW_PENALTY_UNITS - penalty) / WINDOW_PENALTY_UNITS
             self._cap = cap if cap > self.cwnd_min else self.cwnd_min
-            if penalty < old and self._own < self._cap and self._cfg.cc:
-                self._own = self._cap
+        else:
+            self._cap = _INF
+        if penalty < old:
+            self.cwnd = self._cap if self._cap < self.cwnd_max else self.cwnd_max
         self._clamp()
 
     def _clamp(self) -> None:
-        own = min(self.cwnd_max, max(self.cwnd_min, self._own))
-        self._own = own
+        cwnd = min(self.cwnd_max, max(self.cwnd_min, self.cwnd))
         cap = self._cap
-        self.cwnd = own if own < cap else cap
+        self.cwnd = cwnd if cwnd < cap else cap
 
     # --- pacing ------------------------------------------------------------------------------
     def pacing_rtt(self) -> float:

@@ -29,7 +29,7 @@ from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evcontrol import EvControl
 from host_agent.transport.evset import EvState
-from host_agent.transport.inbound import Inbound
+from host_agent.transport.shares import SenderShares
 from host_agent.transport.kinds import ReceiverPart, SenderPart, Wiring, builder
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import DEFAULT_POLICIES, CongestionControl, Policies
@@ -52,7 +52,7 @@ class Connection:
     """
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, paths: list[PathInfo],
-                 reverse_paths: list[PathInfo] | None, rng: random.Random, nic: NicClock, inbound: Inbound,
+                 reverse_paths: list[PathInfo] | None, rng: random.Random, nic: NicClock, shares: SenderShares,
                  emit, policies: Policies = DEFAULT_POLICIES) -> None:
         self.ident = ident
         self.config = config
@@ -70,9 +70,8 @@ class Connection:
         self.cc: NsccWindow | CongestionControl = policies.congestion(config, self.rtt,
                                                                       config.mtu_payload + DATA_OVERHEAD)
         self.monitor = policies.path_monitor(config)
-        self._on_penalty = getattr(self.cc, "on_window_penalty", None)   # optional CongestionControl hook
         parts = builder(config.mode)(Wiring(
-            ident, config, self.paths, rng, self.stats, emit, self.rtt, self.cc, nic, inbound, self.monitor, policies,
+            ident, config, self.paths, rng, self.stats, emit, self.rtt, self.cc, nic, shares, self.monitor, policies,
             self._ev_changed, self._ev_backup))
         self.evset = parts.evset
         self.sender: MrcSender | SenderPart = parts.sender
@@ -169,9 +168,6 @@ class Connection:
             self.prober.schedule(now)
         elif isinstance(pkt, Sack):
             self.sender.on_sack(now, pkt)
-            on_penalty = self._on_penalty
-            if on_penalty is not None:
-                on_penalty(now, pkt.window_penalty)
         elif isinstance(pkt, Nack):
             self.sender.on_nack(now, pkt)
         elif isinstance(pkt, Probe):
@@ -251,7 +247,7 @@ class Endpoint:
         self._probe_requests = 0                 # probe requests made (their ids)
         self.nic = NicClock(self.config.line_rate_bps,
                             self.config.nic_backlog_pkts * (self.config.mtu_payload + DATA_OVERHEAD))
-        self.inbound = Inbound(self.config)      # the senders sharing this host's links (window penalty)
+        self.shares = SenderShares(self.config)  # the senders sharing this host's links (window penalty)
 
     # --- set-up ----------------------------------------------------------------------------------
     def connect(self, peer: str, local_qp: int, remote_qp: int, paths: list[PathInfo],
@@ -268,7 +264,7 @@ class Endpoint:
         if not paths:
             raise ValueError(f"{self.name}: connect to {peer}: no paths given")
         conn = Connection(ConnectionId(self.name, peer, local_qp, remote_qp), self.config, paths, reverse_paths,
-                          self._rng, self.nic, self.inbound, self._events.append, self.policies)
+                          self._rng, self.nic, self.shares, self._events.append, self.policies)
         self.connections[local_qp] = conn
         return conn
 

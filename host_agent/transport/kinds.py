@@ -19,7 +19,7 @@ from host_agent.transport.baseline import BaselineReceiver, BaselineSender
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import EvSet
-from host_agent.transport.inbound import Inbound
+from host_agent.transport.shares import SenderShares
 from host_agent.transport.steering import SteeringParams
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.pathcap import PathCapSelector
@@ -67,7 +67,7 @@ class Wiring:
     rtt: RttEstimator
     cc: CongestionControl
     nic: NicClock                                     # the endpoint's NICs, shared by its connections
-    inbound: Inbound                                  # the endpoint's count of senders (window penalty)
+    shares: SenderShares                              # the endpoint's senders and their shares (window penalty)
     monitor: PathMonitor
     policies: Policies
     on_ev_change: Callable                            # EvSet on_change(ev, old, cause, now)
@@ -96,7 +96,7 @@ def build_mrc(w: Wiring) -> Parts:
         selector = PathCapSelector(selector)      # no path holds more than its cap while another has room
     sender = MrcSender(w.ident, cfg, evset, w.rtt, w.cc, w.nic, w.stats, w.emit,
                        selector, w.policies.sack(cfg), w.monitor)
-    receiver = MrcReceiver(w.ident, cfg, evset, w.stats, w.emit, w.inbound if cfg.window_penalty else None)
+    receiver = MrcReceiver(w.ident, cfg, evset, w.stats, w.emit, w.shares if cfg.window_penalty else None)
     return Parts(evset, sender, receiver, keepalive=True)
 
 

@@ -271,9 +271,9 @@ class CongestionControl(Protocol):
     def sent(self, now: float, nbytes: int, nics: int, rate: float | None = None) -> None:
         """`nbytes` went out at `now`: advance the pacing clock (`rate`: pacing_rate(nics) if known)."""
 
-    # Optional (the connection calls it, on every SACK, when the congestion control has it):
-    # def on_window_penalty(self, now: float, penalty: int) -> None:
-    #     """A SACK's window penalty (0..255): the receiver asks for penalty/256 of the largest window."""
+    def on_window_penalty(self, now: float, penalty: int) -> None:
+        """The newest SACK's window penalty (0..255; with `window_penalty` only): the receiver asks
+        for penalty/256 of the largest window back (0: nothing)."""
 
 
 # --- the set given to an endpoint ----------------------------------------------------------------------

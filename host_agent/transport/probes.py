@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Final
+from typing import Callable, Final
 
 from wire.packets import Probe, ProbeReply
 from host_agent.transport.events import ProbeResult

@@ -9,7 +9,7 @@ from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events
 from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.evset import EvSet
-from host_agent.transport.inbound import Inbound
+from host_agent.transport.shares import SenderShares
 from host_agent.transport.psn import from_wire, to_wire
 
 BITMAP_BITS: Final = 64
@@ -53,7 +53,7 @@ class MrcReceiver:
     """
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, stats: Counter,
-                 emit: Callable[[events.TransportEvent], None], inbound: Inbound | None = None) -> None:
+                 emit: Callable[[events.TransportEvent], None], shares: SenderShares | None = None) -> None:
         self.ident = ident
         self.cfg = config
         self._qp_timeout = config.base_timeout      # a property of the config: read once
@@ -74,9 +74,9 @@ class MrcReceiver:
         self._tail_seq = -1               # the latest sender's tail received (a packet with the BTH A bit)
         self.last_data_at = -1.0
         self.gap = 0.0                    # smoothed time between data packets (each sample at most the QP timeout)
-        self._inbound = inbound           # the endpoint's count of senders, for the SACK's window penalty
-        if inbound is not None:
-            inbound.join(self, len({p.nic for p in evset.paths}))
+        self._shares = shares             # the endpoint's senders and their shares, for the SACK's window penalty
+        if shares is not None:
+            shares.join(self, len({p.nic for p in evset.paths}))
 
     # --- data ---------------------------------------------------------------------------------
     def on_data(self, now: float, plane: int | None, pkt: DataPacket, out: list) -> None:
@@ -125,7 +125,7 @@ class MrcReceiver:
         if pkt.flags & _RETX or pkt.ack_req:    # a retransmission, or the sender's tail
             out.extend(self._sacks(now, plane, cfg.ack_fanout))
         elif (ce or self._unacked >= cfg.ack_coalesce or expected <= self._tail_seq < self.expected
-              or (self._inbound is not None and self._inbound.penalty(now))):
+              or (self._shares is not None and self._shares.penalty(now))):
             # ... or the last hole below the sender's tail filled: everything it sent is here; or
             # senders share us: each SACK opens a sender's window held at its share
             out.extend(self._sacks(now, plane, self._copies()))
@@ -134,12 +134,17 @@ class MrcReceiver:
 
     def sending(self, now: float, within: float) -> bool:
         """True while the peer is sending to us (what the endpoint's count of senders asks:
-        `Inbound`): data arrived within `within` seconds of `now`, and we do not hold everything up
-        to the sender's tail (the A bit: its queue ran empty there) with nothing newer after it."""
+        `SenderShares`): data arrived within `within` seconds of `now`, and we do not hold
+        everything up to the sender's tail (the A bit: its queue ran empty there) with nothing
+        newer after it."""
         if now - self.last_data_at >= within:
             return False
         tail = self._tail_seq
         return tail < 0 or self.expected <= tail or self._last_seq > tail
+
+    def bytes_received(self) -> int:
+        """Payload bytes taken so far (duplicates aside)."""
+        return self.stats.get("payload_bytes_received", 0)
 
     def ack_wait(self) -> float:
         """How long a coalesced SACK may wait: `ack_delay`, or, when data arrives more slowly, the
@@ -209,8 +214,8 @@ class MrcReceiver:
 
     def _sacks(self, now: float, plane: int | None, copies: int) -> list:
         """The current SACK on up to `copies` distinct paths (one that gets through is enough)."""
-        inbound = self._inbound
-        penalty = 0 if inbound is None else inbound.penalty(now)
+        shares = self._shares
+        penalty = 0 if shares is None else shares.penalty(now)
         first = self._sack(plane, penalty)
         if copies <= 1:
             self._last_ce = False

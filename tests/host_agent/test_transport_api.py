@@ -245,6 +245,9 @@ class FixedWindow:
     def sent(self, now, nbytes, nics, rate=None):
         pass
 
+    def on_window_penalty(self, now, penalty):
+        pass
+
 
 def test_ev_selection_and_congestion_control_are_plugged_in_the_same_way():
     ep, conn = sender(Policies(ev_selector=FirstEv, congestion=FixedWindow))
