@@ -126,7 +126,8 @@ class TransportConfig:
     ack_coalesce: int = 4             # one SACK every this many in-order data packets
     ack_delay: float = 50e-6          # longest a pending SACK waits
     ack_fanout: int = 2               # copies (distinct paths) of a SACK for a tail or a packet it overtook, a retx, a duplicate
-    window_penalty: bool = False      # SACKs ask the senders sharing this receiver for their share of its links (sizing: on)
+    window_penalty: bool = False      # SACKs ask the senders sharing this receiver for their share of its links, and
+                                      # the sender keeps to what SACKs ask (sizing: on; needs line_rate_bps, initial_rtt)
     # --- probes ----------------------------------------------------------------------
     probe_interval: float = 2e-3      # period of background probes on ASSUMED_BAD EVs
     probe_successes: int = 3          # consecutive clean probe replies that reinstate an EV
@@ -135,7 +136,7 @@ class TransportConfig:
     keepalive_data_pkts: int = 16     # at most one keepalive per this many data packets received
     probe_reply_fanout: int = 2       # a probe is answered on up to this many distinct paths
     # --- congestion control: UEC NSCC's parameters ("uet-1.0-nscc"; docs/transport.md) ---------
-    cc: bool = True                   # False: fixed window = max_cwnd
+    cc: bool = True                   # False: fixed window = max_cwnd (no window penalty changes it)
     init_cwnd_pkts: int = 16
     cwnd_min_pkts: float = 1.0
     max_cwnd: int = 64                # largest window, in packets (of mtu_payload + headers)

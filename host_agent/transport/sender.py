@@ -478,7 +478,6 @@ class MrcSender:
         self.stats["sacks_received"] += 1
         rtt = ts_age(now, sack.ts_echo)
         trigger = self._trigger_sent = now - rtt      # when the packet this SACK answers was sent
-        newest = trigger >= self.delivered_sent_at    # no SACK about a later packet came before it
         if trigger > self.delivered_sent_at:
             self.delivered_sent_at = trigger
         if self.first_rtt_at == _INF:
@@ -531,7 +530,7 @@ class MrcSender:
         if newly and self.evset.steering.signalled:     # steering learns from them only then
             self._judge_unechoed(newly, ev, now)
         self.cc.on_ack(now, acked, ecn, rtt)
-        if newest and cfg.window_penalty:              # a late copy of an older SACK has older news
+        if cfg.window_penalty:                         # the latest SACK to arrive says what is asked
             self.cc.on_window_penalty(now, sack.window_penalty)
 
     def _judge_unechoed(self, segments: list[Segment], echoed, now: float) -> None:

@@ -130,8 +130,9 @@ def nscc_for_network(rtt_s: float) -> dict:
     share for struck paths, a cap on each path's packets in flight that acknowledgements at a
     normal RTT open (`pathcap`; docs/transport.md, "Path cap"); and, for switches that are not
     tuned for it (docs/transport.md, "Without tuned switches"), a rotation that visits the paths
-    in turn (`evset.striped`), trim resends that leave the pacing clock alone, and a fair increase
-    of FAIR_INCREASE_PKTS per RTT. A single-path
+    in turn (`evset.striped`), trim resends that leave the pacing clock alone, a fair increase
+    of FAIR_INCREASE_PKTS per RTT, and the receiver window penalty (a receiver shared by several
+    senders gives each its share: docs/transport.md, "Receiver window penalty"). A single-path
     baseline keeps the unsized values: its drop-tail queues on ECMP collisions overflowed with
     either the target or the pacing rule (loss-sweep --quick: RoCE's loss-free all-to-all took
     twice as long)."""

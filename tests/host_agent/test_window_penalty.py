@@ -26,19 +26,13 @@ def sized(**override) -> TransportConfig:
 
 
 class FakeFlow:
-    """A connection's receiving half that sends at `rate` bytes/s from time 0 while `active`."""
+    """A connection's receiving half, sending while `active`."""
 
-    def __init__(self, active: bool = True, rate: float = 0.0) -> None:
+    def __init__(self, active: bool = True) -> None:
         self.active = active
-        self.rate = rate
-        self.now = 0.0
 
     def sending(self, now: float, within: float) -> bool:
-        self.now = now
         return self.active
-
-    def bytes_received(self) -> int:
-        return int(self.rate * self.now)
 
 
 def test_sizing_turns_the_penalty_on_for_sprayed_connections_only():
@@ -81,21 +75,6 @@ def test_a_lone_sender_is_asked_nothing_unless_others_shared_the_links_just_befo
     alone = shares.penalty(2 * RTT)                   # others sent just before: the whole budget's share
     assert alone == shares.penalty_for(1.0) and 0 < alone < shares.penalty_for(1 / 3)
     assert shares.penalty(4 * RTT) == 0               # ACTIVE_BASE_RTTS later: nothing asked
-
-
-def test_senders_held_back_elsewhere_keep_what_they_use_and_the_others_share_the_rest():
-    link = RATE / 8
-    shares = SenderShares(sized())
-    slow = [FakeFlow(rate=0.1 * link) for _ in range(6)]      # each held to a tenth of the link elsewhere
-    fast = FakeFlow(rate=0.4 * link)
-    for flow in slow + [fast]:
-        shares.join(flow, 1)
-    assert shares.penalty(0.0) == shares.penalty_for(1 / 7)   # no rates measured yet: equal shares
-    penalty = 0
-    for step in range(1, 20):                                  # rates averaged over 2 RTTs
-        penalty = shares.penalty(step * RTT / 4)
-    assert shares.limited == 6
-    assert penalty == shares.penalty_for(0.4)                 # what the six leave, to the fast one
 
 
 def window(cfg: TransportConfig) -> NsccWindow:
@@ -251,30 +230,3 @@ def test_with_the_penalty_a_packet_trimmed_at_the_last_hop_waits_for_the_window(
     assert len(resent_after_trim(True, constants.NACK_TRIMMED)) == 1            # a fabric trim: at once
     assert len(resent_after_trim(False, constants.NACK_TRIMMED_LASTHOP)) == 1   # without the penalty: at once
 
-
-def held_back_incast(window_penalty: bool) -> dict[str, float]:
-    """Six senders held to 10 Gbit/s by their own links and one that is not, 4 MiB each into one
-    receiver at 100 Gbit/s: each sender's finish."""
-    topo = multi_plane(1, 2, 4, 8, rate_bps=int(RATE), queue_depth=29, trim_threshold=29, ecn_threshold=6)
-    net = from_topology(topo, compute_programs(topo), Simulator(0), delay=1e-6)
-    hosts = [host.name for host in topo.hosts]
-    receiver, slow, fast = hosts[0], hosts[8:14], hosts[14]
-    for host in slow:
-        for cable in net.cables_of(host):
-            cable.ab.rate_bps = cable.ba.rate_bps = 10e9
-    rtt = sizing.base_rtt(4, 1e-6, RATE, PAYLOAD, 100)
-    cfg = TransportConfig(line_rate_bps=RATE, **{**sizing.for_network(RATE, rtt, PAYLOAD),
-                                                 "window_penalty": window_penalty})
-    result = run_flows(net, [Flow(s, receiver, 4 << 20, message_size=256 << 10) for s in slow + [fast]], cfg,
-                       until=0.05, sample_interval=None)
-    assert result.all_exactly_once
-    return {f.flow.src: f.finish for f in result.flows}
-
-
-def test_a_sender_not_held_back_takes_what_the_others_leave():
-    """Equal shares would hold the fast sender to a seventh of the link while the six use a tenth
-    each; max-min it gets the rest (about 39 of 97.5 Gbit/s of payload)."""
-    on, off = held_back_incast(True), held_back_incast(False)
-    fast = min(on, key=on.get)                                   # the first to finish
-    assert on[fast] < 1.15 * off[fast]
-    assert max(on.values()) <= max(off.values())                 # and the six no later
