@@ -88,6 +88,7 @@ def test_a_relative_keep_folder_still_names_files_htsim_can_open(standin, tmp_pa
     command = (tmp_path / "results" / "kept" / "permutation-MRC" / "command.txt").read_text().split()
     assert command[command.index("-topo") + 1] == str(tmp_path / "results" / "kept" / "permutation-MRC" / "topology.topo")
 
+
 @pytest.mark.slow
 def test_run_backend_htsim_writes_the_usual_results_folder(standin, tmp_path):
     from experiments.runner import run_scenario

@@ -13,7 +13,7 @@ from scapy.utils import rdpcap, wrpcap
 from wire import codec
 from wire import constants
 from wire import headers
-from wire.packets import Nack
+from wire.packets import Nack, Sack
 from tests.wire.test_codec import DST_MAC, SRC_MAC, control_packets, data_packet, switch_trim
 
 
@@ -51,6 +51,14 @@ def test_scapy_built_nack_decodes_with_codec():
     built = headers.to_scapy(pkt, SRC_MAC, DST_MAC)
     assert built[headers.NackHdr].reason == constants.NACK_TRIMMED
     assert codec.decode(bytes(built)) == pkt
+
+
+def test_scapy_built_sack_carries_its_window_penalty_where_codec_reads_it():
+    sack = next(p for p in control_packets() if isinstance(p, Sack))
+    assert sack.window_penalty
+    built = headers.to_scapy(sack, SRC_MAC, DST_MAC)
+    assert built[headers.SackHdr].window_penalty == sack.window_penalty
+    assert codec.decode(bytes(built)) == sack
 
 
 def test_from_scapy_rejects_non_mrc_frames():
