@@ -272,8 +272,8 @@ class CongestionControl(Protocol):
         """`nbytes` went out at `now`: advance the pacing clock (`rate`: pacing_rate(nics) if known)."""
 
     def on_window_penalty(self, now: float, penalty: int) -> None:
-        """The newest SACK's window penalty (0..255; with `window_penalty` only): the receiver asks
-        for penalty/256 of the largest window back (0: nothing)."""
+        """A SACK's window penalty (0..255; with `window_penalty` only): the receiver asks for
+        penalty/256 of the largest window back (0: nothing)."""
 
 
 # --- the set given to an endpoint ----------------------------------------------------------------------

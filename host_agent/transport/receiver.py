@@ -141,6 +141,7 @@ class MrcReceiver:
             return False
         tail = self._tail_seq
         return tail < 0 or self.expected <= tail or self._last_seq > tail
+
     def ack_wait(self) -> float:
         """How long a coalesced SACK may wait: `ack_delay`, or, when data arrives more slowly, the
         time `ack_coalesce` packets take at the observed rate, capped at half of the QP timeout (so
