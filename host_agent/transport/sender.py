@@ -8,7 +8,6 @@ retransmission queue, and finds untrimmed losses from SACKs by their send times
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from typing import Callable, Final
 
 from wire import constants
@@ -24,6 +23,7 @@ from host_agent.transport.pathcap import PathCapSelector, open_caps
 from host_agent.transport.policies import (CongestionControl, EvSelector, PathMonitor, RotationSelector, SackProcessor,
                                            Timeout)
 from host_agent.transport.psn import PSN_MASK, from_wire
+from host_agent.transport.tally import Tally
 
 TS_SLACK: Final = 2e-6        # echoed timestamps count whole microseconds
 _CAUSE_TRIM: Final = events.CAUSE_TRIM
@@ -48,7 +48,7 @@ class MrcSender:
     # Keep at most 30 instance attributes: CPython 3.11 shares the keys of instance dicts up to
     # that many, and past it every attribute access is slower (two more cost ~1 us per packet).
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
-                 cc: CongestionControl, nic: NicClock, stats: Counter, emit: Callable[[events.TransportEvent], None],
+                 cc: CongestionControl, nic: NicClock, stats: Tally, emit: Callable[[events.TransportEvent], None],
                  selector: EvSelector, sack: SackProcessor, monitor: PathMonitor) -> None:
         self.ident = ident
         self.cfg = config
@@ -386,8 +386,8 @@ class MrcSender:
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
         _heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
         stats = self.stats
-        stats["data_sent"] += 1
-        stats["data_bytes_sent"] += seg.length
+        stats.add("data_sent")
+        stats.add("data_bytes_sent", seg.length)
         psn = (self.cfg.initial_psn + seg.seq) & PSN_MASK
         if cause is None:
             flags, dscp = 0, constants.DSCP_TRIMMABLE
@@ -475,7 +475,7 @@ class MrcSender:
     def on_sack(self, now: float, sack: Sack) -> None:
         """Acknowledge what a SACK covers; retransmit what the SACK processor finds lost; feed
         ECN and delay to the path monitor and the window."""
-        self.stats["sacks_received"] += 1
+        self.stats.add("sacks_received")
         rtt = ts_age(now, sack.ts_echo)
         trigger = self._trigger_sent = now - rtt      # when the packet this SACK answers was sent
         if trigger > self.delivered_sent_at:
