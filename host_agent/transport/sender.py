@@ -118,7 +118,9 @@ class MrcSender:
                 t = due
         nxt = self._next_packet(None)
         if nxt is not None:
-            ready = self._trim_at if nxt[1] == _CAUSE_TRIM else nxt[2]
+            ready = nxt[2]
+            if ready is None:                        # a trim resend (its cause): ready since the trim
+                ready = self._trim_at
             t = ready if t is None or ready < t else t
         return t
 
@@ -277,7 +279,7 @@ class MrcSender:
         """True when `nbytes` more may be in flight (always when nothing is; inline on the per-packet paths)."""
         return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.cc.cwnd
 
-    def _next_packet(self, now: float | None):
+    def _next_packet(self, now: float | None) -> tuple[Segment | None, str | None, float | None] | None:
         """What may go next: (segment or None for new data, cause, ready time), or None.
 
         A trim retransmission always may (it takes the place of the trimmed packet, whose
