@@ -24,6 +24,7 @@ from host_agent.transport.policies import (CongestionControl, EvSelector, PathMo
                                            Timeout)
 from host_agent.transport.psn import PSN_MASK, from_wire
 from host_agent.transport.tally import Tally
+from host_agent.transport.timers import Deadlines
 
 TS_SLACK: Final = 2e-6        # echoed timestamps count whole microseconds
 _CAUSE_TRIM: Final = events.CAUSE_TRIM
@@ -74,7 +75,7 @@ class MrcSender:
         self.inflight_bytes = 0
         self._retx: list[tuple[int, int]] = []           # heap of (priority, seq); trims before timeouts
         self._retx_cause: dict[int, str] = {}
-        self._timers: list[tuple[float, int, int]] = []  # heap of (deadline, seq, transmission number)
+        self._timers = Deadlines()                        # (deadline, seq, transmission number), earliest first
         self._trigger_sent: float | None = None          # set while a SACK is being processed
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
@@ -105,9 +106,9 @@ class MrcSender:
         if self.failed is not None:
             return None
         timers = self._timers
-        if timers:
+        if len(timers):
             self._drop_stale_timers()
-        t = timers[0][0] if timers else None
+        t = timers.first().at if len(timers) else None
         detector = self._detector
         if detector is not None:
             due = detector.deadline
@@ -125,12 +126,13 @@ class MrcSender:
         return t
 
     def _drop_stale_timers(self) -> None:
-        while self._timers:
-            _, seq, tx = self._timers[0]
-            seg = self.segments.get(seq)
-            if seg is not None and seg.in_flight and seg.transmissions == tx:
+        timers = self._timers
+        while len(timers):
+            first = timers.first()
+            seg = self.segments.get(first.seq)
+            if seg is not None and seg.in_flight and seg.transmissions == first.tx:
                 return
-            _heappop(self._timers)
+            timers.pop()
 
     def _timeout_for(self, seg: Segment) -> float:
         """The wait of the next transmission of `seg`: the RTO, doubled per retry past the linear ones."""
@@ -151,14 +153,13 @@ class MrcSender:
             if detector.probe_at is not None and detector.probe_at <= now:
                 self._tail_probe(now)
         timers = self._timers
-        if not timers or timers[0][0] > now:
+        if not len(timers) or timers.first().at > now:
             return                               # nothing due (a stale timer on top is not due either)
         while True:
             self._drop_stale_timers()
-            if not self._timers or self._timers[0][0] > now:
+            if not len(timers) or timers.first().at > now:
                 return
-            _, seq, _ = _heappop(self._timers)
-            self._timed_out(self.segments[seq], now)
+            self._timed_out(self.segments[timers.pop().seq], now)
             if self.failed is not None:
                 return
 
@@ -386,7 +387,7 @@ class MrcSender:
         if detector is not None:
             detector.sent(seg)                        # its send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
-        _heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
+        self._timers.push(now + timeout, seg.seq, seg.transmissions)
         stats = self.stats
         stats.add("data_sent")
         stats.add("data_bytes_sent", seg.length)
