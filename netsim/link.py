@@ -1,10 +1,8 @@
 """One direction of a cable: an egress port's queues, its serialisation and its propagation delay."""
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from typing import TYPE_CHECKING, Any, Final, Protocol
-
-from mypy_extensions import i64
 
 from wire import constants
 from wire.packets import DataPacket, wire_size
@@ -34,45 +32,6 @@ class _Unconnected:
 
 
 _UNCONNECTED: Final = _Unconnected()
-
-
-class Fifo:
-    """Packets first in, first out: a list read from a head index (the compiled build appends to it
-    and reads it natively; a deque's methods would be generic calls). What was read stays in the
-    list until it empties or, in a long busy spell, the read part is half of it."""
-
-    __slots__ = ("_items", "_head")
-
-    def __init__(self) -> None:
-        self._items: list = []
-        self._head: i64 = 0
-
-    def __len__(self) -> int:
-        return len(self._items) - self._head
-
-    def append(self, pkt: Any) -> None:
-        """Add `pkt` at the back."""
-        self._items.append(pkt)
-
-    def popleft(self) -> Any:
-        """Take the packet at the front (there must be one)."""
-        items = self._items
-        head = self._head
-        pkt = items[head]
-        head += 1
-        if head == len(items):              # empty: start the list afresh
-            items.clear()
-            head = 0
-        elif head >= 4096 and 2 * head >= len(items):
-            del items[:head]                # forget what was read, now and then
-            head = 0
-        self._head = head
-        return pkt
-
-    def clear(self) -> None:
-        """Drop every packet."""
-        self._items.clear()
-        self._head = 0
 
 
 class _LastBitOut(Event):
@@ -111,7 +70,7 @@ class SimLink:
     """
 
     __slots__ = ("sim", "_last_bit_out", "_arrival", "_wire_pkt", "_wire_epoch", "_wire_size", "_cable",
-                 "_doomed", "_node", "_dest_port", "name",
+                 "_cable_head", "_doomed", "_node", "_dest_port", "name",
                  "rate_bps", "_delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
                  "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
@@ -123,7 +82,8 @@ class SimLink:
         self._wire_pkt: Any = None              # the packet being serialised (while busy), its epoch and bytes
         self._wire_epoch = 0
         self._wire_size = 0
-        self._cable = Fifo()                    # packets propagating, oldest first
+        self._cable: list = []                  # packets propagating from `_cable_head` on, oldest first
+        self._cable_head = 0
         self._doomed = 0                        # how many of them were on the cable when it went down
         self.name = name
         self.rate_bps = rate_bps
@@ -132,7 +92,7 @@ class SimLink:
         self.high_depth = high_depth if high_depth is not None else depth
         # indexed by priority (LOW 0, HIGH 1); typed as a tuple of any length: the compiled build keeps
         # a fixed-length tuple unboxed and would make a new tuple object at every read of it
-        self.queues: tuple[Fifo, ...] = (Fifo(), Fifo())
+        self.queues: tuple[deque, ...] = (deque(), deque())
         self.busy = False
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
@@ -182,7 +142,7 @@ class SimLink:
         self.up = up
         if not up:
             self._epoch += 1
-            self._doomed = len(self._cable)
+            self._doomed = len(self._cable) - self._cable_head
             for q in self.queues:
                 self.dropped_down += len(q)
                 q.clear()
@@ -233,9 +193,9 @@ class SimLink:
         else:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire
-        if len(queues[_HIGH]):
+        if queues[_HIGH]:
             pkt = queues[_HIGH].popleft()
-        elif len(queues[_LOW]):
+        elif queues[_LOW]:
             pkt = queues[_LOW].popleft()
         else:
             self.busy = False
@@ -246,7 +206,17 @@ class SimLink:
     def _arrive(self) -> None:
         """The oldest packet on the cable reaches the far end (lost if the link went down since it
         left, or is down)."""
-        pkt = self._cable.popleft()
+        cable = self._cable
+        head = self._cable_head
+        pkt = cable[head]
+        head += 1
+        if head == len(cable):                  # the cable is empty: start the list afresh
+            cable.clear()
+            head = 0
+        elif head >= 4096 and 2 * head >= len(cable):
+            del cable[:head]                    # forget what has arrived, now and then
+            head = 0
+        self._cable_head = head
         if self._doomed:
             self._doomed -= 1
             self.dropped_down += 1

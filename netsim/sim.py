@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import gc
+import heapq
 import random
-from typing import Callable, Final
+from typing import Any, Callable, Final
 
-from mypy_extensions import i64
-
+_heappush: Final = heapq.heappush
+_heappop: Final = heapq.heappop
 # While events run, the cyclic garbage collector looks at young objects after this many container
 # objects more were allocated than freed (Python's default: 700). A run allocates packets, events and
 # their arguments by the million, and nearly all die young of their reference counts; at the default,
@@ -59,47 +60,22 @@ class Call(Event):
         self.fn(*self.args)
 
 
-class _Entry:
-    """An event in the queue: due at `t`, the `seq`-th scheduled (ties run in that order)."""
-
-    __slots__ = ("t", "seq", "event")
-
-    def __init__(self, t: float, seq: i64, event: Event) -> None:
-        self.t = t
-        self.seq = seq
-        self.event = event
-
-
-class _Nothing(Event):
-    """What a spare queue entry holds (it keeps no event, nor what a `Call` refers to, alive)."""
-
-    __slots__ = ()
-
-    def fire(self) -> None:
-        raise RuntimeError("a spare entry of the event queue was run")
-
-
-_NOTHING: Final = _Nothing()
-
-
 class Simulator:
     """Runs events in time order (seconds, float); ties run in scheduling order.
 
-    The queue is a binary heap of entries (time, scheduling number, `Event`), ordered by time and
-    then number: events at equal times run in the order they were scheduled. The compiled build
-    sifts it natively, comparing unboxed floats, and a run reuses its entries (a list of spares)
-    instead of allocating one per event. Callbacks are scheduled with `at` and `after`; the
-    simulator's own hot parts (links, hosts) schedule their events with `schedule`, which skips the
-    check of `at`. While `run` runs, the garbage collector's first threshold is at least
-    RUN_GC_THRESHOLD.
+    The queue is a heap of the distinct times that have events, each time with the list of its
+    events (`Event`s) in scheduling order: events at equal times run in the order they were
+    scheduled, and the heap compares bare floats, not entries. Callbacks are scheduled with `at`
+    and `after`; the simulator's own hot parts (links, hosts) schedule their events with
+    `schedule`, which skips the check of `at`. While `run` runs, the garbage collector's first
+    threshold is at least RUN_GC_THRESHOLD.
     """
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0.0
         self.rng = random.Random(seed)
-        self._heap: list[_Entry] = []       # heap order: heap[i] comes before heap[2i+1] and heap[2i+2]
-        self._spare: list[_Entry] = []      # entries run, to be used again
-        self._scheduled: i64 = 0            # events ever scheduled: the next one's number
+        self._times: list[float] = []               # heap of the times in `_due`
+        self._due: dict[float, list[Event]] = {}    # time -> its events, in scheduling order
         self.events_run = 0
         self._stopping = False
 
@@ -114,61 +90,13 @@ class Simulator:
 
     def schedule(self, t: float, event: Event) -> None:
         """Fire `event` at time `t`, which must not be earlier than now."""
-        seq = self._scheduled
-        self._scheduled = seq + 1
-        spare = self._spare
-        if spare:
-            entry = spare.pop()
-            entry.t = t
-            entry.seq = seq
-            entry.event = event
+        key: Any = t                            # the compiled build boxes the float once, not per use
+        events = self._due.get(key)
+        if events is None:
+            self._due[key] = [event]
+            _heappush(self._times, key)
         else:
-            entry = _Entry(t, seq, event)
-        heap = self._heap
-        heap.append(entry)
-        i: i64 = len(heap) - 1
-        while i > 0:                        # up while the parent is later: it was scheduled before
-            parent = (i - 1) >> 1           # this one, so a parent at the same time stays above it
-            above = heap[parent]
-            if above.t <= t:
-                break
-            heap[i] = above
-            i = parent
-        heap[i] = entry
-
-    def _pop(self) -> _Entry:
-        """Take the first entry off the (non-empty) heap: the hole it leaves goes down to a leaf
-        along the earlier child at each level, and the heap's last entry fills it from there up
-        (it belongs near the bottom: one comparison per level down, few up)."""
-        heap = self._heap
-        first = heap[0]
-        last = heap.pop()
-        n: i64 = len(heap)
-        if n:
-            i: i64 = 0
-            child: i64 = 1
-            while child < n:
-                low = heap[child]
-                right = child + 1
-                if right < n:
-                    other = heap[right]
-                    if other.t < low.t or (other.t == low.t and other.seq < low.seq):
-                        low = other
-                        child = right
-                heap[i] = low
-                i = child
-                child = 2 * i + 1
-            t = last.t
-            seq = last.seq
-            while i > 0:
-                parent = (i - 1) >> 1
-                above = heap[parent]
-                if above.t < t or (above.t == t and above.seq < seq):
-                    break
-                heap[i] = above
-                i = parent
-            heap[i] = last
-        return first
+            events.append(event)
 
     def stop(self) -> None:
         """End `run` after the event running now (what a `stop` predicate turning true does, for a
@@ -184,26 +112,42 @@ class Simulator:
 
     def _run(self, until: float | None, stop: Callable[[], bool] | None, max_events: int | None) -> None:
         self._stopping = False
-        heap = self._heap
-        spare = self._spare
+        times = self._times
+        due = self._due
         horizon = float("inf") if until is None else until
         limit = -1 if max_events is None else max(max_events, 1)     # at least one event runs
         count = 0
-        while heap:
-            t = heap[0].t
+        ended = False
+        while times and not ended:
+            t = times[0]
             if t > horizon:
                 self.now = horizon
                 self.events_run += count
                 return
-            entry = self._pop()
-            event = entry.event
-            entry.event = _NOTHING
-            spare.append(entry)
+            _heappop(times)
+            events = due.pop(t)
             self.now = t
-            event.fire()
-            count += 1
-            if self._stopping or count == limit or (stop is not None and stop()):
-                break                       # what is left at this time stays first in line
+            n = len(events)
+            i = 0
+            while i < n:
+                event = events[i]
+                i += 1
+                event.fire()
+                count += 1
+                if self._stopping or count == limit or (stop is not None and stop()):
+                    ended = True
+                    if i < n:                       # the rest of this time's events stay first in line
+                        self._put_back(t, events[i:])
+                    break
         self.events_run += count
-        if until is not None and not heap:
+        if until is not None and not times:
             self.now = max(self.now, until)
+
+    def _put_back(self, t: float, events: list[Event]) -> None:
+        """Return `events` (not run) to time `t`, ahead of those scheduled there since."""
+        later = self._due.get(t)
+        if later is None:
+            self._due[t] = events
+            _heappush(self._times, t)
+        else:
+            self._due[t] = events + later
