@@ -115,19 +115,18 @@ class SimHost:
         endpoint: Any = self.endpoint
         handle = self.on_event
         if handle is not None:
-            for event in endpoint.drain_events():
-                handle(event)
+            self._hand_over(endpoint.drain_events(), handle)
         nics = self.nics
         sent = endpoint.poll(now)
-        batch: list = sent if type(sent) is list else list(sent)    # a list is walked natively when compiled
+        # a list of (int, packet) pairs is walked and its pairs unpacked natively when compiled
+        batch: list[tuple[int, Any]] = sent if type(sent) is list else list(sent)
         for nic, pkt in batch:
             link = nics.get(nic)
             if link is None:
                 raise KeyError(f"host {self.name}: endpoint sent on NIC {nic}, which this host does not have")
             link.send(pkt, _HIGH if pkt.dscp in _HIGH_DSCP else _LOW)   # wire.packets.priority_of
         if handle is not None:
-            for event in endpoint.drain_events():
-                handle(event)
+            self._hand_over(endpoint.drain_events(), handle)
         wakeup = endpoint.next_wakeup()
         if wakeup is None:
             return
@@ -139,6 +138,13 @@ class SimHost:
         if wake_at is None or t < wake_at or wake_at <= now:
             self._wake_at = t
             self.sim.schedule(t, self._wake_up)             # sim.at without its check: t is past now
+
+    @staticmethod
+    def _hand_over(drained: Any, handle: Any) -> None:
+        """Hand the endpoint's events to the application (a list: mostly empty, not iterated then)."""
+        if drained:
+            for event in drained:
+                handle(event)
 
     def _wake(self) -> None:
         if self._wake_at != self.sim.now:       # a later service asked for another time

@@ -10,7 +10,6 @@ the RTO. There is no path failover: a dead path stalls the connection until it r
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Callable
 
 from wire import constants
@@ -23,6 +22,7 @@ from host_agent.transport.message import SendQueue, Segment, ts_age
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.policies import CongestionControl
 from host_agent.transport.psn import PSN_MASK, from_wire, to_wire
+from host_agent.transport.tally import Tally
 
 SEQUENCE_ERROR = constants.NACK_PSN_OUT_OF_WINDOW
 _DATA_OVERHEAD = constants.DATA_HEADERS_LEN + constants.ICRC_LEN
@@ -33,7 +33,7 @@ class BaselineSender:
     """Go-back-N sender over one EV."""
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
-                 cc: CongestionControl, nic: NicClock, stats: Counter,
+                 cc: CongestionControl, nic: NicClock, stats: Tally,
                  emit: Callable[[events.TransportEvent], None]) -> None:
         self.ident = ident
         self.cfg = config
@@ -223,7 +223,7 @@ class BaselineSender:
 class BaselineReceiver:
     """In-order receiver: accepts only the expected PSN, NACKs the first packet past a gap."""
 
-    def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, stats: Counter,
+    def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, stats: Tally,
                  emit: Callable[[events.TransportEvent], None]) -> None:
         self.ident = ident
         self.cfg = config

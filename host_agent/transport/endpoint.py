@@ -61,7 +61,7 @@ class Connection:
         self.reverse_paths = list(reverse_paths) if reverse_paths else None
         self.nic_plane = {p.nic: p.plane for p in paths}
         self.num_nics = len(self.nic_plane)
-        self.stats: Counter = Tally()
+        self.stats = Tally()
         self._emit = emit
         self._nic = nic
         self.rtt = RttEstimator(config)
@@ -241,7 +241,7 @@ class Endpoint:
         self._rng = random.Random((self.config.seed, rng_seed, name).__repr__())
         self.connections: dict[int, Connection] = {}
         self._events: deque[events.TransportEvent] = deque()
-        self._stats: Counter = Tally()
+        self._stats = Tally()
         self._urgent: list = []                  # control packets produced by receive()
         self._urgent_at = 0.0                    # when the first of them was produced
         self._probe_requests = 0                 # probe requests made (their ids)
@@ -306,7 +306,7 @@ class Endpoint:
     # --- I/O ---------------------------------------------------------------------------------------
     def receive(self, now: float, nic: int, pkt) -> None:
         """Take one packet that arrived on NIC `nic` at time `now`."""
-        self._stats["packets_received"] += 1
+        self._stats.add("packets_received")
         conn = self.connections.get(pkt.qp)
         if conn is None:
             self._stats["unknown_qp"] += 1
@@ -332,7 +332,7 @@ class Endpoint:
             if now < conn.quiet_until:
                 continue                         # nothing of it is due and nothing changed: a no-op
             conn.poll(now, out)
-        self._stats["packets_sent"] += len(out)
+        self._stats.add("packets_sent", len(out))
         return out
 
     def next_wakeup(self) -> float | None:
@@ -409,6 +409,6 @@ class Endpoint:
         total = Counter(self._stats)
         for c in self.connections.values():
             total.update(c.stats)
-        out = dict(total)
+        out: dict = dict(total)
         out["connections"] = {c.local_qp: c.describe() for c in self.connections.values()}
         return out

@@ -10,7 +10,6 @@ collaborators and the policies) and returns its `Parts`. `register_transport` ad
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
@@ -26,6 +25,7 @@ from host_agent.transport.pathcap import PathCapSelector
 from host_agent.transport.policies import CongestionControl, PathMonitor, Policies
 from host_agent.transport.receiver import MrcReceiver
 from host_agent.transport.sender import MrcSender
+from host_agent.transport.tally import Tally
 
 
 class SenderPart(Protocol):
@@ -62,7 +62,7 @@ class Wiring:
     config: TransportConfig
     paths: list[PathInfo]
     rng: random.Random
-    stats: Counter                                    # the connection's counters
+    stats: Tally                                      # the connection's counters
     emit: Callable[[events.TransportEvent], None]          # report an event to the endpoint's caller
     rtt: RttEstimator
     cc: CongestionControl

@@ -2,7 +2,6 @@
 acknowledges, and answer an operator's probe requests with the port and the RTT."""
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Final
 
@@ -13,6 +12,7 @@ from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.message import ts_age, ts_now
 from host_agent.transport.policies import PathMonitor
+from host_agent.transport.tally import Tally
 
 REINSTATE: Final = "reinstate"     # probe on an ASSUMED_BAD EV: enough clean replies make it GOOD
 KEEPALIVE: Final = "keepalive"     # probe on a GOOD EV of a connection sending no data: misses retire it
@@ -41,7 +41,7 @@ class Prober:
     """
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
-                 stats: Counter, monitor: PathMonitor, sending_idle: Callable[[], bool],
+                 stats: Tally, monitor: PathMonitor, sending_idle: Callable[[], bool],
                  last_data_at: Callable[[], float], keepalive: bool, emit: Callable | None = None) -> None:
         self.ident = ident
         self.cfg = config

@@ -1,7 +1,6 @@
 """MRC receiver: places packets by offset, suppresses duplicates, answers with SACKs and trim NACKs."""
 from __future__ import annotations
 
-from collections import Counter
 from typing import Callable, Final
 
 from wire import constants
@@ -11,6 +10,7 @@ from host_agent.transport.config import ConnectionId, TransportConfig
 from host_agent.transport.evset import EvSet
 from host_agent.transport.shares import SenderShares
 from host_agent.transport.psn import from_wire, to_wire
+from host_agent.transport.tally import Tally
 
 BITMAP_BITS: Final = 64
 BITMAP_MASK: Final = (1 << BITMAP_BITS) - 1
@@ -52,7 +52,7 @@ class MrcReceiver:
     answered with a SACK and otherwise ignored.
     """
 
-    def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, stats: Counter,
+    def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, stats: Tally,
                  emit: Callable[[events.TransportEvent], None], shares: SenderShares | None = None) -> None:
         self.ident = ident
         self.cfg = config
@@ -169,8 +169,8 @@ class MrcReceiver:
 
     def _place(self, now: float, pkt: DataPacket) -> None:
         stats = self.stats
-        stats["data_received"] += 1
-        stats["payload_bytes_received"] += pkt.length
+        stats.add("data_received")
+        stats.add("payload_bytes_received", pkt.length)
         msg = self.messages.get(pkt.msg_id)
         if msg is None:
             if pkt.msg_len > self.cfg.max_message_bytes:
@@ -238,7 +238,7 @@ class MrcReceiver:
                     bitmap, pkt.ev, pkt.tsval, self._last_ce, penalty)
         self._unacked = 0
         self._ack_deadline = None
-        self.stats["sacks_sent"] += 1
+        self.stats.add("sacks_sent")
         return path.nic, sack, ev.path_key
 
     def _trim_nacks(self, plane: int | None, pkt: DataPacket, reason: int) -> list:

@@ -8,7 +8,6 @@ retransmission queue, and finds untrimmed losses from SACKs by their send times
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from typing import Callable, Final
 
 from wire import constants
@@ -24,6 +23,8 @@ from host_agent.transport.pathcap import PathCapSelector, open_caps
 from host_agent.transport.policies import (CongestionControl, EvSelector, PathMonitor, RotationSelector, SackProcessor,
                                            Timeout)
 from host_agent.transport.psn import PSN_MASK, from_wire
+from host_agent.transport.tally import Tally
+from host_agent.transport.timers import Deadlines
 
 TS_SLACK: Final = 2e-6        # echoed timestamps count whole microseconds
 _CAUSE_TRIM: Final = events.CAUSE_TRIM
@@ -48,7 +49,7 @@ class MrcSender:
     # Keep at most 30 instance attributes: CPython 3.11 shares the keys of instance dicts up to
     # that many, and past it every attribute access is slower (two more cost ~1 us per packet).
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
-                 cc: CongestionControl, nic: NicClock, stats: Counter, emit: Callable[[events.TransportEvent], None],
+                 cc: CongestionControl, nic: NicClock, stats: Tally, emit: Callable[[events.TransportEvent], None],
                  selector: EvSelector, sack: SackProcessor, monitor: PathMonitor) -> None:
         self.ident = ident
         self.cfg = config
@@ -74,7 +75,7 @@ class MrcSender:
         self.inflight_bytes = 0
         self._retx: list[tuple[int, int]] = []           # heap of (priority, seq); trims before timeouts
         self._retx_cause: dict[int, str] = {}
-        self._timers: list[tuple[float, int, int]] = []  # heap of (deadline, seq, transmission number)
+        self._timers = Deadlines()                        # (deadline, seq, transmission number), earliest first
         self._trigger_sent: float | None = None          # set while a SACK is being processed
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
@@ -105,9 +106,9 @@ class MrcSender:
         if self.failed is not None:
             return None
         timers = self._timers
-        if timers:
+        if len(timers):
             self._drop_stale_timers()
-        t = timers[0][0] if timers else None
+        t = timers.first().at if len(timers) else None
         detector = self._detector
         if detector is not None:
             due = detector.deadline
@@ -118,17 +119,20 @@ class MrcSender:
                 t = due
         nxt = self._next_packet(None)
         if nxt is not None:
-            ready = self._trim_at if nxt[1] == _CAUSE_TRIM else nxt[2]
+            ready = nxt[2]
+            if ready is None:                        # a trim resend (its cause): ready since the trim
+                ready = self._trim_at
             t = ready if t is None or ready < t else t
         return t
 
     def _drop_stale_timers(self) -> None:
-        while self._timers:
-            _, seq, tx = self._timers[0]
-            seg = self.segments.get(seq)
-            if seg is not None and seg.in_flight and seg.transmissions == tx:
+        timers = self._timers
+        while len(timers):
+            first = timers.first()
+            seg = self.segments.get(first.seq)
+            if seg is not None and seg.in_flight and seg.transmissions == first.tx:
                 return
-            _heappop(self._timers)
+            timers.pop()
 
     def _timeout_for(self, seg: Segment) -> float:
         """The wait of the next transmission of `seg`: the RTO, doubled per retry past the linear ones."""
@@ -149,14 +153,13 @@ class MrcSender:
             if detector.probe_at is not None and detector.probe_at <= now:
                 self._tail_probe(now)
         timers = self._timers
-        if not timers or timers[0][0] > now:
+        if not len(timers) or timers.first().at > now:
             return                               # nothing due (a stale timer on top is not due either)
         while True:
             self._drop_stale_timers()
-            if not self._timers or self._timers[0][0] > now:
+            if not len(timers) or timers.first().at > now:
                 return
-            _, seq, _ = _heappop(self._timers)
-            self._timed_out(self.segments[seq], now)
+            self._timed_out(self.segments[timers.pop().seq], now)
             if self.failed is not None:
                 return
 
@@ -277,7 +280,7 @@ class MrcSender:
         """True when `nbytes` more may be in flight (always when nothing is; inline on the per-packet paths)."""
         return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.cc.cwnd
 
-    def _next_packet(self, now: float | None):
+    def _next_packet(self, now: float | None) -> tuple[Segment | None, str | None, float | None] | None:
         """What may go next: (segment or None for new data, cause, ready time), or None.
 
         A trim retransmission always may (it takes the place of the trimmed packet, whose
@@ -384,10 +387,10 @@ class MrcSender:
         if detector is not None:
             detector.sent(seg)                        # its send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
-        _heappush(self._timers, (now + timeout, seg.seq, seg.transmissions))
+        self._timers.push(now + timeout, seg.seq, seg.transmissions)
         stats = self.stats
-        stats["data_sent"] += 1
-        stats["data_bytes_sent"] += seg.length
+        stats.add("data_sent")
+        stats.add("data_bytes_sent", seg.length)
         psn = (self.cfg.initial_psn + seg.seq) & PSN_MASK
         if cause is None:
             flags, dscp = 0, constants.DSCP_TRIMMABLE
@@ -475,7 +478,7 @@ class MrcSender:
     def on_sack(self, now: float, sack: Sack) -> None:
         """Acknowledge what a SACK covers; retransmit what the SACK processor finds lost; feed
         ECN and delay to the path monitor and the window."""
-        self.stats["sacks_received"] += 1
+        self.stats.add("sacks_received")
         rtt = ts_age(now, sack.ts_echo)
         trigger = self._trigger_sent = now - rtt      # when the packet this SACK answers was sent
         if trigger > self.delivered_sent_at:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mypy_extensions import i64
+
 QP_TIMEOUT_UNIT = 1.024e-6        # seconds: the QP timeout is this x 2^t
 MAX_QP_TIMEOUT = 24               # largest t (1.024 us x 2^24 = 17.18 s)
 MAX_LINEAR_RETRIES = 7
@@ -70,3 +72,87 @@ class RetryBudget:
         to the last retry or `limit` entries."""
         count = limit if self.without_end else min(limit, self.linear_cnt + self.exp_cnt + 1)
         return [self.timeout(base, k) for k in range(count)]
+
+
+class Deadline:
+    """One transmission's timer: packet `seq`'s transmission number `tx` times out at `at`."""
+
+    __slots__ = ("at", "seq", "tx")
+
+    def __init__(self, at: float, seq: int, tx: int) -> None:
+        self.at = at
+        self.seq = seq
+        self.tx = tx
+
+    def before(self, other: Deadline) -> bool:
+        """True when this one comes first: earlier, or as early and of a lower (seq, tx)."""
+        if self.at != other.at:
+            return self.at < other.at
+        if self.seq != other.seq:
+            return self.seq < other.seq
+        return self.tx < other.tx
+
+
+class Deadlines:
+    """The timers of a sender's transmissions, earliest first (ties by packet, then transmission):
+    a binary heap of `Deadline`s, sifted natively by the compiled build (a heap of tuples is
+    compared through Python's generic comparison)."""
+
+    __slots__ = ("_heap",)
+
+    def __init__(self) -> None:
+        self._heap: list[Deadline] = []
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, at: float, seq: int, tx: int) -> None:
+        """Add the timer of transmission `tx` of packet `seq`, due at `at`."""
+        entry = Deadline(at, seq, tx)
+        heap = self._heap
+        heap.append(entry)
+        i: i64 = len(heap) - 1
+        while i > 0:
+            parent = (i - 1) >> 1
+            above = heap[parent]
+            if not entry.before(above):
+                break
+            heap[i] = above
+            i = parent
+        heap[i] = entry
+
+    def first(self) -> Deadline:
+        """The earliest timer (there must be one)."""
+        return self._heap[0]
+
+    def pop(self) -> Deadline:
+        """Take the earliest timer off (there must be one)."""
+        heap = self._heap
+        first = heap[0]
+        last = heap.pop()
+        n: i64 = len(heap)
+        if n:
+            i: i64 = 0
+            child: i64 = 1
+            while child < n:                    # the hole down along the earlier child ...
+                low = heap[child]
+                right = child + 1
+                if right < n and heap[right].before(low):
+                    low = heap[right]
+                    child = right
+                heap[i] = low
+                i = child
+                child = 2 * i + 1
+            while i > 0:                        # ... and the last entry up from where it ends
+                parent = (i - 1) >> 1
+                above = heap[parent]
+                if above.before(last):
+                    break
+                heap[i] = above
+                i = parent
+            heap[i] = last
+        return first
+
+    def clear(self) -> None:
+        """Drop every timer."""
+        self._heap.clear()

@@ -2,10 +2,13 @@
 limit that fails the connection (sans-IO here; through an agent's result in test_agent_veth)."""
 from __future__ import annotations
 
+import heapq
+import random
+
 import pytest
 
 from host_agent.transport import ConnectionFailed, Endpoint, PathInfo, TransportConfig
-from host_agent.transport.timers import RetryBudget, qp_timeout_seconds
+from host_agent.transport.timers import Deadlines, RetryBudget, qp_timeout_seconds
 from testbed.agents import AgentProcess
 from wire.packets import DataPacket
 
@@ -139,3 +142,21 @@ def test_a_connection_out_of_retries_is_a_note_of_its_case():
     failed = [n for n in limited.notes if "failed: PSN" in n and "after 3 retries (retry limit reached" in n]
     assert failed, limited.notes
     assert not [n for n in plain.notes if "failed: PSN" in n]                # 25: retries without end
+
+
+def test_deadlines_pop_earliest_first_ties_by_packet_then_transmission_as_a_heap_of_tuples():
+    rng = random.Random(7)
+    deadlines, tuples, popped, expected = Deadlines(), [], [], []
+    for step in range(2000):
+        if rng.random() < 0.6 or not tuples:
+            entry = (rng.choice([1.0, 2.0, 2.5, 3.0]) + step // 500, rng.randrange(50), rng.randrange(3))
+            deadlines.push(*entry)
+            heapq.heappush(tuples, entry)
+        else:
+            first = deadlines.pop()
+            popped.append((first.at, first.seq, first.tx))
+            expected.append(heapq.heappop(tuples))
+        assert len(deadlines) == len(tuples)
+        if tuples:
+            assert (deadlines.first().at, deadlines.first().seq, deadlines.first().tx) == tuples[0]
+    assert popped == expected and len(popped) > 500

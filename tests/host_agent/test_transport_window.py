@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections import Counter
 
 import pytest
 
@@ -12,6 +11,7 @@ from host_agent.transport import PathInfo, TransportConfig, sizing
 from host_agent.transport.config import ConnectionId
 from host_agent.transport.evset import EvSet
 from host_agent.transport.receiver import MrcReceiver
+from host_agent.transport.tally import Tally
 from netsim import Simulator, from_topology
 from topologies.builders import multi_plane
 from wire.packets import DataPacket
@@ -59,7 +59,7 @@ def _receiver(window: int) -> MrcReceiver:
     path = PathInfo(0, 0, bytes(16), bytes([0xFC]) + bytes(15))
     evset = EvSet([path], 16, 1, random.Random(1), True)
     cfg = TransportConfig(ooo_window=window, ack_coalesce=1)
-    return MrcReceiver(ConnectionId("b", "a", 2, 1), cfg, evset, Counter(), lambda e: None)
+    return MrcReceiver(ConnectionId("b", "a", 2, 1), cfg, evset, Tally(), lambda e: None)
 
 
 def _data(psn: int) -> DataPacket:

@@ -1,0 +1,37 @@
+"""A connection's counters (`Tally`) read as the Counter they replace: names in the order first
+counted, only those counted, 0 for the others."""
+from __future__ import annotations
+
+from collections import Counter
+
+from host_agent.transport.tally import Tally
+
+
+def test_a_tally_lists_what_was_counted_in_the_order_first_counted_as_a_counter_does():
+    tally, counter = Tally(), Counter()
+    for name, n in [("sent", 1), ("bytes", 4096), ("acked", 0), ("sent", 1), ("bytes", 100)]:
+        tally.add(name, n)
+        counter[name] += n
+    tally["resent"] += 1                      # the mapping's get-then-set counts too
+    counter["resent"] += 1
+    assert list(tally.items()) == list(counter.items()) == [("sent", 2), ("bytes", 4196), ("acked", 0), ("resent", 1)]
+    assert list(tally) == list(tally.keys()) == ["sent", "bytes", "acked", "resent"] and len(tally) == 4
+    assert tally["never"] == 0 and "never" not in tally and "acked" in tally
+    assert tally.get("never") is None and tally.get("never", 0) == 0 and tally.get("sent") == 2
+    assert "never" not in tally.keys()      # reading a name does not count it
+
+
+def test_a_tally_is_read_by_counter_update_dict_and_equality():
+    one, two = Tally(), Tally()
+    one.add("sent", 3)
+    two.add("acked")
+    two.add("sent", 2)
+    total: Counter = Counter()
+    total.update(one)                         # a Mapping: its counts added, not its names counted
+    total.update(two)
+    assert list(total.items()) == [("sent", 5), ("acked", 1)] and dict(two) == {"acked": 1, "sent": 2}
+    other = Tally()
+    other.add("sent", 2)
+    other.add("acked")
+    assert two == other and two == {"sent": 2, "acked": 1} and one != two
+    assert repr(one) == "Tally({'sent': 3})"
