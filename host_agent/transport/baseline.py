@@ -103,7 +103,7 @@ class BaselineSender:
         if self.cum_acked == self.high_seq:
             self._deadline = None
             return
-        self.stats["timeouts"] += 1
+        self.stats.add("timeouts")
         self._timeouts += 1
         if self._budget.exhausted(self._timeouts):
             self._fail(now)
@@ -118,7 +118,7 @@ class BaselineSender:
         baseline's timeout doubles from the first): the connection fails."""
         self.failed = events.ConnectionFailed(now, self.ident, to_wire(self.cum_acked, self.cfg.initial_psn),
                                               self._timeouts - 1, self.rto)
-        self.stats["connections_failed"] += 1
+        self.stats.add("connections_failed")
         self._deadline = None
         self.emit(self.failed)
 
@@ -159,11 +159,11 @@ class BaselineSender:
         seg.transmissions += 1
         retx = cause is not None
         stats = self.stats
-        stats["data_sent"] += 1
-        stats["data_bytes_sent"] += seg.length
+        stats.add("data_sent")
+        stats.add("data_bytes_sent", seg.length)
         if cause is not None:
-            stats["retransmitted"] += 1
-            stats[f"retx_{cause}"] += 1
+            stats.add("retransmitted")
+            stats.add(f"retx_{cause}")
             self.emit(events.Retransmitted(now, self.ident, to_wire(seg.seq, self.cfg.initial_psn), cause, ev.value,
                                            ev.value))
         msg = seg.msg
@@ -189,7 +189,7 @@ class BaselineSender:
             self.cum_acked += 1
             acked += seg.wire
             if seg.msg.segment_acked():
-                self.stats["messages_sent"] += 1
+                self.stats.add("messages_sent")
                 self.emit(events.MessageSent(now, self.ident, seg.msg.msg_id, seg.msg.length))
         self.next_seq = max(self.next_seq, self.cum_acked)
         self._backoff = 1
@@ -199,7 +199,7 @@ class BaselineSender:
 
     def on_sack(self, now: float, sack: Sack) -> None:
         """Cumulative acknowledgement."""
-        self.stats["sacks_received"] += 1
+        self.stats.add("sacks_received")
         cum = from_wire(sack.cum_psn, self.cfg.initial_psn, self.cum_acked)
         acked = self._advance(now, cum)
         rtt = ts_age(now, sack.ts_echo)
@@ -208,7 +208,7 @@ class BaselineSender:
 
     def on_nack(self, now: float, nack: Nack) -> None:
         """Out-of-sequence (or trim) NACK: resend everything from the PSN asked for."""
-        self.stats["nacks_received"] += 1
+        self.stats.add("nacks_received")
         seq = from_wire(nack.psn, self.cfg.initial_psn, self.cum_acked)
         self._advance(now, seq)
         if not self.cum_acked <= seq < self.next_seq:
@@ -249,19 +249,19 @@ class BaselineReceiver:
         ce = pkt.ecn == _ECN_CE
         self._last_ce = self._last_ce or ce
         if seq < expected:
-            stats["duplicates"] += 1
+            stats.add("duplicates")
             out.append(self._sack())
             return
         if seq > expected or pkt.flags & _TRIMMED:
-            stats["out_of_sequence"] += 1
+            stats.add("out_of_sequence")
             if not self._nacked:
                 self._nacked = True
                 out.append(self._nack(pkt))
             return
         self._nacked = False
         self.expected = expected + 1
-        stats["data_received"] += 1
-        stats["payload_bytes_received"] += pkt.length
+        stats.add("data_received")
+        stats.add("payload_bytes_received", pkt.length)
         msg_id = pkt.msg_id
         buf = self._buffers.get(msg_id)
         if buf is None:
@@ -269,7 +269,7 @@ class BaselineReceiver:
         buf += pkt.payload
         if len(buf) >= pkt.msg_len:
             del self._buffers[msg_id]
-            stats["messages_received"] += 1
+            stats.add("messages_received")
             self.emit(events.MessageReceived(now, self.ident, msg_id, bytes(buf)))
         self._unacked += 1
         if self._unacked >= self.cfg.ack_coalesce or pkt.ack_req or ce:
@@ -296,14 +296,14 @@ class BaselineReceiver:
         cum = (self.cfg.initial_psn + self.expected) & PSN_MASK
         self._unacked, self._ack_deadline = 0, None
         ce, self._last_ce = self._last_ce, False
-        self.stats["sacks_sent"] += 1
+        self.stats.add("sacks_sent")
         last = self._last
         # positional: Sack(src, dst, ev, qp, cum_psn, sack_base, bitmap, ev_echo, ts_echo, ecn_echo)
         return path.nic, Sack(path.src, path.dst, ev.value, self.ident.remote_qp, cum, cum, 0, last.ev, last.tsval, ce)
 
     def _nack(self, pkt: DataPacket):
         ev, path = self._route()
-        self.stats["nacks_sent"] += 1
+        self.stats.add("nacks_sent")
         cum = to_wire(self.expected, self.cfg.initial_psn)
         reason = constants.NACK_TRIMMED if pkt.trimmed else SEQUENCE_ERROR
         return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, psn=cum,

@@ -70,6 +70,9 @@ class Connection:
         self.cc: NsccWindow | CongestionControl = policies.congestion(config, self.rtt,
                                                                       config.mtu_payload + DATA_OVERHEAD)
         self.monitor = policies.path_monitor(config)
+        if config.window_penalty and not callable(getattr(self.cc, "on_window_penalty", None)):
+            raise TypeError(f"{ident.name}: the congestion control {type(self.cc).__name__} has no "
+                            "on_window_penalty(now, penalty), which window_penalty needs (policies.CongestionControl)")
         parts = builder(config.mode)(Wiring(
             ident, config, self.paths, rng, self.stats, emit, self.rtt, self.cc, nic, shares, self.monitor, policies,
             self._ev_changed, self._ev_backup))
@@ -113,14 +116,14 @@ class Connection:
         self._emit(events.EvStateChanged(now, self.ident, ev.value, ev.plane, ev.path_key, path.dst.hex(),
                                          old.value, state.value, cause, path.nic, ev.drops))
         if state is EvState.ASSUMED_BAD:
-            self.stats["evs_retired"] += 1
+            self.stats.add("evs_retired")
         elif old is EvState.ASSUMED_BAD:
-            self.stats["evs_reinstated"] += 1
+            self.stats.add("evs_reinstated")
         elif state is EvState.SKIP:
-            self.stats[f"evs_skipped_{cause}"] += 1
+            self.stats.add(f"evs_skipped_{cause}")
 
     def _ev_backup(self, new, old, now: float) -> None:
-        self.stats["ev_backups"] += 1
+        self.stats.add("ev_backups")
         self._emit(events.EvBackup(now, self.ident, new.value, old.value, new.plane, new.path_key))
 
     # --- driving ----------------------------------------------------------------------------------
@@ -160,7 +163,7 @@ class Connection:
         self._polled_at = None
         out: list = []
         if self.sender.failed is not None:          # the attribute, not the property: per packet
-            self.stats["rx_after_failure"] += 1
+            self.stats.add("rx_after_failure")
             return out
         plane = self.nic_plane.get(nic)
         if isinstance(pkt, DataPacket):
@@ -309,7 +312,7 @@ class Endpoint:
         self._stats.add("packets_received")
         conn = self.connections.get(pkt.qp)
         if conn is None:
-            self._stats["unknown_qp"] += 1
+            self._stats.add("unknown_qp")
             return
         urgent = conn.receive(now, nic, pkt)
         if urgent:

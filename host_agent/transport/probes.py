@@ -115,7 +115,7 @@ class Prober:
         for pid, o in list(self.outstanding.items()):
             if now >= o.sent_at + (rto if o.timeout is None else o.timeout):
                 del self.outstanding[pid]
-                self.stats["probe_timeouts"] += 1
+                self.stats.add("probe_timeouts")
                 self._remember_expired(pid, o)
                 if o.purpose == REQUEST:
                     self._report(o, now, None)
@@ -210,7 +210,7 @@ class Prober:
         self._next_id = (self._next_id + 1) & 0xFFFFFFFF or 1
         self.outstanding[pid] = Outstanding(ev, now, purpose, req_id, timeout)
         path = self.evset.path_of(ev)
-        self.stats["probes_sent"] += 1
+        self.stats.add("probes_sent")
         return path.nic, Probe(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp,
                                probe_id=pid, tsval=ts_now(now))
 
@@ -223,7 +223,7 @@ class Prober:
                 # Too late to count as a success, but a true round trip: without it a connection
                 # that only probes would keep an RTO guessed below the path's delay, and every
                 # later probe would time out too (seen on BMv2, whose delay is several ms).
-                self.stats["probe_replies_late"] += 1
+                self.stats.add("probe_replies_late")
                 self.rtt.sample(ts_age(now, reply.ts_echo), full_size=False)
             late = self._suspects.pop(reply.probe_id, None)
             if late is not None and late.ev.value == reply.ev_echo:
@@ -237,7 +237,7 @@ class Prober:
                 if suspect.sent_at < o.sent_at:
                     del self._suspects[pid]
                     self._miss(suspect, now)
-        self.stats["probe_replies"] += 1
+        self.stats.add("probe_replies")
         self.rtt.sample(ts_age(now, reply.ts_echo), full_size=False)
         if o.purpose == REQUEST:
             self._report(o, now, now - o.sent_at)
@@ -268,7 +268,7 @@ class Prober:
         out = []
         for ev in chosen:
             path = evset.path_of(ev)
-            self.stats["probe_replies_sent"] += 1
+            self.stats.add("probe_replies_sent")
             out.append((path.nic, ProbeReply(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp,
                                              probe_id=probe.probe_id, ev_echo=probe.ev, ts_echo=probe.tsval)))
         return out

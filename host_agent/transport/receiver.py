@@ -89,7 +89,7 @@ class MrcReceiver:
         self.last_data_at = now
         seq = from_wire(pkt.psn, self._ipsn, self.expected)
         if pkt.flags & _TRIMMED:                                    # pkt.trimmed, without the call
-            stats["trimmed_received"] += 1
+            stats.add("trimmed_received")
             reason = (constants.NACK_TRIMMED_LASTHOP if pkt.dscp == constants.DSCP_TRIMMED_LASTHOP
                       else constants.NACK_TRIMMED)
             out.extend(self._trim_nacks(plane, pkt, reason))
@@ -97,14 +97,14 @@ class MrcReceiver:
         expected = self.expected
         offset = seq - expected
         if offset >= self._ooo_window:
-            stats["out_of_window"] += 1
+            stats.add("out_of_window")
             out.append(self._nack(plane, pkt, constants.NACK_PSN_OUT_OF_WINDOW)[:2])
             return
         ce = pkt.ecn == _ECN_CE
         if ce:
-            stats["ce_received"] += 1
+            stats.add("ce_received")
         if offset < 0 or (self._ooo >> offset) & 1:
-            stats["duplicates"] += 1
+            stats.add("duplicates")
             self._remember(pkt, ce, plane, seq)
             out.extend(self._sacks(now, plane, cfg.ack_fanout))      # our earlier SACK may be lost
             return
@@ -188,7 +188,7 @@ class MrcReceiver:
         msg.received += size
         if msg.received == length:
             del self.messages[pkt.msg_id]
-            stats["messages_received"] += 1
+            stats.add("messages_received")
             self.emit(events.MessageReceived(now, self.ident, msg.msg_id, msg.data()))
 
     # --- acknowledgements -----------------------------------------------------------------------
@@ -260,7 +260,7 @@ class MrcReceiver:
     def _nack(self, plane: int | None, pkt: DataPacket, reason: int, ev=None):
         ev = ev or self.evset.next_control_ev(plane)
         path = self.evset.path_of(ev)
-        self.stats["nacks_sent"] += 1
+        self.stats.add("nacks_sent")
         return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, psn=pkt.psn,
                               cum_psn=to_wire(self.expected, self.cfg.initial_psn), reason=reason,
                               ev_echo=pkt.ev, ts_echo=pkt.tsval), ev.path_key

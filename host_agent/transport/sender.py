@@ -168,7 +168,7 @@ class MrcSender:
         last = self._budget.timeout(self.rtt.rto, seg.timeouts - 1)
         self.failed = events.ConnectionFailed(now, self.ident, (self.cfg.initial_psn + seg.seq) & PSN_MASK,
                                               seg.timeouts - 1, last)
-        self.stats["connections_failed"] += 1
+        self.stats.add("connections_failed")
         self._timers.clear()
         self._retx.clear()
         self._retx_cause.clear()
@@ -181,7 +181,7 @@ class MrcSender:
         seg.ev.load.inflight -= 1
         self.inflight_bytes -= seg.wire
         seg.timeouts += 1
-        self.stats["timeouts"] += 1
+        self.stats.add("timeouts")
         if self._budget.exhausted(seg.timeouts):
             self._fail(seg, now)
             return
@@ -189,7 +189,7 @@ class MrcSender:
         if retired:
             self._resend_stranded(retired)
         elif retired is not None:
-            self.stats["timeouts_unattributed"] += 1
+            self.stats.add("timeouts_unattributed")
         self.cc.on_trim_or_loss(now)
         self._queue_retx(seg.seq, events.CAUSE_TIMEOUT)
 
@@ -223,7 +223,7 @@ class MrcSender:
         seg.in_flight = False
         seg.ev.load.inflight -= 1
         self.inflight_bytes -= seg.wire
-        self.stats["tail_probes"] += 1
+        self.stats.add("tail_probes")
         self._queue_retx(seg.seq, events.CAUSE_TAIL_PROBE)
 
     def _declare_lost(self, lost: list, now: float) -> None:
@@ -237,7 +237,7 @@ class MrcSender:
             seg.ev.load.inflight -= 1
             self.inflight_bytes -= seg.wire
             seg.declared_lost = True
-            stats["sack_timed_losses"] += 1
+            stats.add("sack_timed_losses")
             self._blame(seg, now)
             self._queue_retx(seg.seq, events.CAUSE_SACK)
         self.cc.on_trim_or_loss(now)
@@ -253,7 +253,7 @@ class MrcSender:
                 seg.in_flight = False
                 seg.ev.load.inflight -= 1
                 self.inflight_bytes -= seg.wire
-                self.stats["stranded_resent"] += 1
+                self.stats.add("stranded_resent")
                 self._queue_retx(seg.seq, events.CAUSE_TIMEOUT)
 
     # --- transmission -------------------------------------------------------------------------
@@ -396,8 +396,8 @@ class MrcSender:
             flags, dscp = 0, constants.DSCP_TRIMMABLE
         else:
             flags, dscp = constants.MRCH_FLAG_RETX, constants.DSCP_TRIMMABLE_RETX
-            stats["retransmitted"] += 1
-            stats["retx_" + cause] += 1
+            stats.add("retransmitted")
+            stats.add("retx_" + cause)
             self.emit(events.Retransmitted(now, self.ident, psn, cause, ev.value, old_ev.value if old_ev else None,
                                            self.rtt.srtt, self.rtt.rto))
         msg = seg.msg
@@ -432,7 +432,7 @@ class MrcSender:
         return seg.wire
 
     def _message_sent(self, msg: OutMessage, now: float) -> None:
-        self.stats["messages_sent"] += 1
+        self.stats.add("messages_sent")
         self.emit(events.MessageSent(now, self.ident, msg.msg_id, msg.length))
 
     def _advance_cum(self, cum: int, now: float, newly: list | None = None) -> int:
@@ -464,12 +464,12 @@ class MrcSender:
         ev, seg.blamed = seg.blamed, None
         if seg.declared_lost:
             seg.declared_lost = False
-            self.stats["spurious_sack_losses"] += 1
+            self.stats.add("spurious_sack_losses")
             detector = self._detector
             assert detector is not None              # only the detector declares losses from SACKs
             detector.spurious(now)
         else:
-            self.stats["spurious_timeouts"] += 1
+            self.stats.add("spurious_timeouts")
             if ev is not None:
                 self.rtt.spurious()
         if ev is not None:
@@ -521,10 +521,10 @@ class MrcSender:
         ev = self.evset.get(sack.ev_echo)
         ecn = sack.ecn_echo
         if ecn:
-            self.stats["ecn_echoes"] += 1
+            self.stats.add("ecn_echoes")
             if ev is not None and self.monitor.on_ecn(self.evset, ev, now):
                 ecn = False                         # the path's own congestion: steering avoids it
-                self.stats["ecn_steered"] += 1
+                self.stats.add("ecn_steered")
         if ev is not None and self._on_ack is not None:
             self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
         cfg = self.cfg
@@ -561,7 +561,7 @@ class MrcSender:
                 seg.in_flight = False
                 seg.ev.load.inflight -= 1
                 self.inflight_bytes -= seg.wire
-                self.stats["sack_losses"] += 1
+                self.stats.add("sack_losses")
                 self._queue_retx(seq, events.CAUSE_SACK)
                 queued = True
         if queued:
@@ -569,7 +569,7 @@ class MrcSender:
 
     def on_nack(self, now: float, nack: Nack) -> None:
         """A trim NACK: queue the packet for immediate retransmission on another EV."""
-        self.stats["nacks_received"] += 1
+        self.stats.add("nacks_received")
         header_sent = now - ts_age(now, nack.ts_echo)      # that packet's header arrived
         if header_sent > self.delivered_sent_at:
             self.delivered_sent_at = header_sent
@@ -587,7 +587,7 @@ class MrcSender:
         seg.ev.load.inflight -= 1
         seg.trimmed = True
         self.inflight_bytes -= seg.wire
-        self.stats["trims"] += 1
+        self.stats.add("trims")
         self.evset.note_drop(seg.ev)
         self.emit(events.TrimNack(now, self.ident, nack.psn, nack.reason, nack.ev_echo, self.rtt.srtt))
         self.monitor.on_trim(self.evset, seg.ev, nack.reason == constants.NACK_TRIMMED_LASTHOP, now)
