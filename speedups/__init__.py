@@ -86,6 +86,20 @@ def compiled_files() -> list[Path]:
     return [path for m in MODULES for path in (extension_path(m), library_path(m))]
 
 
+def orphaned_files() -> list[Path]:
+    """Compiled files in `SOURCE_FOLDERS` whose module has no source any more (renamed or removed
+    since a build): Python would still import them, compiled and stale."""
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    orphans = []
+    for folder in SOURCE_FOLDERS:
+        for path in sorted((ROOT / folder).glob("*" + suffix)):
+            stem = path.name[:-len(suffix)]
+            stem = stem[:-len("__mypyc")] if stem.endswith("__mypyc") else stem
+            if not path.with_name(stem + ".py").exists():
+                orphans.append(path)
+    return orphans
+
+
 def source_digests() -> dict[str, str]:
     """The SHA-256 of every source file mypyc reads (`SOURCE_FOLDERS`), by path from the checkout."""
     files = sorted(path for folder in SOURCE_FOLDERS for path in (ROOT / folder).glob("*.py"))

@@ -58,8 +58,9 @@ def _working_directory(path: Path):
 
 
 def clean() -> list[Path]:
-    """Remove every compiled file of the build and its stamp; return what was removed."""
-    removed = [path for path in speedups.compiled_files() if path.exists()]
+    """Remove every compiled file of the build, those of modules whose source is gone, and the
+    stamp; return what was removed."""
+    removed = [path for path in speedups.compiled_files() if path.exists()] + speedups.orphaned_files()
     removed += [speedups.STAMP] if speedups.STAMP.exists() else []
     for path in removed:
         path.unlink()

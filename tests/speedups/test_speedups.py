@@ -47,6 +47,17 @@ def compile_fake(tree: Path) -> None:
                                           "compiled": speedups.compiled_stats()}))
 
 
+def test_clean_also_removes_the_build_of_a_module_whose_source_is_gone(fake_tree):
+    compile_fake(fake_tree)
+    gone = [fake_tree / "fakepkg" / f"renamed{SUFFIX}", fake_tree / "fakepkg" / f"renamed__mypyc{SUFFIX}"]
+    for path in gone:
+        path.write_bytes(b"a build of a module since renamed")
+    assert speedups.orphaned_files() == sorted(gone)
+    removed = builder.clean()
+    assert set(gone) <= set(removed) and not any(path.exists() for path in gone)
+    assert (fake_tree / "fakepkg" / "fast.py").exists() and speedups.orphaned_files() == []
+
+
 def test_without_a_build_pure_python_is_used(fake_tree):
     build = speedups.inspect_build()
     assert not build.compiled and "not compiled" in build.reason
