@@ -12,6 +12,7 @@ which runs every student folder's checks in a child process of its own (`labs.sa
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import itertools
 import sys
@@ -93,8 +94,9 @@ class Workspace:
 
 class StudentRuns:
     """Results of runs made with a student's file `file`, each made once per state of that file
-    (its folder, time and size) and what else the run depends on: the checks of one folder share
-    a run, and a file edited since is run again. Only the folder being checked is kept."""
+    (its folder and its content's digest) and what else the run depends on: the checks of one
+    folder share a run, and a file whose content changed since is run again, whatever its time
+    and size say. Only the folder being checked is kept."""
 
     def __init__(self, file: str) -> None:
         self.file = file
@@ -102,8 +104,12 @@ class StudentRuns:
 
     def get(self, ws: "Workspace", what: tuple, make: Callable[[], object]):
         """`make()` for workspace `ws` and `what` (the run's other inputs), made the first time asked."""
-        state = ws.path(self.file).stat()
-        key = (str(ws.folder.resolve()), state.st_mtime_ns, state.st_size, *what)
+        path = ws.path(self.file)
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:               # a folder, a dangling link, no permission: named, not a crash
+            raise CheckFailed(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        key = (str(ws.folder.resolve()), digest, *what)
         if key not in self._made:
             for old in [k for k in self._made if k[0] != key[0]]:
                 del self._made[old]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import textwrap
 from pathlib import Path
 
@@ -87,3 +88,29 @@ def test_missing_programs_are_said_with_how_to_get_them(root, monkeypatch):
     [lab] = catalog.all_labs(root)
     [missing] = lab.missing()
     assert missing.startswith("p4c (p4c not on PATH)") and "VM" in missing
+
+
+def test_student_runs_are_made_again_when_the_content_changes_even_at_the_same_time_and_size(tmp_path):
+    from labs.checking import StudentRuns
+    work = tmp_path / "work"
+    work.mkdir()
+    student = work / "sack.py"
+    student.write_text("X = 1\n")
+    stamp = student.stat().st_mtime_ns
+    runs = StudentRuns("sack.py")
+    ws = Workspace(work)
+    made = []
+    assert runs.get(ws, ("case",), lambda: made.append(1) or "first") == "first"
+    assert runs.get(ws, ("case",), lambda: made.append(1) or "again") == "first"     # same content: kept
+    student.write_text("X = 2\n")                                                  # same size...
+    os.utime(student, ns=(stamp, stamp))                                            # ...and same time
+    assert runs.get(ws, ("case",), lambda: made.append(1) or "second") == "second"
+    assert len(made) == 2
+
+
+def test_student_runs_name_a_file_that_cannot_be_read(tmp_path):
+    from labs.checking import CheckFailed, StudentRuns
+    work = tmp_path / "work"
+    (work / "sack.py").mkdir(parents=True)                                          # a folder in its place
+    with pytest.raises(CheckFailed, match="sack.py: cannot be read"):
+        StudentRuns("sack.py").get(Workspace(work), (), lambda: "never")
