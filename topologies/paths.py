@@ -55,8 +55,7 @@ def host_paths(topo: Topology, src: str, dst: str, graphs: dict[int, PlaneGraph]
                 raise PathError(
                     f"{src} -> {dst} on plane {src_nic.plane}: shortest path {'-'.join(switches)} has "
                     f"{len(switches)} switches, a uSID address holds at most {addressing.MAX_PATH_SWITCHES}")
-            usids = [topo.switch(name).usid for name in switches]
-            address = addressing.usid_path_address(src_nic.plane, usids, dst_host.usid)
+            address = addressing.usid_path_address(src_nic.plane, graph.usids(switches), dst_host.usid)
             paths.append(Path(src_nic.plane, src_nic, switches, address, dst))
     return paths
 
