@@ -123,3 +123,19 @@ def test_kept_paths_are_the_paths_of_each_pair_alone(make):
         for b in topo.hosts:
             if a != b:
                 assert host_paths(topo, a.name, b.name, graphs) == host_paths(topo, a.name, b.name)
+
+
+@pytest.mark.parametrize("make", [lambda: fat_tree(4), lambda: multi_plane(2, 3, 2, 1)])
+def test_steering_addresses_are_the_host_paths_addresses(make):
+    from topologies.paths import steering_addresses
+    topo = make()
+    graphs: dict = {}
+    for a in topo.hosts:
+        for b in topo.hosts:
+            if a != b:
+                by_plane: dict = {}
+                for path in host_paths(topo, a.name, b.name):
+                    by_plane.setdefault(path.plane, []).append(path.address.packed)
+                assert steering_addresses(topo, a.name, b.name, graphs) == by_plane
+    with pytest.raises(PathError, match="itself"):
+        steering_addresses(topo, "h1", "h1")
