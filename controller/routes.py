@@ -11,12 +11,15 @@ Each switch gets, per docs/design.md ("Switch pipeline contract"):
 - `MrcIngress.port_config`: per port, trim/ECN thresholds of its link and host_facing;
 - a `PortQueue` per port from its link's rate and depth.
 
+Entries are values (frozen): switches with the same routes to a block of hosts hold the same entry
+objects, made once (`HostBlock`), so a program costs one step per leaf, not per host.
 ECMP member entries precede the routing entries that use them, so installing in order never leaves a
 route pointing at a missing member. `rerouted_programs` recomputes the same programs around failed
 links, for the emulated converging control plane (controller/convergence.py).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable
 
 from controller.entries import PortQueue, SwitchProgram
@@ -25,7 +28,7 @@ from pipeline_contract.names import (ECMP_MEMBER, ECMP_SELECT, FORWARD, PORT_CON
                                      SET_PORT_CONFIG, USID_LOCAL, USID_SHIFT)
 from topologies import addressing
 from topologies.graph import PlaneGraph
-from topologies.model import HostNic, Switch, Topology
+from topologies.model import Switch, Topology
 
 PREFIX_SHIFT = addressing.ADDRESS_BITS - addressing.NODE_PREFIX_LEN   # 80: /48 value -> 128-bit address
 
@@ -44,12 +47,14 @@ def rerouted_programs(topo: Topology, down_links: Iterable) -> dict[str, SwitchP
 
 def _programs(full: Topology, routed: Topology) -> dict[str, SwitchProgram]:
     graphs = {plane: PlaneGraph(routed, plane) for plane in routed.planes}
-    nics = {host.name: routed.host_nics(host.name) for host in routed.hosts}   # asked by every switch
+    blocks = _host_blocks(routed)                          # the same for every switch of a plane
+    shared: dict[int, dict[tuple, list[TableEntry]]] = {plane: {} for plane in routed.planes}
     programs = {}
     for switch in full.switches:
         program = SwitchProgram(switch.name, device_id=switch.index + 1)
         program.entries.append(usid_local_entry(switch))
-        program.entries.extend(_routing_entries(routed, graphs[switch.plane], switch, nics))
+        program.entries.extend(_routing_entries(routed, graphs[switch.plane], switch, blocks.get(switch.plane, []),
+                                                shared[switch.plane]))
         program.entries.extend(port_config_entries(full, switch))
         program.queues.extend(port_queues(full, switch))
         programs[switch.name] = program
@@ -71,39 +76,74 @@ def _forward(match: tuple[int, int], port: int) -> TableEntry:
     return TableEntry(ROUTING, {"dst_addr": match}, FORWARD, {"port": port})
 
 
-def _routing_entries(topo: Topology, graph: PlaneGraph, switch: Switch,
-                     host_nics: dict[str, list[HostNic]]) -> list[TableEntry]:
+@dataclass(frozen=True)
+class HostBlock:
+    """Hosts next to each other in host order whose NICs on one plane plug into the same `leaf`:
+    every other switch of the plane routes them all out of the same ports."""
+
+    leaf: str
+    matches: tuple[tuple[int, int], ...]      # LPM match of each host's /48 on the plane
+    ports: tuple[int, ...]                    # each host's port on the leaf
+
+
+def _host_blocks(topo: Topology) -> dict[int, list[HostBlock]]:
+    """Per plane, the hosts with a NIC on it (their first there) in host order, cut into `HostBlock`s."""
+    runs: dict[int, list[tuple[str, list, list]]] = {}
+    for host in topo.hosts:
+        seen = set()
+        for nic in topo.host_nics(host.name):
+            if nic.plane in seen:
+                continue
+            seen.add(nic.plane)
+            plane_runs = runs.setdefault(nic.plane, [])
+            if not plane_runs or plane_runs[-1][0] != nic.switch:
+                plane_runs.append((nic.switch, [], []))
+            plane_runs[-1][1].append(_node_route(nic.plane, host.usid))
+            plane_runs[-1][2].append(nic.switch_port)
+    return {plane: [HostBlock(leaf, tuple(matches), tuple(ports)) for leaf, matches, ports in plane_runs]
+            for plane, plane_runs in runs.items()}
+
+
+def _routing_entries(topo: Topology, graph: PlaneGraph, switch: Switch, blocks: list[HostBlock],
+                     shared: dict[tuple, list[TableEntry]]) -> list[TableEntry]:
     """Neighbour-switch and host routes of `switch`, with the ECMP members they use first
-    (`host_nics`: `topo.host_nics` of every host)."""
+    (`blocks`: the `_host_blocks` of its plane). `shared` holds the routes of each block another
+    switch of the plane already has, by (block number, action, parameters): a switch with the same
+    routes takes the same entries (TableEntry is frozen), one lookup per block instead of one
+    entry per host."""
     neighbours, attached, remote, members = [], [], [], []
     groups: dict[tuple[int, ...], int] = {}
     ports_to: dict[str, tuple[int, ...]] = {}        # ECMP ports towards each leaf, asked once per leaf
     for end in graph.adjacent(switch.name):
         neighbour = topo.switch(end.node)
         neighbours.append(_forward(_node_route(neighbour.plane, neighbour.usid), end.port))
-    for host in topo.hosts:
-        nics = [nic for nic in host_nics[host.name] if nic.plane == switch.plane]
-        if not nics:
+    for number, block in enumerate(blocks):
+        if block.leaf == switch.name:
+            attached.extend(_forward(match, port) for match, port in zip(block.matches, block.ports))
             continue
-        nic = nics[0]
-        match = _node_route(switch.plane, host.usid)
-        if nic.switch == switch.name:
-            attached.append(_forward(match, nic.switch_port))
-            continue
-        ports = ports_to.get(nic.switch)
+        ports = ports_to.get(block.leaf)
         if ports is None:
-            ports = ports_to[nic.switch] = graph.ecmp_ports(switch.name, nic.switch)
+            ports = ports_to[block.leaf] = graph.ecmp_ports(switch.name, block.leaf)
         if not ports:
             continue                      # unreachable in this plane: default action drops it
         if len(ports) == 1:
-            remote.append(_forward(match, ports[0]))
+            key: tuple = (number, FORWARD, ports[0])
+            routes = shared.get(key)
+            if routes is None:
+                routes = shared[key] = [_forward(match, ports[0]) for match in block.matches]
+            remote.extend(routes)
             continue
         if ports not in groups:
             groups[ports] = len(groups) + 1
             members.extend(TableEntry(ECMP_MEMBER, {"group": groups[ports], "index": index},
                                       FORWARD, {"port": port}) for index, port in enumerate(ports))
-        remote.append(TableEntry(ROUTING, {"dst_addr": match}, ECMP_SELECT,
-                                 {"group": groups[ports], "size": len(ports)}))
+        key = (number, ECMP_SELECT, groups[ports], len(ports))
+        routes = shared.get(key)
+        if routes is None:
+            routes = shared[key] = [TableEntry(ROUTING, {"dst_addr": match}, ECMP_SELECT,
+                                               {"group": groups[ports], "size": len(ports)})
+                                    for match in block.matches]
+        remote.extend(routes)
     return members + neighbours + attached + remote
 
 

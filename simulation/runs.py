@@ -21,7 +21,7 @@ from host_agent.transport import (Endpoint, MessageReceived, MessageSent, PathIn
                                   TransportConfig, connection_paths, uses_usid_paths)
 from netsim import Network
 from simulation.outcomes import Flow, FlowOutcome, SimulationResult
-from topologies.paths import host_paths
+from topologies.paths import steering_addresses
 
 
 def same_bytes(got: bytes, want) -> bool:
@@ -59,7 +59,7 @@ class Simulation:
         self._qps = QpNumbers()
         self.pairs: dict[tuple[str, str], tuple[list, list]] = {}   # shared connections: (a, b) sorted -> (a's, b's)
         self._paths: dict[tuple[str, str, str], list[PathInfo]] = {}
-        self._graphs: dict = {}              # plane -> topologies.graph.PlaneGraph, for host_paths
+        self._graphs: dict = {}              # plane -> topologies.graph.PlaneGraph, for steering_addresses
         self._receiving: dict[tuple, tuple[FlowOutcome, bytes | memoryview]] = {}   # (receiving conn id, msg id) -> flow, bytes
         self._sending: dict[tuple, FlowOutcome] = {}                   # (sending conn id, msg id) -> flow
         self._flow_of: dict = {}                                       # receiving conn id -> its last flow
@@ -99,16 +99,15 @@ class Simulation:
     def paths(self, src: str, dst: str, mode: str | None = None) -> list[PathInfo]:
         """The paths of a connection in `mode` from host `src` to host `dst` (`connection_paths`): the
         NICs by their number on the topology (`Topology.numbered_nics`: NIC i on plane i), the uSID
-        paths of `topologies.paths.host_paths`."""
+        paths of `topologies.paths.host_paths` (their `steering_addresses`)."""
         mode = mode or self.config.mode
         key = (src, dst, mode)
         paths = self._paths.get(key)
         if paths is None:
             peer = self.net.hosts[dst].nic_addr
             usid: dict[int, list[bytes]] = {}
-            if uses_usid_paths(mode):                # only then: host_paths costs time on a large fabric
-                for path in host_paths(self.net.topo, src, dst, self._graphs):
-                    usid.setdefault(path.plane, []).append(path.address.packed)
+            if uses_usid_paths(mode):                # only then: the paths cost time on a large fabric
+                usid = steering_addresses(self.net.topo, src, dst, self._graphs)
             paths = self._paths[key] = connection_paths(mode, self.net.topo.numbered_nics(src), peer, usid)
         return list(paths)
 

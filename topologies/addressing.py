@@ -84,6 +84,11 @@ def switch_ifname(switch_name: str, port: int) -> str:
 
 def usid_path_address(plane: int, switch_usids, dst_host_usid: int) -> ipaddress.IPv6Address:
     """The address that steers a packet on `plane` through `switch_usids` to host `dst_host_usid`."""
+    return ipaddress.IPv6Address(usid_path_value(plane, switch_usids, dst_host_usid))
+
+
+def usid_path_value(plane: int, switch_usids, dst_host_usid: int) -> int:
+    """`usid_path_address` as a 128-bit number."""
     usids = list(switch_usids)
     if len(usids) > MAX_PATH_SWITCHES:
         raise AddressingError(
@@ -94,7 +99,7 @@ def usid_path_address(plane: int, switch_usids, dst_host_usid: int) -> ipaddress
         _check_usid(usid)
         value = (value << constants.USID_BITS) | usid
     unused_bits = ADDRESS_BITS - LOCATOR_BITS - constants.USID_BITS * len(usids)
-    return ipaddress.IPv6Address(value << unused_bits)
+    return value << unused_bits
 
 
 def parse_usid_address(addr) -> tuple[int, list[int]]:

@@ -7,12 +7,15 @@ from topologies.model import LinkEnd, Topology
 
 
 class PlaneGraph:
-    """Switches of one plane and the switch-to-switch links between them."""
+    """Switches of one plane and the switch-to-switch links between them. The distances and the
+    shortest paths towards a switch are computed once, when first asked, and kept with the graph."""
 
     def __init__(self, topo: Topology, plane: int):
         self.topo = topo
         self.plane = plane
-        self._order = {s.name: s.index for s in topo.switches_of_plane(plane)}
+        switches = topo.switches_of_plane(plane)
+        self._order = {s.name: s.index for s in switches}
+        self._usid = {s.name: s.usid for s in switches}
         self._adjacent: dict[str, list[LinkEnd]] = {name: [] for name in self._order}
         for name in self._order:
             for far in topo.neighbors(name):
@@ -21,6 +24,7 @@ class PlaneGraph:
                     self._adjacent[name].append(LinkEnd(far.node, topo.port_towards(name, far.node)))
             self._adjacent[name].sort(key=lambda end: self._order[end.node])
         self._distance_cache: dict[str, dict[str, int]] = {}
+        self._path_cache: dict[str, dict[str, tuple[tuple[str, ...], ...]]] = {}   # target -> switch -> paths
 
     @property
     def switches(self) -> list[str]:
@@ -29,6 +33,11 @@ class PlaneGraph:
     def adjacent(self, switch: str) -> list[LinkEnd]:
         """(neighbour switch, local port) pairs of `switch`, by neighbour index."""
         return list(self._adjacent[switch])
+
+    def usids(self, path: tuple[str, ...]) -> list[int]:
+        """The uSIDs of the switches of `path`, in its order."""
+        usid = self._usid
+        return [usid[name] for name in path]
 
     def distances_to(self, target: str) -> dict[str, int]:
         """Hop count from every switch that can reach `target` (breadth-first, cached)."""
@@ -59,17 +68,22 @@ class PlaneGraph:
 
     def shortest_paths(self, source: str, target: str) -> list[tuple[str, ...]]:
         """Every shortest switch path from `source` to `target`, in lexicographic index order."""
-        if target not in self.distances_to(target) or source not in self.distances_to(target):
+        if source not in self.distances_to(target):
             return []
-        paths: list[tuple[str, ...]] = []
+        return list(self._paths_from(source, target))
 
-        def extend(prefix: tuple[str, ...]) -> None:
-            here = prefix[-1]
-            if here == target:
-                paths.append(prefix)
-                return
-            for end in self.next_hops(here, target):
-                extend(prefix + (end.node,))
-
-        extend((source,))
+    def _paths_from(self, switch: str, target: str) -> tuple[tuple[str, ...], ...]:
+        """The shortest paths from `switch` (which reaches `target`) to `target`, made once per
+        switch and target and kept: the paths of every source towards a target share the paths of
+        the switches they cross (a fat-tree's paths through one spine are made once, not once per
+        source)."""
+        known = self._path_cache.setdefault(target, {})
+        paths = known.get(switch)
+        if paths is None:
+            if switch == target:
+                paths = ((target,),)
+            else:
+                paths = tuple((switch, *rest) for end in self.next_hops(switch, target)
+                              for rest in self._paths_from(end.node, target))
+            known[switch] = paths
         return paths

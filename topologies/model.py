@@ -157,6 +157,7 @@ class Topology:
     links: tuple = ()
     _nodes: dict = field(init=False, repr=False, compare=False)
     _links_by_node: dict = field(init=False, repr=False, compare=False)
+    _nics: dict = field(init=False, repr=False, compare=False)     # host -> its NICs, made when first asked
 
     def __post_init__(self):
         object.__setattr__(self, "hosts", tuple(self.hosts))
@@ -172,6 +173,7 @@ class Topology:
                 by_node.setdefault(link.b, []).append(link)
         object.__setattr__(self, "_nodes", nodes)
         object.__setattr__(self, "_links_by_node", by_node)
+        object.__setattr__(self, "_nics", {})
 
     # --- lookups --------------------------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -234,18 +236,22 @@ class Topology:
         return self.link_between(node, neighbor).port_of(node)
 
     def host_nics(self, host: str) -> list[HostNic]:
-        """The NICs of `host`, one per plane it is attached to, by plane."""
-        h = self.host(host)
-        nics = []
-        for link in self.links_of(host):
-            plane = link.port_of(host)
-            far = link.other(host)
-            nics.append(HostNic(
-                host=host, plane=plane, switch=far.node, switch_port=far.port,
-                address=addressing.nic_address(h.index, plane),
-                mac=addressing.nic_mac(h.index, plane),
-                ifname=addressing.nic_ifname(host, plane)))
-        return sorted(nics, key=lambda nic: nic.plane)
+        """The NICs of `host`, one per plane it is attached to, by plane (made once per host: a
+        topology does not change)."""
+        nics = self._nics.get(host)
+        if nics is None:
+            h = self.host(host)
+            made = []
+            for link in self.links_of(host):
+                plane = link.port_of(host)
+                far = link.other(host)
+                made.append(HostNic(
+                    host=host, plane=plane, switch=far.node, switch_port=far.port,
+                    address=addressing.nic_address(h.index, plane),
+                    mac=addressing.nic_mac(h.index, plane),
+                    ifname=addressing.nic_ifname(host, plane)))
+            nics = self._nics[host] = tuple(sorted(made, key=lambda nic: nic.plane))
+        return list(nics)
 
     def numbered_nics(self, host: str) -> list[tuple[int, int, bytes]]:
         """The NICs of `host` as (NIC number, plane, 16-byte address), by plane: the form the

@@ -1,5 +1,5 @@
 """Paths between hosts: per plane, every shortest switch path with its uSID steering address
-(`host_paths`), and the one path ECMP gives a packet sent to a host's own address (`ecmp_path`).
+(`host_paths`; only the addresses, as bytes: `steering_addresses`), and the one path ECMP gives a packet sent to a host's own address (`ecmp_path`).
 
 In a Clos (leaf-spine, fat-tree, multi-plane) the shortest paths are exactly the up-down
 (valley-free) ones; in any other graph they are simply the shortest paths of the plane's switches.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import Iterator
 
 from pipeline_contract.ecmp import entropy_member
 from topologies import addressing
@@ -36,13 +37,32 @@ class Path:
 
 
 def host_paths(topo: Topology, src: str, dst: str, graphs: dict[int, PlaneGraph] | None = None) -> list[Path]:
-    """Every shortest uSID path from host `src` to host `dst`, on every plane both are on."""
+    """Every shortest uSID path from host `src` to host `dst`, on every plane both are on (`graphs`:
+    the PlaneGraph of each plane, made on first use and kept there for the next call)."""
+    return [Path(nic.plane, nic, switches, ipaddress.IPv6Address(value), dst)
+            for nic, switches, value in _shortest_paths(topo, src, dst, graphs)]
+
+
+def steering_addresses(topo: Topology, src: str, dst: str,
+                       graphs: dict[int, PlaneGraph] | None = None) -> dict[int, list[bytes]]:
+    """The 16-byte addresses of `host_paths(topo, src, dst, graphs)` by plane, in their order: what a
+    connection is given (`host_agent.transport.connection_paths`), without the Path objects (a
+    fabric of 1,024 hosts has 64 paths per pair)."""
+    addresses: dict[int, list[bytes]] = {}
+    for nic, _, value in _shortest_paths(topo, src, dst, graphs):
+        addresses.setdefault(nic.plane, []).append(value.to_bytes(16, "big"))
+    return addresses
+
+
+def _shortest_paths(topo: Topology, src: str, dst: str,
+                    graphs: dict[int, PlaneGraph] | None) -> Iterator[tuple[HostNic, tuple[str, ...], int]]:
+    """(source NIC, switches, uSID address as a number) of every shortest path from host `src` to
+    host `dst`, plane by plane."""
     if src == dst:
         raise PathError(f"no path from {src} to itself")
     dst_host = topo.host(dst)
     dst_nics = {nic.plane: nic for nic in topo.host_nics(dst)}
     graphs = graphs if graphs is not None else {}
-    paths = []
     for src_nic in topo.host_nics(src):
         dst_nic = dst_nics.get(src_nic.plane)
         if dst_nic is None:
@@ -55,10 +75,7 @@ def host_paths(topo: Topology, src: str, dst: str, graphs: dict[int, PlaneGraph]
                 raise PathError(
                     f"{src} -> {dst} on plane {src_nic.plane}: shortest path {'-'.join(switches)} has "
                     f"{len(switches)} switches, a uSID address holds at most {addressing.MAX_PATH_SWITCHES}")
-            usids = [topo.switch(name).usid for name in switches]
-            address = addressing.usid_path_address(src_nic.plane, usids, dst_host.usid)
-            paths.append(Path(src_nic.plane, src_nic, switches, address, dst))
-    return paths
+            yield src_nic, switches, addressing.usid_path_value(src_nic.plane, graph.usids(switches), dst_host.usid)
 
 
 def all_pairs_paths(topo: Topology) -> dict[tuple[str, str], list[Path]]:

@@ -173,3 +173,14 @@ def test_a_block_is_a_view_of_its_pairs_own_stream():
     assert all(one[shift:shift + 64] not in other for shift in range(0, 4096 - 64, 8))
     with pytest.raises(CollectiveError, match="ranks are >= 0"):
         block_view(3, -1, 0, 10)
+
+
+def test_a_blocks_bytes_stay_the_same():
+    """The bytes every backend and check sees, pinned: a change of how they are drawn that changes
+    them fails here (records would no longer compare with earlier ones)."""
+    import hashlib
+    from host_agent.collectives.data import block_bytes
+    assert hashlib.sha256(block_bytes(3, 0, 1, 5001)).hexdigest() == \
+        "040a302e2db183bb52fed35fadf8baab44fe633fa59464d4050f14f48792be27"
+    assert hashlib.sha256(block_bytes(1, 127, 5, 1 << 20)).hexdigest() == \
+        "2baf2085da3db8f85c4e949dfb5143d73a27d2f01fd42d9ae38656a62bf9fc98"

@@ -88,3 +88,54 @@ def test_disconnected_plane_gives_no_path():
     topo = leaf_spine(2, 1, 1)
     cut = topo.without_links([("s1", "s3")])
     assert host_paths(cut, "h1", "h2") == []
+
+
+def walked_shortest_paths(graph, source, target):
+    """Every shortest path from `source` to `target` found without the graph's distances or cache:
+    walks without repeated switches grown a hop at a time (neighbours by index) until some reach it."""
+    walks = [(source,)]
+    while walks:
+        arrived = [walk for walk in walks if walk[-1] == target]
+        if arrived:
+            return arrived
+        walks = [walk + (end.node,) for walk in walks for end in graph.adjacent(walk[-1]) if end.node not in walk]
+    return []
+
+
+@pytest.mark.parametrize("make", [lambda: fat_tree(4), lambda: leaf_spine(4, 3, 1), lambda: multi_plane(2, 3, 2, 1)])
+def test_kept_paths_are_the_paths_of_each_pair_alone(make):
+    """One graph asked every pair of switches (its paths through a switch made once and kept) gives
+    each pair exactly the paths, in the order, of a walk of that pair alone; so does host_paths
+    with graphs shared across pairs."""
+    from topologies.graph import PlaneGraph
+    topo = make()
+    for plane in topo.planes:
+        graph = PlaneGraph(topo, plane)
+        names = graph.switches
+        for source in names + names[::-1]:          # every pair asked twice, the second time from the cache
+            for target in names:
+                got = graph.shortest_paths(source, target)
+                assert got == walked_shortest_paths(graph, source, target), (source, target)
+                got.clear()                          # a caller's list is its own
+                assert graph.shortest_paths(source, target)
+    graphs: dict = {}
+    for a in topo.hosts:
+        for b in topo.hosts:
+            if a != b:
+                assert host_paths(topo, a.name, b.name, graphs) == host_paths(topo, a.name, b.name)
+
+
+@pytest.mark.parametrize("make", [lambda: fat_tree(4), lambda: multi_plane(2, 3, 2, 1)])
+def test_steering_addresses_are_the_host_paths_addresses(make):
+    from topologies.paths import steering_addresses
+    topo = make()
+    graphs: dict = {}
+    for a in topo.hosts:
+        for b in topo.hosts:
+            if a != b:
+                by_plane: dict = {}
+                for path in host_paths(topo, a.name, b.name):
+                    by_plane.setdefault(path.plane, []).append(path.address.packed)
+                assert steering_addresses(topo, a.name, b.name, graphs) == by_plane
+    with pytest.raises(PathError, match="itself"):
+        steering_addresses(topo, "h1", "h1")

@@ -12,7 +12,7 @@ from topologies import addressing
 from topologies.builders import dumbbell, fat_tree, leaf_spine, multi_plane
 from topologies.graph import PlaneGraph
 from topologies.paths import all_pairs_paths
-from topologies.yamlfile import load_topology
+from topologies.yamlfile import load_topology, loads_topology
 
 MAX_HOPS = 16
 LOW_96 = (1 << 96) - 1
@@ -79,7 +79,31 @@ BUILDERS = {
     "multiplane": lambda: multi_plane(2, 3, 2, 2),
     "triangle": lambda: load_topology(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir,
                                                    "topologies", "examples", "triangle.yaml")),
+    "interleaved": lambda: loads_topology(INTERLEAVED),
 }
+
+# Two leaves under two spines whose hosts alternate between the leaves in host order (h1 on s1, h2 on
+# s2, h3 on s1, ...): every leaf's hosts are in several blocks (controller.routes.HostBlock).
+INTERLEAVED = """
+name: interleaved
+defaults: {rate: 20Mbit, queue_depth: 64, trim_threshold: 8, ecn_threshold: 4}
+hosts: [h1, h2, h3, h4, h5]
+switches:
+  - {name: s1, tier: leaf, plane: 0}
+  - {name: s2, tier: leaf, plane: 0}
+  - {name: s3, tier: spine, plane: 0}
+  - {name: s4, tier: spine, plane: 0}
+links:
+  - {a: h1, b: s1}
+  - {a: h2, b: s2}
+  - {a: h3, b: s1}
+  - {a: h4, b: s2}
+  - {a: h5, b: s1}
+  - {a: s1, b: s3}
+  - {a: s1, b: s4}
+  - {a: s2, b: s3}
+  - {a: s2, b: s4}
+"""
 
 
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
@@ -159,6 +183,23 @@ def test_leaf_spine_tables_in_detail():
     # members are installed before the routes that use them
     kinds = [e.table for e in s1.entries]
     assert kinds.index(routes.ECMP_MEMBER) < kinds.index(routes.ROUTING)
+
+
+def test_equal_routes_of_switches_are_one_entry_and_every_host_has_its_own():
+    """Switches routing a leaf's hosts out of the same port hold the same (frozen) entries; each
+    switch still has one routing entry per host it can reach, in host order."""
+    topo = fat_tree(4)
+    programs = routes.compute_programs(topo)
+    cores = [s.name for s in topo.switches if s.tier == 2]
+    host_match = {(addressing.node_prefix(0, h.usid) << routes.PREFIX_SHIFT, addressing.NODE_PREFIX_LEN): h.name
+                  for h in topo.hosts}
+    for core in cores:
+        hosts = [host_match[e.match["dst_addr"]] for e in programs[core].entries_of(routes.ROUTING)
+                 if e.match["dst_addr"] in host_match]
+        assert hosts == [h.name for h in topo.hosts]
+    first, second = (programs[name].entries_of(routes.ROUTING) for name in cores[:2])
+    same_port = [(a, b) for a, b in zip(first, second) if a == b and a.match["dst_addr"] in host_match]
+    assert same_port and all(a is b for a, b in same_port)
 
 
 def test_groups_are_shared_between_destinations():

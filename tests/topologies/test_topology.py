@@ -168,3 +168,18 @@ def test_spec_parser_errors_name_the_spec(spec, message):
     with pytest.raises(TopologySpecError, match=message) as info:
         topology_from_spec(spec)
     assert repr(spec) in str(info.value)
+
+
+def test_host_nics_are_made_once_and_each_caller_gets_its_own_list():
+    import dataclasses
+    topo = multi_plane(2, 2, 2, 1)
+    first = topo.host_nics("h1")
+    assert [nic.plane for nic in first] == [0, 1]
+    first.clear()                                        # the caller's list, not the topology's
+    again = topo.host_nics("h1")
+    assert [nic.plane for nic in again] == [0, 1] and again[0] is topo.host_nics("h1")[0]
+    # another topology (here without h1's plane-1 link) has NICs of its own
+    fewer = dataclasses.replace(topo, links=tuple(link for link in topo.links
+                                                  if not (link.a == "h1" and link.a_port == 1)))
+    assert [nic.plane for nic in fewer.host_nics("h1")] == [0]
+    assert [nic.plane for nic in topo.host_nics("h1")] == [0, 1]
