@@ -46,7 +46,7 @@ MODULES = (
     "host_agent.transport.pathloss", "host_agent.transport.shares",
     "host_agent.transport.nicclock", "host_agent.transport.message", "host_agent.transport.policies",
     "host_agent.transport.tally",
-    "wire.packets",
+    "wire.packets", "wire.endpoint",
 )
 
 
