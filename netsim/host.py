@@ -6,6 +6,7 @@ from typing import Any, Final, Iterable, Optional, Protocol
 from netsim.link import SimLink
 from netsim.sim import Event, Simulator
 from wire import constants
+from wire.endpoint import SansIOEndpoint
 
 _HIGH_DSCP: Final = constants.HIGH_PRIORITY_DSCP
 _HIGH: Final = constants.PRIORITY_HIGH
@@ -14,7 +15,8 @@ _LOW: Final = constants.PRIORITY_LOW
 
 class SansIOTransport(Protocol):
     """What a host needs of the transport it runs: a sans-IO endpoint driven by arriving packets,
-    polls and wake-ups (host_agent.transport.Endpoint is one)."""
+    polls and wake-ups (host_agent.transport.Endpoint is one). One derived from
+    `wire.endpoint.SansIOEndpoint` (as Endpoint is) is called natively by the compiled build."""
 
     def receive(self, now: float, nic: int, pkt) -> None:
         """A packet arrived on NIC `nic` at time `now`."""
@@ -59,7 +61,9 @@ class SimHost:
         self.nics: dict[int, SimLink] = {}
         self.nic_addr: dict[int, bytes] = {}
         self.usid = 0
-        self.endpoint: Optional[SansIOTransport] = None
+        # typed as the verbs' base or any other endpoint (a union): the compiled build calls a
+        # SansIOEndpoint's natively after a type check, anything else as Python does
+        self.endpoint: SansIOEndpoint | SansIOTransport | None = None
         self.on_event: Any = None
         self._wake_at: float | None = None
         self._wake_up = _WakeUp(self)           # scheduled at every wake-up it asks for
@@ -67,7 +71,7 @@ class SimHost:
         self._held: list = []                   # packets held by pauses, in arrival order
         self._handed = 0                        # how many of them were handed over
 
-    def attach(self, endpoint: SansIOTransport, on_event=None) -> None:
+    def attach(self, endpoint: SansIOEndpoint | SansIOTransport, on_event=None) -> None:
         """Drive `endpoint` from now on, handing its events to `on_event(event)` if given."""
         self.endpoint = endpoint
         self.on_event = on_event
@@ -102,9 +106,10 @@ class SimHost:
         if self._pauses and self._paused():
             self._held.append((pkt, nic))
             return
-        if self.endpoint is None:
+        endpoint = self.endpoint
+        if endpoint is None:
             return
-        self.endpoint.receive(self.sim.now, nic, pkt)
+        endpoint.receive(self.sim.now, nic, pkt)
         self.service()
 
     def service(self) -> None:
@@ -112,7 +117,9 @@ class SimHost:
         now = self.sim.now
         if self._pauses and self._paused():
             return
-        endpoint: Any = self.endpoint
+        endpoint = self.endpoint
+        if endpoint is None:                    # nothing attached yet: nothing to poll
+            return
         handle = self.on_event
         if handle is not None:
             self._hand_over(endpoint.drain_events(), handle)

@@ -23,6 +23,7 @@ import random
 from collections import Counter, deque
 from typing import Final
 
+from wire.endpoint import SansIOEndpoint
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Probe, ProbeReply, Sack, wire_size
 from host_agent.transport import events
 from host_agent.transport.config import ConnectionId, PathInfo, TransportConfig
@@ -229,8 +230,9 @@ class Connection:
 QP_STRIDE: Final = 0x10000      # QP k of a peer is numbered base + k * QP_STRIDE (both ends do the same)
 
 
-class Endpoint:
-    """All connections of one host, driven by `receive`, `poll`, `next_wakeup` and `drain_events`.
+class Endpoint(SansIOEndpoint):
+    """All connections of one host, driven by `receive`, `poll`, `next_wakeup` and `drain_events`
+    (the verbs of `wire.endpoint.SansIOEndpoint`, which a compiled simulated host calls natively).
 
     `policies` (default: MRC's) choose the EV of each packet, read SACKs, judge paths and run the
     window of every connection (`host_agent.transport.policies`).
