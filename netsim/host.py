@@ -1,34 +1,16 @@
 """A simulated host: the transport endpoint it is given, and its NICs, driven by the simulator's clock."""
 from __future__ import annotations
 
-from typing import Any, Final, Iterable, Optional, Protocol
+from typing import Any, Final
 
 from netsim.link import SimLink
 from netsim.sim import Event, Simulator
 from wire import constants
-from wire.endpoint import SansIOEndpoint
+from wire.endpoint import SansIOEndpoint, SansIOTransport
 
 _HIGH_DSCP: Final = constants.HIGH_PRIORITY_DSCP
 _HIGH: Final = constants.PRIORITY_HIGH
 _LOW: Final = constants.PRIORITY_LOW
-
-
-class SansIOTransport(Protocol):
-    """What a host needs of the transport it runs: a sans-IO endpoint driven by arriving packets,
-    polls and wake-ups (host_agent.transport.Endpoint is one). One derived from
-    `wire.endpoint.SansIOEndpoint` (as Endpoint is) is called natively by the compiled build."""
-
-    def receive(self, now: float, nic: int, pkt) -> None:
-        """A packet arrived on NIC `nic` at time `now`."""
-
-    def poll(self, now: float) -> Iterable[tuple[int, object]]:
-        """The (NIC, packet) pairs to transmit at time `now`."""
-
-    def next_wakeup(self) -> Optional[float]:
-        """When the endpoint next wants to be polled, or None."""
-
-    def drain_events(self) -> list:
-        """What happened since the last call, oldest first (handed to the host's `on_event`)."""
 
 
 class _WakeUp(Event):

@@ -1,35 +1,49 @@
-"""The verbs of a sans-IO transport endpoint as a base class, for the compiled build.
+"""The verbs by which a simulated host drives a sans-IO transport endpoint, written once.
 
 A host of the network model (`netsim.host.SimHost`) drives its endpoint through four verbs:
-`receive`, `poll`, `next_wakeup` and `drain_events` (`netsim.host.SansIOTransport` says what each
-means; any object with them will do). The transport (`host_agent.transport.Endpoint`) and the
-network model are peers and may not import each other, so this base sits below both: an endpoint
-derived from it is called natively by a compiled host, without boxing its arguments or looking its
-methods up by name (about 320,000 calls per fat-tree k=8 case). Anything else is called as Python
-calls it, in both builds.
+`receive`, `poll`, `next_wakeup` and `drain_events`. `SansIOTransport` says what each means: any
+object with them will do (the benchmarks' sprayer, test doubles). `SansIOEndpoint` is the same
+verbs as a base class: the transport (`host_agent.transport.Endpoint`) derives from it, and a
+compiled host calls such an endpoint natively, without boxing its arguments or looking its methods
+up by name (about 320,000 calls per fat-tree k=8 case). The transport and the network model are
+peers and may not import each other, so both sit here, below both.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Optional, Protocol
+
+
+class SansIOTransport(Protocol):
+    """What a host needs of the transport it runs: a sans-IO endpoint driven by arriving packets,
+    polls and wake-ups."""
+
+    def receive(self, now: float, nic: int, pkt: Any) -> None:
+        """A packet arrived on NIC `nic` at time `now`."""
+
+    def poll(self, now: float) -> Iterable[tuple[int, Any]]:
+        """The (NIC, packet) pairs to transmit at time `now`."""
+
+    def next_wakeup(self) -> Optional[float]:
+        """When the endpoint next wants to be polled, or None."""
+
+    def drain_events(self) -> list:
+        """What happened since the last call, oldest first (handed to the host's `on_event`)."""
 
 
 class SansIOEndpoint:
-    """A transport endpoint a simulated host drives; subclasses implement every verb."""
+    """The verbs of `SansIOTransport` as a base class the compiled build calls natively;
+    subclasses implement every one."""
 
     __slots__ = ()
 
     def receive(self, now: float, nic: int, pkt: Any) -> None:
-        """A packet arrived on NIC `nic` at time `now`."""
         raise NotImplementedError
 
     def poll(self, now: float) -> list[tuple[int, Any]]:
-        """The (NIC, packet) pairs to transmit at time `now`."""
         raise NotImplementedError
 
     def next_wakeup(self) -> float | None:
-        """When the endpoint next wants to be polled, or None."""
         raise NotImplementedError
 
     def drain_events(self) -> list:
-        """What happened since the last call, oldest first."""
         raise NotImplementedError
