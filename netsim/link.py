@@ -1,7 +1,7 @@
 """One direction of a cable: an egress port's queues, its serialisation and its propagation delay."""
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from wire import constants
@@ -91,11 +91,8 @@ class SimLink:
         self.depth = depth
         self.high_depth = high_depth if high_depth is not None else depth
         # indexed by priority (LOW 0, HIGH 1); typed as a tuple of any length: the compiled build keeps
-        # a fixed-length tuple unboxed and would make a new tuple object at every read of it. Lists,
-        # oldest first: the compiled build appends and pops them natively (a deque's methods are
-        # looked up by name), and they stay short (a switch port's at most `depth`, a NIC's a few
-        # packets under its endpoint's pacing), so pop(0) moves next to nothing
-        self.queues: tuple[list, ...] = ([], [])
+        # a fixed-length tuple unboxed and would make a new tuple object at every read of it
+        self.queues: tuple[deque, ...] = (deque(), deque())
         self.busy = False
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
@@ -197,9 +194,9 @@ class SimLink:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire
         if queues[_HIGH]:
-            pkt = queues[_HIGH].pop(0)
+            pkt = queues[_HIGH].popleft()
         elif queues[_LOW]:
-            pkt = queues[_LOW].pop(0)
+            pkt = queues[_LOW].popleft()
         else:
             self.busy = False
             self._wire_pkt = None
