@@ -51,7 +51,19 @@ HOT_MODULES = (
     "host_agent.transport.tally",
     "wire.packets", "wire.endpoint",
 )
-MODULES = tuple(m for m in HOT_MODULES if ROOT.joinpath(*m.split(".")).with_suffix(".py").is_file())
+
+
+def source_path(module: str) -> Path:
+    """The `.py` file of `module`."""
+    return ROOT.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def present_modules(modules: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `modules` whose source is in this checkout, in their order."""
+    return tuple(m for m in modules if source_path(m).is_file())
+
+
+MODULES = present_modules(HOT_MODULES)
 
 
 @dataclass(frozen=True)
@@ -67,11 +79,6 @@ class Build:
 
     def __str__(self) -> str:
         return f"{self.kind} ({self.reason})"
-
-
-def source_path(module: str) -> Path:
-    """The `.py` file of `module`."""
-    return ROOT.joinpath(*module.split(".")).with_suffix(".py")
 
 
 def extension_path(module: str) -> Path:
