@@ -11,8 +11,9 @@ Each switch gets, per docs/design.md ("Switch pipeline contract"):
 - `MrcIngress.port_config`: per port, trim/ECN thresholds of its link and host_facing;
 - a `PortQueue` per port from its link's rate and depth.
 
-Entries are values (frozen): switches with the same routes to a block of hosts hold the same entry
-objects, made once (`HostBlock`), so a program costs one step per leaf, not per host.
+Entries are values (frozen): switches with the same routes to a block of hosts (consecutive hosts
+behind one leaf, `HostBlock`) hold the same entry objects, made once, so a switch's host routes cost
+one lookup per block; each switch still holds one entry per host.
 ECMP member entries precede the routing entries that use them, so installing in order never leaves a
 route pointing at a missing member. `rerouted_programs` recomputes the same programs around failed
 links, for the emulated converging control plane (controller/convergence.py).

@@ -1,5 +1,6 @@
 """Paths between hosts: per plane, every shortest switch path with its uSID steering address
-(`host_paths`; only the addresses, as bytes: `steering_addresses`), and the one path ECMP gives a packet sent to a host's own address (`ecmp_path`).
+(`host_paths`; only the addresses, as bytes: `steering_addresses`), and the one path ECMP gives a
+packet sent to a host's own address (`ecmp_path`).
 
 In a Clos (leaf-spine, fat-tree, multi-plane) the shortest paths are exactly the up-down
 (valley-free) ones; in any other graph they are simply the shortest paths of the plane's switches.

@@ -31,19 +31,26 @@ class SansIOTransport(Protocol):
 
 
 class SansIOEndpoint:
-    """The verbs of `SansIOTransport` as a base class the compiled build calls natively;
-    subclasses implement every one."""
+    """The verbs of `SansIOTransport` as a base class the compiled build calls natively. Only
+    compiled classes may derive from it (the transport's `Endpoint`): a class written in Python
+    that derives from it works in pure Python and is refused by the compiled build ("interpreted
+    classes cannot inherit from compiled"), so anything written in Python (a test double, a lab's
+    endpoint) implements `SansIOTransport` instead."""
 
     __slots__ = ()
 
     def receive(self, now: float, nic: int, pkt: Any) -> None:
+        """As `SansIOTransport.receive`."""
         raise NotImplementedError
 
-    def poll(self, now: float) -> list[tuple[int, Any]]:
+    def poll(self, now: float) -> Iterable[tuple[int, Any]]:
+        """As `SansIOTransport.poll`."""
         raise NotImplementedError
 
-    def next_wakeup(self) -> float | None:
+    def next_wakeup(self) -> Optional[float]:
+        """As `SansIOTransport.next_wakeup`."""
         raise NotImplementedError
 
     def drain_events(self) -> list:
+        """As `SansIOTransport.drain_events`."""
         raise NotImplementedError
