@@ -130,3 +130,19 @@ def test_netsim_fat_tree_permutation_runs_alone_and_reports_its_memory():
     run = bn.fat_tree_permutation_alone(4)
     assert run["completed"] and run["packets"] > 16 * 256       # 256 data packets of 4 KB a flow, 3-5 hops each
     assert 0 < run["peak_rss_bytes"] < 4 << 30 and run["packets_per_wall_s"] > 0
+    assert 0 < run["setup_cpu_s"] < run["cpu_s"]
+
+
+def test_a_cases_setup_is_its_cpu_to_the_first_sample_and_none_when_that_was_the_end():
+    from benchmarks.bench_netsim import SetupClock
+
+    clock = SetupClock()
+    clock(0.0)
+    first = clock.seconds
+    sum(range(200_000))                                          # CPU spent after the first sample...
+    clock(0.5)
+    assert first is not None and clock.seconds == first         # ...is not set-up
+    ended = SetupClock()
+    ended(1.0)                                                   # the case ended before its first sample
+    ended(1.0)
+    assert ended.seconds is None
