@@ -25,6 +25,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Final
 
+from mypy_extensions import i64
+
 from host_agent.transport.config import PathInfo
 from host_agent.transport.pathcap import PathLoad
 from host_agent.transport.steering import Steering, SteeringParams
@@ -72,7 +74,10 @@ class FloorError(ValueError):
 
 def ev_path_index(ev: int, num_paths: int) -> int:
     """Path index (within its plane) of entropy value `ev`: a 32-bit mix, modulo the path count."""
-    x = (ev ^ (ev >> 16)) * 0x45D9F3B & 0xFFFFFFFF
+    # 64-bit integers (i64: native in the compiled build): a 32-bit value times the 27-bit constant
+    # fits, where mypyc's own int multiplies through Python's big integers past 31 bits
+    x: i64 = ev
+    x = (x ^ (x >> 16)) * 0x45D9F3B & 0xFFFFFFFF
     x = (x ^ (x >> 16)) * 0x45D9F3B & 0xFFFFFFFF
     return (x ^ (x >> 16)) % num_paths
 
