@@ -43,8 +43,9 @@ class PlaneGraph:
 
     def distances_to(self, target: str) -> dict[str, int]:
         """Hop count from every switch that can reach `target` (breadth-first, cached)."""
-        if target not in self._distance_cache:
-            distance = {target: 0}
+        distance = self._distance_cache.get(target)
+        if distance is None:
+            distance = self._distance_cache[target] = {target: 0}
             queue = deque([target])
             while queue:
                 here = queue.popleft()
@@ -52,15 +53,16 @@ class PlaneGraph:
                     if end.node not in distance:
                         distance[end.node] = distance[here] + 1
                         queue.append(end.node)
-            self._distance_cache[target] = distance
-        return self._distance_cache[target]
+        return distance
 
     def next_hops(self, switch: str, target: str) -> list[LinkEnd]:
         """Neighbours of `switch` on a shortest path to `target` (empty if unreachable or there)."""
         distance = self.distances_to(target)
-        if switch not in distance or switch == target:
+        here = distance.get(switch)
+        if not here:                                 # None: cannot reach it; 0: is it
             return []
-        return [end for end in self._adjacent[switch] if distance.get(end.node) == distance[switch] - 1]
+        closer = here - 1
+        return [end for end in self._adjacent[switch] if distance.get(end.node) == closer]
 
     def ecmp_ports(self, switch: str, target: str) -> tuple[int, ...]:
         """The ports of `switch` on a shortest path to `target`, in the order of an ECMP group's
