@@ -147,7 +147,7 @@ class EvSet:
         self.min_active = min_active
         self.share_fate = share_fate_by_path
         self.steering = Steering(steering or SteeringParams(), by_path=share_fate_by_path)   # holds, clean EVs
-        self._rng = rng
+        self._draw = rng.getrandbits       # an EV value's bits (bound once: a set's EVs take hundreds of draws)
         self._on_change = on_change or (lambda ev, old, cause, now: None)
         self._on_backup = on_backup or (lambda new, old, now: None)
         self.planes = sorted({p.plane for p in paths})
@@ -197,7 +197,7 @@ class EvSet:
         if allowed is not None and not allowed:
             return None
         for _ in range(64 * len(candidates)):
-            value = self._rng.getrandbits(32)
+            value = self._draw(32)
             if value in self.by_value:
                 continue
             key = candidates[ev_path_index(value, len(candidates))]
