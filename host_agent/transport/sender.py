@@ -126,11 +126,13 @@ class MrcSender:
         return t
 
     def _drop_stale_timers(self) -> None:
+        """Pop the timers of transmissions no longer in flight (an acknowledged packet, removed
+        from `segments`, is not in flight either)."""
         timers = self._timers
         while len(timers):
             first = timers.first()
-            seg = self.segments.get(first.seq)
-            if seg is not None and seg.in_flight and seg.transmissions == first.tx:
+            seg = first.segment
+            if seg.in_flight and seg.transmissions == first.tx:
                 return
             timers.pop()
 
@@ -159,7 +161,7 @@ class MrcSender:
             self._drop_stale_timers()
             if not len(timers) or timers.first().at > now:
                 return
-            self._timed_out(self.segments[timers.pop().seq], now)
+            self._timed_out(timers.pop().segment, now)
             if self.failed is not None:
                 return
 
@@ -226,7 +228,7 @@ class MrcSender:
         self.stats.add("tail_probes")
         self._queue_retx(seg.seq, events.CAUSE_TAIL_PROBE)
 
-    def _declare_lost(self, lost: list, now: float) -> None:
+    def _declare_lost(self, lost: list[Segment], now: float) -> None:
         """Packets the SACKs show lost (`lossdetect`): a loss without a trim, so the path monitor
         judges each one's EV as it judges a timeout (MRC: a failed path, retired at once for a
         backup), and each is queued for retransmission now (cause "sack"). Packets still in
@@ -387,7 +389,7 @@ class MrcSender:
         if detector is not None:
             detector.sent(seg)                        # its send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
-        self._timers.push(now + timeout, seg.seq, seg.transmissions)
+        self._timers.push(now + timeout, seg)
         stats = self.stats
         stats.add("data_sent")
         stats.add("data_bytes_sent", seg.length)
@@ -425,7 +427,8 @@ class MrcSender:
             self._spurious(seg, now)
         if seg.in_flight:
             seg.in_flight = False
-            seg.ev.load.inflight -= 1
+            ev: Ev = seg.ev                           # typed here: a segment holds its EV untyped
+            ev.load.inflight -= 1
             self.inflight_bytes -= seg.wire
         if seg.msg.segment_acked():
             self._message_sent(seg.msg, now)
@@ -440,8 +443,10 @@ class MrcSender:
         themselves appended to `newly` when given)."""
         acked = 0
         cum = min(cum, self.next_seq)
+        segments = self.segments
         while self.cum_acked < cum:
-            seg = self.segments.pop(self.cum_acked)
+            seg = segments[self.cum_acked]            # not pop(): the compiled build calls a dict's pop by name
+            del segments[self.cum_acked]
             if newly is not None and not seg.acked:
                 newly.append(seg)
             acked += self._ack(seg, now)
@@ -512,9 +517,9 @@ class MrcSender:
             if trigger - TS_SLACK > detector.xmit:       # detector.delivered, inline: this is per SACK
                 detector.xmit = trigger - TS_SLACK        # surely sent no earlier than this
                 detector.rtt = rtt
-            lost = detector.lost(now)
-            if lost:
-                self._declare_lost(lost, now)
+            overdue = detector.lost(now)
+            if overdue:
+                self._declare_lost(overdue, now)
             if acked:                                 # the tail probe waits from the latest progress
                 detector.probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
         self.rtt.sample_echo(rtt, sack.ts_echo)
