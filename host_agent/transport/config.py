@@ -93,8 +93,9 @@ class TransportConfig:
     millisecond); the in-process network uses microsecond values.
 
     A connection reads some of these once, when it is built (the ones its per-packet path uses:
-    `mtu_payload`, `ooo_window`, `initial_psn`, the pacing parameters): a configuration changed
-    later is not seen by connections already made. Make a new one (`dataclasses.replace`) instead.
+    `mtu_payload`, `ooo_window`, `initial_psn`, `ack_coalesce`, `ack_delay`, `ack_fanout`, the
+    pacing parameters): a configuration changed later is not seen by connections already made.
+    Make a new one (`dataclasses.replace`) instead.
     """
 
     mode: str = "mrc"                 # "mrc" | "roce" (or a kind registered in host_agent.transport.kinds)

@@ -66,9 +66,9 @@ class MrcSender:
         self._lost = sack.lost
         self._on_ack = getattr(monitor, "on_ack", None)  # optional PathMonitor hook (policies)
         self._nics = tuple(sorted({p.nic for p in evset.paths}))  # the NICs the EVs use
-        self._mtu = config.mtu_payload                    # read per poll (TransportConfig is not compiled:
+        self._ipsn = config.initial_psn                   # read per packet (TransportConfig is not compiled:
         self._ooo_window = config.ooo_window              # each read of it is a generic attribute lookup)
-        self.pending = SendQueue(self._mtu)               # messages not yet fully cut into packets
+        self.pending = SendQueue(config.mtu_payload)      # messages not yet fully cut into packets (its `mtu`)
         self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
         self.next_seq = 0
         self.cum_acked = 0
@@ -168,7 +168,7 @@ class MrcSender:
     def _fail(self, seg: Segment, now: float) -> None:
         """The retry budget of `seg` is spent: the connection fails, dropping everything queued."""
         last = self._budget.timeout(self.rtt.rto, seg.timeouts - 1)
-        self.failed = events.ConnectionFailed(now, self.ident, (self.cfg.initial_psn + seg.seq) & PSN_MASK,
+        self.failed = events.ConnectionFailed(now, self.ident, (self._ipsn + seg.seq) & PSN_MASK,
                                               seg.timeouts - 1, last)
         self.stats.add("connections_failed")
         self._timers.clear()
@@ -297,16 +297,19 @@ class MrcSender:
         if retx:
             self._pop_stale_retx()
         inflight = self.inflight_bytes
+        # The window's floats read into typed locals: read through the union (`cc`), the compiled
+        # build would compare them as objects.
+        cwnd: float = self.cc.cwnd
         seg: Segment | None
         cause: str | None
         if retx:
             prio, seq = retx[0]
             seg = self.segments[seq]
             if prio != _RETX_OTHER:                                  # a trim resend
-                if prio == _RETX_LASTHOP_TRIM and inflight and inflight + seg.wire > self.cc.cwnd:
+                if prio == _RETX_LASTHOP_TRIM and inflight and inflight + seg.wire > cwnd:
                     return None
                 return seg, _CAUSE_TRIM, None
-            if inflight and inflight + seg.wire > self.cc.cwnd:      # not _window_allows(seg.wire)
+            if inflight and inflight + seg.wire > cwnd:      # not _window_allows(seg.wire)
                 return None
             cause = self._retx_cause[seq]
         else:
@@ -315,12 +318,12 @@ class MrcSender:
                 return None
             if inflight:
                 msg = pending.oldest()
-                mtu = self._mtu
+                mtu = pending.mtu
                 left = msg.length - msg.next_offset
-                if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > self.cc.cwnd:
+                if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > cwnd:
                     return None
             seg = cause = None
-        ready = self.cc.next_send
+        ready: float = self.cc.next_send
         nic = self.nic
         if nic.rate:
             nics = self._nics
@@ -344,14 +347,16 @@ class MrcSender:
         nics = len(self._nics)
         rate = None                                      # the pacing rate: fixed while nothing is acknowledged
         while True:
-            if not self._retx and now < cc.next_send:
+            next_send: float = cc.next_send             # typed, as in _next_packet
+            if not self._retx and now < next_send:
                 inflight = self.inflight_bytes          # ... and _window_allows(mtu_payload)
+                cwnd: float = cc.cwnd
                 cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self._ooo_window
-                                 and (not inflight or inflight + self._mtu <= cc.cwnd))
+                                 and (not inflight or inflight + self.pending.mtu <= cwnd))
                 return                                   # fast path: the pacing clock says not yet
             nxt = self._next_packet(now)
             if nxt is None:
-                cc.backlogged = now < cc.next_send and self._next_packet(None) is not None
+                cc.backlogged = now < next_send and self._next_packet(None) is not None
                 return
             seg, cause, _ = nxt
             if seg is None:
@@ -393,7 +398,7 @@ class MrcSender:
         stats = self.stats
         stats.add("data_sent")
         stats.add("data_bytes_sent", seg.length)
-        psn = (self.cfg.initial_psn + seg.seq) & PSN_MASK
+        psn = (self._ipsn + seg.seq) & PSN_MASK
         if cause is None:
             flags, dscp = 0, constants.DSCP_TRIMMABLE
         else:
@@ -405,7 +410,7 @@ class MrcSender:
         msg = seg.msg
         offset = seg.offset
         tsval = int(now * 1e6) & 0xFFFFFFFF
-        if seg.length < self._mtu:
+        if seg.length < self.pending.mtu:
             self.rtt.sent_short(tsval)
         # positional: DataPacket(src, dst, ev, qp, psn, va, rkey, length, msg_id, msg_len, tsval,
         #                        payload, flags, dscp, ecn, ack_req)
@@ -490,7 +495,7 @@ class MrcSender:
             self.delivered_sent_at = trigger
         if self.first_rtt_at == _INF:
             self.first_rtt_at = now
-        ipsn = self.cfg.initial_psn
+        ipsn = self._ipsn
         cum = from_wire(sack.cum_psn, ipsn, self.cum_acked)
         if cum < self.cum_acked or cum > self.next_seq:
             cum = self.cum_acked                    # stale or bogus: only the bitmap may help
@@ -578,7 +583,7 @@ class MrcSender:
         header_sent = now - ts_age(now, nack.ts_echo)      # that packet's header arrived
         if header_sent > self.delivered_sent_at:
             self.delivered_sent_at = header_sent
-        ipsn = self.cfg.initial_psn
+        ipsn = self._ipsn
         cum = from_wire(nack.cum_psn, ipsn, self.cum_acked)
         if self.cum_acked <= cum <= self.next_seq:
             self._advance_cum(cum, now)
