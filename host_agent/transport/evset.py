@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Final
 
-from host_agent.transport.config import PathInfo
+from host_agent.transport.addressing import PathInfo
 from host_agent.transport.pathcap import PathLoad
 from host_agent.transport.steering import Steering, SteeringParams
 

@@ -6,7 +6,8 @@ from typing import Callable, Final
 from wire import constants
 from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events
-from host_agent.transport.config import ConnectionId, TransportConfig
+from host_agent.transport.addressing import ConnectionId
+from host_agent.transport.config import TransportConfig
 from host_agent.transport.evset import EvSet
 from host_agent.transport.shares import SenderShares
 from host_agent.transport.psn import from_wire, to_wire

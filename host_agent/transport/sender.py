@@ -13,7 +13,8 @@ from typing import Callable, Final
 from wire import constants
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Sack
 from host_agent.transport import events
-from host_agent.transport.config import ConnectionId, TransportConfig
+from host_agent.transport.addressing import ConnectionId
+from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
