@@ -119,7 +119,7 @@ class NsccWindow:
         self._eta = config.eta
         self._fair_increase = config.fi * config.fi_scale
         self._qa_threshold = config.qa_threshold
-        self._gathers = bool(config.adjust_bytes_threshold or config.adjust_period_threshold)
+        self._gathers_increases = bool(config.adjust_bytes_threshold or config.adjust_period_threshold)
         self.mss = packet_bytes
         self.cwnd_min = config.cwnd_min_pkts * packet_bytes
         self.cwnd_max = config.max_cwnd * packet_bytes
@@ -167,7 +167,7 @@ class NsccWindow:
 
     def _increase(self, now: float, amount: float, acked_bytes: int) -> None:
         """Add `amount` bytes to the window, at once or once the adjust thresholds are reached."""
-        if not self._gathers:
+        if not self._gathers_increases:
             self.cwnd += amount
             return
         cfg = self._cfg

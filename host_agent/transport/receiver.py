@@ -109,7 +109,7 @@ class MrcReceiver:
         if offset < 0 or (self._ooo >> offset) & 1:
             stats.add("duplicates")
             self._remember(pkt, ce, plane, seq)
-            out.extend(self._sacks(now, plane, self._ack_fanout))      # our earlier SACK may be lost
+            out.extend(self._sacks(now, plane, self._ack_fanout))   # our earlier SACK may be lost
             return
         if (self._unacked and (offset >= BITMAP_BITS or self._last_seq - expected >= BITMAP_BITS)
                 and offset // BITMAP_BITS != self._block()):
