@@ -1,29 +1,16 @@
-"""Connection paths and transport parameters."""
+"""The paths a connection is given, the QP numbering of a run, and the transport parameters."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+from host_agent.transport.addressing import PathInfo
 from host_agent.transport.timers import QP_TIMEOUT_UNIT, RetryBudget, qp_timeout_seconds
 
 MAX_QPS = 64                          # queue pairs per peer at most (baseline)
 QP_BASE = 0x100                       # the first QP number a run's numbering gives out (`QpNumbers`)
 MPR_PSNS = 128                        # an out-of-order window past one SACK bitmap comes in units of this (`mpr`)
 MAX_MPR = 1024                        # at most this many units (131072 PSNs, well inside half the 24-bit space)
-
-
-@dataclass(frozen=True)
-class PathInfo:
-    """One path from this host to a peer.
-
-    For MRC, `dst` is the uSID path address (``fc00:<plane>:<switch uSIDs>:<host uSID>::``);
-    for the baseline it is the peer NIC address, which switches route by ECMP.
-    """
-
-    plane: int
-    nic: int          # local NIC index the packets leave by
-    src: bytes        # 16-byte address of that local NIC
-    dst: bytes        # 16-byte destination address
 
 
 def uses_usid_paths(mode: str) -> bool:
@@ -68,23 +55,6 @@ class QpNumbers:
         return first, first + 1
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectionId:
-    """Who a connection is: the endpoint it belongs to, its peer and its queue pair numbers.
-
-    Events carry it (`event.conn`); packets of the connection carry `remote_qp` (the peer's QP,
-    also the R_Key of RETH)."""
-
-    endpoint: str
-    peer: str
-    local_qp: int
-    remote_qp: int
-    name: str = field(init=False, compare=False)     # "<endpoint>-><peer>:<local qp>"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "name", f"{self.endpoint}->{self.peer}:{self.local_qp:#x}")
-
-
 @dataclass
 class TransportConfig:
     """Parameters of one endpoint's connections (times in seconds, sizes in bytes).
@@ -93,8 +63,9 @@ class TransportConfig:
     millisecond); the in-process network uses microsecond values.
 
     A connection reads some of these once, when it is built (the ones its per-packet path uses:
-    `mtu_payload`, `ooo_window`, `initial_psn`, the pacing parameters): a configuration changed
-    later is not seen by connections already made. Make a new one (`dataclasses.replace`) instead.
+    `mtu_payload`, `ooo_window`, `initial_psn`, `ack_coalesce`, `ack_delay`, `ack_fanout`, the
+    pacing parameters): a configuration changed later is not seen by connections already made.
+    Make a new one (`dataclasses.replace`) instead.
     """
 
     mode: str = "mrc"                 # "mrc" | "roce" (or a kind registered in host_agent.transport.kinds)

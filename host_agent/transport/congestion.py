@@ -32,8 +32,13 @@ class RttEstimator:
     """Smoothed RTT, its variation, the smallest sample, and the retransmission timeout."""
 
     def __init__(self, config: TransportConfig) -> None:
-        self._cfg = config
+        # the parameters read per sample: its own copies (a compiled build reads a TransportConfig,
+        # which is not compiled, through Python's generic attribute lookup)
         self._qp_timeout = config.base_timeout      # the RTO's floor (a property of the config: read once)
+        self._rto_srtt_factor = config.rto_srtt_factor
+        self._rto_max = config.rto_max
+        self._initial_rtt = config.initial_rtt
+        self._base_rtt_configured = bool(config.base_rtt)
         self.srtt = config.initial_rtt
         self.rttvar = config.initial_rtt / 2
         self.min_rtt = config.base_rtt or _INF
@@ -71,7 +76,7 @@ class RttEstimator:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
         self.samples += 1
-        if full_size and not self._cfg.base_rtt and rtt < self.min_rtt:
+        if full_size and not self._base_rtt_configured and rtt < self.min_rtt:
             self.min_rtt = rtt
         if self.rto_scale > 1.0:
             self.rto_scale = max(1.0, self.rto_scale * 0.99)
@@ -85,12 +90,12 @@ class RttEstimator:
     @property
     def base_rtt(self) -> float:
         """Configured base RTT, else the smallest sample, else the initial estimate."""
-        return self.min_rtt if self.min_rtt != _INF else self._cfg.initial_rtt
+        return self.min_rtt if self.min_rtt != _INF else self._initial_rtt
 
     def _compute_rto(self) -> float:
         """max(srtt + 4 rttvar, rto_srtt_factor x srtt) x rto_scale, clamped to [QP timeout, rto_max]."""
-        base = max(self.srtt + 4 * self.rttvar, self._cfg.rto_srtt_factor * self.srtt)
-        return min(self._cfg.rto_max, max(self._qp_timeout, base * self.rto_scale))
+        base = max(self.srtt + 4 * self.rttvar, self._rto_srtt_factor * self.srtt)
+        return min(self._rto_max, max(self._qp_timeout, base * self.rto_scale))
 
 
 class NsccWindow:
@@ -110,6 +115,11 @@ class NsccWindow:
         self._target_delay = config.target_delay
         self._burst_pkts = config.pacing_burst_pkts
         self._max_lag = config.pacing_max_lag
+        # ... and NSCC's, read per acknowledgement
+        self._eta = config.eta
+        self._fair_increase = config.fi * config.fi_scale
+        self._qa_threshold = config.qa_threshold
+        self._gathers_increases = bool(config.adjust_bytes_threshold or config.adjust_period_threshold)
         self.mss = packet_bytes
         self.cwnd_min = config.cwnd_min_pkts * packet_bytes
         self.cwnd_max = config.max_cwnd * packet_bytes
@@ -137,30 +147,30 @@ class NsccWindow:
         if not cfg.cc:
             return
         base = self._rtt.base_rtt
-        target = cfg.target_delay or TARGET_DELAY_BASE_FRACTION * base
+        target = self._target_delay or TARGET_DELAY_BASE_FRACTION * base
         qdelay = max(0.0, (rtt if rtt is not None else self._rtt.srtt) - base)
         if not ecn:
             if qdelay < target:
-                self._increase(now, cfg.eta * acked_bytes * (target - qdelay) / target if target > 0 else 0,
+                self._increase(now, self._eta * acked_bytes * (target - qdelay) / target if target > 0 else 0,
                                acked_bytes)
             else:
-                self._increase(now, cfg.fi * cfg.fi_scale * self.mss * acked_bytes / self.cwnd, acked_bytes)
+                self._increase(now, self._fair_increase * self.mss * acked_bytes / self.cwnd, acked_bytes)
         elif qdelay >= target and now - self._last_md >= self._rtt.srtt:
             cut = min(cfg.max_md_jump, cfg.gamma * (qdelay - target) / max(qdelay, 1e-12))
             self.cwnd *= 1.0 - cut
             self._last_md = now
             self.decreases += 1
             self._gathered = 0.0
-        if cfg.qa_threshold and qdelay > cfg.qa_threshold:
+        if self._qa_threshold and qdelay > self._qa_threshold:
             self.on_trim_or_loss(now)
         self._clamp()
 
     def _increase(self, now: float, amount: float, acked_bytes: int) -> None:
         """Add `amount` bytes to the window, at once or once the adjust thresholds are reached."""
-        cfg = self._cfg
-        if not cfg.adjust_bytes_threshold and not cfg.adjust_period_threshold:
+        if not self._gathers_increases:
             self.cwnd += amount
             return
+        cfg = self._cfg
         self._gathered += amount
         self._gathered_bytes += acked_bytes
         if ((cfg.adjust_bytes_threshold and self._gathered_bytes >= cfg.adjust_bytes_threshold)

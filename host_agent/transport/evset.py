@@ -27,7 +27,7 @@ from typing import Final
 
 from mypy_extensions import i64
 
-from host_agent.transport.config import PathInfo
+from host_agent.transport.addressing import PathInfo
 from host_agent.transport.pathcap import PathLoad
 from host_agent.transport.steering import Steering, SteeringParams
 
@@ -302,7 +302,7 @@ class EvSet:
         """The EV for the next data packet: the next slot in rotation, passing SKIP EVs over once."""
         rotation = self._rotation if self._rotation is not None else self._rotation_slots()
         n = len(rotation)
-        for _ in range(n):
+        for _turn in range(n):  # `_turn`, not `_`: mypyc boxes every value of `_`
             pos = self._pos
             ev = rotation[pos % n].current
             self._pos = (pos + 1) % n
@@ -326,7 +326,7 @@ class EvSet:
         """An EV for an acknowledgement or probe reply: rotates over usable EVs, preferring `plane`."""
         rotation = self._rotation_slots()
         n = len(rotation)
-        for _ in range(n):
+        for _turn in range(n):  # `_turn`, not `_`: mypyc boxes every value of `_`
             ev = rotation[self._ctrl_pos % n].current
             self._ctrl_pos = (self._ctrl_pos + 1) % n
             if ev.usable and (plane is None or ev.plane == plane):

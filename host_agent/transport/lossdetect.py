@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
+from host_agent.transport.message import Segment
+
 REORDER_BASE_RTTS: Final = 2.0        # the reorder window when none is configured, in base RTTs
 PROBE_SRTTS: Final = 2.0              # a tail probe goes out when nothing was acknowledged for this many srtt
 REORDER_SCALE_MAX: Final = 8.0        # a reorder window widened by spurious losses grows to at most this many times
@@ -49,11 +51,11 @@ class ReorderLossDetector:
         self.rtt = 0.0                 # the RTT of that packet
         self.deadline: float | None = None   # when the oldest overtaken packet becomes lost
         self.probe_at: float | None = None   # when the sender's tail probe is due (it sets and clears it)
-        self._order: deque = deque()   # (segment, its transmission number), in the order sent
+        self._order: deque[tuple[Segment, int]] = deque()   # (segment, its transmission number), in the order sent
         self._calm = 0
         self._widened_at = float("-inf")   # when a spurious loss last widened the window
 
-    def sent(self, seg) -> None:
+    def sent(self, seg: Segment) -> None:
         """`seg` was (re)transmitted just now."""
         self._order.append((seg, seg.transmissions))
 
@@ -63,10 +65,10 @@ class ReorderLossDetector:
             self.xmit = sent_at
             self.rtt = rtt
 
-    def lost(self, now: float) -> list:
+    def lost(self, now: float) -> list[Segment]:
         """The packets in flight now shown lost (oldest first), taken off the watch; sets `deadline`."""
         order = self._order
-        out = []
+        out: list[Segment] = []
         xmit = self.xmit
         wait = None
         self.deadline = None
@@ -94,7 +96,7 @@ class ReorderLossDetector:
                 self._calm = 0
         return out
 
-    def newest_in_flight(self):
+    def newest_in_flight(self) -> Segment | None:
         """The most recently sent packet still in flight, or None."""
         for seg, tx in reversed(self._order):
             if seg.transmissions == tx and seg.in_flight:

@@ -70,7 +70,7 @@ class PathCapSelector:
         if load.inflight < load.cap:
             return ev
         held = evset.steering.held
-        for _ in range(evset.active_count()):
+        for _turn in range(evset.active_count()):  # `_turn`, not `_`: mypyc boxes every value of `_`
             other = evset.next_data_ev(now)
             load = other.load
             if load.inflight < load.cap and other is not resend_of and not held(other):

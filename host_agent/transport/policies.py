@@ -70,7 +70,7 @@ class RotationSelector:
             if clean is not None:
                 return clean
         active = evset.active_count()
-        for _ in range(active - 1):
+        for _turn in range(active - 1):  # `_turn`, not `_`: mypyc boxes every value of `_`
             if not steer.held(ev) and ev is not resend_of:
                 return ev
             ev = evset.next_data_ev(now)

@@ -6,7 +6,8 @@ from typing import Callable, Final
 from wire import constants
 from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events
-from host_agent.transport.config import ConnectionId, TransportConfig
+from host_agent.transport.addressing import ConnectionId
+from host_agent.transport.config import TransportConfig
 from host_agent.transport.evset import EvSet
 from host_agent.transport.shares import SenderShares
 from host_agent.transport.psn import from_wire, to_wire
@@ -59,6 +60,9 @@ class MrcReceiver:
         self._qp_timeout = config.base_timeout      # a property of the config: read once
         self._ipsn = config.initial_psn             # read per packet (TransportConfig is not compiled:
         self._ooo_window = config.ooo_window        # each read of it is a generic attribute lookup)
+        self._ack_coalesce = config.ack_coalesce
+        self._ack_delay = config.ack_delay
+        self._ack_fanout = config.ack_fanout
         self.evset = evset
         self.stats = stats
         self.emit = emit
@@ -82,7 +86,6 @@ class MrcReceiver:
     def on_data(self, now: float, plane: int | None, pkt: DataPacket, out: list) -> None:
         """Take one data packet; append any SACK/NACK to send at once to `out`."""
         stats = self.stats
-        cfg = self.cfg
         if self.last_data_at >= 0:
             sample = min(now - self.last_data_at, self._qp_timeout)
             self.gap += GAP_GAIN * (sample - self.gap)
@@ -106,7 +109,7 @@ class MrcReceiver:
         if offset < 0 or (self._ooo >> offset) & 1:
             stats.add("duplicates")
             self._remember(pkt, ce, plane, seq)
-            out.extend(self._sacks(now, plane, cfg.ack_fanout))      # our earlier SACK may be lost
+            out.extend(self._sacks(now, plane, self._ack_fanout))   # our earlier SACK may be lost
             return
         if (self._unacked and (offset >= BITMAP_BITS or self._last_seq - expected >= BITMAP_BITS)
                 and offset // BITMAP_BITS != self._block()):
@@ -123,8 +126,8 @@ class MrcReceiver:
         if pkt.ack_req and seq > self._tail_seq:
             self._tail_seq = seq
         if pkt.flags & _RETX or pkt.ack_req:    # a retransmission, or the sender's tail
-            out.extend(self._sacks(now, plane, cfg.ack_fanout))
-        elif (ce or self._unacked >= cfg.ack_coalesce or expected <= self._tail_seq < self.expected
+            out.extend(self._sacks(now, plane, self._ack_fanout))
+        elif (ce or self._unacked >= self._ack_coalesce or expected <= self._tail_seq < self.expected
               or (self._shares is not None and self._shares.penalty(now))):
             # ... or the last hole below the sender's tail filled: everything it sent is here; or
             # senders share us: each SACK opens a sender's window held at its share
@@ -146,8 +149,8 @@ class MrcReceiver:
         """How long a coalesced SACK may wait: `ack_delay`, or, when data arrives more slowly, the
         time `ack_coalesce` packets take at the observed rate, capped at half of the QP timeout (so
         that the wait alone never times a packet out at the sender, whose RTO is at least that)."""
-        stretch = min(self.cfg.ack_coalesce * self.gap, ACK_WAIT_RTO_FRACTION * self._qp_timeout)
-        return stretch if stretch > self.cfg.ack_delay else self.cfg.ack_delay
+        stretch = min(self._ack_coalesce * self.gap, ACK_WAIT_RTO_FRACTION * self._qp_timeout)
+        return stretch if stretch > self._ack_delay else self._ack_delay
 
     def _remember(self, pkt: DataPacket, ce: bool, plane: int | None, seq: int) -> None:
         self._last, self._last_ce, self._last_plane, self._last_seq = pkt, self._last_ce or ce, plane, seq
@@ -206,7 +209,7 @@ class MrcReceiver:
         sender's tail (the A bit) and was sent before it, else 1. Such a straggler's news has no
         later data packet to be repeated in: were its SACK lost (on a dead path of ours), the sender
         would take it for lost and blame the good path it went on."""
-        return self.cfg.ack_fanout if self._last_seq < self._tail_seq else 1
+        return self._ack_fanout if self._last_seq < self._tail_seq else 1
 
     def _sacks(self, now: float, plane: int | None, copies: int) -> list:
         """The current SACK on up to `copies` distinct paths (one that gets through is enough)."""
@@ -231,10 +234,10 @@ class MrcReceiver:
         assert pkt is not None                       # a SACK answers the latest data packet
         ev = ev or self.evset.next_control_ev(plane)
         path = self.evset.path_of(ev)
-        cum = to_wire(self.expected, self.cfg.initial_psn)
+        cum = to_wire(self.expected, self._ipsn)
         base, bitmap = self.sack_window()
         # positional: Sack(src, dst, ev, qp, cum_psn, sack_base, bitmap, ev_echo, ts_echo, ecn_echo, window_penalty)
-        sack = Sack(path.src, path.dst, ev.value, self.ident.remote_qp, cum, to_wire(base, self.cfg.initial_psn),
+        sack = Sack(path.src, path.dst, ev.value, self.ident.remote_qp, cum, to_wire(base, self._ipsn),
                     bitmap, pkt.ev, pkt.tsval, self._last_ce, penalty)
         self._unacked = 0
         self._ack_deadline = None
@@ -250,7 +253,7 @@ class MrcReceiver:
         first = self._nack(plane, pkt, reason)
         out, used = [first[:2]], {first[2]}
         for ev in self.evset.one_ev_per_path():
-            if len(out) >= self.cfg.ack_fanout:
+            if len(out) >= self._ack_fanout:
                 break
             if ev.usable and ev.path_key not in used:
                 used.add(ev.path_key)
@@ -262,5 +265,5 @@ class MrcReceiver:
         path = self.evset.path_of(ev)
         self.stats.add("nacks_sent")
         return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, psn=pkt.psn,
-                              cum_psn=to_wire(self.expected, self.cfg.initial_psn), reason=reason,
+                              cum_psn=to_wire(self.expected, self._ipsn), reason=reason,
                               ev_echo=pkt.ev, ts_echo=pkt.tsval), ev.path_key

@@ -13,7 +13,8 @@ from typing import Callable, Final
 from wire import constants
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Sack
 from host_agent.transport import events
-from host_agent.transport.config import ConnectionId, TransportConfig
+from host_agent.transport.addressing import ConnectionId
+from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
@@ -66,9 +67,9 @@ class MrcSender:
         self._lost = sack.lost
         self._on_ack = getattr(monitor, "on_ack", None)  # optional PathMonitor hook (policies)
         self._nics = tuple(sorted({p.nic for p in evset.paths}))  # the NICs the EVs use
-        self._mtu = config.mtu_payload                    # read per poll (TransportConfig is not compiled:
+        self._ipsn = config.initial_psn                   # read per packet (TransportConfig is not compiled:
         self._ooo_window = config.ooo_window              # each read of it is a generic attribute lookup)
-        self.pending = SendQueue(self._mtu)               # messages not yet fully cut into packets
+        self.pending = SendQueue(config.mtu_payload)      # messages not yet fully cut into packets (its `mtu`)
         self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
         self.next_seq = 0
         self.cum_acked = 0
@@ -126,11 +127,13 @@ class MrcSender:
         return t
 
     def _drop_stale_timers(self) -> None:
+        """Pop the timers of transmissions no longer in flight (an acknowledged packet, removed
+        from `segments`, is not in flight either)."""
         timers = self._timers
         while len(timers):
             first = timers.first()
-            seg = self.segments.get(first.seq)
-            if seg is not None and seg.in_flight and seg.transmissions == first.tx:
+            seg = first.segment
+            if seg.in_flight and seg.transmissions == first.tx:
                 return
             timers.pop()
 
@@ -159,14 +162,14 @@ class MrcSender:
             self._drop_stale_timers()
             if not len(timers) or timers.first().at > now:
                 return
-            self._timed_out(self.segments[timers.pop().seq], now)
+            self._timed_out(timers.pop().segment, now)
             if self.failed is not None:
                 return
 
     def _fail(self, seg: Segment, now: float) -> None:
         """The retry budget of `seg` is spent: the connection fails, dropping everything queued."""
         last = self._budget.timeout(self.rtt.rto, seg.timeouts - 1)
-        self.failed = events.ConnectionFailed(now, self.ident, (self.cfg.initial_psn + seg.seq) & PSN_MASK,
+        self.failed = events.ConnectionFailed(now, self.ident, (self._ipsn + seg.seq) & PSN_MASK,
                                               seg.timeouts - 1, last)
         self.stats.add("connections_failed")
         self._timers.clear()
@@ -226,7 +229,7 @@ class MrcSender:
         self.stats.add("tail_probes")
         self._queue_retx(seg.seq, events.CAUSE_TAIL_PROBE)
 
-    def _declare_lost(self, lost: list, now: float) -> None:
+    def _declare_lost(self, lost: list[Segment], now: float) -> None:
         """Packets the SACKs show lost (`lossdetect`): a loss without a trim, so the path monitor
         judges each one's EV as it judges a timeout (MRC: a failed path, retired at once for a
         backup), and each is queued for retransmission now (cause "sack"). Packets still in
@@ -295,16 +298,19 @@ class MrcSender:
         if retx:
             self._pop_stale_retx()
         inflight = self.inflight_bytes
+        # The window's floats read into typed locals: read through the union (`cc`), the compiled
+        # build would compare them as objects.
+        cwnd: float = self.cc.cwnd
         seg: Segment | None
         cause: str | None
         if retx:
             prio, seq = retx[0]
             seg = self.segments[seq]
             if prio != _RETX_OTHER:                                  # a trim resend
-                if prio == _RETX_LASTHOP_TRIM and inflight and inflight + seg.wire > self.cc.cwnd:
+                if prio == _RETX_LASTHOP_TRIM and inflight and inflight + seg.wire > cwnd:
                     return None
                 return seg, _CAUSE_TRIM, None
-            if inflight and inflight + seg.wire > self.cc.cwnd:      # not _window_allows(seg.wire)
+            if inflight and inflight + seg.wire > cwnd:      # not _window_allows(seg.wire)
                 return None
             cause = self._retx_cause[seq]
         else:
@@ -313,12 +319,12 @@ class MrcSender:
                 return None
             if inflight:
                 msg = pending.oldest()
-                mtu = self._mtu
+                mtu = pending.mtu
                 left = msg.length - msg.next_offset
-                if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > self.cc.cwnd:
+                if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > cwnd:
                     return None
             seg = cause = None
-        ready = self.cc.next_send
+        ready: float = self.cc.next_send
         nic = self.nic
         if nic.rate:
             nics = self._nics
@@ -342,14 +348,16 @@ class MrcSender:
         nics = len(self._nics)
         rate = None                                      # the pacing rate: fixed while nothing is acknowledged
         while True:
-            if not self._retx and now < cc.next_send:
+            next_send: float = cc.next_send             # typed, as in _next_packet
+            if not self._retx and now < next_send:
                 inflight = self.inflight_bytes          # ... and _window_allows(mtu_payload)
+                cwnd: float = cc.cwnd
                 cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self._ooo_window
-                                 and (not inflight or inflight + self._mtu <= cc.cwnd))
+                                 and (not inflight or inflight + self.pending.mtu <= cwnd))
                 return                                   # fast path: the pacing clock says not yet
             nxt = self._next_packet(now)
             if nxt is None:
-                cc.backlogged = now < cc.next_send and self._next_packet(None) is not None
+                cc.backlogged = now < next_send and self._next_packet(None) is not None
                 return
             seg, cause, _ = nxt
             if seg is None:
@@ -387,11 +395,11 @@ class MrcSender:
         if detector is not None:
             detector.sent(seg)                        # its send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
-        self._timers.push(now + timeout, seg.seq, seg.transmissions)
+        self._timers.push(now + timeout, seg)
         stats = self.stats
         stats.add("data_sent")
         stats.add("data_bytes_sent", seg.length)
-        psn = (self.cfg.initial_psn + seg.seq) & PSN_MASK
+        psn = (self._ipsn + seg.seq) & PSN_MASK
         if cause is None:
             flags, dscp = 0, constants.DSCP_TRIMMABLE
         else:
@@ -403,7 +411,7 @@ class MrcSender:
         msg = seg.msg
         offset = seg.offset
         tsval = int(now * 1e6) & 0xFFFFFFFF
-        if seg.length < self._mtu:
+        if seg.length < self.pending.mtu:
             self.rtt.sent_short(tsval)
         # positional: DataPacket(src, dst, ev, qp, psn, va, rkey, length, msg_id, msg_len, tsval,
         #                        payload, flags, dscp, ecn, ack_req)
@@ -425,7 +433,8 @@ class MrcSender:
             self._spurious(seg, now)
         if seg.in_flight:
             seg.in_flight = False
-            seg.ev.load.inflight -= 1
+            ev: Ev = seg.ev                           # typed here: a segment holds its EV untyped
+            ev.load.inflight -= 1
             self.inflight_bytes -= seg.wire
         if seg.msg.segment_acked():
             self._message_sent(seg.msg, now)
@@ -440,8 +449,10 @@ class MrcSender:
         themselves appended to `newly` when given)."""
         acked = 0
         cum = min(cum, self.next_seq)
+        segments = self.segments
         while self.cum_acked < cum:
-            seg = self.segments.pop(self.cum_acked)
+            seg = segments[self.cum_acked]            # not pop(): the compiled build calls a dict's pop by name
+            del segments[self.cum_acked]
             if newly is not None and not seg.acked:
                 newly.append(seg)
             acked += self._ack(seg, now)
@@ -485,7 +496,7 @@ class MrcSender:
             self.delivered_sent_at = trigger
         if self.first_rtt_at == _INF:
             self.first_rtt_at = now
-        ipsn = self.cfg.initial_psn
+        ipsn = self._ipsn
         cum = from_wire(sack.cum_psn, ipsn, self.cum_acked)
         if cum < self.cum_acked or cum > self.next_seq:
             cum = self.cum_acked                    # stale or bogus: only the bitmap may help
@@ -512,9 +523,9 @@ class MrcSender:
             if trigger - TS_SLACK > detector.xmit:       # detector.delivered, inline: this is per SACK
                 detector.xmit = trigger - TS_SLACK        # surely sent no earlier than this
                 detector.rtt = rtt
-            lost = detector.lost(now)
-            if lost:
-                self._declare_lost(lost, now)
+            overdue = detector.lost(now)
+            if overdue:
+                self._declare_lost(overdue, now)
             if acked:                                 # the tail probe waits from the latest progress
                 detector.probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
         self.rtt.sample_echo(rtt, sack.ts_echo)
@@ -573,7 +584,7 @@ class MrcSender:
         header_sent = now - ts_age(now, nack.ts_echo)      # that packet's header arrived
         if header_sent > self.delivered_sent_at:
             self.delivered_sent_at = header_sent
-        ipsn = self.cfg.initial_psn
+        ipsn = self._ipsn
         cum = from_wire(nack.cum_psn, ipsn, self.cum_acked)
         if self.cum_acked <= cum <= self.next_seq:
             self._advance_cum(cum, now)

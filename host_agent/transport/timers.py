@@ -14,6 +14,8 @@ from typing import Any
 
 from mypy_extensions import i64
 
+from host_agent.transport.message import Segment
+
 QP_TIMEOUT_UNIT = 1.024e-6        # seconds: the QP timeout is this x 2^t
 MAX_QP_TIMEOUT = 24               # largest t (1.024 us x 2^24 = 17.18 s)
 MAX_LINEAR_RETRIES = 7
@@ -76,21 +78,22 @@ class RetryBudget:
 
 
 class Deadline:
-    """One transmission's timer: packet `seq`'s transmission number `tx` times out at `at`."""
+    """One transmission's timer: transmission number `tx` of `segment` times out at `at`."""
 
-    __slots__ = ("at", "seq", "tx")
+    __slots__ = ("at", "segment", "tx")
 
-    def __init__(self, at: float, seq: int, tx: int) -> None:
+    def __init__(self, at: float, segment: Segment, tx: int) -> None:
         self.at = at
-        self.seq = seq
+        self.segment = segment
         self.tx = tx
 
     def before(self, other: Deadline) -> bool:
-        """True when this one comes first: earlier, or as early and of a lower (seq, tx)."""
+        """True when this one comes first: earlier, or as early and of a lower (packet's seq, tx)."""
         if self.at != other.at:
             return self.at < other.at
-        if self.seq != other.seq:
-            return self.seq < other.seq
+        seq, other_seq = self.segment.seq, other.segment.seq
+        if seq != other_seq:
+            return seq < other_seq
         return self.tx < other.tx
 
 
@@ -107,9 +110,9 @@ class Deadlines:
     def __len__(self) -> int:
         return len(self._heap)
 
-    def push(self, at: float, seq: int, tx: int) -> None:
-        """Add the timer of transmission `tx` of packet `seq`, due at `at`."""
-        entry = Deadline(at, seq, tx)
+    def push(self, at: float, segment: Segment) -> None:
+        """Add the timer of the latest transmission of `segment`, due at `at`."""
+        entry = Deadline(at, segment, segment.transmissions)
         heap = self._heap
         heap.append(entry)
         i: i64 = len(heap) - 1

@@ -2,19 +2,11 @@
 must never trigger it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from host_agent.transport.lossdetect import ReorderLossDetector
+from host_agent.transport.message import Segment, new_message
 
 BASE = 10e-6
-
-
-@dataclass
-class Seg:
-    seq: int
-    sent_at: float
-    transmissions: int = 1
-    in_flight: bool = True
+MESSAGE = new_message(0, bytes(64), 1)
 
 
 def detector(window=BASE):
@@ -22,7 +14,7 @@ def detector(window=BASE):
 
 
 def sent(det, *times):
-    segs = [Seg(i, t) for i, t in enumerate(times)]
+    segs = [Segment(i, MESSAGE, i, 1, sent_at=t, transmissions=1, in_flight=True) for i, t in enumerate(times)]
     for s in segs:
         det.sent(s)
     return segs

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from host_agent.transport import ConnectionFailed, Endpoint, PathInfo, TransportConfig
+from host_agent.transport.message import Segment, new_message
 from host_agent.transport.timers import Deadlines, RetryBudget, qp_timeout_seconds
 from testbed.agents import AgentProcess
 from wire.packets import DataPacket
@@ -147,16 +148,19 @@ def test_a_connection_out_of_retries_is_a_note_of_its_case():
 def test_deadlines_pop_earliest_first_ties_by_packet_then_transmission_as_a_heap_of_tuples():
     rng = random.Random(7)
     deadlines, tuples, popped, expected = Deadlines(), [], [], []
+    message = new_message(0, b"x", 1024)
     for step in range(2000):
         if rng.random() < 0.6 or not tuples:
             entry = (rng.choice([1.0, 2.0, 2.5, 3.0]) + step // 500, rng.randrange(50), rng.randrange(3))
-            deadlines.push(*entry)
+            at, seq, tx = entry
+            deadlines.push(at, Segment(seq, message, 0, 1, transmissions=tx))
             heapq.heappush(tuples, entry)
         else:
             first = deadlines.pop()
-            popped.append((first.at, first.seq, first.tx))
+            popped.append((first.at, first.segment.seq, first.tx))
             expected.append(heapq.heappop(tuples))
         assert len(deadlines) == len(tuples)
         if tuples:
-            assert (deadlines.first().at, deadlines.first().seq, deadlines.first().tx) == tuples[0]
+            first = deadlines.first()
+            assert (first.at, first.segment.seq, first.tx) == tuples[0]
     assert popped == expected and len(popped) > 500

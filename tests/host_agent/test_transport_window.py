@@ -8,7 +8,7 @@ import pytest
 
 from controller.routes import compute_programs
 from host_agent.transport import PathInfo, TransportConfig, sizing
-from host_agent.transport.config import ConnectionId
+from host_agent.transport.addressing import ConnectionId
 from host_agent.transport.evset import EvSet
 from host_agent.transport.receiver import MrcReceiver
 from host_agent.transport.tally import Tally
@@ -55,10 +55,10 @@ def test_sizing_tunes_nscc_for_spraying_only():
     TransportConfig(**sprayed)
 
 
-def _receiver(window: int) -> MrcReceiver:
+def _receiver(window: int, ack_coalesce: int = 1) -> MrcReceiver:
     path = PathInfo(0, 0, bytes(16), bytes([0xFC]) + bytes(15))
     evset = EvSet([path], 16, 1, random.Random(1), True)
-    cfg = TransportConfig(ooo_window=window, ack_coalesce=1)
+    cfg = TransportConfig(ooo_window=window, ack_coalesce=ack_coalesce)
     return MrcReceiver(ConnectionId("b", "a", 2, 1), cfg, evset, Tally(), lambda e: None)
 
 
@@ -80,8 +80,7 @@ def test_a_sack_past_the_first_64_psns_carries_the_block_holding_the_packet():
 
 
 def test_coalesced_packets_are_sacked_before_the_next_packet_moves_the_bitmap_to_another_block():
-    rx = _receiver(256)
-    rx.cfg.ack_coalesce = 4
+    rx = _receiver(256, ack_coalesce=4)
     out: list = []
     for psn in (61, 62, 63):                       # PSN 0 missing; three packets wait for a SACK
         rx.on_data(0.0, 0, _data(psn), out)
