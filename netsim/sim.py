@@ -5,6 +5,8 @@ import gc
 import random
 from typing import Callable, Final
 
+from mypy_extensions import i64
+
 # While events run, the cyclic garbage collector looks at young objects after this many container
 # objects more were allocated than freed (Python's default: 700). A run allocates packets, events and
 # their arguments by the million, and nearly all die young of their reference counts; at the default,
@@ -67,7 +69,7 @@ class _Slot:
 
     __slots__ = ("t", "seq", "event")
 
-    def __init__(self, t: float, seq: int, event: Event | None) -> None:
+    def __init__(self, t: float, seq: i64, event: Event | None) -> None:
         self.t = t
         self.seq = seq
         self.event = event
@@ -86,10 +88,10 @@ class Lane:
         self.sim = sim
         self.delay = delay
         self._ring: list[_Slot] = [_Slot(0.0, 0, None) for _ in range(4)]
-        self._head = 0                          # the ring's oldest slot
-        self.size = 0                           # events waiting
+        self._head: i64 = 0                     # the ring's oldest slot
+        self.size: i64 = 0                      # events waiting
         self.head_t = 0.0                       # time and number of the oldest one (while size > 0)
-        self.head_seq = 0
+        self.head_seq: i64 = 0
         self._shared = shared                   # past the simulator's number of lanes: its heap instead
 
     def schedule(self, event: Event) -> None:
@@ -147,7 +149,7 @@ class Simulator:
         self._heap: list[_Slot] = []                # the events not in a lane, a heap by (t, seq)
         self._lanes: dict[float, Lane] = {}         # delay -> its lane
         self._active: list[Lane] = []               # the lanes that hold events
-        self._scheduled = 0                         # events ever scheduled: the next one's number
+        self._scheduled: i64 = 0                    # events ever scheduled: the next one's number
         self.events_run = 0
         self._stopping = False
 
@@ -176,7 +178,7 @@ class Simulator:
         heap = self._heap
         slot = _Slot(t, seq, event)
         heap.append(slot)
-        i = len(heap) - 1
+        i: i64 = len(heap) - 1
         while i > 0:                            # up while the parent is later (a tie: it is older)
             parent = (i - 1) >> 1
             above = heap[parent]
@@ -191,12 +193,12 @@ class Simulator:
         heap = self._heap
         first = heap[0]
         last = heap.pop()
-        n = len(heap)
+        n: i64 = len(heap)
         if n:
             t = last.t
             seq = last.seq
-            i = 0
-            child = 1
+            i: i64 = 0
+            child: i64 = 1
             while child < n:                    # down while a child is earlier
                 other = child + 1
                 c = heap[child]
