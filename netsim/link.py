@@ -80,7 +80,7 @@ class SimLink:
         self.sim = sim
         self._last_bit_out = _LastBitOut(self)  # the events of this link, scheduled again and again
         self._arrival = _Arrival(self)
-        self._propagation = sim.lane(delay)     # where the arrivals wait (one delay for all)
+        self._propagation: Lane = sim.lane(delay)   # where the arrivals wait (one delay for all)
         # the lanes of the last two serialisation delays (a packet size at the rate): a link
         # mostly carries two sizes (data, and the acknowledgements of the other direction's flows)
         self._tx_delay = -1.0

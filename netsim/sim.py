@@ -261,7 +261,7 @@ class Simulator:
                 return
             if first is None:
                 event = self._pop_heap()
-            else:                               # the lane's oldest event (Lane._pop, inlined)
+            else:                               # the lane's oldest event (here: no call per event)
                 ring = first._ring
                 head = first._head
                 slot = ring[head]
