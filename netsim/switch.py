@@ -22,6 +22,15 @@ _TRIMMABLE_DSCP: Final = constants.TRIMMABLE_DSCP
 _TRIMMED: Final = constants.MRCH_FLAG_TRIMMED
 _LOW80: Final = (1 << 80) - 1
 _TOP32: Final = ((1 << 32) - 1) << 96
+# the contract's table and action names, read as constants by install (a fat-tree switch takes
+# an entry per host; the compiled build would look each up in the names module per entry)
+_USID_LOCAL: Final = names.USID_LOCAL
+_ROUTING: Final = names.ROUTING
+_ECMP_MEMBER: Final = names.ECMP_MEMBER
+_PORT_CONFIG: Final = names.PORT_CONFIG
+_PORT_FAULT: Final = names.PORT_FAULT
+_FORWARD: Final = names.FORWARD
+_ECMP_SELECT: Final = names.ECMP_SELECT
 
 
 @dataclass
@@ -99,7 +108,18 @@ class SimSwitch:
 
     def add_route(self, prefix: int, length: int, action: tuple) -> None:
         """LPM entry: `prefix` is the full 128-bit value with its top `length` bits significant."""
-        self.routes.setdefault(length, {})[prefix >> (ADDR_BITS - length)] = action
+        self._put_route(prefix, length, action)
+        self._routes_changed()
+
+    def _put_route(self, prefix: int, length: int, action: tuple) -> None:
+        """Store an LPM entry; `_routes_changed` must follow before the next lookup."""
+        table = self.routes.get(length)
+        if table is None:
+            table = self.routes[length] = {}
+        table[prefix >> (ADDR_BITS - length)] = action
+
+    def _routes_changed(self) -> None:
+        """The prefix lengths in lookup order, and no remembered decision: after routes were stored."""
         self._lengths = sorted(self.routes, reverse=True)
         self._forget()
 
@@ -119,37 +139,50 @@ class SimSwitch:
         return None
 
     def install(self, entries) -> None:
-        """Apply controller TableEntry objects (docs/design.md table and action names)."""
-        for e in entries:
-            if e.table == names.USID_LOCAL:
-                self.add_local(e.match["dst_usid_prefix"])
-            elif e.table == names.ROUTING:
-                self._install_route(e)
-            elif e.table == names.ECMP_MEMBER:
-                members = self.ecmp_groups.setdefault(e.match["group"], [])
-                index = e.match["index"]
-                members.extend([0] * (index + 1 - len(members)))
-                members[index] = e.params["port"]
-                self._forget()
-            elif e.table == names.PORT_CONFIG:
-                p = e.params
-                self.port_config[e.match["port"]] = PortConfig(p["trim_threshold"], p["ecn_threshold"],
-                                                               bool(p["host_facing"]),
-                                                               p["ecn_max_threshold"])
-            elif e.table == names.PORT_FAULT:
-                drop = e.params.get("drop_ppm")
-                self.set_fault(e.match["port"], drop_all=drop is None, drop_prob=(drop or 0) / 1e6)
-            else:
-                raise ValueError(f"switch {self.name}: table {e.table} is not in the contract")
+        """Apply controller TableEntry objects (docs/design.md table and action names). The lookup
+        order and the remembered decisions are made over once, after the last entry (or the first
+        bad one): a fat-tree switch is given an entry per host."""
+        actions: dict[tuple, tuple] = {}
+        try:
+            for e in entries:
+                self._install_entry(e, actions)
+        finally:
+            self._routes_changed()
 
-    def _install_route(self, e) -> None:
-        value, length = e.match["dst_addr"]
-        if e.action == names.FORWARD:
-            self.add_route(value, length, ("forward", e.params["port"]))
-        elif e.action == names.ECMP_SELECT:
-            self.add_route(value, length, ("ecmp", e.params["group"]))
+    def _install_entry(self, e, actions: dict[tuple, tuple]) -> None:
+        """Apply one TableEntry; `_routes_changed` must follow before the next lookup. `actions`:
+        the route actions stored so far, each kept once (most of a switch's routes share a few)."""
+        table: str = e.table
+        if table == _ROUTING:
+            self._install_route(e, actions)
+        elif table == _USID_LOCAL:
+            self._usid_local.add(e.match["dst_usid_prefix"])
+        elif table == _ECMP_MEMBER:
+            members = self.ecmp_groups.setdefault(e.match["group"], [])
+            index = e.match["index"]
+            members.extend([0] * (index + 1 - len(members)))
+            members[index] = e.params["port"]
+        elif table == _PORT_CONFIG:
+            p = e.params
+            self.port_config[e.match["port"]] = PortConfig(p["trim_threshold"], p["ecn_threshold"],
+                                                           bool(p["host_facing"]),
+                                                           p["ecn_max_threshold"])
+        elif table == _PORT_FAULT:
+            drop = e.params.get("drop_ppm")
+            self.set_fault(e.match["port"], drop_all=drop is None, drop_prob=(drop or 0) / 1e6)
         else:
-            raise ValueError(f"switch {self.name}: routing action {e.action} is not in the contract")
+            raise ValueError(f"switch {self.name}: table {table} is not in the contract")
+
+    def _install_route(self, e, actions: dict[tuple, tuple]) -> None:
+        value, length = e.match["dst_addr"]
+        kind: str = e.action
+        if kind == _FORWARD:
+            action: tuple = ("forward", e.params["port"])
+        elif kind == _ECMP_SELECT:
+            action = ("ecmp", e.params["group"])
+        else:
+            raise ValueError(f"switch {self.name}: routing action {kind} is not in the contract")
+        self._put_route(value, length, actions.setdefault(action, action))
 
     def set_fault(self, port: int, drop_all: bool = False, drop_prob: float = 0.0) -> None:
         """Install (or, with the defaults, clear) a fault on egress `port`."""

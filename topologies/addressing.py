@@ -90,16 +90,22 @@ def usid_path_address(plane: int, switch_usids, dst_host_usid: int) -> ipaddress
 def usid_path_value(plane: int, switch_usids, dst_host_usid: int) -> int:
     """`usid_path_address` as a 128-bit number."""
     usids = list(switch_usids)
-    if len(usids) > MAX_PATH_SWITCHES:
-        raise AddressingError(
-            f"a uSID path holds at most {MAX_PATH_SWITCHES} switches, got {len(usids)}")
-    usids.append(dst_host_usid)
-    value = locator(plane)
+    packed = 0
     for usid in usids:
         _check_usid(usid)
-        value = (value << constants.USID_BITS) | usid
-    unused_bits = ADDRESS_BITS - LOCATOR_BITS - constants.USID_BITS * len(usids)
-    return value << unused_bits
+        packed = (packed << constants.USID_BITS) | usid
+    return packed_path_value(plane, len(usids), packed, dst_host_usid)
+
+
+def packed_path_value(plane: int, count: int, packed_usids: int, dst_host_usid: int) -> int:
+    """`usid_path_value` of `count` switch uSIDs given as one number, USID_BITS each, the first
+    switch's highest (as `topologies.graph.PlaneGraph.shortest_path_usids` gives them; not checked
+    one by one: a topology's uSIDs are checked when it is made)."""
+    if count > MAX_PATH_SWITCHES:
+        raise AddressingError(f"a uSID path holds at most {MAX_PATH_SWITCHES} switches, got {count}")
+    _check_usid(dst_host_usid)
+    value = (((locator(plane) << (constants.USID_BITS * count)) | packed_usids) << constants.USID_BITS) | dst_host_usid
+    return value << (ADDRESS_BITS - LOCATOR_BITS - constants.USID_BITS * (count + 1))
 
 
 def parse_usid_address(addr) -> tuple[int, list[int]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import deque
 
 from topologies.model import LinkEnd, Topology
+from wire.constants import USID_BITS
 
 
 class PlaneGraph:
@@ -25,6 +26,7 @@ class PlaneGraph:
             self._adjacent[name].sort(key=lambda end: self._order[end.node])
         self._distance_cache: dict[str, dict[str, int]] = {}
         self._path_cache: dict[str, dict[str, tuple[tuple[str, ...], ...]]] = {}   # target -> switch -> paths
+        self._usid_cache: dict[str, dict[str, tuple[int, ...]]] = {}   # target -> switch -> packed uSIDs of its paths
 
     @property
     def switches(self) -> list[str]:
@@ -41,8 +43,9 @@ class PlaneGraph:
 
     def distances_to(self, target: str) -> dict[str, int]:
         """Hop count from every switch that can reach `target` (breadth-first, cached)."""
-        if target not in self._distance_cache:
-            distance = {target: 0}
+        distance = self._distance_cache.get(target)
+        if distance is None:
+            distance = self._distance_cache[target] = {target: 0}
             queue = deque([target])
             while queue:
                 here = queue.popleft()
@@ -50,15 +53,16 @@ class PlaneGraph:
                     if end.node not in distance:
                         distance[end.node] = distance[here] + 1
                         queue.append(end.node)
-            self._distance_cache[target] = distance
-        return self._distance_cache[target]
+        return distance
 
     def next_hops(self, switch: str, target: str) -> list[LinkEnd]:
         """Neighbours of `switch` on a shortest path to `target` (empty if unreachable or there)."""
         distance = self.distances_to(target)
-        if switch not in distance or switch == target:
+        here = distance.get(switch)
+        if not here:                                 # None: cannot reach it; 0: is it
             return []
-        return [end for end in self._adjacent[switch] if distance.get(end.node) == distance[switch] - 1]
+        closer = here - 1
+        return [end for end in self._adjacent[switch] if distance.get(end.node) == closer]
 
     def ecmp_ports(self, switch: str, target: str) -> tuple[int, ...]:
         """The ports of `switch` on a shortest path to `target`, in the order of an ECMP group's
@@ -87,3 +91,28 @@ class PlaneGraph:
                               for rest in self._paths_from(end.node, target))
             known[switch] = paths
         return paths
+
+    def shortest_path_usids(self, source: str, target: str) -> tuple[int, list[int]]:
+        """The uSIDs of `shortest_paths(source, target)`' switches without the paths themselves:
+        (switches per path, one number per path, in the same order, holding its switches' uSIDs
+        USID_BITS each, the first switch's highest). All of them have the same length; (0, [])
+        when `target` cannot be reached."""
+        distance = self.distances_to(target)
+        if source not in distance:
+            return 0, []
+        return distance[source] + 1, list(self._usids_from(source, target))
+
+    def _usids_from(self, switch: str, target: str) -> tuple[int, ...]:
+        """`_paths_from(switch, target)` as packed uSIDs (`shortest_path_usids`), made once per
+        switch and target and kept, each from its next hops' as the paths are."""
+        known = self._usid_cache.setdefault(target, {})
+        packed = known.get(switch)
+        if packed is None:
+            if switch == target:
+                packed = (self._usid[target],)
+            else:
+                head = self._usid[switch] << (USID_BITS * self._distance_cache[target][switch])
+                packed = tuple(head | rest for end in self.next_hops(switch, target)
+                               for rest in self._usids_from(end.node, target))
+            known[switch] = packed
+        return packed

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NoReturn
 
 from pipeline_contract.ecmp import entropy_member
 from topologies import addressing
@@ -50,8 +50,13 @@ def steering_addresses(topo: Topology, src: str, dst: str,
     connection is given (`host_agent.transport.connection_paths`), without the Path objects (a
     fabric of 1,024 hosts has 64 paths per pair)."""
     addresses: dict[int, list[bytes]] = {}
-    for nic, _, value in _shortest_paths(topo, src, dst, graphs):
-        addresses.setdefault(nic.plane, []).append(value.to_bytes(16, "big"))
+    for src_nic, graph, dst_switch, dst_usid in _nic_ends(topo, src, dst, graphs):
+        plane = src_nic.plane
+        count, paths = graph.shortest_path_usids(src_nic.switch, dst_switch)
+        if count > addressing.MAX_PATH_SWITCHES:
+            _too_long(src, dst, plane, graph.shortest_paths(src_nic.switch, dst_switch)[0])
+        addresses.setdefault(plane, []).extend(
+            addressing.packed_path_value(plane, count, packed, dst_usid).to_bytes(16, "big") for packed in paths)
     return addresses
 
 
@@ -59,9 +64,21 @@ def _shortest_paths(topo: Topology, src: str, dst: str,
                     graphs: dict[int, PlaneGraph] | None) -> Iterator[tuple[HostNic, tuple[str, ...], int]]:
     """(source NIC, switches, uSID address as a number) of every shortest path from host `src` to
     host `dst`, plane by plane."""
+    for src_nic, graph, dst_switch, dst_usid in _nic_ends(topo, src, dst, graphs):
+        for switches in graph.shortest_paths(src_nic.switch, dst_switch):
+            if len(switches) > addressing.MAX_PATH_SWITCHES:
+                _too_long(src, dst, src_nic.plane, switches)
+            yield src_nic, switches, addressing.usid_path_value(src_nic.plane, graph.usids(switches), dst_usid)
+
+
+def _nic_ends(topo: Topology, src: str, dst: str,
+              graphs: dict[int, PlaneGraph] | None) -> Iterator[tuple[HostNic, PlaneGraph, str, int]]:
+    """(source NIC, its plane's graph, the destination's switch there, destination host uSID) of
+    each NIC of host `src` whose plane host `dst` is on (`graphs`: the PlaneGraph of each plane,
+    made on first use and kept there)."""
     if src == dst:
         raise PathError(f"no path from {src} to itself")
-    dst_host = topo.host(dst)
+    dst_usid = topo.host(dst).usid
     dst_nics = {nic.plane: nic for nic in topo.host_nics(dst)}
     graphs = graphs if graphs is not None else {}
     for src_nic in topo.host_nics(src):
@@ -71,12 +88,13 @@ def _shortest_paths(topo: Topology, src: str, dst: str,
         graph = graphs.get(src_nic.plane)
         if graph is None:
             graph = graphs[src_nic.plane] = PlaneGraph(topo, src_nic.plane)
-        for switches in graph.shortest_paths(src_nic.switch, dst_nic.switch):
-            if len(switches) > addressing.MAX_PATH_SWITCHES:
-                raise PathError(
-                    f"{src} -> {dst} on plane {src_nic.plane}: shortest path {'-'.join(switches)} has "
+        yield src_nic, graph, dst_nic.switch, dst_usid
+
+
+def _too_long(src: str, dst: str, plane: int, switches: tuple[str, ...]) -> NoReturn:
+    """Raise the PathError of a shortest path too long for a uSID address."""
+    raise PathError(f"{src} -> {dst} on plane {plane}: shortest path {'-'.join(switches)} has "
                     f"{len(switches)} switches, a uSID address holds at most {addressing.MAX_PATH_SWITCHES}")
-            yield src_nic, switches, addressing.usid_path_value(src_nic.plane, graph.usids(switches), dst_host.usid)
 
 
 def all_pairs_paths(topo: Topology) -> dict[tuple[str, str], list[Path]]:

@@ -25,6 +25,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Final
 
+from mypy_extensions import i64
+
 from host_agent.transport.config import PathInfo
 from host_agent.transport.pathcap import PathLoad
 from host_agent.transport.steering import Steering, SteeringParams
@@ -72,7 +74,10 @@ class FloorError(ValueError):
 
 def ev_path_index(ev: int, num_paths: int) -> int:
     """Path index (within its plane) of entropy value `ev`: a 32-bit mix, modulo the path count."""
-    x = (ev ^ (ev >> 16)) * 0x45D9F3B & 0xFFFFFFFF
+    # 64-bit integers (i64: native in the compiled build): a 32-bit value times the 27-bit constant
+    # fits, where mypyc's own int multiplies through Python's big integers past 31 bits
+    x: i64 = ev
+    x = (x ^ (x >> 16)) * 0x45D9F3B & 0xFFFFFFFF
     x = (x ^ (x >> 16)) * 0x45D9F3B & 0xFFFFFFFF
     return (x ^ (x >> 16)) % num_paths
 
@@ -142,7 +147,7 @@ class EvSet:
         self.min_active = min_active
         self.share_fate = share_fate_by_path
         self.steering = Steering(steering or SteeringParams(), by_path=share_fate_by_path)   # holds, clean EVs
-        self._rng = rng
+        self._draw = rng.getrandbits       # an EV value's bits (bound once: a set's EVs take hundreds of draws)
         self._on_change = on_change or (lambda ev, old, cause, now: None)
         self._on_backup = on_backup or (lambda new, old, now: None)
         self.planes = sorted({p.plane for p in paths})
@@ -192,7 +197,7 @@ class EvSet:
         if allowed is not None and not allowed:
             return None
         for _ in range(64 * len(candidates)):
-            value = self._rng.getrandbits(32)
+            value = self._draw(32)
             if value in self.by_value:
                 continue
             key = candidates[ev_path_index(value, len(candidates))]

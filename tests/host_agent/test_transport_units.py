@@ -52,6 +52,17 @@ def test_evs_split_evenly_across_planes_and_map_to_paths_by_hash():
     assert len(used) == 8 and set(used.values()) == {16}        # every path gets its share
 
 
+def test_ev_path_index_is_the_32_bit_mix_of_the_value():
+    """The mix as Python's integers compute it, over the whole 32-bit range (the compiled build
+    computes it over 64-bit ones)."""
+    def mix(x, n):
+        x = (x ^ (x >> 16)) * 0x45D9F3B & 0xFFFFFFFF
+        x = (x ^ (x >> 16)) * 0x45D9F3B & 0xFFFFFFFF
+        return (x ^ (x >> 16)) % n
+    values = [0, 1, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF] + random.Random(5).sample(range(1 << 32), 200)
+    assert [ev_path_index(v, n) for v in values for n in (1, 7, 64)] == [mix(v, n) for v in values for n in (1, 7, 64)]
+
+
 def test_every_packet_gets_a_different_ev_and_a_rotation_covers_the_set():
     evs, _ = make_evset(num=32)
     seq = [evs.next_data_ev(0.0) for _ in range(64)]

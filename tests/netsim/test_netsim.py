@@ -422,3 +422,23 @@ def test_fewer_collections_raises_the_first_threshold_inside_and_restores_all_af
             assert gc.get_threshold() == (RUN_GC_THRESHOLD * 2, 5, 5)
     finally:
         gc.set_threshold(*before)
+
+
+def test_install_makes_the_lookup_order_once_and_shares_equal_actions():
+    """A switch's installed routes: the longest prefix wins whatever the order they came in, a
+    remembered decision is forgotten, equal actions are one tuple, and a bad entry still leaves
+    the entries before it usable."""
+    from pipeline_contract import names
+    from pipeline_contract.entries import TableEntry
+    sim, sw, sink = one_switch()
+    far = prefix48(0, 0x1002)
+    assert sw.lookup(far) is None
+    sw.install([TableEntry(names.ROUTING, {"dst_addr": (far, 32)}, names.FORWARD, {"port": 2}),
+                TableEntry(names.ROUTING, {"dst_addr": (far, 48)}, names.FORWARD, {"port": 1}),
+                TableEntry(names.ROUTING, {"dst_addr": (prefix48(0, 0x1003), 48)}, names.FORWARD, {"port": 1})])
+    assert sw.lookup(far) == ("forward", 1) and sw.lookup(prefix48(0, 0x2000)) == ("forward", 2)
+    assert sw.lookup(far) is sw.lookup(prefix48(0, 0x1003))
+    with pytest.raises(ValueError, match="not in the contract"):
+        sw.install([TableEntry(names.ROUTING, {"dst_addr": (prefix48(0, 0x1004), 64)}, names.FORWARD, {"port": 1}),
+                    TableEntry("MrcIngress.nothing", {}, names.FORWARD)])
+    assert sw.lookup(prefix48(0, 0x1004)) == ("forward", 1)       # its /64, looked up first

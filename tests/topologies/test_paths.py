@@ -139,3 +139,24 @@ def test_steering_addresses_are_the_host_paths_addresses(make):
                 assert steering_addresses(topo, a.name, b.name, graphs) == by_plane
     with pytest.raises(PathError, match="itself"):
         steering_addresses(topo, "h1", "h1")
+
+
+def test_shortest_path_usids_are_the_paths_usids_packed():
+    from topologies.graph import PlaneGraph
+    from wire.constants import USID_BITS
+    topo = fat_tree(4)
+    graph = PlaneGraph(topo, 0)
+    for source in graph.switches:
+        for target in graph.switches:
+            paths = graph.shortest_paths(source, target)
+            count, packed = graph.shortest_path_usids(source, target)
+            want = []
+            for path in paths:
+                value = 0
+                for usid in graph.usids(path):
+                    value = (value << USID_BITS) | usid
+                want.append(value)
+            assert packed == want and all(len(path) == count for path in paths)
+            assert packed                                 # a fat-tree's switches all reach each other
+    assert addressing.packed_path_value(1, 2, (0x100 << USID_BITS) | 0x105, 0x1003) == \
+        addressing.usid_path_value(1, [0x100, 0x105], 0x1003)
