@@ -11,6 +11,7 @@ from wire.endpoint import SansIOEndpoint, SansIOTransport
 _HIGH_DSCP: Final = constants.HIGH_PRIORITY_DSCP
 _HIGH: Final = constants.PRIORITY_HIGH
 _LOW: Final = constants.PRIORITY_LOW
+_NO_WAKE_UP: Final = float("-inf")      # the wake-up time of a host that wants none (a float, compared natively)
 
 
 class _WakeUp(Event):
@@ -47,7 +48,7 @@ class SimHost:
         # SansIOEndpoint's natively after a type check, anything else as Python does
         self.endpoint: SansIOEndpoint | SansIOTransport | None = None
         self.on_event: Any = None
-        self._wake_at: float | None = None
+        self._wake_at = _NO_WAKE_UP             # the wake-up it wants (scheduled), or _NO_WAKE_UP
         self._wake_up = _WakeUp(self)           # scheduled at every wake-up it asks for
         self._pauses: list[tuple[float, float]] = []      # (start, end) of the pauses not over yet
         self._held: list = []                   # packets held by pauses, in arrival order
@@ -124,7 +125,7 @@ class SimHost:
         if t < soonest:
             t = soonest
         wake_at = self._wake_at
-        if wake_at is None or t < wake_at or wake_at <= now:
+        if t < wake_at or wake_at <= now:       # sooner than the one it wants, or that one is past
             self._wake_at = t
             self.sim.schedule(t, self._wake_up)             # sim.at without its check: t is past now
 
@@ -138,5 +139,5 @@ class SimHost:
     def _wake(self) -> None:
         if self._wake_at != self.sim.now:       # a later service asked for another time
             return
-        self._wake_at = None
+        self._wake_at = _NO_WAKE_UP
         self.service()

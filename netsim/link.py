@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from wire import constants
 from wire.packets import DataPacket, wire_size
-from netsim.sim import Event, Simulator
+from netsim.sim import Event, Lane, Simulator
 
 if TYPE_CHECKING:                       # types only: the switch and the host import this module
     from netsim.host import SimHost
@@ -69,7 +69,8 @@ class SimLink:
     all); `rate_bps` may change.
     """
 
-    __slots__ = ("sim", "_last_bit_out", "_arrival", "_wire_pkt", "_wire_epoch", "_wire_size", "_cable",
+    __slots__ = ("sim", "_last_bit_out", "_arrival", "_propagation", "_tx_delay", "_tx_lane", "_tx_delay2",
+                 "_tx_lane2", "_wire_pkt", "_wire_epoch", "_wire_size", "_cable",
                  "_cable_head", "_doomed", "_node", "_dest_port", "name",
                  "rate_bps", "_delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
                  "data_offered_at", "trace_data", "peak_queue",
@@ -79,6 +80,13 @@ class SimLink:
         self.sim = sim
         self._last_bit_out = _LastBitOut(self)  # the events of this link, scheduled again and again
         self._arrival = _Arrival(self)
+        self._propagation: Lane = sim.lane(delay)   # where the arrivals wait (one delay for all)
+        # the lanes of the last two serialisation delays (a packet size at the rate): a link
+        # mostly carries two sizes (data, and the acknowledgements of the other direction's flows)
+        self._tx_delay = -1.0
+        self._tx_lane = self._propagation
+        self._tx_delay2 = -1.0
+        self._tx_lane2 = self._propagation
         self._wire_pkt: Any = None              # the packet being serialised (while busy), its epoch and bytes
         self._wire_epoch = 0
         self._wire_size = 0
@@ -181,7 +189,22 @@ class SimLink:
         self._wire_pkt = pkt
         self._wire_epoch = self._epoch
         self._wire_size = size
-        self.sim.schedule(self.sim.now + size * 8 / self.rate_bps, self._last_bit_out)
+        delay = size * 8 / self.rate_bps
+        if delay == self._tx_delay:
+            lane = self._tx_lane
+        elif delay == self._tx_delay2:          # the other one: first from now on
+            lane = self._tx_lane2
+            self._tx_delay2 = self._tx_delay
+            self._tx_lane2 = self._tx_lane
+            self._tx_delay = delay
+            self._tx_lane = lane
+        else:
+            lane = self.sim.lane(delay)
+            self._tx_delay2 = self._tx_delay
+            self._tx_lane2 = self._tx_lane
+            self._tx_delay = delay
+            self._tx_lane = lane
+        lane.schedule(self._last_bit_out)
 
     def _done(self) -> None:
         """The last bit left: the packet propagates, the next one starts."""
@@ -189,7 +212,7 @@ class SimLink:
             self.tx += 1
             self.tx_bytes += self._wire_size
             self._cable.append(self._wire_pkt)
-            self.sim.schedule(self.sim.now + self._delay, self._arrival)
+            self._propagation.schedule(self._arrival)
         else:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire

@@ -2,18 +2,21 @@
 from __future__ import annotations
 
 import gc
-import heapq
 import random
-from typing import Any, Callable, Final
+from typing import Callable, Final
 
-_heappush: Final = heapq.heappush
-_heappop: Final = heapq.heappop
+from mypy_extensions import i64
+
 # While events run, the cyclic garbage collector looks at young objects after this many container
 # objects more were allocated than freed (Python's default: 700). A run allocates packets, events and
 # their arguments by the million, and nearly all die young of their reference counts; at the default,
 # the collections it triggers (each tenth of them also through older objects, and some through every
 # object of the process) took a quarter of a 1,024-host run's time.
 RUN_GC_THRESHOLD: Final = 100_000
+# Delays that get a lane of their own (`Simulator.lane`): the next event is looked for among the
+# lanes that hold events, one by one; a network has a few delays (its links' propagation, each
+# packet size's serialisation at each rate), and those asked for past this many use the heap.
+MAX_LANES: Final = 16
 
 
 class FewerCollections:
@@ -60,22 +63,93 @@ class Call(Event):
         self.fn(*self.args)
 
 
+class _Slot:
+    """One scheduled event: when it is due, its place in the order of scheduling (ties at equal
+    times run in that order) and the event."""
+
+    __slots__ = ("t", "seq", "event")
+
+    def __init__(self, t: float, seq: i64, event: Event | None) -> None:
+        self.t = t
+        self.seq = seq
+        self.event = event
+
+
+class Lane:
+    """The events due a fixed `delay` after they are scheduled (a link's propagation, the
+    serialisation of one packet size at one rate): scheduled at times that never go back (the
+    clock does not), they are due in the order they were scheduled, so the lane is a first-in
+    first-out ring of slots (reused: no allocation per event), not a heap. `Simulator.lane` gives
+    them; `schedule` is their one verb."""
+
+    __slots__ = ("sim", "delay", "_ring", "_head", "size", "head_t", "head_seq", "_shared")
+
+    def __init__(self, sim: "Simulator", delay: float, shared: bool = False) -> None:
+        self.sim = sim
+        self.delay = delay
+        self._ring: list[_Slot] = [_Slot(0.0, 0, None) for _ in range(4)]
+        self._head: i64 = 0                     # the ring's oldest slot
+        self.size: i64 = 0                      # events waiting
+        self.head_t = 0.0                       # time and number of the oldest one (while size > 0)
+        self.head_seq: i64 = 0
+        self._shared = shared                   # past the simulator's number of lanes: its heap instead
+
+    def schedule(self, event: Event) -> None:
+        """Fire `event` `delay` seconds from now."""
+        sim = self.sim
+        t = sim.now + self.delay
+        if self._shared:
+            sim.schedule(t, event)
+            return
+        seq = sim._scheduled
+        sim._scheduled = seq + 1
+        ring = self._ring
+        size = self.size
+        if size == len(ring):
+            ring = self._grow()
+        i = self._head + size
+        if i >= len(ring):
+            i -= len(ring)
+        slot = ring[i]
+        slot.t = t
+        slot.seq = seq
+        slot.event = event
+        if size == 0:
+            self.head_t = t
+            self.head_seq = seq
+            sim._active.append(self)
+        self.size = size + 1
+
+    def _grow(self) -> list[_Slot]:
+        """Twice the ring, its slots in order from the oldest."""
+        ring = self._ring
+        head = self._head
+        grown = ring[head:] + ring[:head] + [_Slot(0.0, 0, None) for _ in range(len(ring))]
+        self._ring = grown
+        self._head = 0
+        return grown
+
+
 class Simulator:
     """Runs events in time order (seconds, float); ties run in scheduling order.
 
-    The queue is a heap of the distinct times that have events, each time with the list of its
-    events (`Event`s) in scheduling order: events at equal times run in the order they were
-    scheduled, and the heap compares bare floats, not entries. Callbacks are scheduled with `at`
-    and `after`; the simulator's own hot parts (links, hosts) schedule their events with
-    `schedule`, which skips the check of `at`. While `run` runs, the garbage collector's first
-    threshold is at least RUN_GC_THRESHOLD.
+    Every scheduled event is numbered in scheduling order, and events run in the order of (time,
+    number). Most are due a fixed delay after they are scheduled (a link's serialisation of a
+    packet size, its propagation): those wait in the `Lane` of their delay, a first-in first-out
+    queue; the rest (`at`, `after`, `schedule`) in a heap. The next event is the earliest of the
+    heap's top and the heads of the lanes that hold events. Callbacks are scheduled with `at` and
+    `after`; the simulator's own hot parts schedule their events with `schedule` (a host's
+    wake-up: skips the check of `at`) or through a lane (links). While `run` runs, the garbage
+    collector's first threshold is at least RUN_GC_THRESHOLD.
     """
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0.0
         self.rng = random.Random(seed)
-        self._times: list[float] = []               # heap of the times in `_due`
-        self._due: dict[float, list[Event]] = {}    # time -> its events, in scheduling order
+        self._heap: list[_Slot] = []                # the events not in a lane, a heap by (t, seq)
+        self._lanes: dict[float, Lane] = {}         # delay -> its lane
+        self._active: list[Lane] = []               # the lanes that hold events
+        self._scheduled: i64 = 0                    # events ever scheduled: the next one's number
         self.events_run = 0
         self._stopping = False
 
@@ -88,15 +162,60 @@ class Simulator:
         t = self.now + delay
         self.schedule(t if t > self.now else self.now, Call(fn, args))
 
+    def lane(self, delay: float) -> Lane:
+        """The lane of events due `delay` (>= 0) seconds after they are scheduled; the first
+        MAX_LANES delays asked for get their own, the later ones one that uses the heap."""
+        lane = self._lanes.get(delay)
+        if lane is None:
+            lane = Lane(self, delay, shared=len(self._lanes) >= MAX_LANES)
+            self._lanes[delay] = lane
+        return lane
+
     def schedule(self, t: float, event: Event) -> None:
         """Fire `event` at time `t`, which must not be earlier than now."""
-        key: Any = t                            # the compiled build boxes the float once, not per use
-        events = self._due.get(key)
-        if events is None:
-            self._due[key] = [event]
-            _heappush(self._times, key)
-        else:
-            events.append(event)
+        seq = self._scheduled
+        self._scheduled = seq + 1
+        heap = self._heap
+        slot = _Slot(t, seq, event)
+        heap.append(slot)
+        i: i64 = len(heap) - 1
+        while i > 0:                            # up while the parent is later (a tie: it is older)
+            parent = (i - 1) >> 1
+            above = heap[parent]
+            if above.t <= t:
+                break
+            heap[i] = above
+            i = parent
+        heap[i] = slot
+
+    def _pop_heap(self) -> Event:
+        """Take the heap's first event (there is one)."""
+        heap = self._heap
+        first = heap[0]
+        last = heap.pop()
+        n: i64 = len(heap)
+        if n:
+            t = last.t
+            seq = last.seq
+            i: i64 = 0
+            child: i64 = 1
+            while child < n:                    # down while a child is earlier
+                other = child + 1
+                c = heap[child]
+                if other < n:
+                    o = heap[other]
+                    if o.t < c.t or (o.t == c.t and o.seq < c.seq):
+                        child = other
+                        c = o
+                if t < c.t or (t == c.t and seq < c.seq):
+                    break
+                heap[i] = c
+                i = child
+                child = 2 * i + 1
+            heap[i] = last
+        event = first.event
+        assert event is not None
+        return event
 
     def stop(self) -> None:
         """End `run` after the event running now (what a `stop` predicate turning true does, for a
@@ -112,42 +231,61 @@ class Simulator:
 
     def _run(self, until: float | None, stop: Callable[[], bool] | None, max_events: int | None) -> None:
         self._stopping = False
-        times = self._times
-        due = self._due
+        heap = self._heap
+        active = self._active
         horizon = float("inf") if until is None else until
         limit = -1 if max_events is None else max(max_events, 1)     # at least one event runs
         count = 0
-        ended = False
-        while times and not ended:
-            t = times[0]
+        while True:
+            # the next event: the earliest (time, number) of the heap's top and the active lanes' heads
+            first: Lane | None = None
+            if heap:
+                top = heap[0]
+                t = top.t
+                seq = top.seq
+            elif active:
+                first = active[0]
+                t = first.head_t
+                seq = first.head_seq
+            else:
+                break
+            for lane in active:
+                lt = lane.head_t
+                if lt < t or (lt == t and lane.head_seq < seq):
+                    first = lane
+                    t = lt
+                    seq = lane.head_seq
             if t > horizon:
                 self.now = horizon
                 self.events_run += count
                 return
-            _heappop(times)
-            events = due.pop(t)
+            if first is None:
+                event = self._pop_heap()
+            else:                               # the lane's oldest event (here: no call per event)
+                ring = first._ring
+                head = first._head
+                slot = ring[head]
+                fired = slot.event
+                assert fired is not None
+                event = fired
+                slot.event = None
+                head += 1
+                if head == len(ring):
+                    head = 0
+                first._head = head
+                size = first.size - 1
+                first.size = size
+                if size:
+                    slot = ring[head]
+                    first.head_t = slot.t
+                    first.head_seq = slot.seq
+                else:
+                    active.remove(first)
             self.now = t
-            n = len(events)
-            i = 0
-            while i < n:
-                event = events[i]
-                i += 1
-                event.fire()
-                count += 1
-                if self._stopping or count == limit or (stop is not None and stop()):
-                    ended = True
-                    if i < n:                       # the rest of this time's events stay first in line
-                        self._put_back(t, events[i:])
-                    break
+            event.fire()
+            count += 1
+            if self._stopping or count == limit or (stop is not None and stop()):
+                break
         self.events_run += count
-        if until is not None and not times:
+        if until is not None and not heap and not active:
             self.now = max(self.now, until)
-
-    def _put_back(self, t: float, events: list[Event]) -> None:
-        """Return `events` (not run) to time `t`, ahead of those scheduled there since."""
-        later = self._due.get(t)
-        if later is None:
-            self._due[t] = events
-            _heappush(self._times, t)
-        else:
-            self._due[t] = events + later

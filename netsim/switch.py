@@ -205,7 +205,10 @@ class SimSwitch:
             decision = self._decide(pkt.dst)
         shifted, port, members = decision
         if shifted is not None:
-            pkt.dst = shifted
+            if isinstance(pkt, DataPacket):             # written natively when compiled (most packets)
+                pkt.dst = shifted
+            else:
+                pkt.dst = shifted
         if port is None:
             if members is None:
                 self._counts["no_route_drops"] += 1
@@ -259,8 +262,9 @@ class SimSwitch:
         return port
 
     def _classify(self, pkt: Packet, port: int, link: SimLink) -> int:
-        """Trim or mark `pkt` by the LOW queue occupancy of `link`; return its egress priority."""
-        if pkt.dscp in _HIGH_DSCP or not isinstance(pkt, DataPacket):
+        """Trim or mark `pkt` (not of a HIGH priority DSCP: `receive` sent those on) by the LOW queue
+        occupancy of `link`; return its egress priority."""
+        if not isinstance(pkt, DataPacket):
             return _HIGH
         cfg = self.port_config.get(port)
         if cfg is None:

@@ -9,6 +9,7 @@ from simulation import Flow, Simulation, leaf_spine_config, leaf_spine_fabric, r
 from wire import constants
 from wire.packets import DataPacket, Probe
 from netsim import SimLink as Link, SimSwitch as Switch, Simulator
+from netsim.sim import MAX_LANES, Call
 from netsim.switch import PortConfig, usid_shift
 from topologies.addressing import node_address, usid_path_address
 from wire.packets import wire_size
@@ -91,6 +92,69 @@ def test_events_of_one_time_run_in_scheduling_order_also_when_a_run_stops_among_
     sim.at(1.0, ran.append, "e")                # scheduled after the cut: after c and d
     sim.run()
     assert ran == ["first", "a", "b", "c", "d", "e"] and sim.events_run == 6
+
+
+class _ReferenceQueue:
+    """The order events must run in, kept the plain way: (time, scheduling number) pairs, the least first."""
+
+    def __init__(self):
+        self.now, self.pending, self.scheduled = 0.0, [], 0
+
+    def schedule(self, t, fire):
+        self.pending.append((t, self.scheduled, fire))
+        self.scheduled += 1
+
+    def run(self, max_events):
+        for _ in range(max_events):
+            if not self.pending:
+                return
+            entry = min(self.pending, key=lambda e: e[:2])
+            self.pending.remove(entry)
+            self.now = entry[0]
+            entry[2]()
+
+
+def _branching_program(queue, schedule_in, schedule_at, ran):
+    """Events that schedule more events, the same ones whatever runs them: each event, named by where
+    it comes from, picks its children by a random stream of its own; a child is due after one of
+    MAX_LANES + 4 delays (lanes, some past the limit: the heap) or at a time of its own (the heap),
+    all multiples of 1/8 so that many fall at equal times."""
+    delays = [k / 8 for k in range(MAX_LANES + 4)]
+
+    def event(name):
+        def fire():
+            ran.append((queue.now, name))
+            rng = random.Random(name)
+            for child in range(rng.choice((0, 1, 1, 2, 3)) if len(ran) < 3000 else 0):
+                label = f"{name}.{child}"
+                if rng.random() < 0.8:
+                    schedule_in(rng.choice(delays), event(label))
+                else:
+                    schedule_at(queue.now + rng.randrange(0, 24) / 8, event(label))
+        return fire
+    return event
+
+
+def test_the_lanes_and_the_heap_run_events_in_time_then_scheduling_order():
+    """Events due a fixed delay after they are scheduled (lanes, as links schedule theirs) and events
+    at times of their own (the heap) run in the order of (time, scheduling number), also across runs
+    cut by max_events with events scheduled in between: against a plain reference queue."""
+    sim, ran = Simulator(), []
+    event = _branching_program(sim, lambda d, fire: sim.lane(d).schedule(Call(fire, ())),
+                               lambda t, fire: sim.at(t, fire), ran)
+    ref, expected = _ReferenceQueue(), []
+    ref_event = _branching_program(ref, lambda d, fire: ref.schedule(ref.now + d, fire), ref.schedule, expected)
+    for start in range(40):                     # 40 roots, many at equal times, in both
+        sim.lane(start % 5 / 8).schedule(Call(event(f"root{start}"), ()))
+        ref.schedule(start % 5 / 8, ref_event(f"root{start}"))
+    for cut, extra in ((7, "a"), (500, "b"), (10_000, "c")):
+        sim.run(max_events=cut)
+        ref.run(cut)
+        sim.at(sim.now, event(extra))           # scheduled after the cut, at the time it stopped at
+        ref.schedule(ref.now, ref_event(extra))
+    sim.run()
+    ref.run(10 ** 9)
+    assert len(ran) > 3000 and ran == expected and sim.events_run == len(expected)
 
 
 def test_link_serialises_then_propagates_and_serves_high_priority_first():
