@@ -28,10 +28,7 @@ case is compared, fastest turn each: on a shared machine whose load moves, the s
 A third figure isolates the simulator from the transport: on fattree:8, every host sprays 1 KB
 data packets over its uSID paths to the host half the fabric away, paced at 1.2 us, through
 trivial endpoints (`Sprayer`) that send and count and nothing else; its packets per CPU-second
-are netsim's own forwarding speed (links, queues, switches, event loop). With it, each of issue
-29's cases is split into its set-up (measured), netsim's forwarding (its packets at that rate, an
-estimate) and the rest, the transport's (`cpu_shares`); the transport's share over htsim_uec's CPU
-time for the whole case is how close netsim could come to htsim were its own parts free.
+are netsim's own forwarding speed (links, queues, switches, event loop).
 
 Issue 29's cases, timed per case as uet-htsim's are (benchmarks/netsim_vs_htsim.py: the permutation
 of experiments/datacenter.yaml and a fat-tree k=8 permutation of 1 MB flows), then set beside
@@ -418,38 +415,6 @@ def fat_tree_case():
     return case
 
 
-def cpu_shares(run: dict, forwarding: dict) -> dict:
-    """Where one of issue 29's cases spends its CPU, in seconds: `setup` (to its first sample, measured),
-    `forwarding` (netsim's own links, queues, switches and event loop, estimated: its simulated packets
-    at the forwarding-only rate of `forwarding_only`), and `transport` (the rest: the MRC endpoints'
-    work, the samples and the checks). None where the case has no set-up figure."""
-    if run.get("setup_cpu_s") is None or not run["packets"]:
-        return {}
-    forwarding_s = run["packets"] / forwarding["packets_per_cpu_s"]
-    return {"cpu": run["cpu_s"], "setup": run["setup_cpu_s"], "forwarding": forwarding_s,
-            "transport": max(run["cpu_s"] - run["setup_cpu_s"] - forwarding_s, 0.0)}
-
-
-def measure_cpu_shares(result: Measurement, forwarding: dict) -> None:
-    """Print and add, for each case set beside htsim, the shares of `cpu_shares` and the transport's
-    share over htsim_uec's CPU time for the whole case: the floor of netsim over htsim even if
-    netsim's own forwarding and the set-up took no time."""
-    htsim = {row["case"]: row.get("htsim_cpu_s") for row in result.details.get("netsim_vs_htsim", {}).get("cases", [])}
-    for what in htsim:
-        shares = cpu_shares(result.details.get(what, {}), forwarding)
-        if not shares:
-            continue
-        line = (f"   {what}: of {shares['cpu']:.3f} s CPU, set-up {shares['setup']:.3f} s, netsim's forwarding "
-                f"~{shares['forwarding']:.3f} s (at the forwarding-only rate), the transport and the rest "
-                f"~{shares['transport']:.3f} s")
-        result.add(f"{what}: the transport's CPU time per case (estimate)", shares["transport"], "s", better="lower")
-        if htsim[what]:
-            floor = shares["transport"] / htsim[what]
-            line += f" = {floor:.1f}x htsim's whole case"
-            result.add(f"{what}: the transport alone over htsim's whole case, CPU", floor, "x", better="lower")
-        print(line, flush=True)
-
-
 def measure(options: argparse.Namespace) -> Measurement:
     result = Measurement()
     repeat = max(1, getattr(options, "repeat", None) or 2)
@@ -498,7 +463,6 @@ def measure(options: argparse.Namespace) -> Measurement:
     from benchmarks.netsim_vs_htsim import measure_side_by_side
     # beside uet-htsim's htsim_uec, where it is built: netsim's times of those cases, timed above
     measure_side_by_side(result, repeat, timed=result.details)
-    measure_cpu_shares(result, fwd)
     if getattr(options, "fat_tree_k16", False):
         measure_k16(result)
     result.details["load_average"] = os.getloadavg()

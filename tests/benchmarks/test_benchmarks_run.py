@@ -146,14 +146,3 @@ def test_a_cases_setup_is_its_cpu_to_the_first_sample_and_none_when_that_was_the
     ended(1.0)                                                   # the case ended before its first sample
     ended(1.0)
     assert ended.seconds is None
-
-
-def test_a_cases_cpu_is_split_into_set_up_forwarding_and_the_transports_rest():
-    from benchmarks.bench_netsim import cpu_shares
-
-    run = {"cpu_s": 1.0, "setup_cpu_s": 0.2, "packets": 100_000}
-    shares = cpu_shares(run, {"packets_per_cpu_s": 500_000.0})       # forwarding: 100k packets at 500k/s
-    assert shares == pytest.approx({"cpu": 1.0, "setup": 0.2, "forwarding": 0.2, "transport": 0.6})
-    faster = cpu_shares(run, {"packets_per_cpu_s": 50_000.0})        # a forwarding estimate above the rest
-    assert faster["transport"] == 0.0
-    assert cpu_shares(dict(run, setup_cpu_s=None), {"packets_per_cpu_s": 1.0}) == {}   # no set-up figure
