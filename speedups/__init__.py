@@ -4,7 +4,7 @@
 parts) can be compiled to C extension modules with mypyc: `python -m speedups build` puts a `.so`
 beside each `.py` (and mypyc's library of its code) and records a stamp of the sources it read
 (`scripts/setup.sh` does it). Both builds run the same code and give the same results; the compiled
-one takes about half the CPU time per simulated packet (`benchmarks/bench_netsim.py` measures both
+one takes a fifth to a third of the CPU time per simulated packet (`benchmarks/bench_netsim.py` measures both
 in one run).
 
 The compiled build is used only when it matches its stamp: the digests of every source mypyc read
