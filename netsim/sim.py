@@ -225,7 +225,8 @@ class Simulator:
     def run(self, until: float | None = None, stop: Callable[[], bool] | None = None,
             max_events: int | None = None) -> None:
         """Run events up to time `until`, until `stop()` is true (or `self.stop()` was called), or
-        until nothing is left."""
+        until nothing is left. The clock ends at `until` when it got there; it never goes back (an
+        `until` earlier than now runs nothing)."""
         with FewerCollections():
             self._run(until, stop, max_events)
 
@@ -256,7 +257,8 @@ class Simulator:
                     t = lt
                     seq = lane.head_seq
             if t > horizon:
-                self.now = horizon
+                if horizon > self.now:          # an `until` already past leaves the clock where it is:
+                    self.now = horizon          # never back (a lane's order assumes it)
                 self.events_run += count
                 return
             if first is None:
