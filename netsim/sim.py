@@ -167,12 +167,17 @@ class Simulator:
         MAX_LANES delays asked for get their own, the later ones one that uses the heap."""
         lane = self._lanes.get(delay)
         if lane is None:
+            if not delay >= 0.0:                # NaN too: its events would be due before now
+                raise ValueError(f"a lane's delay must be a number of seconds >= 0, got {delay!r}")
             lane = Lane(self, delay, shared=len(self._lanes) >= MAX_LANES)
             self._lanes[delay] = lane
         return lane
 
     def schedule(self, t: float, event: Event) -> None:
-        """Fire `event` at time `t`, which must not be earlier than now."""
+        """Fire `event` at time `t`, which must not be earlier than now (the lanes' order assumes
+        the clock never goes back)."""
+        if not t >= self.now:                   # NaN too
+            raise ValueError(f"an event scheduled at {t!r} s, earlier than now ({self.now!r} s)")
         seq = self._scheduled
         self._scheduled = seq + 1
         heap = self._heap
@@ -225,7 +230,8 @@ class Simulator:
     def run(self, until: float | None = None, stop: Callable[[], bool] | None = None,
             max_events: int | None = None) -> None:
         """Run events up to time `until`, until `stop()` is true (or `self.stop()` was called), or
-        until nothing is left."""
+        until nothing is left. The clock ends at `until` when it got there; it never goes back (an
+        `until` earlier than now runs nothing)."""
         with FewerCollections():
             self._run(until, stop, max_events)
 
@@ -256,7 +262,8 @@ class Simulator:
                     t = lt
                     seq = lane.head_seq
             if t > horizon:
-                self.now = horizon
+                if horizon > self.now:          # an `until` already past leaves the clock where it is:
+                    self.now = horizon          # never back (a lane's order assumes it)
                 self.events_run += count
                 return
             if first is None:

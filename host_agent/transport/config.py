@@ -64,8 +64,10 @@ class TransportConfig:
 
     A connection reads some of these once, when it is built (the ones its per-packet path uses:
     `mtu_payload`, `ooo_window`, `initial_psn`, `ack_coalesce`, `ack_delay`, `ack_fanout`, the
-    pacing parameters): a configuration changed later is not seen by connections already made.
-    Make a new one (`dataclasses.replace`) instead.
+    pacing parameters, the RTO's `rto_srtt_factor`, `rto_max`, `initial_rtt` and whether
+    `base_rtt` is set, NSCC's `target_delay`, `eta`, `fi` x `fi_scale`, `qa_threshold` and whether
+    either adjust threshold is set), and others on every use: a configuration changed later is
+    seen in part by connections already made. Make a new one (`dataclasses.replace`) instead.
     """
 
     mode: str = "mrc"                 # "mrc" | "roce" (or a kind registered in host_agent.transport.kinds)

@@ -76,6 +76,40 @@ def test_stop_ends_the_run_after_the_event_that_asked_and_the_next_run_goes_on()
     assert ran == [1, 2, 3, 4] and sim.now == 10.0
 
 
+def test_a_run_until_a_time_already_past_leaves_the_clock_and_the_order_as_they_were():
+    """`run(until)` with `until` earlier than now runs nothing and does not turn the clock back: an
+    event then scheduled through a lane is due after those already waiting there, not before them
+    (a lane is first-in first-out: it assumes the clock never goes back)."""
+    sim, ran = Simulator(), []
+    lane = sim.lane(1.0)
+    sim.at(2.5, lambda: lane.schedule(Call(lambda: ran.append(("B", sim.now)), ())))   # due 3.5
+    sim.at(3.0, ran.append, ("keep", 3.0))
+    sim.run(until=2.6)
+    sim.run(until=1.0)
+    assert sim.now == 2.6 and ran == []
+    lane.schedule(Call(lambda: ran.append(("C", sim.now)), ()))                         # due 3.6
+    sim.run()
+    assert ran == [("keep", 3.0), ("B", 3.5), ("C", 3.6)]
+
+
+def test_an_event_before_now_or_a_lane_of_a_negative_delay_is_refused_naming_it():
+    """Scheduling before now (or at NaN), or a lane of a negative or NaN delay, would run an event
+    before the clock; refused with the time or delay named. `at` still clamps a past time to now."""
+    sim, ran = Simulator(), []
+    sim.at(1.0, lambda: None)
+    sim.run()
+    with pytest.raises(ValueError, match="earlier than now"):
+        sim.schedule(0.5, Call(ran.append, (1,)))
+    with pytest.raises(ValueError, match="earlier than now"):
+        sim.schedule(float("nan"), Call(ran.append, (1,)))
+    for delay in (-1e-9, float("nan")):
+        with pytest.raises(ValueError, match="delay must be"):
+            sim.lane(delay)
+    sim.at(0.5, lambda: ran.append(sim.now))
+    sim.run()
+    assert ran == [1.0]
+
+
 def test_events_of_one_time_run_in_scheduling_order_also_when_a_run_stops_among_them():
     """Equal times run in the order scheduled, those scheduled while that time runs last; a run cut
     among them (max_events) leaves the rest ahead of what is scheduled there later; the collector's
