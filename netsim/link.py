@@ -82,7 +82,8 @@ class SimLink:
         self._arrival = _Arrival(self)
         self._propagation: Lane = sim.lane(delay)   # where the arrivals wait (one delay for all)
         # the lanes of the last two serialisation delays (a packet size at the rate): a link
-        # mostly carries two sizes (data, and the acknowledgements of the other direction's flows)
+        # mostly carries two sizes (data, and the acknowledgements of the other direction's flows);
+        # -1.0 is no delay yet (no delay is negative), its lane a placeholder never used
         self._tx_delay = -1.0
         self._tx_lane = self._propagation
         self._tx_delay2 = -1.0
