@@ -146,3 +146,25 @@ def test_a_cases_setup_is_its_cpu_to_the_first_sample_and_none_when_that_was_the
     ended(1.0)                                                   # the case ended before its first sample
     ended(1.0)
     assert ended.seconds is None
+
+
+def test_a_record_digest_changes_with_any_field_of_the_record_and_only_then():
+    from benchmarks.record_digest import digest
+    from experiments.record import CaseRecord
+
+    def record(**kw):
+        fields = dict(scenario="s", variant="v", transport="MRC", mode="mrc", backend="netsim", seed=1,
+                      topology="leafspine:2x2x2", hosts=4, workload="permutation")
+        return CaseRecord(**dict(fields, **kw))
+
+    assert digest(record()) == digest(record())
+    assert digest(record(completion_time=0.5)) != digest(record(completion_time=0.5000001))
+    assert digest(record(samples=[[0.0, [1, 2]]])) != digest(record(samples=[[0.0, [2, 1]]]))
+
+
+def test_the_digested_cases_are_the_two_permutations_and_each_scenarios_first_quick_cases():
+    from benchmarks.record_digest import SCENARIOS, cases
+
+    labels = [label for label, _ in cases()]
+    assert len(labels) == 2 + sum(count for _, count in SCENARIOS) == len(set(labels))
+    assert labels[0].startswith("4x4x4 permutation") and labels[1].startswith("fat-tree k=8 permutation")
