@@ -1,8 +1,10 @@
 """One direction of a cable: an egress port's queues, its serialisation and its propagation delay."""
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from mypy_extensions import i64
 
 from wire import constants
 from wire.packets import DataPacket, wire_size
@@ -59,6 +61,64 @@ class _Arrival(Event):
         self.link._arrive()
 
 
+class Fifo:
+    """Packets in the order they came, the oldest taken first: a link's queues and its cable.
+
+    A ring of slots that doubles when full, not a deque: compiled, its verbs are native calls
+    and no memory is allocated or freed per packet (a deque's methods are called by name, and
+    a list emptied and filled again reallocates)."""
+
+    __slots__ = ("_ring", "_head", "_size")
+
+    def __init__(self) -> None:
+        self._ring: list = [None] * 8
+        self._head: i64 = 0                     # the oldest packet's slot
+        self._size: i64 = 0                     # packets held
+
+    def __len__(self) -> int:
+        return self._size
+
+    def push(self, pkt: Any) -> None:
+        """Add `pkt` after the others."""
+        ring = self._ring
+        size = self._size
+        if size == len(ring):
+            ring = self._grow()
+        i: i64 = self._head + size
+        if i >= len(ring):
+            i -= len(ring)
+        ring[i] = pkt
+        self._size = size + 1
+
+    def pop(self) -> Any:
+        """Take the oldest packet (there is one)."""
+        ring = self._ring
+        head = self._head
+        pkt = ring[head]
+        ring[head] = None
+        head += 1
+        if head == len(ring):
+            head = 0
+        self._head = head
+        self._size -= 1
+        return pkt
+
+    def clear(self) -> None:
+        """Forget every packet."""
+        self._ring = [None] * 8
+        self._head = 0
+        self._size = 0
+
+    def _grow(self) -> list:
+        """Twice the ring, its packets in order from the oldest."""
+        ring = self._ring
+        head = self._head
+        grown = ring[head:] + ring[:head] + [None] * len(ring)
+        self._ring = grown
+        self._head = 0
+        return grown
+
+
 class SimLink:
     """Carries packets from an egress port to `(node, port)` at `rate_bps` after `delay` seconds.
 
@@ -71,7 +131,7 @@ class SimLink:
 
     __slots__ = ("sim", "_last_bit_out", "_arrival", "_propagation", "_tx_delay", "_tx_lane", "_tx_delay2",
                  "_tx_lane2", "_wire_pkt", "_wire_epoch", "_wire_size", "_cable",
-                 "_cable_head", "_doomed", "_node", "_dest_port", "name",
+                 "_doomed", "_node", "_dest_port", "name",
                  "rate_bps", "_delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
                  "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
@@ -91,8 +151,7 @@ class SimLink:
         self._wire_pkt: Any = None              # the packet being serialised (while busy), its epoch and bytes
         self._wire_epoch = 0
         self._wire_size = 0
-        self._cable: list = []                  # packets propagating from `_cable_head` on, oldest first
-        self._cable_head = 0
+        self._cable = Fifo()                    # packets propagating, oldest first
         self._doomed = 0                        # how many of them were on the cable when it went down
         self.name = name
         self.rate_bps = rate_bps
@@ -101,7 +160,7 @@ class SimLink:
         self.high_depth = high_depth if high_depth is not None else depth
         # indexed by priority (LOW 0, HIGH 1); typed as a tuple of any length: the compiled build keeps
         # a fixed-length tuple unboxed and would make a new tuple object at every read of it
-        self.queues: tuple[deque, ...] = (deque(), deque())
+        self.queues: tuple[Fifo, ...] = (Fifo(), Fifo())
         self.busy = False
         self.up = True
         self._epoch = 0                         # bumped when the link goes down: packets on the wire die
@@ -151,7 +210,7 @@ class SimLink:
         self.up = up
         if not up:
             self._epoch += 1
-            self._doomed = len(self._cable) - self._cable_head
+            self._doomed = len(self._cable)
             for q in self.queues:
                 self.dropped_down += len(q)
                 q.clear()
@@ -178,7 +237,7 @@ class SimLink:
         if len(q) >= depth:
             self.dropped_queue += 1
             return False
-        q.append(pkt)
+        q.push(pkt)
         queued = len(queues[0]) + len(queues[1])
         if queued > self.peak_queue:
             self.peak_queue = queued
@@ -212,15 +271,15 @@ class SimLink:
         if self._wire_epoch == self._epoch and self.up:
             self.tx += 1
             self.tx_bytes += self._wire_size
-            self._cable.append(self._wire_pkt)
+            self._cable.push(self._wire_pkt)
             self._propagation.schedule(self._arrival)
         else:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire
-        if queues[_HIGH]:
-            pkt = queues[_HIGH].popleft()
-        elif queues[_LOW]:
-            pkt = queues[_LOW].popleft()
+        if len(queues[_HIGH]):
+            pkt = queues[_HIGH].pop()
+        elif len(queues[_LOW]):
+            pkt = queues[_LOW].pop()
         else:
             self.busy = False
             self._wire_pkt = None
@@ -230,17 +289,7 @@ class SimLink:
     def _arrive(self) -> None:
         """The oldest packet on the cable reaches the far end (lost if the link went down since it
         left, or is down)."""
-        cable = self._cable
-        head = self._cable_head
-        pkt = cable[head]
-        head += 1
-        if head == len(cable):                  # the cable is empty: start the list afresh
-            cable.clear()
-            head = 0
-        elif head >= 4096 and 2 * head >= len(cable):
-            del cable[:head]                    # forget what has arrived, now and then
-            head = 0
-        self._cable_head = head
+        pkt = self._cable.pop()
         if self._doomed:
             self._doomed -= 1
             self.dropped_down += 1
