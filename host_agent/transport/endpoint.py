@@ -246,6 +246,7 @@ class Endpoint(SansIOEndpoint):
         self.policies = policies or DEFAULT_POLICIES
         self._rng = random.Random((self.config.seed, rng_seed, name).__repr__())
         self.connections: dict[int, Connection] = {}
+        self._in_order: list[Connection] = []    # `connections`' values, as a list: walked per poll
         self._events: deque[events.TransportEvent] = deque()
         self._stats = Tally()
         self._urgent: list = []                  # control packets produced by receive()
@@ -272,6 +273,7 @@ class Endpoint(SansIOEndpoint):
         conn = Connection(ConnectionId(self.name, peer, local_qp, remote_qp), self.config, paths, reverse_paths,
                           self._rng, self.nic, self.shares, self._events.append, self.policies)
         self.connections[local_qp] = conn
+        self._in_order.append(conn)
         return conn
 
     def connect_qps(self, peer: str, local_qp: int, remote_qp: int, paths: list[PathInfo],
@@ -334,7 +336,7 @@ class Endpoint(SansIOEndpoint):
                     nic.account(index, wire_size(pkt), now)
         else:
             out = []
-        for conn in self.connections.values():
+        for conn in self._in_order:
             if now < conn.quiet_until:
                 continue                         # nothing of it is due and nothing changed: a no-op
             conn.poll(now, out)
@@ -346,14 +348,13 @@ class Endpoint(SansIOEndpoint):
         already past means: at once."""
         if self._urgent:
             return self._urgent_at
-        connections = self.connections
+        connections = self._in_order
         if len(connections) == 1:                   # one connection (an agent's usual case): it is
-            for c in connections.values():          # polled every time, no quiet time to work out
-                return c.next_wakeup()
+            return connections[0].next_wakeup()     # polled every time, no quiet time to work out
         best = None
         version = self.nic.version
         never = _NEVER
-        for c in connections.values():
+        for c in connections:
             if c.quiet_until == never:              # polled or touched since it was worked out
                 t = c.wakeup = c.next_wakeup()
                 c.wakeup_nic_version = _IDLE if c.sender.idle else version   # an idle sender asks no NIC
