@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-
-from typing import Final
+from types import MappingProxyType
+from typing import Final, Mapping
 
 from pipeline_contract import names
 from pipeline_contract.ecmp import entropy_member
@@ -58,7 +58,9 @@ def usid_shift(dst: int) -> int:
 
 
 class SimSwitch:
-    """A simulated switch of one plane. Ports are numbered from 1; `links[port]` is the egress link of that port.
+    """A simulated switch of one plane. Ports are numbered from 1; `links[port]` is the egress link of
+    that port (`attach`) and `port_config[port]` its trim and ECN thresholds (`configure_port`, or
+    the port_config table: `install`).
 
     Tables (filled by `install`, from the programs `netsim.from_topology` is given, or by `add_local`
     and `add_route`): `usid_local` (48-bit prefixes this switch consumes), `routes` (LPM: prefix
@@ -73,17 +75,48 @@ class SimSwitch:
         self.name = name
         self.usid = usid
         self.plane = plane
-        self.links: dict[int, SimLink] = {}
+        self._links: dict[int, SimLink] = {}
+        self._egress: list[SimLink | None] = [None]  # the same, indexed by port (read per packet)
         self._usid_local: set[int] = set()
         self.routes: dict[int, dict[int, tuple]] = {}
         self.ecmp_groups: dict[int, list[int]] = {}
-        self.port_config: dict[int, PortConfig] = {}
+        self._port_config: dict[int, PortConfig] = {}
+        self._configs: list[PortConfig | None] = [None]  # the same, indexed by port
         self.faults: dict[int, PortFault] = {}
         self._rx = 0
         self._counts: Counter = Counter()
         self._lengths: list[int] = []
         self._decisions: dict[bytes, tuple] = {}     # dst address -> (shifted dst or None, port, ECMP members)
         self._flows: dict[tuple, int] = {}          # (src, dst, ev) -> ECMP egress port
+
+    # --- ports ---------------------------------------------------------------------------------------
+    @property
+    def links(self) -> Mapping[int, SimLink]:
+        """port -> its egress link (read-only: `attach` plugs one in)."""
+        return MappingProxyType(self._links)
+
+    @property
+    def port_config(self) -> Mapping[int, PortConfig]:
+        """port -> its trim and ECN thresholds (read-only: `configure_port` sets them)."""
+        return MappingProxyType(self._port_config)
+
+    def attach(self, port: int, link: SimLink) -> None:
+        """Make `link` the egress link of `port` (from 1)."""
+        self._check_port(port)
+        self._links[port] = link
+        self._egress.extend([None] * (port + 1 - len(self._egress)))
+        self._egress[port] = link
+
+    def configure_port(self, port: int, config: PortConfig) -> None:
+        """Trim and mark the packets leaving by `port` (from 1) by `config`'s thresholds."""
+        self._check_port(port)
+        self._port_config[port] = config
+        self._configs.extend([None] * (port + 1 - len(self._configs)))
+        self._configs[port] = config
+
+    def _check_port(self, port: object) -> None:
+        if type(port) is not int or port < 1:
+            raise ValueError(f"switch {self.name}: port {port!r} is not a port number (an int from 1)")
 
     @property
     def counters(self) -> Counter:
@@ -164,9 +197,8 @@ class SimSwitch:
             members[index] = e.params["port"]
         elif table == _PORT_CONFIG:
             p = e.params
-            self.port_config[e.match["port"]] = PortConfig(p["trim_threshold"], p["ecn_threshold"],
-                                                           bool(p["host_facing"]),
-                                                           p["ecn_max_threshold"])
+            self.configure_port(e.match["port"], PortConfig(p["trim_threshold"], p["ecn_threshold"],
+                                                            bool(p["host_facing"]), p["ecn_max_threshold"]))
         elif table == _PORT_FAULT:
             drop = e.params.get("drop_ppm")
             self.set_fault(e.match["port"], drop_all=drop is None, drop_prob=(drop or 0) / 1e6)
@@ -221,11 +253,15 @@ class SimSwitch:
                 if isinstance(pkt, DataPacket):
                     self._counts["fault_drops_data"] += 1
                 return
-        link = self.links[port]
+        out: int = port                                  # an int, compared and indexed natively
+        egress = self._egress
+        link: SimLink | None = egress[out] if out < len(egress) else None
+        if link is None:
+            raise KeyError(f"switch {self.name}: port {port} has no link")
         if pkt.dscp in _HIGH_DSCP:                       # control and trimmed headers: nothing to classify
             priority = _HIGH
         else:
-            priority = self._classify(pkt, port, link)
+            priority = self._classify(pkt, out, link)
         if not link.send(pkt, priority):
             self._counts["queue_drops"] += 1
 
@@ -266,7 +302,8 @@ class SimSwitch:
         occupancy of `link`; return its egress priority."""
         if not isinstance(pkt, DataPacket):
             return _HIGH
-        cfg = self.port_config.get(port)
+        configs = self._configs
+        cfg: PortConfig | None = configs[port] if port < len(configs) else None
         if cfg is None:
             return _LOW
         queued = len(link.queues[_LOW])                 # link.low_depth_now, without the call

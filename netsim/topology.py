@@ -63,7 +63,7 @@ def _add_cable(net: Network, link, rate: float, delay: float) -> None:
     ba.connect(a, link.a_port)
     for node, port, egress in ((a, link.a_port, ab), (b, link.b_port, ba)):
         if isinstance(node, SimSwitch):
-            node.links[port] = egress
+            node.attach(port, egress)
         else:
             node.nics[port] = egress
     both_switches = isinstance(a, SimSwitch) and isinstance(b, SimSwitch)

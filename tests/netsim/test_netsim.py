@@ -244,8 +244,8 @@ def one_switch(trim=2, ecn=1, host_facing=False, ecn_max=0):
     sink = Sink(sim)
     link = Link(sim, "s->x", 1e9, 1e-6, depth=100)
     link.connect(sink, 1)
-    sw.links[1] = link
-    sw.port_config[1] = PortConfig(trim, ecn, host_facing, ecn_max)
+    sw.attach(1, link)
+    sw.configure_port(1, PortConfig(trim, ecn, host_facing, ecn_max))
     sw.add_route(prefix48(0, 0x1001), 48, ("forward", 1))
     return sim, sw, sink
 
