@@ -100,23 +100,25 @@ class SimSwitch:
         """port -> its trim and ECN thresholds (read-only: `configure_port` sets them)."""
         return MappingProxyType(self._port_config)
 
-    def attach(self, port: int, link: SimLink) -> None:
+    def attach(self, port: object, link: SimLink) -> None:
         """Make `link` the egress link of `port` (from 1)."""
-        self._check_port(port)
+        port = self._port_number(port)
         self._links[port] = link
         self._egress.extend([None] * (port + 1 - len(self._egress)))
         self._egress[port] = link
 
-    def configure_port(self, port: int, config: PortConfig) -> None:
+    def configure_port(self, port: object, config: PortConfig) -> None:
         """Trim and mark the packets leaving by `port` (from 1) by `config`'s thresholds."""
-        self._check_port(port)
+        port = self._port_number(port)
         self._port_config[port] = config
         self._configs.extend([None] * (port + 1 - len(self._configs)))
         self._configs[port] = config
 
-    def _check_port(self, port: object) -> None:
-        if type(port) is not int or port < 1:
+    def _port_number(self, port: object) -> int:
+        """`port`, checked to be a port number."""
+        if not isinstance(port, int) or isinstance(port, bool) or port < 1:
             raise ValueError(f"switch {self.name}: port {port!r} is not a port number (an int from 1)")
+        return port
 
     @property
     def counters(self) -> Counter:

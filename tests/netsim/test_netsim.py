@@ -476,3 +476,38 @@ def test_install_makes_the_lookup_order_once_and_shares_equal_actions():
         sw.install([TableEntry(names.ROUTING, {"dst_addr": (prefix48(0, 0x1004), 64)}, names.FORWARD, {"port": 1}),
                     TableEntry("MrcIngress.nothing", {}, names.FORWARD)])
     assert sw.lookup(prefix48(0, 0x1004)) == ("forward", 1)       # its /64, looked up first
+
+
+def test_fifo_keeps_order_through_wrap_and_growth():
+    from netsim.link import Fifo
+    q, expected = Fifo(), []
+    rng = __import__("random").Random(7)
+    n = 0
+    for _ in range(2000):                   # pushes and pops interleaved: the ring wraps and doubles
+        if expected and rng.random() < 0.45:
+            assert q.pop() == expected.pop(0)
+        else:
+            q.push(n)
+            expected.append(n)
+            n += 1
+        assert len(q) == len(expected)
+    q.clear()
+    assert len(q) == 0 and not q
+    q.push("after clear")
+    assert q.pop() == "after clear"
+
+
+def test_switch_ports_are_set_through_its_verbs():
+    sim, sw, sink = one_switch()
+    with pytest.raises(TypeError):
+        sw.links[2] = sw.links[1]               # read-only view: `attach` plugs a link in
+    with pytest.raises(TypeError):
+        sw.port_config[2] = sw.port_config[1]
+    for bad in (0, -1, "2", 1.0):
+        with pytest.raises(ValueError, match="port"):
+            sw.attach(bad, sw.links[1])
+        with pytest.raises(ValueError, match="port"):
+            sw.configure_port(bad, sw.port_config[1])
+    sw.add_route(prefix48(0, 0x1002), 48, ("forward", 7))   # a route to a port with no link
+    with pytest.raises(KeyError, match="port 7 has no link"):
+        sw.receive(data_pkt(usid_address(0, [0x0100, 0x1002])), 2)
