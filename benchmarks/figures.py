@@ -20,6 +20,10 @@ import speedups
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REGRESSION_SHARE = 0.10          # a figure worse than the previous one by more than this is flagged
+# A figure of wall time (its name says "wall") depends on what else the machine ran: it is not
+# flagged when either run's 1-minute load average was above the machine's CPU count (more runnable
+# than cores); its CPU-time figure is the one to compare then.
+WALL_MARK = "wall"
 
 
 @dataclass
@@ -115,8 +119,11 @@ def save(name: str, measurement: Measurement, seconds: float, folder: Path = RES
     return path
 
 
-def compare(figure: Figure, previous: Optional[dict]) -> tuple[str, bool]:
-    """(change against the previous saved value, True when it is a regression)."""
+def compare(figure: Figure, previous: Optional[dict], load_now: Optional[float] = None,
+            cpus: Optional[int] = None) -> tuple[str, bool]:
+    """(change against the previous saved value, True when it is a regression). A wall-time figure
+    (WALL_MARK in its name) is not flagged when this run's load (`load_now`) or the previous run's
+    was above `cpus` (default: this machine's CPU count): the change is shown, marked "busy"."""
     if previous is None or figure.value is None:
         return "", False
     old = next((f.get("value") for f in previous.get("figures", []) if f.get("name") == figure.name), None)
@@ -127,4 +134,18 @@ def compare(figure: Figure, previous: Optional[dict]) -> tuple[str, bool]:
     change = (figure.value - old) / abs(old)
     worse = (figure.better == "higher" and change < -REGRESSION_SHARE) or \
             (figure.better == "lower" and change > REGRESSION_SHARE)
-    return f"{change:+.0%}", worse
+    text = f"{change:+.0%}"
+    if WALL_MARK in figure.name:
+        loads = [load_now, previous_load(previous)]
+        limit = cpus or os.cpu_count() or 1
+        if any(load is not None and load > limit for load in loads):
+            return text + " (busy)", False
+    return text, worse
+
+
+def previous_load(previous: Optional[dict]) -> Optional[float]:
+    """The 1-minute load average when a saved result was measured, if it says."""
+    try:
+        return float(previous["machine"]["load_average"][0])     # type: ignore[index]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from benchmarks.figures import RESULTS, Figure, Measurement, compare, load_previous, save
+from benchmarks.figures import RESULTS, Figure, Measurement, compare, load_previous, previous_load, save
 
 log = logging.getLogger("mrc.benchmarks")
 REPO = Path(__file__).resolve().parent.parent
@@ -198,12 +198,19 @@ def previous_figure(name: str, previous: Optional[dict]) -> str:
 def table(runs: list[BenchmarkRun]) -> str:
     """One table of every figure, with the previous value and the change."""
     rows = [("benchmark", "figure", "value", "previous", "change")]
+    load_now = os.getloadavg()[0]
+    notes = []
     for out in runs:
         name = out.benchmark.name
         if out.error:
             rows.append((name, "FAILED", out.error[:60], "", ""))
+        if out.previous is not None:
+            then = previous_load(out.previous)
+            when = (out.previous.get("machine") or {}).get("time", "?")
+            notes.append(f"{name}: previous run {when}, load {then if then is not None else '?'}; "
+                         f"this one load {load_now:.1f}")
         for figure in out.measurement.figures:
-            change, worse = compare(figure, out.previous)
+            change, worse = compare(figure, out.previous, load_now)
             old = previous_figure(figure.name, out.previous)
             rows.append((name, figure.name, figure.text(), old, change + ("  REGRESSION" if worse else "")))
         for why in out.measurement.skipped:
@@ -211,6 +218,10 @@ def table(runs: list[BenchmarkRun]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += notes
+    if any("(busy)" in row[4] for row in rows):
+        lines.append(f"(busy): a wall-time figure of a run at a load above the machine's {os.cpu_count()} CPUs "
+                     "(this one or the previous): not flagged; compare its CPU time")
     return "\n".join(lines)
 
 

@@ -45,6 +45,18 @@ def test_compare_flags_regressions_by_direction():
     assert compare(Figure("rate", 80.0, "pkt/s"), None) == ("", False)
 
 
+def test_a_wall_time_figure_of_a_busy_run_is_not_flagged_but_its_cpu_time_is():
+    previous = {"machine": {"load_average": [1.1, 1.0, 1.0]},
+                "figures": [{"name": "case: wall time per case", "value": 1.0},
+                            {"name": "case: CPU time per case", "value": 1.0}]}
+    wall, cpu = Figure("case: wall time per case", 1.2, "s", "lower"), Figure("case: CPU time per case", 1.2, "s", "lower")
+    assert compare(wall, previous, load_now=1.5, cpus=2) == ("+20%", True)          # neither run was busy
+    assert compare(wall, previous, load_now=3.2, cpus=2) == ("+20% (busy)", False)  # this one was
+    assert compare(cpu, previous, load_now=3.2, cpus=2) == ("+20%", True)
+    busy_before = {**previous, "machine": {"load_average": [4.0, 3.0, 3.0]}}
+    assert compare(wall, busy_before, load_now=1.0, cpus=2) == ("+20% (busy)", False)
+
+
 def test_second_run_shows_the_change_and_a_failing_benchmark_is_reported(tmp_path, monkeypatch, capsys):
     args = argparse.Namespace(only=None, no_mininet=True, results=tmp_path, list=False)
     monkeypatch.setattr(bench_run, "benchmarks", lambda: [fake("alpha", {"rate": 100.0})])
@@ -57,6 +69,7 @@ def test_second_run_shows_the_change_and_a_failing_benchmark_is_reported(tmp_pat
     table = out[out.rindex("benchmark "):]
     assert "alpha" in table and "REGRESSION" in table and "-50%" in table
     assert "boom" in table and "ZeroDivisionError" in table
+    assert "alpha: previous run " in table and ", load " in table    # when, and at what load, it ran
     assert json.loads((tmp_path / "alpha.json").read_text())["figures"][0]["value"] == 50.0
     assert not (tmp_path / "boom.json").exists()
 

@@ -188,6 +188,10 @@ def test_the_benchmark_beside_htsim_uses_the_recorded_figures_where_htsim_is_abs
     out = capsys.readouterr().out
     assert "htsim_uec is not run here (no htsim_uec" in out and "no recorded htsim figure" in out
     assert [f.note for f in result.figures] == ["htsim recorded", "htsim recorded"]
+    # a figure of its own, never compared with a run that had htsim beside it; and the verdict on the target
+    assert [f.name for f in result.figures] == ["quick incast: netsim over htsim's recorded time, wall time per case",
+                                                "quick incast: netsim over htsim's recorded time, CPU time per case"]
+    assert "issue 29's 2x" in out
     rows = result.details["netsim_vs_htsim"]["cases"]
     assert rows[0]["htsim_recorded"] and rows[0]["htsim_cpu_s"] == 0.01 and "htsim_cpu_s" not in rows[1]
 
@@ -200,3 +204,4 @@ def test_the_benchmark_beside_htsim_runs_it_where_built(standin, capsys):
     row = result.details["netsim_vs_htsim"]["cases"][0]
     assert not row["htsim_recorded"] and row["htsim_wall_s"] > 0 and row["completed"]
     assert len(result.figures) == 2 and "quick incast: netsim" in capsys.readouterr().out
+    assert result.figures[0].name == "quick incast: netsim over htsim, wall time per case"
