@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import gc
 import random
-from typing import Callable, Final
+from typing import Callable, Final, final
 
 from mypy_extensions import i64
 
@@ -14,8 +14,9 @@ from mypy_extensions import i64
 # object of the process) took a quarter of a 1,024-host run's time.
 RUN_GC_THRESHOLD: Final = 100_000
 # Delays that get a lane of their own (`Simulator.lane`): the next event is looked for among the
-# lanes that hold events, one by one; a network has a few delays (its links' propagation, each
-# packet size's serialisation at each rate), and those asked for past this many use the heap.
+# heap's top and the oldest events of such lanes that hold events, one by one; a network has a few
+# delays (its links' propagation, each packet size's serialisation at each rate), and those asked
+# for past this many wait in the heap (`HeapLane`).
 MAX_LANES: Final = 16
 
 
@@ -75,36 +76,64 @@ class _Slot:
         self.event = event
 
 
+@final
+class _Numbering:
+    """The numbers of one simulator's scheduled events, from 0 in the order they are scheduled
+    (events due at equal times run in it), whether they wait in its heap or in a lane."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next: i64 = 0
+
+    def take(self) -> i64:
+        """The number of the event being scheduled."""
+        number = self._next
+        self._next = number + 1
+        return number
+
+
 class Lane:
-    """The events due a fixed `delay` after they are scheduled (a link's propagation, the
-    serialisation of one packet size at one rate): scheduled at times that never go back (the
-    clock does not), they are due in the order they were scheduled, so the lane is a first-in
-    first-out ring of slots (reused: no allocation per event), not a heap. `Simulator.lane` gives
-    them; `schedule` is their one verb."""
+    """Where the events due a fixed `delay` after they are scheduled wait (a link's propagation,
+    the serialisation of one packet size at one rate). `Simulator.lane` gives them; `schedule` is
+    their one verb."""
 
-    __slots__ = ("sim", "delay", "_ring", "_head", "size", "head_t", "head_seq", "_shared")
+    __slots__ = ("delay",)
 
-    def __init__(self, sim: "Simulator", delay: float, shared: bool = False) -> None:
-        self.sim = sim
+    def __init__(self, delay: float) -> None:
         self.delay = delay
-        self._ring: list[_Slot] = [_Slot(0.0, 0, None) for _ in range(4)]
-        self._head: i64 = 0                     # the ring's oldest slot
-        self.size: i64 = 0                      # events waiting
-        self.head_t = 0.0                       # time and number of the oldest one (while size > 0)
-        self.head_seq: i64 = 0
-        self._shared = shared                   # past the simulator's number of lanes: its heap instead
 
     def schedule(self, event: Event) -> None:
         """Fire `event` `delay` seconds from now."""
-        sim = self.sim
-        t = sim.now + self.delay
-        if self._shared:
-            sim.schedule(t, event)
-            return
-        seq = sim._scheduled
-        sim._scheduled = seq + 1
+        raise NotImplementedError
+
+
+@final
+class FifoLane(Lane):
+    """A lane of its own: scheduled at times that never go back (the clock does not), its events
+    are due in the order they were scheduled, so it is a first-in first-out ring of slots (reused:
+    no allocation per event), not a heap. It tells its simulator when it starts and stops holding
+    events (`Simulator.lane_filled`, `lane_emptied`); while it holds some, `head_t` and `head_seq`
+    are the time and scheduling number of its oldest one, which `pop` takes."""
+
+    __slots__ = ("_sim", "_numbering", "_ring", "_head", "_size", "head_t", "head_seq")
+
+    def __init__(self, sim: "Simulator", delay: float, numbering: _Numbering) -> None:
+        super().__init__(delay)
+        self._sim = sim                         # its clock, told when the lane fills and empties
+        self._numbering = numbering             # the simulator's
+        self._ring: list[_Slot] = [_Slot(0.0, 0, None) for _ in range(4)]
+        self._head: i64 = 0                     # the ring's oldest slot
+        self._size: i64 = 0                     # events waiting
+        self.head_t = 0.0
+        self.head_seq: i64 = 0
+
+    def schedule(self, event: Event) -> None:
+        """Fire `event` `delay` seconds from now."""
+        t = self._sim.now + self.delay
+        seq = self._numbering.take()
         ring = self._ring
-        size = self.size
+        size = self._size
         if size == len(ring):
             ring = self._grow()
         i = self._head + size
@@ -114,11 +143,33 @@ class Lane:
         slot.t = t
         slot.seq = seq
         slot.event = event
+        self._size = size + 1
         if size == 0:
             self.head_t = t
             self.head_seq = seq
-            sim._active.append(self)
-        self.size = size + 1
+            self._sim.lane_filled(self)
+
+    def pop(self) -> Event:
+        """Take the oldest event (there is one); the next one, if any, becomes the head."""
+        ring = self._ring
+        head = self._head
+        slot = ring[head]
+        event = slot.event
+        assert event is not None
+        slot.event = None
+        head += 1
+        if head == len(ring):
+            head = 0
+        self._head = head
+        size = self._size - 1
+        self._size = size
+        if size:
+            slot = ring[head]
+            self.head_t = slot.t
+            self.head_seq = slot.seq
+        else:
+            self._sim.lane_emptied(self)
+        return event
 
     def _grow(self) -> list[_Slot]:
         """Twice the ring, its slots in order from the oldest."""
@@ -130,14 +181,32 @@ class Lane:
         return grown
 
 
+@final
+class HeapLane(Lane):
+    """A lane of a delay asked for past the simulator's MAX_LANES: its events wait in the
+    simulator's heap with those of `Simulator.schedule`."""
+
+    __slots__ = ("_sim",)
+
+    def __init__(self, sim: "Simulator", delay: float) -> None:
+        super().__init__(delay)
+        self._sim = sim
+
+    def schedule(self, event: Event) -> None:
+        """Fire `event` `delay` seconds from now."""
+        sim = self._sim
+        sim.schedule(sim.now + self.delay, event)
+
+
 class Simulator:
     """Runs events in time order (seconds, float); ties run in scheduling order.
 
     Every scheduled event is numbered in scheduling order, and events run in the order of (time,
     number). Most are due a fixed delay after they are scheduled (a link's serialisation of a
-    packet size, its propagation): those wait in the `Lane` of their delay, a first-in first-out
-    queue; the rest (`at`, `after`, `schedule`) in a heap. The next event is the earliest of the
-    heap's top and the heads of the lanes that hold events. Callbacks are scheduled with `at` and
+    packet size, its propagation): those wait in the `Lane` of their delay, for the first
+    MAX_LANES delays a first-in first-out queue of its own (`FifoLane`); the rest (`at`, `after`,
+    `schedule`, the later delays' `HeapLane`s) in a heap. The next event is the earliest of the
+    heap's top and the oldest events of the `FifoLane`s. Callbacks are scheduled with `at` and
     `after`; the simulator's own hot parts schedule their events with `schedule` (a host's
     wake-up: skips the check of `at`) or through a lane (links). While `run` runs, the garbage
     collector's first threshold is at least RUN_GC_THRESHOLD.
@@ -146,10 +215,11 @@ class Simulator:
     def __init__(self, seed: int = 0) -> None:
         self.now = 0.0
         self.rng = random.Random(seed)
-        self._heap: list[_Slot] = []                # the events not in a lane, a heap by (t, seq)
+        self._numbering = _Numbering()              # of the events of the heap and the lanes
+        self._heap: list[_Slot] = []                # the events not in a FifoLane, a heap by (t, seq)
         self._lanes: dict[float, Lane] = {}         # delay -> its lane
-        self._active: list[Lane] = []               # the lanes that hold events
-        self._scheduled: i64 = 0                    # events ever scheduled: the next one's number
+        self._fifo_lanes = 0                        # how many lanes of their own were made
+        self._active: list[FifoLane] = []           # those that hold events
         self.events_run = 0
         self._stopping = False
 
@@ -164,22 +234,35 @@ class Simulator:
 
     def lane(self, delay: float) -> Lane:
         """The lane of events due `delay` (>= 0) seconds after they are scheduled; the first
-        MAX_LANES delays asked for get their own, the later ones one that uses the heap."""
+        MAX_LANES delays asked for get one of their own (`FifoLane`), the later ones one whose
+        events wait in the heap (`HeapLane`)."""
         lane = self._lanes.get(delay)
         if lane is None:
             if not delay >= 0.0:                # NaN too: its events would be due before now
                 raise ValueError(f"a lane's delay must be a number of seconds >= 0, got {delay!r}")
-            lane = Lane(self, delay, shared=len(self._lanes) >= MAX_LANES)
+            if self._fifo_lanes < MAX_LANES:
+                lane = FifoLane(self, delay, self._numbering)
+                self._fifo_lanes += 1
+            else:
+                lane = HeapLane(self, delay)
             self._lanes[delay] = lane
         return lane
+
+    def lane_filled(self, lane: FifoLane) -> None:
+        """`lane` (one of this simulator's) got an event when it held none: from now on its oldest
+        event is among those the next event is looked for in."""
+        self._active.append(lane)
+
+    def lane_emptied(self, lane: FifoLane) -> None:
+        """`lane`'s last event was taken: no longer look at it for the next event."""
+        self._active.remove(lane)
 
     def schedule(self, t: float, event: Event) -> None:
         """Fire `event` at time `t`, which must not be earlier than now (the lanes' order assumes
         the clock never goes back)."""
         if not t >= self.now:                   # NaN too
             raise ValueError(f"an event scheduled at {t!r} s, earlier than now ({self.now!r} s)")
-        seq = self._scheduled
-        self._scheduled = seq + 1
+        seq = self._numbering.take()
         heap = self._heap
         slot = _Slot(t, seq, event)
         heap.append(slot)
@@ -244,7 +327,7 @@ class Simulator:
         count = 0
         while True:
             # the next event: the earliest (time, number) of the heap's top and the active lanes' heads
-            first: Lane | None = None
+            first: FifoLane | None = None
             if heap:
                 top = heap[0]
                 t = top.t
@@ -266,28 +349,7 @@ class Simulator:
                     self.now = horizon          # never back (a lane's order assumes it)
                 self.events_run += count
                 return
-            if first is None:
-                event = self._pop_heap()
-            else:                               # the lane's oldest event (here: no call per event)
-                ring = first._ring
-                head = first._head
-                slot = ring[head]
-                fired = slot.event
-                assert fired is not None
-                event = fired
-                slot.event = None
-                head += 1
-                if head == len(ring):
-                    head = 0
-                first._head = head
-                size = first.size - 1
-                first.size = size
-                if size:
-                    slot = ring[head]
-                    first.head_t = slot.t
-                    first.head_seq = slot.seq
-                else:
-                    active.remove(first)
+            event = self._pop_heap() if first is None else first.pop()
             self.now = t
             event.fire()
             count += 1

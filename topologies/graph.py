@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Callable
 
 from topologies.model import LinkEnd, Topology
 from wire.constants import USID_BITS
@@ -25,8 +26,9 @@ class PlaneGraph:
                     self._adjacent[name].append(LinkEnd(far.node, topo.port_towards(name, far.node)))
             self._adjacent[name].sort(key=lambda end: self._order[end.node])
         self._distance_cache: dict[str, dict[str, int]] = {}
-        self._path_cache: dict[str, dict[str, tuple[tuple[str, ...], ...]]] = {}   # target -> switch -> paths
-        self._usid_cache: dict[str, dict[str, tuple[int, ...]]] = {}   # target -> switch -> packed uSIDs of its paths
+        # target -> switch -> its shortest paths there, as switch names and as packed uSIDs (`_walk`)
+        self._path_cache: dict[str, dict[str, tuple[tuple[str, ...], ...]]] = {}
+        self._usid_cache: dict[str, dict[str, tuple[int, ...]]] = {}
 
     @property
     def switches(self) -> list[str]:
@@ -72,25 +74,10 @@ class PlaneGraph:
 
     def shortest_paths(self, source: str, target: str) -> list[tuple[str, ...]]:
         """Every shortest switch path from `source` to `target`, in lexicographic index order."""
-        if source not in self.distances_to(target):
+        distance = self.distances_to(target)
+        if source not in distance:
             return []
-        return list(self._paths_from(source, target))
-
-    def _paths_from(self, switch: str, target: str) -> tuple[tuple[str, ...], ...]:
-        """The shortest paths from `switch` (which reaches `target`) to `target`, made once per
-        switch and target and kept: the paths of every source towards a target share the paths of
-        the switches they cross (a fat-tree's paths through one spine are made once, not once per
-        source)."""
-        known = self._path_cache.setdefault(target, {})
-        paths = known.get(switch)
-        if paths is None:
-            if switch == target:
-                paths = ((target,),)
-            else:
-                paths = tuple((switch, *rest) for end in self.next_hops(switch, target)
-                              for rest in self._paths_from(end.node, target))
-            known[switch] = paths
-        return paths
+        return list(self._walk(source, target, self._path_cache.setdefault(target, {}), _with_name))
 
     def shortest_path_usids(self, source: str, target: str) -> tuple[int, list[int]]:
         """The uSIDs of `shortest_paths(source, target)`' switches without the paths themselves:
@@ -100,19 +87,33 @@ class PlaneGraph:
         distance = self.distances_to(target)
         if source not in distance:
             return 0, []
-        return distance[source] + 1, list(self._usids_from(source, target))
-
-    def _usids_from(self, switch: str, target: str) -> tuple[int, ...]:
-        """`_paths_from(switch, target)` as packed uSIDs (`shortest_path_usids`), made once per
-        switch and target and kept, each from its next hops' as the paths are."""
         known = self._usid_cache.setdefault(target, {})
-        packed = known.get(switch)
-        if packed is None:
-            if switch == target:
-                packed = (self._usid[target],)
-            else:
-                head = self._usid[switch] << (USID_BITS * self._distance_cache[target][switch])
-                packed = tuple(head | rest for end in self.next_hops(switch, target)
-                               for rest in self._usids_from(end.node, target))
-            known[switch] = packed
-        return packed
+        return distance[source] + 1, list(self._walk(source, target, known, self._with_usid))
+
+    def _walk(self, switch: str, target: str, known: dict, prepend: Callable) -> tuple:
+        """The shortest paths from `switch` (which reaches `target`) to `target`, written by
+        `prepend(switch, hops, tails)`: the paths from `switch`, `hops` away from `target`, given
+        `tails`, its next hops' paths in their order (none at `target`). Made once per switch and
+        target and kept in `known` (the cache of the form `prepend` writes): the paths of every
+        source towards a target share those of the switches they cross (a fat-tree's paths through
+        one spine are made once, not once per source)."""
+        paths = known.get(switch)
+        if paths is None:
+            tails = [self._walk(end.node, target, known, prepend) for end in self.next_hops(switch, target)]
+            paths = known[switch] = prepend(switch, self._distance_cache[target][switch], tails)
+        return paths
+
+    def _with_usid(self, switch: str, hops: int, tails: list[tuple[int, ...]]) -> tuple[int, ...]:
+        """`_walk`'s paths as packed uSIDs (`shortest_path_usids`): `switch`'s uSID above those of
+        the `hops` switches after it."""
+        head = self._usid[switch] << (USID_BITS * hops)
+        if not hops:
+            return (head,)
+        return tuple(head | rest for paths in tails for rest in paths)
+
+
+def _with_name(switch: str, hops: int, tails: list[tuple[tuple[str, ...], ...]]) -> tuple[tuple[str, ...], ...]:
+    """`PlaneGraph._walk`'s paths as switch names (`shortest_paths`): `switch` before the rest."""
+    if not hops:
+        return ((switch,),)
+    return tuple((switch, *rest) for paths in tails for rest in paths)

@@ -9,7 +9,7 @@ from simulation import Flow, Simulation, leaf_spine_config, leaf_spine_fabric, r
 from wire import constants
 from wire.packets import DataPacket, Probe
 from netsim import SimLink as Link, SimSwitch as Switch, Simulator
-from netsim.sim import MAX_LANES, Call
+from netsim.sim import MAX_LANES, Call, FifoLane, HeapLane
 from netsim.switch import PortConfig, usid_shift
 from topologies.addressing import node_address, usid_path_address
 from wire.packets import wire_size
@@ -189,6 +189,8 @@ def test_the_lanes_and_the_heap_run_events_in_time_then_scheduling_order():
     sim.run()
     ref.run(10 ** 9)
     assert len(ran) > 3000 and ran == expected and sim.events_run == len(expected)
+    kinds = [type(sim.lane(k / 8)) for k in range(MAX_LANES + 4)]     # past MAX_LANES: on the heap
+    assert set(kinds) == {FifoLane, HeapLane} and kinds.count(FifoLane) == MAX_LANES
 
 
 def test_link_serialises_then_propagates_and_serves_high_priority_first():
