@@ -6,6 +6,7 @@ from typing import Any, Final
 from netsim.link import SimLink
 from netsim.sim import Event, Simulator
 from wire import constants
+from wire.packets import DataPacket
 from wire.endpoint import SansIOEndpoint, SansIOTransport
 
 _HIGH_DSCP: Final = constants.HIGH_PRIORITY_DSCP
@@ -114,7 +115,9 @@ class SimHost:
             link = nics.get(nic)
             if link is None:
                 raise KeyError(f"host {self.name}: endpoint sent on NIC {nic}, which this host does not have")
-            link.send(pkt, _HIGH if pkt.dscp in _HIGH_DSCP else _LOW)   # wire.packets.priority_of
+            # wire.packets.priority_of; a data packet's DSCP read natively, the others' generically
+            dscp: int = pkt.dscp if type(pkt) is DataPacket else pkt.dscp
+            link.send(pkt, _HIGH if dscp in _HIGH_DSCP else _LOW)
         if handle is not None:
             self._hand_over(endpoint.drain_events(), handle)
         wakeup = endpoint.next_wakeup()

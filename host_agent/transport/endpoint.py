@@ -315,7 +315,8 @@ class Endpoint(SansIOEndpoint):
     def receive(self, now: float, nic: int, pkt) -> None:
         """Take one packet that arrived on NIC `nic` at time `now`."""
         self._stats.add("packets_received")
-        conn = self.connections.get(pkt.qp)
+        qp: int = pkt.qp if type(pkt) is DataPacket else pkt.qp     # a data packet's read natively
+        conn = self.connections.get(qp)
         if conn is None:
             self._stats.add("unknown_qp")
             return
