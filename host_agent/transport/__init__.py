@@ -13,7 +13,7 @@ import speedups
 
 speedups.select()                    # before the first compiled module is imported
 
-from host_agent.transport.addressing import ConnectionId, PathInfo
+from host_agent.transport.peers import ConnectionId, PathInfo
 from host_agent.transport.config import QP_BASE, QpNumbers, TransportConfig, connection_paths, uses_usid_paths
 from host_agent.transport.endpoint import Connection, Endpoint
 from host_agent.transport.events import (ConnectionFailed, EvBackup, EvStateChanged, MessageReceived, MessageSent,

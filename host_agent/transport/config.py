@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from host_agent.transport.addressing import PathInfo
+from host_agent.transport.peers import PathInfo
 from host_agent.transport.timers import QP_TIMEOUT_UNIT, RetryBudget, qp_timeout_seconds
 
 MAX_QPS = 64                          # queue pairs per peer at most (baseline)

@@ -26,7 +26,7 @@ from typing import Final
 from wire.endpoint import SansIOEndpoint
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Probe, ProbeReply, Sack, wire_size
 from host_agent.transport import events
-from host_agent.transport.addressing import ConnectionId, PathInfo
+from host_agent.transport.peers import ConnectionId, PathInfo
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evcontrol import EvControl

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from host_agent.transport import events
-from host_agent.transport.addressing import ConnectionId
+from host_agent.transport.peers import ConnectionId
 from host_agent.transport.evset import OPERATOR, OPERATOR_STATES, Ev, EvSet, EvState
 from host_agent.transport.probes import Prober
 

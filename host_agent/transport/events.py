@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import ClassVar
 
-from host_agent.transport.addressing import ConnectionId
+from host_agent.transport.peers import ConnectionId
 
 # Event kinds (the `kind` of each class below; log readers match on these names).
 EV_STATE = "ev_state"

@@ -27,7 +27,7 @@ from typing import Final
 
 from mypy_extensions import i64
 
-from host_agent.transport.addressing import PathInfo
+from host_agent.transport.peers import PathInfo
 from host_agent.transport.pathcap import PathLoad
 from host_agent.transport.steering import Steering, SteeringParams
 

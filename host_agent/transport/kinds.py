@@ -15,7 +15,7 @@ from typing import Any, Callable, Protocol
 
 from host_agent.transport import events
 from host_agent.transport.baseline import BaselineReceiver, BaselineSender
-from host_agent.transport.addressing import ConnectionId, PathInfo
+from host_agent.transport.peers import ConnectionId, PathInfo
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import EvSet

@@ -7,7 +7,7 @@ from typing import Callable, Final
 
 from wire.packets import Probe, ProbeReply
 from host_agent.transport.events import ProbeResult
-from host_agent.transport.addressing import ConnectionId
+from host_agent.transport.peers import ConnectionId
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import RttEstimator
 from host_agent.transport.evset import Ev, EvSet

@@ -6,7 +6,7 @@ from typing import Callable, Final
 from wire import constants
 from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events
-from host_agent.transport.addressing import ConnectionId
+from host_agent.transport.peers import ConnectionId
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.evset import EvSet
 from host_agent.transport.shares import SenderShares

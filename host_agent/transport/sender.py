@@ -13,7 +13,7 @@ from typing import Callable, Final
 from wire import constants
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Sack
 from host_agent.transport import events
-from host_agent.transport.addressing import ConnectionId
+from host_agent.transport.peers import ConnectionId
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet

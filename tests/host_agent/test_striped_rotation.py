@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from host_agent.transport import sizing
-from host_agent.transport.addressing import PathInfo
+from host_agent.transport.peers import PathInfo
 from host_agent.transport.evset import Ev, EvSet, striped
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from controller.routes import compute_programs
 from host_agent.transport import PathInfo, TransportConfig, sizing
-from host_agent.transport.addressing import ConnectionId
+from host_agent.transport.peers import ConnectionId
 from host_agent.transport.evset import EvSet
 from host_agent.transport.receiver import MrcReceiver
 from host_agent.transport.tally import Tally

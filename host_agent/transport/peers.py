@@ -1,4 +1,4 @@
-"""Where a connection's packets go and who it is: `PathInfo` and `ConnectionId`.
+"""A connection's peer: the paths to it (`PathInfo`) and who the connection is, with whom (`ConnectionId`).
 
 Both are read per packet (a data packet's and a SACK's addresses, the peer's QP), so they are
 compiled with the per-packet modules (`speedups`): the compiled build reads their fields natively.
