@@ -122,7 +122,7 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
             ft = s["flow_throughput_bps"]
             victim = s["throughput_by_role_bps"].get("victim")
             ratio = s["link_utilisation"]["max_over_mean"]
-            row += [f"{ft['min'] / 1e6:.1f}/{ft['max'] / 1e6:.1f}",
+            row += ["-" if ft["min"] is None else f"{ft['min'] / 1e6:.1f}/{ft['max'] / 1e6:.1f}",
                     "-" if victim is None else f"{victim / 1e6:.1f}",
                     "-" if ratio is None else f"{ratio:.2f}",
                     "-" if s["packets_dropped_queue_full"] is None else str(s["packets_dropped_queue_full"])]
