@@ -150,7 +150,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     cases = repeats.expand(select_cases(scenario, list(variants), list(transports)), repeat, backend_name)
     if backend_name == "htsim":
         from experiments.crosscheck import refuse_unmappable
-        refuse_unmappable(cases)
+        refuse_unmappable(cases, balancer)
     if pcap is not None:
         pcap = pcap.into(Path(folder) / PCAP_FOLDER)
         print(f"mrc-testbed run: capturing every switch port to {pcap.folder}/<case>/<switch>-port<N>.pcap "

@@ -146,7 +146,8 @@ def test_crosscheck_puts_both_simulators_side_by_side(standin, tmp_path):
     meta, figures = write_results(scenario, records, rows, skipped, tmp_path, {"seeds": [1], "settings": "scenario"})
     assert [f.name for f in figures] == ["crosscheck-cdf.png"] and figures[0].stat().st_size > 0
     table = json.loads((tmp_path / "summary.json").read_text())["crosscheck"]
-    assert list(table[0]["columns"]) == [NETSIM, "htsim mixed", "htsim reps"]
+    assert table[0]["case"] == "incast / MRC" and table[0]["transport"] == "MRC"
+    assert list(table[0]["columns"]) == [NETSIM, "htsim reps", "htsim mixed"]   # netsim, then BALANCERS' order
     assert all(c["mean"] > 1.0 for c in table[0]["columns"].values())
     netsim_flows = records[0].flows                 # run until its senders saw every byte acknowledged
     assert all(f.acked is not None and f.acked > f.finish for f in netsim_flows)
@@ -155,7 +156,7 @@ def test_crosscheck_puts_both_simulators_side_by_side(standin, tmp_path):
     assert columns["htsim mixed"]["wire_factor"] == pytest.approx((4096 + 64) / 4096)
     assert all(c["wire_mean"] < c["mean"] for c in columns.values())
     lines = "\n".join(table_lines(table))
-    assert "| incast |" in lines and "Over the ideal at wire bytes" in lines
+    assert "| incast / MRC |" in lines and "Over the ideal at wire bytes" in lines
     assert "netsim and htsim side by side" in (tmp_path / "summary.md").read_text()
     from experiments.report import find_runs, render_html
     page = render_html(find_runs(tmp_path), tmp_path / "report.html")
