@@ -113,8 +113,9 @@ class CrosscheckRow:
     def add(self, column: str, seed: int, record: CaseRecord, ratios: Optional[list[float]], wall: float,
             wire: Optional[list[float]] = None, wire_factor: Optional[float] = None) -> None:
         """A run of `column` with `seed` that ended (completed or not) with `record`."""
-        self._add(column, seed, COMPLETED if record.completed else validity.ending(record), wall,
-                  None if ratios is None else ratios[-1], None if wire is None else wire[-1])
+        outcome = validity.ending(record) if not record.completed else (
+            COMPLETED if ratios is not None else "a sender's ACK time unknown")
+        self._add(column, seed, outcome, wall, None if ratios is None else ratios[-1], None if wire is None else wire[-1])
         self.ratios.setdefault(column, []).extend(ratios or [])
         if wire_factor is not None:
             self.wire_factor[column] = wire_factor

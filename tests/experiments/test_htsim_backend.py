@@ -135,6 +135,15 @@ def test_run_backend_htsim_refuses_the_cases_it_cannot_map_before_running(standi
     assert not (tmp_path / "summary.json").exists()
 
 
+def test_run_backend_htsim_refuses_reps_on_drop_tail_before_running(standin, tmp_path):
+    from experiments.runner import run_scenario
+    scenario = load_scenario(ROOT / "experiments" / "incast.yaml", quick=True)
+    with pytest.raises(Unmappable, match="MRC drop-tail.*REPS needs trimming"):
+        run_scenario(scenario, "htsim", "model", tmp_path, True, progress_stream=open(os.devnull, "w"),
+                     transports=["MRC drop-tail"], balancer="reps")
+    assert not (tmp_path / "summary.json").exists()
+
+
 @pytest.mark.slow
 def test_crosscheck_puts_both_simulators_side_by_side(standin, tmp_path):
     from experiments.crosscheck import NETSIM, Crosscheck, table_lines, write_results
