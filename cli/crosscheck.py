@@ -6,10 +6,11 @@
     mrc-testbed crosscheck experiments/datacenter.yaml --balancer mixed --variant incast
 
 htsim_uec comes from $HTSIM_UEC or PATH (scripts/build-htsim.sh builds it). Prints the slowest
-flow over ideal per variant and simulator (mean over the seeds, worst seed) and each one's wall
+flow over ideal per case and simulator (mean over the seeds, worst seed) and each one's wall
 time per case; writes the results folder (summary.md, summary.json, raw.jsonl, crosscheck-cdf.png,
 and htsim/seed<S>-<balancer>/<case>/ with each htsim_uec run's files, command.txt and htsim.out).
-Exit status: 0 done, 1 a run error (htsim_uec missing or failing), 2 bad input.
+Exit status: 0 done, 1 a run error (htsim_uec missing, or a run of it failed: the others still
+ran and are in the results), 2 bad input (including a scenario with no case htsim_uec can run).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of `mrc-testbed crosscheck`."""
     from experiments.backends.htsim import HtsimFailed, HtsimNotFound
-    from experiments.crosscheck import Crosscheck, table_lines, write_results
+    from experiments.crosscheck import Crosscheck, failure_lines, table_lines, write_results
     try:
         scenario = load_scenario(args.scenario, quick=args.quick)
     except ScenarioError as error:
@@ -50,10 +51,18 @@ def run(args: argparse.Namespace) -> int:
         if label not in known:
             return fail("crosscheck", f"--variant {label!r}: the scenario has {', '.join(map(repr, known))}")
     seeds = args.seeds or [scenario.seed]
+    try:
+        check = Crosscheck(tuple(args.balancer) or BALANCERS, args.settings)
+    except (HtsimNotFound, ValueError) as error:
+        return fail("crosscheck", str(error), 1)
+    runnable, refused = check.runnable(scenario, tuple(args.variant))
+    if not runnable:
+        reasons = "\n".join(f"  {label}: {why}" for label, why in refused)
+        return fail("crosscheck", f"{args.scenario}: no case htsim_uec can run (with "
+                                  f"{', '.join(check.balancers)}), so nothing to compare:\n{reasons}")
     folder = args.out or results.default_folder(f"crosscheck-{scenario.name}")
     setup_logging(getattr(args, "verbosity", 0), folder)
     try:
-        check = Crosscheck(tuple(args.balancer) or BALANCERS, args.settings)
         records, rows, skipped = check.run(Path(args.scenario), seeds, args.quick, tuple(args.variant),
                                            progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
                                            keep=folder / "htsim")
@@ -62,11 +71,16 @@ def run(args: argparse.Namespace) -> int:
     meta, figures = write_results(scenario, records, rows, skipped, folder,
                                   {"seeds": seeds, "settings": args.settings, "balancers": list(check.balancers),
                                    "htsim_uec": check.binary, "quick": args.quick})
-    print(f"{scenario.title}: netsim and htsim_uec ({check.binary}), seeds {seeds}, switch settings {args.settings}")
-    print("slowest flow over ideal, mean over the seeds (worst seed):")
+    print(f"{meta['title']}: htsim_uec {check.binary}, switch settings {args.settings}")
+    print("slowest flow over ideal per case, mean over the seeds that completed (worst seed):")
     print("\n".join(table_lines(meta["crosscheck"])))
     for label, why in skipped:
         print(f"skipped {label}: {why}")
-    print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl, "
-          "htsim/: each htsim_uec run's inputs, command and output)")
+    files = [f.name for f in figures] + ["summary.json", "summary.md", "raw.jsonl",
+                                         "htsim/: each htsim_uec run's inputs, command and output"]
+    print(f"results: {folder}  ({', '.join(files)})")
+    failed = failure_lines(meta["crosscheck"], brief=True)
+    if failed:
+        return fail("crosscheck", f"{len(failed)} run(s) failed (the others ran; summary.md has each message):\n  "
+                                  + "\n  ".join(failed), 1)
     return 0

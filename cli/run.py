@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     for line in invalid:
         print(f"INVALID: {line}")
     captured = f", {PCAP_FOLDER}/<case>/" if capture is not None else ""
+    captured += ", htsim/<case>/: each htsim_uec run's inputs, command and output" if backend_name == "htsim" else ""
     print(f"results: {folder}  ({', '.join(f.name for f in figures)}, summary.json, summary.md, raw.jsonl{captured})")
     if invalid and not args.allow_invalid:
         return fail("run", f"{len({(s['variant'], s['transport']) for s in summaries if s.get('invalid_reasons')})} "

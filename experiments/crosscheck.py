@@ -1,9 +1,11 @@
 """netsim and uet-htsim side by side on the same flows (what `mrc-testbed crosscheck` runs).
 
 For every case of a scenario that htsim_uec can express (MRC on incast or permutation flows over a
-single-plane leaf-spine or fat-tree; the others are listed as skipped, with why), per seed:
-MRC on netsim, then htsim_uec with each load balancer asked for, on the exported topology and
-flows. `settings` picks the switch thresholds both simulators get: "scenario" (the scenario's
+single-plane leaf-spine or fat-tree; the others, and a balancer a case cannot run with, are listed
+as skipped, with why), per seed: htsim_uec with each load balancer asked for, then MRC on netsim,
+on the exported topology and flows. Each case (a variant with one transport: "MRC + trimming"
+and "MRC drop-tail" are two) is a row of its own. An htsim_uec run that fails is reported as
+failed, with its message, and the others still run. `settings` picks the switch thresholds both simulators get: "scenario" (the scenario's
 queue, trim point and ECN ramp, mapped to htsim's -q and -ecn) or "htsim" (htsim_uec's defaults:
 it is run first, and the queue and ramp it chose, in packets, are given to netsim too).
 
@@ -15,8 +17,10 @@ one-way trip after the last byte arrived). A second figure counts the ideal's by
 the wire, each simulator with its own headers (netsim's data packets carry 106 bytes around 4,096
 of payload, htsim_uec's 64): the time over what the headers alone make unavoidable. The results folder
 has the usual raw.jsonl, summary.json (with a `crosscheck` table: slowest flow over ideal per
-variant and simulator, mean and worst over the seeds, and each simulator's wall time per case),
-summary.md, the figure `crosscheck-cdf.png` (per-flow completion over ideal, CDF, per variant) and,
+case and simulator, mean and worst over the seeds that completed, how each seed's run ended
+(completed, cut at horizon, stuck, failed), and each simulator's wall time per case; `failed`: the
+failed runs' messages), summary.md, the figure `crosscheck-cdf.png` (per-flow completion over
+ideal, CDF, per case) and,
 from `mrc-testbed crosscheck`, every htsim_uec run's input files, command line and output under htsim/.
 """
 from __future__ import annotations
@@ -29,38 +33,50 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, TextIO
 
-from experiments import metrics, results
-from experiments.backends.htsim.inputs import BALANCERS, Unmappable, export_case
+from experiments import metrics, results, validity
+from experiments.backends.htsim.inputs import BALANCERS, DEFAULT_BALANCER, Unmappable, export_case
 from experiments.record import CaseRecord
 from experiments.scenario import Case, Scenario, load_scenario
 
 CDF_FIGURE = "crosscheck-cdf.png"
-NETSIM = "netsim MRC"
+NETSIM = "netsim"
+COMPLETED, FAILED = "completed", "failed"    # a run's outcome, or how it ended unfinished (validity.ending)
 
 
 def htsim_label(balancer: str) -> str:
-    """The column (and transport name) of htsim_uec with `balancer`."""
+    """The column of htsim_uec with `balancer`."""
     return f"htsim {balancer}"
 
 
-def split_mappable(cases: list[Case]) -> tuple[list[Case], list[tuple[Case, str]]]:
-    """(the cases htsim_uec can run, (case, why not) for the others)."""
+def split_mappable(cases: list[Case], balancers: tuple = (DEFAULT_BALANCER,)
+                   ) -> tuple[list[tuple[Case, tuple]], list[tuple[str, str]]]:
+    """(each case htsim_uec can run with some of `balancers`, with those; (what, why not) for the
+    rest: a case none of them can run, or a case with a balancer it cannot run with)."""
     ok, refused = [], []
     for case in cases:
-        try:
-            export_case(case)
-        except Unmappable as error:
-            refused.append((case, str(error)))
+        why = {}
+        for balancer in balancers:
+            try:
+                export_case(case, balancer)
+            except Unmappable as error:
+                why[balancer] = str(error)
+        runs = tuple(b for b in balancers if b not in why)
+        if runs:
+            ok.append((case, runs))
+            refused += [(f"{case.label}, {htsim_label(b)}", text) for b, text in why.items()]
+        elif len(set(why.values())) == 1:
+            refused.append((case.label, next(iter(why.values()))))
         else:
-            ok.append(case)
+            refused += [(f"{case.label}, {htsim_label(b)}", text) for b, text in why.items()]
     return ok, refused
 
 
-def refuse_unmappable(cases: list[Case]) -> None:
-    """Raise Unmappable listing every case htsim_uec cannot express (nothing when all can)."""
-    _, refused = split_mappable(cases)
+def refuse_unmappable(cases: list[Case], balancer: Optional[str] = None) -> None:
+    """Raise Unmappable listing every case htsim_uec cannot express with `balancer` (default: its
+    own), nothing when all can."""
+    _, refused = split_mappable(cases, (balancer or DEFAULT_BALANCER,))
     if refused:
-        lines = "\n".join(f"  {case.label}: {why}" for case, why in refused)
+        lines = "\n".join(f"  {label}: {why}" for label, why in refused)
         raise Unmappable(f"the htsim backend cannot run {len(refused)} of {len(cases)} case(s):\n{lines}\n"
                          "choose the others with --variant/--transport, or compare with `mrc-testbed crosscheck`, "
                          "which runs what maps and lists the rest")
@@ -74,34 +90,65 @@ def with_switch_settings(case: Case, link: dict) -> Case:
 
 @dataclasses.dataclass
 class CrosscheckRow:
-    """One variant: each simulator's slowest flow over ideal per seed, and wall seconds per case."""
+    """One case (a variant with one transport): per simulator column and seed, the slowest flow
+    over ideal (None: unfinished or failed), how the run ended, and its wall seconds."""
 
     variant: str
+    transport: str
+    flow_bytes: int = 0                                        # the workload's bytes per flow
+    seeds: dict = dataclasses.field(default_factory=dict)      # column -> [seed]
     slowest: dict = dataclasses.field(default_factory=dict)    # column -> [per seed]
-    wall_s: dict = dataclasses.field(default_factory=dict)     # column -> [per seed]
+    outcomes: dict = dataclasses.field(default_factory=dict)   # column -> [COMPLETED, "cut at horizon", ... per seed]
+    errors: dict = dataclasses.field(default_factory=dict)     # column -> [(seed, message)] of failed runs
+    wall_s: dict = dataclasses.field(default_factory=dict)     # column -> [per seed; None: failed]
     ratios: dict = dataclasses.field(default_factory=dict)     # column -> every flow's ratio, all seeds
     settings: dict = dataclasses.field(default_factory=dict)   # the switch keys netsim ran with
     wire: dict = dataclasses.field(default_factory=dict)       # column -> [per seed] over the ideal at wire bytes
     wire_factor: dict = dataclasses.field(default_factory=dict)   # column -> wire bytes per payload byte
 
-    def add(self, column: str, ratios: Optional[list[float]], wall: float,
+    @property
+    def label(self) -> str:
+        return f"{self.variant} / {self.transport}"
+
+    def add(self, column: str, seed: int, record: CaseRecord, ratios: Optional[list[float]], wall: float,
             wire: Optional[list[float]] = None, wire_factor: Optional[float] = None) -> None:
-        self.slowest.setdefault(column, []).append(None if ratios is None else ratios[-1])
-        self.wall_s.setdefault(column, []).append(wall)
+        """A run of `column` with `seed` that ended (completed or not) with `record`."""
+        outcome = validity.ending(record) if not record.completed else (
+            COMPLETED if ratios is not None else "a sender's ACK time unknown")
+        self._add(column, seed, outcome, wall, None if ratios is None else ratios[-1], None if wire is None else wire[-1])
         self.ratios.setdefault(column, []).extend(ratios or [])
-        self.wire.setdefault(column, []).append(None if wire is None else wire[-1])
         if wire_factor is not None:
             self.wire_factor[column] = wire_factor
 
+    def add_failure(self, column: str, seed: int, message: str) -> None:
+        """A run of `column` with `seed` that failed, saying `message`."""
+        self._add(column, seed, FAILED, None, None, None)
+        self.errors.setdefault(column, []).append((seed, message))
+
+    def _add(self, column: str, seed: int, outcome: str, wall: Optional[float], slowest: Optional[float],
+             wire: Optional[float]) -> None:
+        for table, value in ((self.seeds, seed), (self.outcomes, outcome), (self.wall_s, wall),
+                             (self.slowest, slowest), (self.wire, wire)):
+            table.setdefault(column, []).append(value)
+
+    def failures(self) -> list[tuple[str, int, str]]:
+        """(column, seed, message) of every run that failed."""
+        return [(column, seed, message) for column, runs in self.errors.items() for seed, message in runs]
+
     def as_dict(self) -> dict:
-        """JSON-ready: per column the seeds' slowest/ideal, its mean and worst, and the wall times."""
-        out = {"variant": self.variant, "netsim_switch_settings": self.settings, "columns": {}}
-        for column, values in self.slowest.items():
+        """JSON-ready: per column the seeds' slowest/ideal, its mean and worst over the seeds that
+        completed, how each seed's run ended, and the wall times."""
+        out = {"case": self.label, "variant": self.variant, "transport": self.transport,
+               "flow_bytes": self.flow_bytes, "netsim_switch_settings": self.settings, "columns": {}}
+        for column in sorted(self.slowest, key=column_order):
+            values = self.slowest[column]
             done = [v for v in values if v is not None]
+            walls = [w for w in self.wall_s[column] if w is not None]
             out["columns"][column] = {
-                "slowest_over_ideal": values, "mean": statistics.mean(done) if done else None,
-                "worst": max(done) if done else None, "unfinished_seeds": len(values) - len(done),
-                "wall_s_mean": statistics.mean(self.wall_s[column])}
+                "seeds": self.seeds[column], "slowest_over_ideal": values, "outcomes": self.outcomes[column],
+                "mean": statistics.mean(done) if done else None, "worst": max(done) if done else None,
+                "unfinished_seeds": len(values) - len(done), "wall_s_mean": statistics.mean(walls) if walls else None,
+                "failures": [{"seed": seed, "error": message} for seed, message in self.errors.get(column, [])]}
             wire = [v for v in self.wire.get(column, []) if v is not None]
             if wire:
                 out["columns"][column].update({
@@ -124,53 +171,76 @@ class Crosscheck:
         self.binary = htsim_binary or find_htsim()
         self.stream = stream
 
+    def runnable(self, scenario: Scenario, variants: tuple = ()) -> tuple[list[tuple[Case, tuple]], list]:
+        """`split_mappable` of the scenario's cases (those of `variants` when given) for these balancers."""
+        return split_mappable([c for c in scenario.cases() if not variants or c.variant.label in variants],
+                              self.balancers)
+
     def run(self, scenario_path: Path, seeds: list[int], quick: bool = False, variants: tuple = (),
             progress: Callable[[str], None] = lambda line: None,
             keep: Optional[Path] = None) -> tuple[list[CaseRecord], list[CrosscheckRow], list]:
-        """(every record, one row per variant, the skipped cases with why) over `seeds`; with `keep`,
-        each htsim_uec run's files (inputs, command, output) in keep/seed<S>-<balancer>/<case>/."""
-        from experiments.backends.htsim import HtsimBackend
+        """(every record, one row per case, the skipped cases and balancers with why) over `seeds`;
+        with `keep`, each htsim_uec run's files (inputs, command, output) in
+        keep/seed<S>-<balancer>/<case>/. An htsim_uec run that fails is in its row's failures (the
+        others still run)."""
+        from experiments.backends.htsim import HtsimBackend, HtsimFailed
         from experiments.backends.netsim_backend import NetsimBackend
         records: list[CaseRecord] = []
         rows: dict[str, CrosscheckRow] = {}
         skipped: list = []
         for seed in seeds:
             scenario = load_scenario(scenario_path, quick=quick, seed=seed)
-            cases = [c for c in scenario.cases() if not variants or c.variant.label in variants]
-            ok, refused = split_mappable(cases)
+            ok, refused = self.runnable(scenario, variants)
             if seed == seeds[0]:
-                skipped = [(case.label, why) for case, why in refused]
-            for case in ok:
-                row = rows.setdefault(case.variant.label, CrosscheckRow(case.variant.label))
-                htsim_runs = []
-                for balancer in self.balancers:
+                skipped = refused
+            for case, balancers in ok:
+                row = rows.setdefault(case.label, CrosscheckRow(case.variant.label, case.transport.name,
+                                                                case.variant.workload.bytes))
+                htsim_runs, chosen = [], None
+                for balancer in balancers:
+                    column = htsim_label(balancer)
                     backend = HtsimBackend(balancer, self.settings, binary=self.binary,
                                            keep=None if keep is None else Path(keep) / f"seed{seed}-{balancer}")
-                    record = backend.run_case(case)
-                    record.transport = htsim_label(balancer)
-                    htsim_runs.append((balancer, record, backend.last_run.wall_s,
+                    try:
+                        record = backend.run_case(case)
+                    except HtsimFailed as error:
+                        row.add_failure(column, seed, str(error))
+                        continue
+                    record.transport = f"{column}: {case.transport.name}"
+                    htsim_runs.append((column, record, backend.last_run.wall_s,
                                        htsim_wire_factor(backend.last_run.result, case)))
-                    if balancer == self.balancers[0]:
-                        first = backend.last_run.result   # the switch settings htsim_uec chose
+                    chosen = chosen or backend.last_run.result      # the switch settings htsim_uec chose
                 netsim_case = case
                 if self.settings == "htsim":
-                    netsim_case = with_switch_settings(case, first.switch_settings())
-                row.settings = {k: netsim_case.variant.link.get(k) for k in
-                                ("queue_depth", "trim_threshold", "ecn_threshold", "ecn_max_threshold")}
-                began = time.monotonic()
-                netsim_record = NetsimBackend(until_acked=True).run_case(netsim_case)
-                netsim_wall = time.monotonic() - began
-                netsim_record.transport = NETSIM
-                factor = netsim_wire_factor(netsim_case)
-                row.add(NETSIM, _ratios(netsim_record, netsim_case), netsim_wall,
-                        _ratios(netsim_record, netsim_case, factor), factor)
-                records.append(netsim_record)
-                for balancer, record, wall, factor in htsim_runs:
-                    row.add(htsim_label(balancer), _ratios(record, case), wall, _ratios(record, case, factor), factor)
+                    if chosen is None:
+                        row.add_failure(NETSIM, seed, "not run: every htsim_uec run of this case failed, so "
+                                                      "there are no htsim switch settings to give netsim")
+                        netsim_case = None
+                    else:
+                        netsim_case = with_switch_settings(case, chosen.switch_settings())
+                if netsim_case is not None:
+                    row.settings = {k: netsim_case.variant.link.get(k) for k in
+                                    ("queue_depth", "trim_threshold", "ecn_threshold", "ecn_max_threshold")}
+                    began = time.monotonic()
+                    netsim_record = NetsimBackend(until_acked=True).run_case(netsim_case)
+                    netsim_wall = time.monotonic() - began
+                    netsim_record.transport = f"{NETSIM}: {case.transport.name}"
+                    factor = netsim_wire_factor(netsim_case)
+                    row.add(NETSIM, seed, netsim_record, _ratios(netsim_record, netsim_case), netsim_wall,
+                            _ratios(netsim_record, netsim_case, factor), factor)
+                    records.append(netsim_record)
+                for column, record, wall, factor in htsim_runs:
+                    row.add(column, seed, record, _ratios(record, case), wall, _ratios(record, case, factor), factor)
                     records.append(record)
-                progress(f"{case.variant.label} seed {seed}: " + ", ".join(
-                    f"{column} {_fmt(values[-1])}" for column, values in row.slowest.items()))
+                progress(f"{case.label} seed {seed}: " + ", ".join(
+                    f"{column} {_outcome_word(row, column)}" for column in sorted(row.slowest, key=column_order)))
         return records, list(rows.values()), skipped
+
+
+def _outcome_word(row: CrosscheckRow, column: str) -> str:
+    """The last seed's slowest over ideal of `column`, or how its run ended unfinished."""
+    value, outcome = row.slowest[column][-1], row.outcomes[column][-1]
+    return f"{value:.3f}" if value is not None else outcome
 
 
 def _ratios(record: CaseRecord, case: Case, wire_factor: float = 1.0) -> Optional[list[float]]:
@@ -204,28 +274,61 @@ def _fmt(value: Optional[float]) -> str:
     return "unfinished" if value is None else f"{value:.3f}"
 
 
+def column_order(column: str) -> tuple:
+    """Sort key of a column: netsim, then htsim's balancers in BALANCERS' order."""
+    balancer = column.split()[-1]
+    return (column != NETSIM, BALANCERS.index(balancer) if balancer in BALANCERS else len(BALANCERS), column)
+
+
+def _columns(rows: list[dict]) -> list[str]:
+    """Every column of the rows, netsim first (`column_order`)."""
+    return sorted({c for row in rows for c in row["columns"]}, key=column_order)
+
+
+def _row_label(row: dict) -> str:
+    return row.get("case", row["variant"])          # results written before rows were per case: the variant
+
+
+def _cell(c: dict, mean_key: str = "mean", worst_key: str = "worst") -> str:
+    """Mean over the seeds that completed (worst), then which seeds did not and how they ended."""
+    parts = [] if c[mean_key] is None else [f"{c[mean_key]:.3f} ({c[worst_key]:.3f})"]
+    if "outcomes" not in c:                        # results written before outcomes were kept
+        return "; ".join(parts + ([f"{c['unfinished_seeds']} unfinished"] if c["unfinished_seeds"] else [])) or "-"
+    unfinished: dict = {}
+    for seed, outcome in zip(c["seeds"], c["outcomes"]):
+        if outcome != COMPLETED:
+            unfinished.setdefault(outcome, []).append(str(seed))
+    parts += [f"{outcome} (seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)})"
+              for outcome, seeds in unfinished.items()]
+    return "; ".join(parts)
+
+
+def _best(row: dict, key: str) -> str:
+    """The htsim column with the lowest `key` among those whose every seed completed."""
+    means = [(row["columns"][c][key], c) for c in row["columns"] if c != NETSIM
+             and row["columns"][c].get(key) is not None and not row["columns"][c]["unfinished_seeds"]]
+    return f"{min(means)[0]:.3f} ({min(means)[1].split()[-1]})" if means else "-"
+
+
 def table_cells(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
-    """(header, cells) of the comparison: slowest flow over ideal, mean over seeds (worst), per
-    simulator, the best htsim balancer, then each one's wall time per case."""
-    columns = list(rows[0]["columns"]) if rows else []
-    best = [c for c in columns if c != NETSIM]
-    header = ["variant", *columns, "htsim best", "wall s per case (" + ", ".join(columns) + ")"]
+    """(header, cells) of the comparison, one row per case: slowest flow over ideal, mean over the
+    seeds that completed (worst), and the seeds that did not with how they ended, per simulator;
+    the best htsim balancer, then each one's wall time per case ("not run": refused, see skipped)."""
+    columns = _columns(rows)
+    header = ["case", *columns, "htsim best", "wall s per case (" + ", ".join(columns) + ")"]
     cells = []
     for row in rows:
-        line = [row["variant"]]
-        for column in columns:
-            c = row["columns"][column]
-            extra = f" ({c['unfinished_seeds']} unfinished)" if c["unfinished_seeds"] else ""
-            line.append(f"{_fmt(c['mean'])} ({_fmt(c['worst'])}){extra}")
-        means = [(row["columns"][c]["mean"], c) for c in best if row["columns"][c]["mean"] is not None]
-        line.append(f"{min(means)[0]:.3f} ({min(means)[1].split()[-1]})" if means else "-")
-        line.append(" / ".join(f"{row['columns'][c]['wall_s_mean']:.3f}" for c in columns))
+        line = [_row_label(row)]
+        line += [_cell(row["columns"][c]) if c in row["columns"] else "not run" for c in columns]
+        line.append(_best(row, "mean"))
+        walls = [row["columns"].get(c, {}).get("wall_s_mean") for c in columns]
+        line.append(" / ".join("-" if w is None else f"{w:.3f}" for w in walls))
         cells.append(line)
     return header, cells
 
 
 def table_lines(rows: list[dict]) -> list[str]:
-    """The comparison (`table_cells`) as a markdown table."""
+    """The comparison (`table_cells`) as a markdown table, and each failed run's message."""
     if not rows:
         return ["(no case htsim_uec can run)"]
     header, cells = table_cells(rows)
@@ -236,46 +339,111 @@ def table_lines(rows: list[dict]) -> list[str]:
         lines += ["", "Over the ideal at wire bytes (each simulator's own headers: its figure above over what they cost):",
                   "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(c) + " |" for c in cells]
+    failed = failure_lines(rows)
+    if failed:
+        lines += ["", "Failed runs:", ""] + [f"- {line}" for line in failed]
     return lines
+
+
+def failure_lines(rows: list[dict], brief: bool = False) -> list[str]:
+    """'case, column, seed N: message' of every run that failed, on one line each (`brief`: only
+    the message's last line, htsim_uec's last words)."""
+    return [f"{_row_label(row)}, {column}, seed {f['seed']}: "
+            + (f["error"].strip().splitlines()[-1] if brief else " / ".join(f["error"].strip().splitlines()))
+            for row in rows for column, c in row["columns"].items() for f in c.get("failures", [])]
 
 
 def wire_table_cells(rows: list[dict]) -> Optional[tuple[list[str], list[list[str]]]]:
     """(header, cells) of the second comparison: slowest flow over the ideal counted in wire bytes
-    (each simulator's own data packet headers), mean over seeds (worst), and the best htsim
-    balancer; None when the rows do not have it (results written before it was added)."""
-    columns = list(rows[0]["columns"]) if rows else []
-    if not columns or any("wire_mean" not in row["columns"][c] for row in rows for c in columns):
+    (each simulator's own data packet headers), mean over the seeds that completed (worst), and the
+    best htsim balancer; None when no run has it (results written before it was added)."""
+    columns = _columns(rows)
+    factors = {}
+    for row in rows:
+        for c, values in row["columns"].items():
+            if "wire_factor" in values:
+                factors.setdefault(c, values["wire_factor"])
+    if not factors:
         return None
-    best = [c for c in columns if c != NETSIM]
-    header = ["variant", *[f"{c} (x{rows[0]['columns'][c]['wire_factor']:.4f})" for c in columns], "htsim best"]
+    header = ["case", *[f"{c} (x{factors[c]:.4f})" if c in factors else c for c in columns], "htsim best"]
     cells = []
     for row in rows:
-        line = [row["variant"]]
-        line += [f"{_fmt(row['columns'][c]['wire_mean'])} ({_fmt(row['columns'][c]['wire_worst'])})" for c in columns]
-        means = [(row["columns"][c]["wire_mean"], c) for c in best]
-        line.append(f"{min(means)[0]:.3f} ({min(means)[1].split()[-1]})" if means else "-")
+        line = [_row_label(row)]
+        for c in columns:
+            values = row["columns"].get(c)
+            if values is None:
+                line.append("not run")
+            else:
+                line.append(_cell({"wire_mean": None, "wire_worst": None, **values}, "wire_mean", "wire_worst"))
+        line.append(_best(row, "wire_mean"))
         cells.append(line)
     return header, cells
 
 
+LINE_STYLES = (("-", None), ("--", "o"), (":", "s"), ("-.", "^"), ((0, (5, 1, 1, 1)), "D"))
+
+
 def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:
-    """Per variant, the CDF of every flow's completion over its ideal, one line per simulator."""
+    """Per case, the CDF of every flow's completion over its ideal, one line per simulator, each
+    with its own colour, line style and markers, over its runs that finished every flow (the legend
+    says when lines coincide, when some seeds are left out, and which columns have no such run; a
+    panel with none at all says so)."""
+    from matplotlib.lines import Line2D
+
     from experiments.plots import plt, save_figure       # pyplot on the Agg back end
+    columns = sorted({c for row in rows for c in row.slowest}, key=column_order)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, axes = plt.subplots(1, max(1, len(rows)), figsize=(4.2 * max(1, len(rows)), 3.6), squeeze=False)
     for ax, row in zip(axes[0], rows):
-        for column, ratios in row.ratios.items():
-            if not ratios:
+        drawn: dict = {}                                  # column -> its sorted ratios
+        missing = []
+        for column in (c for c in columns if c in row.slowest):
+            values = sorted(row.ratios.get(column) or [])
+            if not values:
+                missing.append(Line2D([], [], linestyle="none", label=f"{column}: no run finished"))
                 continue
-            values = sorted(ratios)
-            ax.step(values, [(i + 1) / len(values) for i in range(len(values))], where="post", label=column,
+            same = next((other for other, seen in drawn.items() if seen == values), None)
+            drawn[column] = values
+            runs, done = len(row.slowest[column]), sum(v is not None for v in row.slowest[column])
+            label = column + (f" ({done} of {runs} seeds)" if done < runs else "") + (f" (= {same})" if same else "")
+            i = columns.index(column)
+            style, marker = LINE_STYLES[i % len(LINE_STYLES)]
+            ax.step(values, [(k + 1) / len(values) for k in range(len(values))], where="post", label=label,
+                    color=colours[i % len(colours)], linestyle=style, marker=marker,
+                    markevery=max(1, len(values) // 8), markersize=4, markerfacecolor="none",
                     linewidth=2.2 if column == NETSIM else 1.2)
-        ax.set_title(row.variant, fontsize=10)
+        if drawn:
+            handles, _ = ax.get_legend_handles_labels()
+            ax.legend(handles=handles + missing, fontsize=8, loc="lower right")
+        else:
+            ax.text(0.5, 0.5, "no flow finished\n(no run finished all its flows:\ncut, stuck or failed, see the table)",
+                    ha="center", va="center", transform=ax.transAxes, fontsize=9)
+        ax.set_title(row.label, fontsize=10)
         ax.set_xlabel("flow completion / ideal")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("share of flows")
-    axes[0][0].legend(fontsize=8, loc="upper left")
     width = 4.2 * max(1, len(rows))                     # inches: about 13 characters each at 10 pt
     return save_figure(fig, path, textwrap.fill(title, int(13 * width)), fontsize=10)
+
+
+def _size(nbytes: int) -> str:
+    """256 KiB, 2 MiB, 1500 B."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % (scale // 4) == 0:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes} B"
+
+
+def _seeds(seeds: list[int]) -> str:
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+
+
+def run_title(scenario: Scenario, rows: list[CrosscheckRow], seeds: list[int], quick: bool) -> str:
+    """What this crosscheck ran: the scenario, the variants compared, their flow sizes, the seeds."""
+    variants = list(dict.fromkeys(row.variant for row in rows)) or ["nothing"]
+    sizes = list(dict.fromkeys(_size(row.flow_bytes) for row in rows))
+    return (f"{scenario.name}{' (quick)' if quick else ''}: netsim and htsim side by side on "
+            f"{'; '.join(variants)}" + (f" ({' / '.join(sizes)} flows)" if sizes else "") + f", {_seeds(seeds)}")
 
 
 def write_results(scenario: Scenario, records: list[CaseRecord], rows: list[CrosscheckRow], skipped: list,
@@ -284,19 +452,23 @@ def write_results(scenario: Scenario, records: list[CaseRecord], rows: list[Cros
     folder.mkdir(parents=True, exist_ok=True)
     summaries = [metrics.summarise(r) for r in records]
     table = [row.as_dict() for row in rows]
-    title = f"{scenario.title}: netsim and htsim side by side"
+    seeds = list(meta_extra.get("seeds") or [scenario.seed])
+    title = run_title(scenario, rows, seeds, bool(meta_extra.get("quick")))
     figures = [cdf_figure(rows, folder / CDF_FIGURE, title)] if rows else []
     meta = {"scenario": scenario.name, "title": title, "description": scenario.description,
             "scenario_file": scenario.path, "backend": "netsim + htsim", "target": None, "seed": scenario.seed,
-            "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), **meta_extra,
-            "crosscheck": table, "skipped": [{"case": label, "why": why} for label, why in skipped]}
+            "seeds_note": _seeds(seeds), "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            **meta_extra, "crosscheck": table, "skipped": [{"case": label, "why": why} for label, why in skipped],
+            "failed": [{"case": row.label, "column": column, "seed": seed, "error": message}
+                       for row in rows for column, seed, message in row.failures()]}
     results.write_raw(records, folder)
     results.write_summary(meta, summaries, figures, folder)
     results.write_markdown(meta, summaries, figures, folder)
     md = folder / results.SUMMARY_MD
     lines = ["", "## netsim and htsim side by side", "",
-             f"Slowest flow over ideal, mean over seeds {meta_extra.get('seeds')} (worst seed); switch settings: "
-             f"{meta_extra.get('settings')}.", "", *table_lines(table), ""]
+             f"Slowest flow over ideal per case, mean over the seeds that completed of {seeds} (worst seed), and "
+             f"the seeds that did not with how they ended; switch settings: {meta_extra.get('settings')}.", "",
+             *table_lines(table), ""]
     lines += [f"- skipped {label}: {why}" for label, why in skipped]
     md.write_text(md.read_text(encoding="utf-8") + "\n".join(lines) + "\n", encoding="utf-8")
     return meta, figures

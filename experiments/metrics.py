@@ -182,13 +182,14 @@ def retransmissions(record: CaseRecord) -> dict[str, int]:
     return {cause: int(record.transport_stats.get(f"retx_{cause}", 0)) for cause in RETX_CAUSES}
 
 
-def flow_throughputs(record: CaseRecord) -> list[float]:
-    """Bit/s of each flow over its own duration (the whole run when it never finished)."""
-    out = []
+def flow_throughputs(record: CaseRecord) -> list[Optional[float]]:
+    """Bit/s of each flow over its own duration (the whole run when it never finished; None when
+    its bytes were not measured)."""
+    out: list[Optional[float]] = []
     for flow in record.flows:
         end = flow.finish if flow.finish is not None else record.end
         duration = max(end - record.start, 1e-9)
-        out.append(flow.received_bytes * 8 / duration)
+        out.append(None if flow.received_bytes is None else flow.received_bytes * 8 / duration)
     return out
 
 
@@ -242,7 +243,8 @@ def summarise(record: CaseRecord) -> dict:
     for flow, bps in zip(record.flows, throughputs):
         roles.setdefault(flow.role, []).append(bps)
     times, rates = goodput_series(record)
-    finished = [t for t in throughputs if t > 0]
+    unmeasured = None in throughputs         # a flow's bytes not measured: no figure over the flows
+    finished = [t for t in throughputs if t is not None and t > 0]
     invalid = validity.invalid_reasons(record)
     return {
         "scenario": record.scenario,
@@ -276,10 +278,11 @@ def summarise(record: CaseRecord) -> dict:
         "packets_trimmed": int(record.switch_stats.get("trimmed", 0)),
         "packets_dropped_by_faults": int(record.switch_stats.get("fault_drops", 0)),
         "mean_goodput_bps": (sum(rates) / len(rates)) if rates else 0.0,
-        "flow_throughput_bps": {"min": min(throughputs, default=0.0), "mean": _mean(throughputs),
-                                "max": max(throughputs, default=0.0),
-                                "spread_max_over_min": (max(finished) / min(finished)) if finished else None},
-        "throughput_by_role_bps": {role: _mean(v) for role, v in roles.items()},
+        "flow_throughput_bps": ({"min": None, "mean": None, "max": None, "spread_max_over_min": None} if unmeasured
+                                else {"min": min(throughputs, default=0.0), "mean": _mean(throughputs),
+                                      "max": max(throughputs, default=0.0),
+                                      "spread_max_over_min": (max(finished) / min(finished)) if finished else None}),
+        "throughput_by_role_bps": {role: None if None in v else _mean(v) for role, v in roles.items()},
         "link_utilisation": {"max": max(utilisation, default=0.0), "mean": _mean(utilisation),
                              "max_over_mean": imbalance(utilisation)},
         "recovery_window_s": record.recovery_window,

@@ -445,11 +445,15 @@ def open_pool(jobs: int = 1, cluster: Optional[Path] = None) -> Iterator[Optiona
 
 
 def check_options(jobs: int, cluster: Optional[Path], backend: str = "netsim") -> None:
-    """Raise ValueError when --jobs/--cluster cannot apply (a count below 1, or --jobs on a backend
-    other than netsim), before anything starts. --cluster on the mininet backend spreads each case's
+    """Raise ValueError when --jobs/--cluster cannot apply (a count below 1, --jobs on a backend
+    other than netsim, --cluster on htsim), before anything starts. --cluster on the mininet backend spreads each case's
     network over the servers (testbed/cluster.py) instead of running cases side by side."""
     if jobs < 1:
         raise ValueError(f"--jobs {jobs}: expected 1 or more")
+    if backend == "htsim" and (jobs > 1 or cluster is not None):
+        option = f"--jobs {jobs}" if jobs > 1 else f"--cluster {cluster}"
+        raise ValueError(f"{option}: htsim cases run one at a time on this machine, each one htsim_uec process "
+                         "(the pool of --jobs and the servers of --cluster run netsim cases); drop the option")
     if backend != "netsim" and jobs > 1:
         raise ValueError(f"--jobs {jobs}: only netsim cases run in parallel; {backend} cases run in real time "
                          "on the network, one at a time (drop the option or add --backend netsim)")

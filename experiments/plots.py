@@ -42,8 +42,8 @@ def make_figures(records: list[CaseRecord], summaries: list[dict], folder: Path,
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     colour = _colours(records)
-    out = [goodput_figure(records, colour, folder / "goodput.png", title),
-           completion_figure(summaries, colour, folder / "completion.png", title)]
+    out = [goodput_figure(records, colour, folder / "goodput.png", title)] if any(r.samples for r in records) else []
+    out.append(completion_figure(summaries, colour, folder / "completion.png", title))   # no samples (htsim): no goodput
     if any(r.mode == "mrc" and r.ev_events for r in records) and (
             _has_fault(records, "loss on") or _has_fault(records, "EVs denied")):
         out.append(ev_state_figure(records, folder / "ev_states.png", title))
@@ -440,7 +440,8 @@ def flows_figure(records: list[CaseRecord], colour: dict, path: Path, title: str
         for j, r in enumerate(recs):
             tps = metrics.flow_throughputs(r)
             xs = [i + (j - (len(recs) - 1) / 2) * width for i in range(len(tps))]
-            ax_f.bar(xs, [t / 1e6 for t in tps], width, color=colour[r.transport], label=r.transport,
+            ax_f.bar(xs, [0.0 if t is None else t / 1e6 for t in tps], width,   # None: not measured (htsim)
+                     color=colour[r.transport], label=r.transport,
                      edgecolor=["black" if f.role == "victim" else colour[r.transport] for f in r.flows],
                      linewidth=[2 if f.role == "victim" else 0.5 for f in r.flows])
             util = metrics.link_utilisation(r)

@@ -17,7 +17,8 @@ class FlowRecord:
     dst: str
     expected_bytes: int            # payload the flow must carry
     role: str = "data"             # "data", "incast", "victim"
-    received_bytes: int = 0        # transport payload bytes received (first copies only)
+    received_bytes: Optional[int] = 0   # transport payload bytes received (first copies only; None: not
+                                        # measured: htsim_uec says only when a flow finished)
     finish: Optional[float] = None  # when its last byte arrived (None: never)
     acked: Optional[float] = None   # when its sender had every byte acknowledged (None: not known)
 
@@ -78,9 +79,9 @@ class CaseRecord:
     horizon: float = 0.0
     completed: bool = False                # every flow / rank finished
     completion_time: Optional[float] = None
-    bit_exact: bool = False                # every byte the application got is the expected one
+    bit_exact: Optional[bool] = False      # every byte the application got is the expected one (None: not measured)
     app_duplicates: int = 0                # messages handed to the application twice
-    app_missing: int = 0                   # messages never handed to the application
+    app_missing: Optional[int] = 0         # messages never handed to the application (None: not measured)
     sample_interval: float = 0.01
     recovery_window: float = 0.02          # averaging window of the time-to-recover metric (s)
     samples: list = field(default_factory=list)        # [t, [cumulative bytes per flow]]

@@ -97,7 +97,8 @@ def run_seeds(meta: dict) -> str:
 
 def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the comparison table (columns that say nothing are left out). A case run
-    several times (`repeats`) shows its medians with [min..max] and a `runs` column."""
+    several times (`repeats`) shows its medians with [min..max] and a `runs` column; rows of
+    several seeds (crosscheck) a `seed` column."""
     flows = any(s["workload"] in ("incast", "permutation") for s in summaries)
     repeated = any("repeats" in s for s in summaries)
     header = ["variant", "transport", "done", "completion", "recover", "longest gap", "EVs retired",
@@ -115,18 +116,23 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
                + _rtts(s.get("time_to_recover_rtts")),
                _millis(s.get("longest_delivery_gap_s"), s["failure_time_s"]),
                str(s["evs_retired"]), f"{r['trim']}/{r['timeout']}/{r['nack']}/{r.get('sack', 0) + r.get('tail_probe', 0)}",
-               "yes" if s["bit_exact"] else "NO", s.get("fidelity", "unknown")]
+               "-" if s["bit_exact"] is None else "yes" if s["bit_exact"] else "NO",   # None: not measured (htsim)
+               s.get("fidelity", "unknown")]
         if repeated:
             _add_spread(row, s)
         if flows:
             ft = s["flow_throughput_bps"]
             victim = s["throughput_by_role_bps"].get("victim")
             ratio = s["link_utilisation"]["max_over_mean"]
-            row += [f"{ft['min'] / 1e6:.1f}/{ft['max'] / 1e6:.1f}",
+            row += ["-" if ft["min"] is None else f"{ft['min'] / 1e6:.1f}/{ft['max'] / 1e6:.1f}",
                     "-" if victim is None else f"{victim / 1e6:.1f}",
                     "-" if ratio is None else f"{ratio:.2f}",
                     "-" if s["packets_dropped_queue_full"] is None else str(s["packets_dropped_queue_full"])]
         rows.append(row)
+    if len({s.get("seed") for s in summaries}) > 1:      # runs of several seeds (crosscheck): say which is which
+        header.insert(2, "seed")
+        for row, s in zip(rows, summaries):
+            row.insert(2, str(s.get("seed")))
     return header, rows
 
 

@@ -145,17 +145,19 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     `choose_link_rate`) sets the links' rates; with `pool` (netsim only, experiments/parallel.py)
     the cases run there, several at once; with `cluster` (mininet only, a cluster file) each case's
     network is spread over its servers (testbed/cluster.py); `balancer` is htsim_uec's load
-    balancer (htsim only; cases it cannot express are refused before any runs)."""
+    balancer (htsim only; cases it cannot express are refused before any runs; each case's
+    htsim_uec inputs, command and output are kept in `folder`/htsim/<case>/)."""
     cases = repeats.expand(select_cases(scenario, list(variants), list(transports)), repeat, backend_name)
     if backend_name == "htsim":
         from experiments.crosscheck import refuse_unmappable
-        refuse_unmappable(cases)
+        refuse_unmappable(cases, balancer)
     if pcap is not None:
         pcap = pcap.into(Path(folder) / PCAP_FOLDER)
         print(f"mrc-testbed run: capturing every switch port to {pcap.folder}/<case>/<switch>-port<N>.pcap "
               "(decode: tshark -X lua_script:wireshark/mrc.lua -r FILE)", file=progress_stream)
     backend = make_backend(backend_name, target, pcap=pcap, link_rate=link_rate, cluster=cluster,
-                           **({"balancer": balancer} if balancer else {}))
+                           **({"balancer": balancer} if balancer else {}),
+                           **({"keep": Path(folder) / "htsim"} if backend_name == "htsim" else {}))
     if pool is not None:                     # the cases run ahead on the pool; the loop takes their records in order
         backend = parallel.PooledBackend(pool, cases, backend_name, progress_stream)
     if repeat > 1:

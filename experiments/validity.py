@@ -40,9 +40,10 @@ def expected_bytes(record: CaseRecord) -> int:
 
 
 def delivered_fraction(record: CaseRecord) -> Optional[float]:
-    """Share of the workload's bytes delivered by the end of the run (None: no flows)."""
+    """Share of the workload's bytes delivered by the end of the run (None: no flows, or a flow's
+    bytes not measured)."""
     total = expected_bytes(record)
-    if total <= 0:
+    if total <= 0 or any(f.received_bytes is None for f in record.flows):
         return None
     return min(1.0, sum(min(f.received_bytes, f.expected_bytes) for f in record.flows) / total)
 
@@ -175,9 +176,13 @@ def last_delivery(record: CaseRecord) -> Optional[float]:
 
 
 def ending(record: CaseRecord) -> str:
-    """COMPLETED, CUT (did not complete, still delivering at the end) or STUCK."""
+    """COMPLETED, CUT (did not complete, still delivering at the end) or STUCK. A run whose
+    deliveries were not measured (a flow's `received_bytes` None: htsim_uec) and that ran to its
+    horizon was cut by it: nothing says it was stuck."""
     if record.completed:
         return COMPLETED
+    if any(f.received_bytes is None for f in record.flows) and record.end >= record.horizon:
+        return CUT
     last = last_delivery(record)
     if last is not None and record.end - last <= still_delivering_s(record) + 1e-9:
         return CUT

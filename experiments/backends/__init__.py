@@ -60,16 +60,17 @@ def default_backend() -> tuple[str, Optional[str]]:
 
 
 def make_backend(name: str, target: str = "model", pcap=None, link_rate=None, cluster=None,
-                 balancer: Optional[str] = None) -> Backend:
+                 balancer: Optional[str] = None, keep=None) -> Backend:
     """The backend called `name` ("netsim" or "mininet"; `target`, `pcap`, a
     testbed.capture.PcapCapture capturing every switch port, `link_rate`, an
     experiments.calibration.LinkRate, and `cluster`, the path of a cluster file whose servers run
-    each case's network, only for mininet; `balancer`, htsim_uec's load balancer, only for htsim)."""
+    each case's network, only for mininet; `balancer`, htsim_uec's load balancer, and `keep`, a folder
+    keeping each case's htsim_uec inputs, command and output, only for htsim)."""
     if name == "htsim":
         if pcap is not None or cluster is not None:
             raise ValueError("--pcap and --cluster are for the mininet backend; htsim_uec runs here, on its own")
         from experiments.backends.htsim import HtsimBackend
-        return HtsimBackend(**({"balancer": balancer} if balancer else {}))
+        return HtsimBackend(**({"balancer": balancer} if balancer else {}), keep=keep)
     if name == "netsim":
         if cluster is not None:
             raise ValueError("a cluster file spreads the mininet backend's networks; netsim cases go to "

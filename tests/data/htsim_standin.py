@@ -9,8 +9,9 @@ packet size, queue size and ECN ramp, one "Flow ... finished at <us>" line per f
 totals. The completion times come from a toy model (each receiver drains its flows at the line
 rate, one after another in flow order, plus a 10 µs round trip), not from a simulation.
 
-STANDIN_MODE=fail exits 1 with an error; STANDIN_MODE=truncated stops before the totals;
-STANDIN_MODE=unfinished leaves the last flow out.
+STANDIN_MODE=fail exits 1 with an error; STANDIN_MODE=fail-<balancer> does so only when run with
+that load balancer; STANDIN_MODE=truncated stops before the totals; STANDIN_MODE=unfinished
+leaves the last flow out (as htsim_uec does of a flow its -end cut).
 """
 import os
 import sys
@@ -87,7 +88,7 @@ def read_matrix(path):
 def main():
     mode = os.environ.get("STANDIN_MODE", "")
     opts = options(sys.argv)
-    if mode == "fail":
+    if mode == "fail" or mode == f"fail-{opts.get('-load_balancing_algo')}":
         fail("Failed to load connection matrix (stand-in asked to fail)")
     header, _ = read_topology(opts["-topo"])
     nodes, flows = read_matrix(opts["-tm"])

@@ -48,7 +48,10 @@ def test_without_htsim_the_error_names_both_places_looked(monkeypatch, tmp_path)
 def test_the_standin_run_gives_a_record_like_netsims(standin):
     case = mrc_case("incast")
     record = HtsimBackend(binary=standin).run_case(case)
-    assert record.backend == "htsim" and record.completed and record.bit_exact
+    assert record.backend == "htsim" and record.completed
+    # what htsim_uec does not report is not measured (None), not zero or "yes"
+    assert record.bit_exact is None and record.app_missing is None and record.samples == []
+    assert record.transport_stats["retx_htsim"] == 0 and "retx_trim" not in record.transport_stats
     assert len(record.flows) == 7 and all(f.finish is not None for f in record.flows)
     # the stand-in drains the receiver's flows one after another: the last ends after 7 flows' bytes
     total = sum(f.expected_bytes for f in record.flows)
@@ -61,6 +64,22 @@ def test_a_flow_htsim_never_finished_leaves_the_case_incomplete(standin, monkeyp
     record = HtsimBackend(binary=standin).run_case(mrc_case("incast"))
     assert not record.completed and record.completion_time is None
     assert sum(f.finish is None for f in record.flows) == 1
+
+
+def test_a_case_htsim_cut_at_its_horizon_says_so_and_invents_no_delivery(standin, monkeypatch):
+    # htsim_uec ran to its -end with a flow unfinished and says nothing of that flow's bytes: the
+    # case was cut at the horizon, not "stuck at 0 %", and its flows' throughput is not measured
+    from experiments import metrics
+    monkeypatch.setenv("STANDIN_MODE", "unfinished")
+    record = HtsimBackend(binary=standin).run_case(mrc_case("incast"))
+    summary = metrics.summarise(record)
+    assert summary["ending"] == "cut at horizon" and summary["delivered_fraction"] is None
+    assert summary["flow_throughput_bps"]["min"] is None and summary["bit_exact"] is None
+    assert record.end == record.horizon and any("stopped at its horizon" in n for n in record.notes)
+    from experiments import results
+    header, rows = results.table_rows([summary])
+    row = dict(zip(header, rows[0]))
+    assert row["completion"] == "cut at horizon" and row["flow Mb/s min/max"] == "-"
 
 
 @pytest.mark.parametrize("mode, words", [("fail", "(?s)exited with status 1.*stand-in asked to fail"),
@@ -93,11 +112,18 @@ def test_a_relative_keep_folder_still_names_files_htsim_can_open(standin, tmp_pa
 def test_run_backend_htsim_writes_the_usual_results_folder(standin, tmp_path):
     from experiments.runner import run_scenario
     scenario = load_scenario(DATACENTER, quick=True)
-    summaries, _ = run_scenario(scenario, "htsim", "model", tmp_path, True, progress_stream=open(os.devnull, "w"),
-                                variants=["incast", "permutation"], transports=["MRC"])
+    summaries, figures = run_scenario(scenario, "htsim", "model", tmp_path, True, progress_stream=open(os.devnull, "w"),
+                                      variants=["incast", "permutation"], transports=["MRC"], repeat=2)
     assert [s["backend"] for s in summaries] == ["htsim", "htsim"]
     assert all(s["completed"] for s in summaries)
     assert json.loads((tmp_path / "summary.json").read_text())["backend"] == "htsim"
+    # as crosscheck does: each run's htsim_uec inputs, command and output kept, one folder per run
+    kept = {p.name for p in (tmp_path / "htsim").iterdir()}
+    assert kept == {"incast-MRC", "incast-MRC-run2", "permutation-MRC", "permutation-MRC-run2"}
+    assert {p.name for p in (tmp_path / "htsim" / "incast-MRC").iterdir()} >= {"topology.topo", "flows.cm",
+                                                                                "command.txt", "htsim.out"}
+    # htsim_uec samples no goodput: no goodput figure (it would be empty)
+    assert "goodput.png" not in [f.name for f in figures] and not (tmp_path / "goodput.png").exists()
 
 
 def test_run_backend_htsim_refuses_the_cases_it_cannot_map_before_running(standin, tmp_path):
@@ -106,6 +132,15 @@ def test_run_backend_htsim_refuses_the_cases_it_cannot_map_before_running(standi
     with pytest.raises(Unmappable, match=r"(?s)cannot run 3 of 4 case.*failover / MRC: .*collective.*RoCE-style"):
         run_scenario(scenario, "htsim", "model", tmp_path, True, progress_stream=open(os.devnull, "w"),
                      variants=["incast", "failover"])
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_run_backend_htsim_refuses_reps_on_drop_tail_before_running(standin, tmp_path):
+    from experiments.runner import run_scenario
+    scenario = load_scenario(ROOT / "experiments" / "incast.yaml", quick=True)
+    with pytest.raises(Unmappable, match="MRC drop-tail.*REPS needs trimming"):
+        run_scenario(scenario, "htsim", "model", tmp_path, True, progress_stream=open(os.devnull, "w"),
+                     transports=["MRC drop-tail"], balancer="reps")
     assert not (tmp_path / "summary.json").exists()
 
 
@@ -120,7 +155,8 @@ def test_crosscheck_puts_both_simulators_side_by_side(standin, tmp_path):
     meta, figures = write_results(scenario, records, rows, skipped, tmp_path, {"seeds": [1], "settings": "scenario"})
     assert [f.name for f in figures] == ["crosscheck-cdf.png"] and figures[0].stat().st_size > 0
     table = json.loads((tmp_path / "summary.json").read_text())["crosscheck"]
-    assert list(table[0]["columns"]) == [NETSIM, "htsim mixed", "htsim reps"]
+    assert table[0]["case"] == "incast / MRC" and table[0]["transport"] == "MRC"
+    assert list(table[0]["columns"]) == [NETSIM, "htsim reps", "htsim mixed"]   # netsim, then BALANCERS' order
     assert all(c["mean"] > 1.0 for c in table[0]["columns"].values())
     netsim_flows = records[0].flows                 # run until its senders saw every byte acknowledged
     assert all(f.acked is not None and f.acked > f.finish for f in netsim_flows)
@@ -129,7 +165,7 @@ def test_crosscheck_puts_both_simulators_side_by_side(standin, tmp_path):
     assert columns["htsim mixed"]["wire_factor"] == pytest.approx((4096 + 64) / 4096)
     assert all(c["wire_mean"] < c["mean"] for c in columns.values())
     lines = "\n".join(table_lines(table))
-    assert "| incast |" in lines and "Over the ideal at wire bytes" in lines
+    assert "| incast / MRC |" in lines and "Over the ideal at wire bytes" in lines
     assert "netsim and htsim side by side" in (tmp_path / "summary.md").read_text()
     from experiments.report import find_runs, render_html
     page = render_html(find_runs(tmp_path), tmp_path / "report.html")
@@ -205,3 +241,17 @@ def test_the_benchmark_beside_htsim_runs_it_where_built(standin, capsys):
     assert not row["htsim_recorded"] and row["htsim_wall_s"] > 0 and row["completed"]
     assert len(result.figures) == 2 and "quick incast: netsim" in capsys.readouterr().out
     assert result.figures[0].name == "quick incast: netsim over htsim, wall time per case"
+
+
+@pytest.mark.parametrize("option", [["--jobs", "2"], ["--cluster", "servers.yaml"]])
+def test_run_backend_htsim_refuses_jobs_and_cluster_up_front_saying_why(standin, tmp_path, capsys, option):
+    # refused before the cluster file is read (no SSH to its servers) and before any case runs
+    from cli.main import main
+    cluster = tmp_path / "servers.yaml"
+    cluster.write_text("servers: [{host: 192.0.2.1}]\n")
+    argv = ["run", str(DATACENTER), "--backend", "htsim", "--transport", "MRC", "--variant", "incast",
+            "--out", str(tmp_path / "r")] + [str(cluster) if o == "servers.yaml" else o for o in option]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{option[0]} " in err and "htsim cases run one at a time on this machine" in err
+    assert "real time on the network" not in err and not (tmp_path / "r" / "summary.json").exists()

@@ -135,6 +135,18 @@ def test_a_slowed_spine_on_three_tiers_and_a_slowed_leaf_are_refused(tmp_path):
         export_case(case_of(path, "permutation, gray spine"))
 
 
+def test_reps_on_drop_tail_is_refused_and_the_other_balancers_are_not(tmp_path):
+    # htsim_uec's REPS exits at its first path timeout without trimming ("REPS currently requires
+    # trimming in this implementation"): refused before any run, not a failure half-way
+    case = case_of(scenario_file(tmp_path, FAT_TREE.replace("params: {num_evs: 64}", "trimming: false")),
+                   "permutation", seed=3)
+    with pytest.raises(Unmappable, match="trimming off.*reps.*needs trimming"):
+        export_case(case, balancer="reps")
+    for balancer in ("oblivious", "bitmap", "mixed"):
+        assert "-disable_trim" in export_case(case, balancer=balancer).options
+    assert "reps" in export_case(case_of(DATACENTER, "incast"), balancer="reps").options
+
+
 def test_an_unknown_balancer_or_settings_is_refused():
     case = case_of(DATACENTER, "incast")
     with pytest.raises(Unmappable, match="load balancer 'ecmp'"):

@@ -3,8 +3,10 @@
 `find_htsim()` looks for the binary: `$HTSIM_UEC` first, then `htsim_uec` on PATH
 (`scripts/build-htsim.sh` builds one). The record has the same form as the netsim backend's (flows
 with their completion times, totals as transport counters), so the summaries, tables and plots
-read it alike; what htsim does not report (goodput samples, EV events, per-link counters) stays
-empty.
+read it alike; what htsim does not report stays empty (goodput samples, EV events, per-link
+counters) or None, "not measured" (an unfinished flow's bytes, bit-exactness, messages missing).
+A run with a flow unfinished went on to its horizon (htsim_uec stops earlier only when nothing is
+left to do): the record ends there, and `validity.ending` calls it cut at the horizon.
 """
 from __future__ import annotations
 
@@ -116,7 +118,8 @@ class HtsimBackend:
         """Export `case`, run htsim_uec on it, return its record."""
         inputs = export_case(case, self.balancer, self.settings)
         if self.keep is not None:
-            folder = Path(self.keep) / _slug(case.label)
+            again = getattr(case, "repetition", 0)          # `run --repeat`: each run its own folder
+            folder = Path(self.keep) / (_slug(case.label) + (f"-run{again + 1}" if again else ""))
             result = self._run(inputs, folder)
         else:
             with tempfile.TemporaryDirectory(prefix="mrc-htsim-") as tmp:
@@ -142,27 +145,32 @@ class HtsimBackend:
             raise HtsimFailed(f"htsim_uec reported flow ids {unknown} that the exported matrix does not have")
         for i, flow in enumerate(inputs.flows):
             # htsim_uec prints one time per flow, its sender's: when the cumulative ACK covered the
-            # flow. It is the record's `acked`, and its `finish` too, for want of the receiver's.
+            # flow. It is the record's `acked`, and its `finish` too, for want of the receiver's. Of
+            # a flow it never finished it says nothing: its bytes are not measured (None).
             finish = result.finish_us.get(i + 1)
             record.flows.append(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role,
-                                           received_bytes=flow.nbytes if finish is not None else 0,
+                                           received_bytes=flow.nbytes if finish is not None else None,
                                            finish=None if finish is None else finish * 1e-6,
                                            acked=None if finish is None else finish * 1e-6))
         finishes = [f.finish for f in record.flows]
         record.completed = bool(finishes) and None not in finishes
         record.end = max(finishes) if record.completed else scenario.horizon_s
         record.completion_time = record.end if record.completed else None
-        record.samples = [[0.0, [0] * len(record.flows)], [record.end, [f.received_bytes for f in record.flows]]]
-        record.bit_exact = record.completed      # htsim carries no payload: completion is what it can say
-        record.app_missing = sum(f is None for f in finishes)
+        record.bit_exact = None                  # htsim carries no payload, and no messages: not measured
+        record.app_missing = None
         record.transport_stats = {f"htsim_{k}": v for k, v in result.totals.items()}
-        record.transport_stats["retx_htsim"] = result.totals.get("rtx", 0)
+        record.transport_stats["retx_htsim"] = result.totals.get("rtx", 0)   # its Rtx: every cause together
         for fault in variant.faults:             # slowed from the start (inputs.py refuses anything else)
             record.planned_faults.append(FaultPlan(fault.label, seconds=0.0))
             record.faults.append(FaultEvent(0.0, f"links at {fault.share:.0%} rate (htsim -failed)", fault.switch,
                                             True, fraction=0.0, fault=len(record.planned_faults) - 1, began=0.0))
         record.fidelity = {"verdict": "simulated", "reasons": [], "measured": {}}
         record.notes.extend(f"htsim: {note}" for note in inputs.notes)
+        if not record.completed:
+            unfinished = sum(f is None for f in finishes)
+            record.notes.append(f"htsim: stopped at its horizon (-end {scenario.horizon_s * 1e6:g} µs) with "
+                                f"{unfinished} of {len(finishes)} flow(s) unfinished; htsim_uec does not say how "
+                                "much of an unfinished flow arrived")
         record.notes.append(f"htsim: load balancer {self.balancer}; htsim_uec reports completions only, so "
                             "goodput, recovery and gap figures of this case are not measured")
         return record

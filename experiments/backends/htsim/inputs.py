@@ -22,6 +22,8 @@ What maps (htsim_uec's own names on the right):
 | seed, horizon_s                          | -seed, -end (µs)                                     |
 | (a choice: `balancer`)                   | -load_balancing_algo oblivious|bitmap|reps|mixed     |
 
+(reps only with trimming on: htsim_uec's REPS exits at its first path timeout without it.)
+
 With `settings="htsim"` the switch thresholds are left to htsim_uec (queue and trim point one
 BDP, ECN from 20 % to 80 % of it): `HtsimDefaults` reads what it chose from its output.
 """
@@ -89,6 +91,10 @@ def export_case(case: Case, balancer: str = DEFAULT_BALANCER, settings: str = "s
     if transport.reroute_delay_s is not None:
         raise Unmappable(f"transport {transport.name!r}: reroute_delay_s (a converging control plane) has no "
                          "htsim_uec counterpart")
+    if balancer == "reps" and not transport.trimming:
+        raise Unmappable(f"transport {transport.name!r} (trimming off) with load balancer reps: htsim_uec's REPS "
+                         "needs trimming (it stops at the first path timeout: 'REPS currently requires trimming "
+                         "in this implementation'); the other balancers run drop-tail")
     workload = case.variant.workload
     if workload.kind not in ("incast", "permutation"):
         raise Unmappable(f"variant {case.variant.label!r}: workload {workload.kind} is a collective (messages "
