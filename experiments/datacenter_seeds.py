@@ -82,14 +82,14 @@ def run(variant: str | Item, seed: int = 1, quick: bool = False, mode: str = "mr
     """The sorted flow ratios of `mode` on `variant` of datacenter.yaml with `seed` (or on the
     run `variant` describes, an Item)."""
     from experiments.backends.netsim_backend import NetsimBackend
-    from experiments.transport_sizing import line_rate_and_base_rtt
+    from experiments.transport_sizing import line_rate_and_one_way_delay
     item = variant if isinstance(variant, Item) else Item(variant, seed, quick)
     scenario = parse_scenario(scenario_doc(item), str(DATACENTER), quick=item.quick, seed=item.seed)
     case = next((c for c in scenario.cases() if c.transport.mode == mode and c.variant.label == item.variant), None)
     if case is None:
         raise SystemExit(f"datacenter.yaml has no variant {item.variant!r} for mode {mode!r}")
     record = NetsimBackend().run_case(case)
-    return metrics.flows_over_ideal(record, *line_rate_and_base_rtt(case))
+    return metrics.flows_over_ideal(record, *line_rate_and_one_way_delay(case))
 
 
 def timed_run(item: Item | tuple) -> tuple[list[float] | None, float]:

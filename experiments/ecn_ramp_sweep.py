@@ -35,14 +35,14 @@ def run_one(item: tuple[tuple[int, int], str, bool, int | None]) -> float | None
     """MRC's slowest flow over ideal on the case `label` of `item` = (pair, label, quick, seed), with
     every link's ECN thresholds set to `pair` (what a worker runs)."""
     from experiments.backends.netsim_backend import NetsimBackend
-    from experiments.transport_sizing import line_rate_and_base_rtt
+    from experiments.transport_sizing import line_rate_and_one_way_delay
     pair, label, quick, seed = item
     scenario = load_scenario(DATACENTER, quick=quick, seed=seed)
     case = next(c for c in scenario.cases() if c.transport.mode == "mrc" and c.variant.label == label)
     link = {**case.variant.link, "ecn_threshold": pair[0], "ecn_max_threshold": pair[1]}
     case = dataclasses.replace(case, variant=dataclasses.replace(case.variant, link=link))
     record = NetsimBackend().run_case(case)
-    return metrics.slowest_over_ideal(record, *line_rate_and_base_rtt(case))
+    return metrics.slowest_over_ideal(record, *line_rate_and_one_way_delay(case))
 
 
 def plot(results: dict[tuple[int, int], dict], path: Path, title: str) -> None:

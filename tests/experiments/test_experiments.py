@@ -143,9 +143,9 @@ def test_failover_mrc_recovery_holds_for_other_seeds(seed):
 
 def slowest_over_ideal(record, case) -> float:
     """The slowest flow's completion time over its ideal: the bytes into its receiver at the line
-    rate, plus the fabric's base RTT."""
-    from experiments.transport_sizing import line_rate_and_base_rtt
-    return metrics.slowest_over_ideal(record, *line_rate_and_base_rtt(case))
+    rate, plus the one-way delay of its path (`metrics.flows_over_ideal`)."""
+    from experiments.transport_sizing import line_rate_and_one_way_delay
+    return metrics.slowest_over_ideal(record, *line_rate_and_one_way_delay(case))
 
 
 @pytest.mark.slow
@@ -158,14 +158,14 @@ def test_datacenter_gray_spine_mrc_keeps_its_slowest_flow_within_the_issue_targe
     speed") gives the steps between."""
     import statistics
     from experiments.metrics import flows_over_ideal
-    from experiments.transport_sizing import line_rate_and_base_rtt
+    from experiments.transport_sizing import line_rate_and_one_way_delay
     scenario = load_scenario(ROOT / "experiments" / "datacenter.yaml")
     case = next(c for c in scenario.cases() if c.variant.label == "permutation, gray spine" and c.transport.mode == "mrc")
     record = NetsimBackend().run_case(case)
     s = metrics.summarise(record)
     assert s["completed"] and s["bit_exact"], s
     assert slowest_over_ideal(record, case) <= 1.4
-    ratios = flows_over_ideal(record, *line_rate_and_base_rtt(case))
+    ratios = flows_over_ideal(record, *line_rate_and_one_way_delay(case))
     assert statistics.median(ratios) <= 1.32
 
 
