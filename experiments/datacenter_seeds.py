@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+import speedups
 from experiments import metrics, parallel, switch_profiles
 from experiments.timefmt import format_seconds
 from experiments.scenario import PROFILE_KEY, parse_scenario
@@ -225,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in seed_lines(items, sweep.results, profiles, variants):
             print(line, flush=True)
     print(f"wall time: {time.monotonic() - began:.1f} s for {len(sweep.results)} of {len(items)} runs on {sweep.where} "
-          f"({os.cpu_count()} cores, 1-min load {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end)")
+          f"({os.cpu_count()} cores, 1-min load {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; "
+          f"build: {speedups.build_in_use()})")
     if sweep.interrupted:
         print(f"{PROG}: interrupted: {len(sweep.results)} of {len(items)} runs finished (above)", file=sys.stderr)
         return EXIT_INTERRUPTED

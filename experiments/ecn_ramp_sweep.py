@@ -26,6 +26,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import speedups
 from experiments import metrics, parallel, results as result_files
 from experiments.scenario import load_scenario
 
@@ -119,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     conditions = {"date": datetime.now().isoformat(timespec="seconds"), "quick": args.quick,
                   "wall_s": round(time.monotonic() - began, 1), "load_1min_start": round(load_start, 2),
                   "load_1min_end": round(os.getloadavg()[0], 2), "backend": "netsim (deterministic)",
-                  "ran_on": sweep.where, "cores": os.cpu_count(), "completion": "last byte's arrival",
+                  "ran_on": sweep.where, "cores": os.cpu_count(), "build": str(speedups.build_in_use()),
+                  "seed": load_scenario(DATACENTER).seed, "completion": "last byte's arrival",
                   "ideal": "bytes into the receiver at the line rate + one-way delay of the path",
                   "command": " ".join([PROG] + (argv if argv is not None else sys.argv[1:]))}
     data = {"conditions": conditions,
