@@ -72,7 +72,9 @@ def plot(results: dict[tuple[int, int], dict], path: Path, title: str) -> None:
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_ylabel("MRC's slowest flow / ideal")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
+    top = max((v for row in results.values() for v in row.values() if v is not None), default=1.0)
+    ax.set_ylim(0, top * 1.2)                                # room above the bars for the legend
+    ax.legend(fontsize=8, ncol=len(CASES), loc="upper center")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     size = "256 KB" if args.quick else "2 MB"
     plot(results, out / f"{NAME}.png",
          f"ECN thresholds on datacenter.yaml (netsim, 4x4x4 leaf-spine, 100 Gbit/s, 1 us cables, 4 KB packets, "
-         f"{size} flows, trim at 48)")
+         f"{size} flows, trim at 48, seed {conditions['seed']})")
     print(f"written: {out / (NAME + '.png')}, {out / (NAME + '.json')} ({conditions['wall_s']} s wall on {sweep.where})")
     return 0
 
