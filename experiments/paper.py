@@ -30,7 +30,11 @@ class Claim:
 
 
 def _mbps(bps: Optional[float]) -> str:
-    return "—" if bps is None else f"{bps / 1e6:.3g} Mbit/s"
+    """A rate in the unit that suits it: '5.66 Mbit/s', '292 Gbit/s', '1.06 Tbit/s'."""
+    if bps is None:
+        return "—"
+    scale, unit = next(((s, u) for s, u in ((1e12, "Tbit/s"), (1e9, "Gbit/s")) if bps >= s), (1e6, "Mbit/s"))
+    return f"{bps / scale:.3g} {unit}"
 
 
 def _by_variant(summary: dict) -> dict[str, dict[str, dict]]:
