@@ -33,8 +33,9 @@ Definitions (the same for every backend):
   byte into the receiver at the line rate plus a latency no rate removes: the one-way propagation
   delay of the shortest path from its nearest sender when a flow is complete as its last byte
   arrives (`datacenter_seeds`, `ecn_ramp_sweep`), the fabric's base RTT when it is complete as its
-  sender saw it acknowledged (`crosscheck`). A lower bound either way: the last flow into a
-  receiver cannot come in under 1 (a flow that shares its receiver can).
+  sender saw it acknowledged (`crosscheck`; the longest path's round trip, which exceeds the bound
+  by a few µs where a receiver's senders share its leaf). On the one-way ideal, a lower bound, the
+  last flow into a receiver cannot come in under 1 (a flow that shares its receiver can).
 - base RTT: the smallest RTT of a full-size data packet that any host measured in the run. Times in
   RTTs (completion, recovery, longest gap) are the times over it, so that runs on a fast and a slow
   machine, or at different link rates, compare.
