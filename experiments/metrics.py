@@ -29,6 +29,13 @@ Definitions (the same for every backend):
   replaces its fidelity verdict; each fault's landing (time, share delivered) is listed.
 - ending: "completed", "cut at horizon" (not done, still delivering at the end) or "stuck" (what
   the table calls "never"), with the share of the bytes delivered.
+- completion over ideal (`flows_over_ideal`): a flow's completion over its receiver's ideal, every
+  byte into the receiver at the line rate plus a latency no rate removes: the one-way propagation
+  delay of the shortest path from its nearest sender when a flow is complete as its last byte
+  arrives (`datacenter_seeds`, `ecn_ramp_sweep`), the fabric's base RTT when it is complete as its
+  sender saw it acknowledged (`crosscheck`; the longest path's round trip, which exceeds the bound
+  by a few µs where a receiver's senders share its leaf). On the one-way ideal, a lower bound, the
+  last flow into a receiver cannot come in under 1 (a flow that shares its receiver can).
 - base RTT: the smallest RTT of a full-size data packet that any host measured in the run. Times in
   RTTs (completion, recovery, longest gap) are the times over it, so that runs on a fast and a slow
   machine, or at different link rates, compare.
@@ -100,26 +107,35 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     return None if first is None else max(0.0, first - t_fail)
 
 
-def flows_over_ideal(record: CaseRecord, rate_bps: float, base_rtt: float, acked: bool = False,
+def flows_over_ideal(record: CaseRecord, rate_bps: float, latency, acked: bool = False,
                      wire_factor: float = 1.0) -> Optional[list[float]]:
-    """Each flow's finish over its ideal, sorted: the bytes into its receiver at `rate_bps`, plus
-    the fabric's `base_rtt` (None when a flow never finished).
+    """Each flow's completion over its receiver's ideal, sorted (None when a flow never finished).
 
-    With `acked`, each flow's completion is when its sender saw it all acknowledged (`FlowRecord.acked`,
-    None when not known) instead of when its last byte arrived. `wire_factor` (wire bytes per payload
+    A receiver's ideal is every byte into it at `rate_bps` (its own link carries them all) plus
+    `latency`, the part no rate removes: seconds, or a function of (sender, receiver) giving a
+    flow's, of which the receiver takes the smallest over its senders. For a lower bound of the
+    completion counted, `latency` is the one-way propagation delay of a flow's path when a flow is
+    complete as its last byte arrives (the default; `transport_sizing.line_rate_and_one_way_delay`),
+    a round trip with `acked`, when it is complete as its sender saw it all acknowledged
+    (`FlowRecord.acked`, None when not known). The last flow into a receiver then finishes at 1 or
+    more; one that shares its receiver can finish earlier. `wire_factor` (wire bytes per payload
     byte of a full data packet) counts the ideal's bytes as they go on the wire, headers included."""
     into: dict[str, int] = {}
+    fixed: dict[str, float] = {}
     for f in record.flows:
         into[f.dst] = into.get(f.dst, 0) + f.expected_bytes
+        own = latency(f.src, f.dst) if callable(latency) else latency
+        fixed[f.dst] = min(fixed.get(f.dst, own), own)
     done = [f.acked if acked else f.finish for f in record.flows]
     if not record.flows or any(t is None for t in done):
         return None
-    return sorted(t / (into[f.dst] * wire_factor * 8 / rate_bps + base_rtt) for f, t in zip(record.flows, done))
+    return sorted(t / (into[f.dst] * wire_factor * 8 / rate_bps + fixed[f.dst]) for f, t in zip(record.flows, done))
 
 
-def slowest_over_ideal(record: CaseRecord, rate_bps: float, base_rtt: float) -> Optional[float]:
-    """The slowest flow's finish over its ideal (`flows_over_ideal`; None when a flow never finished)."""
-    ratios = flows_over_ideal(record, rate_bps, base_rtt)
+def slowest_over_ideal(record: CaseRecord, rate_bps: float, latency) -> Optional[float]:
+    """The slowest flow's completion over its receiver's ideal (`flows_over_ideal`; None when a flow
+    never finished)."""
+    ratios = flows_over_ideal(record, rate_bps, latency)
     return None if ratios is None else ratios[-1]
 
 

@@ -36,6 +36,7 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TextIO
 
@@ -51,6 +52,11 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, results: list) -> None:
         super().__init__()
         self.results = results
+
+
+class PoolUnavailable(RuntimeError):
+    """The pool the options asked for could not start (a cluster's servers unreachable, its workers
+    not reaching the scheduler): the message says which and why."""
 
 
 class CasePool(Protocol):
@@ -388,6 +394,28 @@ def run_all(pool: Optional[CasePool], work: Work, items: Sequence, labels: Optio
     return results
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """What `sweep` ran: the results in the order of the items (only those up to the first
+    unfinished one when `interrupted`), and where they ran."""
+
+    results: list
+    where: str
+    interrupted: bool = False
+
+
+def sweep(jobs: int, cluster: Optional[Path], work: Work, items: Sequence,
+          labels: Optional[Sequence[str]] = None, stream: TextIO = sys.stderr) -> Sweep:
+    """`run_all` on the pool --jobs/--cluster ask for (a sweep module's runs): a Ctrl-C keeps the
+    results that had come (`interrupted`); a pool that cannot start raises `PoolUnavailable`."""
+    with open_pool(jobs, cluster) as pool:
+        where = describe(pool)
+        try:
+            return Sweep(run_all(pool, work, items, labels, stream), where)
+        except Interrupted as stop:
+            return Sweep(stop.results, where, interrupted=True)
+
+
 def netsim_case(case):
     """The record of `case` on the netsim backend (what a worker runs for `mrc-testbed run`)."""
     from experiments.backends.netsim_backend import NetsimBackend
@@ -419,15 +447,17 @@ class PooledBackend:
 
 
 # --- command-line options ------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """--jobs N and --cluster FILE (one or the other)."""
+def add_arguments(parser: argparse.ArgumentParser, mininet: bool = True) -> None:
+    """--jobs N and --cluster FILE (one or the other); `mininet`: the command has a mininet backend
+    (its --cluster help says what the option does there)."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                        help="run N netsim cases at once in worker processes on this machine (default 1)")
+    spread = ("; on the mininet backend each case's network is spread over them (Mininet's cluster edition)"
+              if mininet else "")
     group.add_argument("--cluster", type=Path, default=None, metavar="FILE",
                        help="the servers of this cluster file (testbed/clusterfile.py): netsim cases run "
-                            "there through Dask over SSH; on the mininet backend each case's network is "
-                            "spread over them (Mininet's cluster edition)")
+                            f"there through Dask over SSH{spread}")
 
 
 @contextmanager
@@ -437,7 +467,10 @@ def open_pool(jobs: int = 1, cluster: Optional[Path] = None) -> Iterator[Optiona
     if cluster is None and jobs == 1:
         yield None
         return
-    pool: CasePool = DaskPool.over_ssh(load_cluster_file(cluster)) if cluster is not None else ProcessPool(jobs)
+    try:
+        pool: CasePool = DaskPool.over_ssh(load_cluster_file(cluster)) if cluster is not None else ProcessPool(jobs)
+    except RuntimeError as error:
+        raise PoolUnavailable(str(error)) from error
     try:
         yield pool
     finally:

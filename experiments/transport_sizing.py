@@ -5,7 +5,8 @@ Every backend takes the transport's parameters from here (`transport_params`; th
 whole configuration, `transport_config`, with the case's cable delay, `cable_delay`); the sizes follow
 `host_agent.transport.sizing`. The payload of a case's packets is `mtu_payload(case)`, the one
 place that says which of the scenario's keys wins. A flow's ideal completion is made of the hosts'
-line rate and the fabric's base RTT (`line_rate_and_base_rtt`).
+line rate and the fabric's base RTT (`line_rate_and_base_rtt`: complete when its sender saw it
+acknowledged) or its path's one-way delay (`line_rate_and_one_way_delay`: when its last byte arrived).
 """
 from __future__ import annotations
 
@@ -80,6 +81,44 @@ def line_rate_and_base_rtt(case: Case) -> tuple[float, float]:
     from experiments.workloads import variant_topology
     topo = variant_topology(case.variant)
     return float(topo.host_rate_bps()), network_base_rtt(case, topo, cable_delay(case))
+
+
+def line_rate_and_one_way_delay(case: Case):
+    """(the hosts' line rate in bit/s, a function of (sender, receiver) giving the propagation delay
+    of the shortest path between them on the case's simulated fabric): what the ideal of a flow
+    complete when its last byte arrived is made of (`experiments.metrics.flows_over_ideal(record,
+    *this)`). No store-and-forward counted: a lower bound whatever the packets and link rates."""
+    from experiments.workloads import variant_topology
+    topo = variant_topology(case.variant)
+    delay = cable_delay(case)
+    hops: dict[str, dict[str, int]] = {}
+
+    def one_way(src: str, dst: str) -> float:
+        if src not in hops:
+            hops[src] = links_from(topo, src)
+        if dst not in hops[src]:
+            raise ValueError(f"no path from {src} to {dst} in {topo.name}")
+        return hops[src][dst] * delay
+    return float(topo.host_rate_bps()), one_way
+
+
+def links_from(topo: Topology, host: str) -> dict[str, int]:
+    """Links crossed from `host` to every host it reaches on a shortest path (hosts are never transit)."""
+    seen, frontier, reached = {host: 0}, [host], {}
+    while frontier:
+        ahead = []
+        for node in frontier:
+            for link in topo.links_of(node):
+                far = link.other(node).node
+                if far in seen:
+                    continue
+                seen[far] = seen[node] + 1
+                if topo.is_host(far):
+                    reached[far] = seen[far]
+                else:
+                    ahead.append(far)
+        frontier = ahead
+    return reached
 
 
 def nic_backlog(topo: Topology) -> int:

@@ -20,9 +20,41 @@ def two_into_one() -> CaseRecord:
     return record
 
 
-def test_the_ideal_counts_every_byte_into_the_receiver_plus_a_base_rtt():
-    # 2,000 bytes at 8 Gbit/s take 2 us; with a 1 us base RTT the ideal is 3 us
+def test_the_ideal_counts_every_byte_into_the_receiver_plus_a_latency():
+    # 2,000 bytes at 8 Gbit/s take 2 us; with a 1 us latency the ideal is 3 us
     assert metrics.flows_over_ideal(two_into_one(), 8e9, 1e-6) == pytest.approx([2 / 3, 4 / 3])
+
+
+def test_a_receivers_ideal_takes_the_shortest_latency_of_its_senders():
+    one_way = {("a", "r"): 2e-6, ("b", "r"): 1e-6}
+    # 2 us of bytes plus the nearer sender's 1 us: 3 us, not 4
+    assert metrics.flows_over_ideal(two_into_one(), 8e9, lambda s, d: one_way[s, d]) == pytest.approx([2 / 3, 4 / 3])
+
+
+def test_one_way_delays_follow_each_flows_own_path():
+    from experiments.transport_sizing import line_rate_and_one_way_delay
+    from experiments.workloads import leaf_of, variant_topology
+    case = next(c for c in load_scenario(DATACENTER, quick=True).cases() if c.variant.label == "permutation")
+    rate, one_way = line_rate_and_one_way_delay(case)
+    topo = variant_topology(case.variant)
+    hosts = [h.name for h in topo.hosts]
+    same = next(h for h in hosts[1:] if leaf_of(topo, h) == leaf_of(topo, hosts[0]))
+    other = next(h for h in hosts if leaf_of(topo, h) != leaf_of(topo, hosts[0]))
+    assert rate == 100e9
+    assert one_way(hosts[0], same) == pytest.approx(2 * case.variant.delay_s)       # up to its leaf and down
+    assert one_way(hosts[0], other) == pytest.approx(4 * case.variant.delay_s)      # and over a spine
+
+
+@pytest.mark.slow
+def test_no_flow_of_a_permutation_beats_its_last_byte_ideal():
+    # the last byte's arrival over the one-way ideal: 256 KB flows went under 1 when the ideal held
+    # a whole base RTT (0.987)
+    from experiments.backends.netsim_backend import NetsimBackend
+    from experiments.transport_sizing import line_rate_and_one_way_delay
+    case = next(c for c in load_scenario(DATACENTER, quick=True, seed=1).cases()
+                if c.variant.label == "permutation" and c.transport.mode == "mrc")
+    ratios = metrics.flows_over_ideal(NetsimBackend().run_case(case), *line_rate_and_one_way_delay(case))
+    assert ratios is not None and ratios[0] >= 1.0
 
 
 def test_acked_divides_the_senders_completion_and_wire_bytes_lengthen_the_ideal():

@@ -148,7 +148,7 @@ def test_datacenter_seeds_prints_the_same_figures_with_two_jobs(capsys):
     for jobs in ("1", "2"):
         assert datacenter_seeds.main(["--quick", "--variant", "incast", "--seeds", "1", "2", "--jobs", jobs]) == 0
         out = capsys.readouterr().out.splitlines()
-        assert out[-1].startswith("wall time: ") and "for 2 runs on " in out[-1]
+        assert out[-1].startswith("wall time: ") and "for 2 of 2 runs on " in out[-1]
         figures[jobs] = [line.split(" (")[0] for line in out[:-1]]       # without the wall times
     assert len(figures["1"]) == 3 and figures["1"] == figures["2"]
 

@@ -32,7 +32,7 @@ def test_paper_page_puts_the_loss_sweep_beside_the_statement_and_says_what_was_n
     loss = page.split("## Loss")[1].split("\n## ")[0]
     assert "at 1 % loss RoCE is unusable while MRC keeps about a third" in loss
     assert "- goodput: payload bytes received per second, summed" in loss
-    assert "- allreduce 8 MiB 1% loss: MRC " in loss and "MRC/RoCE " in loss and "Mbit/s" in loss
+    assert "- allreduce 8 MiB 1% loss: MRC " in loss and "MRC/RoCE " in loss and "bit/s" in loss
     assert "backend netsim" in loss and "quick" in loss and "`sweep`" in loss
     assert "Why it differs at lab scale:** Go-back-N throws away about a bandwidth-delay product" in loss
     assert page.count("**Paper:**") == len(CLAIMS)
@@ -43,3 +43,20 @@ def test_paper_page_puts_the_loss_sweep_beside_the_statement_and_says_what_was_n
 def test_paper_page_must_be_markdown(tmp_path, capsys):
     assert report.run(paper_args(tmp_path, tmp_path / "paper.html")) == 2
     assert "the --paper page is markdown" in capsys.readouterr().err
+
+
+def loss_case(variant: str, transport: str, mode: str, goodput: float) -> dict:
+    return {"variant": variant, "transport": transport, "mode": mode, "mean_goodput_bps": goodput, "completed": True}
+
+
+def test_the_loss_claim_takes_its_figures_from_the_results_not_from_fixed_prose():
+    from experiments.paper import loss_sweep_figures
+    summary = {"cases": [loss_case("allreduce 8 MiB 0% loss", "MRC", "mrc", 1000e9),
+                         loss_case("allreduce 8 MiB 0% loss", "RoCE 1 QP", "roce", 1000e9),
+                         loss_case("allreduce 8 MiB 1% loss", "MRC", "mrc", 730e9),
+                         loss_case("allreduce 8 MiB 1% loss", "RoCE 1 QP", "roce", 200e9)]}
+    lines = loss_sweep_figures(summary)
+    assert "allreduce 8 MiB 1% loss: MRC 730 Gbit/s, RoCE 200 Gbit/s; MRC/RoCE 3.65x" in lines
+    assert "allreduce 8 MiB 1% loss: MRC kept 73% of its goodput at 0 % loss" in lines
+    loss = next(c for c in CLAIMS if c.scenario == "loss-sweep")
+    assert not any(figure in loss.differs for figure in ("3.5", "3.0", "75 %"))
