@@ -122,9 +122,17 @@ def _cell(column: str, value: str) -> str:
     return f"<td>{html.escape(value)}</td>"
 
 
+class NoResults(LookupError):
+    """No results folder under the folder a report was asked of (no page is written)."""
+
+
 def write_report(root: Path, output: Path) -> tuple[Path, int]:
-    """Write the report of every results folder under `root` to `output`; return (path, folders)."""
+    """Write the report of every results folder under `root` to `output`; return (path, folders).
+    NoResults when there is none (nothing is written)."""
     runs = find_runs(root)
+    if not runs:
+        raise NoResults(f"no results folder (with summary.json) under {root}: nothing to report "
+                        "(mrc-testbed run experiments/<scenario>.yaml writes one)")
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.suffix.lower() in (".md", ".markdown"):
         text = render_markdown(runs, output)

@@ -43,3 +43,12 @@ def test_paper_page_puts_the_loss_sweep_beside_the_statement_and_says_what_was_n
 def test_paper_page_must_be_markdown(tmp_path, capsys):
     assert report.run(paper_args(tmp_path, tmp_path / "paper.html")) == 2
     assert "the --paper page is markdown" in capsys.readouterr().err
+
+
+def test_report_of_a_folder_without_results_fails_with_one_error_and_writes_nothing(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    assert report.run(parser.parse_args(["--results", str(tmp_path)])) == 1
+    said = capsys.readouterr()
+    assert said.err.count("\n") == 1 and "mrc-testbed report: no results folder (with summary.json)" in said.err
+    assert "report of" not in said.out and not (tmp_path / "report.html").exists()
