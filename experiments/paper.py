@@ -215,15 +215,23 @@ CLAIMS = (
 )
 
 
-def render_paper(root: Path, page: Path) -> tuple[str, int]:
-    """The page (markdown) and how many claims had results."""
+def render_paper(root: Path, page: Path) -> tuple[str, int, list[Path]]:
+    """The page (markdown), how many claims had results, and the interrupted results folders passed
+    over (a partial run is not a scenario's figures: the newest whole one is taken instead)."""
     newest: dict[str, tuple[Path, dict]] = {}
+    skipped: list[Path] = []
     for folder, summary in find_runs(root):
+        if summary.get("interrupted"):
+            skipped.append(folder)
+            continue
         newest.setdefault(summary.get("scenario", ""), (folder, summary))
     lines = ["# MRC testbed: the paper's statements beside the lab's figures", "",
              "Each section quotes a published statement (the MRC/SRv6 paper, as issue 14 lists it), the "
              "figures the newest results folder of its scenario measured, and where and why the lab-scale "
              "result differs.", ""]
+    if skipped:
+        lines += ["Interrupted runs passed over (not every case ran): "
+                  + ", ".join(f"`{_rel(folder, page)}`" for folder in skipped) + ".", ""]
     measured = 0
     for claim in CLAIMS:
         lines += [f"## {claim.title}", "", f"**Paper:** {claim.statement}", ""]
@@ -240,14 +248,15 @@ def render_paper(root: Path, page: Path) -> tuple[str, int]:
             lines += [f"- {line}" for line in claim.figures(summary)] or ["- (no cases)"]
             lines.append("")
         lines += [f"**Why it differs at lab scale:** {claim.differs}", ""]
-    return "\n".join(lines), measured
+    return "\n".join(lines), measured, skipped
 
 
-def write_paper(root: Path, output: Path) -> tuple[Path, int]:
-    """Write the paper page of the results under `root` to `output` (markdown); return (path, claims measured)."""
+def write_paper(root: Path, output: Path) -> tuple[Path, int, list[Path]]:
+    """Write the paper page of the results under `root` to `output` (markdown); return (path, claims
+    measured, interrupted folders passed over)."""
     if output.suffix.lower() not in (".md", ".markdown"):
         raise ValueError(f"-o {output}: the --paper page is markdown: give a .md file")
-    text, measured = render_paper(root, output)
+    text, measured, skipped = render_paper(root, output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    return output, measured
+    return output, measured, skipped

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from pathlib import Path
+from typing import Callable, Optional
 
 import matplotlib
 
@@ -37,21 +38,37 @@ ZOOM_AFTER_S = 0.25
 SMOOTH_S = 0.02
 
 
-def make_figures(records: list[CaseRecord], summaries: list[dict], folder: Path, title: str) -> list[Path]:
-    """Write every figure that fits these results into `folder`; return their paths."""
+def make_figures(records: list[CaseRecord], summaries: list[dict], folder: Path, title: str,
+                 drawn: Optional[list] = None) -> list[Path]:
+    """Write every figure that fits these results into `folder`; return their paths. With `drawn`,
+    each path is appended to it as soon as its figure is written (what is there when drawing is
+    interrupted)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    drawn = [] if drawn is None else drawn
+    for name, draw in _plan(records, summaries, title):
+        drawn.append(draw(folder / name))
+    return list(drawn)
+
+
+def figure_names(records: list[CaseRecord], summaries: list[dict]) -> list[str]:
+    """The file names of the figures `make_figures` draws for these results, in its order."""
+    return [name for name, _ in _plan(records, summaries, "")]
+
+
+def _plan(records: list[CaseRecord], summaries: list[dict], title: str) -> list[tuple[str, Callable[[Path], Path]]]:
+    """(file name, its drawing) of every figure that fits these results."""
     colour = _colours(records)
-    out = [goodput_figure(records, colour, folder / "goodput.png", title),
-           completion_figure(summaries, colour, folder / "completion.png", title)]
+    plan = [("goodput.png", lambda path: goodput_figure(records, colour, path, title)),
+            ("completion.png", lambda path: completion_figure(summaries, colour, path, title))]
     if any(r.mode == "mrc" and r.ev_events for r in records) and (
             _has_fault(records, "loss on") or _has_fault(records, "EVs denied")):
-        out.append(ev_state_figure(records, folder / "ev_states.png", title))
+        plan.append(("ev_states.png", lambda path: ev_state_figure(records, path, title)))
     if len({s["hosts"] for s in summaries}) > 1:
-        out.append(scale_figure(summaries, colour, folder / "scale.png", title))
+        plan.append(("scale.png", lambda path: scale_figure(summaries, colour, path, title)))
     if any(r.workload in ("incast", "permutation") for r in records):
-        out.append(flows_figure(records, colour, folder / "flows.png", title))
-    return out
+        plan.append(("flows.png", lambda path: flows_figure(records, colour, path, title)))
+    return plan
 
 
 def _colours(records: list[CaseRecord]) -> dict[str, str]:

@@ -60,6 +60,7 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
              f"Scenario `{meta['scenario_file']}`, backend **{meta['backend']}**"
              + (f" (target {meta['target']})" if meta.get("target") else "")
              + f", {run_seeds(meta)}{', quick' if meta.get('quick') else ''}, {meta['created']}.", ""]
+    lines += [f"**{line}**" for line in interruption_lines(meta)] + ([""] if interruption_lines(meta) else [])
     if meta.get("repeat", 1) > 1:
         lines += [REPEATS_NOTE, ""]
     lines += markdown_table(summaries)
@@ -82,6 +83,20 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
     path = Path(folder) / SUMMARY_MD
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
+
+
+def interruption_lines(meta: dict) -> list[str]:
+    """What an interrupted run lacks, one sentence per thing (none for a whole run): the cases it
+    did not run, the figures it did not draw."""
+    lines = []
+    if meta.get("interrupted"):
+        planned, ran = meta.get("cases_planned"), meta.get("cases_run")
+        cases = (f"{ran} of its {planned} cases ran" if planned is not None and ran is not None
+                 else "not every case ran")
+        lines.append(f"Interrupted (Ctrl-C or SIGTERM): {cases}; the figures here are of those alone.")
+    if meta.get("figures_missing"):
+        lines.append("Figures not drawn (interrupted while drawing them): " + ", ".join(meta["figures_missing"]) + ".")
+    return lines
 
 
 REPEATS_NOTE = ("Each case ran several times: a row gives the median of its runs, [min..max] beside it, "

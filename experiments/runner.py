@@ -181,19 +181,54 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     runs = [metrics.summarise(r) for r in records]
     summaries = repeats.aggregate_all(runs)
     shown = repeats.representative_records(records, runs)
-    figures = plots.make_figures(shown, summaries, folder, scenario.title) if records else []
     meta = {"scenario": scenario.name, "title": scenario.title, "description": scenario.description,
             "scenario_file": scenario.path, "backend": backend_name,
             "target": target if backend_name == "mininet" else None, "seed": scenario.seed, "quick": quick,
             "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "wall_time_s": round(time.monotonic() - started, 2), "interrupted": interrupted}
+            "wall_time_s": round(time.monotonic() - started, 2), "interrupted": interrupted,
+            "cases_planned": len(cases), "cases_run": len(records)}
     if repeat > 1:
         meta.update(repeat=repeat, seeds=repeats.seeds(scenario.seed, repeat, backend_name),
                     seeds_note=repeats.seeds_note(scenario.seed, repeat, backend_name), runs=runs)
-    results.write_raw(records, folder)
-    results.write_summary(meta, summaries, figures, folder)
-    results.write_markdown(meta, summaries, figures, folder)
-    if interrupted:
-        print(f"mrc-testbed run: interrupted; the {len(records)} finished case(s) are in {folder}", file=sys.stderr)
+    results.write_raw(records, folder)               # the results first: an interruption while
+    _write_summaries(meta, summaries, [], folder)    # drawing loses figures, never them
+    figures, missing = _draw_figures(shown, summaries, folder, scenario.title)
+    if missing:
+        meta["figures_missing"] = missing
+    _write_summaries(meta, summaries, figures, folder)
+    if interrupted or missing:
+        print(f"mrc-testbed run: {_interruption(meta, folder)}", file=sys.stderr)
         raise KeyboardInterrupt
     return summaries, figures
+
+
+def _write_summaries(meta: dict, summaries: list[dict], figures: list[Path], folder: Path) -> None:
+    """summary.json and summary.md of the results folder."""
+    results.write_summary(meta, summaries, figures, folder)
+    results.write_markdown(meta, summaries, figures, folder)
+
+
+def _draw_figures(records: list, summaries: list[dict], folder: Path, title: str) -> tuple[list[Path], list[str]]:
+    """(the figures drawn, the names of those a Ctrl-C or SIGTERM left undrawn)."""
+    if not records:
+        return [], []
+    drawn: list[Path] = []
+    try:
+        plots.make_figures(records, summaries, folder, title, drawn=drawn)
+    except KeyboardInterrupt:
+        done = {Path(path).name for path in drawn}
+        return drawn, [name for name in plots.figure_names(records, summaries) if name not in done]
+    return drawn, []
+
+
+def _interruption(meta: dict, folder: Path) -> str:
+    """What an interrupted run kept, and what it lacks."""
+    kept = ", ".join([results.RAW_JSONL, results.SUMMARY_JSON, results.SUMMARY_MD])
+    if meta["interrupted"]:
+        said = (f"interrupted after {meta['cases_run']} of {meta['cases_planned']} case(s); {kept} of the "
+                f"{meta['cases_run']} finished case(s) are in {folder}")
+    else:
+        said = f"interrupted while drawing figures; {kept} of all {meta['cases_run']} case(s) are in {folder}"
+    if meta.get("figures_missing"):
+        said += f"; figures not drawn: {', '.join(meta['figures_missing'])}"
+    return said
