@@ -103,8 +103,8 @@ def gray_figures(summary: dict) -> list[str]:
         for name, c in cases.items():
             t = c.get("completion_time_s")
             done = f"finished in {format_seconds(t)}" if c.get("completed") and t is not None else "did not finish"
-            evs = (f", {c.get('evs_retired', 0)} EVs retired, {c.get('evs_reinstated', 0)} reinstated"
-                   if c.get("mode") == "mrc" else "")
+            evs = ("" if c.get("mode") != "mrc" else ", EVs not measured" if c.get("evs_retired", 0) is None
+                   else f", {c.get('evs_retired', 0)} EVs retired, {c.get('evs_reinstated', 0)} reinstated")
             parts.append(f"{name} {done}{evs}")
         lines.append(f"{variant}: " + "; ".join(parts))
     return lines
@@ -141,10 +141,22 @@ def failover_figures(summary: dict) -> list[str]:
         for name, c in cases.items():
             ttr = c.get("time_to_recover_s")
             gap = c.get("longest_delivery_gap_s")
-            lines.append(f"{variant}, {name}: recovered in "
-                         f"{'never' if ttr is None else format_seconds(ttr)}"
+            lines.append(f"{variant}, {name}: {_recovered(c, ttr)}"
                          f"{'' if gap is None else f', longest gap {format_seconds(gap)}'}{_finished(c)}")
     return lines
+
+
+def _recovered(case: dict, ttr: Optional[float]) -> str:
+    """'recovered in T' ('never'); or why a case has no recovery figure."""
+    if "goodput" in case.get("not_measured", ()):
+        return "recovery not measured"
+    if case.get("goodput_before_failure") is False:
+        return "recovery n/a (no goodput before the failure)"
+    return f"recovered in {'never' if ttr is None else format_seconds(ttr)}"
+
+
+def _count(value: Optional[int]) -> str:
+    return "—" if value is None else str(value)
 
 
 def cascade_figures(summary: dict) -> list[str]:
@@ -156,7 +168,7 @@ def cascade_figures(summary: dict) -> list[str]:
             gap = c.get("longest_delivery_gap_s")
             lines.append(f"{variant}, {name}: completed in {'never' if done is None else format_seconds(done)}, "
                          f"longest delivery gap {'—' if gap is None else format_seconds(gap)}, "
-                         f"{c.get('evs_retired', 0)} EVs retired{_finished(c)}")
+                         f"{_count(c.get('evs_retired', 0))} EVs retired{_finished(c)}")
     return lines
 
 

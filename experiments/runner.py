@@ -131,6 +131,38 @@ def select_cases(scenario: Scenario, variants: list[str], transports: list[str])
             if (not variants or c.variant.label in variants) and (not transports or c.transport.name in transports)]
 
 
+WORKLOAD_NAMES = {"allreduce": "all-reduce", "alltoall": "all-to-all"}
+
+
+def what_ran(cases: list) -> str:
+    """One line saying what `cases` ran, from their variants: each workload and size ("all-reduce
+    8 MiB, all-to-all 1 MiB"), the random and gray loss rates ("random loss 0 and 1 %": 0 when a
+    case had none) and the other faults' kinds; a figure's title says it under its heading."""
+    variants = list({id(case.variant): case.variant for case in cases}.values())
+    workloads = dict.fromkeys(f"{WORKLOAD_NAMES.get(v.workload.kind, v.workload.kind)} {_size(v.workload.bytes)}"
+                              for v in variants)
+    parts = [", ".join(workloads)]
+    for kind in ("random_loss", "gray_loss"):
+        rates = [[f.loss for f in v.faults if f.kind == kind] for v in variants]
+        if any(rates):
+            present = sorted({rate for found in rates for rate in (found or [0.0])})
+            parts.append(f"{kind.replace('_', ' ')} " + " and ".join(f"{rate * 100:g}" for rate in present) + " %")
+    others = dict.fromkeys(f.kind.replace("_", " ") for v in variants for f in v.faults
+                           if f.kind not in ("random_loss", "gray_loss"))
+    if others:
+        parts.append(", ".join(others))
+    return "; ".join(parts)
+
+
+def _size(nbytes: int) -> str:
+    """8388608 -> '8 MiB', 2000000 -> '2 MB', 1500 -> '1500 B'."""
+    for size, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (10 ** 9, "GB"), (10 ** 6, "MB"),
+                       (10 ** 3, "kB")):
+        if nbytes >= size and nbytes % size == 0:
+            return f"{nbytes // size} {unit}"
+    return f"{nbytes} B"
+
+
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
                  progress_stream: TextIO = sys.stderr, variants: list[str] = (),
                  transports: list[str] = (), pcap: PcapCapture | None = None,
@@ -192,7 +224,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
                     seeds_note=repeats.seeds_note(scenario.seed, repeat, backend_name), runs=runs)
     results.write_raw(records, folder)               # the results first: an interruption while
     _write_summaries(meta, summaries, [], folder)    # drawing loses figures, never them
-    figures, missing = _draw_figures(shown, summaries, folder, scenario.title)
+    figures, missing = _draw_figures(shown, summaries, folder, f"{scenario.title}\nran: {what_ran(cases[:len(records)])}")
     if missing:
         meta["figures_missing"] = missing
     _write_summaries(meta, summaries, figures, folder)

@@ -101,3 +101,84 @@ def test_an_interrupted_run_says_so_in_summary_md_the_report_and_is_passed_over_
     paper = (tmp_path / "paper.md").read_text()
     assert "Interrupted runs passed over (not every case ran): `out`" in paper
     assert "(`whole`: backend netsim" in paper.split("## Loss")[1].split("\n## ")[0]
+
+
+def made_up(backend="netsim", fault_at=None, **fields) -> CaseRecord:
+    """A finished case of 4 ms, 1000 bytes a millisecond; a failure at `fault_at` when given."""
+    from experiments.record import FaultEvent
+    record = CaseRecord("s", "v", "MRC", "mrc", backend, 1, "topo", 2, "allreduce", end=0.004, completed=True,
+                        completion_time=0.004, bit_exact=True, sample_interval=0.001, recovery_window=0.002)
+    record.samples = [[t / 1000, [1000 * t]] for t in range(5)]
+    if fault_at is not None:
+        record.faults = [FaultEvent(fault_at, "loss", "link", True)]
+    for key, value in fields.items():
+        setattr(record, key, value)
+    return record
+
+
+def cells(summary: dict) -> dict:
+    header, rows = results.table_rows([summary])
+    return dict(zip(header, rows[0]))
+
+
+def test_what_htsim_does_not_measure_reads_as_not_measured_with_its_own_retransmission_count():
+    from experiments import metrics
+    htsim = metrics.summarise(made_up("htsim", fault_at=0.0, transport_stats={"retx_htsim": 221, "htsim_new": 448}))
+    assert htsim["not_measured"] == ["goodput", "retransmission causes", "bit_exact", "evs"]
+    assert htsim["bit_exact"] is None and htsim["evs_retired"] is None and htsim["retransmissions"] is None
+    row = cells(htsim)
+    assert (row["recover"], row["longest gap"], row["EVs retired"], row["bit-exact"]) == ("-", "-", "-", "-")
+    assert row["retx trim/timeout/nack/sack"] == "221 (total)"
+
+
+def test_fields_a_record_leaves_none_read_as_not_measured_whatever_the_backend():
+    from experiments import metrics, repeats
+    summary = metrics.summarise(made_up(fault_at=0.002, samples=[], bit_exact=None,
+                                        transport_stats={"retx_trim": None, "evs_retired": None}))
+    assert summary["not_measured"] == ["goodput", "retransmission causes", "bit_exact", "evs"]
+    row = cells(summary)
+    assert (row["recover"], row["EVs retired"], row["bit-exact"], row["retx trim/timeout/nack/sack"]) == \
+        ("-", "-", "-", "0 (total)")
+    twice = repeats.aggregate([dict(summary, repetition=0), dict(summary, repetition=1)])
+    assert twice["bit_exact"] is None and cells(twice)["bit-exact"] == "-"
+    measured = metrics.summarise(made_up(transport_stats={"retx_trim": 3, "evs_retired": 2}))
+    assert measured["not_measured"] == [] and cells(measured)["retx trim/timeout/nack/sack"] == "3/0/0/0"
+    assert (cells(measured)["EVs retired"], cells(measured)["bit-exact"]) == ("2", "yes")
+
+
+def test_a_failure_with_no_goodput_before_it_has_recovery_n_a_not_stayed_below(tmp_path, monkeypatch):
+    from experiments import metrics
+    at_start = metrics.summarise(made_up(fault_at=0.0))
+    assert at_start["goodput_before_failure"] is False and cells(at_start)["recover"] == "n/a"
+    later = metrics.summarise(made_up(fault_at=0.002))       # goodput before it, and the same after
+    assert later["goodput_before_failure"] is True and cells(later)["recover"] == "0 s"
+    md = results.write_markdown({"title": "t", "scenario_file": "f", "backend": "netsim", "seed": 1,
+                                 "created": "now"}, [at_start], [], tmp_path).read_text()
+    assert '"n/a": no goodput before the failure to compare with (a fault from the start)' in md
+    said = []
+    monkeypatch.setattr(plots, "_message_panel", lambda ax, heading, message: said.append(message))
+    plots.completion_figure([at_start], {"MRC": "red"}, tmp_path / "c.png", "t")
+    assert said and said[0].startswith("n/a: no goodput before the failure to compare with")
+    htsim = metrics.summarise(made_up("htsim", fault_at=0.0, transport_stats={"retx_htsim": 5}))
+    said.clear()
+    plots.completion_figure([htsim], {"MRC": "red"}, tmp_path / "h.png", "t")      # no causes: a total bar
+    assert said and said[0].startswith("not measured")
+
+
+def test_goodput_reads_in_a_unit_of_its_size_and_titles_say_what_ran(monkeypatch, tmp_path):
+    from pathlib import Path
+    from experiments.scenario import load_scenario
+    root = Path(__file__).resolve().parents[2]
+    cases = load_scenario(root / "experiments" / "loss-sweep.yaml", quick=True).cases()
+    assert runner.what_ran(cases) == "all-reduce 8 MiB, all-to-all 1 MiB; random loss 0 and 1 %"
+    assert runner.what_ran(cases[2:4]) == "all-reduce 8 MiB; random loss 1 %"
+    fast = made_up(fault_at=0.002)
+    fast.samples = [[t / 1000, [int(2e8) * t]] for t in range(5)]          # 1.6 Tbit/s
+    shown = {}
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path, heading, fontsize=13: shown.update(fig=fig, heading=heading))
+    plots.goodput_figure([fast], {"MRC": "red"}, tmp_path / "g.png", "Loss sweep\nran: all-reduce 8 MiB")
+    assert shown["heading"] == "Loss sweep: goodput over time\nran: all-reduce 8 MiB"
+    ax = shown["fig"].axes[0]
+    shown["fig"].canvas.draw()
+    assert ax.get_ylabel() == "goodput (Tbit/s)" and ax.yaxis.get_offset_text().get_text() == ""
+    assert max(max(line.get_ydata()) for line in ax.get_lines() if len(line.get_ydata()) > 1) == pytest.approx(1.6)
