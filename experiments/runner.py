@@ -15,6 +15,7 @@ from typing import Optional, TextIO
 
 from experiments import calibration, metrics, parallel, plots, rate_caps, repeats, results
 from experiments.backends import default_backend, make_backend
+from experiments.progress import LiveLine
 from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
 
@@ -23,14 +24,16 @@ PCAP_FOLDER = "pcap"                 # a run's captures: <results folder>/pcap/<
 
 
 class ProgressBar:
-    """A one-line progress bar on a stream; plain lines when the stream is not a terminal."""
+    """A one-line progress bar on a stream (experiments.progress.LiveLine); a line per case started
+    when the stream is not a terminal."""
 
     WIDTH = 30
 
     def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
         self.total = max(1, total)
         self.stream = stream
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.line = LiveLine(stream)
+        self.tty = self.line.tty
         self.index = 0
         self.label = ""
         self._last = -1.0
@@ -50,14 +53,24 @@ class ProgressBar:
         self._last = fraction
         overall = (self.index + min(1.0, fraction)) / self.total
         filled = int(overall * self.WIDTH)
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {overall:4.0%}  "
-                          f"case {self.index + 1}/{self.total}: {self.label[:50]:<50}")
-        self.stream.flush()
+        self.line.show(f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {overall:4.0%}  "
+                       f"case {self.index + 1}/{self.total}: {self.label[:50]}")
 
     def done(self) -> None:
-        if self.tty:
-            self.stream.write("\r" + " " * (self.WIDTH + 70) + "\r")
-            self.stream.flush()
+        self.line.close()
+
+
+class NoProgress:
+    """No display: the cases run on a pool, whose own display (parallel.CaseProgress) is the one line."""
+
+    def case(self, index: int, label: str) -> None:
+        pass
+
+    def update(self, fraction: float) -> None:
+        pass
+
+    def done(self) -> None:
+        pass
 
 
 def choose_backend(requested: Optional[str]) -> str:
@@ -192,23 +205,26 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
         backend = parallel.PooledBackend(pool, cases, backend_name, progress_stream)
     if repeat > 1:
         print(f"mrc-testbed run: {repeats.seeds_note(scenario.seed, repeat, backend_name)}", file=progress_stream)
-    bar = ProgressBar(len(cases), progress_stream)
+    bar = NoProgress() if pool is not None else ProgressBar(len(cases), progress_stream)
     records = []
     started = time.monotonic()
     interrupted = False
-    for i, case in enumerate(cases):
-        bar.case(i, case.label + (f" (run {case.repetition + 1}/{repeat})" if repeat > 1 else ""))
-        t0 = time.monotonic()
-        try:
-            record = backend.run_case(case, bar.update)
-        except KeyboardInterrupt:
-            interrupted = True               # keep what finished, then stop
-            break
-        log.info("%s: %s in %.1f s of wall time", case.label,
-                 "completed" if record.completed else "did not complete", time.monotonic() - t0)
-        record.repetition = case.repetition
-        records.append(record)
-    bar.done()
+    try:
+        for i, case in enumerate(cases):
+            bar.case(i, case.label + (f" (run {case.repetition + 1}/{repeat})" if repeat > 1 else ""))
+            t0 = time.monotonic()
+            try:
+                record = backend.run_case(case, bar.update)
+            except KeyboardInterrupt:
+                interrupted = True               # keep what finished, then stop
+                break
+            took = backend.took(case) if isinstance(backend, parallel.PooledBackend) else time.monotonic() - t0
+            log.info("%s: %s in %.1f s of wall time", case.label,
+                     "completed" if record.completed else "did not complete", took)
+            record.repetition = case.repetition
+            records.append(record)
+    finally:
+        bar.done()
     folder.mkdir(parents=True, exist_ok=True)
     runs = [metrics.summarise(r) for r in records]
     summaries = repeats.aggregate_all(runs)

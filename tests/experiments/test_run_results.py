@@ -182,3 +182,103 @@ def test_goodput_reads_in_a_unit_of_its_size_and_titles_say_what_ran(monkeypatch
     shown["fig"].canvas.draw()
     assert ax.get_ylabel() == "goodput (Tbit/s)" and ax.yaxis.get_offset_text().get_text() == ""
     assert max(max(line.get_ydata()) for line in ax.get_lines() if len(line.get_ydata()) > 1) == pytest.approx(1.6)
+
+
+class FakeClock:
+    """time.monotonic, moved by hand."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class PairPool:
+    """Two workers, made up: every case takes 5 s of the clock from its start, two at once."""
+
+    workers = 2
+    where = "a made-up pool of 2 workers"
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock, self.queue = clock, []
+
+    def start(self, index, work, item):
+        self.queue.append((index, work, item, self.clock.t))
+
+    def next_finished(self):
+        index, work, item, began = self.queue.pop(0)
+        self.clock.t = max(self.clock.t, began + 5.0)
+        return index, True, work(item)
+
+    def stop(self):
+        self.queue.clear()
+
+    def close(self):
+        pass
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def screen(text: str) -> list[str]:
+    """What a terminal shows after `text`: a carriage return goes back to the start of the line."""
+    lines, column = [[]], 0
+    for char in text:
+        if char == "\r":
+            column = 0
+        elif char == "\n":
+            lines.append([])
+            column = 0
+        else:
+            line = lines[-1]
+            line[column:column + 1] = [char]
+            column += 1
+    return ["".join(line).rstrip() for line in lines]
+
+
+def run_pooled(tmp_path, monkeypatch, stream):
+    import logging
+    import time
+    from experiments import parallel
+    clock = FakeClock()
+    monkeypatch.setattr(time, "monotonic", clock)
+    monkeypatch.setattr(parallel, "netsim_case", fake_record)
+    monkeypatch.setattr(plots, "make_figures", lambda *args, **kwargs: [])
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    root, mrc = logging.getLogger(), logging.getLogger("mrc")
+    level = mrc.level
+    mrc.setLevel(logging.INFO)
+    root.addHandler(handler)
+    try:
+        runner.run_scenario(parse_scenario(FOUR_CASES), "netsim", "model", tmp_path / "out", quick=False,
+                            progress_stream=stream, pool=PairPool(clock))
+    finally:
+        root.removeHandler(handler)
+        mrc.setLevel(level)
+    return stream.getvalue()
+
+
+def test_a_pooled_run_without_a_terminal_counts_what_runs_and_times_each_case_not_the_wait(tmp_path, monkeypatch):
+    lines = run_pooled(tmp_path, monkeypatch, io.StringIO()).splitlines()
+    done = [line.split("]")[0] + "]" for line in lines if line.startswith("[")]
+    assert done == ["[1/4 done, 2 running]", "[2/4 done, 2 running]", "[3/4 done, 1 running]",
+                    "[4/4 done, 0 running]"]                      # no "[i/4] X ..." start lines among them
+    took = [line for line in lines if "of wall time" in line]
+    assert len(took) == 4 and all(line.endswith("completed in 5.0 s of wall time") for line in took), took
+
+
+def test_on_a_terminal_one_progress_line_shows_and_log_lines_start_on_their_own(tmp_path, monkeypatch):
+    shown = screen(run_pooled(tmp_path, monkeypatch, FakeTerminal()))
+    logged = [line for line in shown if "mrc.experiments" in line]
+    assert len(logged) == 4 and all(line.startswith("mrc.experiments: ") for line in logged), shown
+    assert not any("case 1/4" in line for line in shown)           # the runner's own bar stays off
+    assert shown[-1] == ""                                         # the progress line wiped at the end
+    bar = runner.ProgressBar(2, FakeTerminal())
+    bar.case(0, "a long label of the first case")
+    bar.case(1, "b")
+    assert screen(bar.stream.getvalue()) == [bar.stream.getvalue().split("\r")[-1].rstrip()]
+    assert screen(bar.stream.getvalue())[0].endswith("case 2/2: b")   # no tail of the longer label left
