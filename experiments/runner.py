@@ -20,6 +20,8 @@ from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
 
 log = logging.getLogger("mrc.experiments")
+# Ctrl-C, and SIGTERM (cli.main unwinds it as SystemExit): a run stopped by either keeps what it has.
+INTERRUPTIONS = (KeyboardInterrupt, SystemExit)
 PCAP_FOLDER = "pcap"                 # a run's captures: <results folder>/pcap/<case>/<switch>-port<N>.pcap
 
 
@@ -208,15 +210,15 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     bar = NoProgress() if pool is not None else ProgressBar(len(cases), progress_stream)
     records = []
     started = time.monotonic()
-    interrupted = False
+    stop: Optional[BaseException] = None     # what interrupted the run (raised again once the results are saved)
     try:
         for i, case in enumerate(cases):
             bar.case(i, case.label + (f" (run {case.repetition + 1}/{repeat})" if repeat > 1 else ""))
             t0 = time.monotonic()
             try:
                 record = backend.run_case(case, bar.update)
-            except KeyboardInterrupt:
-                interrupted = True               # keep what finished, then stop
+            except INTERRUPTIONS as interruption:
+                stop = interruption              # keep what finished, then stop
                 break
             took = backend.took(case) if isinstance(backend, parallel.PooledBackend) else time.monotonic() - t0
             log.info("%s: %s in %.1f s of wall time", case.label,
@@ -233,20 +235,21 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
             "scenario_file": scenario.path, "backend": backend_name,
             "target": target if backend_name == "mininet" else None, "seed": scenario.seed, "quick": quick,
             "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "wall_time_s": round(time.monotonic() - started, 2), "interrupted": interrupted,
+            "wall_time_s": round(time.monotonic() - started, 2), "interrupted": stop is not None,
             "cases_planned": len(cases), "cases_run": len(records)}
     if repeat > 1:
         meta.update(repeat=repeat, seeds=repeats.seeds(scenario.seed, repeat, backend_name),
                     seeds_note=repeats.seeds_note(scenario.seed, repeat, backend_name), runs=runs)
     results.write_raw(records, folder)               # the results first: an interruption while
     _write_summaries(meta, summaries, [], folder)    # drawing loses figures, never them
-    figures, missing = _draw_figures(shown, summaries, folder, f"{scenario.title}\nran: {what_ran(cases[:len(records)])}")
+    figures, missing, stopped_drawing = _draw_figures(shown, summaries, folder, f"{scenario.title}\nran: {what_ran(cases[:len(records)])}")
     if missing:
         meta["figures_missing"] = missing
     _write_summaries(meta, summaries, figures, folder)
-    if interrupted or missing:
+    stop = stop or stopped_drawing
+    if stop is not None:
         print(f"mrc-testbed run: {_interruption(meta, folder)}", file=sys.stderr)
-        raise KeyboardInterrupt
+        raise stop
     return summaries, figures
 
 
@@ -256,17 +259,18 @@ def _write_summaries(meta: dict, summaries: list[dict], figures: list[Path], fol
     results.write_markdown(meta, summaries, figures, folder)
 
 
-def _draw_figures(records: list, summaries: list[dict], folder: Path, title: str) -> tuple[list[Path], list[str]]:
-    """(the figures drawn, the names of those a Ctrl-C or SIGTERM left undrawn)."""
+def _draw_figures(records: list, summaries: list[dict], folder: Path,
+                  title: str) -> tuple[list[Path], list[str], Optional[BaseException]]:
+    """(the figures drawn, the names of those a Ctrl-C or SIGTERM left undrawn, that interruption)."""
     if not records:
-        return [], []
+        return [], [], None
     drawn: list[Path] = []
     try:
         plots.make_figures(records, summaries, folder, title, drawn=drawn)
-    except KeyboardInterrupt:
+    except INTERRUPTIONS as interruption:
         done = {Path(path).name for path in drawn}
-        return drawn, [name for name in plots.figure_names(records, summaries) if name not in done]
-    return drawn, []
+        return drawn, [name for name in plots.figure_names(records, summaries) if name not in done], interruption
+    return drawn, [], None
 
 
 def _interruption(meta: dict, folder: Path) -> str:

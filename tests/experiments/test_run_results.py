@@ -35,13 +35,13 @@ class FakeBackend:
 
     name = "netsim"
 
-    def __init__(self, stop_at: int = 0) -> None:
-        self.stop_at, self.calls = stop_at, 0
+    def __init__(self, stop_at: int = 0, stop: BaseException = KeyboardInterrupt()) -> None:
+        self.stop_at, self.stop, self.calls = stop_at, stop, 0
 
     def run_case(self, case, progress=lambda fraction: None):
         self.calls += 1
         if self.calls == self.stop_at:
-            raise KeyboardInterrupt
+            raise self.stop
         progress(1.0)
         return fake_record(case)
 
@@ -282,3 +282,13 @@ def test_on_a_terminal_one_progress_line_shows_and_log_lines_start_on_their_own(
     bar.case(1, "b")
     assert screen(bar.stream.getvalue()) == [bar.stream.getvalue().split("\r")[-1].rstrip()]
     assert screen(bar.stream.getvalue())[0].endswith("case 2/2: b")   # no tail of the longer label left
+
+
+def test_a_sigterm_keeps_the_finished_cases_as_a_ctrl_c_does(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(plots, "make_figures", lambda *args, **kwargs: [])
+    with pytest.raises(SystemExit) as stopped:            # cli.main unwinds SIGTERM as SystemExit(143)
+        run_fake(tmp_path, monkeypatch, FakeBackend(stop_at=2, stop=SystemExit(143)))
+    assert stopped.value.code == 143
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["interrupted"] is True and len(summary["cases"]) == 1
+    assert "interrupted after 1 of 4 case(s)" in capsys.readouterr().err
