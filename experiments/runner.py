@@ -242,7 +242,8 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
                     seeds_note=repeats.seeds_note(scenario.seed, repeat, backend_name), runs=runs)
     results.write_raw(records, folder)               # the results first: an interruption while
     _write_summaries(meta, summaries, [], folder)    # drawing loses figures, never them
-    figures, missing, stopped_drawing = _draw_figures(shown, summaries, folder, f"{scenario.title}\nran: {what_ran(cases[:len(records)])}")
+    figures, missing, stopped_drawing = _draw_figures(shown, summaries, folder,
+                                                      f"{scenario.title}\nran: {what_ran(cases[:len(records)])}")
     if missing:
         meta["figures_missing"] = missing
     _write_summaries(meta, summaries, figures, folder)
