@@ -218,11 +218,15 @@ def retransmissions(record: CaseRecord) -> dict[str, int]:
     return {cause: int(record.transport_stats.get(f"retx_{cause}") or 0) for cause in RETX_CAUSES}
 
 
-def retransmissions_total(record: CaseRecord) -> int:
+def retransmissions_total(record: CaseRecord) -> Optional[int]:
     """Every retransmission counter (`retx_*`) the backend reported, summed: the causes' sum, or a
-    backend's own count where it has no causes (htsim_uec's)."""
-    return sum(int(value) for key, value in record.transport_stats.items()
-               if key.startswith("retx_") and isinstance(value, (int, float)))
+    backend's own count where it has no causes (htsim_uec's); None when the causes were not
+    measured and no other count was reported either."""
+    counts = [int(value) for key, value in record.transport_stats.items()
+              if key.startswith("retx_") and isinstance(value, (int, float))]
+    if not counts and "retransmission causes" in not_measured(record):
+        return None
+    return sum(counts)
 
 
 def not_measured(record: CaseRecord) -> list[str]:
