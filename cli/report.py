@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli.errors import fail, warn
+from cli.errors import fail
 from experiments.paper import write_paper
-from experiments.report import DEFAULT_ROOT, write_report
+from experiments.report import DEFAULT_ROOT, NoResults, write_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
         path, count = write_report(root, output)
     except ValueError as error:
         return fail("report", str(error))
-    if count == 0:
-        warn("report", f"no results folder (with summary.json) under {root}")
+    except NoResults as error:
+        return fail("report", str(error), 1)
     print(f"report of {count} results folder(s): {path}")
     return 0
 
@@ -48,8 +48,10 @@ def run(args: argparse.Namespace) -> int:
 def _paper(root: Path, output: Path) -> int:
     """`--paper`: write the page of the paper's statements beside the newest results."""
     try:
-        path, measured = write_paper(root, output)
+        path, measured, skipped = write_paper(root, output)
     except ValueError as error:
         return fail("report", str(error))
+    for folder in skipped:
+        print(f"note: {folder} passed over: an interrupted run (not every case ran)")
     print(f"the paper's statements beside {measured} measured scenario(s): {path}")
     return 0

@@ -36,6 +36,12 @@ Definitions (the same for every backend):
   sender saw it acknowledged (`crosscheck`; the longest path's round trip, which exceeds the bound
   by a few µs where a receiver's senders share its leaf). On the one-way ideal, a lower bound, the
   last flow into a receiver cannot come in under 1 (a flow that shares its receiver can).
+- not measured: a figure the backend has no measurement of (it declares which:
+  experiments.backends.NOT_MEASURED, or leaves the record's field None) is None in the summary, and
+  "-" in the tables: never 0, "yes" or a recovery verdict. `retransmissions_total` is every
+  retransmission counter the backend reported, summed (htsim_uec's own count where it has no causes).
+- recovery without a baseline: a failure with no goodput in the window before it (a fault from
+  the start) has nothing to recover to: `goodput_before_failure` False, and the tables say "n/a".
 - base RTT: the smallest RTT of a full-size data packet that any host measured in the run. Times in
   RTTs (completion, recovery, longest gap) are the times over it, so that runs on a fast and a slow
   machine, or at different link rates, compare.
@@ -45,11 +51,21 @@ from __future__ import annotations
 from typing import Optional
 
 from experiments import validity
+from experiments.backends import NOT_MEASURED
 from experiments.record import CaseRecord
 from host_agent.transport.events import RETX_CAUSES
 
 RECOVERY_FRACTION = 0.9
 RECOVERY_WINDOW_S = 0.02
+# The figures a backend may lack a measurement of (experiments.backends.NOT_MEASURED), and the
+# summary fields each leaves None.
+NOT_MEASURED_FIGURES = {
+    "goodput": ("time_to_recover_s", "time_to_recover_rtts", "longest_delivery_gap_s",
+                "longest_delivery_gap_rtts", "goodput_before_failure"),
+    "retransmission causes": ("retransmissions",),
+    "bit_exact": ("bit_exact",),
+    "evs": ("evs_retired", "evs_reinstated", "ev_retirements"),
+}
 
 
 def goodput_series(record: CaseRecord, flows: Optional[list[int]] = None) -> tuple[list[float], list[float]]:
@@ -81,14 +97,11 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     t_fail = record.failure_time
     if t_fail is None or record.completion_time is None:
         return None
-    times, rates = goodput_series(record)
-    if not times:
+    bins = _bins(record)
+    before = _goodput_before(bins, t_fail, window)
+    if before is None:
         return None
-    bins = [(t - dt, t, g) for t, dt, g in zip(times, _widths(record, times), rates)]
-    before = [g for start, end, g in bins if end <= t_fail + 1e-12 and end > t_fail - window + 1e-12]
-    if not before or sum(before) <= 0:
-        return None
-    target = fraction * sum(before) / len(before)
+    target = fraction * before
     end_of_work = record.completion_time if record.completion_time is not None else record.end
     after = [(start, end, g) for start, end, g in bins if start >= t_fail - 1e-12 and end <= end_of_work + 1e-12]
     windows = []                                          # (start, goodput averaged over the window)
@@ -105,6 +118,29 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     # no dip, or one that lasts to the end of the (completed) work: the collective's own tail
     first = next((s for s, g in windows if g >= target), None)
     return None if first is None else max(0.0, first - t_fail)
+
+
+def goodput_before_failure(record: CaseRecord, window: Optional[float] = None) -> Optional[bool]:
+    """Whether there was goodput in the window before the first failure, the mark recovery is
+    measured against (None without a failure); False for a fault from the start."""
+    if record.failure_time is None:
+        return None
+    window = record.recovery_window if window is None else window
+    return _goodput_before(_bins(record), record.failure_time, window) is not None
+
+
+def _bins(record: CaseRecord) -> list[tuple[float, float, float]]:
+    """(start, end, goodput) of every sample interval."""
+    times, rates = goodput_series(record)
+    return [(t - dt, t, g) for t, dt, g in zip(times, _widths(record, times), rates)]
+
+
+def _goodput_before(bins: list, t_fail: float, window: float) -> Optional[float]:
+    """The mean goodput of the bins in the `window` before `t_fail` (None when there was none)."""
+    before = [g for start, end, g in bins if end <= t_fail + 1e-12 and end > t_fail - window + 1e-12]
+    if not before or sum(before) <= 0:
+        return None
+    return sum(before) / len(before)
 
 
 def flows_over_ideal(record: CaseRecord, rate_bps: float, latency, acked: bool = False,
@@ -195,7 +231,35 @@ def _widths(record: CaseRecord, times: list[float]) -> list[float]:
 
 def retransmissions(record: CaseRecord) -> dict[str, int]:
     """Retransmitted data packets by cause."""
-    return {cause: int(record.transport_stats.get(f"retx_{cause}", 0)) for cause in RETX_CAUSES}
+    return {cause: int(record.transport_stats.get(f"retx_{cause}") or 0) for cause in RETX_CAUSES}
+
+
+def retransmissions_total(record: CaseRecord) -> Optional[int]:
+    """Every retransmission counter (`retx_*`) the backend reported, summed: the causes' sum, or a
+    backend's own count where it has no causes (htsim_uec's); None when the causes were not
+    measured and no other count was reported either."""
+    counts = [int(value) for key, value in record.transport_stats.items()
+              if key.startswith("retx_") and isinstance(value, (int, float))]
+    if not counts and "retransmission causes" in not_measured(record):
+        return None
+    return sum(counts)
+
+
+def not_measured(record: CaseRecord) -> list[str]:
+    """The figures of NOT_MEASURED_FIGURES the record has no measurement of: those its backend
+    declares (experiments.backends.NOT_MEASURED) and those its fields leave None (no samples: no
+    goodput; bit_exact None; a retransmission cause or evs_retired None)."""
+    missing = set(NOT_MEASURED.get(record.backend, ()))
+    stats = record.transport_stats
+    if not record.samples:
+        missing.add("goodput")
+    if record.bit_exact is None:
+        missing.add("bit_exact")
+    if any(f"retx_{cause}" in stats and stats[f"retx_{cause}"] is None for cause in RETX_CAUSES):
+        missing.add("retransmission causes")
+    if "evs_retired" in stats and stats["evs_retired"] is None:
+        missing.add("evs")
+    return [figure for figure in NOT_MEASURED_FIGURES if figure in missing]
 
 
 def flow_throughputs(record: CaseRecord) -> list[Optional[float]]:
@@ -262,7 +326,7 @@ def summarise(record: CaseRecord) -> dict:
     unmeasured = None in throughputs         # a flow's bytes not measured: no figure over the flows
     finished = [t for t in throughputs if t is not None and t > 0]
     invalid = validity.invalid_reasons(record)
-    return {
+    summary = {
         "scenario": record.scenario,
         "variant": record.variant,
         "transport": record.transport,
@@ -277,6 +341,7 @@ def summarise(record: CaseRecord) -> dict:
         "completion_time_s": record.completion_time,
         "failure_time_s": record.failure_time,
         "time_to_recover_s": recover,
+        "goodput_before_failure": goodput_before_failure(record),
         "longest_delivery_gap_s": gap,
         "base_rtt_s": record.base_rtt,
         "completion_rtts": in_rtts(record.completion_time, record.base_rtt),
@@ -286,10 +351,11 @@ def summarise(record: CaseRecord) -> dict:
         "bit_exact": record.bit_exact,
         "app_duplicates": record.app_duplicates,
         "app_missing": record.app_missing,
-        "evs_retired": int(record.transport_stats.get("evs_retired", 0)),
-        "evs_reinstated": int(record.transport_stats.get("evs_reinstated", 0)),
+        "evs_retired": int(record.transport_stats.get("evs_retired") or 0),
+        "evs_reinstated": int(record.transport_stats.get("evs_reinstated") or 0),
         "ev_retirements": ev_retirements(record),
         "retransmissions": retransmissions(record),
+        "retransmissions_total": retransmissions_total(record),
         "packets_dropped_queue_full": _count(record.switch_stats.get("queue_full_drops")),
         "packets_trimmed": int(record.switch_stats.get("trimmed", 0)),
         "packets_dropped_by_faults": int(record.switch_stats.get("fault_drops", 0)),
@@ -312,7 +378,12 @@ def summarise(record: CaseRecord) -> dict:
         "delivered_fraction": validity.delivered_fraction(record),
         "faults": validity.landing_list(record),
         "notes": list(record.notes),
+        "not_measured": not_measured(record),
     }
+    for figure in summary["not_measured"]:
+        for key in NOT_MEASURED_FIGURES[figure]:
+            summary[key] = None
+    return summary
 
 
 def _count(value) -> Optional[int]:

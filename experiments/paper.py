@@ -126,8 +126,8 @@ def gray_figures(summary: dict) -> list[str]:
         for name, c in cases.items():
             t = c.get("completion_time_s")
             done = f"finished in {format_seconds(t)}" if c.get("completed") and t is not None else "did not finish"
-            evs = (f", {c.get('evs_retired', 0)} EVs retired, {c.get('evs_reinstated', 0)} reinstated"
-                   if c.get("mode") == "mrc" else "")
+            evs = ("" if c.get("mode") != "mrc" else ", EVs not measured" if c.get("evs_retired", 0) is None
+                   else f", {c.get('evs_retired', 0)} EVs retired, {c.get('evs_reinstated', 0)} reinstated")
             parts.append(f"{name} {done}{evs}")
         lines.append(f"{variant}: " + "; ".join(parts))
     return lines
@@ -164,10 +164,22 @@ def failover_figures(summary: dict) -> list[str]:
         for name, c in cases.items():
             ttr = c.get("time_to_recover_s")
             gap = c.get("longest_delivery_gap_s")
-            lines.append(f"{variant}, {name}: recovered in "
-                         f"{'never' if ttr is None else format_seconds(ttr)}"
+            lines.append(f"{variant}, {name}: {_recovered(c, ttr)}"
                          f"{'' if gap is None else f', longest gap {format_seconds(gap)}'}{_finished(c)}")
     return lines
+
+
+def _recovered(case: dict, ttr: Optional[float]) -> str:
+    """'recovered in T' ('never'); or why a case has no recovery figure."""
+    if "goodput" in case.get("not_measured", ()):
+        return "recovery not measured"
+    if case.get("goodput_before_failure") is False:
+        return "recovery n/a (no goodput before the failure)"
+    return f"recovered in {'never' if ttr is None else format_seconds(ttr)}"
+
+
+def _count(value: Optional[int]) -> str:
+    return "—" if value is None else str(value)
 
 
 def cascade_figures(summary: dict) -> list[str]:
@@ -179,7 +191,7 @@ def cascade_figures(summary: dict) -> list[str]:
             gap = c.get("longest_delivery_gap_s")
             lines.append(f"{variant}, {name}: completed in {'never' if done is None else format_seconds(done)}, "
                          f"longest delivery gap {'—' if gap is None else format_seconds(gap)}, "
-                         f"{c.get('evs_retired', 0)} EVs retired{_finished(c)}")
+                         f"{_count(c.get('evs_retired', 0))} EVs retired{_finished(c)}")
     return lines
 
 
@@ -238,15 +250,23 @@ CLAIMS = (
 )
 
 
-def render_paper(root: Path, page: Path) -> tuple[str, int]:
-    """The page (markdown) and how many claims had results."""
+def render_paper(root: Path, page: Path) -> tuple[str, int, list[Path]]:
+    """The page (markdown), how many claims had results, and the interrupted results folders passed
+    over (a partial run is not a scenario's figures: the newest whole one is taken instead)."""
     newest: dict[str, tuple[Path, dict]] = {}
+    skipped: list[Path] = []
     for folder, summary in find_runs(root):
+        if summary.get("interrupted"):
+            skipped.append(folder)
+            continue
         newest.setdefault(summary.get("scenario", ""), (folder, summary))
     lines = ["# MRC testbed: the paper's statements beside the lab's figures", "",
              "Each section quotes a published statement (the MRC/SRv6 paper, as issue 14 lists it), the "
              "figures the newest results folder of its scenario measured, and where and why the lab-scale "
              "result differs.", ""]
+    if skipped:
+        lines += ["Interrupted runs passed over (not every case ran): "
+                  + ", ".join(f"`{_rel(folder, page)}`" for folder in skipped) + ".", ""]
     measured = 0
     for claim in CLAIMS:
         lines += [f"## {claim.title}", "", f"**Paper:** {claim.statement}", ""]
@@ -263,14 +283,15 @@ def render_paper(root: Path, page: Path) -> tuple[str, int]:
             lines += [f"- {line}" for line in claim.figures(summary)] or ["- (no cases)"]
             lines.append("")
         lines += [f"**Why it differs at lab scale:** {claim.differs}", ""]
-    return "\n".join(lines), measured
+    return "\n".join(lines), measured, skipped
 
 
-def write_paper(root: Path, output: Path) -> tuple[Path, int]:
-    """Write the paper page of the results under `root` to `output` (markdown); return (path, claims measured)."""
+def write_paper(root: Path, output: Path) -> tuple[Path, int, list[Path]]:
+    """Write the paper page of the results under `root` to `output` (markdown); return (path, claims
+    measured, interrupted folders passed over)."""
     if output.suffix.lower() not in (".md", ".markdown"):
         raise ValueError(f"-o {output}: the --paper page is markdown: give a .md file")
-    text, measured = render_paper(root, output)
+    text, measured, skipped = render_paper(root, output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    return output, measured
+    return output, measured, skipped

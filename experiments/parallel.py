@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TextIO
 
+from experiments.progress import LiveLine
 from testbed.clusterfile import ClusterFile, load_cluster_file
 
 Work = Callable[[Any], Any]
@@ -295,14 +296,16 @@ def local_address_towards(host: str) -> str:
 
 
 class CaseProgress:
-    """Cases done and running, on one line of a terminal (plain lines elsewhere)."""
+    """Cases done and running, on one line of a terminal (experiments.progress.LiveLine); a line
+    per finished case elsewhere."""
 
     WIDTH = 30
 
     def __init__(self, total: int, stream: TextIO = sys.stderr, where: str = "") -> None:
         self.total = total
         self.stream = stream
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.line = LiveLine(stream)
+        self.tty = self.line.tty
         self.done_count = 0
         self.running = 0
         if where:
@@ -312,20 +315,20 @@ class CaseProgress:
         self.running += 1
         self._show(f"started {label}")
 
-    def finished(self, label: str, wall_s: float) -> None:
-        self.running -= 1
+    def finished(self, label: str, wall_s: float, replaced_by: Sequence[str] = ()) -> None:
+        """Case `label` ended after `wall_s` seconds; the cases `replaced_by` started in its place."""
+        self.running += len(replaced_by) - 1
         self.done_count += 1
         self._show(f"{label}: {wall_s:.1f} s")
 
     def close(self) -> None:
-        if self.tty:
-            self._write("\r" + " " * (self.WIDTH + 100) + "\r")
+        self.line.close()
 
     def _show(self, event: str) -> None:
         counts = f"{self.done_count}/{self.total} done, {self.running} running"
         if self.tty:
             filled = int(self.done_count / max(1, self.total) * self.WIDTH)
-            self._write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {counts}  {event[:60]:<60}")
+            self.line.show(f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {counts}  {event[:60]}")
         elif event.startswith("started"):
             return                             # a line per finished case is enough in a log
         else:
@@ -342,25 +345,34 @@ def describe(pool: Optional[CasePool]) -> str:
 
 
 def in_order(pool: Optional[CasePool], work: Work, items: Sequence, labels: Optional[Sequence[str]] = None,
-             stream: TextIO = sys.stderr) -> Iterator:
+             stream: TextIO = sys.stderr, walls: Optional[dict] = None) -> Iterator:
     """`work(item)` for every item on `pool` (None: in this process), at most `pool.workers` at
     once, with cases done and running on `stream`: yields the results in the order of `items`, each
     once it and those before it have finished. A case's exception stops the others and is raised
-    (naming the case); so does a Ctrl-C, or closing the iterator early."""
+    (naming the case); so does a Ctrl-C, or closing the iterator early. `walls`, when given, gets
+    each item's index -> the wall seconds from its start on the pool to its end."""
     pool = pool or InProcessPool()
     labels = list(labels) if labels is not None else [f"case {i + 1}" for i in range(len(items))]
     progress = CaseProgress(len(items), stream, where=pool.where)
     finished: dict[int, Any] = {}
     waiting = deque(range(len(items)))
     began: dict[int, float] = {}
+
+    def start_while_workers_free(announce: bool = True) -> list[str]:
+        """Start cases while a worker is free; return their labels (`announce`: show each)."""
+        started = []
+        while waiting and len(began) < pool.workers:
+            index = waiting.popleft()
+            pool.start(index, work, items[index])
+            began[index] = time.monotonic()
+            started.append(labels[index])
+            if announce:
+                progress.started(labels[index])
+        return started
     try:
         for next_index in range(len(items)):
             while next_index not in finished:
-                while waiting and len(began) < pool.workers:
-                    index = waiting.popleft()
-                    pool.start(index, work, items[index])
-                    began[index] = time.monotonic()
-                    progress.started(labels[index])
+                start_while_workers_free()
                 index, ok, value = pool.next_finished()
                 wall = time.monotonic() - began.pop(index)
                 if not ok:
@@ -368,7 +380,10 @@ def in_order(pool: Optional[CasePool], work: Work, items: Sequence, labels: Opti
                         value.add_note(f"(in case {labels[index]})")
                     raise value
                 finished[index] = value
-                progress.finished(labels[index], wall)
+                if walls is not None:
+                    walls[index] = wall
+                replacing = start_while_workers_free(announce=False)   # "running" then counts what runs
+                progress.finished(labels[index], wall, replacing)
             yield finished.pop(next_index)
     except GeneratorExit:              # the caller is done with us: stop what still runs, if anything
         if began or waiting:
@@ -433,7 +448,9 @@ class PooledBackend:
         if backend != "netsim":
             raise ValueError(f"only netsim cases run in parallel; {backend} cases run one at a time")
         self._cases = list(cases)
-        self._records = in_order(pool, netsim_case, self._cases, [c.label for c in self._cases], stream)
+        self._walls: dict[int, float] = {}
+        self._records = in_order(pool, netsim_case, self._cases, [c.label for c in self._cases], stream,
+                                 self._walls)
         self._taken = 0
 
     def run_case(self, case, progress: Callable[[float], None] = lambda fraction: None):
@@ -444,6 +461,11 @@ class PooledBackend:
         self._taken += 1
         progress(1.0)
         return record
+
+    def took(self, case) -> float:
+        """The wall seconds `case`, handed back already, ran on the pool (not the wait for it)."""
+        index = next(i for i in range(self._taken) if self._cases[i] == case)
+        return self._walls[index]
 
 
 # --- command-line options ------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from pathlib import Path
+from typing import Callable, Optional
 
 import matplotlib
 
@@ -37,21 +38,39 @@ ZOOM_AFTER_S = 0.25
 SMOOTH_S = 0.02
 
 
-def make_figures(records: list[CaseRecord], summaries: list[dict], folder: Path, title: str) -> list[Path]:
-    """Write every figure that fits these results into `folder`; return their paths."""
+def make_figures(records: list[CaseRecord], summaries: list[dict], folder: Path, title: str,
+                 drawn: Optional[list] = None) -> list[Path]:
+    """Write every figure that fits these results into `folder`; return their paths. `title`'s
+    first line heads every figure, its further lines (what ran: experiments.runner.what_ran) go
+    under each heading. With `drawn`, each path is appended to it as soon as its figure is written
+    (what is there when drawing is interrupted)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    drawn = [] if drawn is None else drawn
+    for name, draw in _plan(records, summaries, title):
+        drawn.append(draw(folder / name))
+    return list(drawn)
+
+
+def figure_names(records: list[CaseRecord], summaries: list[dict]) -> list[str]:
+    """The file names of the figures `make_figures` draws for these results, in its order."""
+    return [name for name, _ in _plan(records, summaries, "")]
+
+
+def _plan(records: list[CaseRecord], summaries: list[dict], title: str) -> list[tuple[str, Callable[[Path], Path]]]:
+    """(file name, its drawing) of every figure that fits these results."""
     colour = _colours(records)
-    out = [goodput_figure(records, colour, folder / "goodput.png", title)] if any(r.samples for r in records) else []
-    out.append(completion_figure(summaries, colour, folder / "completion.png", title))   # no samples (htsim): no goodput
+    plan = ([("goodput.png", lambda path: goodput_figure(records, colour, path, title))]
+            if any(r.samples for r in records) else [])         # no samples (htsim): no goodput figure
+    plan.append(("completion.png", lambda path: completion_figure(summaries, colour, path, title)))
     if any(r.mode == "mrc" and r.ev_events for r in records) and (
             _has_fault(records, "loss on") or _has_fault(records, "EVs denied")):
-        out.append(ev_state_figure(records, folder / "ev_states.png", title))
+        plan.append(("ev_states.png", lambda path: ev_state_figure(records, path, title)))
     if len({s["hosts"] for s in summaries}) > 1:
-        out.append(scale_figure(summaries, colour, folder / "scale.png", title))
+        plan.append(("scale.png", lambda path: scale_figure(summaries, colour, path, title)))
     if any(r.workload in ("incast", "permutation") for r in records):
-        out.append(flows_figure(records, colour, folder / "flows.png", title))
-    return out
+        plan.append(("flows.png", lambda path: flows_figure(records, colour, path, title)))
+    return plan
 
 
 def _colours(records: list[CaseRecord]) -> dict[str, str]:
@@ -108,10 +127,18 @@ def _mark_faults(ax, record: CaseRecord, labelled: set) -> None:
         ax.axvline(t * 1e3, color="purple", linestyle="-.", linewidth=1.2, label=label, zorder=1)
 
 
+def _heading(title: str, figure: str, joint: str = ": ") -> str:
+    """A figure's heading: the run's title and what the figure shows, then the title's further
+    lines (what ran: `make_figures`)."""
+    first, *rest = title.split("\n")
+    return "\n".join([f"{first}{joint}{figure}", *rest])
+
+
 def save_figure(fig, path: Path, suptitle: str, fontsize: int = 13) -> Path:
     """Title `fig`, write it to `path` as PNG and free it; return `path`."""
     fig.suptitle(suptitle, fontsize=fontsize)
-    fig.tight_layout()
+    heading_inches = (suptitle.count("\n") + 1) * fontsize * 1.2 / 72      # its lines, clear of the panels
+    fig.tight_layout(rect=(0, 0, 1, max(0.5, 1 - heading_inches / fig.get_figheight())))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -128,7 +155,7 @@ def goodput_figure(records: list[CaseRecord], colour: dict, path: Path, title: s
         _goodput_whole(axes[row][0], variant, recs, colour)
         if cols == 2:
             _goodput_zoom(axes[row][1], variant, recs, colour)
-    return save_figure(fig, path, f"{title}: goodput over time")
+    return save_figure(fig, path, _heading(title, "goodput over time"))
 
 
 def _goodput_whole(whole, variant: str, recs: list[CaseRecord], colour: dict) -> None:
@@ -136,6 +163,7 @@ def _goodput_whole(whole, variant: str, recs: list[CaseRecord], colour: dict) ->
     labelled: set = set()
     longest = max((r.end for r in recs), default=1.0)
     width = max(recs[0].sample_interval if recs else 0.0, min(SMOOTH_S, longest / 40))
+    divisor, unit = _rate_unit(recs)
     for k, r in enumerate(recs):
         times, rates = metrics.goodput_series(r)
         if not times:
@@ -143,14 +171,14 @@ def _goodput_whole(whole, variant: str, recs: list[CaseRecord], colour: dict) ->
         smooth = _smooth(times, rates, width)
         outcome = validity.outcome_label(r)
         end = f" ({outcome})" if outcome else ""
-        whole.plot([t * 1e3 for t in times], [g / 1e6 for g in smooth], color=colour[r.transport],
+        whole.plot([t * 1e3 for t in times], [g / divisor for g in smooth], color=colour[r.transport],
                    linewidth=WIDTHS[k % len(WIDTHS)], linestyle=STYLES[k % len(STYLES)],
                    label=f"{r.transport}{end}")
     if recs:
         _mark_runs(whole, recs, colour, labelled)
         _shade_distortion(whole, recs, colour, labelled)
     _goodput_axes(whole, f"{variant}: whole run ({format_seconds(width)} moving average)",
-                  "time since the workload started (ms)", legend_columns=3)
+                  "time since the workload started (ms)", unit, legend_columns=3)
 
 
 def _mark_runs(whole, recs: list[CaseRecord], colour: dict, labelled: set) -> None:
@@ -190,24 +218,36 @@ def _goodput_zoom(zoom, variant: str, recs: list[CaseRecord], colour: dict) -> N
     if t_fail is None:
         zoom.set_visible(False)
         return
+    divisor, unit = _rate_unit(recs)
     for k, r in enumerate(recs):
         times, rates = metrics.goodput_series(r)
         own = r.failure_time if r.failure_time is not None else t_fail     # each run from its own failure
         pts = [(t, g) for t, g in zip(times, rates) if own - ZOOM_BEFORE_S <= t <= own + ZOOM_AFTER_S]
         if pts:
-            zoom.step([(t - own) * 1e3 for t, _ in pts], [g / 1e6 for _, g in pts], where="pre",
+            zoom.step([(t - own) * 1e3 for t, _ in pts], [g / divisor for _, g in pts], where="pre",
                       color=colour[r.transport], linewidth=WIDTHS[k % len(WIDTHS)],
                       linestyle=STYLES[k % len(STYLES)], label=r.transport)
     zoom.axvline(0, color="red", linestyle="--", linewidth=1.2, label="failure")
     _goodput_axes(zoom, f"{variant}: around the failure (raw {format_seconds(recs[0].sample_interval)} samples)",
-                  "time since the failure, in each run (ms)", legend_columns=4)
+                  "time since the failure, in each run (ms)", unit, legend_columns=4)
 
 
-def _goodput_axes(ax, title: str, xlabel: str, legend_columns: int) -> None:
-    """Title, labels, grid and legend (below the plot) of a goodput panel."""
+RATE_UNITS = ((1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"))
+
+
+def _rate_unit(recs: list[CaseRecord]) -> tuple[float, str]:
+    """(bit/s per unit, unit) in which the goodput of `recs` reads as plain numbers: the largest
+    unit their peak reaches (Mbit/s at least)."""
+    peak = max((g for r in recs for g in metrics.goodput_series(r)[1]), default=0.0)
+    return next(((size, unit) for size, unit in RATE_UNITS if peak >= size), RATE_UNITS[-1])
+
+
+def _goodput_axes(ax, title: str, xlabel: str, unit: str, legend_columns: int) -> None:
+    """Title, labels (goodput in `unit`), grid and legend (below the plot) of a goodput panel."""
     ax.set_title(title)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("goodput (Mbit/s)")
+    ax.set_ylabel(f"goodput ({unit})")
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=legend_columns, frameon=False)
@@ -250,16 +290,52 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
         panels.append(("time_to_recover_s", "time to recover (ms)", 1e3,
                        "time until goodput is back to 90 % after the failure" + ranges))
     fig, axes = plt.subplots(1, len(panels) + 1, figsize=(6 * (len(panels) + 1), 4.4), squeeze=False)
+    with_bars = [axes[0][-1]]
     for ax, panel in zip(axes[0], panels):
-        _time_panel(ax, bars, *panel)
+        why_none = _no_recovery(summaries) if panel[0] == "time_to_recover_s" else None
+        if why_none:
+            _message_panel(ax, panel[3], why_none)
+        else:
+            _time_panel(ax, bars, *panel)
+            with_bars.append(ax)
     cause_handles = _retransmission_panel(axes[0][-1], bars)
-    for ax in axes[0]:
+    for ax in with_bars:
         ax.set_xticks(range(len(bars.variants)))
         ax.set_xticklabels(bars.variants, fontsize=8)
         ax.grid(axis="y", alpha=0.3)
         handles = [Patch(color=colour[t], label=t) for t in bars.transports]
         ax.legend(handles=handles + (cause_handles if ax is axes[0][-1] else []), fontsize=7)
-    return save_figure(fig, path, f"{title}: completion, recovery and retransmissions")
+    return save_figure(fig, path, _heading(title, "completion, recovery and retransmissions"))
+
+
+def _recovery_missing(s: dict) -> str:
+    """Why a failed case has no recovery figure at all ("not measured", "n/a": no goodput before the
+    failure), or "" when it has one (a time or a verdict)."""
+    if "goodput" in s.get("not_measured", ()):
+        return "not measured"
+    return "n/a" if s.get("goodput_before_failure") is False else ""
+
+
+def _no_recovery(summaries: list[dict]) -> str:
+    """What the recovery panel says instead of bars when no failed case has a recovery figure ("" when one has)."""
+    failed = [s for s in summaries if s["failure_time_s"] is not None]
+    why = {_recovery_missing(s) for s in failed}
+    if not failed or "" in why:
+        return ""
+    lines = []
+    if "n/a" in why:
+        lines.append("n/a: no goodput before the failure to compare with\n(the faults start with the workload)")
+    if "not measured" in why:
+        lines.append("not measured: the backend reports no goodput over time")
+    return "\n\n".join(lines)
+
+
+def _message_panel(ax, heading: str, message: str) -> None:
+    """A panel with no bars: its heading and a message in its middle."""
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=11, transform=ax.transAxes, wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(heading, fontsize=10)
 
 
 def _time_panel(ax, bars: _Bars, key: str, label: str, scale: float, heading: str) -> None:
@@ -272,7 +348,9 @@ def _time_panel(ax, bars: _Bars, key: str, label: str, scale: float, heading: st
         if value is None:
             never = key == "completion_time_s" or s["failure_time_s"] is not None
             h = s["end_s"] * scale if key == "completion_time_s" else 0.0
-            text = "n/a" if not never else ("<90%" if s["completed"] else _unfinished(s))
+            text = "n/a" if not never else (
+                (key == "time_to_recover_s" and _recovery_missing(s))
+                or ("<90%" if s["completed"] else _unfinished(s)))
             ax.bar(x, h, bars.width, color="white", edgecolor=bars.colour[tname], hatch="//")
         else:
             h = value * scale
@@ -314,6 +392,13 @@ def _retransmission_panel(ax, bars: _Bars) -> list:
     hatches = {"trim": "", "timeout": "xx", "nack": ".."}
     for x, tname, s in bars.each():
         bottom = 0
+        if s["retransmissions"] is None:          # counted without causes (or not at all)
+            bottom = s.get("retransmissions_total") or 0
+            ax.bar(x, bottom, bars.width, color=bars.colour[tname], edgecolor="black", linewidth=0.5)
+            ax.text(x, bottom, "-" if s.get("retransmissions_total") is None else f"{bottom} (no causes)",
+                    ha="center", va="bottom", fontsize=7)
+            top = max(top, bottom)
+            continue
         for cause, count in s["retransmissions"].items():
             if count:
                 ax.bar(x, count, bars.width, bottom=bottom, color=bars.colour[tname], hatch=hatches.get(cause, ""),
@@ -402,7 +487,7 @@ def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
                    for s, c in STATE_COLOURS.items() if s in seen]
         handles += ax.get_legend_handles_labels()[0]
         ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return save_figure(fig, path, f"{title}\nper-EV state timeline (bad EVs retired, probed back to GOOD)")
+    return save_figure(fig, path, _heading(title, "per-EV state timeline (bad EVs retired, probed back to GOOD)", "\n"))
 
 
 def scale_figure(summaries: list[dict], colour: dict, path: Path, title: str) -> Path:
@@ -427,7 +512,7 @@ def scale_figure(summaries: list[dict], colour: dict, path: Path, title: str) ->
         ax.legend(fontsize=8, title="x on the axis: never", title_fontsize=7)
     axes[0].set_title("completion time per size")
     axes[1].set_title("recovery time per size")
-    return save_figure(fig, path, f"{title}: how cost grows with the number of hosts")
+    return save_figure(fig, path, _heading(title, "how cost grows with the number of hosts"))
 
 
 def flows_figure(records: list[CaseRecord], colour: dict, path: Path, title: str) -> Path:
@@ -463,4 +548,4 @@ def flows_figure(records: list[CaseRecord], colour: dict, path: Path, title: str
         ax_l.set_title(f"{variant}: switch-to-switch link utilisation")
         ax_l.grid(axis="y", alpha=0.3)
         ax_l.legend(fontsize=8)
-    return save_figure(fig, path, f"{title}: flows and links")
+    return save_figure(fig, path, _heading(title, "flows and links"))

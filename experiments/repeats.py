@@ -114,7 +114,8 @@ def aggregate(runs: list[dict]) -> dict:
     for key in SPREAD_KEYS:
         out[key] = median([s[key] for s in runs])
     out["completed"] = all(s["completed"] for s in runs)
-    out["bit_exact"] = None if any(s["bit_exact"] is None for s in runs) else all(s["bit_exact"] for s in runs)
+    exact = [s["bit_exact"] for s in runs]
+    out["bit_exact"] = None if None in exact else all(exact)       # None: not measured
     out["fidelity"], out["fidelity_reasons"] = _fidelity(runs)
     out["invalid_reasons"] = [f"run {s.get('repetition', 0) + 1} (seed {s['seed']}): {reason}"
                               for s in runs for reason in s.get("invalid_reasons", [])]

@@ -56,6 +56,8 @@ def render_markdown(runs: list[tuple[Path, dict]], page: Path) -> str:
                   s.get("description", "").strip(), "",
                   f"`{_rel(folder, page)}` — backend {_backend(s)}, {results.run_seeds(s)}"
                   f"{', quick' if s.get('quick') else ''}, {s.get('created', '')}", ""]
+        lines += [f"**{line}**" for line in results.interruption_lines(s)]
+        lines += [""] if results.interruption_lines(s) else []
         lines += [results.REPEATS_NOTE, ""] if s.get("repeat", 1) > 1 else []
         lines += results.markdown_table(s["cases"]) + [""]
         if s.get("crosscheck"):              # `mrc-testbed crosscheck`: netsim and htsim side by side
@@ -78,11 +80,13 @@ def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
              "th{background:#eee}img{max-width:100%;border:1px solid #ddd;margin:8px 0}"
              ".meta{color:#555}.faithful{background:#d8f0d8}.distorted{background:#f6d0d0}"
              ".invalid{background:#d62728;color:#fff;font-weight:bold}"
-             ".simulated,.unknown{background:#eee}</style></head><body>",
+             ".simulated,.unknown{background:#eee}.interrupted{background:#ffe08a;font-weight:bold}</style></head><body>",
              "<h1>MRC testbed: experiment report</h1>", f"<p>{len(runs)} results folder(s).</p>"]
     if runs:
         parts.append("<ul>" + "".join(f"<li><a href='#run{i}'>{e(s.get('title', folder.name))}</a> "
-                                      f"<span class='meta'>({e(str(s.get('created', '')))})</span></li>"
+                                      f"<span class='meta'>({e(str(s.get('created', '')))})</span>"
+                                      + (" <span class='interrupted'>interrupted</span>" if s.get("interrupted")
+                                         else "") + "</li>"
                                       for i, (folder, s) in enumerate(runs)) + "</ul>")
     for i, (folder, s) in enumerate(runs):
         header, rows = results.table_rows(s["cases"])
@@ -91,6 +95,7 @@ def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
                   f"<p class='meta'>{e(_rel(folder, page))} — backend {e(_backend(s))}, "
                   f"{e(results.run_seeds(s))}{', quick' if s.get('quick') else ''}, "
                   f"{e(str(s.get('created', '')))}</p>",
+                  *(f"<p class='interrupted'>{e(line)}</p>" for line in results.interruption_lines(s)),
                   f"<p>{e(results.REPEATS_NOTE)}</p>" if s.get("repeat", 1) > 1 else "",
                   "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
                   + "".join("<tr>" + "".join(_cell(h, c) for h, c in zip(header, row)) + "</tr>" for row in rows)
@@ -122,15 +127,21 @@ def _cell(column: str, value: str) -> str:
     return f"<td>{html.escape(value)}</td>"
 
 
+class NoResults(LookupError):
+    """No results folder under the folder a report was asked of (no page is written)."""
+
+
 def write_report(root: Path, output: Path) -> tuple[Path, int]:
-    """Write the report of every results folder under `root` to `output`; return (path, folders)."""
-    runs = find_runs(root)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    if output.suffix.lower() in (".md", ".markdown"):
-        text = render_markdown(runs, output)
-    elif output.suffix.lower() in (".html", ".htm"):
-        text = render_html(runs, output)
-    else:
+    """Write the report of every results folder under `root` to `output`; return (path, folders).
+    NoResults when there is none (nothing is written)."""
+    markdown = output.suffix.lower() in (".md", ".markdown")
+    if not markdown and output.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"-o {output}: the report must end in .html or .md")
+    runs = find_runs(root)
+    if not runs:
+        raise NoResults(f"no results folder (with summary.json) under {root}: nothing to report "
+                        "(mrc-testbed run experiments/<scenario>.yaml writes one)")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    text = render_markdown(runs, output) if markdown else render_html(runs, output)
     output.write_text(text, encoding="utf-8")
     return output, len(runs)

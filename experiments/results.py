@@ -21,6 +21,8 @@ from typing import Optional
 from experiments.record import CaseRecord
 from experiments.timefmt import format_seconds
 
+NOT_MEASURED_CELL = "-"      # a table cell of a figure the backend did not measure (or that has no meaning)
+NO_BASELINE_CELL = "n/a"     # recovery with no goodput before the failure to compare with
 SUMMARY_JSON = "summary.json"
 RAW_JSONL = "raw.jsonl"
 SUMMARY_MD = "summary.md"
@@ -60,6 +62,7 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
              f"Scenario `{meta['scenario_file']}`, backend **{meta['backend']}**"
              + (f" (target {meta['target']})" if meta.get("target") else "")
              + f", {run_seeds(meta)}{', quick' if meta.get('quick') else ''}, {meta['created']}.", ""]
+    lines += [f"**{line}**" for line in interruption_lines(meta)] + ([""] if interruption_lines(meta) else [])
     if meta.get("repeat", 1) > 1:
         lines += [REPEATS_NOTE, ""]
     lines += markdown_table(summaries)
@@ -76,12 +79,29 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
               "averaged over 20 ms or two messages, is back to 90 % of before; \"stayed <90%\": the work "
               "completed at the capacity the failure left; \"cut at horizon\": stopped by the horizon "
               "while still delivering; \"never\": stuck, nothing delivered for a while before the end; "
-              "longest gap = the longest time after the failure with nothing delivered; N RTT = the time over the smallest data-packet RTT the hosts measured).", ""]
+              "\"n/a\": no goodput before the failure to compare with (a fault from the start); "
+              "longest gap = the longest time after the failure with nothing delivered; N RTT = the time over "
+              "the smallest data-packet RTT the hosts measured; \"-\": nothing failed, or not measured by the "
+              "backend; \"N (total)\": the backend's own retransmission count, without causes).", ""]
     for fig in figures:
         lines += [f"![{Path(fig).stem}]({Path(fig).name})", ""]
     path = Path(folder) / SUMMARY_MD
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
+
+
+def interruption_lines(meta: dict) -> list[str]:
+    """What an interrupted run lacks, one sentence per thing (none for a whole run): the cases it
+    did not run, the figures it did not draw."""
+    lines = []
+    if meta.get("interrupted"):
+        planned, ran = meta.get("cases_planned"), meta.get("cases_run")
+        cases = (f"{ran} of its {planned} cases ran" if planned is not None and ran is not None
+                 else "not every case ran")
+        lines.append(f"Interrupted (Ctrl-C or SIGTERM): {cases}; the figures here are of those alone.")
+    if meta.get("figures_missing"):
+        lines.append("Figures not drawn (interrupted while drawing them): " + ", ".join(meta["figures_missing"]) + ".")
+    return lines
 
 
 REPEATS_NOTE = ("Each case ran several times: a row gives the median of its runs, [min..max] beside it, "
@@ -109,14 +129,11 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
         header += ["flow Mb/s min/max", "victim Mb/s", "link max/mean", "queue drops"]
     rows = []
     for s in summaries:
-        r = s["retransmissions"]
         row = [s["variant"], s["transport"], "yes" if s["completed"] else "NO",
-               _completion(s) + _rtts(s.get("completion_rtts")),
-               _recovery(s["time_to_recover_s"], s["failure_time_s"], s["completed"], s.get("ending"))
-               + _rtts(s.get("time_to_recover_rtts")),
+               _completion(s) + _rtts(s.get("completion_rtts")), _recovery_cell(s),
                _millis(s.get("longest_delivery_gap_s"), s["failure_time_s"]),
-               str(s["evs_retired"]), f"{r['trim']}/{r['timeout']}/{r['nack']}/{r.get('sack', 0) + r.get('tail_probe', 0)}",
-               "-" if s["bit_exact"] is None else "yes" if s["bit_exact"] else "NO",   # None: not measured (htsim)
+               NOT_MEASURED_CELL if s["evs_retired"] is None else str(s["evs_retired"]), _retransmission_cell(s),
+               NOT_MEASURED_CELL if s["bit_exact"] is None else "yes" if s["bit_exact"] else "NO",
                s.get("fidelity", "unknown")]
         if repeated:
             _add_spread(row, s)
@@ -230,6 +247,27 @@ def _millis(value: Optional[float], failure: Optional[float]) -> str:
     if failure is None or value is None:
         return "-"
     return format_seconds(value)
+
+
+def _recovery_cell(s: dict) -> str:
+    """The recover cell of a case: "-" when nothing failed or its goodput was not measured, "n/a"
+    when there was no goodput before the failure to recover to, else the time (or its verdict)."""
+    if s["failure_time_s"] is not None and "goodput" in s.get("not_measured", ()):
+        return NOT_MEASURED_CELL
+    if s["failure_time_s"] is not None and s.get("goodput_before_failure") is False:
+        return NO_BASELINE_CELL
+    return (_recovery(s["time_to_recover_s"], s["failure_time_s"], s["completed"], s.get("ending"))
+            + _rtts(s.get("time_to_recover_rtts")))
+
+
+def _retransmission_cell(s: dict) -> str:
+    """Retransmissions by cause (trim/timeout/nack/sack, tail probes with sack); a backend that
+    counts them without causes gives its total, "N (total)"; "-" when it counts none."""
+    r = s["retransmissions"]
+    if r is None:
+        total = s.get("retransmissions_total")
+        return NOT_MEASURED_CELL if total is None else f"{total} (total)"
+    return f"{r['trim']}/{r['timeout']}/{r['nack']}/{r.get('sack', 0) + r.get('tail_probe', 0)}"
 
 
 def _recovery(value: Optional[float], failure: Optional[float], completed: bool,

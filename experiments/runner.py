@@ -15,22 +15,27 @@ from typing import Optional, TextIO
 
 from experiments import calibration, metrics, parallel, plots, rate_caps, repeats, results
 from experiments.backends import default_backend, make_backend
+from experiments.progress import LiveLine
 from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
 
 log = logging.getLogger("mrc.experiments")
+# Ctrl-C, and SIGTERM (cli.main unwinds it as SystemExit): a run stopped by either keeps what it has.
+INTERRUPTIONS = (KeyboardInterrupt, SystemExit)
 PCAP_FOLDER = "pcap"                 # a run's captures: <results folder>/pcap/<case>/<switch>-port<N>.pcap
 
 
 class ProgressBar:
-    """A one-line progress bar on a stream; plain lines when the stream is not a terminal."""
+    """A one-line progress bar on a stream (experiments.progress.LiveLine); a line per case started
+    when the stream is not a terminal."""
 
     WIDTH = 30
 
     def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
         self.total = max(1, total)
         self.stream = stream
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.line = LiveLine(stream)
+        self.tty = self.line.tty
         self.index = 0
         self.label = ""
         self._last = -1.0
@@ -50,14 +55,24 @@ class ProgressBar:
         self._last = fraction
         overall = (self.index + min(1.0, fraction)) / self.total
         filled = int(overall * self.WIDTH)
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {overall:4.0%}  "
-                          f"case {self.index + 1}/{self.total}: {self.label[:50]:<50}")
-        self.stream.flush()
+        self.line.show(f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {overall:4.0%}  "
+                       f"case {self.index + 1}/{self.total}: {self.label[:50]}")
 
     def done(self) -> None:
-        if self.tty:
-            self.stream.write("\r" + " " * (self.WIDTH + 70) + "\r")
-            self.stream.flush()
+        self.line.close()
+
+
+class NoProgress:
+    """No display: the cases run on a pool, whose own display (parallel.CaseProgress) is the one line."""
+
+    def case(self, index: int, label: str) -> None:
+        pass
+
+    def update(self, fraction: float) -> None:
+        pass
+
+    def done(self) -> None:
+        pass
 
 
 def choose_backend(requested: Optional[str]) -> str:
@@ -131,6 +146,38 @@ def select_cases(scenario: Scenario, variants: list[str], transports: list[str])
             if (not variants or c.variant.label in variants) and (not transports or c.transport.name in transports)]
 
 
+WORKLOAD_NAMES = {"allreduce": "all-reduce", "alltoall": "all-to-all"}
+
+
+def what_ran(cases: list) -> str:
+    """One line saying what `cases` ran, from their variants: each workload and size ("all-reduce
+    8 MiB, all-to-all 1 MiB"), the random and gray loss rates ("random loss 0 and 1 %": 0 when a
+    case had none) and the other faults' kinds; a figure's title says it under its heading."""
+    variants = list({id(case.variant): case.variant for case in cases}.values())
+    workloads = dict.fromkeys(f"{WORKLOAD_NAMES.get(v.workload.kind, v.workload.kind)} {_size(v.workload.bytes)}"
+                              for v in variants)
+    parts = [", ".join(workloads)]
+    for kind in ("random_loss", "gray_loss"):
+        rates = [[f.loss for f in v.faults if f.kind == kind] for v in variants]
+        if any(rates):
+            present = sorted({rate for found in rates for rate in (found or [0.0])})
+            parts.append(f"{kind.replace('_', ' ')} " + " and ".join(f"{rate * 100:g}" for rate in present) + " %")
+    others = dict.fromkeys(f.kind.replace("_", " ") for v in variants for f in v.faults
+                           if f.kind not in ("random_loss", "gray_loss"))
+    if others:
+        parts.append(", ".join(others))
+    return "; ".join(parts)
+
+
+def _size(nbytes: int) -> str:
+    """8388608 -> '8 MiB', 2000000 -> '2 MB', 1500 -> '1500 B'."""
+    for size, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (10 ** 9, "GB"), (10 ** 6, "MB"),
+                       (10 ** 3, "kB")):
+        if nbytes >= size and nbytes % size == 0:
+            return f"{nbytes // size} {unit}"
+    return f"{nbytes} B"
+
+
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,
                  progress_stream: TextIO = sys.stderr, variants: list[str] = (),
                  transports: list[str] = (), pcap: PcapCapture | None = None,
@@ -162,40 +209,81 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
         backend = parallel.PooledBackend(pool, cases, backend_name, progress_stream)
     if repeat > 1:
         print(f"mrc-testbed run: {repeats.seeds_note(scenario.seed, repeat, backend_name)}", file=progress_stream)
-    bar = ProgressBar(len(cases), progress_stream)
+    bar = NoProgress() if pool is not None else ProgressBar(len(cases), progress_stream)
     records = []
     started = time.monotonic()
-    interrupted = False
-    for i, case in enumerate(cases):
-        bar.case(i, case.label + (f" (run {case.repetition + 1}/{repeat})" if repeat > 1 else ""))
-        t0 = time.monotonic()
-        try:
-            record = backend.run_case(case, bar.update)
-        except KeyboardInterrupt:
-            interrupted = True               # keep what finished, then stop
-            break
-        log.info("%s: %s in %.1f s of wall time", case.label,
-                 "completed" if record.completed else "did not complete", time.monotonic() - t0)
-        record.repetition = case.repetition
-        records.append(record)
-    bar.done()
+    stop: Optional[BaseException] = None     # what interrupted the run (raised again once the results are saved)
+    try:
+        for i, case in enumerate(cases):
+            bar.case(i, case.label + (f" (run {case.repetition + 1}/{repeat})" if repeat > 1 else ""))
+            t0 = time.monotonic()
+            try:
+                record = backend.run_case(case, bar.update)
+            except INTERRUPTIONS as interruption:
+                stop = interruption              # keep what finished, then stop
+                break
+            took = backend.took(case) if isinstance(backend, parallel.PooledBackend) else time.monotonic() - t0
+            log.info("%s: %s in %.1f s of wall time", case.label,
+                     "completed" if record.completed else "did not complete", took)
+            record.repetition = case.repetition
+            records.append(record)
+    finally:
+        bar.done()
     folder.mkdir(parents=True, exist_ok=True)
     runs = [metrics.summarise(r) for r in records]
     summaries = repeats.aggregate_all(runs)
     shown = repeats.representative_records(records, runs)
-    figures = plots.make_figures(shown, summaries, folder, scenario.title) if records else []
     meta = {"scenario": scenario.name, "title": scenario.title, "description": scenario.description,
             "scenario_file": scenario.path, "backend": backend_name,
             "target": target if backend_name == "mininet" else None, "seed": scenario.seed, "quick": quick,
             "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "wall_time_s": round(time.monotonic() - started, 2), "interrupted": interrupted}
+            "wall_time_s": round(time.monotonic() - started, 2), "interrupted": stop is not None,
+            "cases_planned": len(cases), "cases_run": len(records)}
     if repeat > 1:
         meta.update(repeat=repeat, seeds=repeats.seeds(scenario.seed, repeat, backend_name),
                     seeds_note=repeats.seeds_note(scenario.seed, repeat, backend_name), runs=runs)
-    results.write_raw(records, folder)
+    results.write_raw(records, folder)               # the results first: an interruption while
+    _write_summaries(meta, summaries, [], folder)    # drawing loses figures, never them
+    figures, missing, stopped_drawing = _draw_figures(shown, summaries, folder,
+                                                      f"{scenario.title}\nran: {what_ran(cases[:len(records)])}")
+    if missing:
+        meta["figures_missing"] = missing
+    _write_summaries(meta, summaries, figures, folder)
+    stop = stop or stopped_drawing
+    if stop is not None:
+        print(f"mrc-testbed run: {_interruption(meta, folder)}", file=sys.stderr)
+        raise stop
+    return summaries, figures
+
+
+def _write_summaries(meta: dict, summaries: list[dict], figures: list[Path], folder: Path) -> None:
+    """summary.json and summary.md of the results folder."""
     results.write_summary(meta, summaries, figures, folder)
     results.write_markdown(meta, summaries, figures, folder)
-    if interrupted:
-        print(f"mrc-testbed run: interrupted; the {len(records)} finished case(s) are in {folder}", file=sys.stderr)
-        raise KeyboardInterrupt
-    return summaries, figures
+
+
+def _draw_figures(records: list, summaries: list[dict], folder: Path,
+                  title: str) -> tuple[list[Path], list[str], Optional[BaseException]]:
+    """(the figures drawn, the names of those a Ctrl-C or SIGTERM left undrawn, that interruption)."""
+    if not records:
+        return [], [], None
+    drawn: list[Path] = []
+    try:
+        plots.make_figures(records, summaries, folder, title, drawn=drawn)
+    except INTERRUPTIONS as interruption:
+        done = {Path(path).name for path in drawn}
+        return drawn, [name for name in plots.figure_names(records, summaries) if name not in done], interruption
+    return drawn, [], None
+
+
+def _interruption(meta: dict, folder: Path) -> str:
+    """What an interrupted run kept, and what it lacks."""
+    kept = ", ".join([results.RAW_JSONL, results.SUMMARY_JSON, results.SUMMARY_MD])
+    if meta["interrupted"]:
+        said = (f"interrupted after {meta['cases_run']} of {meta['cases_planned']} case(s); {kept} of the "
+                f"{meta['cases_run']} finished case(s) are in {folder}")
+    else:
+        said = f"interrupted while drawing figures; {kept} of all {meta['cases_run']} case(s) are in {folder}"
+    if meta.get("figures_missing"):
+        said += f"; figures not drawn: {', '.join(meta['figures_missing'])}"
+    return said

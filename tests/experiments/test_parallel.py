@@ -76,7 +76,7 @@ def test_a_dask_cluster_of_two_workers_on_loopback_gives_the_sequential_records(
 
 @pytest.mark.slow
 def test_the_runner_writes_the_same_raw_records_with_a_pool(tmp_path, cases, monkeypatch, two_processes):
-    monkeypatch.setattr(runner.plots, "make_figures", lambda *args: [])     # figures: not what is tested
+    monkeypatch.setattr(runner.plots, "make_figures", lambda *args, **kwargs: [])     # figures: not what is tested
     scenario = parse_scenario(SMALL)
     runner.run_scenario(scenario, "netsim", "model", tmp_path / "one", quick=False, progress_stream=io.StringIO())
     runner.run_scenario(scenario, "netsim", "model", tmp_path / "two", quick=False,
@@ -154,7 +154,7 @@ def test_datacenter_seeds_prints_the_same_figures_with_two_jobs(capsys):
 
 
 def test_a_ctrl_c_in_a_pooled_run_keeps_the_cases_before_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner.plots, "make_figures", lambda *args: [])
+    monkeypatch.setattr(runner.plots, "make_figures", lambda *args, **kwargs: [])
     real, calls = NetsimBackend.run_case, []
 
     def run_then_interrupt(self, case, progress=lambda f: None):

@@ -60,3 +60,12 @@ def test_the_loss_claim_takes_its_figures_from_the_results_not_from_fixed_prose(
     assert "allreduce 8 MiB 1% loss: MRC kept 73% of its goodput at 0 % loss" in lines
     loss = next(c for c in CLAIMS if c.scenario == "loss-sweep")
     assert not any(figure in loss.differs for figure in ("3.5", "3.0", "75 %"))
+
+
+def test_report_of_a_folder_without_results_fails_with_one_error_and_writes_nothing(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    assert report.run(parser.parse_args(["--results", str(tmp_path)])) == 1
+    said = capsys.readouterr()
+    assert said.err.count("\n") == 1 and "mrc-testbed report: no results folder (with summary.json)" in said.err
+    assert "report of" not in said.out and not (tmp_path / "report.html").exists()
