@@ -1,7 +1,6 @@
 """Messages and their packets on the sending side."""
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final, Iterator
 
@@ -42,18 +41,22 @@ class OutMessage:
 
 
 class SendQueue:
-    """Messages not yet fully cut into packets, oldest first; gives each its 16-bit id."""
+    """Messages not yet fully cut into packets, oldest first; gives each its 16-bit id.
+
+    A list, not a deque: asked per packet whether it is empty and for its oldest message, which the
+    compiled build does natively on a list (a deque's are generic calls); a message leaves it once,
+    from the front, after its last packet is cut."""
 
     def __init__(self, mtu: int) -> None:
         self.mtu = mtu
         self._next_id = 0
-        self._messages: deque[OutMessage] = deque()
+        self._messages: list[OutMessage] = []
 
     def __len__(self) -> int:
         return len(self._messages)
 
     def __bool__(self) -> bool:
-        return bool(self._messages)
+        return len(self._messages) != 0
 
     def __iter__(self) -> Iterator[OutMessage]:
         return iter(self._messages)
@@ -80,7 +83,7 @@ class SendQueue:
         msg.next_offset = offset + length
         msg.segments_made += 1
         if msg.segments_made == msg.num_segments:      # fully_segmented
-            self._messages.popleft()
+            del self._messages[0]
         return seg
 
 

@@ -573,3 +573,30 @@ def test_a_late_probe_reply_still_times_the_path():
                                            ev_echo=ev.value, ts_echo=probe.tsval))
     assert conn.stats["probe_replies_late"] == 1 and conn.stats["probe_replies"] == 0
     assert conn.rtt.samples == 1 and conn.rtt.rto > delay
+
+
+def test_a_message_received_out_of_order_or_in_order_is_joined_by_offset():
+    from host_agent.transport.receiver import InMessage
+    data = bytes(range(256)) * 4
+    pieces = [(offset, data[offset:offset + 100]) for offset in range(0, len(data), 100)]
+    for order in (pieces, pieces[::-1], pieces[1:] + pieces[:1]):
+        msg = InMessage(1, len(data))
+        for offset, payload in order:
+            msg.place(offset, memoryview(payload))
+        assert msg.received == len(data) and msg.data() == data
+    overlapping = InMessage(2, 8)
+    overlapping.place(0, b"abcdef")
+    overlapping.place(4, b"efgh")
+    with pytest.raises(ValueError, match="overlap"):
+        overlapping.data()
+
+
+def test_the_send_queue_gives_its_messages_oldest_first_and_empties():
+    from host_agent.transport.message import SendQueue
+    queue = SendQueue(mtu=4)
+    assert not queue and len(queue) == 0
+    first, second = queue.add(b"abcdef"), queue.add(b"xy")
+    assert queue and len(queue) == 2 and queue.oldest().msg_id == first
+    cut = [queue.cut(seq) for seq in range(3)]
+    assert [(s.msg.msg_id, s.offset, s.length) for s in cut] == [(first, 0, 4), (first, 4, 2), (second, 0, 2)]
+    assert not queue and list(queue) == []
