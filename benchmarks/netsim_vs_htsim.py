@@ -45,6 +45,18 @@ TARGET_RATIO = 2.0      # issue 29 item 5: netsim within this many times htsim_u
 RECORDED_NOTE = "htsim_uec's recorded time (uet-htsim 40ccb05, 2-core machine at load 1.0-1.3, 2026-12-05)"
 
 
+def target_verdict(wall_ratio: float, cpu_ratio: float) -> str:
+    """Whether netsim is within issue 29's TARGET_RATIO of htsim_uec: within only when both its wall
+    and its CPU time are (htsim_uec's wall time, a process of its own, also holds its start-up and
+    whatever the machine ran beside it: a wall ratio alone can flatter)."""
+    if wall_ratio <= TARGET_RATIO and cpu_ratio <= TARGET_RATIO:
+        return f"within issue 29's {TARGET_RATIO:g}x"
+    if wall_ratio <= TARGET_RATIO:
+        return (f"not within issue 29's {TARGET_RATIO:g}x: the wall times are, the CPU times not "
+                f"(htsim_uec's wall time held more than its CPU time)")
+    return f"not within issue 29's {TARGET_RATIO:g}x"
+
+
 def measure_side_by_side(result, repeat: int, compared: list | None = None, timed: dict | None = None) -> None:
     """Add netsim's wall and CPU time per case beside htsim_uec's, and their ratios, to `result`
     (and print them): htsim_uec run here where it is built, else its recorded figures
@@ -86,11 +98,10 @@ def measure_side_by_side(result, repeat: int, compared: list | None = None, time
                      "htsim_cpu_s": htsim_cpu, "htsim_recorded": htsim is None, "completed": done})
         notes = ([] if done else ["a flow did not finish"]) + (["htsim recorded"] if htsim is None else [])
         note = ", ".join(notes)
-        wall_ratio = netsim_s / htsim_s
-        verdict = "within" if wall_ratio <= TARGET_RATIO else "not within"
+        wall_ratio, cpu_ratio = netsim_s / htsim_s, netsim_cpu / htsim_cpu
         print(f"   {label}: netsim {netsim_s:.3f} s, htsim {htsim_s:.3f} s wall per case = netsim / htsim "
-              f"{wall_ratio:.1f}x; CPU {netsim_cpu:.3f} s / {htsim_cpu:.3f} s = {netsim_cpu / htsim_cpu:.1f}x"
-              f"{' (' + note + ')' if note else ''}: {verdict} issue 29's {TARGET_RATIO:g}x", flush=True)
+              f"{wall_ratio:.1f}x; CPU {netsim_cpu:.3f} s / {htsim_cpu:.3f} s = {cpu_ratio:.1f}x"
+              f"{' (' + note + ')' if note else ''}: {target_verdict(wall_ratio, cpu_ratio)}", flush=True)
         # against htsim's recorded time, a figure of its own: compared only with runs that also had no htsim
         against = "htsim's recorded time" if htsim is None else "htsim"
         result.add(f"{label}: netsim over {against}, wall time per case", wall_ratio, "x", better="lower",

@@ -181,3 +181,10 @@ def test_the_digested_cases_are_the_two_permutations_and_each_scenarios_first_qu
     labels = [label for label, _ in cases()]
     assert len(labels) == 2 + sum(count for _, count in SCENARIOS) == len(set(labels))
     assert labels[0].startswith("4x4x4 permutation") and labels[1].startswith("fat-tree k=8 permutation")
+
+
+def test_netsim_is_within_the_target_of_htsim_only_on_both_wall_and_cpu_time():
+    from benchmarks.netsim_vs_htsim import target_verdict
+    assert target_verdict(1.9, 1.8) == "within issue 29's 2x"
+    assert target_verdict(1.9, 3.0).startswith("not within issue 29's 2x: the wall times are, the CPU times not")
+    assert target_verdict(3.2, 3.1) == "not within issue 29's 2x"
