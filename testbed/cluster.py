@@ -69,6 +69,7 @@ log = logging.getLogger("mrc.testbed")
 
 NODES_PER_CONNECTION = 6          # node shells sharing one ssh connection (sshd's MaxSessions is 10)
 NODE_STARTS = 8                    # node shells started at once (`ClusterNetwork._start_nodes`)
+SSH_CHECK_S = 20                   # a server's first ssh answer before any node starts (`ClusterNetwork._add_hosts`)
 TUNNEL_MTU = 1450                  # Mininet's GRE links use it on every interface; VXLAN fits it too
 REMOTE_ROOT = "/tmp/mrc-cluster"    # each run's files on a server: REMOTE_ROOT/<run id>/
 FRONT_END_FILE = "front-end"        # in a run's folder on a server: the front end that made it
@@ -152,13 +153,29 @@ class ClusterNode(RemoteMixin):
         dying with this process (DIE_WITH_PARENT)."""
         if self.sshcmd[:2] == ["sudo", "-E"]:
             self.sshcmd = [*DIE_WITH_PARENT, *self.sshcmd[4:]]
-        super().startShell(*args, **kwargs)
+        try:
+            super().startShell(*args, **kwargs)
+        except OSError as exc:                  # the terminal let go of: ssh ended before the prompt
+            raise ClusterError(f"server {self.cluster_server.address}: the ssh carrying node {self.name}'s "
+                               f"shell ended before its prompt ({exc.strerror})") from None
 
     def _popen(self, cmd, sudo=True, tt=True, **params):
         if self.isRemote and isinstance(cmd, list):
             cmd = [shlex.quote(str(part)) for part in cmd]      # ssh joins its arguments with spaces
         params.setdefault("start_new_session", True)            # Ctrl-C is this process's to handle
-        return super()._popen(cmd, sudo=sudo, tt=tt, **params)
+        popen = super()._popen(cmd, sudo=sudo, tt=tt, **params)
+        if self.slave is not None and params.get("stdout") is self.slave:
+            self._let_go_of_the_terminal()
+        return popen
+
+    def _let_go_of_the_terminal(self) -> None:
+        """Close this process's copy of the shell's terminal (its pty's slave end) once ssh holds
+        it: Mininet keeps it open, so a reading of the shell's output never ends when ssh dies (a
+        server that refuses the connection would hang the bring-up, Ctrl-C and SIGTERM included);
+        closed, the read fails at once. What Mininet closes later in its place is /dev/null."""
+        placeholder = os.open(os.devnull, os.O_RDONLY)
+        os.close(self.slave)
+        self.slave = placeholder
 
     def rcmd(self, *cmd, **opts) -> str:
         """Run a command on the node's server, outside the node's namespace; its output as text."""
@@ -618,6 +635,10 @@ class ClusterNetwork(TestbedNetwork):
         """The servers' own shells and wire nodes, then every host, concurrently (`_start_nodes`)."""
         self.progress("placement on the cluster's servers:\n" + self.placement.describe())
         used = [s for s in self.cluster.servers if s.address in self.placement.server_of.values()]
+        for server in used:                         # a server that does not answer: said, not waited on
+            code, _, error = run_on(server, "true", SSH_CHECK_S)
+            if code != 0:
+                raise ClusterError(f"server {server.address}: ssh failed: {error}")
         run_id = self.registry.state.run_id
         self.admins = self._start_nodes([(f"srv{i + 1}", ServerShell, self._node_params_on(server))
                                          for i, server in enumerate(used)])

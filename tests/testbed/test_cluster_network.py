@@ -301,3 +301,36 @@ def test_a_fat_tree_failover_over_two_servers_survives_a_blackhole_and_a_link_ki
     assert fidelity["verdict"] in ("faithful", "distorted"), fidelity["reasons"]
     assert all(any(s.address in reason for s in servers.servers) for reason in fidelity["reasons"]), fidelity["reasons"]
     assert settled(servers) == []
+
+
+REFUSING = "servers:\n  - {address: 127.0.0.1, user: nobody, ssh_options: {Port: 1, ConnectTimeout: 3}}\n"
+
+
+def test_a_server_that_refuses_ssh_is_named_at_once_not_waited_on(tmp_path):
+    cluster = tmp_path / "refusing.yaml"
+    cluster.write_text(REFUSING)
+    done = subprocess.run([sys.executable, "-m", "cli.main", "run", "experiments/incast.yaml", "--quick",
+                           "--cluster", str(cluster), "--out", str(tmp_path / "r")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "server 127.0.0.1: ssh failed" in done.stderr and "Connection refused" in done.stderr
+
+
+def test_a_node_whose_ssh_ends_before_its_prompt_fails_instead_of_reading_for_ever(tmp_path):
+    # past the check of the servers (a server that stops answering in between): Mininet's read of the
+    # shell's terminal used to block for ever, SIGTERM included; a child process, so that a regression
+    # fails on its timeout instead of hanging the suite
+    script = (
+        "import sys\n"
+        "from testbed.cluster import ClusterError, ServerShell\n"
+        "from testbed.clusterfile import load_cluster_file\n"
+        f"server = load_cluster_file({str(tmp_path / 'refusing.yaml')!r}).servers[0]\n"
+        "try:\n"
+        f"    ServerShell('srv1', server=server, control_dir={str(tmp_path)!r}, remote_dir='/tmp/mrc-none')\n"
+        "except ClusterError as exc:\n"
+        "    print(exc)\n"
+        "    sys.exit(3)\n")
+    (tmp_path / "refusing.yaml").write_text(REFUSING)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert "server 127.0.0.1: the ssh carrying node srv1's shell ended before its prompt" in done.stdout
