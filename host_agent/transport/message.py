@@ -43,27 +43,30 @@ class OutMessage:
 class SendQueue:
     """Messages not yet fully cut into packets, oldest first; gives each its 16-bit id.
 
-    A list, not a deque: asked per packet whether it is empty and for its oldest message, which the
-    compiled build does natively on a list (a deque's are generic calls); a message leaves it once,
-    from the front, after its last packet is cut."""
+    A list read from a moving head, not a deque: asked per packet whether it is empty and for its
+    oldest message, which the compiled build does natively on a list (a deque's are generic calls).
+    A message leaves by the head moving past it; the list forgets what the head left behind when it
+    empties, or once that is most of it (never one removal from the front per message: a queue of
+    many messages would be quadratic)."""
 
     def __init__(self, mtu: int) -> None:
         self.mtu = mtu
         self._next_id = 0
         self._messages: list[OutMessage] = []
+        self._head = 0                              # the oldest message not yet fully cut
 
     def __len__(self) -> int:
-        return len(self._messages)
+        return len(self._messages) - self._head
 
     def __bool__(self) -> bool:
-        return len(self._messages) != 0
+        return len(self._messages) > self._head
 
     def __iter__(self) -> Iterator[OutMessage]:
-        return iter(self._messages)
+        return iter(self._messages[self._head:])
 
     def oldest(self) -> OutMessage:
         """The message the next packet is cut from."""
-        return self._messages[0]
+        return self._messages[self._head]
 
     def add(self, data) -> int:
         """Queue a message (bytes-like, not copied); return its id."""
@@ -75,15 +78,23 @@ class SendQueue:
     def cut(self, seq: int) -> "Segment":
         """The next packet of the oldest message, numbered `seq`; a message leaves the queue
         with its last packet."""
-        msg = self._messages[0]
+        messages = self._messages
+        msg = messages[self._head]
         offset = msg.next_offset
         left = msg.length - offset
         length = self.mtu if self.mtu < left else left
         seg = Segment(seq, msg, offset, length, length + DATA_OVERHEAD)
         msg.next_offset = offset + length
         msg.segments_made += 1
-        if msg.segments_made == msg.num_segments:      # fully_segmented
-            del self._messages[0]
+        if msg.segments_made == msg.num_segments:      # fully_segmented: the head moves past it
+            head = self._head + 1
+            if head == len(messages):
+                messages.clear()
+                head = 0
+            elif head >= 64 and 2 * head >= len(messages):
+                del messages[:head]
+                head = 0
+            self._head = head
         return seg
 
 

@@ -600,3 +600,20 @@ def test_the_send_queue_gives_its_messages_oldest_first_and_empties():
     cut = [queue.cut(seq) for seq in range(3)]
     assert [(s.msg.msg_id, s.offset, s.length) for s in cut] == [(first, 0, 4), (first, 4, 2), (second, 0, 2)]
     assert not queue and list(queue) == []
+
+
+def test_the_send_queue_keeps_its_order_past_its_head_s_compaction():
+    from host_agent.transport.message import SendQueue
+    queue = SendQueue(mtu=8)
+    ids = [queue.add(bytes([n % 256]) * (1 + n % 20)) for n in range(300)]     # 1-3 packets each
+    seen, seq = [], 0
+    while queue:
+        oldest = queue.oldest().msg_id
+        assert len(queue) == len(ids) - len(seen) and next(iter(queue)).msg_id == oldest
+        seg = queue.cut(seq)
+        seq += 1
+        if seg.msg.fully_segmented:
+            seen.append(seg.msg.msg_id)
+        if len(seen) == 150:
+            ids.append(queue.add(b"late"))      # added while the head is far down the list
+    assert seen == ids and len(queue) == 0
