@@ -1,7 +1,8 @@
 """A simulated host: the transport endpoint it is given, and its NICs, driven by the simulator's clock."""
 from __future__ import annotations
 
-from typing import Any, Final
+from types import MappingProxyType
+from typing import Any, Final, Mapping
 
 from netsim.link import SimLink
 from netsim.sim import Event, Simulator
@@ -30,7 +31,7 @@ class _WakeUp(Event):
 class SimHost:
     """Feeds arriving packets to its endpoint and transmits what `poll` returns.
 
-    `nics[i]` is the egress link of NIC i (one per plane). The host wakes itself at the
+    `nics[i]` is the egress link of NIC i (one per plane; `plug` plugs one in). The host wakes itself at the
     endpoint's `next_wakeup()`. With an `on_event` handler (the application on this host) it
     drains the endpoint's events and hands them over before each poll and after it, so that
     what the application sends in answer goes out at once; without one, events wait in the
@@ -42,7 +43,7 @@ class SimHost:
         self.sim = sim
         self.name = name
         self.index = index
-        self.nics: dict[int, SimLink] = {}
+        self._nics: dict[int, SimLink] = {}
         self.nic_addr: dict[int, bytes] = {}
         self.usid = 0
         # typed as the verbs' base or any other endpoint (a union): the compiled build calls a
@@ -54,6 +55,17 @@ class SimHost:
         self._pauses: list[tuple[float, float]] = []      # (start, end) of the pauses not over yet
         self._held: list = []                   # packets held by pauses, in arrival order
         self._handed = 0                        # how many of them were handed over
+
+    @property
+    def nics(self) -> Mapping[int, SimLink]:
+        """NIC index -> its egress link (read-only: `plug` plugs one in)."""
+        return MappingProxyType(self._nics)
+
+    def plug(self, nic: object, link: SimLink) -> None:
+        """Make `link` the egress link of NIC `nic` (from 0)."""
+        if not isinstance(nic, int) or isinstance(nic, bool) or nic < 0:
+            raise ValueError(f"host {self.name}: NIC {nic!r} is not a NIC number (an int from 0)")
+        self._nics[nic] = link
 
     def attach(self, endpoint: SansIOEndpoint | SansIOTransport, on_event=None) -> None:
         """Drive `endpoint` from now on, handing its events to `on_event(event)` if given."""
@@ -107,7 +119,7 @@ class SimHost:
         handle = self.on_event
         if handle is not None:
             self._hand_over(endpoint.drain_events(), handle)
-        nics = self.nics
+        nics = self._nics
         sent = endpoint.poll(now)
         # a list of (int, packet) pairs is walked and its pairs unpacked natively when compiled
         batch: list[tuple[int, Any]] = sent if type(sent) is list else list(sent)

@@ -91,7 +91,9 @@ class Fifo:
         self._size = size + 1
 
     def pop(self) -> Any:
-        """Take the oldest packet (there is one)."""
+        """Take the oldest packet."""
+        if self._size == 0:
+            raise IndexError("pop from an empty Fifo")
         ring = self._ring
         head = self._head
         pkt = ring[head]

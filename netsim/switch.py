@@ -59,7 +59,7 @@ def usid_shift(dst: int) -> int:
 
 class SimSwitch:
     """A simulated switch of one plane. Ports are numbered from 1; `links[port]` is the egress link of
-    that port (`attach`) and `port_config[port]` its trim and ECN thresholds (`configure_port`, or
+    that port (`plug`) and `port_config[port]` its trim and ECN thresholds (`configure_port`, or
     the port_config table: `install`).
 
     Tables (filled by `install`, from the programs `netsim.from_topology` is given, or by `add_local`
@@ -92,7 +92,7 @@ class SimSwitch:
     # --- ports ---------------------------------------------------------------------------------------
     @property
     def links(self) -> Mapping[int, SimLink]:
-        """port -> its egress link (read-only: `attach` plugs one in)."""
+        """port -> its egress link (read-only: `plug` plugs one in)."""
         return MappingProxyType(self._links)
 
     @property
@@ -100,7 +100,7 @@ class SimSwitch:
         """port -> its trim and ECN thresholds (read-only: `configure_port` sets them)."""
         return MappingProxyType(self._port_config)
 
-    def attach(self, port: object, link: SimLink) -> None:
+    def plug(self, port: object, link: SimLink) -> None:
         """Make `link` the egress link of `port` (from 1)."""
         port = self._port_number(port)
         self._links[port] = link
@@ -257,7 +257,7 @@ class SimSwitch:
                 return
         out: int = port                                  # an int, compared and indexed natively
         egress = self._egress
-        link: SimLink | None = egress[out] if out < len(egress) else None
+        link: SimLink | None = egress[out] if 0 < out < len(egress) else None
         if link is None:
             raise KeyError(f"switch {self.name}: port {port} has no link")
         if pkt.dscp in _HIGH_DSCP:                       # control and trimmed headers: nothing to classify
@@ -305,7 +305,7 @@ class SimSwitch:
         if not isinstance(pkt, DataPacket):
             return _HIGH
         configs = self._configs
-        cfg: PortConfig | None = configs[port] if port < len(configs) else None
+        cfg: PortConfig | None = configs[port] if 0 < port < len(configs) else None
         if cfg is None:
             return _LOW
         queued = len(link.queues[_LOW])                 # link.low_depth_now, without the call

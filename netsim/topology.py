@@ -62,10 +62,7 @@ def _add_cable(net: Network, link, rate: float, delay: float) -> None:
     ab.connect(b, link.b_port)
     ba.connect(a, link.a_port)
     for node, port, egress in ((a, link.a_port, ab), (b, link.b_port, ba)):
-        if isinstance(node, SimSwitch):
-            node.attach(port, egress)
-        else:
-            node.nics[port] = egress
+        node.plug(port, egress)
     both_switches = isinstance(a, SimSwitch) and isinstance(b, SimSwitch)
     plane = a.plane if isinstance(a, SimSwitch) else b.plane
     net.cables.append(Cable(link.a, link.b, plane, ab, ba, both_switches))

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import random
 from collections import Counter, deque
-from typing import Final
+from types import MappingProxyType
+from typing import Final, Mapping
 
 from wire.endpoint import SansIOEndpoint
 from wire.packets import DATA_OVERHEAD, DataPacket, Nack, Probe, ProbeReply, Sack, wire_size
@@ -245,8 +246,8 @@ class Endpoint(SansIOEndpoint):
         self.config = config or TransportConfig()
         self.policies = policies or DEFAULT_POLICIES
         self._rng = random.Random((self.config.seed, rng_seed, name).__repr__())
-        self.connections: dict[int, Connection] = {}
-        self._in_order: list[Connection] = []    # `connections`' values, as a list: walked per poll
+        self._connections: dict[int, Connection] = {}   # local QP -> connection (`connections`)
+        self._in_order: list[Connection] = []    # the same connections, as a list: walked per poll
         self._events: deque[events.TransportEvent] = deque()
         self._stats = Tally()
         self._urgent: list = []                  # control packets produced by receive()
@@ -255,6 +256,11 @@ class Endpoint(SansIOEndpoint):
         self.nic = NicClock(self.config.line_rate_bps,
                             self.config.nic_backlog_pkts * (self.config.mtu_payload + DATA_OVERHEAD))
         self.shares = SenderShares(self.config)  # the senders sharing this host's links (window penalty)
+
+    @property
+    def connections(self) -> Mapping[int, Connection]:
+        """Local QP -> its connection (read-only: `connect` and `connect_qps` open them)."""
+        return MappingProxyType(self._connections)
 
     # --- set-up ----------------------------------------------------------------------------------
     def connect(self, peer: str, local_qp: int, remote_qp: int, paths: list[PathInfo],
@@ -265,14 +271,14 @@ class Endpoint(SansIOEndpoint):
         probe replies for the peer's data go on them too). `reverse_paths` (the peer's paths to
         us) are kept for information only: the peer answers on its own connection's paths.
         """
-        if local_qp in self.connections:
+        if local_qp in self._connections:
             raise ValueError(f"{self.name}: local QP {local_qp:#x} is already connected "
-                             f"(to {self.connections[local_qp].peer})")
+                             f"(to {self._connections[local_qp].peer})")
         if not paths:
             raise ValueError(f"{self.name}: connect to {peer}: no paths given")
         conn = Connection(ConnectionId(self.name, peer, local_qp, remote_qp), self.config, paths, reverse_paths,
                           self._rng, self.nic, self.shares, self._events.append, self.policies)
-        self.connections[local_qp] = conn
+        self._connections[local_qp] = conn
         self._in_order.append(conn)
         return conn
 
@@ -292,7 +298,7 @@ class Endpoint(SansIOEndpoint):
 
     def connection(self, ident: ConnectionId) -> Connection:
         """The connection an event names (`event.conn`)."""
-        conn = self.connections.get(ident.local_qp)
+        conn = self._connections.get(ident.local_qp)
         if conn is None or conn.ident != ident:
             raise KeyError(f"{self.name}: {ident.name} is not a connection of this endpoint")
         return conn
@@ -301,7 +307,7 @@ class Endpoint(SansIOEndpoint):
     def send_message(self, conn: Connection, data) -> int:
         """Queue `data` (bytes-like, not copied: keep it unchanged until sent) on `conn`; return its
         message id. A `MessageSent` event reports when every byte has been acknowledged."""
-        if self.connections.get(conn.local_qp) is not conn:
+        if self._connections.get(conn.local_qp) is not conn:
             raise ValueError(f"{self.name}: {conn.name} is not a connection of this endpoint")
         if conn.failed is not None:
             raise ValueError(f"{self.name}: cannot send on {conn.name}: {conn.failed.error}")
@@ -316,7 +322,7 @@ class Endpoint(SansIOEndpoint):
         """Take one packet that arrived on NIC `nic` at time `now`."""
         self._stats.add("packets_received")
         qp: int = pkt.qp if type(pkt) is DataPacket else pkt.qp     # a data packet's read natively
-        conn = self.connections.get(qp)
+        conn = self._connections.get(qp)
         if conn is None:
             self._stats.add("unknown_qp")
             return
@@ -409,14 +415,14 @@ class Endpoint(SansIOEndpoint):
     def min_rtt(self) -> float | None:
         """The smallest RTT of a full-size data packet over all connections (seconds; the configured
         `base_rtt` when one is set), or None before any sample: the base RTT the run measured."""
-        seen = [c.rtt.min_rtt for c in self.connections.values() if c.rtt.min_rtt != float("inf")]
+        seen = [c.rtt.min_rtt for c in self._connections.values() if c.rtt.min_rtt != float("inf")]
         return min(seen) if seen else None
 
     def stats(self) -> dict:
         """Counters of this endpoint (sent, retransmitted by cause, evs_retired, ...) and per-connection state."""
         total = Counter(self._stats)
-        for c in self.connections.values():
+        for c in self._connections.values():
             total.update(c.stats)
         out: dict = dict(total)
-        out["connections"] = {c.local_qp: c.describe() for c in self.connections.values()}
+        out["connections"] = {c.local_qp: c.describe() for c in self._connections.values()}
         return out

@@ -246,7 +246,7 @@ def one_switch(trim=2, ecn=1, host_facing=False, ecn_max=0):
     sink = Sink(sim)
     link = Link(sim, "s->x", 1e9, 1e-6, depth=100)
     link.connect(sink, 1)
-    sw.attach(1, link)
+    sw.plug(1, link)
     sw.configure_port(1, PortConfig(trim, ecn, host_facing, ecn_max))
     sw.add_route(prefix48(0, 0x1001), 48, ("forward", 1))
     return sim, sw, sink
@@ -507,9 +507,33 @@ def test_switch_ports_are_set_through_its_verbs():
         sw.port_config[2] = sw.port_config[1]
     for bad in (0, -1, "2", 1.0):
         with pytest.raises(ValueError, match="port"):
-            sw.attach(bad, sw.links[1])
+            sw.plug(bad, sw.links[1])
         with pytest.raises(ValueError, match="port"):
             sw.configure_port(bad, sw.port_config[1])
     sw.add_route(prefix48(0, 0x1002), 48, ("forward", 7))   # a route to a port with no link
     with pytest.raises(KeyError, match="port 7 has no link"):
         sw.receive(data_pkt(usid_address(0, [0x0100, 0x1002])), 2)
+
+
+def test_a_host_nic_is_plugged_through_its_verb():
+    from netsim import SimHost
+    sim = Simulator(1)
+    host = SimHost(sim, "h", 1)
+    link = Link(sim, "h->s", 1e9, 1e-6, depth=10)
+    host.plug(0, link)
+    assert dict(host.nics) == {0: link}
+    with pytest.raises(TypeError):
+        host.nics[1] = link                     # read-only view
+    for bad in (-1, "0", 0.0, True):
+        with pytest.raises(ValueError, match="NIC"):
+            host.plug(bad, link)
+
+
+def test_an_empty_fifo_refuses_to_pop_and_a_port_below_one_has_no_link():
+    from netsim.link import Fifo
+    with pytest.raises(IndexError, match="empty Fifo"):
+        Fifo().pop()
+    sim, sw, sink = one_switch()
+    sw.add_route(prefix48(0, 0x1003), 48, ("forward", -1))   # not a port: no link, not the last port's
+    with pytest.raises(KeyError, match="port -1 has no link"):
+        sw.receive(data_pkt(usid_address(0, [0x0100, 0x1003])), 2)
