@@ -9,7 +9,7 @@ of `PAIRS` (a pair with equal ends is a step), and writes `ecn-ramp-sweep.json` 
 with the run's conditions) and `ecn-ramp-sweep.png` (slowest/ideal per pair and case) into a new
 results folder, results/ecn-ramp-sweep-<UTC date and time>, or FOLDER (`--out experiments/figures`
 replaces the committed figure). A flow's completion is its last byte's arrival, its ideal every
-byte into its receiver at the line rate plus the one-way delay of its path
+byte into its receiver at its NIC rate plus the one-way delay of its path
 (`experiments.metrics.flows_over_ideal`). The thresholds datacenter.yaml uses were chosen from
 this figure (its comments say which and why). With --jobs N (or --cluster FILE) the runs go N at
 once (experiments/parallel.py), with the same figures. Ctrl-C prints the settings whose runs all
