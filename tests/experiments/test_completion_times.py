@@ -117,3 +117,15 @@ def test_a_receiver_with_a_nic_on_every_plane_gets_their_rates_together():
     with pytest.raises(ValueError, match="s1 is no host"):
         rate("s1")
 
+
+def test_crosschecks_acknowledged_ideal_exceeds_the_bound_by_the_base_rtts_extra():
+    from experiments.ideal_excess import ideals
+    from experiments.transport_sizing import cable_delay, line_rate_and_base_rtt
+    case = next(c for c in load_scenario(DATACENTER, seed=1).cases()
+                if c.variant.label == "permutation" and c.transport.mode == "mrc")
+    found = ideals(case, 1)
+    _, base_rtt = line_rate_and_base_rtt(case)
+    # every receiver's nearest sender is across a spine: 4 cables each way and one SACK
+    for ideal, bound in found.values():
+        assert ideal - bound == pytest.approx(base_rtt - 8 * cable_delay(case) - 102 * 8 / 100e9)
+        assert ideal > bound
