@@ -154,7 +154,7 @@ def print_table(items: list[tuple[str, Item]], outcomes: list) -> None:
     print()
     for line in table_lines(items, outcomes):
         print(line, flush=True)
-    print("slowest flow: its last byte's arrival over its ideal (every byte into its receiver at the line rate "
+    print("slowest flow: its last byte's arrival over its ideal (every byte into its receiver at its NIC rate "
           "plus the one-way delay of its path). netsim only: uet-htsim beside netsim, each flow complete when "
           f"its sender saw it acknowledged on both: {CROSSCHECK}")
 

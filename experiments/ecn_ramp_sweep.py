@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                   "load_1min_end": round(os.getloadavg()[0], 2), "backend": "netsim (deterministic)",
                   "ran_on": sweep.where, "cores": os.cpu_count(), "build": str(speedups.build_in_use()),
                   "seed": load_scenario(DATACENTER).seed, "completion": "last byte's arrival",
-                  "ideal": "bytes into the receiver at the line rate + one-way delay of the path",
+                  "ideal": "bytes into the receiver at its NIC rate + one-way delay of the path",
                   "command": " ".join([PROG] + (argv if argv is not None else sys.argv[1:]))}
     data = {"conditions": conditions,
             "results": [{"ecn_threshold": a, "ecn_max_threshold": b, **r} for (a, b), r in results.items()]}
