@@ -6,7 +6,7 @@
 
 Runs MRC on netsim (deterministic) for each seed and each variant (default: `permutation`,
 `permutation, gray spine`, `incast`) and prints, per run, the slowest and the median flow's
-completion (its last byte's arrival) over its ideal (every byte into its receiver at the line rate
+completion (its last byte's arrival) over its ideal (every byte into its receiver at its NIC rate
 plus the one-way delay of its path: a lower bound, `experiments.metrics.flows_over_ideal`), then
 the mean over the seeds. The issue's targets (issue 16) are about the slowest flow.
 With --jobs N (or --cluster FILE) the runs go N at once (experiments/parallel.py), with the same
@@ -154,7 +154,7 @@ def print_table(items: list[tuple[str, Item]], outcomes: list) -> None:
     print()
     for line in table_lines(items, outcomes):
         print(line, flush=True)
-    print("slowest flow: its last byte's arrival over its ideal (every byte into its receiver at the line rate "
+    print("slowest flow: its last byte's arrival over its ideal (every byte into its receiver at its NIC rate "
           "plus the one-way delay of its path). netsim only: uet-htsim beside netsim, each flow complete when "
           f"its sender saw it acknowledged on both: {CROSSCHECK}")
 

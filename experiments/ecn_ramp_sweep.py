@@ -9,7 +9,7 @@ of `PAIRS` (a pair with equal ends is a step), and writes `ecn-ramp-sweep.json` 
 with the run's conditions) and `ecn-ramp-sweep.png` (slowest/ideal per pair and case) into a new
 results folder, results/ecn-ramp-sweep-<UTC date and time>, or FOLDER (`--out experiments/figures`
 replaces the committed figure). A flow's completion is its last byte's arrival, its ideal every
-byte into its receiver at the line rate plus the one-way delay of its path
+byte into its receiver at its NIC rate plus the one-way delay of its path
 (`experiments.metrics.flows_over_ideal`). The thresholds datacenter.yaml uses were chosen from
 this figure (its comments say which and why). With --jobs N (or --cluster FILE) the runs go N at
 once (experiments/parallel.py), with the same figures. Ctrl-C prints the settings whose runs all
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                   "load_1min_end": round(os.getloadavg()[0], 2), "backend": "netsim (deterministic)",
                   "ran_on": sweep.where, "cores": os.cpu_count(), "build": str(speedups.build_in_use()),
                   "seed": load_scenario(DATACENTER).seed, "completion": "last byte's arrival",
-                  "ideal": "bytes into the receiver at the line rate + one-way delay of the path",
+                  "ideal": "bytes into the receiver at its NIC rate + one-way delay of the path",
                   "command": " ".join([PROG] + (argv if argv is not None else sys.argv[1:]))}
     data = {"conditions": conditions,
             "results": [{"ecn_threshold": a, "ecn_max_threshold": b, **r} for (a, b), r in results.items()]}

@@ -30,12 +30,13 @@ Definitions (the same for every backend):
 - ending: "completed", "cut at horizon" (not done, still delivering at the end) or "stuck" (what
   the table calls "never"), with the share of the bytes delivered.
 - completion over ideal (`flows_over_ideal`): a flow's completion over its receiver's ideal, every
-  byte into the receiver at the line rate plus a latency no rate removes: the one-way propagation
-  delay of the shortest path from its nearest sender when a flow is complete as its last byte
-  arrives (`datacenter_seeds`, `ecn_ramp_sweep`), the fabric's base RTT when it is complete as its
-  sender saw it acknowledged (`crosscheck`; the longest path's round trip, which exceeds the bound
-  by a few µs where a receiver's senders share its leaf). On the one-way ideal, a lower bound, the
-  last flow into a receiver cannot come in under 1 (a flow that shares its receiver can).
+  byte into the receiver at a rate plus a latency no rate removes. A flow complete as its last byte
+  arrives (`datacenter_seeds`, `ecn_ramp_sweep`): the receiver's own NIC rate (all its NICs
+  together) plus the one-way propagation delay of the shortest path from its nearest sender, a
+  lower bound on any topology: the last flow into a receiver cannot come in under 1 (a flow that
+  shares its receiver can). A flow complete as its sender saw it acknowledged (`crosscheck`): the
+  hosts' line rate plus the fabric's base RTT, the longest path's round trip, which is no bound
+  (it exceeds one by 1.369 µs on datacenter.yaml's cases: `experiments.ideal_excess`).
 - not measured: a figure the backend has no measurement of (it declares which:
   experiments.backends.NOT_MEASURED, or leaves the record's field None) is None in the summary, and
   "-" in the tables: never 0, "yes" or a recovery verdict. `retransmissions_total` is every
@@ -48,7 +49,7 @@ Definitions (the same for every backend):
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from experiments import validity
 from experiments.backends import NOT_MEASURED
@@ -143,19 +144,24 @@ def _goodput_before(bins: list, t_fail: float, window: float) -> Optional[float]
     return sum(before) / len(before)
 
 
-def flows_over_ideal(record: CaseRecord, rate_bps: float, latency, acked: bool = False,
+def flows_over_ideal(record: CaseRecord, rate_bps: float | Callable[[str], float],
+                     latency: float | Callable[[str, str], float], acked: bool = False,
                      wire_factor: float = 1.0) -> Optional[list[float]]:
     """Each flow's completion over its receiver's ideal, sorted (None when a flow never finished).
 
-    A receiver's ideal is every byte into it at `rate_bps` (its own link carries them all) plus
-    `latency`, the part no rate removes: seconds, or a function of (sender, receiver) giving a
-    flow's, of which the receiver takes the smallest over its senders. For a lower bound of the
-    completion counted, `latency` is the one-way propagation delay of a flow's path when a flow is
-    complete as its last byte arrives (the default; `transport_sizing.line_rate_and_one_way_delay`),
-    a round trip with `acked`, when it is complete as its sender saw it all acknowledged
-    (`FlowRecord.acked`, None when not known). The last flow into a receiver then finishes at 1 or
-    more; one that shares its receiver can finish earlier. `wire_factor` (wire bytes per payload
-    byte of a full data packet) counts the ideal's bytes as they go on the wire, headers included."""
+    A receiver's ideal is every byte into it at `rate_bps` (bit/s, or a function of the receiver
+    giving its own) plus `latency`, the part no rate removes: seconds, or a function of (sender,
+    receiver) giving a flow's, of which the receiver takes the smallest over its senders.
+    `wire_factor` (wire bytes per payload byte of a full data packet) counts the ideal's bytes as
+    they go on the wire, headers included. `acked` divides when a flow's sender saw it all
+    acknowledged (`FlowRecord.acked`, None when not known) instead of when its last byte arrived.
+
+    The ideal is a lower bound of the last byte's arrival, so that the last flow into a receiver
+    finishes at 1 or more (one that shares its receiver can finish earlier), exactly when
+    `rate_bps` is no less than what the receiver's links carry together and `latency` no more than
+    the propagation delay of the flow's path: `transport_sizing.line_rate_and_one_way_delay`, on
+    any topology. Crosscheck's ideal (`acked`, the hosts' line rate and the fabric's base RTT,
+    `transport_sizing.line_rate_and_base_rtt`) is not one: see there by how much it exceeds one."""
     into: dict[str, int] = {}
     fixed: dict[str, float] = {}
     for f in record.flows:
@@ -165,10 +171,15 @@ def flows_over_ideal(record: CaseRecord, rate_bps: float, latency, acked: bool =
     done = [f.acked if acked else f.finish for f in record.flows]
     if not record.flows or any(t is None for t in done):
         return None
-    return sorted(t / (into[f.dst] * wire_factor * 8 / rate_bps + fixed[f.dst]) for f, t in zip(record.flows, done))
+
+    def ideal(dst: str) -> float:
+        rate = rate_bps(dst) if callable(rate_bps) else rate_bps
+        return into[dst] * wire_factor * 8 / rate + fixed[dst]
+    return sorted(t / ideal(f.dst) for f, t in zip(record.flows, done))
 
 
-def slowest_over_ideal(record: CaseRecord, rate_bps: float, latency) -> Optional[float]:
+def slowest_over_ideal(record: CaseRecord, rate_bps: float | Callable[[str], float],
+                       latency: float | Callable[[str, str], float]) -> Optional[float]:
     """The slowest flow's completion over its receiver's ideal (`flows_over_ideal`; None when a flow
     never finished)."""
     ratios = flows_over_ideal(record, rate_bps, latency)

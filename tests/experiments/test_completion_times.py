@@ -40,7 +40,7 @@ def test_one_way_delays_follow_each_flows_own_path():
     hosts = [h.name for h in topo.hosts]
     same = next(h for h in hosts[1:] if leaf_of(topo, h) == leaf_of(topo, hosts[0]))
     other = next(h for h in hosts if leaf_of(topo, h) != leaf_of(topo, hosts[0]))
-    assert rate == 100e9
+    assert rate(hosts[0]) == 100e9
     assert one_way(hosts[0], same) == pytest.approx(2 * case.variant.delay_s)       # up to its leaf and down
     assert one_way(hosts[0], other) == pytest.approx(4 * case.variant.delay_s)      # and over a spine
 
@@ -88,3 +88,44 @@ def test_a_netsim_record_gives_link_rates_as_floats_in_either_build():
     case = next(c for c in scenario.cases() if c.variant.label == "incast" and c.transport.mode == "mrc")
     record = NetsimBackend().run_case(case)
     assert record.links and all(type(link.rate_bps) is float for link in record.links)
+
+
+def test_a_receivers_rate_is_its_own_links_not_the_slowest_host_link():
+    from experiments.transport_sizing import receiver_rate_and_one_way_delay
+    from topologies.builders import TopologyBuilder
+    b = TopologyBuilder("mixed", rate_bps=10 * 10**9)
+    leaf = b.add_switch(0)
+    slow, fast = b.add_host(), b.add_host()
+    b.attach_host(slow, leaf)
+    b.attach_host(fast, leaf, rate_bps=100 * 10**9)
+    rate, one_way = receiver_rate_and_one_way_delay(b.build(), 1e-6)
+    assert rate(fast) == 100e9 and rate(slow) == 10e9
+    assert one_way(slow, fast) == pytest.approx(2e-6)
+    record = CaseRecord("s", "one", "MRC", "mrc", "netsim", 1, "t", 2, "permutation")
+    # 125,000 bytes at 100 Gbit/s: 10 us, plus 2 us: 12 us (at the slow host's 10 Gbit/s it were 102 us)
+    record.flows = [FlowRecord(slow, fast, 125_000, finish=12e-6)]
+    assert metrics.flows_over_ideal(record, rate, one_way) == pytest.approx([1.0])
+
+
+def test_a_receiver_with_a_nic_on_every_plane_gets_their_rates_together():
+    from experiments.transport_sizing import receiver_rate_and_one_way_delay
+    from topologies.builders import multi_plane
+    topo = multi_plane(planes=2, leaves=2, spines=1, hosts_per_leaf=1)
+    rate, one_way = receiver_rate_and_one_way_delay(topo, 1e-6)
+    assert rate("h2") == 2 * topo.host_rate_bps("h2")
+    assert one_way("h1", "h2") == pytest.approx(4e-6)           # leaf, spine, leaf on either plane
+    with pytest.raises(ValueError, match="s1 is no host"):
+        rate("s1")
+
+
+def test_crosschecks_acknowledged_ideal_exceeds_the_bound_by_the_base_rtts_extra():
+    from experiments.ideal_excess import ideals
+    from experiments.transport_sizing import cable_delay, line_rate_and_base_rtt
+    case = next(c for c in load_scenario(DATACENTER, seed=1).cases()
+                if c.variant.label == "permutation" and c.transport.mode == "mrc")
+    found = ideals(case, 1)
+    _, base_rtt = line_rate_and_base_rtt(case)
+    # every receiver's nearest sender is across a spine: 4 cables each way and one SACK
+    for ideal, bound in found.values():
+        assert ideal - bound == pytest.approx(base_rtt - 8 * cable_delay(case) - 102 * 8 / 100e9)
+        assert ideal > bound

@@ -142,7 +142,7 @@ def test_failover_mrc_recovery_holds_for_other_seeds(seed):
 
 
 def slowest_over_ideal(record, case) -> float:
-    """The slowest flow's completion time over its ideal: the bytes into its receiver at the line
+    """The slowest flow's completion time over its ideal: the bytes into its receiver at its NIC
     rate, plus the one-way delay of its path (`metrics.flows_over_ideal`)."""
     from experiments.transport_sizing import line_rate_and_one_way_delay
     return metrics.slowest_over_ideal(record, *line_rate_and_one_way_delay(case))
@@ -152,7 +152,7 @@ def slowest_over_ideal(record, case) -> float:
 def test_datacenter_gray_spine_mrc_keeps_its_slowest_flow_within_the_issue_target():
     """One spine's links at 25 % (datacenter.yaml, full size: 2 MB flows, a few seconds): steering,
     the path cap and the data-center sizing keep MRC's slowest flow within the issue's 1.4x of its
-    ideal (last byte's arrival over the receiver's bytes at the line rate plus the path's one-way
+    ideal (last byte's arrival over the receiver's bytes at its NIC rate plus the path's one-way
     delay) and the median flow a little under. docs/transport.md ("Path cap", "NSCC at data-center
     speed") gives the steps between."""
     import statistics
