@@ -57,7 +57,8 @@ def netsim_port(size: int, ev: int) -> int:
     """The egress port the netsim switch picks: the one link of `size` that was offered the packet."""
     sim = Simulator()
     sw = SimSwitch(sim, "s5", LOCAL_USID)
-    sw.links = {port: SimLink(sim, f"s5-eth{port}", 1e9, 0.0, 8) for port in range(1, size + 1)}
+    for port in range(1, size + 1):
+        sw.plug(port, SimLink(sim, f"s5-eth{port}", 1e9, 0.0, 8))
     sw.install(ecmp_program(size))
     sw.receive(packet(ev), 9)
     (port,) = [port for port, link in sw.links.items() if link.offered]
