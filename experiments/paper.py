@@ -357,7 +357,7 @@ def choose_runs(root: Path) -> tuple[dict[str, tuple[Path, dict, str]], list[tup
     passed: list[tuple[Path, str]] = []
     for folder, summary in runs:                   # newest first within each scenario
         if summary.get("interrupted"):
-            passed.append((folder, "an interrupted run (not every case ran)"))
+            passed.append((folder, "an interrupted run: not every case ran"))
             continue
         scenario = summary.get("scenario", "")
         note = subset_note(summary)
