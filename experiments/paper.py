@@ -339,8 +339,8 @@ def subset_note(summary: dict) -> str:
     ran = {(c.get("variant", ""), c.get("transport", "")) for c in summary.get("cases", [])}
     if planned is None or planned <= ran:
         return ""
-    return (f"a subset of the scenario's cases ({len(ran & planned)} of {len(planned)}: "
-            "made with --variant/--transport)")
+    return (f"a subset of the scenario's cases, {len(ran & planned)} of {len(planned)}, "
+            "made with --variant/--transport")
 
 
 def choose_runs(root: Path) -> tuple[dict[str, tuple[Path, dict, str]], list[tuple[Path, str]]]:

@@ -126,13 +126,13 @@ def test_the_page_takes_the_newest_run_of_all_the_cases_over_a_newer_subset_and_
     write_run(tmp_path / "subset", sweep_summary(every[:1], "2026-01-02 00:00:00 UTC"))
     assert report.run(paper_args(tmp_path)) == 0
     out = capsys.readouterr().out
-    assert "subset passed over: a subset of the scenario's cases (1 of 8: made with --variant/--transport)" in out
+    assert "subset passed over: a subset of the scenario's cases, 1 of 8, made with --variant/--transport" in out
     loss = (tmp_path / "paper.md").read_text().split("## Loss")[1].split("\n## ")[0]
     assert "**Lab** (`whole`:" in loss and "MRC/RoCE 1.00x" in loss
     (tmp_path / "whole" / "summary.json").unlink()          # only the subset left: taken, and said to be one
     assert report.run(paper_args(tmp_path)) == 0
     loss = (tmp_path / "paper.md").read_text().split("## Loss")[1].split("\n## ")[0]
-    assert "**Lab** (`subset`:" in loss and "; only a subset of the scenario's cases (1 of 8" in loss
+    assert "**Lab** (`subset`:" in loss and "; only a subset of the scenario's cases, 1 of 8, made" in loss
 
 
 def test_paper_of_a_folder_without_results_fails_with_one_error_and_writes_nothing(tmp_path, capsys):
