@@ -404,8 +404,8 @@ def _retransmission_panel(ax, bars: _Bars) -> list:
             continue
         for cause, count in s["retransmissions"].items():
             if count:
-                ax.bar(x, count, bars.width, bottom=bottom, color=bars.colour[tname], hatch=CAUSE_HATCHES.get(cause, ""),
-                       edgecolor="black", linewidth=0.5)
+                ax.bar(x, count, bars.width, bottom=bottom, color=bars.colour[tname],
+                       hatch=CAUSE_HATCHES.get(cause, ""), edgecolor="black", linewidth=0.5)
                 drawn.add(cause)
             bottom += count
         ax.text(x, bottom, str(bottom), ha="center", va="bottom", fontsize=7)
