@@ -2,8 +2,9 @@
 
 Each `Claim` quotes a published statement about MRC (the MRC/SRv6 paper, as issue 14 lists them),
 names the scenario that measures it at lab scale, reads the figures from that scenario's newest
-results folder (its summary.json), and says where and why the lab-scale result differs. A claim
-whose scenario has not been run says so.
+results folder of all its cases (its summary.json; `choose_runs`), and says where and why the
+lab-scale result differs. A claim whose scenario has not been run says so. Of a repeated run
+(`run --repeat`) a ratio between cases is taken within each run (one seed), never across runs.
 """
 from __future__ import annotations
 
