@@ -48,10 +48,12 @@ def run(args: argparse.Namespace) -> int:
 def _paper(root: Path, output: Path) -> int:
     """`--paper`: write the page of the paper's statements beside the newest results."""
     try:
-        path, measured, skipped = write_paper(root, output)
+        path, measured, passed = write_paper(root, output)
     except ValueError as error:
         return fail("report", str(error))
-    for folder in skipped:
-        print(f"note: {folder} passed over: an interrupted run (not every case ran)")
+    except NoResults as error:
+        return fail("report", str(error), 1)
+    for folder, why in passed:
+        print(f"note: {folder} passed over: {why}")
     print(f"the paper's statements beside {measured} measured scenario(s): {path}")
     return 0

@@ -2,18 +2,23 @@
 
 Each `Claim` quotes a published statement about MRC (the MRC/SRv6 paper, as issue 14 lists them),
 names the scenario that measures it at lab scale, reads the figures from that scenario's newest
-results folder (its summary.json), and says where and why the lab-scale result differs. A claim
-whose scenario has not been run says so.
+results folder of all its cases (its summary.json; `choose_runs`), and says where and why the
+lab-scale result differs. A claim whose scenario has not been run says so. Of a repeated run
+(`run --repeat`) a ratio between cases is taken within each run (one seed), never across runs.
 """
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from experiments.report import _backend, _rel, find_runs
+from experiments.report import NoResults, _backend, _rel, find_runs
+from experiments.scenario import ScenarioError, load_scenario
 from experiments.timefmt import format_seconds
+
+REPOSITORY = Path(__file__).resolve().parents[1]
 
 Figures = Callable[[dict], list[str]]
 
@@ -27,6 +32,7 @@ class Claim:
     scenario: Optional[str]         # None: no scenario measures it yet
     figures: Optional[Figures]
     differs: str
+    per_run: bool = False           # its figures are each run's of a repeated run (`run --repeat`), not the aggregate's
 
 
 def _mbps(bps: Optional[float]) -> str:
@@ -49,37 +55,86 @@ def _finished(case: dict) -> str:
     return "" if case.get("completed") else " (did not finish)"
 
 
+def runs_of(summary: dict) -> list[dict]:
+    """The run as one summary per repetition, each holding that repetition's cases alone (with
+    their seed): a repeated run (`run --repeat`, whose summary.json keeps every run under `runs`)
+    gives one per repetition, any other run itself. A figure computed on each of them compares
+    cases of one seed, never one case's seed-1 run with another's seed-2 run."""
+    runs = summary.get("runs")
+    if (summary.get("repeat") or 1) <= 1 or not runs:
+        return [summary]
+    rounds: dict[int, list[dict]] = {}
+    for case in runs:
+        rounds.setdefault(case.get("repetition", 0), []).append(case)
+    return [{"cases": cases, "seed": cases[0].get("seed")} for _, cases in sorted(rounds.items())]
+
+
+def _over_runs(values: list[float], show: Callable[[float], str]) -> str:
+    """One run's value; of several, their median with the range and how many runs."""
+    if len(values) == 1:
+        return show(values[0])
+    if show(min(values)) == show(max(values)):
+        return f"{show(values[0])} (in each of {len(values)} runs)"
+    return (f"{show(statistics.median(values))} (median of {len(values)} runs, "
+            f"{show(min(values))}-{show(max(values))})")
+
+
+def _mode(cases: dict[str, dict], mode: str) -> Optional[dict]:
+    return next((c for c in cases.values() if c.get("mode") == mode), None)
+
+
+def _unfinished_runs(cases: list[dict]) -> str:
+    """'' when every run of a case finished, ' (did not finish)' for one run, else in how many."""
+    late = sum(1 for c in cases if not c.get("completed"))
+    if not late:
+        return ""
+    return " (did not finish)" if len(cases) == 1 else f" (did not finish in {late} of {len(cases)} runs)"
+
+
 def loss_sweep_figures(summary: dict) -> list[str]:
     """Goodput of MRC against RoCE for every variant (summed over the hosts), their ratio, and the
-    EVs MRC kept under loss."""
+    EVs MRC kept under loss. Of a repeated run each ratio is taken within a run (one seed) and the
+    line gives their median and range."""
     lines = ["goodput: payload bytes received per second, summed over every host of the run"]
-    for variant, cases in _by_variant(summary).items():
-        mrc = next((c for c in cases.values() if c.get("mode") == "mrc"), None)
-        roce = next((c for c in cases.values() if c.get("mode") == "roce"), None)
-        if mrc is None or roce is None:
+    rounds = [_by_variant(run) for run in runs_of(summary)]
+    for variant in _by_variant(summary):
+        pairs = [(_mode(r.get(variant, {}), "mrc"), _mode(r.get(variant, {}), "roce")) for r in rounds]
+        pairs = [(m, r) for m, r in pairs if m is not None and r is not None]
+        if not pairs:
             continue
-        m, r = mrc.get("mean_goodput_bps") or 0.0, roce.get("mean_goodput_bps") or 0.0
-        ratio = f"{m / r:.2f}x" if r else "RoCE moved nothing"
-        lines.append(f"{variant}: MRC {_mbps(m)}{_finished(mrc)}, RoCE {_mbps(r)}{_finished(roce)}; "
-                     f"MRC/RoCE {ratio}")
+        ratios = [(m.get("mean_goodput_bps") or 0.0) / r["mean_goodput_bps"] for m, r in pairs
+                  if r.get("mean_goodput_bps")]
+        ratio = _over_runs(ratios, lambda x: f"{x:.2f}x") if ratios else "RoCE moved nothing"
+        if len(ratios) < len(pairs) and ratios:
+            ratio += f" (RoCE moved nothing in {len(pairs) - len(ratios)} of {len(pairs)} runs)"
+        m = [m.get("mean_goodput_bps") or 0.0 for m, _ in pairs]
+        r = [r.get("mean_goodput_bps") or 0.0 for _, r in pairs]
+        if len(pairs) == 1:
+            lines.append(f"{variant}: MRC {_mbps(m[0])}{_unfinished_runs([pairs[0][0]])}, RoCE {_mbps(r[0])}"
+                         f"{_unfinished_runs([pairs[0][1]])}; MRC/RoCE {ratio}")
+        else:
+            lines.append(f"{variant}: MRC/RoCE {ratio}, each run's MRC over the same seed's RoCE; medians MRC "
+                         f"{_mbps(statistics.median(m))}{_unfinished_runs([p[0] for p in pairs])}, RoCE "
+                         f"{_mbps(statistics.median(r))}{_unfinished_runs([p[1] for p in pairs])}")
     return lines + loss_sweep_kept(summary) + loss_sweep_evs(summary)
 
 
 def loss_sweep_kept(summary: dict) -> list[str]:
     """Per variant with loss, the share of its loss-free goodput (the variant of the same workload
-    at 0 % loss) MRC kept."""
-    variants = _by_variant(summary)
+    at 0 % loss) MRC kept: within each run (seed) of a repeated run, their median and range."""
+    rounds = [_by_variant(run) for run in runs_of(summary)]
     lines = []
-    for variant, cases in variants.items():
+    for variant in _by_variant(summary):
         twin = re.sub(r"[0-9.]+% loss", "0% loss", variant)
-        if twin == variant or twin not in variants:
+        if twin == variant:
             continue
-        mrc = next((c for c in cases.values() if c.get("mode") == "mrc"), None)
-        free = next((c for c in variants[twin].values() if c.get("mode") == "mrc"), None)
-        if mrc is None or free is None or not free.get("mean_goodput_bps"):
+        pairs = [(_mode(r.get(variant, {}), "mrc"), _mode(r.get(twin, {}), "mrc")) for r in rounds]
+        pairs = [(m, free) for m, free in pairs if m is not None and free is not None and free.get("mean_goodput_bps")]
+        if not pairs:
             continue
-        share = (mrc.get("mean_goodput_bps") or 0.0) / free["mean_goodput_bps"]
-        lines.append(f"{variant}: MRC kept {share:.0%} of its goodput at 0 % loss{_finished(mrc)}")
+        shares = [(m.get("mean_goodput_bps") or 0.0) / free["mean_goodput_bps"] for m, free in pairs]
+        lines.append(f"{variant}: MRC kept {_over_runs(shares, lambda x: f'{x:.0%}')} of its goodput at 0 % loss"
+                     f"{_unfinished_runs([m for m, _ in pairs])}")
     return lines
 
 
@@ -92,12 +147,24 @@ def _kept(case: dict) -> str:
 
 
 def loss_sweep_evs(summary: dict) -> list[str]:
-    """How many of MRC's EVs random loss left in use, per variant with loss."""
+    """How many of MRC's EVs random loss left in use, per variant with loss (of a repeated run:
+    the median and range of its runs)."""
+    rounds = [_by_variant(run) for run in runs_of(summary)]
     lines = []
-    for variant, cases in _by_variant(summary).items():
-        mrc = next((c for c in cases.values() if c.get("mode") == "mrc"), None)
-        if mrc is not None and _kept(mrc) and "0% loss" not in variant:
-            lines.append(f"{variant}: MRC: {_kept(mrc)} (random loss hits every path alike: no path's own)")
+    for variant in _by_variant(summary):
+        if "0% loss" in variant:
+            continue
+        listed = [c for c in (_mode(r.get(variant, {}), "mrc") for r in rounds) if c is not None and _kept(c)]
+        if not listed:
+            continue
+        if len(listed) == 1:
+            kept = _kept(listed[0])
+        else:
+            shares = [c["ev_retirements"]["kept_share"] for c in listed]
+            evs = sorted({c["ev_retirements"]["evs"] for c in listed})
+            kept = (f"{_over_runs(shares, lambda x: f'{x:.0%}')} of its "
+                    f"{'/'.join(map(str, evs))} EVs never retired")
+        lines.append(f"{variant}: MRC: {kept} (random loss hits every path alike: no path's own)")
     return lines
 
 
@@ -207,7 +274,7 @@ CLAIMS = (
           "random loss hits every path alike, so MRC retires none of them (docs/transport.md, 'Whose loss'). The full "
           "sweep runs at `auto` (Mininet's calibrated rate, a few Mbit/s; 20 Mbit/s on netsim), where the BDP is a "
           "few packets and a go-back costs "
-          "RoCE little; there one connection fills the link. docs/transport.md, 'Random loss'."),
+          "RoCE little; there one connection fills the link. docs/transport.md, 'Random loss'.", per_run=True),
     Claim("A gray path: per-EV timeline at 20 % loss",
           "With 20 % loss on one path, its EVs go inactive (ASSUMED_BAD) and the others carry the "
           "traffic; probes bring them back.",
@@ -250,48 +317,115 @@ CLAIMS = (
 )
 
 
-def render_paper(root: Path, page: Path) -> tuple[str, int, list[Path]]:
-    """The page (markdown), how many claims had results, and the interrupted results folders passed
-    over (a partial run is not a scenario's figures: the newest whole one is taken instead)."""
-    newest: dict[str, tuple[Path, dict]] = {}
-    skipped: list[Path] = []
-    for folder, summary in find_runs(root):
+def scenario_cases(summary: dict) -> Optional[set[tuple[str, str]]]:
+    """The (variant, transport) of every case of the run's scenario file (with its quick overrides
+    when the run was quick); None when the file is gone or no longer reads."""
+    given = summary.get("scenario_file")
+    if not given:
+        return None
+    for path in (Path(given), REPOSITORY / given):
+        if path.is_file():
+            try:
+                scenario = load_scenario(path, quick=bool(summary.get("quick")))
+            except (ScenarioError, ValueError, OSError):
+                return None
+            return {(case.variant.label, case.transport.name) for case in scenario.cases()}
+    return None
+
+
+def subset_note(summary: dict) -> str:
+    """'' for a run of all its scenario's cases (or whose scenario file cannot be read); else which
+    share of them it ran (a run made with --variant/--transport)."""
+    planned = scenario_cases(summary)
+    ran = {(c.get("variant", ""), c.get("transport", "")) for c in summary.get("cases", [])}
+    if planned is None or planned <= ran:
+        return ""
+    return (f"a subset of the scenario's cases, {len(ran & planned)} of {len(planned)}, "
+            "made with --variant/--transport")
+
+
+def choose_runs(root: Path) -> tuple[dict[str, tuple[Path, dict, str]], list[tuple[Path, str]]]:
+    """Per scenario, the results folder whose figures the page gives: the newest run of all the
+    scenario's cases, else the newest run of some of them ((folder, summary, '' or its subset
+    note)); and the folders passed over with why (interrupted runs, subsets where a whole run exists
+    or a newer subset was taken). NoResults when `root` has no results folder at all."""
+    runs = find_runs(root)
+    if not runs:
+        raise NoResults(f"no results folder (with summary.json) under {root}: nothing to report "
+                        "(mrc-testbed run experiments/<scenario>.yaml writes one)")
+    whole: dict[str, tuple[Path, dict, str]] = {}
+    subsets: dict[str, list[tuple[Path, dict, str]]] = {}
+    passed: list[tuple[Path, str]] = []
+    for folder, summary in runs:                   # newest first within each scenario
         if summary.get("interrupted"):
-            skipped.append(folder)
+            passed.append((folder, "an interrupted run: not every case ran"))
             continue
-        newest.setdefault(summary.get("scenario", ""), (folder, summary))
+        scenario = summary.get("scenario", "")
+        note = subset_note(summary)
+        if note:
+            subsets.setdefault(scenario, []).append((folder, summary, note))
+        else:
+            whole.setdefault(scenario, (folder, summary, ""))
+    chosen = dict(whole)
+    for scenario, partial in subsets.items():
+        if scenario not in chosen:
+            chosen[scenario] = partial[0]
+        passed += [(folder, note) for folder, _, note in partial if chosen[scenario][0] != folder]
+    return chosen, passed
+
+
+def _runs_said(summary: dict) -> str:
+    """'seed 1', or of a repeated run 'N runs, seeds a-b' ('N runs, all seed s' on Mininet)."""
+    seeds = summary.get("seeds") or []
+    if (summary.get("repeat") or 1) <= 1 or not seeds:
+        return f"seed {summary.get('seed')}"
+    if len(set(seeds)) == 1:
+        return f"{len(seeds)} runs, all seed {seeds[0]}"
+    return f"{len(seeds)} runs, seeds {min(seeds)}-{max(seeds)}"
+
+
+def render_paper(root: Path, page: Path) -> tuple[str, int, list[tuple[Path, str]]]:
+    """The page (markdown), how many claims had results, and the results folders passed over with
+    why (`choose_runs`: an interrupted run or a subset of the cases is not a scenario's figures when
+    a whole run exists). NoResults when `root` holds no results folder."""
+    chosen, passed = choose_runs(root)
     lines = ["# MRC testbed: the paper's statements beside the lab's figures", "",
              "Each section quotes a published statement (the MRC/SRv6 paper, as issue 14 lists it), the "
-             "figures the newest results folder of its scenario measured, and where and why the lab-scale "
-             "result differs.", ""]
-    if skipped:
-        lines += ["Interrupted runs passed over (not every case ran): "
-                  + ", ".join(f"`{_rel(folder, page)}`" for folder in skipped) + ".", ""]
+             "figures the newest whole results folder of its scenario measured, and where and why the "
+             "lab-scale result differs.", ""]
+    if passed:
+        lines += ["Results folders passed over: "
+                  + "; ".join(f"`{_rel(folder, page)}` ({why})" for folder, why in passed) + ".", ""]
     measured = 0
     for claim in CLAIMS:
         lines += [f"## {claim.title}", "", f"**Paper:** {claim.statement}", ""]
-        run = newest.get(claim.scenario) if claim.scenario else None
+        run = chosen.get(claim.scenario) if claim.scenario else None
         if run is None:
             what = (f"not run: no results folder of `{claim.scenario}` under {root} "
                     f"(`mrc-testbed run experiments/{claim.scenario}.yaml`)") if claim.scenario else "not measured"
             lines += [f"**Lab:** {what}.", ""]
         else:
-            folder, summary = run
+            folder, summary, subset = run
             measured += 1
-            lines += [f"**Lab** (`{_rel(folder, page)}`: backend {_backend(summary)}, seed {summary.get('seed')}"
-                      f"{', quick' if summary.get('quick') else ''}, {summary.get('created', '')}):", ""]
+            lines += [f"**Lab** (`{_rel(folder, page)}`: backend {_backend(summary)}, {_runs_said(summary)}"
+                      f"{', quick' if summary.get('quick') else ''}, {summary.get('created', '')}"
+                      f"{f'; only {subset}' if subset else ''}):", ""]
+            if (summary.get("repeat") or 1) > 1 and not claim.per_run:
+                lines += ["- each case's times are the medians of its runs, its other figures those of its "
+                          "median run (summary.md of the folder gives the ranges)"]
             lines += [f"- {line}" for line in claim.figures(summary)] or ["- (no cases)"]
             lines.append("")
         lines += [f"**Why it differs at lab scale:** {claim.differs}", ""]
-    return "\n".join(lines), measured, skipped
+    return "\n".join(lines), measured, passed
 
 
-def write_paper(root: Path, output: Path) -> tuple[Path, int, list[Path]]:
+def write_paper(root: Path, output: Path) -> tuple[Path, int, list[tuple[Path, str]]]:
     """Write the paper page of the results under `root` to `output` (markdown); return (path, claims
-    measured, interrupted folders passed over)."""
+    measured, folders passed over with why). NoResults when `root` holds no results folder (nothing
+    is written)."""
     if output.suffix.lower() not in (".md", ".markdown"):
         raise ValueError(f"-o {output}: the --paper page is markdown: give a .md file")
-    text, measured, skipped = render_paper(root, output)
+    text, measured, passed = render_paper(root, output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    return output, measured, skipped
+    return output, measured, passed

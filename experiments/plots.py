@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from experiments import metrics, validity  # noqa: E402
+from experiments.metrics import RETX_CAUSES  # noqa: E402
 from experiments.record import CaseRecord  # noqa: E402
 from experiments.timefmt import format_seconds  # noqa: E402
 
@@ -33,6 +34,7 @@ WIDTHS = [3.2, 2.2, 1.3, 1.0, 0.8, 0.7]
 STYLES = ["-", "--", "-", "-.", ":", "-"]
 STATE_COLOURS = {"GOOD": "#2ca02c", "SKIP": "#f2c12e", "ASSUMED_BAD": "#d62728",
                  "DENIED": "#4a4a4a", "UNKNOWN": "#9467bd"}     # DENIED: by an operator; UNKNOWN: to probe
+CAUSE_HATCHES = {"trim": "", "timeout": "xx", "nack": "..", "sack": "\\\\", "tail_probe": "oo"}   # per cause
 ZOOM_BEFORE_S = 0.05
 ZOOM_AFTER_S = 0.25
 SMOOTH_S = 0.02
@@ -340,15 +342,15 @@ def _message_panel(ax, heading: str, message: str) -> None:
 
 def _time_panel(ax, bars: _Bars, key: str, label: str, scale: float, heading: str) -> None:
     """A time per case as a bar; a case without one as a hatched bar (up to its end when it has no
-    completion time) marked 'cut at horizon: N %', 'never', '<90%' or 'n/a'; an invalid case's
-    bar says so."""
+    completion time) marked 'cut at horizon: N %', 'never', '<90%', 'n/a' (a failure without goodput
+    before it) or '-' (no recovery time: nothing failed); an invalid case's bar says so."""
     top = 0.0
     for x, tname, s in bars.each():
         value = s[key]
         if value is None:
             never = key == "completion_time_s" or s["failure_time_s"] is not None
             h = s["end_s"] * scale if key == "completion_time_s" else 0.0
-            text = "n/a" if not never else (
+            text = "-" if not never else (                  # "-": nothing failed, as in the table
                 (key == "time_to_recover_s" and _recovery_missing(s))
                 or ("<90%" if s["completed"] else _unfinished(s)))
             ax.bar(x, h, bars.width, color="white", edgecolor=bars.colour[tname], hatch="//")
@@ -387,9 +389,10 @@ def _unfinished(s: dict) -> str:
 
 
 def _retransmission_panel(ax, bars: _Bars) -> list:
-    """Retransmitted packets per case, stacked by cause; returns the legend handles of the causes."""
+    """Retransmitted packets per case, stacked by cause; returns the legend handles of the causes
+    drawn (each in its own hatch)."""
     top = 0.0
-    hatches = {"trim": "", "timeout": "xx", "nack": ".."}
+    drawn: set = set()
     for x, tname, s in bars.each():
         bottom = 0
         if s["retransmissions"] is None:          # counted without causes (or not at all)
@@ -401,15 +404,17 @@ def _retransmission_panel(ax, bars: _Bars) -> list:
             continue
         for cause, count in s["retransmissions"].items():
             if count:
-                ax.bar(x, count, bars.width, bottom=bottom, color=bars.colour[tname], hatch=hatches.get(cause, ""),
-                       edgecolor="black", linewidth=0.5)
+                ax.bar(x, count, bars.width, bottom=bottom, color=bars.colour[tname],
+                       hatch=CAUSE_HATCHES.get(cause, ""), edgecolor="black", linewidth=0.5)
+                drawn.add(cause)
             bottom += count
         ax.text(x, bottom, str(bottom), ha="center", va="bottom", fontsize=7)
         top = max(top, bottom)
     ax.set_ylabel("retransmitted data packets (count)")
     ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)
     ax.set_title("retransmissions by cause", fontsize=10)
-    return [Patch(facecolor="white", edgecolor="black", hatch=h, label=f"cause: {c}") for c, h in hatches.items()]
+    return [Patch(facecolor="white", edgecolor="black", hatch=CAUSE_HATCHES.get(c, ""), label=f"cause: {c}")
+            for c in sorted(drawn, key=lambda c: RETX_CAUSES.index(c) if c in RETX_CAUSES else len(RETX_CAUSES))]
 
 
 def _path_label(dst_hex: str) -> str:
@@ -516,11 +521,13 @@ def scale_figure(summaries: list[dict], colour: dict, path: Path, title: str) ->
 
 
 def flows_figure(records: list[CaseRecord], colour: dict, path: Path, title: str) -> Path:
-    """Per-flow throughput (victim marked) and per-link utilisation, per variant and transport."""
+    """Per-flow throughput (victim marked) and per-link utilisation, per variant and transport; no
+    link panel when no record measured its links (htsim)."""
     groups = _variants(records)
-    fig, axes = plt.subplots(len(groups), 2, figsize=(13, 3.8 * len(groups)), squeeze=False)
+    with_links = any(r.links for r in records)
+    fig, axes = plt.subplots(len(groups), 2 if with_links else 1, figsize=(13, 3.8 * len(groups)), squeeze=False)
     for row, (variant, recs) in enumerate(groups.items()):
-        ax_f, ax_l = axes[row]
+        ax_f = axes[row][0]
         width = 0.8 / max(1, len(recs))
         for j, r in enumerate(recs):
             tps = metrics.flow_throughputs(r)
@@ -529,23 +536,32 @@ def flows_figure(records: list[CaseRecord], colour: dict, path: Path, title: str
                      color=colour[r.transport], label=r.transport,
                      edgecolor=["black" if f.role == "victim" else colour[r.transport] for f in r.flows],
                      linewidth=[2 if f.role == "victim" else 0.5 for f in r.flows])
-            util = metrics.link_utilisation(r)
-            lx = [i + (j - (len(recs) - 1) / 2) * width for i in range(len(util))]
-            ratio = metrics.imbalance(util)
-            ax_l.bar(lx, [u * 100 for u in util], width, color=colour[r.transport],
-                     label=f"{r.transport} (max/mean {ratio:.2f})" if ratio else r.transport)
         if recs:
             ax_f.set_xticks(range(len(recs[0].flows)))
             ax_f.set_xticklabels([f"{f.src}→{f.dst}" + (" (victim)" if f.role == "victim" else "")
                                   for f in recs[0].flows], rotation=45, ha="right", fontsize=7)
-            ax_l.set_xticks(range(len(recs[0].links)))
-            ax_l.set_xticklabels([link.name for link in recs[0].links], rotation=60, ha="right", fontsize=6)
         ax_f.set_ylabel("throughput (Mbit/s)")
-        ax_f.set_title(f"{variant}: per-flow throughput (black edge: victim flow)")
+        ax_f.set_title(f"{variant}: per-flow throughput (black edge: victim flow)"
+                       + ("" if with_links else "; link utilisation not measured by the backend"))
         ax_f.grid(axis="y", alpha=0.3)
         ax_f.legend(fontsize=8)
-        ax_l.set_ylabel("utilisation (% of link rate)")
-        ax_l.set_title(f"{variant}: switch-to-switch link utilisation")
-        ax_l.grid(axis="y", alpha=0.3)
-        ax_l.legend(fontsize=8)
-    return save_figure(fig, path, _heading(title, "flows and links"))
+        if with_links:
+            _links_panel(axes[row][1], variant, recs, colour, width)
+    return save_figure(fig, path, _heading(title, "flows and links" if with_links else "flows"))
+
+
+def _links_panel(ax, variant: str, recs: list[CaseRecord], colour: dict, width: float) -> None:
+    """One variant's switch-to-switch link utilisation, a bar per link and transport."""
+    for j, r in enumerate(recs):
+        util = metrics.link_utilisation(r)
+        lx = [i + (j - (len(recs) - 1) / 2) * width for i in range(len(util))]
+        ratio = metrics.imbalance(util)
+        ax.bar(lx, [u * 100 for u in util], width, color=colour[r.transport],
+               label=f"{r.transport} (max/mean {ratio:.2f})" if ratio else r.transport)
+    links = max(recs, key=lambda r: len(r.links)).links if recs else []
+    ax.set_xticks(range(len(links)))
+    ax.set_xticklabels([link.name for link in links], rotation=60, ha="right", fontsize=6)
+    ax.set_ylabel("utilisation (% of link rate)")
+    ax.set_title(f"{variant}: switch-to-switch link utilisation")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)

@@ -69,3 +69,74 @@ def test_report_of_a_folder_without_results_fails_with_one_error_and_writes_noth
     said = capsys.readouterr()
     assert said.err.count("\n") == 1 and "mrc-testbed report: no results folder (with summary.json)" in said.err
     assert "report of" not in said.out and not (tmp_path / "report.html").exists()
+
+
+def repeated_summary() -> dict:
+    """A loss sweep run twice (seeds 1 and 2) whose representative runs mix seeds: MRC's of seed 2,
+    RoCE's of seed 1."""
+    runs = []
+    for repetition, (mrc_free, roce_free, mrc_lossy, roce_lossy) in enumerate(((700e9, 560e9, 490e9, 200e9),
+                                                                               (720e9, 270e9, 576e9, 180e9))):
+        for case in (loss_case("alltoall 1 MiB 0% loss", "MRC", "mrc", mrc_free),
+                     loss_case("alltoall 1 MiB 0% loss", "RoCE 1 QP", "roce", roce_free),
+                     loss_case("alltoall 1 MiB 1% loss", "MRC", "mrc", mrc_lossy),
+                     loss_case("alltoall 1 MiB 1% loss", "RoCE 1 QP", "roce", roce_lossy)):
+            runs.append(dict(case, seed=repetition + 1, repetition=repetition))
+    shown = [runs[4], runs[1], runs[2], runs[3]]         # each case's representative run
+    return {"scenario": "loss-sweep", "seed": 1, "repeat": 2, "seeds": [1, 2], "cases": shown, "runs": runs}
+
+
+def test_a_repeated_loss_sweep_takes_each_ratio_within_one_seed_and_gives_median_and_range():
+    from experiments.paper import loss_sweep_figures
+    lines = loss_sweep_figures(repeated_summary())
+    free = next(line for line in lines if line.startswith("alltoall 1 MiB 0% loss: MRC/RoCE"))
+    # seed 1: 700/560 = 1.25x; seed 2: 720/270 = 2.67x (the representatives' 720/560 = 1.29x is no run's)
+    assert "MRC/RoCE 1.96x (median of 2 runs, 1.25x-2.67x)" in free and "1.29x" not in free
+    assert "alltoall 1 MiB 1% loss: MRC kept 75% (median of 2 runs, 70%-80%) of its goodput at 0 % loss" in lines
+
+
+def write_run(folder: Path, summary: dict) -> Path:
+    import json
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def test_the_page_says_how_many_runs_and_seeds_a_repeated_run_had(tmp_path):
+    from experiments.paper import render_paper
+    summary = dict(repeated_summary(), scenario_file="experiments/loss-sweep.yaml", quick=True,
+                   backend="netsim", created="2026-01-02 00:00:00 UTC")
+    write_run(tmp_path / "rep", summary)
+    page = render_paper(tmp_path, tmp_path / "paper.md")[0]
+    assert "`rep`: backend netsim, 2 runs, seeds 1-2, quick" in page
+
+
+def sweep_summary(cases: list[tuple[str, str]], created: str) -> dict:
+    modes = {"MRC": "mrc", "RoCE 1 QP": "roce"}
+    return {"scenario": "loss-sweep", "scenario_file": str(ROOT / "experiments" / "loss-sweep.yaml"),
+            "quick": True, "backend": "netsim", "seed": 1, "created": created, "interrupted": False,
+            "cases": [loss_case(v, t, modes.get(t, "mrc"), 100e9) for v, t in cases]}
+
+
+def test_the_page_takes_the_newest_run_of_all_the_cases_over_a_newer_subset_and_says_so(tmp_path, capsys):
+    from experiments.scenario import load_scenario
+    every = [(c.variant.label, c.transport.name)
+             for c in load_scenario(ROOT / "experiments" / "loss-sweep.yaml", quick=True).cases()]
+    write_run(tmp_path / "whole", sweep_summary(every, "2026-01-01 00:00:00 UTC"))
+    write_run(tmp_path / "subset", sweep_summary(every[:1], "2026-01-02 00:00:00 UTC"))
+    assert report.run(paper_args(tmp_path)) == 0
+    out = capsys.readouterr().out
+    assert "subset passed over: a subset of the scenario's cases, 1 of 8, made with --variant/--transport" in out
+    loss = (tmp_path / "paper.md").read_text().split("## Loss")[1].split("\n## ")[0]
+    assert "**Lab** (`whole`:" in loss and "MRC/RoCE 1.00x" in loss
+    (tmp_path / "whole" / "summary.json").unlink()          # only the subset left: taken, and said to be one
+    assert report.run(paper_args(tmp_path)) == 0
+    loss = (tmp_path / "paper.md").read_text().split("## Loss")[1].split("\n## ")[0]
+    assert "**Lab** (`subset`:" in loss and "; only a subset of the scenario's cases, 1 of 8, made" in loss
+
+
+def test_paper_of_a_folder_without_results_fails_with_one_error_and_writes_nothing(tmp_path, capsys):
+    assert report.run(paper_args(tmp_path)) == 1
+    said = capsys.readouterr()
+    assert said.err.count("\n") == 1 and "mrc-testbed report: no results folder (with summary.json)" in said.err
+    assert said.out == "" and not (tmp_path / "paper.md").exists()

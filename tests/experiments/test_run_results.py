@@ -99,7 +99,7 @@ def test_an_interrupted_run_says_so_in_summary_md_the_report_and_is_passed_over_
     assert report_cmd.run(parser.parse_args(["--results", str(tmp_path), "--paper"])) == 0
     assert f"note: {out} passed over: an interrupted run" in capsys.readouterr().out
     paper = (tmp_path / "paper.md").read_text()
-    assert "Interrupted runs passed over (not every case ran): `out`" in paper
+    assert "Results folders passed over: `out` (an interrupted run: not every case ran)." in paper
     assert "(`whole`: backend netsim" in paper.split("## Loss")[1].split("\n## ")[0]
 
 
