@@ -118,7 +118,7 @@ def run_seeds(meta: dict) -> str:
 def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the comparison table (columns that say nothing are left out). A case run
     several times (`repeats`) shows its medians with [min..max] and a `runs` column; rows of
-    several seeds (crosscheck) a `seed` column."""
+    single runs of several seeds (crosscheck) a `seed` column."""
     flows = any(s["workload"] in ("incast", "permutation") for s in summaries)
     repeated = any("repeats" in s for s in summaries)
     header = ["variant", "transport", "done", "completion", "recover", "longest gap", "EVs retired",
@@ -146,7 +146,9 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
                     "-" if ratio is None else f"{ratio:.2f}",
                     "-" if s["packets_dropped_queue_full"] is None else str(s["packets_dropped_queue_full"])]
         rows.append(row)
-    if len({s.get("seed") for s in summaries}) > 1:      # runs of several seeds (crosscheck): say which is which
+    if not repeated and len({s.get("seed") for s in summaries}) > 1:
+        # runs of several seeds (crosscheck): say which is which; a repeated case's row is over all
+        # its seeds (`runs`), the seed it keeps being only its typical run's
         header.insert(2, "seed")
         for row, s in zip(rows, summaries):
             row.insert(2, str(s.get("seed")))

@@ -145,6 +145,25 @@ def test_runs_that_never_finish_show_as_never_and_count_in_the_median():
     assert row["fidelity"] == "distorted (1/3)"
 
 
+def test_repeated_rows_have_no_seed_column_though_their_typical_runs_differ_in_seed():
+    """A repeated case's row is over all its runs (`runs` says how many): the seed of its typical
+    run is no seed of the row, even when two rows' typical runs had different seeds."""
+    base = {"transport": "t", "failure_time_s": None, "bit_exact": True, "notes": [], "fidelity": "faithful",
+            "fidelity_reasons": [], "longest_delivery_gap_s": None, "completion_rtts": None,
+            "time_to_recover_rtts": None, "longest_delivery_gap_rtts": None, "time_to_recover_s": None,
+            "completed": True, "evs_retired": 0, "workload": "allreduce",
+            "retransmissions": {"trim": 0, "timeout": 0, "nack": 0}}
+    rows = []
+    for variant, times in (("a", [1.0, 2.0, 3.0]), ("b", [3.0, 1.0, 2.0])):
+        runs = [{**base, "variant": variant, "repetition": i, "seed": i + 1, "completion_time_s": t}
+                for i, t in enumerate(times)]
+        rows.append({**base, **repeats.aggregate(runs)})
+    assert len({row["seed"] for row in rows}) == 2         # the typical runs' seeds differ
+    header, cells = results.table_rows(rows)
+    assert "seed" not in header and header[2] == "runs"
+    assert [cell[2] for cell in cells] == ["3", "3"]
+
+
 @pytest.mark.slow
 def test_pcaps_go_under_the_results_folder(tmp_path, monkeypatch):
     """`run --pcap --out DIR`: the backend is given a capture into DIR/pcap, and each case (and each
