@@ -29,6 +29,7 @@ from typing import Optional, Sequence
 
 from cli.errors import PROG
 from testbed.logs import setup_logging
+from testbed.processes import unwind_on_sigterm
 
 # Exit status of a command that cannot be loaded (same as argparse's usage errors).
 EXIT_UNAVAILABLE = 2
@@ -127,17 +128,13 @@ def _command_name(argv: Sequence[str], names: set[str]) -> Optional[str]:
     return None
 
 
-def _unwind_on_sigterm(signum, frame) -> None:
-    """SIGTERM unwinds the command like Ctrl-C does, so its clean-up (finally blocks) runs."""
-    raise SystemExit(128 + signum)
-
-
 def _catch_sigterm():
-    """Install _unwind_on_sigterm where SIGTERM still kills outright; return what it replaced."""
+    """Install unwind_on_sigterm (SIGTERM raises testbed.processes.Terminated, unwinding the command
+    like Ctrl-C does, so its clean-up runs) where SIGTERM still kills outright; return what it replaced."""
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return None
-    return signal.signal(signal.SIGTERM, _unwind_on_sigterm)
+    return signal.signal(signal.SIGTERM, unwind_on_sigterm)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

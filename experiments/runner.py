@@ -18,10 +18,12 @@ from experiments.backends import default_backend, make_backend
 from experiments.progress import LiveLine
 from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
+from testbed.processes import Terminated
 
 log = logging.getLogger("mrc.experiments")
-# Ctrl-C, and SIGTERM (cli.main unwinds it as SystemExit): a run stopped by either keeps what it has.
-INTERRUPTIONS = (KeyboardInterrupt, SystemExit)
+# Ctrl-C, and SIGTERM (cli.main unwinds it as Terminated): a run stopped by either keeps what it has;
+# another SystemExit is no interruption and passes.
+INTERRUPTIONS = (KeyboardInterrupt, Terminated)
 PCAP_FOLDER = "pcap"                 # a run's captures: <results folder>/pcap/<case>/<switch>-port<N>.pcap
 
 

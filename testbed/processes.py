@@ -12,6 +12,16 @@ DEFAULT_GRACE_S = 5.0
 DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
+class Terminated(SystemExit):
+    """A SIGTERM unwinding this process as Ctrl-C does (`unwind_on_sigterm`): a run stopped by it
+    keeps what it has; any other SystemExit is a program's own exit, not an interruption."""
+
+
+def unwind_on_sigterm(signum, frame) -> None:
+    """A signal handler: SIGTERM raises Terminated (status 128 + signal), so clean-up runs."""
+    raise Terminated(128 + signum)
+
+
 def stop_process(proc: subprocess.Popen | None, grace: float = DEFAULT_GRACE_S) -> int | None:
     """End `proc` by its PID: SIGTERM, then SIGKILL if it is still there after `grace` seconds.
 

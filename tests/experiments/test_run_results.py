@@ -11,6 +11,7 @@ import pytest
 from experiments import plots, report, results, runner
 from experiments.record import CaseRecord, FlowRecord
 from experiments.scenario import parse_scenario
+from testbed.processes import Terminated
 
 FOUR_CASES = {
     "name": "fake", "title": "Fake cases", "topology": "leafspine:2x2x1", "horizon_s": 1.0,
@@ -286,9 +287,34 @@ def test_on_a_terminal_one_progress_line_shows_and_log_lines_start_on_their_own(
 
 def test_a_sigterm_keeps_the_finished_cases_as_a_ctrl_c_does(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(plots, "make_figures", lambda *args, **kwargs: [])
-    with pytest.raises(SystemExit) as stopped:            # cli.main unwinds SIGTERM as SystemExit(143)
-        run_fake(tmp_path, monkeypatch, FakeBackend(stop_at=2, stop=SystemExit(143)))
+    with pytest.raises(Terminated) as stopped:             # cli.main unwinds SIGTERM as Terminated(143)
+        run_fake(tmp_path, monkeypatch, FakeBackend(stop_at=2, stop=Terminated(143)))
     assert stopped.value.code == 143
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["interrupted"] is True and len(summary["cases"]) == 1
     assert "interrupted after 1 of 4 case(s)" in capsys.readouterr().err
+
+
+def test_another_system_exit_in_a_case_is_no_interruption(tmp_path, monkeypatch):
+    """Only SIGTERM's Terminated (and Ctrl-C) mark a run interrupted; a SystemExit a case's code
+    raised is its own exit, passed on without a results folder calling it a Ctrl-C or SIGTERM."""
+    monkeypatch.setattr(plots, "make_figures", lambda *args, **kwargs: [])
+    with pytest.raises(SystemExit) as stopped:
+        run_fake(tmp_path, monkeypatch, FakeBackend(stop_at=2, stop=SystemExit("a case's own exit")))
+    assert not isinstance(stopped.value, Terminated)
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_cli_main_unwinds_a_sigterm_as_terminated():
+    import signal
+
+    import cli.main
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        replaced = cli.main._catch_sigterm()
+        with pytest.raises(Terminated) as stopped:
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
+        assert stopped.value.code == 128 + signal.SIGTERM and replaced is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
