@@ -462,9 +462,11 @@ class PooledBackend:
         progress(1.0)
         return record
 
-    def took(self, case) -> float:
-        """The wall seconds `case`, handed back already, ran on the pool (not the wait for it)."""
-        index = next(i for i in range(self._taken) if self._cases[i] == case)
+    def took(self, index: int) -> float:
+        """The wall seconds the case at `index` of the cases given, handed back already, ran on the
+        pool (not the wait for it)."""
+        if not 0 <= index < self._taken:
+            raise ValueError(f"case {index} has not been handed back yet ({self._taken} have)")
         return self._walls[index]
 
 

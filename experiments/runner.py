@@ -224,7 +224,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
             except INTERRUPTIONS as interruption:
                 stop = interruption              # keep what finished, then stop
                 break
-            took = backend.took(case) if isinstance(backend, parallel.PooledBackend) else time.monotonic() - t0
+            took = backend.took(i) if isinstance(backend, parallel.PooledBackend) else time.monotonic() - t0
             log.info("%s: %s in %.1f s of wall time", case.label,
                      "completed" if record.completed else "did not complete", took)
             record.repetition = case.repetition
@@ -281,7 +281,10 @@ def _draw_figures(records: list, summaries: list[dict], folder: Path,
 def _interruption(meta: dict, folder: Path) -> str:
     """What an interrupted run kept, and what it lacks."""
     kept = ", ".join([results.RAW_JSONL, results.SUMMARY_JSON, results.SUMMARY_MD])
-    if meta["interrupted"]:
+    if meta["interrupted"] and not meta["cases_run"]:
+        said = (f"interrupted before any of the {meta['cases_planned']} case(s) finished: nothing to keep "
+                f"({folder} holds empty results marked interrupted)")
+    elif meta["interrupted"]:
         said = (f"interrupted after {meta['cases_run']} of {meta['cases_planned']} case(s); {kept} of the "
                 f"{meta['cases_run']} finished case(s) are in {folder}")
     else:

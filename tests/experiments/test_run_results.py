@@ -318,3 +318,36 @@ def test_cli_main_unwinds_a_sigterm_as_terminated():
         assert stopped.value.code == 128 + signal.SIGTERM and replaced is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_pooled_case_s_time_is_its_own_even_beside_an_equal_case(monkeypatch):
+    """PooledBackend.took(index): the time of the case at that place, not of the first equal one."""
+    import time
+
+    from experiments import parallel
+
+    class SlowerPool(PairPool):
+        def next_finished(self):                       # case i takes 5 + i s of the clock
+            index, work, item, began = self.queue.pop(0)
+            self.clock.t = max(self.clock.t, began + 5.0 + index)
+            return index, True, work(item)
+
+    clock = FakeClock()
+    monkeypatch.setattr(time, "monotonic", clock)
+    monkeypatch.setattr(parallel, "netsim_case", fake_record)
+    case = parse_scenario(FOUR_CASES).cases()[0]
+    backend = parallel.PooledBackend(SlowerPool(clock), [case, case], "netsim", io.StringIO())
+    backend.run_case(case)
+    backend.run_case(case)
+    assert (backend.took(0), backend.took(1)) == (5.0, 6.0)
+    with pytest.raises(ValueError, match="case 2 has not been handed back"):
+        backend.took(2)
+
+
+def test_a_run_interrupted_before_any_case_finished_says_nothing_was_kept(tmp_path, monkeypatch, capsys):
+    with pytest.raises(KeyboardInterrupt):
+        run_fake(tmp_path, monkeypatch, FakeBackend(stop_at=1))
+    said = capsys.readouterr().err
+    assert "interrupted before any of the 4 case(s) finished: nothing to keep" in said
+    assert "0 finished" not in said
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["interrupted"] is True
