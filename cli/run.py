@@ -103,11 +103,10 @@ def run(args: argparse.Namespace) -> int:
         return fail("run", f"{scenario.path}: {error}", 1)
     print(f"{scenario.title} ({backend_name} backend, {repeats.seeds_note(scenario.seed, args.repeat, backend_name)})")
     print(results.format_table(summaries))
-    for s in summaries:
-        for note in s["notes"]:
-            print(f"note: {s['variant']} / {s['transport']}: {note}")
-        for reason in s.get("fidelity_reasons", []):
-            print(f"distorted: {s['variant']} / {s['transport']}: {reason}")
+    for line in results.note_lines(summaries):
+        print(f"note: {line}")
+    for line in results.fidelity_lines(summaries):
+        print(f"distorted: {line}")
     invalid = results.invalid_lines(summaries)
     for line in invalid:
         print(f"INVALID: {line}")

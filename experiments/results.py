@@ -3,7 +3,7 @@
     <folder>/raw.jsonl     one JSON object per line: a "case" line per case (its record without the
                            time series), then its "sample" lines (time, cumulative bytes per flow)
                            and "ev" lines (EV state changes)
-    <folder>/summary.json  scenario, backend, seed, and the summary of every case (metrics.summarise);
+    <folder>/summary.json  scenario, backend (with htsim, its load balancer), seed, and the summary of every case (metrics.summarise);
                            with `run --repeat N`, one aggregate per case (experiments/repeats.py:
                            medians, and `repeats` with N, seeds, median/min/max) and every run's
                            summary under `runs`; raw.jsonl then has every run, with its `repetition`
@@ -61,6 +61,7 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
     lines = [f"# {meta['title']}", "", meta.get("description", "").strip(), "",
              f"Scenario `{meta['scenario_file']}`, backend **{meta['backend']}**"
              + (f" (target {meta['target']})" if meta.get("target") else "")
+             + (f" (load balancer {meta['balancer']})" if meta.get("balancer") else "")
              + f", {run_seeds(meta)}{', quick' if meta.get('quick') else ''}, {meta['created']}.", ""]
     lines += [f"**{line}**" for line in interruption_lines(meta)] + ([""] if interruption_lines(meta) else [])
     if meta.get("repeat", 1) > 1:
@@ -75,6 +76,10 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
     if distorted:
         lines += ["", "Distorted by this machine (experiments/README.md, \"Fidelity\"):", ""]
         lines += [f"- {line}" for line in distorted]
+    notes = note_lines(summaries)
+    if notes:
+        lines += ["", "Notes (what the backend said of each case):", ""]
+        lines += [f"- {line}" for line in notes]
     lines += ["", "Definitions: docs in `experiments/metrics.py` (time to recover = failure until goodput, "
               "averaged over 20 ms or two messages, is back to 90 % of before; \"stayed <90%\": the work "
               "completed at the capacity the failure left; \"cut at horizon\": stopped by the horizon "
@@ -175,6 +180,12 @@ def fidelity_lines(summaries: list[dict]) -> list[str]:
     faithful (or simulated)."""
     return [f"{s['variant']} / {s['transport']}: {reason}"
             for s in summaries for reason in s.get("fidelity_reasons", [])]
+
+
+def note_lines(summaries: list[dict]) -> list[str]:
+    """One line per note of a case ('variant / transport: note'): what its backend said of it (the
+    htsim balancer, a horizon that stopped it, figures not measured, capped link rates, ...)."""
+    return [f"{s['variant']} / {s['transport']}: {note}" for s in summaries for note in s.get("notes", [])]
 
 
 def invalid_lines(summaries: list[dict]) -> list[str]:

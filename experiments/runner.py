@@ -15,6 +15,7 @@ from typing import Optional, TextIO
 
 from experiments import calibration, metrics, parallel, plots, rate_caps, repeats, results
 from experiments.backends import default_backend, make_backend
+from experiments.backends.htsim.inputs import DEFAULT_BALANCER
 from experiments.progress import LiveLine
 from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
@@ -237,7 +238,9 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     shown = repeats.representative_records(records, runs)
     meta = {"scenario": scenario.name, "title": scenario.title, "description": scenario.description,
             "scenario_file": scenario.path, "backend": backend_name,
-            "target": target if backend_name == "mininet" else None, "seed": scenario.seed, "quick": quick,
+            "target": target if backend_name == "mininet" else None,
+            "balancer": (balancer or DEFAULT_BALANCER) if backend_name == "htsim" else None,
+            "seed": scenario.seed, "quick": quick,
             "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "wall_time_s": round(time.monotonic() - started, 2), "interrupted": stop is not None,
             "cases_planned": len(cases), "cases_run": len(records)}

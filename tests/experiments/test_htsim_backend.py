@@ -126,6 +126,17 @@ def test_run_backend_htsim_writes_the_usual_results_folder(standin, tmp_path):
     assert "goodput.png" not in [f.name for f in figures] and not (tmp_path / "goodput.png").exists()
 
 
+def test_run_backend_htsim_s_summary_says_which_balancer_ran_and_the_backend_s_notes(standin, tmp_path):
+    from experiments.runner import run_scenario
+    scenario = load_scenario(DATACENTER, quick=True)
+    run_scenario(scenario, "htsim", "model", tmp_path, True, progress_stream=open(os.devnull, "w"),
+                 variants=["incast"], transports=["MRC"], balancer="reps")
+    assert json.loads((tmp_path / "summary.json").read_text())["balancer"] == "reps"
+    md = (tmp_path / "summary.md").read_text()
+    assert "backend **htsim** (load balancer reps)" in md
+    assert "- incast / MRC: htsim: load balancer reps; htsim_uec reports completions only" in md
+
+
 def test_run_backend_htsim_refuses_the_cases_it_cannot_map_before_running(standin, tmp_path):
     from experiments.runner import run_scenario
     scenario = load_scenario(DATACENTER, quick=True)
