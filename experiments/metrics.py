@@ -28,7 +28,8 @@ Definitions (the same for every backend):
   after it ended, or more than 10 points of its bytes from its planned share) is "invalid", which
   replaces its fidelity verdict; each fault's landing (time, share delivered) is listed.
 - ending: "completed", "cut at horizon" (not done, still delivering at the end) or "stuck" (what
-  the table calls "never"), with the share of the bytes delivered.
+  the table calls "never"), with the share of the bytes delivered. htsim: "cut at horizon" only
+  means htsim_uec ran to its end unfinished (its deliveries are not measured).
 - completion over ideal (`flows_over_ideal`): a flow's completion over its receiver's ideal, every
   byte into the receiver at a rate plus a latency no rate removes. A flow complete as its last byte
   arrives (`datacenter_seeds`, `ecn_ramp_sweep`): the receiver's own NIC rate (all its NICs
@@ -39,7 +40,9 @@ Definitions (the same for every backend):
   (it exceeds one by 1.369 µs on datacenter.yaml's cases: `experiments.ideal_excess`).
 - not measured: a figure the backend has no measurement of (it declares which:
   experiments.backends.NOT_MEASURED, or leaves the record's field None) is None in the summary, and
-  "-" in the tables: never 0, "yes" or a recovery verdict. `retransmissions_total` is every
+  "-" in the tables: never 0, "yes" or a recovery verdict (htsim: goodput and its mean, recovery,
+  gaps, retransmission causes, payload and message checks, EVs, and the switch counters: link
+  utilisation, trims, fault and queue drops). `retransmissions_total` is every
   retransmission counter the backend reported, summed (htsim_uec's own count where it has no causes).
 - recovery without a baseline: a failure with no goodput in the window before it (a fault from
   the start) has nothing to recover to: `goodput_before_failure` False, and the tables say "n/a".
@@ -61,11 +64,13 @@ RECOVERY_WINDOW_S = 0.02
 # The figures a backend may lack a measurement of (experiments.backends.NOT_MEASURED), and the
 # summary fields each leaves None.
 NOT_MEASURED_FIGURES = {
-    "goodput": ("time_to_recover_s", "time_to_recover_rtts", "longest_delivery_gap_s",
+    "goodput": ("mean_goodput_bps", "time_to_recover_s", "time_to_recover_rtts", "longest_delivery_gap_s",
                 "longest_delivery_gap_rtts", "goodput_before_failure"),
     "retransmission causes": ("retransmissions",),
-    "bit_exact": ("bit_exact",),
+    "bit_exact": ("bit_exact", "app_duplicates", "app_missing"),      # the payload and messages delivered
     "evs": ("evs_retired", "evs_reinstated", "ev_retirements"),
+    "switch counters": ("link_utilisation", "packets_trimmed", "packets_dropped_by_faults",
+                        "packets_dropped_queue_full"),
 }
 
 

@@ -83,7 +83,7 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
     lines += ["", "Definitions: docs in `experiments/metrics.py` (time to recover = failure until goodput, "
               "averaged over 20 ms or two messages, is back to 90 % of before; \"stayed <90%\": the work "
               "completed at the capacity the failure left; \"cut at horizon\": stopped by the horizon "
-              "while still delivering; \"never\": stuck, nothing delivered for a while before the end; "
+              "while still delivering (htsim: ran to its end; deliveries not measured); \"never\": stuck, nothing delivered for a while before the end; "
               "\"n/a\": no goodput before the failure to compare with (a fault from the start); "
               "longest gap = the longest time after the failure with nothing delivered; N RTT = the time over "
               "the smallest data-packet RTT the hosts measured; \"-\": nothing failed, or not measured by the "
@@ -145,7 +145,7 @@ def table_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
         if flows:
             ft = s["flow_throughput_bps"]
             victim = s["throughput_by_role_bps"].get("victim")
-            ratio = s["link_utilisation"]["max_over_mean"]
+            ratio = (s["link_utilisation"] or {}).get("max_over_mean")      # None: not measured
             row += ["-" if ft["min"] is None else f"{ft['min'] / 1e6:.1f}/{ft['max'] / 1e6:.1f}",
                     "-" if victim is None else f"{victim / 1e6:.1f}",
                     "-" if ratio is None else f"{ratio:.2f}",

@@ -29,10 +29,10 @@ TARGETS = ("model", "bmv2")
 # What a backend's records hold no measurement of (their fields there are placeholders), by name
 # (experiments.metrics.NOT_MEASURED_FIGURES): the summaries leave these figures None and the tables
 # show "-". htsim_uec prints each flow's completion and totals (its own retransmission count among
-# them): no goodput over time (so no recovery or gap), no retransmission by cause, no payload to
-# check, no EVs.
+# them): no goodput over time (so no mean goodput, recovery or gap), no retransmission by cause,
+# no payload or messages to check, no EVs, no switch counters (link utilisation, trims, drops).
 NOT_MEASURED = {
-    "htsim": ("goodput", "retransmission causes", "bit_exact", "evs"),
+    "htsim": ("goodput", "retransmission causes", "bit_exact", "evs", "switch counters"),
 }
 
 

@@ -59,6 +59,20 @@ def test_the_standin_run_gives_a_record_like_netsims(standin):
     assert record.transport_stats["htsim_new"] == 7 * 64
 
 
+def test_figures_htsim_never_measured_are_none_in_the_summary_not_zero(standin):
+    # summary.json is the machine-readable result: a figure htsim_uec does not report is None there
+    from experiments import metrics, results
+    summary = metrics.summarise(HtsimBackend(binary=standin).run_case(mrc_case("incast")))
+    for key in ("mean_goodput_bps", "link_utilisation", "packets_trimmed", "packets_dropped_by_faults",
+                "packets_dropped_queue_full", "app_duplicates", "app_missing", "bit_exact"):
+        assert summary[key] is None, key
+    assert {"goodput", "switch counters", "bit_exact"} <= set(summary["not_measured"])
+    assert summary["completion_time_s"] is not None and summary["retransmissions_total"] is not None
+    header, rows = results.table_rows([summary])
+    row = dict(zip(header, rows[0]))
+    assert row["link max/mean"] == row["queue drops"] == results.NOT_MEASURED_CELL
+
+
 def test_a_flow_htsim_never_finished_leaves_the_case_incomplete(standin, monkeypatch):
     monkeypatch.setenv("STANDIN_MODE", "unfinished")
     record = HtsimBackend(binary=standin).run_case(mrc_case("incast"))

@@ -125,7 +125,7 @@ def cells(summary: dict) -> dict:
 def test_what_htsim_does_not_measure_reads_as_not_measured_with_its_own_retransmission_count():
     from experiments import metrics
     htsim = metrics.summarise(made_up("htsim", fault_at=0.0, transport_stats={"retx_htsim": 221, "htsim_new": 448}))
-    assert htsim["not_measured"] == ["goodput", "retransmission causes", "bit_exact", "evs"]
+    assert htsim["not_measured"] == ["goodput", "retransmission causes", "bit_exact", "evs", "switch counters"]
     assert htsim["bit_exact"] is None and htsim["evs_retired"] is None and htsim["retransmissions"] is None
     row = cells(htsim)
     assert (row["recover"], row["longest gap"], row["EVs retired"], row["bit-exact"]) == ("-", "-", "-", "-")
