@@ -99,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
                                               variants=args.variant, transports=args.transport,
                                               pcap=capture, link_rate=link_rate, repeat=args.repeat,
                                               pool=pool, cluster=spread, balancer=args.balancer)
+    except parallel.PoolUnavailable as error:             # the cluster file's servers, not the scenario
+        return fail("run", str(error), 1)
     except (RuntimeError, ValueError, KeyError) as error:
         return fail("run", f"{scenario.path}: {error}", 1)
     print(f"{scenario.title} ({backend_name} backend, {repeats.seeds_note(scenario.seed, args.repeat, backend_name)})")

@@ -209,9 +209,9 @@ class DaskPool:
             try:
                 cluster = SpecCluster(workers=workers, scheduler=scheduler, name=f"mrc-testbed {spec.path}")
             except Exception as error:
-                said = "; ".join(remote.lines) or "nothing"
-                raise RuntimeError(f"{spec.path}: could not start Dask workers on the servers "
-                                   f"({type(error).__name__}: {error}); the servers said: {said}") from error
+                said = f"; the servers said: {'; '.join(remote.lines)}" if remote.lines else ""
+                raise RuntimeError(f"cluster file {spec.path}: could not start Dask workers on its servers over "
+                                   f"SSH ({type(error).__name__}: {error}){said}") from error
         where = (f"{spec.cores} Dask workers on {len(spec.servers)} server(s) of {spec.path} "
                  f"(scheduler at {address})")
         return cls(cluster, where, spec.cores, timeout_s)

@@ -141,6 +141,33 @@ def test_mrc_testbed_run_refuses_jobs_on_mininet(tmp_path, capsys):
         parser.parse_args([str(path), "--jobs", "2", "--cluster", str(path)])     # one or the other
 
 
+def test_a_cluster_that_cannot_start_is_one_line_naming_the_cluster_file(tmp_path, capsys, monkeypatch):
+    """`run --cluster FILE` whose servers refuse SSH: one line naming the cluster file (not the
+    scenario) and what failed, with no empty 'the servers said: nothing'."""
+    import argparse
+
+    import distributed
+
+    from cli import run as cli_run
+
+    def refused(*args, **kwargs):
+        raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 1)")
+    monkeypatch.setattr(distributed, "SpecCluster", refused)
+    cluster = tmp_path / "unreach.yaml"
+    cluster.write_text(json.dumps({"servers": [{"address": "127.0.0.1", "user": "nobody",
+                                                "ssh_options": {"Port": 1}}]}))
+    path = tmp_path / "small.yaml"
+    path.write_text(json.dumps(SMALL))
+    parser = argparse.ArgumentParser()
+    cli_run.add_arguments(parser)
+    args = parser.parse_args([str(path), "--backend", "netsim", "--cluster", str(cluster),
+                              "--out", str(tmp_path / "out")])
+    assert cli_run.run(args) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"mrc-testbed run: cluster file {cluster}: could not start Dask workers on its servers")
+    assert "Connect call failed" in line and "said" not in line and str(path) not in line
+
+
 @pytest.mark.slow
 def test_datacenter_seeds_prints_the_same_figures_with_two_jobs(capsys):
     from experiments import datacenter_seeds

@@ -130,7 +130,7 @@ def test_a_server_without_that_python_is_a_clear_error(sshd, tmp_path):
     with pytest.raises(RuntimeError) as info:
         parallel.DaskPool.over_ssh(load_cluster_file(cluster))
     message = str(info.value)
-    assert message.startswith(f"{cluster}: could not start Dask workers on the servers")
+    assert message.startswith(f"cluster file {cluster}: could not start Dask workers on its servers")
     assert "/nonexistent/python" in message and "No such file" in message
 
 
