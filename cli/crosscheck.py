@@ -10,7 +10,8 @@ flow over ideal per case and simulator (mean over the seeds, worst seed) and eac
 time per case; writes the results folder (summary.md, summary.json, raw.jsonl, crosscheck-cdf.png,
 and htsim/seed<S>-<balancer>/<case>/ with each htsim_uec run's files, command.txt and htsim.out).
 Exit status: 0 done, 1 a run error (htsim_uec missing, or a run of it failed: the others still
-ran and are in the results), 2 bad input (including a scenario with no case htsim_uec can run).
+ran and are in the results), 2 bad input (including a scenario with no case htsim_uec can run);
+a Ctrl-C or SIGTERM saves the runs that had finished (marked interrupted) and exits 130 / 143.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cli.errors import fail
+from cli.errors import PROG, fail
 from experiments import results
 from experiments.backends.htsim.inputs import BALANCERS, SETTINGS
 from experiments.scenario import ScenarioError, load_scenario
@@ -41,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of `mrc-testbed crosscheck`."""
     from experiments.backends.htsim import HtsimFailed, HtsimNotFound
-    from experiments.crosscheck import Crosscheck, failure_lines, table_lines, write_results
+    from experiments.crosscheck import Crosscheck, CrosscheckInterrupted, failure_lines, table_lines, write_results
     try:
         scenario = load_scenario(args.scenario, quick=args.quick)
     except ScenarioError as error:
@@ -62,15 +63,28 @@ def run(args: argparse.Namespace) -> int:
                                   f"{', '.join(check.balancers)}), so nothing to compare:\n{reasons}")
     folder = args.out or results.default_folder(f"crosscheck-{scenario.name}")
     setup_logging(getattr(args, "verbosity", 0), folder)
+    stop = None                     # a Ctrl-C or SIGTERM: what finished is saved, then it is raised again
     try:
         records, rows, skipped = check.run(Path(args.scenario), seeds, args.quick, tuple(args.variant),
                                            progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
                                            keep=folder / "htsim")
+    except CrosscheckInterrupted as interrupted:
+        records, rows, skipped, stop = interrupted.records, interrupted.rows, interrupted.skipped, interrupted.cause
     except (HtsimNotFound, HtsimFailed, ValueError) as error:
         return fail("crosscheck", str(error), 1)
-    meta, figures = write_results(scenario, records, rows, skipped, folder,
-                                  {"seeds": seeds, "settings": args.settings, "balancers": list(check.balancers),
-                                   "htsim_uec": check.binary, "quick": args.quick})
+    kept = f"{results.RAW_JSONL}, {results.SUMMARY_JSON}, {results.SUMMARY_MD} of the {len(records)} finished run(s)"
+    try:
+        meta, figures = write_results(scenario, records, rows, skipped, folder,
+                                      {"seeds": seeds, "settings": args.settings, "balancers": list(check.balancers),
+                                       "htsim_uec": check.binary, "quick": args.quick, "interrupted": stop is not None})
+    except results.INTERRUPTIONS:
+        print(f"{PROG} crosscheck: interrupted while drawing the figure; {kept} are in {folder}", file=sys.stderr)
+        raise
+    if stop is not None:
+        print(f"{PROG} crosscheck: interrupted; {kept} are in {folder}" if records else
+              f"{PROG} crosscheck: interrupted before any run finished: nothing to keep ({folder} holds empty "
+              "results marked interrupted)", file=sys.stderr)
+        raise stop
     print(f"{meta['title']}: htsim_uec {check.binary}, switch settings {args.settings}")
     print("slowest flow over ideal per case, mean over the seeds that completed (worst seed):")
     print("\n".join(table_lines(meta["crosscheck"])))

@@ -43,6 +43,15 @@ NETSIM = "netsim"
 COMPLETED, FAILED = "completed", "failed"    # a run's outcome, or how it ended unfinished (validity.ending)
 
 
+class CrosscheckInterrupted(KeyboardInterrupt):
+    """A Ctrl-C or SIGTERM (`cause`, raised again once the results are saved) stopped
+    `Crosscheck.run`: what had finished by then, as `run` returns it."""
+
+    def __init__(self, cause: BaseException, records: list, rows: list, skipped: list) -> None:
+        super().__init__()
+        self.cause, self.records, self.rows, self.skipped = cause, records, rows, skipped
+
+
 def htsim_label(balancer: str) -> str:
     """The column of htsim_uec with `balancer`."""
     return f"htsim {balancer}"
@@ -182,17 +191,29 @@ class Crosscheck:
         """(every record, one row per case, the skipped cases and balancers with why) over `seeds`;
         with `keep`, each htsim_uec run's files (inputs, command, output) in
         keep/seed<S>-<balancer>/<case>/. An htsim_uec run that fails is in its row's failures (the
-        others still run)."""
-        from experiments.backends.htsim import HtsimBackend, HtsimFailed
-        from experiments.backends.netsim_backend import NetsimBackend
+        others still run). A Ctrl-C or SIGTERM raises CrosscheckInterrupted with what had finished
+        (a case's runs of a seed count once all of them have)."""
         records: list[CaseRecord] = []
         rows: dict[str, CrosscheckRow] = {}
         skipped: list = []
+        try:
+            self._run_seeds(scenario_path, seeds, quick, variants, progress, keep, records, rows, skipped)
+        except results.INTERRUPTIONS as cause:
+            raise CrosscheckInterrupted(cause, records, [row for row in rows.values() if row.slowest],
+                                        skipped) from None
+        return records, list(rows.values()), skipped
+
+    def _run_seeds(self, scenario_path: Path, seeds: list[int], quick: bool, variants: tuple,
+                   progress: Callable[[str], None], keep: Optional[Path], records: list[CaseRecord],
+                   rows: dict, skipped: list) -> None:
+        """`run`'s work, each run's record and row added as it finishes (what an interruption keeps)."""
+        from experiments.backends.htsim import HtsimBackend, HtsimFailed
+        from experiments.backends.netsim_backend import NetsimBackend
         for seed in seeds:
             scenario = load_scenario(scenario_path, quick=quick, seed=seed)
             ok, refused = self.runnable(scenario, variants)
             if seed == seeds[0]:
-                skipped = refused
+                skipped[:] = refused
             for case, balancers in ok:
                 row = rows.setdefault(case.label, CrosscheckRow(case.variant.label, case.transport.name,
                                                                 case.variant.workload.bytes))
@@ -234,7 +255,6 @@ class Crosscheck:
                     records.append(record)
                 progress(f"{case.label} seed {seed}: " + ", ".join(
                     f"{column} {_outcome_word(row, column)}" for column in sorted(row.slowest, key=column_order)))
-        return records, list(rows.values()), skipped
 
 
 def _outcome_word(row: CrosscheckRow, column: str) -> str:
@@ -454,21 +474,34 @@ def write_results(scenario: Scenario, records: list[CaseRecord], rows: list[Cros
     table = [row.as_dict() for row in rows]
     seeds = list(meta_extra.get("seeds") or [scenario.seed])
     title = run_title(scenario, rows, seeds, bool(meta_extra.get("quick")))
-    figures = [cdf_figure(rows, folder / CDF_FIGURE, title)] if rows else []
     meta = {"scenario": scenario.name, "title": title, "description": scenario.description,
             "scenario_file": scenario.path, "backend": "netsim + htsim", "target": None, "seed": scenario.seed,
-            "seeds_note": _seeds(seeds), "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "seeds": seeds, "seeds_note": _seeds(seeds), "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             **meta_extra, "crosscheck": table, "skipped": [{"case": label, "why": why} for label, why in skipped],
             "failed": [{"case": row.label, "column": column, "seed": seed, "error": message}
                        for row in rows for column, seed, message in row.failures()]}
-    results.write_raw(records, folder)
+    results.write_raw(records, folder)                # the results first: an interruption while
+    _write_summaries(meta, summaries, [], folder, skipped)      # drawing loses the figure, never them
+    figures = []
+    if rows:
+        try:
+            figures = [cdf_figure(rows, folder / CDF_FIGURE, title)]
+        except results.INTERRUPTIONS:
+            meta["figures_missing"] = [CDF_FIGURE]
+            _write_summaries(meta, summaries, [], folder, skipped)
+            raise
+    _write_summaries(meta, summaries, figures, folder, skipped)
+    return meta, figures
+
+
+def _write_summaries(meta: dict, summaries: list[dict], figures: list[Path], folder: Path, skipped: list) -> None:
+    """summary.json, and summary.md with the side-by-side table under the usual one."""
     results.write_summary(meta, summaries, figures, folder)
     results.write_markdown(meta, summaries, figures, folder)
     md = folder / results.SUMMARY_MD
     lines = ["", "## netsim and htsim side by side", "",
-             f"Slowest flow over ideal per case, mean over the seeds that completed of {seeds} (worst seed), and "
-             f"the seeds that did not with how they ended; switch settings: {meta_extra.get('settings')}.", "",
-             *table_lines(table), ""]
+             f"Slowest flow over ideal per case, mean over the seeds that completed of {meta['seeds']} (worst "
+             f"seed), and the seeds that did not with how they ended; switch settings: {meta.get('settings')}.", "",
+             *table_lines(meta["crosscheck"]), ""]
     lines += [f"- skipped {label}: {why}" for label, why in skipped]
     md.write_text(md.read_text(encoding="utf-8") + "\n".join(lines) + "\n", encoding="utf-8")
-    return meta, figures

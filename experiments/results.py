@@ -20,7 +20,11 @@ from typing import Optional
 
 from experiments.record import CaseRecord
 from experiments.timefmt import format_seconds
+from testbed.processes import Terminated
 
+# Ctrl-C, and SIGTERM (cli.main unwinds it as Terminated): a run stopped by either keeps what it has;
+# another SystemExit is no interruption and passes.
+INTERRUPTIONS = (KeyboardInterrupt, Terminated)
 NOT_MEASURED_CELL = "-"      # a table cell of a figure the backend did not measure (or that has no meaning)
 NO_BASELINE_CELL = "n/a"     # recovery with no goodput before the failure to compare with
 SUMMARY_JSON = "summary.json"

@@ -19,12 +19,8 @@ from experiments.backends.htsim.inputs import DEFAULT_BALANCER
 from experiments.progress import LiveLine
 from experiments.scenario import Scenario
 from testbed.capture import PcapCapture
-from testbed.processes import Terminated
 
 log = logging.getLogger("mrc.experiments")
-# Ctrl-C, and SIGTERM (cli.main unwinds it as Terminated): a run stopped by either keeps what it has;
-# another SystemExit is no interruption and passes.
-INTERRUPTIONS = (KeyboardInterrupt, Terminated)
 PCAP_FOLDER = "pcap"                 # a run's captures: <results folder>/pcap/<case>/<switch>-port<N>.pcap
 
 
@@ -222,7 +218,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
             t0 = time.monotonic()
             try:
                 record = backend.run_case(case, bar.update)
-            except INTERRUPTIONS as interruption:
+            except results.INTERRUPTIONS as interruption:
                 stop = interruption              # keep what finished, then stop
                 break
             took = backend.took(i) if isinstance(backend, parallel.PooledBackend) else time.monotonic() - t0
@@ -275,7 +271,7 @@ def _draw_figures(records: list, summaries: list[dict], folder: Path,
     drawn: list[Path] = []
     try:
         plots.make_figures(records, summaries, folder, title, drawn=drawn)
-    except INTERRUPTIONS as interruption:
+    except results.INTERRUPTIONS as interruption:
         done = {Path(path).name for path in drawn}
         return drawn, [name for name in plots.figure_names(records, summaries) if name not in done], interruption
     return drawn, [], None

@@ -137,3 +137,46 @@ def test_a_crosscheck_with_nothing_htsim_can_run_exits_2_naming_each_case(standi
     streams = capsys.readouterr()
     assert "no case htsim_uec can run" in streams.err and "collective" in streams.err
     assert "results:" not in streams.out and not out.exists()
+
+
+def test_a_ctrl_c_keeps_the_runs_that_finished_marked_interrupted(standin, tmp_path, monkeypatch, capsys):
+    # incast.yaml quick has two cases htsim maps; netsim's run of the second is cut by a Ctrl-C
+    from cli.main import main
+    from experiments.backends.netsim_backend import NetsimBackend
+    real, calls = NetsimBackend.run_case, []
+
+    def cut_second(self, case, progress=lambda fraction: None):
+        calls.append(case.label)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, case, progress)
+    monkeypatch.setattr(NetsimBackend, "run_case", cut_second)
+    out = tmp_path / "r"
+    assert main(["crosscheck", str(INCAST), "--quick", "--balancer", "mixed", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted; raw.jsonl, summary.json, summary.md of the 2 finished run(s) are in {out}" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and len(summary["cases"]) == 2
+    assert [row["case"] for row in summary["crosscheck"]] == ["leafspine:5x2x2 / MRC + trimming"]
+    assert len([line for line in (out / "raw.jsonl").read_text().splitlines() if '"type": "case"' in line]) == 2
+    assert "**Interrupted (Ctrl-C or SIGTERM)" in (out / "summary.md").read_text()
+
+
+def test_the_results_are_written_before_the_figure_and_a_ctrl_c_while_drawing_says_so(
+        standin, tmp_path, monkeypatch):
+    from experiments import crosscheck as module
+    records, rows, skipped = Crosscheck(("mixed",)).run(INCAST, [1], quick=True, variants=())
+    seen = {}
+
+    def interrupted_drawing(rows, path, title):
+        seen["written"] = sorted(p.name for p in path.parent.iterdir())
+        raise KeyboardInterrupt
+    monkeypatch.setattr(module, "cdf_figure", interrupted_drawing)
+    with pytest.raises(KeyboardInterrupt):
+        write_results(load_scenario(INCAST, quick=True), records, rows, skipped, tmp_path,
+                      {"seeds": [1], "settings": "scenario", "quick": True})
+    assert {"raw.jsonl", "summary.json", "summary.md"} <= set(seen["written"])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["figures_missing"] == ["crosscheck-cdf.png"] and len(summary["cases"]) == len(records)
+    md = (tmp_path / "summary.md").read_text()
+    assert "Figures not drawn" in md and "netsim and htsim side by side" in md
