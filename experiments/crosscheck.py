@@ -37,6 +37,7 @@ from experiments import metrics, results, validity
 from experiments.backends.htsim.inputs import BALANCERS, DEFAULT_BALANCER, Unmappable, export_case
 from experiments.record import CaseRecord
 from experiments.scenario import Case, Scenario, load_scenario
+from experiments.units import format_bytes
 
 CDF_FIGURE = "crosscheck-cdf.png"
 NETSIM = "netsim"
@@ -446,14 +447,6 @@ def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:
     return save_figure(fig, path, textwrap.fill(title, int(13 * width)), fontsize=10)
 
 
-def _size(nbytes: int) -> str:
-    """256 KiB, 2 MiB, 1500 B."""
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale and nbytes % (scale // 4) == 0:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes} B"
-
-
 def _seeds(seeds: list[int]) -> str:
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
@@ -461,7 +454,7 @@ def _seeds(seeds: list[int]) -> str:
 def run_title(scenario: Scenario, rows: list[CrosscheckRow], seeds: list[int], quick: bool) -> str:
     """What this crosscheck ran: the scenario, the variants compared, their flow sizes, the seeds."""
     variants = list(dict.fromkeys(row.variant for row in rows)) or ["nothing"]
-    sizes = list(dict.fromkeys(_size(row.flow_bytes) for row in rows))
+    sizes = list(dict.fromkeys(format_bytes(row.flow_bytes) for row in rows))
     return (f"{scenario.name}{' (quick)' if quick else ''}: netsim and htsim side by side on "
             f"{'; '.join(variants)}" + (f" ({' / '.join(sizes)} flows)" if sizes else "") + f", {_seeds(seeds)}")
 

@@ -120,7 +120,7 @@ def table_items() -> list[tuple[str, Item]]:
         for variant in VARIANTS:
             out += [("held out", Item(variant, s, profile=profile, label=f"{variant}, seeds 9-16"))
                     for s in HELD_OUT_SEEDS]
-            out += [("held out", Item(variant, s, quick=True, profile=profile, label=f"{variant}, 256 KB flows"))
+            out += [("held out", Item(variant, s, quick=True, profile=profile, label=f"{variant}, 256 KiB flows"))
                     for s in TABLE_SEEDS]
         for label, workload in HELD_OUT_COLLECTIVES:
             out += [("held out", Item("permutation", s, profile=profile, workload=tuple(workload.items()),
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the seeds to run (default {' '.join(map(str, DEFAULT_SEEDS))}; --table has its own)")
     parser.add_argument("--variant", action="append",
                         help=f"a variant label of datacenter.yaml (repeatable; default: {', '.join(map(repr, VARIANTS))})")
-    parser.add_argument("--quick", action="store_true", help="datacenter.yaml's quick sizes (256 KB flows)")
+    parser.add_argument("--quick", action="store_true", help="datacenter.yaml's quick sizes (256 KiB flows)")
     parser.add_argument("--switch-profile", action="append", choices=PROFILES,
                         help=f"switch settings (repeatable; default {SCENARIO}: the file's own)")
     parser.add_argument("--table", action="store_true",

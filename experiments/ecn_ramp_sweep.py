@@ -90,7 +90,7 @@ def setting_lines(results: dict[tuple[int, int], dict]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0].replace("\n", " "))
-    parser.add_argument("--quick", action="store_true", help="datacenter.yaml's quick sizes (256 KB flows)")
+    parser.add_argument("--quick", action="store_true", help="datacenter.yaml's quick sizes (256 KiB flows)")
     parser.add_argument("--out", type=Path, default=None, metavar="FOLDER",
                         help=f"where {NAME}.json and .png go (default: a new results/{NAME}-<UTC date and "
                              "time>; experiments/figures replaces the committed figure)")
@@ -130,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
             "results": [{"ecn_threshold": a, "ecn_max_threshold": b, **r} for (a, b), r in results.items()]}
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{NAME}.json").write_text(json.dumps(data, indent=1))
-    size = "256 KB" if args.quick else "2 MB"
+    size = "256 KiB" if args.quick else "2 MiB"
     plot(results, out / f"{NAME}.png",
-         f"ECN thresholds on datacenter.yaml (netsim, 4x4x4 leaf-spine, 100 Gbit/s, 1 us cables, 4 KB packets, "
+         f"ECN thresholds on datacenter.yaml (netsim, 4x4x4 leaf-spine, 100 Gbit/s, 1 us cables, 4 KiB packets, "
          f"{size} flows, trim at 48, seed {conditions['seed']})")
     print(f"written: {out / (NAME + '.png')}, {out / (NAME + '.json')} ({conditions['wall_s']} s wall on {sweep.where})")
     return 0

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 from experiments.report import NoResults, _backend, _rel, find_runs
 from experiments.scenario import ScenarioError, load_scenario
 from experiments.timefmt import format_seconds
+from experiments.units import format_rate
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -35,12 +36,9 @@ class Claim:
     per_run: bool = False           # its figures are each run's of a repeated run (`run --repeat`), not the aggregate's
 
 
-def _mbps(bps: Optional[float]) -> str:
-    """A rate in the unit that suits it: '5.66 Mbit/s', '292 Gbit/s', '1.06 Tbit/s'."""
-    if bps is None:
-        return "—"
-    scale, unit = next(((s, u) for s, u in ((1e12, "Tbit/s"), (1e9, "Gbit/s")) if bps >= s), (1e6, "Mbit/s"))
-    return f"{bps / scale:.3g} {unit}"
+def _rate(bps: Optional[float]) -> str:
+    """A rate in the unit that suits it (experiments.units.format_rate), "—" when unknown."""
+    return "—" if bps is None else format_rate(bps)
 
 
 def _by_variant(summary: dict) -> dict[str, dict[str, dict]]:
@@ -110,12 +108,12 @@ def loss_sweep_figures(summary: dict) -> list[str]:
         m = [m.get("mean_goodput_bps") or 0.0 for m, _ in pairs]
         r = [r.get("mean_goodput_bps") or 0.0 for _, r in pairs]
         if len(pairs) == 1:
-            lines.append(f"{variant}: MRC {_mbps(m[0])}{_unfinished_runs([pairs[0][0]])}, RoCE {_mbps(r[0])}"
+            lines.append(f"{variant}: MRC {_rate(m[0])}{_unfinished_runs([pairs[0][0]])}, RoCE {_rate(r[0])}"
                          f"{_unfinished_runs([pairs[0][1]])}; MRC/RoCE {ratio}")
         else:
             lines.append(f"{variant}: MRC/RoCE {ratio}, each run's MRC over the same seed's RoCE; medians MRC "
-                         f"{_mbps(statistics.median(m))}{_unfinished_runs([p[0] for p in pairs])}, RoCE "
-                         f"{_mbps(statistics.median(r))}{_unfinished_runs([p[1] for p in pairs])}")
+                         f"{_rate(statistics.median(m))}{_unfinished_runs([p[0] for p in pairs])}, RoCE "
+                         f"{_rate(statistics.median(r))}{_unfinished_runs([p[1] for p in pairs])}")
     return lines + loss_sweep_kept(summary) + loss_sweep_evs(summary)
 
 
@@ -206,8 +204,8 @@ def incast_figures(summary: dict) -> list[str]:
     for variant, cases in _by_variant(summary).items():
         for name, c in cases.items():
             roles = c.get("throughput_by_role_bps") or {}
-            lines.append(f"{variant}, {name}: victim {_mbps(roles.get('victim'))}, incast senders "
-                         f"{_mbps(roles.get('incast'))} each on average")
+            lines.append(f"{variant}, {name}: victim {_rate(roles.get('victim'))}, incast senders "
+                         f"{_rate(roles.get('incast'))} each on average")
     return lines
 
 
@@ -219,8 +217,8 @@ def permutation_figures(summary: dict) -> list[str]:
             f = c.get("flow_throughput_bps") or {}
             links = (c.get("link_utilisation") or {}).get("max_over_mean")
             imbalance = f", link max/mean {links:.2f}" if links else ""
-            lines.append(f"{variant}, {name}: flows {_mbps(f.get('min'))} (slowest) / {_mbps(f.get('mean'))} "
-                         f"(mean) / {_mbps(f.get('max'))} (fastest){imbalance}")
+            lines.append(f"{variant}, {name}: flows {_rate(f.get('min'))} (slowest) / {_rate(f.get('mean'))} "
+                         f"(mean) / {_rate(f.get('max'))} (fastest){imbalance}")
     return lines
 
 

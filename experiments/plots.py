@@ -27,6 +27,7 @@ from experiments import metrics, validity  # noqa: E402
 from experiments.metrics import RETX_CAUSES  # noqa: E402
 from experiments.record import CaseRecord  # noqa: E402
 from experiments.timefmt import format_seconds  # noqa: E402
+from experiments.units import rate_unit  # noqa: E402
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
 # Later transports are drawn thinner on top of earlier ones, so lines that coincide stay visible.
@@ -234,14 +235,10 @@ def _goodput_zoom(zoom, variant: str, recs: list[CaseRecord], colour: dict) -> N
                   "time since the failure, in each run (ms)", unit, legend_columns=4)
 
 
-RATE_UNITS = ((1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"))
-
-
 def _rate_unit(recs: list[CaseRecord]) -> tuple[float, str]:
-    """(bit/s per unit, unit) in which the goodput of `recs` reads as plain numbers: the largest
-    unit their peak reaches (Mbit/s at least)."""
-    peak = max((g for r in recs for g in metrics.goodput_series(r)[1]), default=0.0)
-    return next(((size, unit) for size, unit in RATE_UNITS if peak >= size), RATE_UNITS[-1])
+    """(bit/s per unit, unit) in which the goodput of `recs` reads as plain numbers: the unit of
+    their peak (experiments.units.rate_unit)."""
+    return rate_unit(max((g for r in recs for g in metrics.goodput_series(r)[1]), default=0.0))
 
 
 def _goodput_axes(ax, title: str, xlabel: str, unit: str, legend_columns: int) -> None:

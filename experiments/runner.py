@@ -18,6 +18,7 @@ from experiments.backends import default_backend, make_backend
 from experiments.backends.htsim.inputs import DEFAULT_BALANCER
 from experiments.progress import LiveLine
 from experiments.scenario import Scenario
+from experiments.units import format_bytes
 from testbed.capture import PcapCapture
 
 log = logging.getLogger("mrc.experiments")
@@ -153,7 +154,7 @@ def what_ran(cases: list) -> str:
     8 MiB, all-to-all 1 MiB"), the random and gray loss rates ("random loss 0 and 1 %": 0 when a
     case had none) and the other faults' kinds; a figure's title says it under its heading."""
     variants = list({id(case.variant): case.variant for case in cases}.values())
-    workloads = dict.fromkeys(f"{WORKLOAD_NAMES.get(v.workload.kind, v.workload.kind)} {_size(v.workload.bytes)}"
+    workloads = dict.fromkeys(f"{WORKLOAD_NAMES.get(v.workload.kind, v.workload.kind)} {format_bytes(v.workload.bytes)}"
                               for v in variants)
     parts = [", ".join(workloads)]
     for kind in ("random_loss", "gray_loss"):
@@ -166,15 +167,6 @@ def what_ran(cases: list) -> str:
     if others:
         parts.append(", ".join(others))
     return "; ".join(parts)
-
-
-def _size(nbytes: int) -> str:
-    """8388608 -> '8 MiB', 2000000 -> '2 MB', 1500 -> '1500 B'."""
-    for size, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (10 ** 9, "GB"), (10 ** 6, "MB"),
-                       (10 ** 3, "kB")):
-        if nbytes >= size and nbytes % size == 0:
-            return f"{nbytes // size} {unit}"
-    return f"{nbytes} B"
 
 
 def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Path, quick: bool,

@@ -45,7 +45,7 @@ def test_the_table_has_no_htsim_column_and_says_where_htsim_is(capsys):
 
 def test_table_columns_line_up_under_their_headers_on_long_labels():
     items = [("tuned on", datacenter_seeds.Item("permutation", 1)),
-             ("held out", datacenter_seeds.Item("permutation, gray spine", 9, label="permutation, gray spine, 256 KB flows"))]
+             ("held out", datacenter_seeds.Item("permutation, gray spine", 9, label="permutation, gray spine, 256 KiB flows"))]
     lines = datacenter_seeds.table_lines(items, [([1.0, 1.05], 0.1), ([1.0, 1.5], 0.1)])
     header, rows = lines[0], lines[1:]
     for column in ("switches", "case"):                    # left-aligned: starts where its header does
