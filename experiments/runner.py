@@ -20,6 +20,7 @@ from experiments.progress import LiveLine
 from experiments.scenario import Scenario
 from experiments.units import format_bytes
 from testbed.capture import PcapCapture
+from testbed.processes import HeldInterruptions
 
 log = logging.getLogger("mrc.experiments")
 PCAP_FOLDER = "pcap"                 # a run's captures: <results folder>/pcap/<case>/<switch>-port<N>.pcap
@@ -220,6 +221,30 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
             records.append(record)
     finally:
         bar.done()
+    with HeldInterruptions() as held:   # the cases are over: their results are written whole
+        meta, summaries, shown = _save_results(scenario, cases, records, folder, backend_name, target, balancer,
+                                               quick, repeat, started, stop)
+    if held.interruption is None:
+        figures, missing, stopped_drawing = _draw_figures(
+            shown, summaries, folder, f"{scenario.title}\nran: {what_ran(cases[:len(records)])}")
+    else:                              # stopped while the results were written: no figure drawn
+        figures, stopped_drawing = [], held.interruption
+        missing = plots.figure_names(shown, summaries) if shown else []
+    if missing:
+        meta["figures_missing"] = missing
+    _write_summaries(meta, summaries, figures, folder)
+    stop = stop or stopped_drawing
+    if stop is not None:
+        print(f"mrc-testbed run: {_interruption(meta, folder)}", file=sys.stderr)
+        raise stop
+    return summaries, figures
+
+
+def _save_results(scenario, cases: list, records: list, folder: Path, backend_name: str, target: str,
+                  balancer: Optional[str], quick: bool, repeat: int, started: float,
+                  stop: Optional[BaseException]) -> tuple[dict, list[dict], list]:
+    """Write raw.jsonl, summary.json and summary.md of the cases run (no figures yet); return the
+    run's meta, the case summaries and the records the figures show."""
     folder.mkdir(parents=True, exist_ok=True)
     runs = [metrics.summarise(r) for r in records]
     summaries = repeats.aggregate_all(runs)
@@ -237,16 +262,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
                     seeds_note=repeats.seeds_note(scenario.seed, repeat, backend_name), runs=runs)
     results.write_raw(records, folder)               # the results first: an interruption while
     _write_summaries(meta, summaries, [], folder)    # drawing loses figures, never them
-    figures, missing, stopped_drawing = _draw_figures(shown, summaries, folder,
-                                                      f"{scenario.title}\nran: {what_ran(cases[:len(records)])}")
-    if missing:
-        meta["figures_missing"] = missing
-    _write_summaries(meta, summaries, figures, folder)
-    stop = stop or stopped_drawing
-    if stop is not None:
-        print(f"mrc-testbed run: {_interruption(meta, folder)}", file=sys.stderr)
-        raise stop
-    return summaries, figures
+    return meta, summaries, shown
 
 
 def _write_summaries(meta: dict, summaries: list[dict], figures: list[Path], folder: Path) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import subprocess
 
 DEFAULT_GRACE_S = 5.0
@@ -20,6 +21,32 @@ class Terminated(SystemExit):
 def unwind_on_sigterm(signum, frame) -> None:
     """A signal handler: SIGTERM raises Terminated (status 128 + signal), so clean-up runs."""
     raise Terminated(128 + signum)
+
+
+class HeldInterruptions:
+    """A `with` block that a Ctrl-C or SIGTERM does not cut short: the signal is noted as
+    `interruption` (a KeyboardInterrupt, or Terminated) for the caller to raise once what the block
+    writes is written whole (a run's results after its last case). Outside the main thread, where
+    handlers cannot be set, the block is unprotected."""
+
+    def __init__(self) -> None:
+        self._saved: dict[int, object] = {}
+        self.interruption: BaseException | None = None
+
+    def _hold(self, signum, frame) -> None:
+        if self.interruption is None:
+            self.interruption = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(128 + signum)
+
+    def __enter__(self) -> "HeldInterruptions":
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._saved[signum] = signal.signal(signum, self._hold)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._saved.items():
+            signal.signal(signum, handler)
+        self._saved = {}
 
 
 def stop_process(proc: subprocess.Popen | None, grace: float = DEFAULT_GRACE_S) -> int | None:

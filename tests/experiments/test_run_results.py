@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import io
 import json
 
@@ -351,3 +353,26 @@ def test_a_run_interrupted_before_any_case_finished_says_nothing_was_kept(tmp_pa
     assert "interrupted before any of the 4 case(s) finished: nothing to keep" in said
     assert "0 finished" not in said
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["interrupted"] is True
+
+
+@pytest.mark.parametrize("signum, raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)])
+def test_a_signal_while_the_results_are_written_waits_for_them(tmp_path, monkeypatch, capsys, signum, raised):
+    # the last case is over and raw.jsonl is being written when the user presses Ctrl-C (or a SIGTERM
+    # comes): the results are still written whole, no figure is drawn, and the run ends interrupted
+    write_raw = results.write_raw
+
+    def signalled(records, folder):
+        os.kill(os.getpid(), signum)
+        write_raw(records, folder)
+    monkeypatch.setattr(results, "write_raw", signalled)
+    previous = signal.signal(signal.SIGTERM, lambda *args: pytest.fail("SIGTERM not held"))
+    try:
+        with pytest.raises(raised):
+            run_fake(tmp_path, monkeypatch, FakeBackend())
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    out = tmp_path / "out"
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["cases"]) == 4 and (out / "raw.jsonl").read_text().count('"type": "case"') == 4
+    assert summary["figures"] == [] and "completion.png" in summary["figures_missing"]
+    assert "figures not drawn: " in capsys.readouterr().err
