@@ -207,7 +207,7 @@ def table(runs: list[BenchmarkRun]) -> str:
         if out.previous is not None:
             then = previous_load(out.previous)
             when = (out.previous.get("machine") or {}).get("time", "?")
-            notes.append(f"{name}: previous run {when}, load {then if then is not None else '?'}; "
+            notes.append(f"{name}: previous run {when}, load {f'{then:.1f}' if then is not None else '?'}; "
                          f"this one load {load_now:.1f}")
         for figure in out.measurement.figures:
             change, worse = compare(figure, out.previous, load_now)
