@@ -437,7 +437,7 @@ def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:
             handles, _ = ax.get_legend_handles_labels()
             ax.legend(handles=handles + missing, fontsize=8, loc="lower right")
         else:
-            ax.text(0.5, 0.5, "no flow finished\n(no run finished all its flows:\ncut, stuck or failed, see the table)",
+            ax.text(0.5, 0.5, "no run finished all its flows\n(cut, stuck or failed: see the table)",
                     ha="center", va="center", transform=ax.transAxes, fontsize=9)
         ax.set_title(row.label, fontsize=10)
         ax.set_xlabel("flow completion / ideal")

@@ -99,7 +99,7 @@ def test_a_panel_without_a_finished_flow_says_so_and_coinciding_lines_are_named(
         warnings.simplefilter("error")
         cdf_figure(rows, tmp_path / "b.png", "t")
     texts = [t.get_text() for t in captured["fig"].axes[0].texts]
-    assert any(t.startswith("no flow finished") for t in texts)
+    assert any(t.startswith("no run finished all its flows") for t in texts)
 
 
 def test_reps_on_drop_tail_is_skipped_up_front_and_the_other_balancers_run(standin, tmp_path):
@@ -121,6 +121,7 @@ def test_one_failing_htsim_run_is_reported_and_the_others_still_run(standin, tmp
     streams = capsys.readouterr()
     assert "1 run(s) failed" in streams.err and "incast / MRC, htsim bitmap, seed 1" in streams.err
     assert "stand-in asked to fail" in streams.err                # htsim_uec's own words
+    assert "it said: Failed to load connection matrix (stand-in asked to fail)" in streams.err
     summary = json.loads((out / "summary.json").read_text())
     columns = summary["crosscheck"][0]["columns"]
     assert columns["htsim bitmap"]["outcomes"] == ["failed"] and columns["htsim mixed"]["outcomes"] == ["completed"]

@@ -91,9 +91,10 @@ class HtsimRun:
         self.stdout = done.stdout
         (self.folder / "htsim.out").write_text(done.stdout)
         if done.returncode != 0:
-            said = "\n".join((done.stderr.strip() or done.stdout.strip()).splitlines()[-8:]) or "(nothing)"
+            said = " / ".join(line.strip() for line in (done.stderr.strip() or done.stdout.strip()).splitlines()[-8:]
+                              if line.strip()) or "nothing"
             raise HtsimFailed(f"{self.binary} exited with status {done.returncode} on {' '.join(argv)}; "
-                              f"it said:\n{said}")
+                              f"it said: {said}")
         try:
             self.result = parse_output(done.stdout)
         except HtsimOutputError as error:
