@@ -83,11 +83,12 @@ def split_mappable(cases: list[Case], balancers: tuple = (DEFAULT_BALANCER,)
 
 def refuse_unmappable(cases: list[Case], balancer: Optional[str] = None) -> None:
     """Raise Unmappable listing every case htsim_uec cannot express with `balancer` (default: its
-    own), nothing when all can."""
-    _, refused = split_mappable(cases, (balancer or DEFAULT_BALANCER,))
+    own), nothing when all can. A case repeated (`--repeat`) counts once."""
+    distinct = [case for case in cases if case.repetition == 0]
+    _, refused = split_mappable(distinct, (balancer or DEFAULT_BALANCER,))
     if refused:
         lines = "\n".join(f"  {label}: {why}" for label, why in refused)
-        raise Unmappable(f"the htsim backend cannot run {len(refused)} of {len(cases)} case(s):\n{lines}\n"
+        raise Unmappable(f"the htsim backend cannot run {len(refused)} of {len(distinct)} case(s):\n{lines}\n"
                          "choose the others with --variant/--transport, or compare with `mrc-testbed crosscheck`, "
                          "which runs what maps and lists the rest")
 

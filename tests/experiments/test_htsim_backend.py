@@ -158,6 +158,11 @@ def test_run_backend_htsim_refuses_the_cases_it_cannot_map_before_running(standi
         run_scenario(scenario, "htsim", "model", tmp_path, True, progress_stream=open(os.devnull, "w"),
                      variants=["incast", "failover"])
     assert not (tmp_path / "summary.json").exists()
+    with pytest.raises(Unmappable) as repeated:             # --repeat: each case counted and named once
+        run_scenario(scenario, "htsim", "model", tmp_path, True, progress_stream=open(os.devnull, "w"),
+                     variants=["incast", "failover"], repeat=2)
+    assert "cannot run 3 of 4 case(s)" in str(repeated.value)
+    assert str(repeated.value).count("failover / MRC:") == 1
 
 
 def test_run_backend_htsim_refuses_reps_on_drop_tail_before_running(standin, tmp_path):
