@@ -65,6 +65,8 @@ def test_the_header_titles_and_table_say_the_seeds_and_sizes_run(standin, tmp_pa
     assert header.split(" | ")[2] == "seed"
     seeds = [line.split(" | ")[2] for line in md.splitlines() if line.startswith("| incast | ")]
     assert sorted(seeds) == ["1", "1", "2", "2"]
+    # the description says what this crosscheck is before what the scenario file says of all its cases
+    assert summary["description"].startswith("The cases of datacenter that htsim_uec can express, run on netsim")
 
 
 def test_a_run_htsim_cut_at_its_horizon_reads_cut_not_stuck(standin, tmp_path, monkeypatch):
