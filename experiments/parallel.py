@@ -345,16 +345,18 @@ def describe(pool: Optional[CasePool]) -> str:
 
 
 def in_order(pool: Optional[CasePool], work: Work, items: Sequence, labels: Optional[Sequence[str]] = None,
-             stream: TextIO = sys.stderr, walls: Optional[dict] = None) -> Iterator:
+             stream: TextIO = sys.stderr, walls: Optional[dict] = None, ahead: Optional[dict] = None) -> Iterator:
     """`work(item)` for every item on `pool` (None: in this process), at most `pool.workers` at
     once, with cases done and running on `stream`: yields the results in the order of `items`, each
     once it and those before it have finished. A case's exception stops the others and is raised
     (naming the case); so does a Ctrl-C, or closing the iterator early. `walls`, when given, gets
-    each item's index -> the wall seconds from its start on the pool to its end."""
+    each item's index -> the wall seconds from its start on the pool to its end; `ahead`, when given,
+    holds the results that finished before an earlier item's (index -> result), not yielded yet:
+    what a caller stopped by a Ctrl-C may still keep."""
     pool = pool or InProcessPool()
     labels = list(labels) if labels is not None else [f"case {i + 1}" for i in range(len(items))]
     progress = CaseProgress(len(items), stream, where=pool.where)
-    finished: dict[int, Any] = {}
+    finished: dict[int, Any] = ahead if ahead is not None else {}
     waiting = deque(range(len(items)))
     began: dict[int, float] = {}
 
@@ -449,8 +451,9 @@ class PooledBackend:
             raise ValueError(f"only netsim cases run in parallel; {backend} cases run one at a time")
         self._cases = list(cases)
         self._walls: dict[int, float] = {}
+        self._ahead: dict[int, Any] = {}            # records finished before an earlier case's
         self._records = in_order(pool, netsim_case, self._cases, [c.label for c in self._cases], stream,
-                                 self._walls)
+                                 self._walls, self._ahead)
         self._taken = 0
 
     def run_case(self, case, progress: Callable[[float], None] = lambda fraction: None):
@@ -461,6 +464,11 @@ class PooledBackend:
         self._taken += 1
         progress(1.0)
         return record
+
+    def finished_ahead(self) -> list[tuple[Any, Any]]:
+        """(case, record) of the cases that finished on the pool but were not handed back yet,
+        because an earlier case had not finished: what a run stopped by a Ctrl-C still keeps."""
+        return [(self._cases[index], self._ahead[index]) for index in sorted(self._ahead)]
 
     def took(self, index: int) -> float:
         """The wall seconds the case at `index` of the cases given, handed back already, ran on the

@@ -203,6 +203,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
         print(f"mrc-testbed run: {repeats.seeds_note(scenario.seed, repeat, backend_name)}", file=progress_stream)
     bar = NoProgress() if pool is not None else ProgressBar(len(cases), progress_stream)
     records = []
+    ran: list = []                           # the cases of `records`, in their order
     started = time.monotonic()
     stop: Optional[BaseException] = None     # what interrupted the run (raised again once the results are saved)
     try:
@@ -213,12 +214,18 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
                 record = backend.run_case(case, bar.update)
             except results.INTERRUPTIONS as interruption:
                 stop = interruption              # keep what finished, then stop
+                if isinstance(backend, parallel.PooledBackend):      # those done ahead of the one awaited too
+                    for done, record in backend.finished_ahead():
+                        record.repetition = done.repetition
+                        records.append(record)
+                        ran.append(done)
                 break
             took = backend.took(i) if isinstance(backend, parallel.PooledBackend) else time.monotonic() - t0
             log.info("%s: %s in %.1f s of wall time", case.label,
                      "completed" if record.completed else "did not complete", took)
             record.repetition = case.repetition
             records.append(record)
+            ran.append(case)
     finally:
         bar.done()
     with HeldInterruptions() as held:   # the cases are over: their results are written whole
@@ -226,7 +233,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
                                                quick, repeat, started, stop)
     if held.interruption is None:
         figures, missing, stopped_drawing = _draw_figures(
-            shown, summaries, folder, f"{scenario.title}\nran: {what_ran(cases[:len(records)])}")
+            shown, summaries, folder, f"{scenario.title}\nran: {what_ran(ran)}")
     else:                              # stopped while the results were written: no figure drawn
         figures, stopped_drawing = [], held.interruption
         missing = plots.figure_names(shown, summaries) if shown else []

@@ -209,3 +209,42 @@ def test_a_worker_that_dies_fails_its_case_instead_of_hanging_the_run():
     with parallel.open_pool(jobs=2) as pool:
         with pytest.raises(BrokenProcessPool):
             parallel.run_all(pool, os._exit, [3], ["exits"], io.StringIO())
+
+
+class LastFirstPool:
+    """A pool that finishes the cases started last first, and is stopped by a Ctrl-C once only the
+    first case is left running."""
+
+    workers = 4
+    where = "a test pool"
+
+    def __init__(self) -> None:
+        self._started: list = []
+
+    def start(self, index, work, item) -> None:
+        self._started.append((index, work, item))
+
+    def next_finished(self):
+        if [index for index, _, _ in self._started] == [0]:
+            raise KeyboardInterrupt
+        index, work, item = self._started.pop()
+        return index, True, work(item)
+
+    def stop(self) -> None:
+        self._started.clear()
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_ctrl_c_in_a_pooled_run_keeps_the_cases_that_finished_ahead_of_the_one_awaited(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner.plots, "make_figures", lambda *args, **kwargs: [])
+    scenario = parse_scenario(SMALL)
+    planned = [c.label for c in scenario.cases()]
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_scenario(scenario, "netsim", "model", tmp_path, quick=False, progress_stream=io.StringIO(),
+                            pool=LastFirstPool())
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    kept = [f"{c['variant']} / {c['transport']}" for c in summary["cases"]]
+    assert summary["interrupted"] is True and summary["cases_run"] == len(planned) - 1
+    assert sorted(kept) == sorted(planned[1:])      # every case but the first, which was still running
