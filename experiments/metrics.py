@@ -88,9 +88,14 @@ def goodput_series(record: CaseRecord, flows: Optional[list[int]] = None) -> tup
     return times, rates
 
 
+NO_DIP = "no dip"                                  # recovery notes (summary's `recovery_note`)
+WINDOW_OVER_RUN = "window longer than the run"
+
+
 def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
                     window: Optional[float] = None) -> Optional[float]:
-    """Seconds from the first failure until goodput is back to `fraction` of before (None: never).
+    """Seconds from the first failure until goodput is back to `fraction` of before (None: never,
+    or not measurable: `recovery_note` says why).
 
     Goodput is averaged over `window` (default: the record's `recovery_window`, 20 ms on netsim,
     at least two messages' worth on the mininet backend: experiments.backends.mininet_limits.recovery_window); windows
@@ -99,16 +104,33 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     paths still arrive) and then drops, recovery is from that drop. A drop that lasts until the
     work is done is the collective's own tail, not the failure's. A workload that never completed
     never recovered."""
+    return _recovery(record, fraction, window)[0]
+
+
+def recovery_note(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
+                  window: Optional[float] = None) -> Optional[str]:
+    """Why a failed case that completed has no recovery time although goodput was measured before
+    the failure (None otherwise): NO_DIP, goodput never fell below the target after the failure
+    (at the resolution of the samples, `sample_interval`), or WINDOW_OVER_RUN, the averaging
+    window is longer than the time from the failure to the end of the work."""
+    return _recovery(record, fraction, window)[1]
+
+
+def _recovery(record: CaseRecord, fraction: float,
+              window: Optional[float]) -> tuple[Optional[float], Optional[str]]:
+    """(time to recover, recovery note) of `record`."""
     window = record.recovery_window if window is None else window
     t_fail = record.failure_time
     if t_fail is None or record.completion_time is None:
-        return None
+        return None, None
     bins = _bins(record)
     before = _goodput_before(bins, t_fail, window)
     if before is None:
-        return None
+        return None, None
+    end_of_work = record.completion_time
+    if window > end_of_work - t_fail + 1e-12:
+        return None, WINDOW_OVER_RUN
     target = fraction * before
-    end_of_work = record.completion_time if record.completion_time is not None else record.end
     after = [(start, end, g) for start, end, g in bins if start >= t_fail - 1e-12 and end <= end_of_work + 1e-12]
     windows = []                                          # (start, goodput averaged over the window)
     for i, (start, _, _) in enumerate(after):
@@ -120,10 +142,12 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     if dip is not None:                                   # recovered from the first dip below the target
         back = next((s for s, g in windows[dip:] if g >= target), None)
         if back is not None:
-            return max(0.0, back - t_fail)
-    # no dip, or one that lasts to the end of the (completed) work: the collective's own tail
-    first = next((s for s, g in windows if g >= target), None)
-    return None if first is None else max(0.0, first - t_fail)
+            return max(0.0, back - t_fail), None
+    # no dip, or one that lasts to the end of the (completed) work, the collective's own tail: the
+    # first window was at the target (no dip the samples resolve), else it never came back
+    if dip == 0 or not windows:
+        return None, None
+    return None, NO_DIP
 
 
 def goodput_before_failure(record: CaseRecord, window: Optional[float] = None) -> Optional[bool]:
@@ -333,7 +357,7 @@ def in_rtts(seconds: Optional[float], base_rtt: Optional[float]) -> Optional[flo
 def summarise(record: CaseRecord) -> dict:
     """The case's headline numbers, as JSON-ready values."""
     throughputs = flow_throughputs(record)
-    recover, gap = time_to_recover(record), longest_delivery_gap(record)
+    (recover, why_no_recovery), gap = _recovery(record, RECOVERY_FRACTION, None), longest_delivery_gap(record)
     utilisation = link_utilisation(record)
     roles = {}
     for flow, bps in zip(record.flows, throughputs):
@@ -357,6 +381,7 @@ def summarise(record: CaseRecord) -> dict:
         "completion_time_s": record.completion_time,
         "failure_time_s": record.failure_time,
         "time_to_recover_s": recover,
+        "recovery_note": why_no_recovery,
         "goodput_before_failure": goodput_before_failure(record),
         "longest_delivery_gap_s": gap,
         "base_rtt_s": record.base_rtt,
@@ -384,6 +409,7 @@ def summarise(record: CaseRecord) -> dict:
         "link_utilisation": {"max": max(utilisation, default=0.0), "mean": _mean(utilisation),
                              "max_over_mean": imbalance(utilisation)},
         "recovery_window_s": record.recovery_window,
+        "sample_interval_s": record.sample_interval,
         "end_s": record.end,
         "samples": len(times),
         "fidelity": "invalid" if invalid else record.fidelity.get("verdict", "unknown"),

@@ -309,10 +309,16 @@ def completion_figure(summaries: list[dict], colour: dict, path: Path, title: st
 
 def _recovery_missing(s: dict) -> str:
     """Why a failed case has no recovery figure at all ("not measured", "n/a": no goodput before the
-    failure), or "" when it has one (a time or a verdict)."""
+    failure, "no dip" or "window > run": metrics.recovery_note), or "" when it has one (a time or a
+    verdict)."""
     if "goodput" in s.get("not_measured", ()):
         return "not measured"
-    return "n/a" if s.get("goodput_before_failure") is False else ""
+    if s.get("goodput_before_failure") is False:
+        return "n/a"
+    return RECOVERY_NOTE_LABELS.get(s.get("recovery_note"), "")
+
+
+RECOVERY_NOTE_LABELS = {"no dip": "no dip", "window longer than the run": "window > run"}
 
 
 def _no_recovery(summaries: list[dict]) -> str:
@@ -326,6 +332,10 @@ def _no_recovery(summaries: list[dict]) -> str:
         lines.append("n/a: no goodput before the failure to compare with\n(the faults start with the workload)")
     if "not measured" in why:
         lines.append("not measured: the backend reports no goodput over time")
+    if "no dip" in why:
+        lines.append("no dip: goodput never fell below 90 % after the failure\n(at the resolution of the samples)")
+    if "window > run" in why:
+        lines.append("window > run: the recovery's averaging window is longer\nthan the failure to the end of the work")
     return "\n\n".join(lines)
 
 

@@ -85,7 +85,10 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
         lines += ["", "Notes (what the backend said of each case):", ""]
         lines += [f"- {line}" for line in notes]
     lines += ["", "Definitions: docs in `experiments/metrics.py` (time to recover = failure until goodput, "
-              "averaged over 20 ms or two messages, is back to 90 % of before; \"stayed <90%\": the work "
+              "averaged over 20 ms or two messages, is back to 90 % of before; \"no dip (N samples)\": goodput "
+              "never fell below 90 % after the failure, at the resolution of its N samples; \"window longer "
+              "than the run\": that averaging window is longer than the failure to the end of the work, so "
+              "no recovery is measured; \"stayed <90%\": the work "
               "completed at the capacity the failure left; \"cut at horizon\": stopped by the horizon "
               "while still delivering (htsim: ran to its end; deliveries not measured); \"never\": stuck, nothing delivered for a while before the end; "
               "\"n/a\": no goodput before the failure to compare with (a fault from the start); "
@@ -273,8 +276,19 @@ def _recovery_cell(s: dict) -> str:
         return NOT_MEASURED_CELL
     if s["failure_time_s"] is not None and s.get("goodput_before_failure") is False:
         return NO_BASELINE_CELL
+    if s["failure_time_s"] is not None and s.get("recovery_note"):
+        return recovery_note_text(s)
     return (_recovery(s["time_to_recover_s"], s["failure_time_s"], s["completed"], s.get("ending"))
             + _rtts(s.get("time_to_recover_rtts")))
+
+
+def recovery_note_text(s: dict) -> str:
+    """Why a case has no recovery time to show: "no dip (N samples)", goodput never fell below the
+    mark at the samples' resolution; "window longer than the run": not measurable on this run."""
+    note = s["recovery_note"]
+    if note == "no dip" and s.get("sample_interval_s"):
+        return f"no dip ({format_seconds(s['sample_interval_s'])} samples)"
+    return note
 
 
 def _retransmission_cell(s: dict) -> str:

@@ -197,9 +197,10 @@ def test_time_to_recover_counts_from_a_delayed_drop_and_not_from_the_collectives
     # messages under way keep goodput up for 40 ms, then it stalls until a reroute at 0.4 s
     stalled = record(lambda t: 1000 if t <= 0.14 or t > 0.4 else 0)
     assert metrics.time_to_recover(stalled) == pytest.approx(0.3)
-    # no drop after the failure but the collective's tail at the end: unaffected
+    # no drop after the failure but the collective's tail at the end: no dip, not a time
     tail = record(lambda t: 1000 if t <= 0.5 else 200)
-    assert metrics.time_to_recover(tail) == pytest.approx(0.0)
+    assert metrics.time_to_recover(tail) is None
+    assert metrics.recovery_note(tail) == metrics.NO_DIP
 
 
 def test_longest_delivery_gap_is_the_longest_run_of_samples_without_a_new_byte():
