@@ -53,6 +53,7 @@ def render_markdown(runs: list[tuple[Path, dict]], page: Path) -> str:
     lines = ["# MRC testbed: experiment report", "", f"{len(runs)} results folder(s).", ""]
     for folder, s in runs:
         lines += [f"## {s.get('title', s.get('scenario', folder.name))}", "",
+                  *results.ran_lines(s),
                   s.get("description", "").strip(), "",
                   f"`{_rel(folder, page)}` — backend {_backend(s)}, {results.run_seeds(s)}"
                   f"{', quick' if s.get('quick') else ''}, {s.get('created', '')}", ""]
@@ -91,6 +92,7 @@ def render_html(runs: list[tuple[Path, dict]], page: Path) -> str:
     for i, (folder, s) in enumerate(runs):
         header, rows = results.table_rows(s["cases"])
         parts += [f"<h2 id='run{i}'>{e(s.get('title', s.get('scenario', folder.name)))}</h2>",
+                  *(f"<p><b>{e(line)}</b></p>" for line in results.ran_lines(s) if line),
                   f"<p>{e(s.get('description', ''))}</p>",
                   f"<p class='meta'>{e(_rel(folder, page))} — backend {e(_backend(s))}, "
                   f"{e(results.run_seeds(s))}{', quick' if s.get('quick') else ''}, "

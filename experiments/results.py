@@ -62,7 +62,7 @@ def write_summary(meta: dict, summaries: list[dict], figures: list[Path], folder
 
 def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folder: Path) -> Path:
     """summary.md: what ran, the comparison table, the figures."""
-    lines = [f"# {meta['title']}", "", meta.get("description", "").strip(), "",
+    lines = [f"# {meta['title']}", "", *ran_lines(meta), meta.get("description", "").strip(), "",
              f"Scenario `{meta['scenario_file']}`, backend **{meta['backend']}**"
              + (f" (target {meta['target']})" if meta.get("target") else "")
              + (f" (load balancer {meta['balancer']})" if meta.get("balancer") else "")
@@ -100,6 +100,13 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
     path = Path(folder) / SUMMARY_MD
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
+
+
+def ran_lines(meta: dict) -> list[str]:
+    """What the run ran, under its scenario's title ("ran: workload size; faults", the cases of
+    `--variant`/`--transport`, with `--quick`'s sizes), and a blank line; none for a run that
+    does not say (summary.json before it did)."""
+    return [f"ran: {meta['ran']}", ""] if meta.get("ran") else []
 
 
 def interruption_lines(meta: dict) -> list[str]:

@@ -263,7 +263,7 @@ def _save_results(scenario, cases: list, records: list, folder: Path, backend_na
             "seed": scenario.seed, "quick": quick,
             "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "wall_time_s": round(time.monotonic() - started, 2), "interrupted": stop is not None,
-            "cases_planned": len(cases), "cases_run": len(records)}
+            "cases_planned": len(cases), "cases_run": len(records), "ran": what_ran(cases[:len(records)])}
     if repeat > 1:
         meta.update(repeat=repeat, seeds=repeats.seeds(scenario.seed, repeat, backend_name),
                     seeds_note=repeats.seeds_note(scenario.seed, repeat, backend_name), runs=runs)

@@ -1,8 +1,11 @@
 """A recovery time is a measurement only when goodput dipped below the mark and came back: no dip
 at the samples' resolution, or an averaging window longer than the run, is said, not timed."""
+import io
+import json
+
 import pytest
 
-from experiments import metrics, plots, results
+from experiments import metrics, plots, report, results
 from experiments.record import CaseRecord, FaultEvent
 
 STEP = 0.01
@@ -53,3 +56,31 @@ def test_a_window_longer_than_the_failure_to_the_end_is_not_measurable():
     assert plots._recovery_missing(summary) == "window > run"
     assert "window > run" in plots._no_recovery([summary])
 
+
+def test_summary_md_and_report_say_what_ran_under_the_scenarios_title(tmp_path):
+    meta = {"title": "Whose loss", "description": "d", "scenario_file": "x.yaml", "backend": "netsim",
+            "seed": 1, "quick": True, "created": "now", "ran": "permutation 256 KiB; link kill"}
+    summaries = [metrics.summarise(record(lambda t: 1000))]
+    md = results.write_markdown(meta, summaries, [], tmp_path).read_text()
+    assert md.splitlines()[:3] == ["# Whose loss", "", "ran: permutation 256 KiB; link kill"]
+    assert '"no dip (N samples)"' in md and '"window longer than the run"' in md
+    results.write_summary(meta, summaries, [], tmp_path)
+    doc = json.loads((tmp_path / results.SUMMARY_JSON).read_text())
+    page = report.render_markdown([(tmp_path, doc)], tmp_path / "report.md")
+    assert "ran: permutation 256 KiB; link kill" in page
+    assert "ran: permutation 256 KiB; link kill" in report.render_html([(tmp_path, doc)], tmp_path / "r.html")
+
+
+def test_a_run_of_some_cases_says_in_summary_md_which_ran(tmp_path, monkeypatch):
+    from experiments import runner
+    from experiments.scenario import parse_scenario
+    from tests.experiments.test_run_results import FOUR_CASES, FakeBackend
+    doc = dict(FOUR_CASES, variants=[{"label": "clean", "faults": []},
+                                     {"label": "bigger", "faults": [], "workload": {"kind": "allreduce", "bytes": 1 << 20}}])
+    monkeypatch.setattr(runner, "make_backend", lambda *args, **kwargs: FakeBackend())
+    monkeypatch.setattr(plots, "make_figures", lambda *args, **kwargs: [])
+    runner.run_scenario(parse_scenario(doc), "netsim", "model", tmp_path, quick=False, variants=["bigger"],
+                        progress_stream=io.StringIO())
+    lines = (tmp_path / results.SUMMARY_MD).read_text().splitlines()
+    assert lines[0] == "# Fake cases" and lines[2] == "ran: all-reduce 1 MiB"
+    assert json.loads((tmp_path / results.SUMMARY_JSON).read_text())["ran"] == "all-reduce 1 MiB"
