@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from experiments import results
 from experiments.report import NoResults, _backend, _rel, find_runs
 from experiments.scenario import ScenarioError, load_scenario
 from experiments.timefmt import format_seconds
@@ -235,11 +236,14 @@ def failover_figures(summary: dict) -> list[str]:
 
 
 def _recovered(case: dict, ttr: Optional[float]) -> str:
-    """'recovered in T' ('never'); or why a case has no recovery figure."""
+    """'recovered in T' ('never'); or why a case has no recovery figure ('no dip', 'window longer
+    than the run': metrics.recovery_note)."""
     if "goodput" in case.get("not_measured", ()):
         return "recovery not measured"
     if case.get("goodput_before_failure") is False:
         return "recovery n/a (no goodput before the failure)"
+    if case.get("recovery_note"):
+        return f"recovery: {results.recovery_note_text(case)}"
     return f"recovered in {'never' if ttr is None else format_seconds(ttr)}"
 
 

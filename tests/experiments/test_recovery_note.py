@@ -84,3 +84,9 @@ def test_a_run_of_some_cases_says_in_summary_md_which_ran(tmp_path, monkeypatch)
     lines = (tmp_path / results.SUMMARY_MD).read_text().splitlines()
     assert lines[0] == "# Fake cases" and lines[2] == "ran: all-reduce 1 MiB"
     assert json.loads((tmp_path / results.SUMMARY_JSON).read_text())["ran"] == "all-reduce 1 MiB"
+
+
+def test_the_paper_page_says_no_dip_rather_than_never():
+    from experiments import paper
+    steady = metrics.summarise(record(lambda t: 1000))
+    assert paper._recovered(steady, steady["time_to_recover_s"]) == "recovery: no dip (10 ms samples)"
