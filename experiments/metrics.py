@@ -9,7 +9,11 @@ Definitions (the same for every backend):
 - time to recover: from the first failure instant until goodput, averaged over a window (20 ms,
   `RECOVERY_WINDOW_S`, or the record's wider one), is back to 90 % of its average over the same
   window before the failure.
-  None when it never is (or when there was no goodput before the failure to compare with). A
+  None when it never is (or when there was no goodput before the failure to compare with). Only a
+  dip below that mark and back is timed: goodput that never fell below it after the failure (at the
+  samples' resolution, one sample interval) has no time but the note "no dip" (`recovery_note`),
+  and an averaging window longer than the failure to the end of the work the note "window longer
+  than the run" (not measurable: each window would average the rest of the run). A
   failure that takes capacity away can keep a transport below that mark for good while it still
   delivers at what is left: the longest delivery gap tells those apart from a stall.
 - longest delivery gap: the longest time, from the first failure until the work was done (or the
