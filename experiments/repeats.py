@@ -14,17 +14,22 @@ longest delivery gap, with N.
 - The aggregate of a case (`aggregate`) is its representative repetition's summary (the one of
   median recovery, or of median completion when nothing failed) with the medians in place of its
   times, plus `repeats`: N, the seeds, how many completed, and median/min/max/values per time.
-  A time that never came (never completed, never recovered) counts as longer than any other.
+  A time that never came (never completed, never recovered) counts as longer than any other. A
+  recovery with a note instead of a time (`metrics.recovery_note`) ranks by what the note says:
+  "no dip" (goodput never fell below the mark) before every time, "window longer than the run" (not
+  measurable) with the nevers; the aggregate's recovery is its median run's, note included.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Optional
 
+from experiments.metrics import NO_DIP
 from experiments.scenario import Case
 
 SPREAD_KEYS = ("completion_time_s", "time_to_recover_s", "longest_delivery_gap_s",
                "completion_rtts", "time_to_recover_rtts", "longest_delivery_gap_rtts")
+RECOVERY_KEYS = ("time_to_recover_s", "time_to_recover_rtts")
 
 
 SIMULATORS = ("netsim", "htsim")      # deterministic by seed: a repetition takes the next seed
@@ -92,8 +97,10 @@ def spread(values: list[Optional[float]]) -> dict:
 def representative(runs: list[dict]) -> dict:
     """The repetition of median recovery (of median completion when nothing failed); the lower of
     the two middle ones when N is even."""
-    key = "time_to_recover_s" if any(s["failure_time_s"] is not None for s in runs) else "completion_time_s"
-    ranked = sorted(runs, key=lambda s: _rank(s[key]))
+    if any(s["failure_time_s"] is not None for s in runs):
+        ranked = sorted(runs, key=_recovery_rank)
+    else:
+        ranked = sorted(runs, key=lambda s: _rank(s["completion_time_s"]))
     return ranked[(len(ranked) - 1) // 2]
 
 
@@ -113,6 +120,7 @@ def aggregate(runs: list[dict]) -> dict:
     out = dict(chosen)
     for key in SPREAD_KEYS:
         out[key] = median([s[key] for s in runs])
+    out.update(_recovery_median(runs))
     out["completed"] = all(s["completed"] for s in runs)
     exact = [s["bit_exact"] for s in runs]
     out["bit_exact"] = None if None in exact else all(exact)       # None: not measured
@@ -127,7 +135,8 @@ def aggregate(runs: list[dict]) -> dict:
                       "completed": sum(1 for s in runs if s["completed"]),
                       "completed_each": [s["completed"] for s in runs],
                       "distorted": sum(1 for s in runs if s.get("fidelity") == "distorted"),
-                      **{key: spread([s[key] for s in runs]) for key in SPREAD_KEYS}}
+                      **{key: spread([s[key] for s in runs]) for key in SPREAD_KEYS},
+                      **{key: _recovery_spread(runs, key) for key in RECOVERY_KEYS}}
     return out
 
 
@@ -150,3 +159,32 @@ def _fidelity(runs: list[dict]) -> tuple[str, list[str]]:
 
 def _rank(value: Optional[float]) -> float:
     return float("inf") if value is None else value
+
+
+def _recovery_rank(s: dict) -> float:
+    """A run's place among recoveries: "no dip" first, then the times, then the rest (never,
+    or not measurable)."""
+    if s["time_to_recover_s"] is None and s.get("recovery_note") == NO_DIP:
+        return float("-inf")
+    return _rank(s["time_to_recover_s"])
+
+
+def _recovery_median(runs: list[dict]) -> dict:
+    """The recovery of the median run (two middle runs' times averaged; a middle run without a
+    time gives its own), with its note."""
+    ranked = sorted(runs, key=_recovery_rank)
+    middle = len(ranked) // 2
+    pair = ranked[middle - 1:middle + 1] if len(ranked) % 2 == 0 else [ranked[middle]]
+    if all(s["time_to_recover_s"] is not None for s in pair):
+        return {**{key: median([s[key] for s in pair]) for key in RECOVERY_KEYS}, "recovery_note": None}
+    upper = pair[-1] if pair[-1]["time_to_recover_s"] is None else pair[0]
+    return {**{key: upper[key] for key in RECOVERY_KEYS}, "recovery_note": upper.get("recovery_note")}
+
+
+def _recovery_spread(runs: list[dict], key: str) -> dict:
+    """`spread` of a recovery key, its ends ranked as `_recovery_rank` does, with each end's note
+    (`min_note`, `max_note`) and every run's (`notes`)."""
+    ranked = sorted(runs, key=_recovery_rank)
+    return {"median": _recovery_median(runs)[key], "min": ranked[0][key], "max": ranked[-1][key],
+            "min_note": ranked[0].get("recovery_note"), "max_note": ranked[-1].get("recovery_note"),
+            "values": [s[key] for s in runs], "notes": [s.get("recovery_note") for s in runs]}

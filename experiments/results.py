@@ -230,11 +230,18 @@ def _add_spread(row: list[str], s: dict) -> None:
     ends = _range(spread["completion_time_s"], _seconds)
     row[3] = f"{row[3]} {ends}".rstrip()
     if s["failure_time_s"] is not None:
-        stayed = [done for value, done in zip(spread["time_to_recover_s"]["values"], spread["completed_each"])
-                  if value is None]
-        ends = _range(spread["time_to_recover_s"],
-                      lambda value: _recovery(value, s["failure_time_s"], bool(stayed) and all(stayed)))
-        row[4] = f"{row[4]} {ends}".rstrip()
+        recovery = spread["time_to_recover_s"]
+        notes = recovery.get("notes") or [None] * len(recovery["values"])
+        stayed = [done for value, note, done in zip(recovery["values"], notes, spread["completed_each"])
+                  if value is None and note is None]
+
+        def end(value, note):
+            if value is None and note:
+                return recovery_note_text({"recovery_note": note, "sample_interval_s": s.get("sample_interval_s")})
+            return _recovery(value, s["failure_time_s"], bool(stayed) and all(stayed))
+        if recovery["min"] is not None or recovery.get("min_note") or recovery.get("max_note"):
+            row[4] = (f"{row[4]} [{end(recovery['min'], recovery.get('min_note'))}.."
+                      f"{end(recovery['max'], recovery.get('max_note'))}]").rstrip()
     if spread.get("distorted"):
         row[-1] += f" ({spread['distorted']}/{n})"
     row.insert(2, str(n))

@@ -254,3 +254,26 @@ def test_a_repeated_case_with_one_invalid_run_is_invalid_naming_the_run():
     assert out["fidelity"] == "invalid"
     assert out["invalid_reasons"] == ["run 2 (seed 2): link_kill at 30%: took effect after the workload ended"]
     assert repeats.aggregate(runs[:1] * 1)["invalid_reasons"] == []
+
+
+def _failover_run(seed: int, recover, note=None) -> dict:
+    """A repeated failover case's run summary, as far as aggregating it reads."""
+    return {"variant": "link killed", "transport": "MRC", "seed": seed, "repetition": seed - 1,
+            "failure_time_s": 0.05, "completed": True, "bit_exact": True, "fidelity": "simulated",
+            "fidelity_reasons": [], "invalid_reasons": [], "notes": [], "sample_interval_s": 0.005,
+            "completion_time_s": 0.2, "completion_rtts": 20.0, "longest_delivery_gap_s": 0.01,
+            "longest_delivery_gap_rtts": 1.0, "time_to_recover_s": recover,
+            "time_to_recover_rtts": None if recover is None else recover * 100, "recovery_note": note}
+
+
+def test_a_run_without_a_dip_ranks_as_the_quickest_recovery_not_as_a_never():
+    runs = [_failover_run(1, None, "no dip"), _failover_run(2, 0.03), _failover_run(3, 0.01)]
+    out = repeats.aggregate(runs)
+    assert out["time_to_recover_s"] == 0.01 and out["recovery_note"] is None      # the median run's time
+    assert out["repetition"] == 2                                                 # and that run shown
+    row = ["link killed", "MRC", "yes", "200 ms", results._recovery_cell(out), "-", "simulated"]
+    results._add_spread(row, out)                      # the table's recover cell with the runs' range
+    assert row[5] == "10 ms (1 RTT) [no dip (5 ms samples)..30 ms]"
+    most = repeats.aggregate([_failover_run(1, None, "no dip"), _failover_run(2, None, "no dip"),
+                              _failover_run(3, 0.03)])
+    assert most["time_to_recover_s"] is None and most["recovery_note"] == "no dip"
