@@ -470,7 +470,7 @@ def write_results(scenario: Scenario, records: list[CaseRecord], rows: list[Cros
     title = run_title(scenario, rows, seeds, bool(meta_extra.get("quick")))
     about = (f"The cases of {scenario.name} that htsim_uec can express, run on netsim and on htsim_uec side by side"
              + (f" ({len(skipped)} left out: listed below)" if skipped else "") + ". What the scenario file says of "
-             f"all its cases: " + " ".join(scenario.description.split()))
+             "all its cases: " + " ".join(scenario.description.split()))
     meta = {"scenario": scenario.name, "title": title, "description": about,
             "scenario_file": scenario.path, "backend": "netsim + htsim", "target": None, "seed": scenario.seed,
             "seeds": seeds, "seeds_note": _seeds(seeds), "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
