@@ -22,14 +22,24 @@ def texts(ax) -> list[str]:
     return [t.get_text() for t in ax.texts]
 
 
-def test_recovery_bars_say_dash_when_nothing_failed_and_n_a_only_for_a_failure_without_goodput_before(drawn, tmp_path):
+def test_recovery_panel_says_n_a_only_for_a_failure_without_goodput_before_and_no_dip_for_one_without_a_dip(drawn, tmp_path):
     calm = metrics.summarise(made_up(variant="no loss"))
     later = metrics.summarise(made_up(variant="later", fault_at=0.002))
     at_start = metrics.summarise(made_up(variant="from the start", fault_at=0.0))
     plots.completion_figure([calm, later, at_start], {"MRC": "red"}, tmp_path / "c.png", "t")
     recovery = drawn[0].axes[1]
     assert recovery.get_title().startswith("time until goodput is back to 90 %")
-    assert texts(recovery) == ["-", "0 s", "n/a"]
+    # no case has a recovery time (the later fault's goodput never dipped): the panel says why in
+    # words, each reason once, and draws no "0 s" bar
+    (said,) = texts(recovery)
+    assert said.startswith("n/a: no goodput before the failure") and "\n\nno dip: goodput never fell below 90 %" in said
+    assert "0 s" not in said
+    # with a case that has a time, bars: "-" where nothing failed, the time, "n/a" for a fault from the start
+    dip = made_up(variant="dip", fault_at=0.001, end=0.006, completion_time=0.006)
+    dip.samples = [[0, [0]], [0.001, [1000]], [0.002, [1000]], [0.003, [2000]], [0.004, [3000]],
+                   [0.005, [4000]], [0.006, [5000]]]                  # nothing arrives for a millisecond
+    plots.completion_figure([calm, metrics.summarise(dip), at_start], {"MRC": "red"}, tmp_path / "d.png", "t")
+    assert texts(drawn[1].axes[1]) == ["-", "1 ms", "n/a"]
 
 
 def test_every_retransmission_cause_drawn_has_a_legend_entry_and_no_other(drawn, tmp_path):
