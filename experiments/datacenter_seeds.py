@@ -46,8 +46,6 @@ PROG = "python -m experiments.datacenter_seeds"
 DEFAULT_SEEDS = (1, 2, 3, 4)
 # netsim beside uet-htsim, each flow complete when its sender saw it acknowledged (docs/htsim.md)
 CROSSCHECK = "mrc-testbed crosscheck experiments/datacenter.yaml --seeds 1 2 3 4 5 6 7 8 [--settings htsim]"
-EXIT_INTERRUPTED = 130
-EXIT_NO_POOL = 2
 TABLE_SEEDS = tuple(range(1, 9))
 HELD_OUT_SEEDS = tuple(range(9, 17))
 BIG_INCAST = {"topology": "leafspine:8x8x8", "workload": {"senders": 15}}      # 64 hosts, 15 -> 1
@@ -219,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         sweep = parallel.sweep(args.jobs, args.cluster, timed_run, items, labels)
     except parallel.PoolUnavailable as error:
         print(f"{PROG}: {error}", file=sys.stderr)
-        return EXIT_NO_POOL
+        return parallel.EXIT_NO_POOL
     if args.table:
         print_table(grouped, sweep.results)
     else:
@@ -230,18 +228,10 @@ def main(argv: list[str] | None = None) -> int:
           f"build: {speedups.build_in_use()})")
     if sweep.interrupted:
         print(f"{PROG}: interrupted: {len(sweep.results)} of {len(items)} runs finished (above)", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return parallel.EXIT_INTERRUPTED
     return 0
 
 
-def entry() -> int:
-    """`main`, with a Ctrl-C outside the runs (starting the pool) ending it as one line too."""
-    try:
-        return main()
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-
 
 if __name__ == "__main__":
-    raise SystemExit(entry())
+    raise SystemExit(parallel.sweep_main(main, PROG))

@@ -33,8 +33,6 @@ from experiments.scenario import load_scenario
 ROOT = Path(__file__).resolve().parent.parent
 PROG = "python -m experiments.ecn_ramp_sweep"
 NAME = "ecn-ramp-sweep"
-EXIT_INTERRUPTED = 130
-EXIT_NO_POOL = 2
 DATACENTER = ROOT / "experiments" / "datacenter.yaml"
 CASES = ("permutation", "permutation, gray spine", "incast")
 # (ecn_threshold, ecn_max_threshold) in packets; trimming stays at the scenario's 48 (about 1.7 BDP)
@@ -109,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                                [f"ECN {p[0]}..{p[1]} {label}" for p, label, _, _ in items])
     except parallel.PoolUnavailable as error:
         print(f"{PROG}: {error}", file=sys.stderr)
-        return EXIT_NO_POOL
+        return parallel.EXIT_NO_POOL
     values = iter(sweep.results)
     whole = len(sweep.results) // len(labels)                 # the settings whose every run finished
     results = {pair: {label: next(values) for label in labels} for pair in PAIRS[:whole]}
@@ -118,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     if sweep.interrupted:
         print(f"{PROG}: interrupted: {len(sweep.results)} of {len(items)} runs finished ({whole} of {len(PAIRS)} "
               "settings above); nothing written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return parallel.EXIT_INTERRUPTED
     conditions = {"date": datetime.now().isoformat(timespec="seconds"), "quick": args.quick,
                   "wall_s": round(time.monotonic() - began, 1), "load_1min_start": round(load_start, 2),
                   "load_1min_end": round(os.getloadavg()[0], 2), "backend": "netsim (deterministic)",
@@ -138,14 +136,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def entry() -> int:
-    """`main`, with a Ctrl-C outside the runs (starting the pool, drawing) ending it as one line too."""
-    try:
-        return main()
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-
 
 if __name__ == "__main__":
-    raise SystemExit(entry())
+    raise SystemExit(parallel.sweep_main(main, PROG))

@@ -55,6 +55,20 @@ class Interrupted(KeyboardInterrupt):
         self.results = results
 
 
+EXIT_INTERRUPTED = 130       # a sweep module stopped by Ctrl-C (after printing what finished)
+EXIT_NO_POOL = 2             # a sweep module whose pool or cluster could not start
+
+
+def sweep_main(main: Callable[[], int], prog: str) -> int:
+    """A sweep module's `main()`, with a Ctrl-C outside its runs (starting the pool, drawing) ending
+    it as one line and EXIT_INTERRUPTED too."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
 class PoolUnavailable(RuntimeError):
     """The pool the options asked for could not start (a cluster's servers unreachable, its workers
     not reaching the scheduler): the message says which and why."""
