@@ -78,8 +78,10 @@ def _flow_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dic
     numbers = QpNumbers()                                  # the one QP numbering: a pair per flow
     for index, flow in enumerate(point_to_point_flows(topo, w, case.scenario.seed)):
         qps = numbers.pair()
+        # seeded with the case's seed plus the flow's index: no two flows of the case carry the same
+        # bytes (a packet handed to another flow's agent would pass that agent's check)
         workload = job_workload("transfer", {"src": 0, "dst": 1, "bytes": flow.nbytes,
-                                             "chunk_bytes": w.chunk_bytes, "seed": case.scenario.seed})
+                                             "chunk_bytes": w.chunk_bytes, "seed": case.scenario.seed + index})
         for rank, (host, peer) in enumerate(((flow.src, flow.dst), (flow.dst, flow.src))):
             name = f"{host}-flow{index}-{'tx' if rank == 0 else 'rx'}"
             peers = [peer_spec(topo, host, peer, 1 - rank, qps[rank], qps[1 - rank])]

@@ -84,3 +84,18 @@ def test_agent_jobs_number_their_qps_as_the_simulation_does(kind):
     assert sorted(qp for _, qp in ends) == list(range(QP_BASE, QP_BASE + len(ends)))
     by_qp = {qp: remote for (_, qp), (remote, _, _) in ends.items()}
     assert all(by_qp[remote] == qp for qp, remote in by_qp.items())          # the other end answers on ours
+
+
+def test_no_two_agent_flows_carry_the_same_bytes():
+    """Each flow's transfer job draws its bytes from a seed of its own: an incast's flows, all of one
+    size, would otherwise carry the same bytes, and a packet handed to the wrong flow would pass."""
+    from host_agent.collectives.data import block_bytes
+
+    case = parse_scenario({"name": "incast", "topology": "leafspine:2x2x2", "seed": 4,
+                           "workload": {"kind": "incast", "bytes": 4096, "chunk_bytes": 4096},
+                           "transports": [{"name": "MRC", "mode": "mrc"}]}).cases()[0]
+    _, _, jobs = jobs_of(case)
+    senders = [job["workload"] for _, job in jobs if job["rank"] == 0]
+    assert len(senders) > 1
+    sent = {block_bytes(w["seed"], w["src"], w["dst"], w["bytes"]) for w in senders}
+    assert len(sent) == len(senders)
