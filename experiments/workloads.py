@@ -1,9 +1,9 @@
 """Who sends what to whom: the flows of a workload, the same for every backend.
 
 Collectives (all-reduce, all-to-all) run over every host of the topology, rank = host order;
-incast and permutation are sets of point-to-point flows whose bytes are
-`host_agent.collectives.data.block_bytes(seed, src index, dst index, n)`, so the receiver can
-check them bit for bit.
+incast and permutation are sets of point-to-point flows whose bytes the receiver checks bit for
+bit, drawn from the seed: on netsim, views of one stream (`host_agent.collectives.data.flow_payloads`);
+on the agents, flow i a transfer job's `data.block_bytes(seed + i, 0, 1, n)`.
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from collections import Counter
 from experiments.record import FlowRecord
 from experiments.scenario import Case
 from experiments.workloads import COLLECTIVES, collective_flows, collective_params, point_to_point_flows
-from host_agent.collectives.data import block_view
+from host_agent.collectives.data import flow_payloads
 from host_agent.transport import TransportConfig
 from host_agent.transport import events
 from netsim import Network
@@ -50,7 +50,7 @@ class Traffic:
         if self.workload.kind in COLLECTIVES:
             self._setup_collective()
         else:
-            self._setup_flows()
+            self._setup_flows(config.mtu_payload)
 
     def connections(self, src: str, dst: str) -> list:
         """The connections (one per QP: `qps` of the config) of `src` to `dst`, in QP order."""
@@ -65,15 +65,14 @@ class Traffic:
             self._rx_conn.append(self.connections(flow.dst, flow.src))
 
     # --- point-to-point flows ---------------------------------------------------------------------
-    def _setup_flows(self) -> None:
-        index = {h: i for i, h in enumerate(self.hosts)}
-        flows = point_to_point_flows(self.fab.topo, self.workload, self.seed)
-        # each flow's bytes are block_bytes(seed, src index, dst index, size), as a view (not copied)
-        payloads = [block_view(self.seed, index[flow.src], index[flow.dst], flow.nbytes) for flow in flows]
-        for flow, payload in zip(flows, payloads):
-            self.flows.append(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role))
-            carried = self.simulation.add_flow(Flow(flow.src, flow.dst, flow.nbytes, self.workload.chunk_bytes), payload,
-                                        shared=True, schedule=False)
+    def _setup_flows(self, packet_payload: int) -> None:
+        planned = point_to_point_flows(self.fab.topo, self.workload, self.seed)
+        flows = [Flow(flow.src, flow.dst, flow.nbytes, self.workload.chunk_bytes) for flow in planned]
+        # the flows' bytes: views of one stream, no two packets at the same place of it (flow_payloads)
+        payloads = flow_payloads(self.seed, [flow.message_sizes() for flow in flows], packet_payload)
+        for plan, flow, payload in zip(planned, flows, payloads):
+            self.flows.append(FlowRecord(plan.src, plan.dst, plan.nbytes, plan.role))
+            carried = self.simulation.add_flow(flow, payload, shared=True, schedule=False)
             self._carried.append(carried)
             self._rx_conn.append(carried.receivers)
 

@@ -40,6 +40,53 @@ def block_view(seed: int, src: int, dst: int, nbytes: int) -> memoryview:
     return memoryview(words.astype("<u8", copy=False)).cast("B")[:nbytes].toreadonly()
 
 
+FIRST_FLOW_STRIDE = 4099     # bytes between two flows' starts in their shared stream, at first (a prime)
+
+
+def flow_payloads(seed: int, flows: list[list[int]], packet_payload: int) -> list[memoryview]:
+    """The bytes of many flows made in one process, each flow given as its message sizes, cut by
+    the transport into packets of `packet_payload` bytes from each message's start: read-only views
+    of one stream (numpy's PCG64 seeded with (seed,), raw 64-bit outputs, little-endian), flow i's
+    from byte i * stride on.
+
+    Not a stream per flow (`block_view`): the flows' bytes overlap, and their memory is the longest
+    flow plus a stride per flow, not the sum of the flows (a fat-tree k=16 permutation of 1 MB
+    flows: a few MiB, not 1 GiB, and none of the time a fresh gigabyte's first touch costs). What
+    the receivers' byte-for-byte check sees is kept: `stride` (odd) is the first of FIRST_FLOW_STRIDE,
+    2 * that + 1, ... at which no two packets of any flows start at the same place of the stream, so
+    a packet delivered to another flow, or to another place of its own, has bytes other than those
+    expected there. At a stride past the longest flow no two flows' bytes overlap at all."""
+    if packet_payload < 1:
+        raise CollectiveError(f"flow payloads: a packet carries at least 1 byte, got {packet_payload}")
+    sizes = [sum(messages) for messages in flows]
+    if any(n < 0 for messages in flows for n in messages):
+        raise CollectiveError("flow payloads: a message size is negative")
+    starts = []                              # every packet's offset in its flow
+    for messages in flows:
+        offset, pieces = 0, []
+        for n in messages:
+            pieces.append(np.arange(offset, offset + max(n, 1), packet_payload, dtype=np.int64))
+            offset += n
+        starts.append(np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64))
+    longest = max(sizes, default=0)
+    stride = FIRST_FLOW_STRIDE
+    while stride <= longest and not _apart(starts, stride):
+        stride = 2 * stride + 1
+    length = (len(flows) - 1) * stride + longest if flows else 0
+    words = np.random.default_rng([seed]).bit_generator.random_raw(-(-length // 8))
+    stream = memoryview(words.astype("<u8", copy=False)).cast("B").toreadonly()
+    return [stream[i * stride:i * stride + n] for i, n in enumerate(sizes)]
+
+
+def _apart(starts: list[np.ndarray], stride: int) -> bool:
+    """True when no two of the packets starting at `starts` (offsets in each flow) start at the same
+    place of a stream whose flow i begins at i * stride."""
+    if not starts:
+        return True
+    places = np.concatenate([s + i * stride for i, s in enumerate(starts)])
+    return len(np.unique(places)) == len(places)
+
+
 def count_mismatches(got: np.ndarray, expected: np.ndarray) -> int:
     """Number of elements whose bits differ (NaN-safe: compares the raw representation)."""
     if got.shape != expected.shape or got.dtype != expected.dtype:

@@ -184,3 +184,53 @@ def test_a_blocks_bytes_stay_the_same():
         "040a302e2db183bb52fed35fadf8baab44fe633fa59464d4050f14f48792be27"
     assert hashlib.sha256(block_bytes(1, 127, 5, 1 << 20)).hexdigest() == \
         "2baf2085da3db8f85c4e949dfb5143d73a27d2f01fd42d9ae38656a62bf9fc98"
+
+
+def _packets(payloads, flows, packet_payload):
+    """(flow, offset in flow, bytes) of every packet the transport cuts the flows' messages into."""
+    out = []
+    for i, (view, messages) in enumerate(zip(payloads, flows)):
+        offset = 0
+        for n in messages:
+            for a in range(offset, offset + max(n, 1), packet_payload):
+                out.append((i, a, bytes(view[a:min(a + packet_payload, offset + n)])))
+            offset += n
+    return out
+
+
+def test_flow_payloads_are_views_of_one_stream_with_no_packet_in_anothers_place():
+    from host_agent.collectives.data import FIRST_FLOW_STRIDE, flow_payloads
+    flows = [[3000, 3000, 1000]] * 6 + [[7000], [0], [5]]
+    views = flow_payloads(7, flows, 1024)
+    assert [len(v) for v in views] == [sum(m) for m in flows] and all(v.readonly for v in views)
+    assert [bytes(v) for v in views] == [bytes(v) for v in flow_payloads(7, flows, 1024)]   # the seed's alone
+    assert bytes(views[0]) != bytes(flow_payloads(8, flows, 1024)[0])
+    # one stream: flow 1 starts FIRST_FLOW_STRIDE bytes into flow 0 (they overlap)
+    assert bytes(views[0][FIRST_FLOW_STRIDE:FIRST_FLOW_STRIDE + 100]) == bytes(views[1][:100])
+    # every packet's bytes (at least 64 of them) are nobody else's: a packet delivered to another flow,
+    # or to another place of its own, is seen
+    packets = [p for p in _packets(views, flows, 1024) if len(p[2]) >= 64]
+    assert len({p[2][:64] for p in packets}) == len(packets)
+
+
+def test_flow_payloads_move_the_stride_when_packets_would_start_at_the_same_place():
+    from host_agent.collectives.data import FIRST_FLOW_STRIDE, flow_payloads
+    # packets of FIRST_FLOW_STRIDE bytes: at that stride flow 1's first packet is flow 0's second
+    flows = [[4 * FIRST_FLOW_STRIDE]] * 3
+    views = flow_payloads(1, flows, FIRST_FLOW_STRIDE)
+    packets = _packets(views, flows, FIRST_FLOW_STRIDE)
+    assert len({p[2] for p in packets}) == len(packets)
+    assert bytes(views[1][:64]) != bytes(views[0][FIRST_FLOW_STRIDE:FIRST_FLOW_STRIDE + 64])
+    # a packet at every byte: every stride within the longest flow puts a flow's start on one of
+    # another's packets, so the flows end up apart, not overlapping at all
+    dense = flow_payloads(2, [[10_000]] * 2, 1)
+    assert bytes(dense[1][:64]) not in bytes(dense[0])
+
+
+def test_flow_payloads_refuse_what_has_no_packets():
+    from host_agent.collectives.data import flow_payloads
+    with pytest.raises(CollectiveError, match="at least 1 byte"):
+        flow_payloads(1, [[10]], 0)
+    with pytest.raises(CollectiveError, match="negative"):
+        flow_payloads(1, [[10, -1]], 4)
+    assert flow_payloads(1, [], 1024) == []
