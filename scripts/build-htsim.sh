@@ -6,6 +6,9 @@
 #   scripts/build-htsim.sh                          # into ~/.local (root: /usr/local)
 #   scripts/build-htsim.sh --prefix /opt/htsim      # /opt/htsim/bin/htsim_uec
 #   scripts/build-htsim.sh --commit <sha>           # another commit (docs/htsim.md says which was checked)
+#   scripts/build-htsim.sh --prefix /opt/htsim-switches --measurement-switches
+#                                                   # with scripts/htsim-measurement-switches.patch: the
+#                                                   # build docs/htsim.md measured the model differences on
 #
 # Needs git, cmake (3.16 or newer), make and a C++17 compiler, and the internet (github.com).
 # About 3 minutes on 2 cores. Safe to run again: an existing clone is reused.
@@ -17,6 +20,8 @@ REPO_URL="${MRC_HTSIM_REPO_URL:-https://github.com/ultraethernet/uet-htsim.git}"
 COMMIT="40ccb0526bb6297eeb22ab33f9934fb35278dbaf"
 if [ "$(id -u)" = 0 ]; then PREFIX="/usr/local"; else PREFIX="$HOME/.local"; fi
 SOURCE=""
+SWITCHES=0
+PATCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/htsim-measurement-switches.patch"
 JOBS="$(nproc 2>/dev/null || echo 2)"
 
 usage() {
@@ -30,6 +35,11 @@ and installs it as DIR/bin/htsim_uec.
   --commit SHA   the commit to build (default: $COMMIT)
   --source DIR   where to keep the clone and the build (default: DIR/src/uet-htsim)
   --jobs N       parallel compile jobs (default: $JOBS)
+  --measurement-switches
+                 apply htsim-measurement-switches.patch (next to this script) first:
+                 MRC_NO_LASTHOP_ECN=1 and MRC_FULL_SLOW_BUFFERS=1 then switch off
+                 last-hop ECN and the slowed links' smaller buffers (docs/htsim.md,
+                 "The differences that remain"); unset, it runs as the release build
   -h, --help     show this help
 EOF
 }
@@ -43,6 +53,7 @@ while [ $# -gt 0 ]; do
         --commit) [ $# -ge 2 ] || die "--commit needs a commit id" 2; COMMIT="$2"; shift 2 ;;
         --source) [ $# -ge 2 ] || die "--source needs a folder" 2; SOURCE="$2"; shift 2 ;;
         --jobs) [ $# -ge 2 ] || die "--jobs needs a number" 2; JOBS="$2"; shift 2 ;;
+        --measurement-switches) SWITCHES=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown option: $1" 2 ;;
     esac
@@ -76,6 +87,17 @@ if ! git -C "$SOURCE" cat-file -e "$COMMIT^{commit}" 2>/dev/null; then
 fi
 git -C "$SOURCE" -c advice.detachedHead=false checkout --quiet "$COMMIT" \
     || die "commit $COMMIT is not in $REPO_URL"
+# a reused clone may hold the switches from an earlier build: present only when asked for
+if git -C "$SOURCE" apply --reverse --check "$PATCH" 2>/dev/null; then
+    if [ "$SWITCHES" = 0 ]; then
+        git -C "$SOURCE" apply --reverse "$PATCH" || die "could not take $PATCH out of $SOURCE"
+        echo "the measurement switches of an earlier build taken out"
+    fi
+elif [ "$SWITCHES" = 1 ]; then
+    git -C "$SOURCE" apply "$PATCH" \
+        || die "$PATCH does not apply to $COMMIT (it was made for the pinned commit)"
+    echo "measurement switches applied: MRC_NO_LASTHOP_ECN, MRC_FULL_SLOW_BUFFERS"
+fi
 
 stage "build (cmake, Release, target htsim_uec, $JOBS jobs)"
 BUILD="$SOURCE/htsim/sim/build"
@@ -86,7 +108,11 @@ cmake --build "$BUILD" --target htsim_uec -- -j "$JOBS" || die "the build of hts
 stage "install"
 install -d "$PREFIX/bin"
 install -m 0755 "$BUILD/datacenter/htsim_uec" "$PREFIX/bin/htsim_uec"
-echo "htsim_uec (uet-htsim $COMMIT) installed at $PREFIX/bin/htsim_uec"
+if [ "$SWITCHES" = 1 ]; then
+    echo "htsim_uec (uet-htsim $COMMIT, with the measurement switches) installed at $PREFIX/bin/htsim_uec"
+else
+    echo "htsim_uec (uet-htsim $COMMIT) installed at $PREFIX/bin/htsim_uec"
+fi
 case ":$PATH:" in
     *":$PREFIX/bin:"*) echo "it is on PATH: mrc-testbed crosscheck experiments/datacenter.yaml" ;;
     *) echo "not on PATH: export HTSIM_UEC=$PREFIX/bin/htsim_uec (or add $PREFIX/bin to PATH)" ;;
