@@ -86,6 +86,7 @@ cmake --build "$BUILD" --target htsim_uec -- -j "$JOBS" || die "the build of hts
 stage "install"
 install -d "$PREFIX/bin"
 install -m 0755 "$BUILD/datacenter/htsim_uec" "$PREFIX/bin/htsim_uec"
+printf '%s\n' "$COMMIT" > "$PREFIX/bin/htsim_uec.commit"     # the commit crosscheck's conditions name
 echo "htsim_uec (uet-htsim $COMMIT) installed at $PREFIX/bin/htsim_uec"
 case ":$PATH:" in
     *":$PREFIX/bin:"*) echo "it is on PATH: mrc-testbed crosscheck experiments/datacenter.yaml" ;;
