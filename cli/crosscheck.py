@@ -7,7 +7,8 @@
 
 htsim_uec comes from $HTSIM_UEC or PATH (scripts/build-htsim.sh builds it). Prints the slowest
 flow over ideal per case and simulator (mean over the seeds, worst seed) and each one's wall
-time per case; writes the results folder (summary.md, summary.json, raw.jsonl, crosscheck-cdf.png,
+time per case, with what it was measured on (date, load, netsim's build, htsim_uec's path and
+commit when known); writes the results folder (summary.md, summary.json, raw.jsonl, crosscheck-cdf.png,
 and htsim/seed<S>-<balancer>/<case>/ with each htsim_uec run's files, command.txt and htsim.out).
 Exit status: 0 done, 1 a run error (htsim_uec missing, or a run of it failed: the others still
 ran and are in the results), 2 bad input (including a scenario with no case htsim_uec can run);

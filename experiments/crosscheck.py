@@ -19,7 +19,8 @@ of payload, htsim_uec's 64): the time over what the headers alone make unavoidab
 has the usual raw.jsonl, summary.json (with a `crosscheck` table: slowest flow over ideal per
 case and simulator, mean and worst over the seeds that completed, how each seed's run ended
 (completed, cut at horizon, stuck, failed), and each simulator's wall time per case; `failed`: the
-failed runs' messages), summary.md, the figure `crosscheck-cdf.png` (per-flow completion over
+failed runs' messages; from `mrc-testbed crosscheck`, `conditions`: what the wall times were
+measured on, `conditions_line`), summary.md, the figure `crosscheck-cdf.png` (per-flow completion over
 its receiver's ideal, CDF, per case) and,
 from `mrc-testbed crosscheck`, every htsim_uec run's input files, command line and output under htsim/.
 """
