@@ -7,7 +7,8 @@
 
 htsim_uec comes from $HTSIM_UEC or PATH (scripts/build-htsim.sh builds it). Prints the slowest
 flow over ideal per case and simulator (mean over the seeds, worst seed) and each one's wall
-time per case; writes the results folder (summary.md, summary.json, raw.jsonl, crosscheck-cdf.png,
+time per case, with what it was measured on (date, load, netsim's build, htsim_uec's path and
+commit when known); writes the results folder (summary.md, summary.json, raw.jsonl, crosscheck-cdf.png,
 and htsim/seed<S>-<balancer>/<case>/ with each htsim_uec run's files, command.txt and htsim.out).
 Exit status: 0 done, 1 a run error (htsim_uec missing, or a run of it failed: the others still
 ran and are in the results), 2 bad input (including a scenario with no case htsim_uec can run);
@@ -42,7 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of `mrc-testbed crosscheck`."""
     from experiments.backends.htsim import HtsimFailed, HtsimNotFound
-    from experiments.crosscheck import Crosscheck, CrosscheckInterrupted, failure_lines, table_lines, write_results
+    from experiments.conditions import Measuring
+    from experiments.crosscheck import (Crosscheck, CrosscheckInterrupted, conditions_line, failure_lines,
+                                        run_conditions, table_lines, write_results)
     try:
         scenario = load_scenario(args.scenario, quick=args.quick)
     except ScenarioError as error:
@@ -64,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     folder = args.out or results.default_folder(f"crosscheck-{scenario.name}")
     setup_logging(getattr(args, "verbosity", 0), folder)
     stop = None                     # a Ctrl-C or SIGTERM: what finished is saved, then it is raised again
+    measuring = Measuring()
     try:
         records, rows, skipped = check.run(Path(args.scenario), seeds, args.quick, tuple(args.variant),
                                            progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
@@ -76,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         meta, figures = write_results(scenario, records, rows, skipped, folder,
                                       {"seeds": seeds, "settings": args.settings, "balancers": list(check.balancers),
-                                       "htsim_uec": check.binary, "quick": args.quick, "interrupted": stop is not None})
+                                       "htsim_uec": check.binary, "quick": args.quick, "interrupted": stop is not None,
+                                       "conditions": run_conditions(measuring.done(), check.binary)})
     except results.INTERRUPTIONS:
         print(f"{PROG} crosscheck: interrupted while drawing the figure; {kept} are in {folder}", file=sys.stderr)
         raise
@@ -88,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{meta['title']}: htsim_uec {check.binary}, switch settings {args.settings}")
     print("slowest flow over ideal per case, mean over the seeds that completed (worst seed):")
     print("\n".join(table_lines(meta["crosscheck"])))
+    print(conditions_line(meta))
     for label, why in skipped:
         print(f"skipped {label}: {why}")
     files = [f.name for f in figures] + ["summary.json", "summary.md", "raw.jsonl",

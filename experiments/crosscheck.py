@@ -19,8 +19,9 @@ of payload, htsim_uec's 64): the time over what the headers alone make unavoidab
 has the usual raw.jsonl, summary.json (with a `crosscheck` table: slowest flow over ideal per
 case and simulator, mean and worst over the seeds that completed, how each seed's run ended
 (completed, cut at horizon, stuck, failed), and each simulator's wall time per case; `failed`: the
-failed runs' messages), summary.md, the figure `crosscheck-cdf.png` (per-flow completion over
-ideal, CDF, per case) and,
+failed runs' messages; from `mrc-testbed crosscheck`, `conditions`: what the wall times were
+measured on, `conditions_line`), summary.md, the figure `crosscheck-cdf.png` (per-flow completion over
+its receiver's ideal, CDF, per case) and,
 from `mrc-testbed crosscheck`, every htsim_uec run's input files, command line and output under htsim/.
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, TextIO
 
-from experiments import metrics, results, validity
+from experiments import conditions, metrics, results, validity
 from experiments.backends.htsim.inputs import BALANCERS, DEFAULT_BALANCER, Unmappable, export_case
 from experiments.record import CaseRecord
 from experiments.scenario import Case, Scenario, load_scenario
@@ -402,20 +403,24 @@ def wire_table_cells(rows: list[dict]) -> Optional[tuple[list[str], list[list[st
     return header, cells
 
 
+# which ideal each flow is over (metrics.flows_over_ideal): its receiver's, shared by every flow into it,
+# so a flow that shares its receiver can finish below 1 without being faster than possible
+CDF_X_LABEL = ("flow completion (acked) / its receiver's ideal\n(all bytes into that receiver at line rate + base RTT;\n"
+               "a flow sharing its receiver can end below 1)")
 LINE_STYLES = (("-", None), ("--", "o"), (":", "s"), ("-.", "^"), ((0, (5, 1, 1, 1)), "D"))
 
 
 def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:
-    """Per case, the CDF of every flow's completion over its ideal, one line per simulator, each
-    with its own colour, line style and markers, over its runs that finished every flow (the legend
-    says when lines coincide, when some seeds are left out, and which columns have no such run; a
-    panel with none at all says so)."""
+    """Per case, the CDF of every flow's completion over its receiver's ideal (the axis says which:
+    CDF_X_LABEL), one line per simulator, each with its own colour, line style and markers, over its
+    runs that finished every flow (the legend says when lines coincide, when some seeds are left
+    out, and which columns have no such run; a panel with none at all says so)."""
     from matplotlib.lines import Line2D
 
     from experiments.plots import plt, save_figure       # pyplot on the Agg back end
     columns = sorted({c for row in rows for c in row.slowest}, key=column_order)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    fig, axes = plt.subplots(1, max(1, len(rows)), figsize=(4.2 * max(1, len(rows)), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(rows)), figsize=(4.2 * max(1, len(rows)), 4.0), squeeze=False)
     for ax, row in zip(axes[0], rows):
         drawn: dict = {}                                  # column -> its sorted ratios
         missing = []
@@ -441,11 +446,45 @@ def cdf_figure(rows: list[CrosscheckRow], path: Path, title: str) -> Path:
             ax.text(0.5, 0.5, "no run finished all its flows\n(cut, stuck or failed: see the table)",
                     ha="center", va="center", transform=ax.transAxes, fontsize=9)
         ax.set_title(row.label, fontsize=10)
-        ax.set_xlabel("flow completion / ideal")
+        ax.set_xlabel(CDF_X_LABEL, fontsize=8)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("share of flows")
     width = 4.2 * max(1, len(rows))                     # inches: about 13 characters each at 10 pt
     return save_figure(fig, path, textwrap.fill(title, int(13 * width)), fontsize=10)
+
+
+COMMIT_SUFFIX = ".commit"      # scripts/build-htsim.sh writes the uet-htsim commit beside the binary
+
+
+def htsim_commit(binary: str) -> Optional[str]:
+    """The uet-htsim commit `binary` was built from, when a file `<binary>.commit` beside it (or
+    beside the file it links to) says; None when nothing says."""
+    for path in dict.fromkeys((Path(binary), Path(binary).resolve())):
+        try:
+            said = path.with_name(path.name + COMMIT_SUFFIX).read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if said:
+            return said.split()[0]
+    return None
+
+
+def run_conditions(measured: dict, binary: str) -> dict:
+    """The conditions of a crosscheck's wall times (`experiments.conditions`: date, cores, load,
+    netsim's build) with htsim_uec's path and commit (None: not known)."""
+    return {**measured, "htsim_uec": binary, "htsim_uec_commit": htsim_commit(binary)}
+
+
+def conditions_line(meta: dict) -> str:
+    """What the wall times were measured on (a crosscheck's `conditions`); '' for results written
+    before they were kept."""
+    c = meta.get("conditions")
+    if not c:
+        return ""
+    commit = c.get("htsim_uec_commit")
+    return (f"Wall times measured {c['date']} on {conditions.text(c)}, netsim's only; htsim_uec: {c['htsim_uec']}, "
+            + (f"uet-htsim {commit}." if commit else f"uet-htsim commit unknown (no {Path(c['htsim_uec']).name}"
+               f"{COMMIT_SUFFIX} beside it: scripts/build-htsim.sh writes one)."))
 
 
 def _seeds(seeds: list[int]) -> str:
@@ -500,5 +539,7 @@ def _write_summaries(meta: dict, summaries: list[dict], figures: list[Path], fol
              f"Slowest flow over ideal per case, mean over the seeds that completed of {meta['seeds']} (worst "
              f"seed), and the seeds that did not with how they ended; switch settings: {meta.get('settings')}.", "",
              *table_lines(meta["crosscheck"]), ""]
+    if conditions_line(meta):
+        lines += [conditions_line(meta), ""]
     lines += [f"- skipped {label}: {why}" for label, why in skipped]
     md.write_text(md.read_text(encoding="utf-8") + "\n".join(lines) + "\n", encoding="utf-8")

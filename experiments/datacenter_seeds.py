@@ -23,7 +23,6 @@ uet-htsim's figures beside netsim's, both counted the same way, come from `CROSS
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -32,8 +31,7 @@ from pathlib import Path
 
 import yaml
 
-import speedups
-from experiments import metrics, parallel, switch_profiles
+from experiments import conditions, metrics, parallel, switch_profiles
 from experiments.timefmt import format_seconds
 from experiments.scenario import PROFILE_KEY, parse_scenario
 
@@ -202,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         parallel.check_options(args.jobs, args.cluster)
     except ValueError as error:
         parser.error(str(error))
-    load_start, began = os.getloadavg()[0], time.monotonic()
+    measuring = conditions.Measuring()
     if args.table:
         grouped = table_items()
         items = [i for _, i in grouped]
@@ -223,9 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for line in seed_lines(items, sweep.results, profiles, variants):
             print(line, flush=True)
-    print(f"wall time: {time.monotonic() - began:.1f} s for {len(sweep.results)} of {len(items)} runs on {sweep.where} "
-          f"({os.cpu_count()} cores, 1-min load {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; "
-          f"build: {speedups.build_in_use()})")
+    measured = measuring.done()
+    print(f"wall time: {measured['wall_s']:.1f} s for {len(sweep.results)} of {len(items)} runs on {sweep.where} "
+          f"({conditions.text(measured)})")
     if sweep.interrupted:
         print(f"{PROG}: interrupted: {len(sweep.results)} of {len(items)} runs finished (above)", file=sys.stderr)
         return parallel.EXIT_INTERRUPTED

@@ -335,7 +335,8 @@ def imbalance(values: list[float]) -> Optional[float]:
 def ev_retirements(record: CaseRecord) -> dict:
     """Of the EVs the MRC connections started with (their `ev_set` records, netsim): how many, the
     share never ASSUMED_BAD during the run, and for each connection that retired EVs after the
-    failure, how long after it its first went (seconds: the slowest and fastest connection)."""
+    failure, how long after it its first went (seconds: the slowest and fastest connection, and
+    `by_connection`, each connection's)."""
     backups = {(e["conn"], e["ev"]) for e in record.ev_events if e["kind"] == "ev_backup"}
     home = {(e["conn"], item["ev"]) for e in record.ev_events if e["kind"] == "ev_set"
             for item in e["evs"]} - backups
@@ -348,7 +349,9 @@ def ev_retirements(record: CaseRecord) -> dict:
                 first[e["conn"]] = min(first.get(e["conn"], e["t"]), e["t"])
     delays = [t - t_fail for t in first.values()] if t_fail is not None else []
     return {"evs": len(home), "kept_share": 1 - len(retired & home) / len(home) if home else None,
-            "first_retired_after_failure_s": {"max": max(delays), "min": min(delays)} if delays else None}
+            "first_retired_after_failure_s": {"max": max(delays), "min": min(delays),
+                                              "by_connection": {c: t - t_fail for c, t in first.items()}}
+            if delays else None}
 
 
 def in_rtts(seconds: Optional[float], base_rtt: Optional[float]) -> Optional[float]:

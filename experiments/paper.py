@@ -167,20 +167,76 @@ def loss_sweep_evs(summary: dict) -> list[str]:
     return lines
 
 
+# issue 29 item 4: a path losing 20 % has its EVs retired within this many base RTTs of the loss starting
+RETIRE_WITHIN_RTTS = 10
+
+
+def _first_retired_rtts(case: dict) -> tuple[list[float], bool]:
+    """Each connection's first EV retired after the fault, in the case's base RTTs (metrics.
+    ev_retirements' `by_connection`; [] when none retired or the base RTT is unknown), and whether
+    that is every connection's: a summary.json older than `by_connection` has the fastest and the
+    slowest only."""
+    first = (case.get("ev_retirements") or {}).get("first_retired_after_failure_s")
+    rtt = case.get("base_rtt_s")
+    if first is None or not rtt:
+        return [], True
+    if "by_connection" not in first:
+        return [first["min"] / rtt, first["max"] / rtt], False
+    return [t / rtt for t in first["by_connection"].values()], True
+
+
+def first_retirements(runs: list[dict]) -> str:
+    """How soon after the fault each connection that retired EVs retired its first, over the runs
+    (seeds) of one case: how many connections, the range and median in base RTTs, and how many came
+    later than issue 29's RETIRE_WITHIN_RTTS (with their figures and seeds); '' when no run retired
+    any. (A connection that crossed the fault but retired nothing is not among them: EVs kept says
+    how many went.)"""
+    each: list[tuple[float, object]] = []
+    whole, retiring = True, 0
+    for run in runs:
+        rtts, every = _first_retired_rtts(run)
+        whole = whole and every
+        retiring += bool(rtts)
+        each += [(x, run.get("seed")) for x in rtts]
+    if not each:
+        return ""
+    values = [x for x, _ in each]
+    seeds = sorted({run.get("seed") for run in runs if run.get("seed") is not None})
+    over = "" if len(runs) == 1 else f" over {len(runs)} seeds" + (f" ({seeds[0]}-{seeds[-1]})" if seeds else "")
+    span = f"{min(values):.1f}-{max(values):.1f} base RTTs after the fault"
+    none = "" if retiring == len(runs) else f" (none in {len(runs) - retiring} of the {len(runs)} runs)"
+    if not whole:       # written before the per-connection figures: each run's fastest and slowest only
+        return (f"; connections retired EVs{over}{none}, the fastest and slowest of each run its first {span} "
+                f"(this summary.json keeps only those two: no median, no count past issue 29's {RETIRE_WITHIN_RTTS})")
+    late = sorted((x, seed) for x, seed in each if x > RETIRE_WITHIN_RTTS)
+    past = (f"{len(late)} of them past issue 29's {RETIRE_WITHIN_RTTS}: "
+            + ", ".join(f"{x:.1f}" + ("" if len(runs) == 1 or seed is None else f" (seed {seed})") for x, seed in late)
+            if late else f"none past issue 29's {RETIRE_WITHIN_RTTS}")
+    return (f"; {len(values)} connection{'' if len(values) == 1 else 's'} retired EVs{over}{none}, each its first "
+            f"{span}, median {statistics.median(values):.1f}; {past}")
+
+
 def path_loss_figures(summary: dict) -> list[str]:
-    """EVs kept, how soon after the fault each connection retired the bad path, and completion."""
+    """Per case: completion, EVs kept, and how soon after the fault each connection retired the bad
+    path (`first_retirements`). Of a repeated run (`run --repeat`) every figure is over all its runs
+    (seeds): the median and range of completion and EVs kept, every connection of every run."""
+    rounds = [_by_variant(run) for run in runs_of(summary)]
     lines = []
     for variant, cases in _by_variant(summary).items():
-        for name, c in cases.items():
-            t = c.get("completion_time_s")
-            done = f"finished in {t * 1e6:.0f} us" if c.get("completed") and t is not None else "did not finish"
-            first = (c.get("ev_retirements") or {}).get("first_retired_after_failure_s")
-            rtt = c.get("base_rtt_s")
-            when = ""
-            if first and rtt:
-                when = (f"; each connection's first EV retired {first['min'] / rtt:.1f}-{first['max'] / rtt:.1f} "
-                        f"base RTTs after the fault")
-            lines.append(f"{variant}, {name}: {done}, {_kept(c) or 'EVs not listed'}{when}")
+        for name in cases:
+            runs = [r[variant][name] for r in rounds if name in r.get(variant, {})]
+            times = [c["completion_time_s"] for c in runs if c.get("completed") and c.get("completion_time_s") is not None]
+            done = (f"finished in {_over_runs(times, lambda t: f'{t * 1e6:.0f} us')}" if times else "did not finish")
+            if times and len(times) < len(runs):
+                done += f" (did not finish in {len(runs) - len(times)} of {len(runs)} runs)"
+            listed = [c for c in runs if _kept(c)]
+            if len(listed) > 1:
+                evs = sorted({c["ev_retirements"]["evs"] for c in listed})
+                kept = (f"{_over_runs([c['ev_retirements']['kept_share'] for c in listed], lambda x: f'{x:.0%}')} "
+                        f"of its {'/'.join(map(str, evs))} EVs never retired")
+            else:
+                kept = _kept(listed[0]) if listed else "EVs not listed"
+            lines.append(f"{variant}, {name}: {done}, {kept}{first_retirements(runs)}")
     return lines
 
 
@@ -292,7 +348,8 @@ CLAIMS = (
           "loss on every host link, which every path crosses, retires nothing, where taking each loss as a "
           "failed path retired every EV within 0.06 ms; a 20 % link needs a few of its losses close together "
           "(a few base RTTs), a dead one two or three in a row. Four spines, so a bad link is a quarter of "
-          "the paths; ev_states.png of the run shows the timelines. docs/transport.md, 'Whose loss'."),
+          "the paths; ev_states.png of the run shows the timelines. docs/transport.md, 'Whose loss'.",
+          per_run=True),
     Claim("7 -> 1 incast with a victim flow",
           "The victim flow is unaffected under MRC (trimming handles the incast).",
           "incast", incast_figures,

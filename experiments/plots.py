@@ -437,21 +437,48 @@ def _path_label(dst_hex: str) -> str:
     return f"plane {plane} via {'-'.join(names)}"
 
 
+def drawn_connection(record: CaseRecord) -> tuple[str, str]:
+    """The MRC connection whose EVs the timeline draws, and why it (words for the panel): the one
+    with most EVs retired; when none retired any (random loss every path shares), of those with the
+    most paths the one with most state changes, else the first. A connection with one path is
+    never retired for its loss (docs/transport.md, 'Whose loss'), so its panel would show nothing."""
+    order: dict[str, None] = {}
+    paths: dict[str, set] = {}
+    bad: dict[str, int] = {}
+    changes: dict[str, int] = {}
+    for e in record.ev_events:
+        conn = e["conn"]
+        order.setdefault(conn, None)
+        if e["kind"] == "ev_set":
+            paths.setdefault(conn, set()).update((item["path"], item.get("dst", "")) for item in e["evs"])
+        elif e["kind"] == "ev_state":
+            paths.setdefault(conn, set()).add((e["path"], e.get("dst", "")))
+            changes[conn] = changes.get(conn, 0) + 1
+            if e["new"] == "ASSUMED_BAD":
+                bad[conn] = bad.get(conn, 0) + 1
+    if bad:
+        conn = max(bad, key=bad.get)                       # the first of the most retired
+        return conn, f"the connection with most EVs retired ({bad[conn]})"
+    ranked = list(order)
+    conn = max(ranked, key=lambda c: (len(paths.get(c, ())), changes.get(c, 0), -ranked.index(c)))
+    n = len(paths.get(conn, ()))
+    if changes.get(conn):
+        return conn, (f"no EV retired: of the connections with the most paths ({n}), the one with most state "
+                      f"changes ({changes[conn]})")
+    if changes:
+        return conn, (f"no EV retired, and none of a connection with {n} paths changed state: the first "
+                      "connection with the most paths")
+    return conn, f"no EV changed state: the first connection with the most paths ({n})"
+
+
 def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
-    """Per-EV state over time for one MRC connection per variant: the one with most retirements, or
-    when none retired any (random loss every path shares), the one with most state changes (the
-    busiest sender). Each panel's title says how many of the run's EVs were ever retired."""
+    """Per-EV state over time for one MRC connection per variant (`drawn_connection`: the one with
+    most retirements, else one with the most paths). Each panel's title says why that connection
+    and how many of the run's EVs were ever retired."""
     recs = [r for r in records if r.mode == "mrc" and r.ev_events]
-    fig, axes = plt.subplots(len(recs), 1, figsize=(13, 3.8 * len(recs)), squeeze=False)
+    fig, axes = plt.subplots(len(recs), 1, figsize=(13, 4.0 * len(recs)), squeeze=False)
     for ax, r in zip(axes[:, 0], recs):
-        bad, changes = {}, {}
-        for e in r.ev_events:
-            if e["kind"] == "ev_state":
-                changes[e["conn"]] = changes.get(e["conn"], 0) + 1
-                if e["new"] == "ASSUMED_BAD":
-                    bad[e["conn"]] = bad.get(e["conn"], 0) + 1
-        conn = (max(bad, key=bad.get) if bad else max(changes, key=changes.get) if changes
-                else r.ev_events[0]["conn"])
+        conn, chosen = drawn_connection(r)
         kept = metrics.ev_retirements(r)
         events = [e for e in r.ev_events if e["conn"] == conn and e["kind"] == "ev_state"]
         path_of = {e["ev"]: (e["path"], e.get("dst", "")) for e in events}
@@ -493,7 +520,8 @@ def ev_state_figure(records: list[CaseRecord], path: Path, title: str) -> Path:
         ax.set_ylabel("EVs of the connection, by path")
         retired = (f"; {round((1 - kept['kept_share']) * kept['evs'])} of the run's {kept['evs']} EVs ever retired"
                    if kept["evs"] and kept["kept_share"] is not None else "")
-        ax.set_title(f"{r.variant} / {r.transport}: EV states of connection {conn}{retired}")
+        ax.set_title(f"{r.variant} / {r.transport}: EV states of connection {conn}{retired}\n({chosen})",
+                     fontsize=10)
         seen = {"GOOD", "SKIP", "ASSUMED_BAD"} | {st for st, *_ in spans}
         handles = [Patch(color=c, alpha=0.25 if s == "GOOD" else 1, label=s)
                    for s, c in STATE_COLOURS.items() if s in seen]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -197,9 +198,22 @@ def fidelity_lines(summaries: list[dict]) -> list[str]:
 
 
 def note_lines(summaries: list[dict]) -> list[str]:
-    """One line per note of a case ('variant / transport: note'): what its backend said of it (the
-    htsim balancer, a horizon that stopped it, figures not measured, capped link rates, ...)."""
-    return [f"{s['variant']} / {s['transport']}: {note}" for s in summaries for note in s.get("notes", [])]
+    """One line per distinct note, 'variant / transport: note' of one case and 'note (N cases: ...;
+    ...)' of several: what the backend said of them (the htsim balancer, a horizon that stopped it,
+    figures not measured, capped link rates, ...). A case given several times (a crosscheck's
+    seeds) is named once, with the seeds the note is of when it is not of all of them."""
+    runs = Counter(f"{s['variant']} / {s['transport']}" for s in summaries)
+    cases_of: dict[str, dict[str, list]] = {}
+    for s in summaries:
+        for note in dict.fromkeys(s.get("notes", [])):
+            cases_of.setdefault(note, {}).setdefault(f"{s['variant']} / {s['transport']}", []).append(s.get("seed"))
+    lines = []
+    for note, cases in cases_of.items():
+        named = [case + ("" if len(seeds) == runs[case] else
+                         f" (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})")
+                 for case, seeds in cases.items()]
+        lines.append(f"{named[0]}: {note}" if len(named) == 1 else f"{note} ({len(named)} cases: {'; '.join(named)})")
+    return lines
 
 
 def invalid_lines(summaries: list[dict]) -> list[str]:

@@ -109,8 +109,11 @@ stage "install"
 install -d "$PREFIX/bin"
 install -m 0755 "$BUILD/datacenter/htsim_uec" "$PREFIX/bin/htsim_uec"
 if [ "$SWITCHES" = 1 ]; then
+    # the commit crosscheck's conditions name (its first word), marked as the measurement build
+    printf '%s\n' "$COMMIT+measurement-switches" > "$PREFIX/bin/htsim_uec.commit"
     echo "htsim_uec (uet-htsim $COMMIT, with the measurement switches) installed at $PREFIX/bin/htsim_uec"
 else
+    printf '%s\n' "$COMMIT" > "$PREFIX/bin/htsim_uec.commit"     # the commit crosscheck's conditions name
     echo "htsim_uec (uet-htsim $COMMIT) installed at $PREFIX/bin/htsim_uec"
 fi
 case ":$PATH:" in

@@ -45,6 +45,8 @@ def test_path_loss_lossy_link_within_10_base_rtts_and_dead_link_within_a_qp_time
         assert rec.completed and ev["evs"] == 4 * 128                   # four connections of 128 EVs
         assert ev["kept_share"] == 0.75                                 # each lost the bad path's quarter
         first = ev["first_retired_after_failure_s"]
+        assert len(first["by_connection"]) == 4                         # every connection, the fastest and slowest among them
+        assert (min(first["by_connection"].values()), max(first["by_connection"].values())) == (first["min"], first["max"])
         if bound_rtts is not None:
             assert first["max"] <= bound_rtts * rec.base_rtt
         else:                                                           # well within 3 RTOs (>= the QP timeout)
@@ -58,3 +60,15 @@ def test_report_paper_shows_the_random_loss_and_the_lossy_link(tmp_path):
     lines = paper.path_loss_figures(summary)
     assert "100% of its 512 EVs never retired" in lines[0]
     assert "75% of its 512 EVs never retired" in lines[1] and "base RTTs after the fault" in lines[1]
+
+
+def test_each_connections_first_retirement_after_the_failure_is_kept():
+    from tests.experiments.test_run_results import made_up
+    events = [{"kind": "ev_set", "t": 0.0, "conn": c, "evs": [{"ev": 1, "path": 0, "dst": ""}, {"ev": 2, "path": 1, "dst": ""}]}
+              for c in ("a", "b", "c")]
+    events += [{"kind": "ev_state", "t": t, "conn": c, "ev": ev, "path": 0, "new": "ASSUMED_BAD"}
+               for t, c, ev in ((0.0005, "a", 1), (0.0013, "a", 2), (0.0011, "b", 1), (0.0015, "a", 1))]
+    first = metrics.ev_retirements(made_up(fault_at=0.001, ev_events=events))["first_retired_after_failure_s"]
+    # a's retirement before the failure does not count; c retired nothing
+    assert first["by_connection"] == pytest.approx({"a": 0.0003, "b": 0.0001})
+    assert (first["min"], first["max"]) == pytest.approx((0.0001, 0.0003))

@@ -63,3 +63,39 @@ def test_flows_figure_draws_no_link_panel_when_no_record_measured_its_links(draw
     plots.flows_figure([incast("netsim", [LinkRecord("s1-s3", 1e9, 500)])], {"MRC": "red"}, tmp_path / "g.png", "t")
     flows, links = drawn[1].axes
     assert links.get_title() == "v: switch-to-switch link utilisation" and "not measured" not in flows.get_title()
+
+
+def ev_set(conn: str, paths: int) -> dict:
+    """An `ev_set` record of a connection with two EVs on each of `paths` paths."""
+    return {"kind": "ev_set", "t": 0.004, "conn": conn,
+            "evs": [{"ev": 10 * p + i, "path": p, "dst": f"{p:032x}"} for p in range(paths) for i in range(2)]}
+
+
+def ev_state(conn: str, ev: int, path: int, new: str, t: float = 0.001) -> dict:
+    return {"kind": "ev_state", "t": t, "conn": conn, "ev": ev, "path": path, "dst": f"{path:032x}",
+            "old": "GOOD", "new": new}
+
+
+def test_the_ev_timeline_without_a_change_of_state_draws_a_connection_with_several_paths_and_says_why(drawn, tmp_path):
+    # the run's first connection has one path: loss never retires it, so its panel would say nothing
+    quiet = made_up(ev_events=[ev_set("h1->h2", 1), ev_set("h1->h3", 2), ev_set("h2->h4", 4), ev_set("h3->h4", 4)])
+    assert plots.drawn_connection(quiet) == ("h2->h4", "no EV changed state: the first connection with the most paths (4)")
+    plots.ev_state_figure([quiet], tmp_path / "e.png", "t")
+    (panel,) = drawn[0].axes
+    assert "connection h2->h4" in panel.get_title()
+    assert "(no EV changed state: the first connection with the most paths (4))" in panel.get_title()
+    assert len(panel.get_yticks()) == 4                    # a row of EVs per path
+
+
+def test_the_ev_timeline_prefers_retirements_then_paths_over_state_changes():
+    sets = [ev_set("h1->h2", 1), ev_set("h1->h3", 2), ev_set("h1->h4", 2)]
+    busy_single = [ev_state("h1->h2", 0, 0, "SKIP")] * 3 + [ev_state("h1->h4", 0, 0, "SKIP")]
+    conn, why = plots.drawn_connection(made_up(ev_events=busy_single + sets))
+    assert conn == "h1->h4" and why.startswith("no EV retired: of the connections with the most paths (2)")
+    assert why.endswith("the one with most state changes (1)")
+    conn, why = plots.drawn_connection(made_up(ev_events=[ev_state("h1->h2", 0, 0, "SKIP")] + sets))
+    assert conn == "h1->h3" and "none of a connection with 2 paths changed state" in why
+    retired = [ev_state("h1->h3", 10, 1, "ASSUMED_BAD"), ev_state("h1->h4", 10, 1, "ASSUMED_BAD"),
+               ev_state("h1->h4", 11, 1, "ASSUMED_BAD")]
+    assert plots.drawn_connection(made_up(ev_events=busy_single + retired + sets)) == \
+        ("h1->h4", "the connection with most EVs retired (2)")

@@ -140,3 +140,42 @@ def test_paper_of_a_folder_without_results_fails_with_one_error_and_writes_nothi
     said = capsys.readouterr()
     assert said.err.count("\n") == 1 and "mrc-testbed report: no results folder (with summary.json)" in said.err
     assert said.out == "" and not (tmp_path / "paper.md").exists()
+
+
+def path_loss_case(variant: str, seed: int, first_rtts: list[float], rtt: float = 9e-6, kept: float = 0.75) -> dict:
+    """A path-loss case of one seed whose connections retired their first EV `first_rtts` base RTTs
+    after the fault (none: nothing retired)."""
+    by_connection = {f"h{i}->h{i + 2}": x * rtt for i, x in enumerate(first_rtts)}
+    first = ({"min": min(by_connection.values()), "max": max(by_connection.values()), "by_connection": by_connection}
+             if by_connection else None)
+    return {"variant": variant, "transport": "MRC", "mode": "mrc", "completed": True, "completion_time_s": 700e-6,
+            "base_rtt_s": rtt, "seed": seed, "repetition": seed - 1,
+            "ev_retirements": {"evs": 512, "kept_share": kept, "first_retired_after_failure_s": first}}
+
+
+def test_a_repeated_path_loss_gives_every_connections_first_retirement_over_all_seeds():
+    from experiments.paper import path_loss_figures
+    lossy = [[3.0, 5.0, 6.0, 4.0], [2.8, 7.6, 5.5, 5.4], [5.0, 3.7, 5.2, 12.4]]
+    runs = [path_loss_case("20% loss on one link", seed, x) for seed, x in enumerate(lossy, start=1)]
+    runs += [path_loss_case("random loss", seed, [], kept=1.0) for seed in (1, 2, 3)]
+    # the representative (median) run alone would say 2.8-7.6 and nothing past 10
+    summary = {"repeat": 3, "seeds": [1, 2, 3], "cases": [runs[1], runs[3]], "runs": runs}
+    link, random = path_loss_figures(summary)
+    assert ("12 connections retired EVs over 3 seeds (1-3), each its first 2.8-12.4 base RTTs after the fault, "
+            "median 5.1; 1 of them past issue 29's 10: 12.4 (seed 3)") in link
+    assert "finished in 700 us (in each of 3 runs)" in link
+    assert "100% (in each of 3 runs) of its 512 EVs never retired" in random and "retired EVs" not in random
+    # one run: its own connections, no seeds named
+    (one,) = path_loss_figures({"cases": [path_loss_case("20% loss on one link", 1, [3.0, 11.0])]})
+    assert one.endswith("; 2 connections retired EVs, each its first 3.0-11.0 base RTTs after the fault, "
+                        "median 7.0; 1 of them past issue 29's 10: 11.0")
+
+
+def test_a_summary_without_each_connections_retirement_gives_the_range_and_says_what_it_cannot():
+    from experiments.paper import path_loss_figures
+    runs = [path_loss_case("20% loss on one link", seed, x) for seed, x in ((1, [3.0, 6.0]), (2, [4.0, 12.4]))]
+    for run in runs:                                    # as written before `by_connection`
+        del run["ev_retirements"]["first_retired_after_failure_s"]["by_connection"]
+    (line,) = path_loss_figures({"repeat": 2, "seeds": [1, 2], "cases": [runs[0]], "runs": runs})
+    assert "each run its first 3.0-12.4 base RTTs after the fault" in line
+    assert "no median, no count past issue 29's 10" in line and "median 4" not in line
