@@ -10,7 +10,9 @@ Run against main at the commit named in the JSON, from a checkout of it:
 Made on 2026-12-05 from /work/main at c18bcbe (its working tree then differed from that commit
 only in tests and documentation). Every scenario file of experiments/ (not a load sweep), full and --quick, at its own seed and at
 seeds 1-4, every variant: the (link, spine) chosen. Not imported by the tests (the function it
-calls no longer exists); kept to say how the expected data were made.
+calls no longer exists); kept to say how the expected data were made. The rows of
+incast-8x8x8.yaml (added 2026-12-06) were made the same way: this loop on that file alone, with
+the code of c18bcbe (`git archive c18bcbe`) and the file copied into its experiments/.
 """
 import json
 import subprocess
