@@ -333,12 +333,13 @@ def imbalance(values: list[float]) -> Optional[float]:
 
 
 def ev_retirements(record: CaseRecord) -> dict:
-    """Of the EVs the MRC connections started with (their `ev_set` records, netsim): how many, the
-    share never ASSUMED_BAD during the run, and for each connection that retired EVs after the
-    failure, how long after it its first went (seconds: the slowest and fastest connection, and
-    `by_connection`, each connection's)."""
+    """Of the EVs the MRC connections that sent data started with (their `ev_set` records, netsim;
+    a connection that only acknowledged never used its EVs, and would count them as kept; a record
+    from before `sent_data` counts every connection): how many, the share never ASSUMED_BAD during
+    the run, and for each connection that retired EVs after the failure, how long after it its
+    first went (seconds: the slowest and fastest connection, and `by_connection`, each connection's)."""
     backups = {(e["conn"], e["ev"]) for e in record.ev_events if e["kind"] == "ev_backup"}
-    home = {(e["conn"], item["ev"]) for e in record.ev_events if e["kind"] == "ev_set"
+    home = {(e["conn"], item["ev"]) for e in record.ev_events if e["kind"] == "ev_set" and e.get("sent_data", True)
             for item in e["evs"]} - backups
     retired, first = set(), {}
     t_fail = record.failure_time

@@ -161,7 +161,8 @@ class Traffic:
                 flow.finish = coll.finished_at
 
     def ev_sets(self, now: float) -> list[dict]:
-        """One "ev_set" record per MRC connection: every EV it holds and the path of each."""
+        """One "ev_set" record per MRC connection: every EV it holds and the path of each, and whether
+        it sent data (a connection that only acknowledges never uses its EVs)."""
         out = []
         for host, ep in self.endpoints.items():
             for conn in ep.connections.values():
@@ -170,7 +171,8 @@ class Traffic:
                 dsts = [path.dst.hex() for path in conn.evset.paths]     # by path key, each once
                 evs = [{"ev": ev.value, "path": ev.path_key, "dst": dsts[ev.path_key]}
                        for ev in conn.evset.by_value.values()]
-                out.append({"t": now, "kind": "ev_set", "conn": conn.name, "host": host, "evs": evs})
+                out.append({"t": now, "kind": "ev_set", "conn": conn.name, "host": host, "evs": evs,
+                            "sent_data": bool(conn.stats.get("data_sent", 0))})
         return out
 
     def base_rtt(self) -> float | None:
