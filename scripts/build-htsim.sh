@@ -84,18 +84,20 @@ if [ ! -d "$SOURCE/.git" ]; then
 fi
 if ! git -C "$SOURCE" cat-file -e "$COMMIT^{commit}" 2>/dev/null; then
     git -C "$SOURCE" fetch --quiet origin || die "could not fetch from $REPO_URL (no internet here?)" 4
+    git -C "$SOURCE" cat-file -e "$COMMIT^{commit}" 2>/dev/null || die "commit $COMMIT is not in $REPO_URL"
+fi
+[ -f "$PATCH" ] || die "$PATCH is missing (it ships next to this script)"
+# a reused clone may hold the switches from an earlier build: out before the checkout (git keeps
+# a checkout from overwriting them), back in afterwards only when asked for
+if git -C "$SOURCE" apply --reverse --check "$PATCH" 2>/dev/null; then
+    git -C "$SOURCE" apply --reverse "$PATCH" || die "could not take $PATCH out of $SOURCE"
+    [ "$SWITCHES" = 1 ] || echo "the measurement switches of an earlier build taken out"
 fi
 git -C "$SOURCE" -c advice.detachedHead=false checkout --quiet "$COMMIT" \
-    || die "commit $COMMIT is not in $REPO_URL"
-# a reused clone may hold the switches from an earlier build: present only when asked for
-if git -C "$SOURCE" apply --reverse --check "$PATCH" 2>/dev/null; then
-    if [ "$SWITCHES" = 0 ]; then
-        git -C "$SOURCE" apply --reverse "$PATCH" || die "could not take $PATCH out of $SOURCE"
-        echo "the measurement switches of an earlier build taken out"
-    fi
-elif [ "$SWITCHES" = 1 ]; then
+    || die "git could not check out $COMMIT in $SOURCE (local changes there? git status says which)"
+if [ "$SWITCHES" = 1 ]; then
     git -C "$SOURCE" apply "$PATCH" \
-        || die "$PATCH does not apply to $COMMIT (it was made for the pinned commit)"
+        || die "$PATCH does not apply to $COMMIT (it was made for $(sed -n 's/^uet-htsim \([0-9a-f]*\) .*/\1/p' "$PATCH" | head -n1))"
     echo "measurement switches applied: MRC_NO_LASTHOP_ECN, MRC_FULL_SLOW_BUFFERS"
 fi
 

@@ -48,26 +48,68 @@ def test_a_failed_download_exits_4_and_says_the_testbed_works_without(tmp_path):
     assert not (tmp_path / "p" / "src" / "uet-htsim").exists()
 
 
-MIRROR = Path("/work/.mirror/ultraethernet+uet-htsim/repo")     # a local copy of uet-htsim, where there is one
+PATCH = ROOT / "scripts" / "htsim-measurement-switches.patch"
 
 
-@pytest.mark.skipif(not MIRROR.is_dir() or not all(shutil.which(t) for t in ("git", "make", "c++")),
-                    reason="needs a local copy of uet-htsim (none here: CI has no internet) and git, make, c++")
+def old_side(patch: str) -> dict[str, str]:
+    """What each file of `patch` held before it, as far as the patch shows it (its hunks' context
+    and removed lines, hunk after hunk): enough for the patch to apply to."""
+    files: dict[str, list[str]] = {}
+    current = None
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            current = files.setdefault(line.split(" b/", 1)[1], [])
+        elif current is None or line.startswith(("--- ", "+++ ", "index ", "@@")):
+            continue
+        elif line.startswith((" ", "-")):
+            current.append(line[1:])
+    return {name: "\n".join(lines) + "\n" for name, lines in files.items()}
+
+
+def git(*args, cwd):
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.skipif(not all(shutil.which(t) for t in ("git", "make", "c++")), reason="needs git, make and c++")
 def test_the_measurement_switches_are_applied_when_asked_and_taken_out_when_not(tmp_path):
-    """--measurement-switches applies scripts/htsim-measurement-switches.patch to the pinned commit;
-    a later build in the same clone without it takes the patch out again. (A cmake that fails stops
-    the script right after: the build itself takes minutes.)"""
+    """--measurement-switches applies scripts/htsim-measurement-switches.patch after the checkout; a
+    later build in the same clone takes it out, at the same commit or another one. The clone is of
+    a stand-in repository holding what the patch applies to (a cmake that fails stops the script
+    right after: the build itself takes minutes)."""
+    upstream = tmp_path / "upstream"
+    for name, text in old_side(PATCH.read_text()).items():
+        (upstream / name).parent.mkdir(parents=True, exist_ok=True)
+        (upstream / name).write_text(text)
+    git("init", "-q", cwd=upstream)
+    git("add", "-A", cwd=upstream)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first", cwd=upstream)
+    first = git("rev-parse", "HEAD", cwd=upstream)
+    (upstream / "README").write_text("a later commit\n")
+    git("add", "-A", cwd=upstream)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "second", cwd=upstream)
+    second = git("rev-parse", "HEAD", cwd=upstream)
     tools = tmp_path / "bin"
     tools.mkdir()
     (tools / "cmake").write_text('#!/bin/sh\n[ "$1" = --version ] && echo "cmake version 3.25.1" && exit 0\nexit 1\n')
     (tools / "cmake").chmod(0o755)
     path = f"{tools}:/usr/bin:/bin"
     source = tmp_path / "p" / "src" / "uet-htsim" / "htsim" / "sim" / "datacenter"
-    done = run(["--prefix", str(tmp_path / "p"), "--measurement-switches"], path, tmp_path, MRC_HTSIM_REPO_URL=str(MIRROR))
-    assert done.returncode == 1 and "cmake could not configure" in done.stderr, done.stderr
-    assert "measurement switches applied" in done.stdout
-    assert 'getenv("MRC_NO_LASTHOP_ECN")' in (source / "main_uec.cpp").read_text()
-    assert 'getenv("MRC_FULL_SLOW_BUFFERS")' in (source / "fat_tree_topology.cpp").read_text()
-    done = run(["--prefix", str(tmp_path / "p")], path, tmp_path, MRC_HTSIM_REPO_URL=str(MIRROR))
-    assert done.returncode == 1 and "taken out" in done.stdout, done.stdout + done.stderr
-    assert "MRC_" not in (source / "main_uec.cpp").read_text() + (source / "fat_tree_topology.cpp").read_text()
+
+    def build(*args):
+        return run(["--prefix", str(tmp_path / "p"), *args], path, tmp_path, MRC_HTSIM_REPO_URL=str(upstream))
+
+    def switched() -> bool:
+        text = (source / "main_uec.cpp").read_text() + (source / "fat_tree_topology.cpp").read_text()
+        return 'getenv("MRC_NO_LASTHOP_ECN")' in text and 'getenv("MRC_FULL_SLOW_BUFFERS")' in text
+
+    done = build("--commit", first, "--measurement-switches")
+    assert done.returncode == 1 and "cmake could not configure" in done.stderr, done.stdout + done.stderr
+    assert "measurement switches applied" in done.stdout and switched()
+    done = build("--commit", first, "--measurement-switches")          # again: still applied, once
+    assert done.returncode == 1 and "cmake could not configure" in done.stderr and switched()
+    done = build("--commit", second)                                   # another commit, without them
+    assert done.returncode == 1 and "cmake could not configure" in done.stderr, done.stdout + done.stderr
+    assert "taken out" in done.stdout and not switched()
+    assert git("rev-parse", "HEAD", cwd=tmp_path / "p" / "src" / "uet-htsim") == second
+    done = build("--commit", "0" * 40)
+    assert done.returncode == 1 and f"commit {'0' * 40} is not in {upstream}" in done.stderr, done.stderr
