@@ -69,10 +69,10 @@ class PathCapSelector:
         load = ev.load
         if load.inflight < load.cap:
             return ev
-        held = evset.steering.held
+        steering = evset.steering               # its `held` called natively (a bound method is called generically)
         for _turn in range(evset.active_count()):  # `_turn`, not `_`: mypyc boxes every value of `_`
             other = evset.next_data_ev(now)
             load = other.load
-            if load.inflight < load.cap and other is not resend_of and not held(other):
+            if load.inflight < load.cap and other is not resend_of and not steering.held(other):
                 return other
         return ev

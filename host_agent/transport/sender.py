@@ -35,6 +35,7 @@ _RETX_AT_ONCE: Final = 0
 _RETX_LASTHOP_TRIM: Final = 1
 _RETX_OTHER: Final = 2
 _INF: Final = float("inf")
+_AT_ONCE: Final = float("-inf")        # _ready_at of a trim retransmission: it need not wait
 _heappush: Final = heapq.heappush     # module functions looked up once, not per call
 _heappop: Final = heapq.heappop
 
@@ -106,25 +107,25 @@ class MrcSender:
         """Earliest per-packet deadline, or the pacing clock when a packet is ready to go."""
         if self.failed is not None:
             return None
+        # the earliest so far as a float (inf: none yet), compared natively when compiled
         timers = self._timers
         if len(timers):
             self._drop_stale_timers()
-        t = timers.first().at if len(timers) else None
+        t: float = timers.first().at if len(timers) else _INF
         detector = self._detector
         if detector is not None:
             due = detector.deadline
-            if due is not None and (t is None or due < t):
+            if due is not None and due < t:
                 t = due
             due = detector.probe_at
-            if due is not None and (t is None or due < t):
+            if due is not None and due < t:
                 t = due
-        nxt = self._next_packet(None)
-        if nxt is not None:
-            ready = nxt[2]
-            if ready is None:                        # a trim resend (its cause): ready since the trim
-                ready = self._trim_at
-            t = ready if t is None or ready < t else t
-        return t
+        ready = self._ready_at()
+        if ready == _AT_ONCE:                        # a trim resend: ready since the trim
+            ready = self._trim_at
+        if ready < t:
+            t = ready
+        return None if t == _INF else t
 
     def _drop_stale_timers(self) -> None:
         """Pop the timers of transmissions no longer in flight (an acknowledged packet, removed
@@ -283,8 +284,9 @@ class MrcSender:
         """True when `nbytes` more may be in flight (always when nothing is; inline on the per-packet paths)."""
         return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.cc.cwnd
 
-    def _next_packet(self, now: float | None) -> tuple[Segment | None, str | None, float | None] | None:
-        """What may go next: (segment or None for new data, cause, ready time), or None.
+    def _ready_at(self) -> float:
+        """When the next packet may go (the top of the retransmission queue, else new data):
+        `_AT_ONCE` for a trim retransmission, `_INF` while the window holds it back.
 
         A trim retransmission always may (it takes the place of the trimmed packet, whose
         payload has left the network), except that with `window_penalty` one trimmed at the
@@ -292,8 +294,7 @@ class MrcSender:
         every path ends on that link (resent at once, it would only join the queue that trimmed
         it). Neither waits for the pacing clock. Anything else needs the window (new data also the
         out-of-order bound) and waits until its ready time: the pacing clock and, when the line
-        rate is known, the time the NIC of the next EV is free. With `now` None only the window
-        is asked about."""
+        rate is known, the time the NIC of the next EV is free."""
         retx = self._retx
         if retx:
             self._pop_stale_retx()
@@ -301,29 +302,25 @@ class MrcSender:
         # The window's floats read into typed locals: read through the union (`cc`), the compiled
         # build would compare them as objects.
         cwnd: float = self.cc.cwnd
-        seg: Segment | None
-        cause: str | None
         if retx:
             prio, seq = retx[0]
-            seg = self.segments[seq]
+            wire = self.segments[seq].wire
             if prio != _RETX_OTHER:                                  # a trim resend
-                if prio == _RETX_LASTHOP_TRIM and inflight and inflight + seg.wire > cwnd:
-                    return None
-                return seg, _CAUSE_TRIM, None
-            if inflight and inflight + seg.wire > cwnd:      # not _window_allows(seg.wire)
-                return None
-            cause = self._retx_cause[seq]
+                if prio == _RETX_LASTHOP_TRIM and inflight and inflight + wire > cwnd:
+                    return _INF
+                return _AT_ONCE
+            if inflight and inflight + wire > cwnd:          # not _window_allows(wire)
+                return _INF
         else:
             pending = self.pending
             if not pending or self.next_seq >= self.cum_acked + self._ooo_window:
-                return None
+                return _INF
             if inflight:
                 msg = pending.oldest()
                 mtu = pending.mtu
                 left = msg.length - msg.next_offset
                 if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > cwnd:
-                    return None
-            seg = cause = None
+                    return _INF
         ready: float = self.cc.next_send
         nic = self.nic
         if nic.rate:
@@ -335,9 +332,7 @@ class MrcSender:
             free = nic.free_at(index)
             if free > ready:
                 ready = free
-        if now is not None and now < ready:
-            return None
-        return seg, cause, ready
+        return ready
 
     def poll(self, now: float, out: list) -> None:
         """Append the data packets the window and the pacing clock allow now (none once failed)."""
@@ -348,26 +343,30 @@ class MrcSender:
         nics = len(self._nics)
         rate = None                                      # the pacing rate: fixed while nothing is acknowledged
         while True:
-            next_send: float = cc.next_send             # typed, as in _next_packet
+            next_send: float = cc.next_send             # typed, as in _ready_at
             if not self._retx and now < next_send:
                 inflight = self.inflight_bytes          # ... and _window_allows(mtu_payload)
                 cwnd: float = cc.cwnd
                 cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self._ooo_window
                                  and (not inflight or inflight + self.pending.mtu <= cwnd))
                 return                                   # fast path: the pacing clock says not yet
-            nxt = self._next_packet(now)
-            if nxt is None:
-                cc.backlogged = now < next_send and self._next_packet(None) is not None
+            ready = self._ready_at()
+            if now < ready:                              # held back by the window (inf) or a clock
+                cc.backlogged = now < next_send and ready != _INF
                 return
-            seg, cause, _ = nxt
-            if seg is None:
+            retx = self._retx
+            cause: str | None
+            if retx:                                     # the queue's top, as _ready_at found it
+                prio, seq = _heappop(retx)
+                seg = self.segments[seq]
+                seg.queued = False
+                cause = _CAUSE_TRIM if prio != _RETX_OTHER else self._retx_cause[seq]
+                del self._retx_cause[seq]
+            else:
                 seg = self.pending.cut(self.next_seq)
                 self.segments[seg.seq] = seg
                 self.next_seq += 1
-            else:
-                _heappop(self._retx)
-                seg.queued = False
-                del self._retx_cause[seg.seq]
+                cause = None
             nic_index, pkt = self._transmit(now, seg, cause)
             out.append((nic_index, pkt))
             if cause is not _CAUSE_TRIM or self.cfg.pace_trim_resends:   # else paced as the packet it replaces
