@@ -43,7 +43,8 @@ from host_agent.transport.tally import Tally
 
 _NEVER: Final = float("-inf")           # Connection.quiet_until when its next poll must run
 _INF: Final = float("inf")
-_IDLE: Final = 1 << 62                  # Connection.wakeup_nic_version of an idle sender: later than any NIC version
+_IDLE: Final = 1 << 61                  # Connection.wakeup_nic_version of an idle sender: later than any NIC version
+                                        # (below 2**62: the compiled build compares it unboxed)
 
 
 class Connection:
@@ -250,6 +251,8 @@ class Endpoint(SansIOEndpoint):
         self._in_order: list[Connection] = []    # the same connections, as a list: walked per poll
         self._events: deque[events.TransportEvent] = deque()
         self._stats = Tally()
+        self._received = self._stats.counter("packets_received")     # counted per packet: no lookup by name
+        self._sent = self._stats.counter("packets_sent")
         self._urgent: list = []                  # control packets produced by receive()
         self._urgent_at = 0.0                    # when the first of them was produced
         self._probe_requests = 0                 # probe requests made (their ids)
@@ -320,7 +323,7 @@ class Endpoint(SansIOEndpoint):
     # --- I/O ---------------------------------------------------------------------------------------
     def receive(self, now: float, nic: int, pkt) -> None:
         """Take one packet that arrived on NIC `nic` at time `now`."""
-        self._stats.add("packets_received")
+        self._received.add()
         qp: int = pkt.qp if type(pkt) is DataPacket else pkt.qp     # a data packet's read natively
         conn = self._connections.get(qp)
         if conn is None:
@@ -347,7 +350,7 @@ class Endpoint(SansIOEndpoint):
             if now < conn.quiet_until:
                 continue                         # nothing of it is due and nothing changed: a no-op
             conn.poll(now, out)
-        self._stats.add("packets_sent", len(out))
+        self._sent.add(len(out))
         return out
 
     def next_wakeup(self) -> float | None:

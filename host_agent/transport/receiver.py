@@ -78,6 +78,8 @@ class MrcReceiver:
         self._ack_fanout = config.ack_fanout
         self.evset = evset
         self.stats = stats
+        self._placed = stats.counter("data_received")             # counted per packet: no lookup by name
+        self._placed_bytes = stats.counter("payload_bytes_received")
         self.emit = emit
         self.expected = 0
         self._ooo = 0
@@ -184,9 +186,8 @@ class MrcReceiver:
         return self.expected + shift, (self._ooo >> shift) & BITMAP_MASK
 
     def _place(self, now: float, pkt: DataPacket) -> None:
-        stats = self.stats
-        stats.add("data_received")
-        stats.add("payload_bytes_received", pkt.length)
+        self._placed.add()
+        self._placed_bytes.add(pkt.length)
         msg = self.messages.get(pkt.msg_id)
         if msg is None:
             if pkt.msg_len > self.cfg.max_message_bytes:
@@ -203,7 +204,7 @@ class MrcReceiver:
         msg.place(offset, payload)
         if msg.received == length:
             del self.messages[pkt.msg_id]
-            stats.add("messages_received")
+            self.stats.add("messages_received")
             self.emit(events.MessageReceived(now, self.ident, msg.msg_id, msg.data()))
 
     # --- acknowledgements -----------------------------------------------------------------------

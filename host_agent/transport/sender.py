@@ -21,8 +21,8 @@ from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
 from host_agent.transport.message import OutMessage, SendQueue, Segment, ts_age
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.pathcap import PathCapSelector, open_caps
-from host_agent.transport.policies import (CongestionControl, EvSelector, PathMonitor, RotationSelector, SackProcessor,
-                                           Timeout)
+from host_agent.transport.policies import (CongestionControl, EvSelector, MrcSackProcessor, PathMonitor,
+                                           RotationSelector, SackProcessor, Timeout)
 from host_agent.transport.psn import PSN_MASK, from_wire
 from host_agent.transport.tally import Tally
 from host_agent.transport.timers import Deadlines
@@ -62,10 +62,12 @@ class MrcSender:
         self.cc: NsccWindow | CongestionControl = cc
         self.nic = nic
         self.stats = stats
+        # counted per packet: their counters, no lookup by name
+        self._tx_counts = (stats.counter("data_sent"), stats.counter("data_bytes_sent"))
         self.emit = emit
         self.selector: PathCapSelector | RotationSelector | EvSelector = selector
         self.monitor = monitor
-        self._lost = sack.lost
+        self._sack: MrcSackProcessor | SackProcessor = sack     # MRC's called natively when compiled
         self._on_ack = getattr(monitor, "on_ack", None)  # optional PathMonitor hook (policies)
         self._nics = tuple(sorted({p.nic for p in evset.paths}))  # the NICs the EVs use
         self._ipsn = config.initial_psn                   # read per packet (TransportConfig is not compiled:
@@ -78,7 +80,6 @@ class MrcSender:
         self._retx: list[tuple[int, int]] = []           # heap of (priority, seq); trims before timeouts
         self._retx_cause: dict[int, str] = {}
         self._timers = Deadlines()                        # (deadline, seq, transmission number), earliest first
-        self._trigger_sent: float | None = None          # set while a SACK is being processed
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
         self._trim_at = 0.0                              # when the latest trim retransmission was queued
@@ -395,14 +396,15 @@ class MrcSender:
             detector.sent(seg)                        # its send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
         self._timers.push(now + timeout, seg)
-        stats = self.stats
-        stats.add("data_sent")
-        stats.add("data_bytes_sent", seg.length)
+        packets, data_bytes = self._tx_counts
+        packets.add()
+        data_bytes.add(seg.length)
         psn = (self._ipsn + seg.seq) & PSN_MASK
         if cause is None:
             flags, dscp = 0, constants.DSCP_TRIMMABLE
         else:
             flags, dscp = constants.MRCH_FLAG_RETX, constants.DSCP_TRIMMABLE_RETX
+            stats = self.stats
             stats.add("retransmitted")
             stats.add("retx_" + cause)
             self.emit(events.Retransmitted(now, self.ident, psn, cause, ev.value, old_ev.value if old_ev else None,
@@ -422,11 +424,12 @@ class MrcSender:
         return path.nic, pkt
 
     # --- feedback -------------------------------------------------------------------------------
-    def _ack(self, seg: Segment, now: float) -> int:
+    def _ack(self, seg: Segment, now: float, trigger: float | None) -> int:
+        """Acknowledge `seg` (once); return its bytes newly acknowledged. `trigger`: when the packet
+        the SACK answers was sent (None: not a SACK), which tells a spurious loss."""
         if seg.acked:
             return 0
         seg.acked = True
-        trigger = self._trigger_sent
         if ((seg.timeouts or seg.declared_lost) and trigger is not None
                 and (seg.queued or trigger < seg.sent_at - TS_SLACK)):
             self._spurious(seg, now)
@@ -443,9 +446,9 @@ class MrcSender:
         self.stats.add("messages_sent")
         self.emit(events.MessageSent(now, self.ident, msg.msg_id, msg.length))
 
-    def _advance_cum(self, cum: int, now: float, newly: list | None = None) -> int:
+    def _advance_cum(self, cum: int, now: float, newly: list | None = None, trigger: float | None = None) -> int:
         """Acknowledge everything below `cum`; return the bytes newly acknowledged (the packets
-        themselves appended to `newly` when given)."""
+        themselves appended to `newly` when given; `trigger` as for `_ack`)."""
         acked = 0
         cum = min(cum, self.next_seq)
         segments = self.segments
@@ -454,7 +457,7 @@ class MrcSender:
             del segments[self.cum_acked]
             if newly is not None and not seg.acked:
                 newly.append(seg)
-            acked += self._ack(seg, now)
+            acked += self._ack(seg, now, trigger)
             self.cum_acked += 1
         while self.cum_acked < self.next_seq and self.segments[self.cum_acked].acked:
             del self.segments[self.cum_acked]
@@ -490,7 +493,7 @@ class MrcSender:
         ECN and delay to the path monitor and the window."""
         self.stats.add("sacks_received")
         rtt = ts_age(now, sack.ts_echo)
-        trigger = self._trigger_sent = now - rtt      # when the packet this SACK answers was sent
+        trigger = now - rtt                           # when the packet this SACK answers was sent
         if trigger > self.delivered_sent_at:
             self.delivered_sent_at = trigger
         if self.first_rtt_at == _INF:
@@ -511,10 +514,9 @@ class MrcSender:
             if seg is not None:
                 if not seg.acked:
                     newly.append(seg)
-                acked += self._ack(seg, now)
-        acked += self._advance_cum(cum, now, newly)
-        self._trigger_sent = None
-        lost = self._lost(cum, base, sack.bitmap, self, now)
+                acked += self._ack(seg, now, trigger)
+        acked += self._advance_cum(cum, now, newly, trigger)
+        lost = self._sack.lost(cum, base, sack.bitmap, self, now)
         if lost:
             self._sack_losses(lost, now)
         detector = self._detector
