@@ -25,7 +25,7 @@ from host_agent.transport.policies import (CongestionControl, EvSelector, MrcSac
                                            RotationSelector, SackProcessor, Timeout)
 from host_agent.transport.psn import PSN_MASK, from_wire
 from host_agent.transport.tally import Tally
-from host_agent.transport.timers import Deadlines
+from host_agent.transport.timers import Deadline, Deadlines
 
 TS_SLACK: Final = 2e-6        # echoed timestamps count whole microseconds
 _CAUSE_TRIM: Final = events.CAUSE_TRIM
@@ -38,6 +38,16 @@ _INF: Final = float("inf")
 _AT_ONCE: Final = float("-inf")        # _ready_at of a trim retransmission: it need not wait
 _heappush: Final = heapq.heappush     # module functions looked up once, not per call
 _heappop: Final = heapq.heappop
+
+
+def _set_backlogged(cc: NsccWindow | CongestionControl, backlogged: bool) -> None:
+    """Tell the window whether the sender's poll ended held back by the pacing clock alone
+    (`cc.backlogged`): MRC's window's field set natively when compiled, where an attribute set
+    through the union would be set by name."""
+    if isinstance(cc, NsccWindow):
+        cc.backlogged = backlogged
+    else:
+        cc.backlogged = backlogged
 
 
 class MrcSender:
@@ -109,10 +119,8 @@ class MrcSender:
         if self.failed is not None:
             return None
         # the earliest so far as a float (inf: none yet), compared natively when compiled
-        timers = self._timers
-        if len(timers):
-            self._drop_stale_timers()
-        t: float = timers.first().at if len(timers) else _INF
+        first = self._live_timer()
+        t: float = first.at if first is not None else _INF
         detector = self._detector
         if detector is not None:
             due = detector.deadline
@@ -128,15 +136,18 @@ class MrcSender:
             t = ready
         return None if t == _INF else t
 
-    def _drop_stale_timers(self) -> None:
-        """Pop the timers of transmissions no longer in flight (an acknowledged packet, removed
-        from `segments`, is not in flight either)."""
+    def _live_timer(self) -> Deadline | None:
+        """The earliest timer of a transmission still in flight, or None; the earlier timers, of
+        transmissions no longer in flight (an acknowledged packet, removed from `segments`, is not
+        in flight either), are popped."""
         timers = self._timers
-        while len(timers):
+        while True:
             first = timers.first()
+            if first is None:
+                return None
             seg = first.segment
             if seg.in_flight and seg.transmissions == first.tx:
-                return
+                return first
             timers.pop()
 
     def _timeout_for(self, seg: Segment) -> float:
@@ -158,13 +169,15 @@ class MrcSender:
             if detector.probe_at is not None and detector.probe_at <= now:
                 self._tail_probe(now)
         timers = self._timers
-        if not len(timers) or timers.first().at > now:
+        first = timers.first()
+        if first is None or first.at > now:
             return                               # nothing due (a stale timer on top is not due either)
         while True:
-            self._drop_stale_timers()
-            if not len(timers) or timers.first().at > now:
+            first = self._live_timer()
+            if first is None or first.at > now:
                 return
-            self._timed_out(timers.pop().segment, now)
+            timers.pop()
+            self._timed_out(first.segment, now)
             if self.failed is not None:
                 return
 
@@ -348,12 +361,12 @@ class MrcSender:
             if not self._retx and now < next_send:
                 inflight = self.inflight_bytes          # ... and _window_allows(mtu_payload)
                 cwnd: float = cc.cwnd
-                cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self._ooo_window
-                                 and (not inflight or inflight + self.pending.mtu <= cwnd))
+                _set_backlogged(cc, bool(self.pending) and self.next_seq < self.cum_acked + self._ooo_window
+                                and (not inflight or inflight + self.pending.mtu <= cwnd))
                 return                                   # fast path: the pacing clock says not yet
             ready = self._ready_at()
             if now < ready:                              # held back by the window (inf) or a clock
-                cc.backlogged = now < next_send and ready != _INF
+                _set_backlogged(cc, now < next_send and ready != _INF)
                 return
             retx = self._retx
             cause: str | None
