@@ -18,7 +18,7 @@ from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
-from host_agent.transport.message import OutMessage, SendQueue, Segment, ts_age
+from host_agent.transport.message import OutMessage, SendQueue, Segment, Unacknowledged, ts_age
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.pathcap import PathCapSelector, open_caps
 from host_agent.transport.policies import (CongestionControl, EvSelector, MrcSackProcessor, PathMonitor,
@@ -83,7 +83,7 @@ class MrcSender:
         self._ipsn = config.initial_psn                   # read per packet (TransportConfig is not compiled:
         self._ooo_window = config.ooo_window              # each read of it is a generic attribute lookup)
         self.pending = SendQueue(config.mtu_payload)      # messages not yet fully cut into packets (its `mtu`)
-        self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
+        self.segments = Unacknowledged()                 # by seq, for cum_acked <= seq < next_seq
         self.next_seq = 0
         self.cum_acked = 0
         self.inflight_bytes = 0
@@ -266,7 +266,7 @@ class MrcSender:
         They went out on the path that lost the timed-out packet, after it: waiting for each
         one's own timer would take another RTO, with their bytes holding the window shut."""
         gone = set(map(id, retired))
-        for seg in self.segments.values():
+        for seg in self.segments:
             if seg.in_flight and id(seg.ev) in gone:
                 seg.in_flight = False
                 seg.ev.load.inflight -= 1
@@ -378,7 +378,7 @@ class MrcSender:
                 del self._retx_cause[seq]
             else:
                 seg = self.pending.cut(self.next_seq)
-                self.segments[seg.seq] = seg
+                self.segments.append(seg)
                 self.next_seq += 1
                 cause = None
             nic_index, pkt = self._transmit(now, seg, cause)
@@ -466,14 +466,13 @@ class MrcSender:
         cum = min(cum, self.next_seq)
         segments = self.segments
         while self.cum_acked < cum:
-            seg = segments[self.cum_acked]            # not pop(): the compiled build calls a dict's pop by name
-            del segments[self.cum_acked]
+            seg = segments.pop_oldest()               # the segment numbered cum_acked
             if newly is not None and not seg.acked:
                 newly.append(seg)
             acked += self._ack(seg, now, trigger)
             self.cum_acked += 1
-        while self.cum_acked < self.next_seq and self.segments[self.cum_acked].acked:
-            del self.segments[self.cum_acked]
+        while self.cum_acked < self.next_seq and segments.oldest().acked:
+            segments.pop_oldest()
             self.cum_acked += 1
         return acked
 
