@@ -20,9 +20,9 @@ from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
 from host_agent.transport.message import OutMessage, SendQueue, Segment, Unacknowledged, ts_age
 from host_agent.transport.nicclock import NicClock
-from host_agent.transport.pathcap import PathCapSelector, open_caps
-from host_agent.transport.policies import (CongestionControl, EvSelector, MrcSackProcessor, PathMonitor,
-                                           RotationSelector, SackProcessor, Timeout)
+from host_agent.transport.pathcap import PathCapSelector
+from host_agent.transport.policies import (CongestionControl, EvSelector, MrcPathMonitor, MrcSackProcessor,
+                                           PathMonitor, RotationSelector, SackProcessor, Timeout)
 from host_agent.transport.psn import PSN_MASK, from_wire
 from host_agent.transport.tally import Tally
 from host_agent.transport.timers import Deadline, Deadlines
@@ -550,14 +550,18 @@ class MrcSender:
                 ecn = False                         # the path's own congestion: steering avoids it
                 self.stats.add("ecn_steered")
         if ev is not None and self._on_ack is not None:
-            self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
-        cfg = self.cfg
-        if newly and cfg.path_cap_pkts:                 # acknowledgements at a normal RTT open their paths' caps
-            open_caps(newly, now, cfg.path_cap_rtts * self.rtt.base_rtt, cfg.max_cwnd)
+            monitor = self.monitor
+            if isinstance(monitor, MrcPathMonitor):      # MRC's hook called natively when compiled
+                monitor.on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
+            else:
+                self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
+        selector = self.selector
+        if newly and isinstance(selector, PathCapSelector):    # there with path_cap_pkts (`kinds`)
+            selector.open_caps(newly, now, self.rtt.base_rtt)
         if newly and self.evset.steering.signalled:     # steering learns from them only then
             self._judge_unechoed(newly, ev, now)
         self.cc.on_ack(now, acked, ecn, rtt)
-        if cfg.window_penalty:                         # the latest SACK to arrive says what is asked
+        if self.cfg.window_penalty:                    # the latest SACK to arrive says what is asked
             self.cc.on_window_penalty(now, sack.window_penalty)
 
     def _judge_unechoed(self, segments: list[Segment], echoed, now: float) -> None:
