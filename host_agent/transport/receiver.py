@@ -8,7 +8,7 @@ from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events
 from host_agent.transport.peers import ConnectionId
 from host_agent.transport.config import TransportConfig
-from host_agent.transport.evset import EvSet
+from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.shares import SenderShares
 from host_agent.transport.psn import from_wire, to_wire
 from host_agent.transport.tally import Tally
@@ -32,7 +32,8 @@ class InMessage:
     def __init__(self, msg_id: int, length: int) -> None:
         self.msg_id = msg_id
         self.length = length
-        self.pieces: dict[int, bytes | memoryview] = {}
+        self._offsets: list[int] = []            # of the pieces placed, in the order they landed
+        self._pieces: list[bytes | memoryview] = []
         self.received = 0
         self._last_offset = -1                  # of the latest piece placed
         self._in_order = True                   # every piece came after the one before it
@@ -42,16 +43,18 @@ class InMessage:
         if offset < self._last_offset:
             self._in_order = False
         self._last_offset = offset
-        self.pieces[offset] = payload
+        self._offsets.append(offset)
+        self._pieces.append(payload)
         self.received += len(payload)
 
     def data(self) -> bytes:
         """The message's bytes, once every byte has landed."""
-        pieces = self.pieces
-        if self._in_order:                      # the usual case: placed in order, no sort needed
-            out = b"".join(pieces.values())
-        else:
-            out = b"".join([pieces[offset] for offset in sorted(pieces)])
+        pieces = self._pieces
+        if self._in_order:                      # placed in order (one path): no sort needed
+            out = b"".join(pieces)
+        else:                                   # the pieces' places in the order of their offsets
+            offsets = self._offsets
+            out = b"".join([pieces[i] for i in sorted(range(len(offsets)), key=offsets.__getitem__)])
         if len(out) != self.length:
             raise ValueError(f"message {self.msg_id}: its pieces overlap ({len(out)} bytes for {self.length})")
         return out
@@ -242,10 +245,11 @@ class MrcReceiver:
         self._last_ce = False
         return [(nic, pkt) for nic, pkt, _ in out]
 
-    def _sack(self, plane: int | None, penalty: int, ev=None):
+    def _sack(self, plane: int | None, penalty: int, ev: Ev | None = None):
         pkt = self._last
         assert pkt is not None                       # a SACK answers the latest data packet
-        ev = ev or self.evset.next_control_ev(plane)
+        if ev is None:                               # (typed: its fields read natively when compiled)
+            ev = self.evset.next_control_ev(plane)
         path = self.evset.path_of(ev)
         cum = to_wire(self.expected, self._ipsn)
         base, bitmap = self.sack_window()
@@ -273,8 +277,9 @@ class MrcReceiver:
                 out.append(self._nack(plane, pkt, reason, ev)[:2])
         return out
 
-    def _nack(self, plane: int | None, pkt: DataPacket, reason: int, ev=None):
-        ev = ev or self.evset.next_control_ev(plane)
+    def _nack(self, plane: int | None, pkt: DataPacket, reason: int, ev: Ev | None = None):
+        if ev is None:
+            ev = self.evset.next_control_ev(plane)
         path = self.evset.path_of(ev)
         self.stats.add("nacks_sent")
         return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, psn=pkt.psn,
