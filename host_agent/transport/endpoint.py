@@ -63,8 +63,10 @@ class Connection:
         self.mode = config.mode
         self.paths = list(paths)
         self.reverse_paths = list(reverse_paths) if reverse_paths else None
-        self.nic_plane = {p.nic: p.plane for p in paths}
-        self.num_nics = len(self.nic_plane)
+        nic_plane = {p.nic: p.plane for p in paths}
+        self.num_nics = len(nic_plane)
+        # the plane of each NIC by its index (None: no path of ours leaves from it), read per packet
+        self._planes: list[int | None] = [nic_plane.get(nic) for nic in range(max(nic_plane) + 1)]
         self.stats = Tally()
         self._emit = emit
         self._nic = nic
@@ -169,7 +171,8 @@ class Connection:
         if self.sender.failed is not None:          # the attribute, not the property: per packet
             self.stats.add("rx_after_failure")
             return out
-        plane = self.nic_plane.get(nic)
+        planes = self._planes
+        plane = planes[nic] if 0 <= nic < len(planes) else None
         if isinstance(pkt, DataPacket):
             self.receiver.on_data(now, plane, pkt, out)
             self.prober.schedule(now)
@@ -324,7 +327,8 @@ class Endpoint(SansIOEndpoint):
     def receive(self, now: float, nic: int, pkt) -> None:
         """Take one packet that arrived on NIC `nic` at time `now`."""
         self._received.add()
-        qp: int = pkt.qp if type(pkt) is DataPacket else pkt.qp     # a data packet's read natively
+        # a data packet's and a SACK's read natively, the others' generically
+        qp: int = pkt.qp if type(pkt) is DataPacket else pkt.qp if type(pkt) is Sack else pkt.qp
         conn = self._connections.get(qp)
         if conn is None:
             self._stats.add("unknown_qp")
