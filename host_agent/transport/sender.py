@@ -118,7 +118,7 @@ class MrcSender:
         """Earliest per-packet deadline, or the pacing clock when a packet is ready to go."""
         if self.failed is not None:
             return None
-        # the earliest so far as a float (inf: none yet), compared natively when compiled
+        # the earliest so far as a float (inf: none yet; a time at inf counts as none), compared natively
         first = self._live_timer()
         t: float = first.at if first is not None else _INF
         detector = self._detector

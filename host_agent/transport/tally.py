@@ -29,8 +29,9 @@ class Tally:
     """Named counters, read as a mapping of name -> count (a `collections.abc.Mapping`: `Counter`'s
     `update`, `dict()` and `==` take it) holding only the names ever counted, in the order they were
     first counted, as a `Counter` would after `tally[name] += n` (also with n = 0); a name never
-    counted reads 0. `add` counts (the transport's one way: one lookup of the name, called natively
-    by the compiled build); setting `tally[name]` is there for code that treats it as a Counter."""
+    counted reads 0. `add` counts by name (one lookup of the name, called natively by the compiled
+    build); `counter(name)` is the name's `Count`, for a caller that counts it per packet (no lookup);
+    setting `tally[name]` is there for code that treats it as a Counter."""
 
     def __init__(self) -> None:
         self._counts: dict[str, Count] = {}
