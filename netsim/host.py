@@ -7,7 +7,7 @@ from typing import Any, Final, Mapping
 from netsim.link import SimLink
 from netsim.sim import Event, Simulator
 from wire import constants
-from wire.packets import DataPacket
+from wire.packets import DataPacket, Sack
 from wire.endpoint import SansIOEndpoint, SansIOTransport
 
 _HIGH_DSCP: Final = constants.HIGH_PRIORITY_DSCP
@@ -44,6 +44,7 @@ class SimHost:
         self.name = name
         self.index = index
         self._nics: dict[int, SimLink] = {}
+        self._by_nic: list[SimLink | None] = []     # the same links by NIC index, read per packet (no boxed key)
         self.nic_addr: dict[int, bytes] = {}
         self.usid = 0
         # typed as the verbs' base or any other endpoint (a union): the compiled build calls a
@@ -66,6 +67,9 @@ class SimHost:
         if not isinstance(nic, int) or isinstance(nic, bool) or nic < 0:
             raise ValueError(f"host {self.name}: NIC {nic!r} is not a NIC number (an int from 0)")
         self._nics[nic] = link
+        if nic >= len(self._by_nic):
+            self._by_nic.extend([None] * (nic + 1 - len(self._by_nic)))
+        self._by_nic[nic] = link
 
     def attach(self, endpoint: SansIOEndpoint | SansIOTransport, on_event=None) -> None:
         """Drive `endpoint` from now on, handing its events to `on_event(event)` if given."""
@@ -119,16 +123,16 @@ class SimHost:
         handle = self.on_event
         if handle is not None:
             self._hand_over(endpoint.drain_events(), handle)
-        nics = self._nics
+        nics = self._by_nic
         sent = endpoint.poll(now)
         # a list of (int, packet) pairs is walked and its pairs unpacked natively when compiled
         batch: list[tuple[int, Any]] = sent if type(sent) is list else list(sent)
         for nic, pkt in batch:
-            link = nics.get(nic)
+            link = nics[nic] if 0 <= nic < len(nics) else None
             if link is None:
                 raise KeyError(f"host {self.name}: endpoint sent on NIC {nic}, which this host does not have")
-            # wire.packets.priority_of; a data packet's DSCP read natively, the others' generically
-            dscp: int = pkt.dscp if type(pkt) is DataPacket else pkt.dscp
+            # wire.packets.priority_of; a data packet's and a SACK's DSCP read natively, the others' generically
+            dscp: int = pkt.dscp if type(pkt) is DataPacket else pkt.dscp if type(pkt) is Sack else pkt.dscp
             link.send(pkt, _HIGH if dscp in _HIGH_DSCP else _LOW)
         if handle is not None:
             self._hand_over(endpoint.drain_events(), handle)

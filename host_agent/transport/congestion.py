@@ -123,7 +123,9 @@ class NsccWindow:
         self.mss = packet_bytes
         self.cwnd_min = config.cwnd_min_pkts * packet_bytes
         self.cwnd_max = config.max_cwnd * packet_bytes
-        self.cwnd = float(min(self.cwnd_max, config.init_cwnd_pkts * packet_bytes)) if config.cc else self.cwnd_max
+        # a float (the largest window an int), so that the compiled build keeps it unboxed
+        self.cwnd: float = (float(min(self.cwnd_max, config.init_cwnd_pkts * packet_bytes)) if config.cc
+                            else self.cwnd_max)
         self._cap = _INF                 # the receiver's share of the largest window (_INF: none asked)
         self._penalty = 0                # the window penalty that set it
         self.next_send = 0.0

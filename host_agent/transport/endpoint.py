@@ -43,7 +43,8 @@ from host_agent.transport.tally import Tally
 
 _NEVER: Final = float("-inf")           # Connection.quiet_until when its next poll must run
 _INF: Final = float("inf")
-_IDLE: Final = 1 << 62                  # Connection.wakeup_nic_version of an idle sender: later than any NIC version
+_IDLE: Final = 1 << 61                  # Connection.wakeup_nic_version of an idle sender: later than any NIC version
+                                        # (below 2**62: the compiled build compares it unboxed)
 
 
 class Connection:
@@ -62,8 +63,10 @@ class Connection:
         self.mode = config.mode
         self.paths = list(paths)
         self.reverse_paths = list(reverse_paths) if reverse_paths else None
-        self.nic_plane = {p.nic: p.plane for p in paths}
-        self.num_nics = len(self.nic_plane)
+        nic_plane = {p.nic: p.plane for p in paths}
+        self.num_nics = len(nic_plane)
+        # the plane of each NIC by its index (None: no path of ours leaves from it), read per packet
+        self._planes: list[int | None] = [nic_plane.get(nic) for nic in range(max(nic_plane) + 1)]
         self.stats = Tally()
         self._emit = emit
         self._nic = nic
@@ -168,7 +171,8 @@ class Connection:
         if self.sender.failed is not None:          # the attribute, not the property: per packet
             self.stats.add("rx_after_failure")
             return out
-        plane = self.nic_plane.get(nic)
+        planes = self._planes
+        plane = planes[nic] if 0 <= nic < len(planes) else None
         if isinstance(pkt, DataPacket):
             self.receiver.on_data(now, plane, pkt, out)
             self.prober.schedule(now)
@@ -250,6 +254,8 @@ class Endpoint(SansIOEndpoint):
         self._in_order: list[Connection] = []    # the same connections, as a list: walked per poll
         self._events: deque[events.TransportEvent] = deque()
         self._stats = Tally()
+        self._received = self._stats.counter("packets_received")     # counted per packet: no lookup by name
+        self._sent = self._stats.counter("packets_sent")
         self._urgent: list = []                  # control packets produced by receive()
         self._urgent_at = 0.0                    # when the first of them was produced
         self._probe_requests = 0                 # probe requests made (their ids)
@@ -320,8 +326,9 @@ class Endpoint(SansIOEndpoint):
     # --- I/O ---------------------------------------------------------------------------------------
     def receive(self, now: float, nic: int, pkt) -> None:
         """Take one packet that arrived on NIC `nic` at time `now`."""
-        self._stats.add("packets_received")
-        qp: int = pkt.qp if type(pkt) is DataPacket else pkt.qp     # a data packet's read natively
+        self._received.add()
+        # a data packet's and a SACK's read natively, the others' generically
+        qp: int = pkt.qp if type(pkt) is DataPacket else pkt.qp if type(pkt) is Sack else pkt.qp
         conn = self._connections.get(qp)
         if conn is None:
             self._stats.add("unknown_qp")
@@ -347,7 +354,7 @@ class Endpoint(SansIOEndpoint):
             if now < conn.quiet_until:
                 continue                         # nothing of it is due and nothing changed: a no-op
             conn.poll(now, out)
-        self._stats.add("packets_sent", len(out))
+        self._sent.add(len(out))
         return out
 
     def next_wakeup(self) -> float | None:

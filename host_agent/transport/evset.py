@@ -166,8 +166,8 @@ class EvSet:
                     self.slots.append(Slot(ev, ev))
         self._bad_homes: dict[int, Ev] = {}              # id -> home EV that is ASSUMED_BAD (ordered)
         self._unknown: dict[int, Ev] = {}                # id -> EV that is UNKNOWN (ordered)
-        self._pos = 0
-        self._ctrl_pos = 0
+        self._pos: i64 = 0                               # the rotation's places (i64: native arithmetic)
+        self._ctrl_pos: i64 = 0
         self._rotation: list[Slot] | None = None
         self._per_path: list[Ev] | None = None
 
@@ -301,7 +301,7 @@ class EvSet:
     def next_data_ev(self, now: float) -> Ev:
         """The EV for the next data packet: the next slot in rotation, passing SKIP EVs over once."""
         rotation = self._rotation if self._rotation is not None else self._rotation_slots()
-        n = len(rotation)
+        n: i64 = len(rotation)
         for _turn in range(n):  # `_turn`, not `_`: mypyc boxes every value of `_`
             pos = self._pos
             ev = rotation[pos % n].current
@@ -315,7 +315,7 @@ class EvSet:
     def peek_data_ev(self) -> Ev:
         """The EV `next_data_ev` would return now, without moving the rotation."""
         rotation = self._rotation_slots()
-        n = len(rotation)
+        n: i64 = len(rotation)
         for i in range(n):
             ev = rotation[(self._pos + i) % n].current
             if ev.state is not EvState.SKIP:
@@ -325,7 +325,7 @@ class EvSet:
     def next_control_ev(self, plane: int | None = None) -> Ev:
         """An EV for an acknowledgement or probe reply: rotates over usable EVs, preferring `plane`."""
         rotation = self._rotation_slots()
-        n = len(rotation)
+        n: i64 = len(rotation)
         for _turn in range(n):  # `_turn`, not `_`: mypyc boxes every value of `_`
             ev = rotation[self._ctrl_pos % n].current
             self._ctrl_pos = (self._ctrl_pos + 1) % n

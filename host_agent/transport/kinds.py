@@ -94,7 +94,7 @@ def build_mrc(w: Wiring) -> Parts:
                   path_cap=cfg.path_cap_pkts or None, stripe=cfg.stripe_paths)
     selector = w.policies.ev_selector(cfg)
     if cfg.path_cap_pkts:
-        selector = PathCapSelector(selector)      # no path holds more than its cap while another has room
+        selector = PathCapSelector(selector, cfg)     # no path holds more than its cap while another has room
     sender = MrcSender(w.ident, cfg, evset, w.rtt, w.cc, w.nic, w.stats, w.emit,
                        selector, w.policies.sack(cfg), w.monitor)
     receiver = MrcReceiver(w.ident, cfg, evset, w.stats, w.emit, w.shares if cfg.window_penalty else None)

@@ -19,8 +19,9 @@ the evidence this rule needs, long before the per-packet timeout (at least 10 ba
 """
 from __future__ import annotations
 
-from collections import deque
 from typing import Final
+
+from mypy_extensions import i64
 
 from host_agent.transport.message import Segment
 
@@ -39,8 +40,8 @@ class ReorderLossDetector:
     empty queue says little about one with a full queue. Packets are `message.Segment`s
     (`sent_at`, `transmissions`, `in_flight`)."""
 
-    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "probe_at", "_order", "_calm",
-                 "_widened_at")
+    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "probe_at", "_order", "_first",
+                 "_calm", "_widened_at")
 
     def __init__(self, window: float, base_rtt, srtt) -> None:
         self.window = window
@@ -51,7 +52,10 @@ class ReorderLossDetector:
         self.rtt = 0.0                 # the RTT of that packet
         self.deadline: float | None = None   # when the oldest overtaken packet becomes lost
         self.probe_at: float | None = None   # when the sender's tail probe is due (it sets and clears it)
-        self._order: deque[tuple[Segment, int]] = deque()   # (segment, its transmission number), in the order sent
+        # (segment, its transmission number), in the order sent, from _first (a list read from an
+        # index: the compiled build calls a deque's methods by name)
+        self._order: list[tuple[Segment, int]] = []
+        self._first: i64 = 0
         self._calm = 0
         self._widened_at = float("-inf")   # when a spurious loss last widened the window
 
@@ -68,14 +72,16 @@ class ReorderLossDetector:
     def lost(self, now: float) -> list[Segment]:
         """The packets in flight now shown lost (oldest first), taken off the watch; sets `deadline`."""
         order = self._order
+        first = self._first
+        end = len(order)
         out: list[Segment] = []
         xmit = self.xmit
         wait = None
         self.deadline = None
-        while order:
-            seg, tx = order[0]
+        while first < end:
+            seg, tx = order[first]
             if seg.transmissions != tx or not seg.in_flight:
-                order.popleft()                  # acknowledged, trimmed, timed out or sent again since
+                first += 1                       # acknowledged, trimmed, timed out or sent again since
                 continue
             sent = seg.sent_at
             if sent >= xmit:
@@ -87,8 +93,15 @@ class ReorderLossDetector:
             if sent + wait > now:
                 self.deadline = sent + wait
                 break
-            order.popleft()
+            first += 1
             out.append(seg)
+        if first == end:                         # every one taken off the watch
+            order.clear()
+            first = 0
+        elif first >= 64 and 2 * first >= end:   # drop those taken off, now and then
+            del order[:first]
+            first = 0
+        self._first = first
         if out and self.scale > 1.0:
             self._calm += len(out)
             if self._calm >= REORDER_CALM_LOSSES:
@@ -98,9 +111,13 @@ class ReorderLossDetector:
 
     def newest_in_flight(self) -> Segment | None:
         """The most recently sent packet still in flight, or None."""
-        for seg, tx in reversed(self._order):
+        order = self._order
+        i = len(order) - 1
+        while i >= self._first:
+            seg, tx = order[i]
             if seg.transmissions == tx and seg.in_flight:
                 return seg
+            i -= 1
         return None
 
     def spurious(self, now: float) -> None:
@@ -118,9 +135,10 @@ class ReorderLossDetector:
     def clear(self) -> None:
         """Forget every packet (the connection failed)."""
         self._order.clear()
+        self._first = 0
         self.deadline = self.probe_at = None
 
     @property
     def watched(self) -> int:
         """Transmissions still on the watch list (some may be settled already)."""
-        return len(self._order)
+        return len(self._order) - self._first

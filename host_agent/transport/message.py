@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Iterator
 
+from mypy_extensions import i64
+
 from wire.packets import DATA_OVERHEAD
 
 View = memoryview      # a name of this module's: mypyc resolves a compiled dataclass's annotations here
@@ -145,6 +147,65 @@ class Segment:
     def payload(self) -> bytes:
         """The payload bytes of this packet."""
         return bytes(self.msg.data[self.offset:self.offset + self.length])
+
+
+class Unacknowledged:
+    """A sender's segments from its oldest not yet acknowledged in order (`base`) to its latest, by
+    sequence number: a list read from a head index (the compiled build indexes it natively, where a
+    dict boxed and hashed every sequence number)."""
+
+    __slots__ = ("_segments", "_head", "_base")
+
+    def __init__(self) -> None:
+        self._segments: list[Segment] = []      # sequence numbers _base, _base + 1, ... from _head
+        self._head: i64 = 0
+        self._base = 0
+
+    def __len__(self) -> int:
+        return len(self._segments) - self._head
+
+    def __iter__(self) -> Iterator[Segment]:
+        """The segments, oldest first."""
+        return iter(self._segments[self._head:])
+
+    def get(self, seq: int) -> Segment | None:
+        """The segment numbered `seq`, or None when it is not held."""
+        i = seq - self._base
+        if i < 0 or i >= len(self._segments) - self._head:
+            return None
+        return self._segments[self._head + i]
+
+    def __getitem__(self, seq: int) -> Segment:
+        seg = self.get(seq)
+        if seg is None:
+            raise KeyError(seq)
+        return seg
+
+    def append(self, seg: Segment) -> None:
+        """Hold `seg`, the next sequence number after the latest held."""
+        if seg.seq != self._base + len(self._segments) - self._head:
+            raise ValueError(f"segment {seg.seq} does not follow the {len(self)} held from {self._base}")
+        self._segments.append(seg)
+
+    def oldest(self) -> Segment:
+        """The segment numbered `base` (there must be one)."""
+        return self._segments[self._head]
+
+    def pop_oldest(self) -> Segment:
+        """Take the segment numbered `base` off (there must be one); `base` moves on by one."""
+        segments = self._segments
+        head = self._head
+        seg = segments[head]
+        head += 1
+        if head == len(segments):
+            segments.clear()
+            head = 0
+        elif head >= 64 and 2 * head >= len(segments):   # drop what was taken, now and then
+            del segments[:head]
+            head = 0
+        self._head = head
+        self._base += 1
+        return seg
 
 
 MAX_MESSAGE_BYTES: Final = 0xFFFFFFFF          # MRCH message length is 32 bits

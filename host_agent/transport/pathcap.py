@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, Iterable
 
 if TYPE_CHECKING:                       # the EV set holds the loads: types only, no import cycle
+    from host_agent.transport.config import TransportConfig
     from host_agent.transport.evset import Ev, EvSet
     from host_agent.transport.message import Segment
     from host_agent.transport.policies import EvSelector, RotationSelector
@@ -60,19 +61,26 @@ class PathCapSelector:
     and which the steering does not hold out (a retransmission: not the EV it was lost on), else
     `inner`'s choice."""
 
-    def __init__(self, inner: RotationSelector | EvSelector) -> None:
+    def __init__(self, inner: RotationSelector | EvSelector, config: TransportConfig) -> None:
         self.inner: RotationSelector | EvSelector = inner     # MRC's called natively when compiled
         self.peek_ev = inner.peek_ev           # the NIC a packet would take: `inner`'s guess
+        self._bound_rtts = config.path_cap_rtts   # read per acknowledgement: copies (the config is not compiled)
+        self._most = config.max_cwnd
+
+    def open_caps(self, acked: Iterable[Segment], now: float, base_rtt: float) -> None:
+        """Acknowledgements at a normal RTT open their paths' caps: `open_caps` for the first
+        transmissions in `acked`, sent within `path_cap_rtts` base RTTs, up to the largest window."""
+        open_caps(acked, now, self._bound_rtts * base_rtt, self._most)
 
     def next_ev(self, evset: EvSet, now: float, resend_of: Ev | None) -> Ev:
         ev = self.inner.next_ev(evset, now, resend_of)
         load = ev.load
         if load.inflight < load.cap:
             return ev
-        held = evset.steering.held
+        steering = evset.steering               # its `held` called natively (a bound method is called generically)
         for _turn in range(evset.active_count()):  # `_turn`, not `_`: mypyc boxes every value of `_`
             other = evset.next_data_ev(now)
             load = other.load
-            if load.inflight < load.cap and other is not resend_of and not held(other):
+            if load.inflight < load.cap and other is not resend_of and not steering.held(other):
                 return other
         return ev

@@ -8,7 +8,7 @@ from wire.packets import DataPacket, Nack, Sack
 from host_agent.transport import events
 from host_agent.transport.peers import ConnectionId
 from host_agent.transport.config import TransportConfig
-from host_agent.transport.evset import EvSet
+from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.shares import SenderShares
 from host_agent.transport.psn import from_wire, to_wire
 from host_agent.transport.tally import Tally
@@ -32,7 +32,8 @@ class InMessage:
     def __init__(self, msg_id: int, length: int) -> None:
         self.msg_id = msg_id
         self.length = length
-        self.pieces: dict[int, bytes | memoryview] = {}
+        self._offsets: list[int] = []            # of the pieces placed, in the order they landed
+        self._pieces: list[bytes | memoryview] = []
         self.received = 0
         self._last_offset = -1                  # of the latest piece placed
         self._in_order = True                   # every piece came after the one before it
@@ -42,16 +43,18 @@ class InMessage:
         if offset < self._last_offset:
             self._in_order = False
         self._last_offset = offset
-        self.pieces[offset] = payload
+        self._offsets.append(offset)
+        self._pieces.append(payload)
         self.received += len(payload)
 
     def data(self) -> bytes:
         """The message's bytes, once every byte has landed."""
-        pieces = self.pieces
-        if self._in_order:                      # the usual case: placed in order, no sort needed
-            out = b"".join(pieces.values())
-        else:
-            out = b"".join([pieces[offset] for offset in sorted(pieces)])
+        pieces = self._pieces
+        if self._in_order:                      # placed in order (one path): no sort needed
+            out = b"".join(pieces)
+        else:                                   # the pieces' places in the order of their offsets
+            offsets = self._offsets
+            out = b"".join([pieces[i] for i in sorted(range(len(offsets)), key=offsets.__getitem__)])
         if len(out) != self.length:
             raise ValueError(f"message {self.msg_id}: its pieces overlap ({len(out)} bytes for {self.length})")
         return out
@@ -78,6 +81,8 @@ class MrcReceiver:
         self._ack_fanout = config.ack_fanout
         self.evset = evset
         self.stats = stats
+        self._placed = stats.counter("data_received")             # counted per packet: no lookup by name
+        self._placed_bytes = stats.counter("payload_bytes_received")
         self.emit = emit
         self.expected = 0
         self._ooo = 0
@@ -184,9 +189,8 @@ class MrcReceiver:
         return self.expected + shift, (self._ooo >> shift) & BITMAP_MASK
 
     def _place(self, now: float, pkt: DataPacket) -> None:
-        stats = self.stats
-        stats.add("data_received")
-        stats.add("payload_bytes_received", pkt.length)
+        self._placed.add()
+        self._placed_bytes.add(pkt.length)
         msg = self.messages.get(pkt.msg_id)
         if msg is None:
             if pkt.msg_len > self.cfg.max_message_bytes:
@@ -203,7 +207,7 @@ class MrcReceiver:
         msg.place(offset, payload)
         if msg.received == length:
             del self.messages[pkt.msg_id]
-            stats.add("messages_received")
+            self.stats.add("messages_received")
             self.emit(events.MessageReceived(now, self.ident, msg.msg_id, msg.data()))
 
     # --- acknowledgements -----------------------------------------------------------------------
@@ -241,10 +245,11 @@ class MrcReceiver:
         self._last_ce = False
         return [(nic, pkt) for nic, pkt, _ in out]
 
-    def _sack(self, plane: int | None, penalty: int, ev=None):
+    def _sack(self, plane: int | None, penalty: int, ev: Ev | None = None):
         pkt = self._last
         assert pkt is not None                       # a SACK answers the latest data packet
-        ev = ev or self.evset.next_control_ev(plane)
+        if ev is None:                               # (typed: its fields read natively when compiled)
+            ev = self.evset.next_control_ev(plane)
         path = self.evset.path_of(ev)
         cum = to_wire(self.expected, self._ipsn)
         base, bitmap = self.sack_window()
@@ -272,8 +277,9 @@ class MrcReceiver:
                 out.append(self._nack(plane, pkt, reason, ev)[:2])
         return out
 
-    def _nack(self, plane: int | None, pkt: DataPacket, reason: int, ev=None):
-        ev = ev or self.evset.next_control_ev(plane)
+    def _nack(self, plane: int | None, pkt: DataPacket, reason: int, ev: Ev | None = None):
+        if ev is None:
+            ev = self.evset.next_control_ev(plane)
         path = self.evset.path_of(ev)
         self.stats.add("nacks_sent")
         return path.nic, Nack(src=path.src, dst=path.dst, ev=ev.value, qp=self.ident.remote_qp, psn=pkt.psn,

@@ -18,14 +18,14 @@ from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
 from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
-from host_agent.transport.message import OutMessage, SendQueue, Segment, ts_age
+from host_agent.transport.message import OutMessage, SendQueue, Segment, Unacknowledged, ts_age
 from host_agent.transport.nicclock import NicClock
-from host_agent.transport.pathcap import PathCapSelector, open_caps
-from host_agent.transport.policies import (CongestionControl, EvSelector, PathMonitor, RotationSelector, SackProcessor,
-                                           Timeout)
+from host_agent.transport.pathcap import PathCapSelector
+from host_agent.transport.policies import (CongestionControl, EvSelector, MrcPathMonitor, MrcSackProcessor,
+                                           PathMonitor, RotationSelector, SackProcessor, Timeout)
 from host_agent.transport.psn import PSN_MASK, from_wire
 from host_agent.transport.tally import Tally
-from host_agent.transport.timers import Deadlines
+from host_agent.transport.timers import Deadline, Deadlines
 
 TS_SLACK: Final = 2e-6        # echoed timestamps count whole microseconds
 _CAUSE_TRIM: Final = events.CAUSE_TRIM
@@ -35,8 +35,19 @@ _RETX_AT_ONCE: Final = 0
 _RETX_LASTHOP_TRIM: Final = 1
 _RETX_OTHER: Final = 2
 _INF: Final = float("inf")
+_AT_ONCE: Final = float("-inf")        # _ready_at of a trim retransmission: it need not wait
 _heappush: Final = heapq.heappush     # module functions looked up once, not per call
 _heappop: Final = heapq.heappop
+
+
+def _set_backlogged(cc: NsccWindow | CongestionControl, backlogged: bool) -> None:
+    """Tell the window whether the sender's poll ended held back by the pacing clock alone
+    (`cc.backlogged`): MRC's window's field set natively when compiled, where an attribute set
+    through the union would be set by name."""
+    if isinstance(cc, NsccWindow):
+        cc.backlogged = backlogged
+    else:
+        cc.backlogged = backlogged
 
 
 class MrcSender:
@@ -61,23 +72,24 @@ class MrcSender:
         self.cc: NsccWindow | CongestionControl = cc
         self.nic = nic
         self.stats = stats
+        # counted per packet: their counters, no lookup by name
+        self._tx_counts = (stats.counter("data_sent"), stats.counter("data_bytes_sent"))
         self.emit = emit
         self.selector: PathCapSelector | RotationSelector | EvSelector = selector
         self.monitor = monitor
-        self._lost = sack.lost
+        self._sack: MrcSackProcessor | SackProcessor = sack     # MRC's called natively when compiled
         self._on_ack = getattr(monitor, "on_ack", None)  # optional PathMonitor hook (policies)
         self._nics = tuple(sorted({p.nic for p in evset.paths}))  # the NICs the EVs use
         self._ipsn = config.initial_psn                   # read per packet (TransportConfig is not compiled:
         self._ooo_window = config.ooo_window              # each read of it is a generic attribute lookup)
         self.pending = SendQueue(config.mtu_payload)      # messages not yet fully cut into packets (its `mtu`)
-        self.segments: dict[int, Segment] = {}           # seq -> segment, for cum_acked <= seq < next_seq
+        self.segments = Unacknowledged()                 # by seq, for cum_acked <= seq < next_seq
         self.next_seq = 0
         self.cum_acked = 0
         self.inflight_bytes = 0
         self._retx: list[tuple[int, int]] = []           # heap of (priority, seq); trims before timeouts
         self._retx_cause: dict[int, str] = {}
         self._timers = Deadlines()                        # (deadline, seq, transmission number), earliest first
-        self._trigger_sent: float | None = None          # set while a SACK is being processed
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
         self._trim_at = 0.0                              # when the latest trim retransmission was queued
@@ -106,35 +118,36 @@ class MrcSender:
         """Earliest per-packet deadline, or the pacing clock when a packet is ready to go."""
         if self.failed is not None:
             return None
-        timers = self._timers
-        if len(timers):
-            self._drop_stale_timers()
-        t = timers.first().at if len(timers) else None
+        # the earliest so far as a float (inf: none yet; a time at inf counts as none), compared natively
+        first = self._live_timer()
+        t: float = first.at if first is not None else _INF
         detector = self._detector
         if detector is not None:
             due = detector.deadline
-            if due is not None and (t is None or due < t):
+            if due is not None and due < t:
                 t = due
             due = detector.probe_at
-            if due is not None and (t is None or due < t):
+            if due is not None and due < t:
                 t = due
-        nxt = self._next_packet(None)
-        if nxt is not None:
-            ready = nxt[2]
-            if ready is None:                        # a trim resend (its cause): ready since the trim
-                ready = self._trim_at
-            t = ready if t is None or ready < t else t
-        return t
+        ready = self._ready_at()
+        if ready == _AT_ONCE:                        # a trim resend: ready since the trim
+            ready = self._trim_at
+        if ready < t:
+            t = ready
+        return None if t == _INF else t
 
-    def _drop_stale_timers(self) -> None:
-        """Pop the timers of transmissions no longer in flight (an acknowledged packet, removed
-        from `segments`, is not in flight either)."""
+    def _live_timer(self) -> Deadline | None:
+        """The earliest timer of a transmission still in flight, or None; the earlier timers, of
+        transmissions no longer in flight (an acknowledged packet, removed from `segments`, is not
+        in flight either), are popped."""
         timers = self._timers
-        while len(timers):
+        while True:
             first = timers.first()
+            if first is None:
+                return None
             seg = first.segment
             if seg.in_flight and seg.transmissions == first.tx:
-                return
+                return first
             timers.pop()
 
     def _timeout_for(self, seg: Segment) -> float:
@@ -156,13 +169,15 @@ class MrcSender:
             if detector.probe_at is not None and detector.probe_at <= now:
                 self._tail_probe(now)
         timers = self._timers
-        if not len(timers) or timers.first().at > now:
+        first = timers.first()
+        if first is None or first.at > now:
             return                               # nothing due (a stale timer on top is not due either)
         while True:
-            self._drop_stale_timers()
-            if not len(timers) or timers.first().at > now:
+            first = self._live_timer()
+            if first is None or first.at > now:
                 return
-            self._timed_out(timers.pop().segment, now)
+            timers.pop()
+            self._timed_out(first.segment, now)
             if self.failed is not None:
                 return
 
@@ -251,7 +266,7 @@ class MrcSender:
         They went out on the path that lost the timed-out packet, after it: waiting for each
         one's own timer would take another RTO, with their bytes holding the window shut."""
         gone = set(map(id, retired))
-        for seg in self.segments.values():
+        for seg in self.segments:
             if seg.in_flight and id(seg.ev) in gone:
                 seg.in_flight = False
                 seg.ev.load.inflight -= 1
@@ -283,8 +298,9 @@ class MrcSender:
         """True when `nbytes` more may be in flight (always when nothing is; inline on the per-packet paths)."""
         return self.inflight_bytes == 0 or self.inflight_bytes + nbytes <= self.cc.cwnd
 
-    def _next_packet(self, now: float | None) -> tuple[Segment | None, str | None, float | None] | None:
-        """What may go next: (segment or None for new data, cause, ready time), or None.
+    def _ready_at(self) -> float:
+        """When the next packet may go (the top of the retransmission queue, else new data):
+        `_AT_ONCE` for a trim retransmission, `_INF` while the window holds it back.
 
         A trim retransmission always may (it takes the place of the trimmed packet, whose
         payload has left the network), except that with `window_penalty` one trimmed at the
@@ -292,8 +308,7 @@ class MrcSender:
         every path ends on that link (resent at once, it would only join the queue that trimmed
         it). Neither waits for the pacing clock. Anything else needs the window (new data also the
         out-of-order bound) and waits until its ready time: the pacing clock and, when the line
-        rate is known, the time the NIC of the next EV is free. With `now` None only the window
-        is asked about."""
+        rate is known, the time the NIC of the next EV is free."""
         retx = self._retx
         if retx:
             self._pop_stale_retx()
@@ -301,29 +316,25 @@ class MrcSender:
         # The window's floats read into typed locals: read through the union (`cc`), the compiled
         # build would compare them as objects.
         cwnd: float = self.cc.cwnd
-        seg: Segment | None
-        cause: str | None
         if retx:
             prio, seq = retx[0]
-            seg = self.segments[seq]
+            wire = self.segments[seq].wire
             if prio != _RETX_OTHER:                                  # a trim resend
-                if prio == _RETX_LASTHOP_TRIM and inflight and inflight + seg.wire > cwnd:
-                    return None
-                return seg, _CAUSE_TRIM, None
-            if inflight and inflight + seg.wire > cwnd:      # not _window_allows(seg.wire)
-                return None
-            cause = self._retx_cause[seq]
+                if prio == _RETX_LASTHOP_TRIM and inflight and inflight + wire > cwnd:
+                    return _INF
+                return _AT_ONCE
+            if inflight and inflight + wire > cwnd:          # not _window_allows(wire)
+                return _INF
         else:
             pending = self.pending
             if not pending or self.next_seq >= self.cum_acked + self._ooo_window:
-                return None
+                return _INF
             if inflight:
                 msg = pending.oldest()
                 mtu = pending.mtu
                 left = msg.length - msg.next_offset
                 if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > cwnd:
-                    return None
-            seg = cause = None
+                    return _INF
         ready: float = self.cc.next_send
         nic = self.nic
         if nic.rate:
@@ -335,9 +346,7 @@ class MrcSender:
             free = nic.free_at(index)
             if free > ready:
                 ready = free
-        if now is not None and now < ready:
-            return None
-        return seg, cause, ready
+        return ready
 
     def poll(self, now: float, out: list) -> None:
         """Append the data packets the window and the pacing clock allow now (none once failed)."""
@@ -348,26 +357,30 @@ class MrcSender:
         nics = len(self._nics)
         rate = None                                      # the pacing rate: fixed while nothing is acknowledged
         while True:
-            next_send: float = cc.next_send             # typed, as in _next_packet
+            next_send: float = cc.next_send             # typed, as in _ready_at
             if not self._retx and now < next_send:
                 inflight = self.inflight_bytes          # ... and _window_allows(mtu_payload)
                 cwnd: float = cc.cwnd
-                cc.backlogged = (bool(self.pending) and self.next_seq < self.cum_acked + self._ooo_window
-                                 and (not inflight or inflight + self.pending.mtu <= cwnd))
+                _set_backlogged(cc, bool(self.pending) and self.next_seq < self.cum_acked + self._ooo_window
+                                and (not inflight or inflight + self.pending.mtu <= cwnd))
                 return                                   # fast path: the pacing clock says not yet
-            nxt = self._next_packet(now)
-            if nxt is None:
-                cc.backlogged = now < next_send and self._next_packet(None) is not None
+            ready = self._ready_at()
+            if now < ready:                              # held back by the window (inf) or a clock
+                _set_backlogged(cc, now < next_send and ready != _INF)
                 return
-            seg, cause, _ = nxt
-            if seg is None:
-                seg = self.pending.cut(self.next_seq)
-                self.segments[seg.seq] = seg
-                self.next_seq += 1
-            else:
-                _heappop(self._retx)
+            retx = self._retx
+            cause: str | None
+            if retx:                                     # the queue's top, as _ready_at found it
+                prio, seq = _heappop(retx)
+                seg = self.segments[seq]
                 seg.queued = False
-                del self._retx_cause[seg.seq]
+                cause = _CAUSE_TRIM if prio != _RETX_OTHER else self._retx_cause[seq]
+                del self._retx_cause[seq]
+            else:
+                seg = self.pending.cut(self.next_seq)
+                self.segments.append(seg)
+                self.next_seq += 1
+                cause = None
             nic_index, pkt = self._transmit(now, seg, cause)
             out.append((nic_index, pkt))
             if cause is not _CAUSE_TRIM or self.cfg.pace_trim_resends:   # else paced as the packet it replaces
@@ -396,14 +409,15 @@ class MrcSender:
             detector.sent(seg)                        # its send-ordered list (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
         self._timers.push(now + timeout, seg)
-        stats = self.stats
-        stats.add("data_sent")
-        stats.add("data_bytes_sent", seg.length)
+        packets, data_bytes = self._tx_counts
+        packets.add()
+        data_bytes.add(seg.length)
         psn = (self._ipsn + seg.seq) & PSN_MASK
         if cause is None:
             flags, dscp = 0, constants.DSCP_TRIMMABLE
         else:
             flags, dscp = constants.MRCH_FLAG_RETX, constants.DSCP_TRIMMABLE_RETX
+            stats = self.stats
             stats.add("retransmitted")
             stats.add("retx_" + cause)
             self.emit(events.Retransmitted(now, self.ident, psn, cause, ev.value, old_ev.value if old_ev else None,
@@ -423,11 +437,12 @@ class MrcSender:
         return path.nic, pkt
 
     # --- feedback -------------------------------------------------------------------------------
-    def _ack(self, seg: Segment, now: float) -> int:
+    def _ack(self, seg: Segment, now: float, trigger: float | None) -> int:
+        """Acknowledge `seg` (once); return its bytes newly acknowledged. `trigger`: when the packet
+        the SACK answers was sent (None: not a SACK), which tells a spurious loss."""
         if seg.acked:
             return 0
         seg.acked = True
-        trigger = self._trigger_sent
         if ((seg.timeouts or seg.declared_lost) and trigger is not None
                 and (seg.queued or trigger < seg.sent_at - TS_SLACK)):
             self._spurious(seg, now)
@@ -444,21 +459,20 @@ class MrcSender:
         self.stats.add("messages_sent")
         self.emit(events.MessageSent(now, self.ident, msg.msg_id, msg.length))
 
-    def _advance_cum(self, cum: int, now: float, newly: list | None = None) -> int:
+    def _advance_cum(self, cum: int, now: float, newly: list | None = None, trigger: float | None = None) -> int:
         """Acknowledge everything below `cum`; return the bytes newly acknowledged (the packets
-        themselves appended to `newly` when given)."""
+        themselves appended to `newly` when given; `trigger` as for `_ack`)."""
         acked = 0
         cum = min(cum, self.next_seq)
         segments = self.segments
         while self.cum_acked < cum:
-            seg = segments[self.cum_acked]            # not pop(): the compiled build calls a dict's pop by name
-            del segments[self.cum_acked]
+            seg = segments.pop_oldest()               # the segment numbered cum_acked
             if newly is not None and not seg.acked:
                 newly.append(seg)
-            acked += self._ack(seg, now)
+            acked += self._ack(seg, now, trigger)
             self.cum_acked += 1
-        while self.cum_acked < self.next_seq and self.segments[self.cum_acked].acked:
-            del self.segments[self.cum_acked]
+        while self.cum_acked < self.next_seq and segments.oldest().acked:
+            segments.pop_oldest()
             self.cum_acked += 1
         return acked
 
@@ -491,7 +505,7 @@ class MrcSender:
         ECN and delay to the path monitor and the window."""
         self.stats.add("sacks_received")
         rtt = ts_age(now, sack.ts_echo)
-        trigger = self._trigger_sent = now - rtt      # when the packet this SACK answers was sent
+        trigger = now - rtt                           # when the packet this SACK answers was sent
         if trigger > self.delivered_sent_at:
             self.delivered_sent_at = trigger
         if self.first_rtt_at == _INF:
@@ -512,10 +526,9 @@ class MrcSender:
             if seg is not None:
                 if not seg.acked:
                     newly.append(seg)
-                acked += self._ack(seg, now)
-        acked += self._advance_cum(cum, now, newly)
-        self._trigger_sent = None
-        lost = self._lost(cum, base, sack.bitmap, self, now)
+                acked += self._ack(seg, now, trigger)
+        acked += self._advance_cum(cum, now, newly, trigger)
+        lost = self._sack.lost(cum, base, sack.bitmap, self, now)
         if lost:
             self._sack_losses(lost, now)
         detector = self._detector
@@ -537,14 +550,18 @@ class MrcSender:
                 ecn = False                         # the path's own congestion: steering avoids it
                 self.stats.add("ecn_steered")
         if ev is not None and self._on_ack is not None:
-            self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
-        cfg = self.cfg
-        if newly and cfg.path_cap_pkts:                 # acknowledgements at a normal RTT open their paths' caps
-            open_caps(newly, now, cfg.path_cap_rtts * self.rtt.base_rtt, cfg.max_cwnd)
+            monitor = self.monitor
+            if isinstance(monitor, MrcPathMonitor):      # MRC's hook called natively when compiled
+                monitor.on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
+            else:
+                self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
+        selector = self.selector
+        if newly and isinstance(selector, PathCapSelector):    # there with path_cap_pkts (`kinds`)
+            selector.open_caps(newly, now, self.rtt.base_rtt)
         if newly and self.evset.steering.signalled:     # steering learns from them only then
             self._judge_unechoed(newly, ev, now)
         self.cc.on_ack(now, acked, ecn, rtt)
-        if cfg.window_penalty:                         # the latest SACK to arrive says what is asked
+        if self.cfg.window_penalty:                    # the latest SACK to arrive says what is asked
             self.cc.on_window_penalty(now, sack.window_penalty)
 
     def _judge_unechoed(self, segments: list[Segment], echoed, now: float) -> None:

@@ -5,32 +5,63 @@ from collections.abc import Mapping
 from typing import Iterator
 
 
-class _Count:
-    """One counter's value: changed in place, so that counting looks its name up once."""
+class Count:
+    """One name's counter in a `Tally` (`Tally.counter`), for a caller that counts it per packet:
+    `add` counts without looking the name up. The name is listed in its tally when first counted,
+    whichever way (`add` here or the tally's), as if counted by name."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "_name", "_unlisted")
 
-    def __init__(self, value: int) -> None:
+    def __init__(self, name: str, value: int, unlisted: Tally | None) -> None:
         self.value = value
+        self._name = name
+        self._unlisted = unlisted              # the tally that does not list it yet, or None
+
+    def add(self, n: int = 1) -> None:
+        """Count `n` more."""
+        tally = self._unlisted
+        if tally is not None:
+            tally._list(self._name, self)
+        self.value += n
 
 
 class Tally:
     """Named counters, read as a mapping of name -> count (a `collections.abc.Mapping`: `Counter`'s
     `update`, `dict()` and `==` take it) holding only the names ever counted, in the order they were
     first counted, as a `Counter` would after `tally[name] += n` (also with n = 0); a name never
-    counted reads 0. `add` counts (the transport's one way: one lookup of the name, called natively
-    by the compiled build); setting `tally[name]` is there for code that treats it as a Counter."""
+    counted reads 0. `add` counts by name (one lookup of the name, called natively by the compiled
+    build); `counter(name)` is the name's `Count`, for a caller that counts it per packet (no lookup);
+    setting `tally[name]` is there for code that treats it as a Counter."""
 
     def __init__(self) -> None:
-        self._counts: dict[str, _Count] = {}
+        self._counts: dict[str, Count] = {}
+        self._unlisted: dict[str, Count] = {}     # counters handed out (`counter`) and never counted
 
     def add(self, name: str, n: int = 1) -> None:
         """Count `n` more of `name`."""
         count = self._counts.get(name)
         if count is None:
-            self._counts[name] = _Count(n)
+            count = self._list(name, self._unlisted.get(name))
+        count.value += n
+
+    def counter(self, name: str) -> Count:
+        """The counter of `name`, to count it without a lookup by name (`Count.add`)."""
+        count = self._counts.get(name)
+        if count is None:
+            count = self._unlisted.get(name)
+            if count is None:
+                count = self._unlisted[name] = Count(name, 0, self)
+        return count
+
+    def _list(self, name: str, count: Count | None) -> Count:
+        """List `name` (first counted now) with `count`, its counter handed out before, or a new one."""
+        if count is None:
+            count = Count(name, 0, None)
         else:
-            count.value += n
+            del self._unlisted[name]
+            count._unlisted = None
+        self._counts[name] = count
+        return count
 
     def __getitem__(self, name: str) -> int:
         count = self._counts.get(name)
@@ -39,9 +70,8 @@ class Tally:
     def __setitem__(self, name: str, value: int) -> None:
         count = self._counts.get(name)
         if count is None:
-            self._counts[name] = _Count(value)
-        else:
-            count.value = value
+            count = self._list(name, self._unlisted.get(name))
+        count.value = value
 
     def get(self, name: str, default: int | None = None) -> int | None:
         """The count of `name`, or `default` when it was never counted (as `dict.get`)."""

@@ -98,21 +98,31 @@ class Deadline:
 
 
 class Deadlines:
-    """The timers of a sender's transmissions, earliest first (ties by packet, then transmission):
-    a binary heap of `Deadline`s, sifted natively by the compiled build (a heap of tuples is
-    compared through Python's generic comparison)."""
+    """The timers of a sender's transmissions, earliest first (ties by packet, then transmission).
 
-    __slots__ = ("_heap",)
+    Timers mostly come in order (each an RTO after its transmission, the RTO moving slowly): one
+    no earlier than the latest timer of the run waits in that first-in first-out run, any other in
+    a binary heap; the earliest timer is the earlier of the run's oldest and the heap's top. Both
+    are compared natively by the compiled build (a heap of tuples is compared through Python's
+    generic comparison)."""
+
+    __slots__ = ("_heap", "_run", "_head")
 
     def __init__(self) -> None:
         self._heap: list[Deadline] = []
+        self._run: list[Deadline] = []           # in order from _head (those before it are taken)
+        self._head: i64 = 0
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._heap) + len(self._run) - self._head
 
     def push(self, at: float, segment: Segment) -> None:
         """Add the timer of the latest transmission of `segment`, due at `at`."""
         entry = Deadline(at, segment, segment.transmissions)
+        run = self._run
+        if len(run) == self._head or not entry.before(run[-1]):    # the run is empty, or it is in order
+            run.append(entry)
+            return
         heap = self._heap
         heap.append(entry)
         i: i64 = len(heap) - 1
@@ -125,12 +135,44 @@ class Deadlines:
             i = parent
         heap[i] = entry
 
-    def first(self) -> Deadline:
-        """The earliest timer (there must be one)."""
-        return self._heap[0]
+    def _run_first(self) -> bool:
+        """True when the earliest timer is the run's oldest (there must be one timer)."""
+        head = self._head
+        run = self._run
+        if head == len(run):
+            return False
+        heap = self._heap
+        return not heap or not heap[0].before(run[head])
+
+    def first(self) -> Deadline | None:
+        """The earliest timer, or None when there is none."""
+        head = self._head
+        run = self._run
+        heap = self._heap
+        if head < len(run):
+            oldest = run[head]
+            if heap:
+                top = heap[0]
+                if top.before(oldest):
+                    return top
+            return oldest
+        return heap[0] if heap else None
 
     def pop(self) -> Deadline:
         """Take the earliest timer off (there must be one)."""
+        if self._run_first():
+            run = self._run
+            head = self._head
+            first = run[head]
+            head += 1
+            if head == len(run):
+                run.clear()
+                head = 0
+            elif head >= 64 and 2 * head >= len(run):    # drop what was taken, now and then
+                del run[:head]
+                head = 0
+            self._head = head
+            return first
         heap = self._heap
         first = heap[0]
         last = heap.pop()
@@ -160,3 +202,5 @@ class Deadlines:
     def clear(self) -> None:
         """Drop every timer."""
         self._heap.clear()
+        self._run.clear()
+        self._head = 0

@@ -18,7 +18,7 @@ CFG = TransportConfig(num_evs=32, ev_min_active=4, path_cap_pkts=2)
 
 def capped_evset(seed=1):
     evset = EvSet(PATHS, CFG.num_evs, CFG.ev_floor, random.Random(seed), True, path_cap=CFG.path_cap_pkts)
-    return evset, PathCapSelector(RotationSelector(CFG))
+    return evset, PathCapSelector(RotationSelector(CFG), CFG)
 
 
 def test_a_path_at_its_cap_gets_no_new_packet_while_another_has_room():

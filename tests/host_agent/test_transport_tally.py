@@ -35,3 +35,19 @@ def test_a_tally_is_read_by_counter_update_dict_and_equality():
     other.add("acked")
     assert two == other and two == {"sent": 2, "acked": 1} and one != two
     assert repr(one) == "Tally({'sent': 3})"
+
+
+def test_a_counter_handed_out_lists_its_name_only_when_first_counted_and_shares_the_count_by_name():
+    tally = Tally()
+    sent = tally.counter("sent")
+    assert "sent" not in tally and tally["sent"] == 0 and list(tally) == []
+    tally.add("acked")
+    sent.add(2)                               # listed now: after "acked", as if counted by name
+    tally.add("sent")                         # the same count, whichever way
+    assert tally.counter("sent") is sent and list(tally.items()) == [("acked", 1), ("sent", 3)]
+    bytes_ = tally.counter("bytes")
+    tally.add("bytes", 5)                     # counted by name first: the counter handed out is the one listed
+    bytes_.add(1)
+    tally["resent"] = 4
+    assert list(tally.items()) == [("acked", 1), ("sent", 3), ("bytes", 6), ("resent", 4)]
+    assert tally.counter("resent").value == 4 and tally.counter("never").value == 0 and "never" not in tally

@@ -164,3 +164,30 @@ def test_deadlines_pop_earliest_first_ties_by_packet_then_transmission_as_a_heap
             first = deadlines.first()
             assert (first.at, first.segment.seq, first.tx) == tuples[0]
     assert popped == expected and len(popped) > 500
+
+
+def test_deadlines_mostly_in_order_pop_as_a_heap_of_tuples_would():
+    rng = random.Random(11)
+    deadlines, tuples, popped, expected = Deadlines(), [], [], []
+    message = new_message(0, b"x", 1024)
+    for step in range(3000):
+        if rng.random() < 0.55 or not tuples:       # an RTO after now, now and then a shorter one
+            entry = (step * 1e-3 + (0.05 if rng.random() < 0.9 else rng.random() * 0.05), step, 1)
+            deadlines.push(entry[0], Segment(step, message, 0, 1, transmissions=1))
+            heapq.heappush(tuples, entry)
+        else:
+            first = deadlines.pop()
+            popped.append((first.at, first.segment.seq, first.tx))
+            expected.append(heapq.heappop(tuples))
+        assert len(deadlines) == len(tuples)
+        if tuples:
+            first = deadlines.first()
+            assert (first.at, first.segment.seq, first.tx) == tuples[0]
+    while tuples:
+        first = deadlines.pop()
+        popped.append((first.at, first.segment.seq, first.tx))
+        expected.append(heapq.heappop(tuples))
+    assert popped == expected and len(popped) == len({seq for _, seq, _ in popped}) > 1000
+    deadlines.push(1.0, Segment(0, message, 0, 1, transmissions=1))
+    deadlines.clear()
+    assert len(deadlines) == 0
