@@ -119,8 +119,8 @@ def _case_figures(result: Measurement, backend: str, name: str, runs: list, unlo
                                              "evs_retired", "retransmissions", "notes", "fidelity")}
         run["base_rtt_s"] = rtt
         for share in RECOVERY_SHARES:
-            recover = metrics.time_to_recover(record, fraction=share)
-            if recover is None and metrics.recovery_note(record, fraction=share) == metrics.NO_DIP:
+            recover, note = metrics.recovery(record, fraction=share)
+            if note == metrics.NO_DIP:
                 recover = 0.0           # goodput never fell below the mark: within one sample, not a never
             run[f"recover_to_{share:.0%}_s"] = recover
             run[f"recover_to_{share:.0%}_rtts"] = None if recover is None else recover / rtt
