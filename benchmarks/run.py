@@ -7,7 +7,9 @@
 Each benchmark's figures are saved to `benchmarks/results/<name>.json` with the machine and the
 time; the previous file of the same name is read first, and the table shows the change against
 it, flagging a figure that got worse by more than 10 % as a REGRESSION. Figures depend on the
-machine and its load (printed with them): compare runs of the same machine.
+machine and its load (printed with them): compare runs of the same machine. When this run or the
+previous one ran at a load above the CPU count, a wall-time figure is marked "(busy)" and not
+flagged, and a CPU-time figure is flagged only past 25 % (benchmarks.figures.compare).
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from benchmarks.figures import RESULTS, Figure, Measurement, compare, load_previous, previous_load, save
+from benchmarks.figures import (BUSY_CPU, BUSY_CPU_SHARE, BUSY_WALL, REGRESSION_SHARE, RESULTS, Figure, Measurement,
+                                compare, load_previous, previous_load, save)
 
 log = logging.getLogger("mrc.benchmarks")
 REPO = Path(__file__).resolve().parent.parent
@@ -219,10 +222,21 @@ def table(runs: list[BenchmarkRun]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += notes
-    if any("(busy)" in row[4] for row in rows):
-        lines.append(f"(busy): a wall-time figure of a run at a load above the machine's {os.cpu_count()} CPUs "
-                     "(this one or the previous): not flagged; compare its CPU time")
+    lines += busy_legend([row[4] for row in rows], os.cpu_count())
     return "\n".join(lines)
+
+
+def busy_legend(changes: list[str], cpus: Optional[int]) -> list[str]:
+    """What each busy mark among the table's `changes` means: which rule compared that figure."""
+    busy = f"this run or the previous at a load above the machine's {cpus} CPUs"
+    legend = []
+    if any(BUSY_WALL in change for change in changes):
+        legend.append(f"{BUSY_WALL}: a wall-time figure, {busy}: not flagged; compare its CPU time")
+    if any(BUSY_CPU in change for change in changes):
+        legend.append(f"{BUSY_CPU}: a CPU-time figure, {busy}: CPU time rises under contention too, so it "
+                      f"is flagged as a REGRESSION only when worse by more than {BUSY_CPU_SHARE:.0%} "
+                      f"(not {REGRESSION_SHARE:.0%})")
+    return legend
 
 
 def run_standalone(module, argv=None) -> int:

@@ -45,16 +45,50 @@ def test_compare_flags_regressions_by_direction():
     assert compare(Figure("rate", 80.0, "pkt/s"), None) == ("", False)
 
 
-def test_a_wall_time_figure_of_a_busy_run_is_not_flagged_but_its_cpu_time_is():
+def test_a_wall_time_figure_of_a_busy_run_is_not_flagged_and_its_cpu_time_only_past_a_wider_margin():
     previous = {"machine": {"load_average": [1.1, 1.0, 1.0]},
                 "figures": [{"name": "case: wall time per case", "value": 1.0},
-                            {"name": "case: CPU time per case", "value": 1.0}]}
+                            {"name": "case: CPU time per case", "value": 1.0},
+                            {"name": "sender core", "value": 100.0}, {"name": "algbw", "value": 10.0}]}
     wall, cpu = Figure("case: wall time per case", 1.2, "s", "lower"), Figure("case: CPU time per case", 1.2, "s", "lower")
     assert compare(wall, previous, load_now=1.5, cpus=2) == ("+20%", True)          # neither run was busy
+    assert compare(cpu, previous, load_now=1.5, cpus=2) == ("+20%", True)
     assert compare(wall, previous, load_now=3.2, cpus=2) == ("+20% (busy)", False)  # this one was
-    assert compare(cpu, previous, load_now=3.2, cpus=2) == ("+20%", True)
+    assert compare(cpu, previous, load_now=3.2, cpus=2) == ("+20% (busy: flagged past 25%)", False)
+    worse = Figure("case: CPU time per case", 1.3, "s", "lower")
+    assert compare(worse, previous, load_now=3.2, cpus=2) == ("+30% (busy: flagged past 25%)", True)
+    better = Figure("case: CPU time per case", 0.7, "s", "lower")
+    assert compare(better, previous, load_now=3.2, cpus=2) == ("-30% (busy: flagged past 25%)", False)
+    rate = Figure("sender core", 80.0, "pkt/s (CPU)")                  # CPU in its unit: a rate per CPU-second
+    assert compare(rate, previous, load_now=3.2, cpus=2) == ("-20% (busy: flagged past 25%)", False)
+    assert compare(Figure("sender core", 70.0, "pkt/s (CPU)"), previous, load_now=3.2, cpus=2)[1] is True
+    algbw = Figure("algbw", 8.0, "Mbit/s")                             # neither clock: 10 % as ever
+    assert compare(algbw, previous, load_now=3.2, cpus=2) == ("-20%", True)
     busy_before = {**previous, "machine": {"load_average": [4.0, 3.0, 3.0]}}
     assert compare(wall, busy_before, load_now=1.0, cpus=2) == ("+20% (busy)", False)
+    assert compare(cpu, busy_before, load_now=1.0, cpus=2) == ("+20% (busy: flagged past 25%)", False)
+
+
+def test_the_table_says_which_rule_compared_each_busy_figure(monkeypatch):
+    previous = {"machine": {"load_average": [1.0, 1.0, 1.0], "time": "then"},
+                "figures": [{"name": "x: wall time", "value": 1.0, "unit": "s"},
+                              {"name": "x: CPU time", "value": 1.0, "unit": "s"}]}
+    measured = Measurement()
+    measured.add("x: wall time", 1.5, "s", better="lower")
+    measured.add("x: CPU time", 1.2, "s", better="lower")
+    out = bench_run.BenchmarkRun(fake("x", {}), measured, previous, 1.0)
+    monkeypatch.setattr(bench_run.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bench_run.os, "getloadavg", lambda: (3.5, 3.0, 3.0))
+    text = bench_run.table([out])
+    rows = [line for line in text.splitlines() if line.startswith("x ")]
+    assert rows[0].endswith("+50% (busy)") and rows[1].endswith("+20% (busy: flagged past 25%)")
+    assert "(busy): a wall-time figure, this run or the previous at a load above the machine's 2 CPUs: " \
+           "not flagged" in text
+    assert "(busy: flagged past 25%): a CPU-time figure" in text and "more than 25% (not 10%)" in text
+    monkeypatch.setattr(bench_run.os, "getloadavg", lambda: (1.5, 1.0, 1.0))      # a quiet run: no legend
+    text = bench_run.table([out])
+    rows = [line for line in text.splitlines() if line.startswith("x ")]
+    assert rows[0].endswith("+50%  REGRESSION") and rows[1].endswith("+20%  REGRESSION") and "busy" not in text
 
 
 def test_second_run_shows_the_change_and_a_failing_benchmark_is_reported(tmp_path, monkeypatch, capsys):
