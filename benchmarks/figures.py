@@ -21,13 +21,15 @@ import speedups
 RESULTS = Path(__file__).resolve().parent / "results"
 REGRESSION_SHARE = 0.10          # a figure worse than the previous one by more than this is flagged
 # A run is busy when its 1-minute load average, or the previous run's, was above the machine's CPU
-# count (more runnable than cores). A figure of wall time (its name says "wall") then depends on what
-# else the machine ran: it is not flagged, its CPU-time figure is the one to compare. A figure of
-# CPU time (its name or unit says "CPU") rises under contention too (caches, memory bandwidth and the
-# hypervisor shared with the other jobs: the fat-tree all-reduce's CPU time was flagged +11 % at load
-# 2.3 on 2 CPUs with CI running beside it): it is flagged only when worse by more than BUSY_CPU_SHARE.
-WALL_MARK = "wall"
-CPU_MARK = "CPU"
+# count (more runnable than cores). A figure measured by the wall clock (`Figure.clock` WALL: a wall
+# time, a rate per second, anything timed on Mininet) then depends on what else the machine ran: it
+# is not flagged, its CPU-time figure is the one to compare. A figure of CPU time (CPU) rises under
+# contention too (caches, memory bandwidth and the hypervisor shared with the other jobs: the
+# fat-tree all-reduce's CPU time was flagged +11 % at load 2.3 on 2 CPUs with CI running beside it):
+# it is flagged only when worse by more than BUSY_CPU_SHARE.
+WALL, CPU = "wall", "cpu"        # Figure.clock; "": neither (simulated time, a size, a count)
+WALL_MARK = "wall"               # a figure's clock, unless given: WALL_MARK in its name, CPU_MARK in
+CPU_MARK = "CPU"                 # its name or unit
 BUSY_CPU_SHARE = 0.25
 BUSY_WALL = "(busy)"                                        # the change's marks, one per rule
 BUSY_CPU = f"(busy: flagged past {BUSY_CPU_SHARE:.0%})"
@@ -42,6 +44,14 @@ class Figure:
     unit: str
     better: str = "higher"
     note: str = ""
+    clock: Optional[str] = None    # WALL, CPU or "" (neither); None: WALL_MARK or CPU_MARK say
+
+    def __post_init__(self) -> None:
+        if self.clock is None:
+            self.clock = WALL if WALL_MARK in self.name else (
+                CPU if CPU_MARK in self.name or CPU_MARK in self.unit else "")
+        if self.clock not in (WALL, CPU, ""):
+            raise ValueError(f"figure {self.name!r}: clock {self.clock!r}, expected {WALL!r}, {CPU!r} or ''")
 
     def text(self) -> str:
         """The value with its unit, or why there is none."""
@@ -64,10 +74,11 @@ class Measurement:
     skipped: list[str] = field(default_factory=list)
 
     def add(self, name: str, value: Optional[float], unit: str, better: str = "higher",
-            note: str = "") -> None:
+            note: str = "", clock: Optional[str] = None) -> None:
+        """One more figure (`clock`: see Figure; a value that is not finite is kept as none)."""
         if value is not None and not math.isfinite(value):
             value, note = None, note or "not finite"
-        self.figures.append(Figure(name, value, unit, better, note))
+        self.figures.append(Figure(name, value, unit, better, note, clock))
 
 
 def machine_info() -> dict:
@@ -130,9 +141,9 @@ def compare(figure: Figure, previous: Optional[dict], load_now: Optional[float] 
             cpus: Optional[int] = None) -> tuple[str, bool]:
     """(change against the previous saved value, True when it is a regression: worse by more than
     REGRESSION_SHARE). When this run's load (`load_now`) or the previous run's was above `cpus`
-    (default: this machine's CPU count), a wall-time figure (WALL_MARK in its name) is not flagged
-    and its change is marked BUSY_WALL; a CPU-time figure (CPU_MARK in its name or unit) is flagged
-    only past BUSY_CPU_SHARE and its change is marked BUSY_CPU."""
+    (default: this machine's CPU count), a figure by the wall clock is not flagged and its change is
+    marked BUSY_WALL; a figure of CPU time is flagged only past BUSY_CPU_SHARE and its change is
+    marked BUSY_CPU (`Figure.clock`)."""
     if previous is None or figure.value is None:
         return "", False
     old = next((f.get("value") for f in previous.get("figures", []) if f.get("name") == figure.name), None)
@@ -142,24 +153,13 @@ def compare(figure: Figure, previous: Optional[dict], load_now: Optional[float] 
         return ("same", False) if figure.value == 0 else ("was 0", False)
     change = (figure.value - old) / abs(old)
     text = f"{change:+.0%}"
-    kind = clock(figure)
     limit = cpus or os.cpu_count() or 1
-    busy = bool(kind) and any(load is not None and load > limit for load in (load_now, previous_load(previous)))
-    if busy and kind == "wall":
+    busy = any(load is not None and load > limit for load in (load_now, previous_load(previous)))
+    if busy and figure.clock == WALL:
         return f"{text} {BUSY_WALL}", False
-    if busy:
+    if busy and figure.clock == CPU:
         return f"{text} {BUSY_CPU}", _worse(figure, change, BUSY_CPU_SHARE)
     return text, _worse(figure, change, REGRESSION_SHARE)
-
-
-def clock(figure: Figure) -> str:
-    """The clock `figure` was measured by: "wall" (WALL_MARK in its name), "cpu" (CPU_MARK in its
-    name or unit), else "" (not marked: compared against REGRESSION_SHARE whatever the load)."""
-    if WALL_MARK in figure.name:
-        return "wall"
-    if CPU_MARK in figure.name or CPU_MARK in figure.unit:
-        return "cpu"
-    return ""
 
 
 def _worse(figure: Figure, change: float, share: float) -> bool:

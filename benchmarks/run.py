@@ -8,8 +8,9 @@ Each benchmark's figures are saved to `benchmarks/results/<name>.json` with the 
 time; the previous file of the same name is read first, and the table shows the change against
 it, flagging a figure that got worse by more than 10 % as a REGRESSION. Figures depend on the
 machine and its load (printed with them): compare runs of the same machine. When this run or the
-previous one ran at a load above the CPU count, a wall-time figure is marked "(busy)" and not
-flagged, and a CPU-time figure is flagged only past 25 % (benchmarks.figures.compare).
+previous one ran at a load above the CPU count, a figure by the wall clock (a wall time, a rate,
+anything timed on Mininet) is marked "(busy)" and not flagged, and a figure of CPU time is flagged
+only past 25 % (benchmarks.figures.compare); the table's last lines say so.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from benchmarks.figures import (BUSY_CPU, BUSY_CPU_SHARE, BUSY_WALL, REGRESSION_SHARE, RESULTS, Figure, Measurement,
-                                compare, load_previous, previous_load, save)
+from benchmarks.figures import (BUSY_CPU, BUSY_CPU_SHARE, BUSY_WALL, REGRESSION_SHARE, RESULTS, WALL, Figure,
+                                Measurement, compare, load_previous, previous_load, save)
 
 log = logging.getLogger("mrc.benchmarks")
 REPO = Path(__file__).resolve().parent.parent
@@ -77,11 +78,11 @@ def measure_agent(options: argparse.Namespace) -> Measurement:
     saved = _run_script("bench_agent.py", "agent", result)
     if saved:
         raw = saved["raw"]["pps"]
-        result.add("raw-socket sender", raw, "pkt/s")
+        result.add("raw-socket sender", raw, "pkt/s", clock=WALL)
         for name, entry in saved["agent"].items():
             best = entry["best"]
-            result.add(f"agent {name}", best["pps"], "pkt/s")
-            result.add(f"agent {name}: ratio to raw", best["pps"] / raw if raw else None, "")
+            result.add(f"agent {name}", best["pps"], "pkt/s", clock=WALL)
+            result.add(f"agent {name}: ratio to raw", best["pps"] / raw if raw else None, "", clock=WALL)
             if entry.get("sender_cpu_us_per_packet"):
                 result.add(f"agent {name}: sender CPU", entry["sender_cpu_us_per_packet"], "us/pkt", "lower")
         result.details = saved
@@ -93,10 +94,10 @@ def measure_refswitch(options: argparse.Namespace) -> Measurement:
     result = Measurement()
     saved = _run_script("bench_refswitch.py", "refswitch", result)
     if saved:
-        result.add("plain raw-socket loop", saved["plain"]["pps"], "pkt/s")
-        result.add("reference switch", saved["model"]["pps"], "pkt/s")
-        result.add("reference switch: ratio to plain", saved.get("ratio_model_to_plain"), "")
-        result.add("reference switch, all trimmed", saved["model_trim"]["pps"], "pkt/s")
+        result.add("plain raw-socket loop", saved["plain"]["pps"], "pkt/s", clock=WALL)
+        result.add("reference switch", saved["model"]["pps"], "pkt/s", clock=WALL)
+        result.add("reference switch: ratio to plain", saved.get("ratio_model_to_plain"), "", clock=WALL)
+        result.add("reference switch, all trimmed", saved["model_trim"]["pps"], "pkt/s", clock=WALL)
         result.add("reference switch per CPU-second", saved["model"].get("pps_per_cpu_second"), "pkt")
         result.details = saved
     return result
@@ -111,11 +112,11 @@ def measure_bmv2(options: argparse.Namespace) -> Measurement:
     saved = _run_script("bench_refswitch.py", "bmv2", result, ("--bmv2",))
     if saved:
         plain = saved["plain"]["pps"]
-        result.add("plain raw-socket loop", plain, "pkt/s")
-        result.add("reference switch", saved["model"]["pps"], "pkt/s")
+        result.add("plain raw-socket loop", plain, "pkt/s", clock=WALL)
+        result.add("reference switch", saved["model"]["pps"], "pkt/s", clock=WALL)
         for folder, entry in saved["bmv2"].items():
-            result.add(f"BMv2 {folder}", entry["pps"], "pkt/s")
-            result.add(f"BMv2 {folder}: ratio to plain", entry["pps"] / plain if plain else None, "")
+            result.add(f"BMv2 {folder}", entry["pps"], "pkt/s", clock=WALL)
+            result.add(f"BMv2 {folder}: ratio to plain", entry["pps"] / plain if plain else None, "", clock=WALL)
         result.details = saved
     return result
 
@@ -231,7 +232,7 @@ def busy_legend(changes: list[str], cpus: Optional[int]) -> list[str]:
     busy = f"this run or the previous at a load above the machine's {cpus} CPUs"
     legend = []
     if any(BUSY_WALL in change for change in changes):
-        legend.append(f"{BUSY_WALL}: a wall-time figure, {busy}: not flagged; compare its CPU time")
+        legend.append(f"{BUSY_WALL}: a figure by the wall clock, {busy}: not flagged; compare its CPU time")
     if any(BUSY_CPU in change for change in changes):
         legend.append(f"{BUSY_CPU}: a CPU-time figure, {busy}: CPU time rises under contention too, so it "
                       f"is flagged as a REGRESSION only when worse by more than {BUSY_CPU_SHARE:.0%} "

@@ -33,3 +33,7 @@ def test_each_share_recovers_as_the_metrics_say_and_no_dip_is_within_one_sample(
     median = figures["netsim MRC: recovery to 90%"]
     assert median.value == pytest.approx((0.19 - 0.105) * 1e3) and median.unit == "ms"
     assert median.note == "median 85 ms of 3 runs (0 s..never)"
+    assert median.clock == ""                                     # netsim's times are simulated: no wall clock
+    on_mininet = Measurement(details={"mininet": {"cases": {}}})
+    bench_failover._case_figures(on_mininet, "mininet", "MRC", _runs(dipped), unloaded=0.001)
+    assert {f.clock for f in on_mininet.figures} == {"wall"}      # timed by the wall clock: "busy" under load

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import run as bench_run
 from cli import bench as bench_cmd
-from benchmarks.figures import Figure, Measurement, compare, load_previous, save
+from benchmarks.figures import WALL, Figure, Measurement, compare, load_previous, save
 
 
 def fake(name: str, values: dict, better: str = "higher") -> bench_run.Benchmark:
@@ -63,7 +63,12 @@ def test_a_wall_time_figure_of_a_busy_run_is_not_flagged_and_its_cpu_time_only_p
     assert compare(rate, previous, load_now=3.2, cpus=2) == ("-20% (busy: flagged past 25%)", False)
     assert compare(Figure("sender core", 70.0, "pkt/s (CPU)"), previous, load_now=3.2, cpus=2)[1] is True
     algbw = Figure("algbw", 8.0, "Mbit/s")                             # neither clock: 10 % as ever
-    assert compare(algbw, previous, load_now=3.2, cpus=2) == ("-20%", True)
+    assert algbw.clock == "" and compare(algbw, previous, load_now=3.2, cpus=2) == ("-20%", True)
+    on_mininet = Figure("algbw", 8.0, "Mbit/s", clock=WALL)            # a rate by the wall clock, named so
+    assert compare(on_mininet, previous, load_now=3.2, cpus=2) == ("-20% (busy)", False)
+    assert compare(on_mininet, previous, load_now=1.5, cpus=2) == ("-20%", True)
+    with pytest.raises(ValueError, match="figure 'algbw': clock 'sundial'"):
+        Figure("algbw", 8.0, "Mbit/s", clock="sundial")
     busy_before = {**previous, "machine": {"load_average": [4.0, 3.0, 3.0]}}
     assert compare(wall, busy_before, load_now=1.0, cpus=2) == ("+20% (busy)", False)
     assert compare(cpu, busy_before, load_now=1.0, cpus=2) == ("+20% (busy: flagged past 25%)", False)
@@ -82,7 +87,7 @@ def test_the_table_says_which_rule_compared_each_busy_figure(monkeypatch):
     text = bench_run.table([out])
     rows = [line for line in text.splitlines() if line.startswith("x ")]
     assert rows[0].endswith("+50% (busy)") and rows[1].endswith("+20% (busy: flagged past 25%)")
-    assert "(busy): a wall-time figure, this run or the previous at a load above the machine's 2 CPUs: " \
+    assert "(busy): a figure by the wall clock, this run or the previous at a load above the machine's 2 CPUs: " \
            "not flagged" in text
     assert "(busy: flagged past 25%): a CPU-time figure" in text and "more than 25% (not 10%)" in text
     monkeypatch.setattr(bench_run.os, "getloadavg", lambda: (1.5, 1.0, 1.0))      # a quiet run: no legend
