@@ -25,7 +25,7 @@ import random
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 from experiments import metrics, repeats, results
 from experiments.timefmt import format_seconds
@@ -85,7 +85,7 @@ def median(runs: list[dict], figure: str) -> Outcome:
     return repeats.median([run[figure] for run in runs]), None
 
 
-def stability(runs: list[dict], figure: str, sizes, tolerance: float, draws: int,
+def stability(runs: list[dict], figure: str, sizes: Iterable[int], tolerance: float, draws: int,
               seed: int = 1) -> list[dict]:
     """Per N in `sizes`: the share of bootstrapped medians of N of `runs` (each with `figure`: see
     `left_out`) within ±tolerance of the pool's median (when that is an outcome, not a value: the
