@@ -10,7 +10,7 @@ it, flagging a figure that got worse by more than 10 % as a REGRESSION. Figures 
 machine and its load (printed with them): compare runs of the same machine. When this run or the
 previous one ran at a load above the CPU count, a figure by the wall clock (a wall time, a rate,
 anything timed on Mininet) is marked "(busy)" and not flagged, and a figure of CPU time is flagged
-only past 25 % (benchmarks.figures.compare); the table's last lines say so.
+only past 30 % (benchmarks.figures.compare); the table's last lines say so.
 """
 from __future__ import annotations
 

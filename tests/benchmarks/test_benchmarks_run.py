@@ -54,14 +54,16 @@ def test_a_wall_time_figure_of_a_busy_run_is_not_flagged_and_its_cpu_time_only_p
     assert compare(wall, previous, load_now=1.5, cpus=2) == ("+20%", True)          # neither run was busy
     assert compare(cpu, previous, load_now=1.5, cpus=2) == ("+20%", True)
     assert compare(wall, previous, load_now=3.2, cpus=2) == ("+20% (busy)", False)  # this one was
-    assert compare(cpu, previous, load_now=3.2, cpus=2) == ("+20% (busy: flagged past 25%)", False)
-    worse = Figure("case: CPU time per case", 1.3, "s", "lower")
-    assert compare(worse, previous, load_now=3.2, cpus=2) == ("+30% (busy: flagged past 25%)", True)
-    better = Figure("case: CPU time per case", 0.7, "s", "lower")
-    assert compare(better, previous, load_now=3.2, cpus=2) == ("-30% (busy: flagged past 25%)", False)
+    assert compare(cpu, previous, load_now=3.2, cpus=2) == ("+20% (busy: flagged past 30%)", False)
+    within = Figure("case: CPU time per case", 1.29, "s", "lower")
+    assert compare(within, previous, load_now=3.2, cpus=2) == ("+29% (busy: flagged past 30%)", False)
+    worse = Figure("case: CPU time per case", 1.31, "s", "lower")
+    assert compare(worse, previous, load_now=3.2, cpus=2) == ("+31% (busy: flagged past 30%)", True)
+    better = Figure("case: CPU time per case", 0.6, "s", "lower")
+    assert compare(better, previous, load_now=3.2, cpus=2) == ("-40% (busy: flagged past 30%)", False)
     rate = Figure("sender core", 80.0, "pkt/s (CPU)")                  # CPU in its unit: a rate per CPU-second
-    assert compare(rate, previous, load_now=3.2, cpus=2) == ("-20% (busy: flagged past 25%)", False)
-    assert compare(Figure("sender core", 70.0, "pkt/s (CPU)"), previous, load_now=3.2, cpus=2)[1] is True
+    assert compare(rate, previous, load_now=3.2, cpus=2) == ("-20% (busy: flagged past 30%)", False)
+    assert compare(Figure("sender core", 65.0, "pkt/s (CPU)"), previous, load_now=3.2, cpus=2)[1] is True
     algbw = Figure("algbw", 8.0, "Mbit/s")                             # neither clock: 10 % as ever
     assert algbw.clock == "" and compare(algbw, previous, load_now=3.2, cpus=2) == ("-20%", True)
     on_mininet = Figure("algbw", 8.0, "Mbit/s", clock=WALL)            # a rate by the wall clock, named so
@@ -71,7 +73,7 @@ def test_a_wall_time_figure_of_a_busy_run_is_not_flagged_and_its_cpu_time_only_p
         Figure("algbw", 8.0, "Mbit/s", clock="sundial")
     busy_before = {**previous, "machine": {"load_average": [4.0, 3.0, 3.0]}}
     assert compare(wall, busy_before, load_now=1.0, cpus=2) == ("+20% (busy)", False)
-    assert compare(cpu, busy_before, load_now=1.0, cpus=2) == ("+20% (busy: flagged past 25%)", False)
+    assert compare(cpu, busy_before, load_now=1.0, cpus=2) == ("+20% (busy: flagged past 30%)", False)
 
 
 def test_the_table_says_which_rule_compared_each_busy_figure(monkeypatch):
@@ -86,10 +88,10 @@ def test_the_table_says_which_rule_compared_each_busy_figure(monkeypatch):
     monkeypatch.setattr(bench_run.os, "getloadavg", lambda: (3.5, 3.0, 3.0))
     text = bench_run.table([out])
     rows = [line for line in text.splitlines() if line.startswith("x ")]
-    assert rows[0].endswith("+50% (busy)") and rows[1].endswith("+20% (busy: flagged past 25%)")
+    assert rows[0].endswith("+50% (busy)") and rows[1].endswith("+20% (busy: flagged past 30%)")
     assert "(busy): a figure by the wall clock, this run or the previous at a load above the machine's 2 CPUs: " \
            "not flagged" in text
-    assert "(busy: flagged past 25%): a CPU-time figure" in text and "more than 25% (not 10%)" in text
+    assert "(busy: flagged past 30%): a CPU-time figure" in text and "more than 30% (not 10%)" in text
     monkeypatch.setattr(bench_run.os, "getloadavg", lambda: (1.5, 1.0, 1.0))      # a quiet run: no legend
     text = bench_run.table([out])
     rows = [line for line in text.splitlines() if line.startswith("x ")]
