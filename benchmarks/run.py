@@ -10,7 +10,10 @@ it, flagging a figure that got worse by more than 10 % as a REGRESSION. Figures 
 machine and its load (printed with them): compare runs of the same machine. When this run or the
 previous one ran at a load above the CPU count, a figure by the wall clock (a wall time, a rate,
 anything timed on Mininet) is marked "(busy)" and not flagged, and a figure of CPU time is flagged
-only past 30 % (benchmarks.figures.compare); the table's last lines say so.
+only past 30 % (benchmarks.figures.compare). Each run also times a fixed reference job and saves
+its time with the figures: a time or a rate worse than its limit while the reference says the
+machine itself got slower is flagged only when still worse with that slow-down taken out, and is
+marked "(machine N% slower)". The table's last lines say so.
 """
 from __future__ import annotations
 
@@ -26,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from benchmarks.figures import (BUSY_CPU, BUSY_CPU_SHARE, BUSY_WALL, REGRESSION_SHARE, RESULTS, WALL, Figure,
-                                Measurement, compare, load_previous, previous_load, save)
+from benchmarks.figures import (BUSY_CPU, BUSY_CPU_SHARE, BUSY_WALL, MACHINE_MARK, REFERENCE_KEY,
+                                REGRESSION_SHARE, RESULTS, WALL, Figure, Measurement, compare, load_previous,
+                                machine_load, machine_slowdown, previous_machine, reference_cpu_s, save)
 
 log = logging.getLogger("mrc.benchmarks")
 REPO = Path(__file__).resolve().parent.parent
@@ -171,12 +175,14 @@ class BenchmarkRun:
     previous: Optional[dict]
     seconds: float
     error: str = ""
+    reference_s: Optional[float] = None     # the reference job's CPU time at this run (figures.reference_cpu_s)
 
 
 def run_one(bench: Benchmark, options: argparse.Namespace, folder: Path = RESULTS) -> BenchmarkRun:
     """Run one benchmark, save its result (unless it failed), keep the previous one for comparison."""
     previous = load_previous(bench.name, folder)
     print(f"== {bench.name}: {bench.description}", flush=True)
+    before = reference_cpu_s()            # the machine's speed, to set beside the previous run's
     t0 = time.monotonic()
     try:
         measurement = bench.measure(options)
@@ -185,10 +191,12 @@ def run_one(bench: Benchmark, options: argparse.Namespace, folder: Path = RESULT
         return BenchmarkRun(bench, Measurement(), previous, time.monotonic() - t0,
                             error=f"{type(exc).__name__}: {exc}")
     seconds = time.monotonic() - t0
+    # timed before and after, the least: the machine counts as slower only when it was at both ends
+    reference = min(before, reference_cpu_s())
     if measurement.figures:
-        path = save(bench.name, measurement, seconds, folder)
+        path = save(bench.name, measurement, seconds, folder, reference_s=reference)
         print(f"   saved {path}", flush=True)
-    return BenchmarkRun(bench, measurement, previous, seconds)
+    return BenchmarkRun(bench, measurement, previous, seconds, reference_s=reference)
 
 
 def previous_figure(name: str, previous: Optional[dict]) -> str:
@@ -209,12 +217,9 @@ def table(runs: list[BenchmarkRun]) -> str:
         if out.error:
             rows.append((name, "FAILED", out.error[:60], "", ""))
         if out.previous is not None:
-            then = previous_load(out.previous)
-            when = (out.previous.get("machine") or {}).get("time", "?")
-            notes.append(f"{name}: previous run {when}, load {f'{then:.1f}' if then is not None else '?'}; "
-                         f"this one load {load_now:.1f}")
+            notes.append(f"{name}: {machine_note(previous_machine(out.previous), load_now, out.reference_s)}")
         for figure in out.measurement.figures:
-            change, worse = compare(figure, out.previous, load_now)
+            change, worse = compare(figure, out.previous, load_now, reference_now=out.reference_s)
             old = previous_figure(figure.name, out.previous)
             rows.append((name, figure.name, figure.text(), old, change + ("  REGRESSION" if worse else "")))
         for why in out.measurement.skipped:
@@ -223,12 +228,28 @@ def table(runs: list[BenchmarkRun]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += notes
-    lines += busy_legend([row[4] for row in rows], os.cpu_count())
+    lines += marks_legend([row[4] for row in rows], os.cpu_count())
     return "\n".join(lines)
 
 
-def busy_legend(changes: list[str], cpus: Optional[int]) -> list[str]:
-    """What each busy mark among the table's `changes` means: which rule compared that figure."""
+def machine_note(then: dict, load_now: float, reference_now: Optional[float]) -> str:
+    """When the previous run was, its load and reference time, beside this run's, and how much the
+    machine's speed moved between them."""
+    def seconds(value):
+        return f"{value:.3f} s" if value else "not timed"
+    load_then = machine_load(then)
+    text = (f"previous run {then.get('time', '?')}, load {f'{load_then:.1f}' if load_then is not None else '?'}, "
+            f"reference {seconds(then.get(REFERENCE_KEY))}; this one load {load_now:.1f}, "
+            f"reference {seconds(reference_now)}")
+    slowdown = machine_slowdown(reference_now, then.get(REFERENCE_KEY))
+    if slowdown is not None:
+        text += f" (machine {abs(slowdown):.0%} {'slower' if slowdown >= 0 else 'faster'})"
+    return text
+
+
+def marks_legend(changes: list[str], cpus: Optional[int]) -> list[str]:
+    """What each mark among the table's `changes` means: which rule compared that figure (busy, the
+    machine's slow-down)."""
     busy = f"this run or the previous at a load above the machine's {cpus} CPUs"
     legend = []
     if any(BUSY_WALL in change for change in changes):
@@ -237,6 +258,10 @@ def busy_legend(changes: list[str], cpus: Optional[int]) -> list[str]:
         legend.append(f"{BUSY_CPU}: a CPU-time figure, {busy}: CPU time rises under contention too, so it "
                       f"is flagged as a REGRESSION only when worse by more than {BUSY_CPU_SHARE:.0%} "
                       f"(not {REGRESSION_SHARE:.0%})")
+    if any(MACHINE_MARK in change for change in changes):
+        legend.append(f"{MACHINE_MARK}N% slower): a time or rate worse than its limit while a reference job "
+                      "(benchmarks.figures.reference_cpu_s: the least of its turns before and after the benchmark) "
+                      "took N% more CPU time than at the previous run: flagged only when still worse than the limit with that slow-down taken out")
     return legend
 
 

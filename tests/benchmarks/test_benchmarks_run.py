@@ -101,6 +101,7 @@ def test_the_table_says_which_rule_compared_each_busy_figure(monkeypatch):
 def test_second_run_shows_the_change_and_a_failing_benchmark_is_reported(tmp_path, monkeypatch, capsys):
     args = argparse.Namespace(only=None, no_mininet=True, results=tmp_path, list=False)
     monkeypatch.setattr(bench_run, "benchmarks", lambda: [fake("alpha", {"rate": 100.0})])
+    monkeypatch.setattr(bench_run, "reference_cpu_s", lambda: 0.1)        # the machine as fast each time
     assert bench_cmd.run(args) == 0
     monkeypatch.setattr(bench_run, "benchmarks", lambda: [
         fake("alpha", {"rate": 50.0}),
@@ -112,6 +113,7 @@ def test_second_run_shows_the_change_and_a_failing_benchmark_is_reported(tmp_pat
     assert "boom" in table and "ZeroDivisionError" in table
     assert "alpha: previous run " in table and ", load " in table    # when, and at what load, it ran
     assert json.loads((tmp_path / "alpha.json").read_text())["figures"][0]["value"] == 50.0
+    assert json.loads((tmp_path / "alpha.json").read_text())["machine"]["reference_cpu_s"] == 0.1
     assert not (tmp_path / "boom.json").exists()
 
 
@@ -229,3 +231,83 @@ def test_netsim_is_within_the_target_of_htsim_only_on_both_wall_and_cpu_time():
     assert target_verdict(1.9, 1.8) == "within issue 29's 2x"
     assert target_verdict(1.9, 3.0).startswith("not within issue 29's 2x: the wall times are, the CPU times not")
     assert target_verdict(3.2, 3.1) == "not within issue 29's 2x"
+
+
+def test_a_figure_worse_by_no_more_than_the_machine_got_slower_is_marked_not_flagged():
+    """The reference job's time at each run says how much slower the machine got: a time or a rate
+    worse than its limit is flagged only when still worse with that slow-down taken out."""
+    previous = {"machine": {"load_average": [1.0, 1.0, 1.0], "reference_cpu_s": 0.100},
+                "figures": [{"name": "case: CPU time per case", "value": 1.0},
+                            {"name": "packets per CPU-second", "value": 400.0},
+                            {"name": "case: wall time", "value": 1.0},
+                            {"name": "now over REV, CPU time per case", "value": 1.0},
+                            {"name": "simulated completion", "value": 1.0}]}
+    cpu = Figure("case: CPU time per case", 1.25, "s", "lower")
+    rate = Figure("packets per CPU-second", 300.0, "pkt/s")                   # -25 %
+    assert compare(cpu, previous, load_now=1.5, cpus=2, reference_now=0.130) == ("+25% (machine 30% slower)", False)
+    assert compare(rate, previous, load_now=1.5, cpus=2, reference_now=0.130) == ("-25% (machine 30% slower)", False)
+    # slower, but not by enough: +60 % over a machine 30 % slower is still +23 %
+    assert compare(Figure("case: CPU time per case", 1.6, "s", "lower"), previous, load_now=1.5, cpus=2,
+                   reference_now=0.130) == ("+60% (machine 30% slower)", True)
+    assert compare(Figure("packets per CPU-second", 250.0, "pkt/s"), previous, load_now=1.5, cpus=2,
+                   reference_now=0.130) == ("-38% (machine 30% slower)", True)          # 250 * 1.3 = 325: -19 %
+    # the machine as fast, or faster: flagged as ever, no mark; no reference on either side: as ever
+    assert compare(cpu, previous, load_now=1.5, cpus=2, reference_now=0.100) == ("+25%", True)
+    assert compare(cpu, previous, load_now=1.5, cpus=2, reference_now=0.080) == ("+25%", True)
+    assert compare(cpu, previous, load_now=1.5, cpus=2) == ("+25%", True)
+    untimed = {**previous, "machine": {"load_average": [1.0, 1.0, 1.0]}}
+    assert compare(cpu, untimed, load_now=1.5, cpus=2, reference_now=0.130) == ("+25%", True)
+    # a change within its limit needs no excuse: no mark
+    assert compare(Figure("case: CPU time per case", 1.05, "s", "lower"), previous, load_now=1.5, cpus=2,
+                   reference_now=0.130) == ("+5%", False)
+    # a wall time of a quiet run is excused the same way
+    assert compare(Figure("case: wall time", 1.25, "s", "lower"), previous, load_now=1.5, cpus=2,
+                   reference_now=0.130) == ("+25% (machine 30% slower)", False)
+    # a ratio of two figures of one run, and a figure of no clock, do not move with the machine
+    assert compare(Figure("now over REV, CPU time per case", 0.8, "x"), previous, load_now=1.5, cpus=2,
+                   reference_now=0.130) == ("-20%", True)
+    assert compare(Figure("simulated completion", 1.25, "s", "lower"), previous, load_now=1.5, cpus=2,
+                   reference_now=0.130) == ("+25%", True)
+    # a busy run: the CPU time's wider limit, and the slow-down taken out of it
+    assert compare(Figure("case: CPU time per case", 1.5, "s", "lower"), previous, load_now=3.5, cpus=2,
+                   reference_now=0.130) == ("+50% (busy: flagged past 30%) (machine 30% slower)", False)
+    assert compare(Figure("case: CPU time per case", 1.8, "s", "lower"), previous, load_now=3.5, cpus=2,
+                   reference_now=0.130) == ("+80% (busy: flagged past 30%) (machine 30% slower)", True)
+
+
+def test_each_figure_is_compared_with_the_machine_of_the_run_it_was_measured_in(tmp_path):
+    """A figure kept from an earlier run (this one skipped its part) is set beside that run's
+    reference time and load, not the last run's."""
+    full, partial = Measurement(), Measurement()
+    full.add("mininet: wall time", 1.0, "s", better="lower")
+    full.add("netsim: CPU time", 1.0, "s", better="lower")
+    partial.add("netsim: CPU time", 1.0, "s", better="lower")
+    save("demo", full, 1.0, tmp_path, reference_s=0.100)
+    save("demo", partial, 1.0, tmp_path, reference_s=0.130)
+    previous = load_previous("demo", tmp_path)
+    assert previous["machine"]["reference_cpu_s"] == 0.130
+    assert previous["measured_on"]["mininet: wall time"]["reference_cpu_s"] == 0.100
+    slower = Figure("mininet: wall time", 1.25, "s", "lower")
+    assert compare(slower, previous, load_now=0.5, cpus=64, reference_now=0.130) == ("+25% (machine 30% slower)", False)
+    assert compare(Figure("netsim: CPU time", 1.25, "s", "lower"), previous, load_now=0.5, cpus=64,
+                   reference_now=0.130) == ("+25%", True)
+
+
+def test_the_table_says_how_much_the_machine_moved_and_what_its_mark_means(monkeypatch):
+    previous = {"machine": {"load_average": [1.0, 1.0, 1.0], "time": "then", "reference_cpu_s": 0.1},
+                "figures": [{"name": "x: CPU time", "value": 1.0, "unit": "s"}]}
+    measured = Measurement()
+    measured.add("x: CPU time", 1.2, "s", better="lower")
+    monkeypatch.setattr(bench_run.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bench_run.os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    text = bench_run.table([bench_run.BenchmarkRun(fake("x", {}), measured, previous, 1.0, reference_s=0.125)])
+    assert "x: previous run then, load 1.0, reference 0.100 s; this one load 1.5, reference 0.125 s " \
+           "(machine 25% slower)" in text
+    rows = [line for line in text.splitlines() if line.startswith("x ")]
+    assert rows[0].endswith("+20% (machine 25% slower)")
+    assert "(machine N% slower): a time or rate worse than its limit while a reference job" in text
+    faster = bench_run.table([bench_run.BenchmarkRun(fake("x", {}), measured, previous, 1.0, reference_s=0.08)])
+    assert "(machine 20% faster)" in faster and "+20%  REGRESSION" in faster and "N% slower" not in faster
+    untimed = bench_run.table([bench_run.BenchmarkRun(fake("x", {}), measured, previous, 1.0)])
+    assert "reference 0.100 s; this one load 1.5, reference not timed" in untimed
+
