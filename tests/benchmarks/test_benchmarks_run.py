@@ -311,3 +311,25 @@ def test_the_table_says_how_much_the_machine_moved_and_what_its_mark_means(monke
     untimed = bench_run.table([bench_run.BenchmarkRun(fake("x", {}), measured, previous, 1.0)])
     assert "reference 0.100 s; this one load 1.5, reference not timed" in untimed
 
+
+def test_bench_runs_the_fat_tree_k16_through_the_netsim_benchmark_only():
+    """`bench --fat-tree-k16` reaches the netsim benchmark's option (the same one bench_netsim takes
+    on its own); with --only leaving netsim out it is refused, naming the option."""
+    from benchmarks import bench_netsim
+    parser = argparse.ArgumentParser()
+    bench_cmd.add_arguments(parser)
+    assert parser.parse_args(["--only", "netsim", "--fat-tree-k16"]).fat_tree_k16 is True
+    assert parser.parse_args(["--only", "netsim"]).fat_tree_k16 is False
+    alone = argparse.ArgumentParser()
+    bench_netsim.add_arguments(alone)
+    assert alone.parse_args(["--fat-tree-k16"]).fat_tree_k16 is True
+    assert "fat-tree k=16" in parser.format_help()
+
+
+def test_bench_refuses_the_fat_tree_k16_without_the_netsim_benchmark(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    bench_cmd.add_arguments(parser)
+    args = parser.parse_args(["--only", "allreduce", "--fat-tree-k16", "--results", str(tmp_path)])
+    assert bench_cmd.run(args) == 2
+    assert "--fat-tree-k16 is a figure of the netsim benchmark" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
