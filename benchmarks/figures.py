@@ -161,12 +161,12 @@ def save(name: str, measurement: Measurement, seconds: float, folder: Path = RES
 # fixed reference job (`reference_cpu_s`), before and after the benchmark, and saves the least time
 # with the machine (REFERENCE_KEY); compared with the previous run's, it says how much slower the
 # machine itself is. It sees the machine's speed around the benchmark, not a burst within it, and
-# only part of what moves a figure: sampled every 33 s beside htsim_uec's two cases of
-# netsim_vs_htsim (35 samples, 2026-12-06 02:42-03:02, load 0.7-5.6), of the 12 samples where a case's
-# CPU time was more than 15 % over its median a job of this kind (its two parts) was up by all but
-# 10 % of that in 6 (4x4x4) and 7 (fat-tree), and it was up more than 10 % in 4-5 samples where the
-# case was not. The pure-Python part alone: 2-3 of 12. A figure is excused only by its own run's
-# reference, as much as it moved and no more.
+# only part of what moves a figure. Sampled a few seconds before htsim_uec's two cases of
+# netsim_vs_htsim, every 33 s (71 samples, 2026-12-06 02:42-03:21, load 0.7-5.6): of the 23
+# (4x4x4) and 18 (fat-tree) samples where a case's CPU time was more than 15 % over its median, a
+# job of this kind explained 8 and 9 (the case's rise, the job's taken out, under 10 %; the
+# pure-Python part alone 8 and 3), and it was up more than 10 % in 7 and 9 samples where the case
+# was up less than 5 %. Hence the least of its times before and after: an excuse needs both.
 
 REFERENCE_KEY = "reference_cpu_s"
 REFERENCE_TURNS = 3              # turns before the benchmark, and as many after
