@@ -243,7 +243,9 @@ def machine_note(then: dict, load_now: float, reference_now: Optional[float]) ->
             f"reference {seconds(reference_now)}")
     slowdown = machine_slowdown(reference_now, then.get(REFERENCE_KEY))
     if slowdown is not None:
-        text += f" (machine {abs(slowdown):.0%} {'slower' if slowdown >= 0 else 'faster'})"
+        moved = f"{abs(slowdown):.0%}"
+        text += (" (machine as fast)" if moved == "0%" else
+                 f" (machine {moved} {'slower' if slowdown > 0 else 'faster'})")
     return text
 
 

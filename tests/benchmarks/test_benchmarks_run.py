@@ -308,6 +308,8 @@ def test_the_table_says_how_much_the_machine_moved_and_what_its_mark_means(monke
     assert "(machine N% slower): a time or rate worse than its limit while a reference job" in text
     faster = bench_run.table([bench_run.BenchmarkRun(fake("x", {}), measured, previous, 1.0, reference_s=0.08)])
     assert "(machine 20% faster)" in faster and "+20%  REGRESSION" in faster and "N% slower" not in faster
+    same = bench_run.table([bench_run.BenchmarkRun(fake("x", {}), measured, previous, 1.0, reference_s=0.1004)])
+    assert "reference 0.100 s (machine as fast)" in same
     untimed = bench_run.table([bench_run.BenchmarkRun(fake("x", {}), measured, previous, 1.0)])
     assert "reference 0.100 s; this one load 1.5, reference not timed" in untimed
 
