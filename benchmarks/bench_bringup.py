@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from benchmarks.cases import mininet_missing
-from benchmarks.figures import Measurement
+from benchmarks.figures import WALL, Measurement
 from testbed.processes import descendants as processes_below
 
 NAME = "bringup"
@@ -140,21 +140,21 @@ def measure(options: argparse.Namespace) -> Measurement:
         return result
     up = measure_bringup()
     result.details["bringup"] = up
-    result.add(f"{TOPOLOGY} bring-up", up["total_s"], "s", better="lower")
+    result.add(f"{TOPOLOGY} bring-up", up["total_s"], "s", better="lower", clock=WALL)
     for stage, seconds in up["stages_s"].items():
-        result.add(f"  stage {stage}", seconds, "s", better="lower")
-    result.add("tear-down", up["teardown_s"], "s", better="lower")
+        result.add(f"  stage {stage}", seconds, "s", better="lower", clock=WALL)
+    result.add("tear-down", up["teardown_s"], "s", better="lower", clock=WALL)
     if not os.access("/usr/sbin/sshd", os.X_OK):
         result.skipped.append(f"{CLUSTER_TOPOLOGY} over two namespace servers: no /usr/sbin/sshd (openssh-server)")
     else:
         spread = measure_cluster_bringup()
         result.details["cluster_bringup"] = spread
         one, two = spread["one_machine"]["total_s"], spread["cluster"]["total_s"]
-        result.add(f"{CLUSTER_TOPOLOGY} bring-up, one machine", one, "s", better="lower")
-        result.add(f"{CLUSTER_TOPOLOGY} bring-up, two namespace servers", two, "s", better="lower")
+        result.add(f"{CLUSTER_TOPOLOGY} bring-up, one machine", one, "s", better="lower", clock=WALL)
+        result.add(f"{CLUSTER_TOPOLOGY} bring-up, two namespace servers", two, "s", better="lower", clock=WALL)
         for stage, seconds in spread["cluster"]["stages_s"].items():
-            result.add(f"  stage {stage} (servers)", seconds, "s", better="lower")
-        result.add("  servers over one machine", two / one, "x", better="lower")
+            result.add(f"  stage {stage} (servers)", seconds, "s", better="lower", clock=WALL)
+        result.add("  servers over one machine", two / one, "x", better="lower", clock=WALL)
     if getattr(options, "skip_memory", False):
         result.skipped.append("peak memory: --skip-memory")
         return result

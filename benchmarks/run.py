@@ -7,7 +7,13 @@
 Each benchmark's figures are saved to `benchmarks/results/<name>.json` with the machine and the
 time; the previous file of the same name is read first, and the table shows the change against
 it, flagging a figure that got worse by more than 10 % as a REGRESSION. Figures depend on the
-machine and its load (printed with them): compare runs of the same machine.
+machine and its load (printed with them): compare runs of the same machine. When this run or the
+previous one ran at a load above the CPU count, a figure by the wall clock (a wall time, a rate,
+anything timed on Mininet) is marked "(busy)" and not flagged, and a figure of CPU time is flagged
+only past 30 % (benchmarks.figures.compare). Each run also times a fixed reference job and saves
+its time with the figures: a time or a rate worse than its limit while the reference says the
+machine itself got slower is flagged only when still worse with that slow-down taken out, and is
+marked "(machine N% slower)". The table's last lines say so.
 """
 from __future__ import annotations
 
@@ -23,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from benchmarks.figures import RESULTS, Figure, Measurement, compare, load_previous, previous_load, save
+from benchmarks.figures import (BUSY_CPU, BUSY_CPU_SHARE, BUSY_WALL, MACHINE_MARK, REFERENCE_KEY,
+                                REGRESSION_SHARE, RESULTS, WALL, Figure, Measurement, compare, load_previous,
+                                machine_load, machine_slowdown, previous_machine, reference_cpu_s, save)
 
 log = logging.getLogger("mrc.benchmarks")
 REPO = Path(__file__).resolve().parent.parent
@@ -74,11 +82,11 @@ def measure_agent(options: argparse.Namespace) -> Measurement:
     saved = _run_script("bench_agent.py", "agent", result)
     if saved:
         raw = saved["raw"]["pps"]
-        result.add("raw-socket sender", raw, "pkt/s")
+        result.add("raw-socket sender", raw, "pkt/s", clock=WALL)
         for name, entry in saved["agent"].items():
             best = entry["best"]
-            result.add(f"agent {name}", best["pps"], "pkt/s")
-            result.add(f"agent {name}: ratio to raw", best["pps"] / raw if raw else None, "")
+            result.add(f"agent {name}", best["pps"], "pkt/s", clock=WALL)
+            result.add(f"agent {name}: ratio to raw", best["pps"] / raw if raw else None, "", clock=WALL)
             if entry.get("sender_cpu_us_per_packet"):
                 result.add(f"agent {name}: sender CPU", entry["sender_cpu_us_per_packet"], "us/pkt", "lower")
         result.details = saved
@@ -90,10 +98,10 @@ def measure_refswitch(options: argparse.Namespace) -> Measurement:
     result = Measurement()
     saved = _run_script("bench_refswitch.py", "refswitch", result)
     if saved:
-        result.add("plain raw-socket loop", saved["plain"]["pps"], "pkt/s")
-        result.add("reference switch", saved["model"]["pps"], "pkt/s")
-        result.add("reference switch: ratio to plain", saved.get("ratio_model_to_plain"), "")
-        result.add("reference switch, all trimmed", saved["model_trim"]["pps"], "pkt/s")
+        result.add("plain raw-socket loop", saved["plain"]["pps"], "pkt/s", clock=WALL)
+        result.add("reference switch", saved["model"]["pps"], "pkt/s", clock=WALL)
+        result.add("reference switch: ratio to plain", saved.get("ratio_model_to_plain"), "", clock=WALL)
+        result.add("reference switch, all trimmed", saved["model_trim"]["pps"], "pkt/s", clock=WALL)
         result.add("reference switch per CPU-second", saved["model"].get("pps_per_cpu_second"), "pkt")
         result.details = saved
     return result
@@ -108,11 +116,11 @@ def measure_bmv2(options: argparse.Namespace) -> Measurement:
     saved = _run_script("bench_refswitch.py", "bmv2", result, ("--bmv2",))
     if saved:
         plain = saved["plain"]["pps"]
-        result.add("plain raw-socket loop", plain, "pkt/s")
-        result.add("reference switch", saved["model"]["pps"], "pkt/s")
+        result.add("plain raw-socket loop", plain, "pkt/s", clock=WALL)
+        result.add("reference switch", saved["model"]["pps"], "pkt/s", clock=WALL)
         for folder, entry in saved["bmv2"].items():
-            result.add(f"BMv2 {folder}", entry["pps"], "pkt/s")
-            result.add(f"BMv2 {folder}: ratio to plain", entry["pps"] / plain if plain else None, "")
+            result.add(f"BMv2 {folder}", entry["pps"], "pkt/s", clock=WALL)
+            result.add(f"BMv2 {folder}: ratio to plain", entry["pps"] / plain if plain else None, "", clock=WALL)
         result.details = saved
     return result
 
@@ -167,12 +175,14 @@ class BenchmarkRun:
     previous: Optional[dict]
     seconds: float
     error: str = ""
+    reference_s: Optional[float] = None     # the reference job's CPU time at this run (figures.reference_cpu_s)
 
 
 def run_one(bench: Benchmark, options: argparse.Namespace, folder: Path = RESULTS) -> BenchmarkRun:
     """Run one benchmark, save its result (unless it failed), keep the previous one for comparison."""
     previous = load_previous(bench.name, folder)
     print(f"== {bench.name}: {bench.description}", flush=True)
+    before = reference_cpu_s()            # the machine's speed, to set beside the previous run's
     t0 = time.monotonic()
     try:
         measurement = bench.measure(options)
@@ -181,10 +191,12 @@ def run_one(bench: Benchmark, options: argparse.Namespace, folder: Path = RESULT
         return BenchmarkRun(bench, Measurement(), previous, time.monotonic() - t0,
                             error=f"{type(exc).__name__}: {exc}")
     seconds = time.monotonic() - t0
+    # timed before and after, the least: the machine counts as slower only when it was at both ends
+    reference = min(before, reference_cpu_s())
     if measurement.figures:
-        path = save(bench.name, measurement, seconds, folder)
+        path = save(bench.name, measurement, seconds, folder, reference_s=reference)
         print(f"   saved {path}", flush=True)
-    return BenchmarkRun(bench, measurement, previous, seconds)
+    return BenchmarkRun(bench, measurement, previous, seconds, reference_s=reference)
 
 
 def previous_figure(name: str, previous: Optional[dict]) -> str:
@@ -205,12 +217,9 @@ def table(runs: list[BenchmarkRun]) -> str:
         if out.error:
             rows.append((name, "FAILED", out.error[:60], "", ""))
         if out.previous is not None:
-            then = previous_load(out.previous)
-            when = (out.previous.get("machine") or {}).get("time", "?")
-            notes.append(f"{name}: previous run {when}, load {f'{then:.1f}' if then is not None else '?'}; "
-                         f"this one load {load_now:.1f}")
+            notes.append(f"{name}: {machine_note(previous_machine(out.previous), load_now, out.reference_s)}")
         for figure in out.measurement.figures:
-            change, worse = compare(figure, out.previous, load_now)
+            change, worse = compare(figure, out.previous, load_now, reference_now=out.reference_s)
             old = previous_figure(figure.name, out.previous)
             rows.append((name, figure.name, figure.text(), old, change + ("  REGRESSION" if worse else "")))
         for why in out.measurement.skipped:
@@ -219,10 +228,43 @@ def table(runs: list[BenchmarkRun]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += notes
-    if any("(busy)" in row[4] for row in rows):
-        lines.append(f"(busy): a wall-time figure of a run at a load above the machine's {os.cpu_count()} CPUs "
-                     "(this one or the previous): not flagged; compare its CPU time")
+    lines += marks_legend([row[4] for row in rows], os.cpu_count())
     return "\n".join(lines)
+
+
+def machine_note(then: dict, load_now: float, reference_now: Optional[float]) -> str:
+    """When the previous run was, its load and reference time, beside this run's, and how much the
+    machine's speed moved between them."""
+    def seconds(value):
+        return f"{value:.3f} s" if value else "not timed"
+    load_then = machine_load(then)
+    text = (f"previous run {then.get('time', '?')}, load {f'{load_then:.1f}' if load_then is not None else '?'}, "
+            f"reference {seconds(then.get(REFERENCE_KEY))}; this one load {load_now:.1f}, "
+            f"reference {seconds(reference_now)}")
+    slowdown = machine_slowdown(reference_now, then.get(REFERENCE_KEY))
+    if slowdown is not None:
+        moved = f"{abs(slowdown):.0%}"
+        text += (" (machine as fast)" if moved == "0%" else
+                 f" (machine {moved} {'slower' if slowdown > 0 else 'faster'})")
+    return text
+
+
+def marks_legend(changes: list[str], cpus: Optional[int]) -> list[str]:
+    """What each mark among the table's `changes` means: which rule compared that figure (busy, the
+    machine's slow-down)."""
+    busy = f"this run or the previous at a load above the machine's {cpus} CPUs"
+    legend = []
+    if any(BUSY_WALL in change for change in changes):
+        legend.append(f"{BUSY_WALL}: a figure by the wall clock, {busy}: not flagged; compare its CPU time")
+    if any(BUSY_CPU in change for change in changes):
+        legend.append(f"{BUSY_CPU}: a CPU-time figure, {busy}: CPU time rises under contention too, so it "
+                      f"is flagged as a REGRESSION only when worse by more than {BUSY_CPU_SHARE:.0%} "
+                      f"(not {REGRESSION_SHARE:.0%})")
+    if any(MACHINE_MARK in change for change in changes):
+        legend.append(f"{MACHINE_MARK}N% slower): a time or rate worse than its limit while a reference job "
+                      "(benchmarks.figures.reference_cpu_s: the least of its turns before and after the benchmark) "
+                      "took N% more CPU time than at the previous run: flagged only when still worse than the limit with that slow-down taken out")
+    return legend
 
 
 def run_standalone(module, argv=None) -> int:

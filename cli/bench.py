@@ -2,6 +2,7 @@
 
     mrc-testbed bench                       # every benchmark (those needing root say so when skipped)
     mrc-testbed bench --only allreduce --only failover --no-mininet
+    mrc-testbed bench --only netsim --fat-tree-k16    # the simulator's speed, with the fat-tree k=16
     mrc-testbed bench --list
 """
 from __future__ import annotations
@@ -9,9 +10,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from benchmarks.bench_netsim import NAME as NETSIM, add_k16_argument
 from benchmarks.figures import RESULTS, machine_info
 from benchmarks import run as suite
 from benchmarks.run import NAMES, REPO
+from cli.errors import fail
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,10 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, default=RESULTS,
                         help=f"folder of saved results (default {RESULTS.relative_to(REPO)})")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    add_k16_argument(parser.add_argument_group(f"the {NETSIM} benchmark"))
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen benchmarks (or list them); 1 when one of them failed."""
+    if getattr(args, "fat_tree_k16", False) and args.only and NETSIM not in args.only:
+        return fail("bench", f"--fat-tree-k16 is a figure of the {NETSIM} benchmark, which --only "
+                             f"{' --only '.join(args.only)} leaves out: add --only {NETSIM}")
     chosen = [b for b in suite.benchmarks() if not args.only or b.name in args.only]
     if args.list:
         for bench in chosen:

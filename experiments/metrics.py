@@ -108,7 +108,7 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     paths still arrive) and then drops, recovery is from that drop. A drop that lasts until the
     work is done is the collective's own tail, not the failure's. A workload that never completed
     never recovered."""
-    return _recovery(record, fraction, window)[0]
+    return recovery(record, fraction, window)[0]
 
 
 def recovery_note(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
@@ -117,12 +117,12 @@ def recovery_note(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     the failure (None otherwise): NO_DIP, goodput never fell below the target after the failure
     (at the resolution of the samples, `sample_interval`), or WINDOW_OVER_RUN, the averaging
     window is longer than the time from the failure to the end of the work."""
-    return _recovery(record, fraction, window)[1]
+    return recovery(record, fraction, window)[1]
 
 
-def _recovery(record: CaseRecord, fraction: float,
-              window: Optional[float]) -> tuple[Optional[float], Optional[str]]:
-    """(time to recover, recovery note) of `record`."""
+def recovery(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
+             window: Optional[float] = None) -> tuple[Optional[float], Optional[str]]:
+    """(`time_to_recover`, `recovery_note`) of `record`, worked out once."""
     window = record.recovery_window if window is None else window
     t_fail = record.failure_time
     if t_fail is None or record.completion_time is None:
@@ -365,7 +365,7 @@ def in_rtts(seconds: Optional[float], base_rtt: Optional[float]) -> Optional[flo
 def summarise(record: CaseRecord) -> dict:
     """The case's headline numbers, as JSON-ready values."""
     throughputs = flow_throughputs(record)
-    (recover, why_no_recovery), gap = _recovery(record, RECOVERY_FRACTION, None), longest_delivery_gap(record)
+    (recover, why_no_recovery), gap = recovery(record), longest_delivery_gap(record)
     utilisation = link_utilisation(record)
     roles = {}
     for flow, bps in zip(record.flows, throughputs):

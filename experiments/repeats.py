@@ -77,7 +77,7 @@ def group(summaries: list[dict]) -> list[list[dict]]:
 
 def median(values: list[Optional[float]]) -> Optional[float]:
     """The median, None (never) ranking above every number; None when the median is a never."""
-    ranked = sorted(values, key=_rank)
+    ranked = sorted(values, key=rank)
     if not ranked:
         return None
     middle = len(ranked) // 2
@@ -89,7 +89,7 @@ def median(values: list[Optional[float]]) -> Optional[float]:
 
 def spread(values: list[Optional[float]]) -> dict:
     """median, min, max (None: never) and the values themselves, in run order."""
-    ranked = sorted(values, key=_rank)
+    ranked = sorted(values, key=rank)
     return {"median": median(values), "min": ranked[0] if ranked else None,
             "max": ranked[-1] if ranked else None, "values": list(values)}
 
@@ -100,7 +100,7 @@ def representative(runs: list[dict]) -> dict:
     if any(s["failure_time_s"] is not None for s in runs):
         ranked = sorted(runs, key=_recovery_rank)
     else:
-        ranked = sorted(runs, key=lambda s: _rank(s["completion_time_s"]))
+        ranked = sorted(runs, key=lambda s: rank(s["completion_time_s"]))
     return ranked[(len(ranked) - 1) // 2]
 
 
@@ -120,7 +120,7 @@ def aggregate(runs: list[dict]) -> dict:
     out = dict(chosen)
     for key in SPREAD_KEYS:
         out[key] = median([s[key] for s in runs])
-    out.update(_recovery_median(runs))
+    out.update(recovery_median(runs))
     out["completed"] = all(s["completed"] for s in runs)
     exact = [s["bit_exact"] for s in runs]
     out["bit_exact"] = None if None in exact else all(exact)       # None: not measured
@@ -157,19 +157,20 @@ def _fidelity(runs: list[dict]) -> tuple[str, list[str]]:
     return ("distorted" if "distorted" in verdicts else "unknown"), reasons
 
 
-def _rank(value: Optional[float]) -> float:
+def rank(value: Optional[float], note: Optional[str] = None) -> float:
+    """A figure's place among its runs': a recovery whose note is "no dip" first, then the values,
+    then the rest (None: never, or not measurable)."""
+    if value is None and note == NO_DIP:
+        return float("-inf")
     return float("inf") if value is None else value
 
 
 def _recovery_rank(s: dict) -> float:
-    """A run's place among recoveries: "no dip" first, then the times, then the rest (never,
-    or not measurable)."""
-    if s["time_to_recover_s"] is None and s.get("recovery_note") == NO_DIP:
-        return float("-inf")
-    return _rank(s["time_to_recover_s"])
+    """A run's place among recoveries (`rank` of its time and note)."""
+    return rank(s["time_to_recover_s"], s.get("recovery_note"))
 
 
-def _recovery_median(runs: list[dict]) -> dict:
+def recovery_median(runs: list[dict]) -> dict:
     """The recovery of the median run (two middle runs' times averaged; a middle run without a
     time gives its own), with its note."""
     ranked = sorted(runs, key=_recovery_rank)
@@ -185,6 +186,6 @@ def _recovery_spread(runs: list[dict], key: str) -> dict:
     """`spread` of a recovery key, its ends ranked as `_recovery_rank` does, with each end's note
     (`min_note`, `max_note`) and every run's (`notes`)."""
     ranked = sorted(runs, key=_recovery_rank)
-    return {"median": _recovery_median(runs)[key], "min": ranked[0][key], "max": ranked[-1][key],
+    return {"median": recovery_median(runs)[key], "min": ranked[0][key], "max": ranked[-1][key],
             "min_note": ranked[0].get("recovery_note"), "max_note": ranked[-1].get("recovery_note"),
             "values": [s[key] for s in runs], "notes": [s.get("recovery_note") for s in runs]}

@@ -248,16 +248,22 @@ def test_the_benchmark_beside_htsim_uses_the_recorded_figures_where_htsim_is_abs
     from benchmarks.figures import Measurement
     monkeypatch.delenv("HTSIM_UEC", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setitem(bench.RECORDED_HTSIM, "quick incast", {"wall_s": 0.01, "cpu_s": 0.01})
+    monkeypatch.setitem(bench.RECORDED_HTSIM, "quick incast", {"wall_s": 0.01, "cpu_s": 0.01,
+                                                                "cpu_range_s": (0.008, 0.014),
+                                                                "wall_range_s": (0.009, 0.03)})
     result = Measurement()
     bench.measure_side_by_side(result, 1, [("quick incast", mrc_case("incast")), ("unknown", mrc_case("incast"))])
     out = capsys.readouterr().out
     assert "htsim_uec is not run here (no htsim_uec" in out and "no recorded htsim figure" in out
     assert [f.note for f in result.figures] == ["htsim recorded", "htsim recorded"]
     # a figure of its own, never compared with a run that had htsim beside it; and the verdict on the target
-    assert [f.name for f in result.figures] == ["quick incast: netsim over htsim's recorded time, wall time per case",
-                                                "quick incast: netsim over htsim's recorded time, CPU time per case"]
+    recorded = f"netsim over htsim's time recorded {bench.RECORDED_ON}"
+    assert [f.name for f in result.figures] == [f"quick incast: {recorded}, wall time per case",
+                                                f"quick incast: {recorded}, CPU time per case"]
     assert "issue 29's 2x" in out
+    # the line says what the recorded figure stands on: a median, its range, a machine whose speed moves
+    assert ("htsim recorded: the median of its measurements, 0.008-0.014 s CPU, 0.009-0.030 s wall; "
+            "the machine's speed moves, so the ratio is a rough one") in out
     rows = result.details["netsim_vs_htsim"]["cases"]
     assert rows[0]["htsim_recorded"] and rows[0]["htsim_cpu_s"] == 0.01 and "htsim_cpu_s" not in rows[1]
 

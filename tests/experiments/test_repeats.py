@@ -213,16 +213,6 @@ def test_the_mininet_backend_captures_each_run_of_a_case_into_its_own_folder(tmp
     assert all(tmp_path / "runs" in Path(k["run_dir"]).parents for k in seen)   # logs stay in the run folder
 
 
-def test_the_median_of_more_runs_lands_near_the_pools_more_often():
-    from experiments.stability import stability
-    steady = stability([0.1] * 5, range(1, 4), 0.2, draws=500)
-    assert [r["within"] for r in steady] == [1.0, 1.0, 1.0]
-    scattered = [0.1, 0.1, 0.11, 0.09, 0.5, 0.02, 0.3]       # the pool's median is 0.1
-    one, nine = stability(scattered, (1, 9), 0.2, draws=2000)
-    assert 0.5 < one["within"] < 0.65                         # 4 of 7 runs are within 20 % of 0.1
-    assert nine["within"] > 0.85 and nine["p5"] >= 0.09 and one["p5"] == 0.02
-
-
 @pytest.mark.slow
 @pytest.mark.integration
 @requires_mininet
