@@ -48,7 +48,7 @@ HOT_MODULES = (
     "host_agent.transport.evset", "host_agent.transport.timers", "host_agent.transport.pathcap",
     "host_agent.transport.pathloss", "host_agent.transport.shares",
     "host_agent.transport.nicclock", "host_agent.transport.message", "host_agent.transport.policies",
-    "host_agent.transport.tally", "host_agent.transport.peers",
+    "host_agent.transport.tally", "host_agent.transport.peers", "host_agent.transport.fifo",
     "wire.packets", "wire.endpoint",
 )
 

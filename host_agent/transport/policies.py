@@ -100,8 +100,11 @@ class SentPacket(Protocol):
 class SendWindow(Protocol):
     """The sender's sequence space, as a SACK processor sees it."""
 
-    cum_acked: int            # every sequence number below this is acknowledged
     next_seq: int             # one past the highest sequence number sent
+
+    @property
+    def cum_acked(self) -> int:
+        """Every sequence number below this is acknowledged."""
 
     def segment(self, seq: int) -> SentPacket | None:
         """The packet numbered `seq` (cum_acked <= seq < next_seq), or None once acknowledged

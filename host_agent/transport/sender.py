@@ -85,7 +85,6 @@ class MrcSender:
         self.pending = SendQueue(config.mtu_payload)      # messages not yet fully cut into packets (its `mtu`)
         self.segments = Unacknowledged()                 # by seq, for cum_acked <= seq < next_seq
         self.next_seq = 0
-        self.cum_acked = 0
         self.inflight_bytes = 0
         self._retx: list[tuple[int, int]] = []           # heap of (priority, seq); trims before timeouts
         self._retx_cause: dict[int, str] = {}
@@ -109,9 +108,16 @@ class MrcSender:
         return self.segments.get(seq)
 
     @property
+    def cum_acked(self) -> int:
+        """Every sequence number below this is acknowledged: the oldest unacknowledged segment's
+        (`segments.base`, which moves as they are taken off; not a counter of its own; the sender's
+        own code reads `segments.base`, a field, where this is a call)."""
+        return self.segments.base
+
+    @property
     def idle(self) -> bool:
         """True when nothing is queued or unacknowledged."""
-        return not self.pending and self.cum_acked == self.next_seq
+        return not self.pending and self.segments.base == self.next_seq
 
     # --- timers ---------------------------------------------------------------------------------
     def next_wakeup(self) -> float | None:
@@ -327,10 +333,10 @@ class MrcSender:
                 return _INF
         else:
             pending = self.pending
-            if not pending or self.next_seq >= self.cum_acked + self._ooo_window:
+            if not pending or self.next_seq >= self.segments.base + self._ooo_window:
                 return _INF
             if inflight:
-                msg = pending.oldest()
+                msg: OutMessage = pending.first()
                 mtu = pending.mtu
                 left = msg.length - msg.next_offset
                 if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > cwnd:
@@ -361,7 +367,7 @@ class MrcSender:
             if not self._retx and now < next_send:
                 inflight = self.inflight_bytes          # ... and _window_allows(mtu_payload)
                 cwnd: float = cc.cwnd
-                _set_backlogged(cc, bool(self.pending) and self.next_seq < self.cum_acked + self._ooo_window
+                _set_backlogged(cc, bool(self.pending) and self.next_seq < self.segments.base + self._ooo_window
                                 and (not inflight or inflight + self.pending.mtu <= cwnd))
                 return                                   # fast path: the pacing clock says not yet
             ready = self._ready_at()
@@ -465,15 +471,13 @@ class MrcSender:
         acked = 0
         cum = min(cum, self.next_seq)
         segments = self.segments
-        while self.cum_acked < cum:
-            seg = segments.pop_oldest()               # the segment numbered cum_acked
+        while segments.base < cum:
+            seg = segments.pop_oldest()               # the segment numbered cum_acked: it moves on by one
             if newly is not None and not seg.acked:
                 newly.append(seg)
             acked += self._ack(seg, now, trigger)
-            self.cum_acked += 1
-        while self.cum_acked < self.next_seq and segments.oldest().acked:
+        while segments.base < self.next_seq and segments.oldest().acked:
             segments.pop_oldest()
-            self.cum_acked += 1
         return acked
 
     def _spurious(self, seg: Segment, now: float) -> None:
@@ -511,9 +515,10 @@ class MrcSender:
         if self.first_rtt_at == _INF:
             self.first_rtt_at = now
         ipsn = self._ipsn
-        cum = from_wire(sack.cum_psn, ipsn, self.cum_acked)
-        if cum < self.cum_acked or cum > self.next_seq:
-            cum = self.cum_acked                    # stale or bogus: only the bitmap may help
+        cum_acked = self.segments.base
+        cum = from_wire(sack.cum_psn, ipsn, cum_acked)
+        if cum < cum_acked or cum > self.next_seq:
+            cum = cum_acked                         # stale or bogus: only the bitmap may help
         base = from_wire(sack.sack_base, ipsn, cum)
         acked = 0
         newly = []                                       # packets this SACK acknowledges first
@@ -602,12 +607,12 @@ class MrcSender:
         if header_sent > self.delivered_sent_at:
             self.delivered_sent_at = header_sent
         ipsn = self._ipsn
-        cum = from_wire(nack.cum_psn, ipsn, self.cum_acked)
-        if self.cum_acked <= cum <= self.next_seq:
+        cum = from_wire(nack.cum_psn, ipsn, self.segments.base)
+        if self.segments.base <= cum <= self.next_seq:
             self._advance_cum(cum, now)
         if nack.reason not in (constants.NACK_TRIMMED, constants.NACK_TRIMMED_LASTHOP):
             return
-        seq = from_wire(nack.psn, ipsn, self.cum_acked)
+        seq = from_wire(nack.psn, ipsn, self.segments.base)
         seg = self.segments.get(seq)
         if seg is None or seg.acked or not seg.in_flight or seg.ev is None or seg.ev.value != nack.ev_echo:
             return                                   # answered already, or about an older transmission
