@@ -88,7 +88,7 @@ class MrcSender:
         self.inflight_bytes = 0
         self._retx: list[tuple[int, int]] = []           # heap of (priority, seq); trims before timeouts
         self._retx_cause: dict[int, str] = {}
-        self._timers = Deadlines()                        # (deadline, seq, transmission number), earliest first
+        self._timers = Deadlines()                        # one per transmission, earliest first (timers.Deadline)
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
         self._trim_at = 0.0                              # when the latest trim retransmission was queued

@@ -1,5 +1,5 @@
 """MRC's QP timer model: the timeout exponent t and the linear-then-exponential retry budget;
-and `Deadlines`, the sender's heap of per-transmission deadlines.
+and `Deadlines`, the timers of a sender's transmissions, earliest first.
 
 The OCP MRC 1.0 API sets a queue pair's ACK timeout as 1.024 us x 2^t (t <= 24, about 17 s),
 `retry.linear_cnt` (<= 7) retries at that timeout, then `retry.exp_cnt` (<= 25) retries whose
