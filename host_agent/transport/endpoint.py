@@ -327,7 +327,7 @@ class Endpoint(SansIOEndpoint):
     def receive(self, now: float, nic: int, pkt) -> None:
         """Take one packet that arrived on NIC `nic` at time `now`."""
         self._received.add()
-        # a data packet's and a SACK's read natively, the others' generically
+        # narrowed for mypyc: a data packet's and a SACK's read natively, the others' generically
         qp: int = pkt.qp if type(pkt) is DataPacket else pkt.qp if type(pkt) is Sack else pkt.qp
         conn = self._connections.get(qp)
         if conn is None:

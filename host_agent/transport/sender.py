@@ -44,7 +44,7 @@ def _set_backlogged(cc: NsccWindow | CongestionControl, backlogged: bool) -> Non
     """Tell the window whether the sender's poll ended held back by the pacing clock alone
     (`cc.backlogged`): MRC's window's field set natively when compiled, where an attribute set
     through the union would be set by name."""
-    if isinstance(cc, NsccWindow):
+    if isinstance(cc, NsccWindow):          # narrowed for mypyc: MRC's window's field set natively
         cc.backlogged = backlogged
     else:
         cc.backlogged = backlogged
@@ -556,7 +556,7 @@ class MrcSender:
                 self.stats.add("ecn_steered")
         if ev is not None and self._on_ack is not None:
             monitor = self.monitor
-            if isinstance(monitor, MrcPathMonitor):      # MRC's hook called natively when compiled
+            if isinstance(monitor, MrcPathMonitor):      # narrowed for mypyc: MRC's hook called natively
                 monitor.on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
             else:
                 self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
