@@ -61,6 +61,8 @@ class Connection:
         self.ident = ident
         self.config = config
         self.mode = config.mode
+        if not paths:
+            raise ValueError(f"{ident.name}: a connection needs at least one path (none given)")
         self.paths = list(paths)
         self.reverse_paths = list(reverse_paths) if reverse_paths else None
         nic_plane = {p.nic: p.plane for p in paths}
