@@ -306,7 +306,8 @@ class MrcSender:
 
     def _ready_at(self) -> float:
         """When the next packet may go (the top of the retransmission queue, else new data):
-        `_AT_ONCE` for a trim retransmission, `_INF` while the window holds it back.
+        `_AT_ONCE` for a trim retransmission, `_INF` while the window holds it back (a pacing clock is
+        finite: policies.CongestionControl.next_send).
 
         A trim retransmission always may (it takes the place of the trimmed packet, whose
         payload has left the network), except that with `window_penalty` one trimmed at the
