@@ -124,7 +124,8 @@ class NsccWindow:
         self.cwnd_min = config.cwnd_min_pkts * packet_bytes
         self.cwnd_max = config.max_cwnd * packet_bytes
         # a float (the largest window an int), so that the compiled build keeps it unboxed
-        self.cwnd: float = float(min(self.cwnd_max, config.init_cwnd_pkts * packet_bytes)) if config.cc else self.cwnd_max
+        self.cwnd: float = (float(min(self.cwnd_max, config.init_cwnd_pkts * packet_bytes)) if config.cc
+                            else self.cwnd_max)
         self._cap = _INF                 # the receiver's share of the largest window (_INF: none asked)
         self._penalty = 0                # the window penalty that set it
         self.next_send = 0.0
