@@ -131,7 +131,8 @@ class SimHost:
             link = nics[nic] if 0 <= nic < len(nics) else None
             if link is None:
                 raise KeyError(f"host {self.name}: endpoint sent on NIC {nic}, which this host does not have")
-            # wire.packets.priority_of; a data packet's and a SACK's DSCP read natively, the others' generically
+            # wire.packets.priority_of; narrowed for mypyc: a data packet's and a SACK's DSCP read natively,
+            # the others' generically
             dscp: int = pkt.dscp if type(pkt) is DataPacket else pkt.dscp if type(pkt) is Sack else pkt.dscp
             link.send(pkt, _HIGH if dscp in _HIGH_DSCP else _LOW)
         if handle is not None:

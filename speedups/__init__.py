@@ -13,6 +13,12 @@ compiled file replaced, or MRC_PURE_PYTHON=1 in the environment selects pure Pyt
 a mix would hold two copies of a class, one compiled and one not. `select()` makes the choice once,
 before the first of them is imported (`wire`, `netsim` and `host_agent.transport` call it first
 thing); `build_in_use()` says which build that was, and why, for a run's conditions.
+
+Code shaped for the compiled build: a line marked `# narrowed for mypyc` repeats one expression or
+call under a type check (`isinstance`, `type(x) is A`), branches the same word for word, so that mypyc
+knows the exact class in one of them and reads the field or calls the method natively (through a
+union or a protocol it goes by name). Folding the branches changes no result, only the instruction
+count of `Simulator._run` (callgrind, as the speed rounds of docs/htsim.md measure it): keep them.
 """
 from __future__ import annotations
 
@@ -48,7 +54,7 @@ HOT_MODULES = (
     "host_agent.transport.evset", "host_agent.transport.timers", "host_agent.transport.pathcap",
     "host_agent.transport.pathloss", "host_agent.transport.shares",
     "host_agent.transport.nicclock", "host_agent.transport.message", "host_agent.transport.policies",
-    "host_agent.transport.tally", "host_agent.transport.peers",
+    "host_agent.transport.tally", "host_agent.transport.peers", "host_agent.transport.fifo",
     "wire.packets", "wire.endpoint",
 )
 

@@ -61,6 +61,8 @@ class Connection:
         self.ident = ident
         self.config = config
         self.mode = config.mode
+        if not paths:
+            raise ValueError(f"{ident.name}: a connection needs at least one path (none given)")
         self.paths = list(paths)
         self.reverse_paths = list(reverse_paths) if reverse_paths else None
         nic_plane = {p.nic: p.plane for p in paths}
@@ -327,7 +329,7 @@ class Endpoint(SansIOEndpoint):
     def receive(self, now: float, nic: int, pkt) -> None:
         """Take one packet that arrived on NIC `nic` at time `now`."""
         self._received.add()
-        # a data packet's and a SACK's read natively, the others' generically
+        # narrowed for mypyc: a data packet's and a SACK's read natively, the others' generically
         qp: int = pkt.qp if type(pkt) is DataPacket else pkt.qp if type(pkt) is Sack else pkt.qp
         conn = self._connections.get(qp)
         if conn is None:

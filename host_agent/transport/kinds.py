@@ -32,9 +32,10 @@ from host_agent.transport.tally import Tally
 class SenderPart(Protocol):
     """What a connection asks of its sender."""
 
-    cum_acked: int
     failed: Any               # None, or the ConnectionFailed event once a packet ran out of retries
 
+    @property
+    def cum_acked(self) -> int: ...
     @property
     def idle(self) -> bool: ...
     def send_message(self, data) -> int: ...

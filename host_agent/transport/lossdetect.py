@@ -23,6 +23,7 @@ from typing import Final
 
 from mypy_extensions import i64
 
+from host_agent.transport.fifo import Fifo
 from host_agent.transport.message import Segment
 
 REORDER_BASE_RTTS: Final = 2.0        # the reorder window when none is configured, in base RTTs
@@ -40,8 +41,8 @@ class ReorderLossDetector:
     empty queue says little about one with a full queue. Packets are `message.Segment`s
     (`sent_at`, `transmissions`, `in_flight`)."""
 
-    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "probe_at", "_order", "_first",
-                 "_calm", "_widened_at")
+    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "probe_at", "_order", "_calm",
+                 "_widened_at")
 
     def __init__(self, window: float, base_rtt, srtt) -> None:
         self.window = window
@@ -52,10 +53,8 @@ class ReorderLossDetector:
         self.rtt = 0.0                 # the RTT of that packet
         self.deadline: float | None = None   # when the oldest overtaken packet becomes lost
         self.probe_at: float | None = None   # when the sender's tail probe is due (it sets and clears it)
-        # (segment, its transmission number), in the order sent, from _first (a list read from an
-        # index: the compiled build calls a deque's methods by name)
-        self._order: list[tuple[Segment, int]] = []
-        self._first: i64 = 0
+        # (segment, its transmission number), in the order sent
+        self._order = Fifo()
         self._calm = 0
         self._widened_at = float("-inf")   # when a spurious loss last widened the window
 
@@ -72,16 +71,17 @@ class ReorderLossDetector:
     def lost(self, now: float) -> list[Segment]:
         """The packets in flight now shown lost (oldest first), taken off the watch; sets `deadline`."""
         order = self._order
-        first = self._first
-        end = len(order)
         out: list[Segment] = []
         xmit = self.xmit
         wait = None
         self.deadline = None
-        while first < end:
-            seg, tx = order[first]
+        while True:
+            entry: tuple[Segment, int] | None = order.first()
+            if entry is None:
+                break
+            seg, tx = entry
             if seg.transmissions != tx or not seg.in_flight:
-                first += 1                       # acknowledged, trimmed, timed out or sent again since
+                order.pop_first()                # acknowledged, trimmed, timed out or sent again since
                 continue
             sent = seg.sent_at
             if sent >= xmit:
@@ -93,15 +93,8 @@ class ReorderLossDetector:
             if sent + wait > now:
                 self.deadline = sent + wait
                 break
-            first += 1
+            order.pop_first()
             out.append(seg)
-        if first == end:                         # every one taken off the watch
-            order.clear()
-            first = 0
-        elif first >= 64 and 2 * first >= end:   # drop those taken off, now and then
-            del order[:first]
-            first = 0
-        self._first = first
         if out and self.scale > 1.0:
             self._calm += len(out)
             if self._calm >= REORDER_CALM_LOSSES:
@@ -112,9 +105,10 @@ class ReorderLossDetector:
     def newest_in_flight(self) -> Segment | None:
         """The most recently sent packet still in flight, or None."""
         order = self._order
-        i = len(order) - 1
-        while i >= self._first:
-            seg, tx = order[i]
+        i: i64 = len(order) - 1
+        while i >= 0:
+            entry: tuple[Segment, int] = order.get(i)
+            seg, tx = entry
             if seg.transmissions == tx and seg.in_flight:
                 return seg
             i -= 1
@@ -135,10 +129,9 @@ class ReorderLossDetector:
     def clear(self) -> None:
         """Forget every packet (the connection failed)."""
         self._order.clear()
-        self._first = 0
         self.deadline = self.probe_at = None
 
     @property
     def watched(self) -> int:
         """Transmissions still on the watch list (some may be settled already)."""
-        return len(self._order) - self._first
+        return len(self._order)

@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Iterator
 
-from mypy_extensions import i64
-
 from wire.packets import DATA_OVERHEAD
+from host_agent.transport.fifo import Fifo
 
 View = memoryview      # a name of this module's: mypyc resolves a compiled dataclass's annotations here
 
@@ -42,61 +41,36 @@ class OutMessage:
         return False
 
 
-class SendQueue:
-    """Messages not yet fully cut into packets, oldest first; gives each its 16-bit id.
-
-    A list read from a moving head, not a deque: asked per packet whether it is empty and for its
-    oldest message, which the compiled build does natively on a list (a deque's are generic calls).
-    A message leaves by the head moving past it; the list forgets what the head left behind when it
-    empties, or once that is most of it (never one removal from the front per message: a queue of
-    many messages would be quadratic)."""
+class SendQueue(Fifo):
+    """Messages (`OutMessage`) not yet fully cut into packets, a `fifo.Fifo`: the oldest (`first`)
+    is the one the next packet is cut from, and leaves when its last packet is. Gives each message
+    its 16-bit id. A Fifo itself, not one held: asked per packet whether it is empty and for its
+    oldest message, it answers in one native call."""
 
     def __init__(self, mtu: int) -> None:
+        super().__init__()
         self.mtu = mtu
         self._next_id = 0
-        self._messages: list[OutMessage] = []
-        self._head = 0                              # the oldest message not yet fully cut
-
-    def __len__(self) -> int:
-        return len(self._messages) - self._head
-
-    def __bool__(self) -> bool:
-        return len(self._messages) > self._head
-
-    def __iter__(self) -> Iterator[OutMessage]:
-        return iter(self._messages[self._head:])
-
-    def oldest(self) -> OutMessage:
-        """The message the next packet is cut from."""
-        return self._messages[self._head]
 
     def add(self, data) -> int:
         """Queue a message (bytes-like, not copied); return its id."""
         msg_id = self._next_id
-        self._messages.append(new_message(msg_id, data, self.mtu))
+        self.append(new_message(msg_id, data, self.mtu))
         self._next_id = (msg_id + 1) & 0xFFFF
         return msg_id
 
     def cut(self, seq: int) -> "Segment":
         """The next packet of the oldest message, numbered `seq`; a message leaves the queue
         with its last packet."""
-        messages = self._messages
-        msg = messages[self._head]
+        msg: OutMessage = self.first()
         offset = msg.next_offset
         left = msg.length - offset
         length = self.mtu if self.mtu < left else left
         seg = Segment(seq, msg, offset, length, length + DATA_OVERHEAD)
         msg.next_offset = offset + length
         msg.segments_made += 1
-        if msg.segments_made == msg.num_segments:      # fully_segmented: the head moves past it
-            head = self._head + 1
-            if head == len(messages):
-                messages.clear()
-                head = 0
-            elif head >= 64 and 2 * head >= len(messages):
-                del messages[:head]
-                head = 0
-            self._head = head
+        if msg.segments_made == msg.num_segments:      # fully_segmented: it leaves the queue
+            self.pop_first()
         return seg
 
 
@@ -150,30 +124,32 @@ class Segment:
 
 
 class Unacknowledged:
-    """A sender's segments from its oldest not yet acknowledged in order (`base`) to its latest, by
-    sequence number: a list read from a head index (the compiled build indexes it natively, where a
-    dict boxed and hashed every sequence number)."""
+    """A sender's segments from its oldest not yet acknowledged in order (sequence number `base`,
+    the sender's `cum_acked`) to its latest, by sequence number: a `fifo.Fifo` read by position
+    (the compiled build indexes it natively, where a dict boxed and hashed every sequence number)."""
 
-    __slots__ = ("_segments", "_head", "_base")
+    __slots__ = ("_segments", "base")
 
     def __init__(self) -> None:
-        self._segments: list[Segment] = []      # sequence numbers _base, _base + 1, ... from _head
-        self._head: i64 = 0
-        self._base = 0
+        self._segments = Fifo()                  # of Segment: sequence numbers base, base + 1, ...
+        # the sequence number of the oldest segment held: every one below was taken off. Read it, never
+        # set it (pop_oldest moves it on): a field, not a property, as it is read per packet
+        self.base = 0
 
     def __len__(self) -> int:
-        return len(self._segments) - self._head
+        return len(self._segments)
 
     def __iter__(self) -> Iterator[Segment]:
         """The segments, oldest first."""
-        return iter(self._segments[self._head:])
+        return iter(self._segments)
 
     def get(self, seq: int) -> Segment | None:
         """The segment numbered `seq`, or None when it is not held."""
-        i = seq - self._base
-        if i < 0 or i >= len(self._segments) - self._head:
+        i = seq - self.base
+        segments = self._segments
+        if i < 0 or i >= len(segments):
             return None
-        return self._segments[self._head + i]
+        return segments.get(i)
 
     def __getitem__(self, seq: int) -> Segment:
         seg = self.get(seq)
@@ -183,28 +159,18 @@ class Unacknowledged:
 
     def append(self, seg: Segment) -> None:
         """Hold `seg`, the next sequence number after the latest held."""
-        if seg.seq != self._base + len(self._segments) - self._head:
-            raise ValueError(f"segment {seg.seq} does not follow the {len(self)} held from {self._base}")
+        if seg.seq != self.base + len(self._segments):
+            raise ValueError(f"segment {seg.seq} does not follow the {len(self)} held from {self.base}")
         self._segments.append(seg)
 
     def oldest(self) -> Segment:
         """The segment numbered `base` (there must be one)."""
-        return self._segments[self._head]
+        return self._segments.first()
 
     def pop_oldest(self) -> Segment:
         """Take the segment numbered `base` off (there must be one); `base` moves on by one."""
-        segments = self._segments
-        head = self._head
-        seg = segments[head]
-        head += 1
-        if head == len(segments):
-            segments.clear()
-            head = 0
-        elif head >= 64 and 2 * head >= len(segments):   # drop what was taken, now and then
-            del segments[:head]
-            head = 0
-        self._head = head
-        self._base += 1
+        seg: Segment = self._segments.pop_first()
+        self.base += 1
         return seg
 
 

@@ -100,8 +100,11 @@ class SentPacket(Protocol):
 class SendWindow(Protocol):
     """The sender's sequence space, as a SACK processor sees it."""
 
-    cum_acked: int            # every sequence number below this is acknowledged
     next_seq: int             # one past the highest sequence number sent
+
+    @property
+    def cum_acked(self) -> int:
+        """Every sequence number below this is acknowledged."""
 
     def segment(self, seq: int) -> SentPacket | None:
         """The packet numbered `seq` (cum_acked <= seq < next_seq), or None once acknowledged
@@ -256,7 +259,10 @@ class CongestionControl(Protocol):
     """The window (bytes in flight) and the pacing clock of one sender (`congestion.NsccWindow`)."""
 
     cwnd: float                    # bytes the sender may have in flight
-    next_send: float               # the pacing clock: no packet (but a trim retransmission) before this
+    # the pacing clock: no packet (but a trim retransmission) before this. Always finite: the sender
+    # reads a ready time of inf as "the window refuses" (MrcSender._ready_at), so a paused sender's
+    # clock at inf would read as a full window (`backlogged` False, no wake-up); pause with a far time.
+    next_send: float
     backlogged: bool               # set by the sender: its last poll was held back by pacing alone
 
     def on_ack(self, now: float, acked_bytes: int, ecn: bool, rtt: float | None) -> None:

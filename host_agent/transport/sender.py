@@ -44,7 +44,7 @@ def _set_backlogged(cc: NsccWindow | CongestionControl, backlogged: bool) -> Non
     """Tell the window whether the sender's poll ended held back by the pacing clock alone
     (`cc.backlogged`): MRC's window's field set natively when compiled, where an attribute set
     through the union would be set by name."""
-    if isinstance(cc, NsccWindow):
+    if isinstance(cc, NsccWindow):          # narrowed for mypyc: MRC's window's field set natively
         cc.backlogged = backlogged
     else:
         cc.backlogged = backlogged
@@ -85,11 +85,10 @@ class MrcSender:
         self.pending = SendQueue(config.mtu_payload)      # messages not yet fully cut into packets (its `mtu`)
         self.segments = Unacknowledged()                 # by seq, for cum_acked <= seq < next_seq
         self.next_seq = 0
-        self.cum_acked = 0
         self.inflight_bytes = 0
         self._retx: list[tuple[int, int]] = []           # heap of (priority, seq); trims before timeouts
         self._retx_cause: dict[int, str] = {}
-        self._timers = Deadlines()                        # (deadline, seq, transmission number), earliest first
+        self._timers = Deadlines()                        # one per transmission, earliest first (timers.Deadline)
         self.delivered_sent_at = float("-inf")           # send time of the latest packet known to have arrived
         self.first_rtt_at = float("inf")                 # when the first RTT sample came (RTOs before: a guess)
         self._trim_at = 0.0                              # when the latest trim retransmission was queued
@@ -109,9 +108,16 @@ class MrcSender:
         return self.segments.get(seq)
 
     @property
+    def cum_acked(self) -> int:
+        """Every sequence number below this is acknowledged: the oldest unacknowledged segment's
+        (`segments.base`, which moves as they are taken off; not a counter of its own; the sender's
+        own code reads `segments.base`, a field, where this is a call)."""
+        return self.segments.base
+
+    @property
     def idle(self) -> bool:
         """True when nothing is queued or unacknowledged."""
-        return not self.pending and self.cum_acked == self.next_seq
+        return not self.pending and self.segments.base == self.next_seq
 
     # --- timers ---------------------------------------------------------------------------------
     def next_wakeup(self) -> float | None:
@@ -300,7 +306,8 @@ class MrcSender:
 
     def _ready_at(self) -> float:
         """When the next packet may go (the top of the retransmission queue, else new data):
-        `_AT_ONCE` for a trim retransmission, `_INF` while the window holds it back.
+        `_AT_ONCE` for a trim retransmission, `_INF` while the window holds it back (a pacing clock is
+        finite: policies.CongestionControl.next_send).
 
         A trim retransmission always may (it takes the place of the trimmed packet, whose
         payload has left the network), except that with `window_penalty` one trimmed at the
@@ -327,10 +334,10 @@ class MrcSender:
                 return _INF
         else:
             pending = self.pending
-            if not pending or self.next_seq >= self.cum_acked + self._ooo_window:
+            if not pending or self.next_seq >= self.segments.base + self._ooo_window:
                 return _INF
             if inflight:
-                msg = pending.oldest()
+                msg: OutMessage = pending.first()
                 mtu = pending.mtu
                 left = msg.length - msg.next_offset
                 if inflight + (mtu if mtu < left else left) + DATA_OVERHEAD > cwnd:
@@ -361,7 +368,7 @@ class MrcSender:
             if not self._retx and now < next_send:
                 inflight = self.inflight_bytes          # ... and _window_allows(mtu_payload)
                 cwnd: float = cc.cwnd
-                _set_backlogged(cc, bool(self.pending) and self.next_seq < self.cum_acked + self._ooo_window
+                _set_backlogged(cc, bool(self.pending) and self.next_seq < self.segments.base + self._ooo_window
                                 and (not inflight or inflight + self.pending.mtu <= cwnd))
                 return                                   # fast path: the pacing clock says not yet
             ready = self._ready_at()
@@ -465,15 +472,13 @@ class MrcSender:
         acked = 0
         cum = min(cum, self.next_seq)
         segments = self.segments
-        while self.cum_acked < cum:
-            seg = segments.pop_oldest()               # the segment numbered cum_acked
+        while segments.base < cum:
+            seg = segments.pop_oldest()               # the segment numbered cum_acked: it moves on by one
             if newly is not None and not seg.acked:
                 newly.append(seg)
             acked += self._ack(seg, now, trigger)
-            self.cum_acked += 1
-        while self.cum_acked < self.next_seq and segments.oldest().acked:
+        while segments.base < self.next_seq and segments.oldest().acked:
             segments.pop_oldest()
-            self.cum_acked += 1
         return acked
 
     def _spurious(self, seg: Segment, now: float) -> None:
@@ -511,9 +516,10 @@ class MrcSender:
         if self.first_rtt_at == _INF:
             self.first_rtt_at = now
         ipsn = self._ipsn
-        cum = from_wire(sack.cum_psn, ipsn, self.cum_acked)
-        if cum < self.cum_acked or cum > self.next_seq:
-            cum = self.cum_acked                    # stale or bogus: only the bitmap may help
+        cum_acked = self.segments.base
+        cum = from_wire(sack.cum_psn, ipsn, cum_acked)
+        if cum < cum_acked or cum > self.next_seq:
+            cum = cum_acked                         # stale or bogus: only the bitmap may help
         base = from_wire(sack.sack_base, ipsn, cum)
         acked = 0
         newly = []                                       # packets this SACK acknowledges first
@@ -551,7 +557,7 @@ class MrcSender:
                 self.stats.add("ecn_steered")
         if ev is not None and self._on_ack is not None:
             monitor = self.monitor
-            if isinstance(monitor, MrcPathMonitor):      # MRC's hook called natively when compiled
+            if isinstance(monitor, MrcPathMonitor):      # narrowed for mypyc: MRC's hook called natively
                 monitor.on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
             else:
                 self._on_ack(self.evset, ev, sack.ecn_echo, rtt, now)
@@ -602,12 +608,12 @@ class MrcSender:
         if header_sent > self.delivered_sent_at:
             self.delivered_sent_at = header_sent
         ipsn = self._ipsn
-        cum = from_wire(nack.cum_psn, ipsn, self.cum_acked)
-        if self.cum_acked <= cum <= self.next_seq:
+        cum = from_wire(nack.cum_psn, ipsn, self.segments.base)
+        if self.segments.base <= cum <= self.next_seq:
             self._advance_cum(cum, now)
         if nack.reason not in (constants.NACK_TRIMMED, constants.NACK_TRIMMED_LASTHOP):
             return
-        seq = from_wire(nack.psn, ipsn, self.cum_acked)
+        seq = from_wire(nack.psn, ipsn, self.segments.base)
         seg = self.segments.get(seq)
         if seg is None or seg.acked or not seg.in_flight or seg.ev is None or seg.ev.value != nack.ev_echo:
             return                                   # answered already, or about an older transmission

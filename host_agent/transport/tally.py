@@ -10,19 +10,23 @@ class Count:
     `add` counts without looking the name up. The name is listed in its tally when first counted,
     whichever way (`add` here or the tally's), as if counted by name."""
 
-    __slots__ = ("value", "_name", "_unlisted")
+    __slots__ = ("value", "name", "_unlisted")
 
     def __init__(self, name: str, value: int, unlisted: Tally | None) -> None:
         self.value = value
-        self._name = name
+        self.name = name
         self._unlisted = unlisted              # the tally that does not list it yet, or None
 
     def add(self, n: int = 1) -> None:
         """Count `n` more."""
         tally = self._unlisted
         if tally is not None:
-            tally._list(self._name, self)
+            tally.first_counted(self)
         self.value += n
+
+    def listed(self) -> None:
+        """Its tally lists it now: counting it need not tell the tally any more."""
+        self._unlisted = None
 
 
 class Tally:
@@ -41,7 +45,7 @@ class Tally:
         """Count `n` more of `name`."""
         count = self._counts.get(name)
         if count is None:
-            count = self._list(name, self._unlisted.get(name))
+            count = self._list(name)
         count.value += n
 
     def counter(self, name: str) -> Count:
@@ -53,14 +57,19 @@ class Tally:
                 count = self._unlisted[name] = Count(name, 0, self)
         return count
 
-    def _list(self, name: str, count: Count | None) -> Count:
-        """List `name` (first counted now) with `count`, its counter handed out before, or a new one."""
+    def first_counted(self, count: Count) -> None:
+        """`count`, handed out by `counter`, is counted for the first time: list its name now."""
+        del self._unlisted[count.name]
+        count.listed()
+        self._counts[count.name] = count
+
+    def _list(self, name: str) -> Count:
+        """List `name`, first counted now: with its counter handed out before, or a new one."""
+        count = self._unlisted.get(name)
         if count is None:
-            count = Count(name, 0, None)
+            count = self._counts[name] = Count(name, 0, None)
         else:
-            del self._unlisted[name]
-            count._unlisted = None
-        self._counts[name] = count
+            self.first_counted(count)
         return count
 
     def __getitem__(self, name: str) -> int:
@@ -70,7 +79,7 @@ class Tally:
     def __setitem__(self, name: str, value: int) -> None:
         count = self._counts.get(name)
         if count is None:
-            count = self._list(name, self._unlisted.get(name))
+            count = self._list(name)
         count.value = value
 
     def get(self, name: str, default: int | None = None) -> int | None:

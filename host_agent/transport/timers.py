@@ -1,5 +1,5 @@
 """MRC's QP timer model: the timeout exponent t and the linear-then-exponential retry budget;
-and `Deadlines`, the sender's heap of per-transmission deadlines.
+and `Deadlines`, the timers of a sender's transmissions, earliest first.
 
 The OCP MRC 1.0 API sets a queue pair's ACK timeout as 1.024 us x 2^t (t <= 24, about 17 s),
 `retry.linear_cnt` (<= 7) retries at that timeout, then `retry.exp_cnt` (<= 25) retries whose
@@ -14,6 +14,7 @@ from typing import Any
 
 from mypy_extensions import i64
 
+from host_agent.transport.fifo import Fifo
 from host_agent.transport.message import Segment
 
 QP_TIMEOUT_UNIT = 1.024e-6        # seconds: the QP timeout is this x 2^t
@@ -106,21 +107,21 @@ class Deadlines:
     are compared natively by the compiled build (a heap of tuples is compared through Python's
     generic comparison)."""
 
-    __slots__ = ("_heap", "_run", "_head")
+    __slots__ = ("_heap", "_run")
 
     def __init__(self) -> None:
         self._heap: list[Deadline] = []
-        self._run: list[Deadline] = []           # in order from _head (those before it are taken)
-        self._head: i64 = 0
+        self._run = Fifo()                       # of Deadline, in order, the oldest first
 
     def __len__(self) -> int:
-        return len(self._heap) + len(self._run) - self._head
+        return len(self._heap) + len(self._run)
 
     def push(self, at: float, segment: Segment) -> None:
         """Add the timer of the latest transmission of `segment`, due at `at`."""
         entry = Deadline(at, segment, segment.transmissions)
         run = self._run
-        if len(run) == self._head or not entry.before(run[-1]):    # the run is empty, or it is in order
+        last: Deadline | None = run.last()
+        if last is None or not entry.before(last):    # the run is empty, or it is in order
             run.append(entry)
             return
         heap = self._heap
@@ -137,20 +138,17 @@ class Deadlines:
 
     def _run_first(self) -> bool:
         """True when the earliest timer is the run's oldest (there must be one timer)."""
-        head = self._head
-        run = self._run
-        if head == len(run):
+        oldest: Deadline | None = self._run.first()
+        if oldest is None:
             return False
         heap = self._heap
-        return not heap or not heap[0].before(run[head])
+        return not heap or not heap[0].before(oldest)
 
     def first(self) -> Deadline | None:
         """The earliest timer, or None when there is none."""
-        head = self._head
-        run = self._run
+        oldest: Deadline | None = self._run.first()
         heap = self._heap
-        if head < len(run):
-            oldest = run[head]
+        if oldest is not None:
             if heap:
                 top = heap[0]
                 if top.before(oldest):
@@ -161,17 +159,7 @@ class Deadlines:
     def pop(self) -> Deadline:
         """Take the earliest timer off (there must be one)."""
         if self._run_first():
-            run = self._run
-            head = self._head
-            first = run[head]
-            head += 1
-            if head == len(run):
-                run.clear()
-                head = 0
-            elif head >= 64 and 2 * head >= len(run):    # drop what was taken, now and then
-                del run[:head]
-                head = 0
-            self._head = head
+            first: Deadline = self._run.pop_first()
             return first
         heap = self._heap
         first = heap[0]
@@ -203,4 +191,3 @@ class Deadlines:
         """Drop every timer."""
         self._heap.clear()
         self._run.clear()
-        self._head = 0

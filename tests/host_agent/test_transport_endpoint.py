@@ -1,9 +1,12 @@
 """Endpoint API on the in-process network: loss-free transfers, both modes, and API errors."""
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from host_agent.transport import Endpoint, MessageReceived, MessageSent, PathInfo, TransportConfig
+from host_agent.transport import (Connection, ConnectionId, Endpoint, MessageReceived, MessageSent, PathInfo,
+                                  TransportConfig)
 from simulation import LEAF_SPINE_TIMERS, Flow, leaf_spine_fabric, run_flows
 
 FAST = LEAF_SPINE_TIMERS              # the transport's timers for the leaf-spine of 1 us cables
@@ -36,6 +39,15 @@ def test_connect_rejects_a_reused_qp_and_empty_paths():
         ep.connect("h2", 5, 7, [path])
     with pytest.raises(ValueError, match="no paths"):
         ep.connect("h2", 8, 9, [])
+
+
+
+def test_a_connection_built_without_paths_is_refused_by_name():
+    """Built directly (not through Endpoint.connect, which refuses no paths first)."""
+    ep = Endpoint("h0", TransportConfig())
+    with pytest.raises(ValueError, match=r"h0->h1:0x8: a connection needs at least one path"):
+        Connection(ConnectionId("h0", "h1", 8, 9), ep.config, [], None, random.Random(1), ep.nic, ep.shares,
+                   lambda event: None)
 
 
 def test_config_rejects_out_of_range_values():

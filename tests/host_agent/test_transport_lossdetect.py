@@ -2,6 +2,10 @@
 must never trigger it."""
 from __future__ import annotations
 
+import random
+from collections import deque
+
+from host_agent.transport.fifo import DROP_AT
 from host_agent.transport.lossdetect import ReorderLossDetector
 from host_agent.transport.message import Segment, new_message
 
@@ -143,3 +147,71 @@ def test_a_lost_tail_is_probed_once_then_found_from_the_probes_sack():
     assert [e.cause for e in sack_retransmissions(ep)] == ["tail_probe"]
     assert ep.poll(80e-6) == []                          # once: the timer takes over if it is lost too
     assert ep.stats()["tail_probes"] == 1 and conn.evset.get(second.ev).state is EvState.GOOD
+
+
+def reference_lost(order: deque, now: float, xmit: float, wait: float) -> tuple[list, float | None]:
+    """The reorder-window rule over a deque of (segment, transmission number): the losses and the deadline."""
+    out = []
+    while order:
+        seg, tx = order[0]
+        if seg.transmissions != tx or not seg.in_flight:
+            order.popleft()
+            continue
+        if seg.sent_at >= xmit:
+            return out, None
+        if seg.sent_at + wait > now:
+            return out, seg.sent_at + wait
+        out.append(order.popleft()[0])
+    return out, None
+
+
+def reference_newest(order: deque):
+    return next((seg for seg, tx in reversed(order) if seg.transmissions == tx and seg.in_flight), None)
+
+
+def test_the_watch_list_keeps_the_send_order_of_a_deque_and_forgets_what_it_took_off():
+    """About 200 packets sent, settled in and out of order, some sent again, the rule asked now and
+    then: its losses, deadline, watch list and newest packet in flight are a deque's; once cleared,
+    the packets sent next are all watched."""
+    rng = random.Random(5)
+    det, order = detector(), deque()
+    in_flight: list[Segment] = []
+    xmit, now, seq, most_watched = float("-inf"), 0.0, 0, 0
+
+    def send(seg: Segment) -> None:
+        seg.sent_at, seg.in_flight = now, True
+        seg.transmissions += 1
+        det.sent(seg)
+        order.append((seg, seg.transmissions))
+        in_flight.append(seg)
+
+    while seq < 200:
+        now += 1e-6
+        roll = rng.random()
+        if roll < 0.5 or not in_flight:
+            send(Segment(seq, MESSAGE, 0, 1))
+            seq += 1
+        elif roll < 0.85:                                 # settled: the oldest, or one overtaking it
+            seg = in_flight.pop(0 if rng.random() < 0.6 else rng.randrange(len(in_flight)))
+            seg.in_flight = False
+            det.delivered(seg.sent_at, BASE)
+            xmit = max(xmit, seg.sent_at)
+        elif roll < 0.9:                                  # timed out and sent again
+            seg = in_flight.pop(rng.randrange(len(in_flight)))
+            send(seg)
+        else:
+            expected, deadline = reference_lost(order, now, xmit, 2 * BASE)
+            assert det.lost(now) == expected and det.deadline == deadline
+            for seg in expected:                          # the sender takes them out of flight
+                seg.in_flight = False
+                in_flight.remove(seg)
+        assert det.watched == len(order) and det.newest_in_flight() is reference_newest(order)
+        most_watched = max(most_watched, det.watched)
+        assert det._order.backing_size - det.watched <= max(DROP_AT - 1, det.watched)
+    assert most_watched > 20 and det.watched > 0
+    det.clear()
+    assert det.watched == 0 and det.newest_in_flight() is None and det.deadline is None
+    first, second = sent(det, now, now + 1e-6)
+    det.delivered(second.sent_at, BASE)
+    assert det.watched == 2 and det.newest_in_flight() is second
+    assert det.lost(now + 1.0) == [first]                 # watched from the first sent after the clear

@@ -43,6 +43,7 @@ def test_a_counter_handed_out_lists_its_name_only_when_first_counted_and_shares_
     assert "sent" not in tally and tally["sent"] == 0 and list(tally) == []
     tally.add("acked")
     sent.add(2)                               # listed now: after "acked", as if counted by name
+    assert "sent" in tally and list(tally) == ["acked", "sent"] and tally["sent"] == 2
     tally.add("sent")                         # the same count, whichever way
     assert tally.counter("sent") is sent and list(tally.items()) == [("acked", 1), ("sent", 3)]
     bytes_ = tally.counter("bytes")

@@ -9,6 +9,7 @@ import pytest
 
 from host_agent.transport import ConnectionFailed, Endpoint, PathInfo, TransportConfig
 from host_agent.transport.message import Segment, new_message
+from host_agent.transport.fifo import DROP_AT
 from host_agent.transport.timers import Deadlines, RetryBudget, qp_timeout_seconds
 from testbed.agents import AgentProcess
 from wire.packets import DataPacket
@@ -191,3 +192,33 @@ def test_deadlines_mostly_in_order_pop_as_a_heap_of_tuples_would():
     deadlines.push(1.0, Segment(0, message, 0, 1, transmissions=1))
     deadlines.clear()
     assert len(deadlines) == 0
+
+
+def test_deadlines_emptied_now_and_then_and_cleared_after_use_pop_as_a_heap_of_tuples_would():
+    """Timers drained to none every few hundred, the run's taken timers forgotten (its list bounded),
+    and timers pushed after a clear (with timers already taken off) popped as a fresh heap's."""
+    rng = random.Random(13)
+    deadlines, tuples = Deadlines(), []
+    message = new_message(0, b"x", 1024)
+    emptied = 0
+    for step in range(3000):
+        if step % 500 < 300 and (rng.random() < 0.6 or not tuples):
+            entry = (step * 1e-3 + (0.05 if rng.random() < 0.9 else rng.random() * 0.05), step, 1)
+            deadlines.push(entry[0], Segment(step, message, 0, 1, transmissions=1))
+            heapq.heappush(tuples, entry)
+        elif tuples:
+            first = deadlines.pop()
+            assert (first.at, first.segment.seq, first.tx) == heapq.heappop(tuples)
+            emptied += not tuples
+        assert len(deadlines) == len(tuples) and (deadlines.first() is None) == (not tuples)
+        run = deadlines._run
+        assert run.backing_size - len(run) <= max(DROP_AT - 1, len(run))
+    assert emptied >= 5 and not tuples and deadlines._run.backing_size == 0
+    for step in range(10):
+        deadlines.push(float(step), Segment(step, message, 0, 1, transmissions=1))
+    assert deadlines.pop().at == 0.0 and deadlines.pop().at == 1.0       # taken off the run: it is past its start
+    deadlines.clear()
+    assert len(deadlines) == 0 and deadlines.first() is None
+    for at in (5.0, 3.0, 4.0):
+        deadlines.push(at, Segment(int(at), message, 0, 1, transmissions=1))
+    assert [deadlines.pop().at for _ in range(3)] == [3.0, 4.0, 5.0] and deadlines.first() is None

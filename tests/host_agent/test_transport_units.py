@@ -596,7 +596,7 @@ def test_the_send_queue_gives_its_messages_oldest_first_and_empties():
     queue = SendQueue(mtu=4)
     assert not queue and len(queue) == 0
     first, second = queue.add(b"abcdef"), queue.add(b"xy")
-    assert queue and len(queue) == 2 and queue.oldest().msg_id == first
+    assert queue and len(queue) == 2 and queue.first().msg_id == first
     cut = [queue.cut(seq) for seq in range(3)]
     assert [(s.msg.msg_id, s.offset, s.length) for s in cut] == [(first, 0, 4), (first, 4, 2), (second, 0, 2)]
     assert not queue and list(queue) == []
@@ -608,7 +608,7 @@ def test_the_send_queue_keeps_its_order_past_its_head_s_compaction():
     ids = [queue.add(bytes([n % 256]) * (1 + n % 20)) for n in range(300)]     # 1-3 packets each
     seen, seq = [], 0
     while queue:
-        oldest = queue.oldest().msg_id
+        oldest = queue.first().msg_id
         assert len(queue) == len(ids) - len(seen) and next(iter(queue)).msg_id == oldest
         seg = queue.cut(seq)
         seq += 1
