@@ -1,4 +1,4 @@
-"""`Fifo`: a first-in first-out list, the transport's one way of keeping entries taken from the oldest."""
+"""`FifoList`: a first-in first-out list, the transport's one way of keeping entries taken from the oldest."""
 from __future__ import annotations
 
 from typing import Any, Final, Iterator
@@ -8,7 +8,7 @@ from mypy_extensions import i64
 DROP_AT: Final = 64         # taken entries kept in the list before it drops them (once they are also half)
 
 
-class Fifo:
+class FifoList:
     """Entries (never None) in the order appended, taken from the oldest (`first`, `pop_first`), read
     by position from the oldest (`get`).
 
@@ -58,7 +58,7 @@ class Fifo:
     def get(self, i: i64) -> Any:
         """The entry `i` places after the oldest (0: the oldest; IndexError outside 0..len - 1)."""
         if i < 0 or i >= i64(len(self._items)) - self._head:
-            raise IndexError(f"Fifo index {i} is outside 0..{len(self) - 1}")
+            raise IndexError(f"FifoList index {i} is outside 0..{len(self) - 1}")
         return self._items[self._head + i]
 
     def pop_first(self) -> Any:

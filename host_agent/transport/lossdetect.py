@@ -23,7 +23,7 @@ from typing import Final
 
 from mypy_extensions import i64
 
-from host_agent.transport.fifo import Fifo
+from host_agent.transport.fifo import FifoList
 from host_agent.transport.message import Segment
 
 REORDER_BASE_RTTS: Final = 2.0        # the reorder window when none is configured, in base RTTs
@@ -54,7 +54,7 @@ class ReorderLossDetector:
         self.deadline: float | None = None   # when the oldest overtaken packet becomes lost
         self.probe_at: float | None = None   # when the sender's tail probe is due (it sets and clears it)
         # (segment, its transmission number), in the order sent
-        self._order = Fifo()
+        self._order = FifoList()
         self._calm = 0
         self._widened_at = float("-inf")   # when a spurious loss last widened the window
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Iterator
 
 from wire.packets import DATA_OVERHEAD
-from host_agent.transport.fifo import Fifo
+from host_agent.transport.fifo import FifoList
 
 View = memoryview      # a name of this module's: mypyc resolves a compiled dataclass's annotations here
 
@@ -41,10 +41,10 @@ class OutMessage:
         return False
 
 
-class SendQueue(Fifo):
-    """Messages (`OutMessage`) not yet fully cut into packets, a `fifo.Fifo`: the oldest (`first`)
+class SendQueue(FifoList):
+    """Messages (`OutMessage`) not yet fully cut into packets, a `fifo.FifoList`: the oldest (`first`)
     is the one the next packet is cut from, and leaves when its last packet is. Gives each message
-    its 16-bit id. A Fifo itself, not one held: asked per packet whether it is empty and for its
+    its 16-bit id. A FifoList itself, not one held: asked per packet whether it is empty and for its
     oldest message, it answers in one native call."""
 
     def __init__(self, mtu: int) -> None:
@@ -125,13 +125,13 @@ class Segment:
 
 class Unacknowledged:
     """A sender's segments from its oldest not yet acknowledged in order (sequence number `base`,
-    the sender's `cum_acked`) to its latest, by sequence number: a `fifo.Fifo` read by position
+    the sender's `cum_acked`) to its latest, by sequence number: a `fifo.FifoList` read by position
     (the compiled build indexes it natively, where a dict boxed and hashed every sequence number)."""
 
     __slots__ = ("_segments", "base")
 
     def __init__(self) -> None:
-        self._segments = Fifo()                  # of Segment: sequence numbers base, base + 1, ...
+        self._segments = FifoList()                  # of Segment: sequence numbers base, base + 1, ...
         # the sequence number of the oldest segment held: every one below was taken off. Read it, never
         # set it (pop_oldest moves it on): a field, not a property, as it is read per packet
         self.base = 0

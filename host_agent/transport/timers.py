@@ -14,7 +14,7 @@ from typing import Any
 
 from mypy_extensions import i64
 
-from host_agent.transport.fifo import Fifo
+from host_agent.transport.fifo import FifoList
 from host_agent.transport.message import Segment
 
 QP_TIMEOUT_UNIT = 1.024e-6        # seconds: the QP timeout is this x 2^t
@@ -111,7 +111,7 @@ class Deadlines:
 
     def __init__(self) -> None:
         self._heap: list[Deadline] = []
-        self._run = Fifo()                       # of Deadline, in order, the oldest first
+        self._run = FifoList()                       # of Deadline, in order, the oldest first
 
     def __len__(self) -> int:
         return len(self._heap) + len(self._run)

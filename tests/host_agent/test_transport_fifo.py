@@ -1,4 +1,4 @@
-"""The transport's first-in first-out list (`fifo.Fifo`) read as the deque it stands for, and the
+"""The transport's first-in first-out list (`fifo.FifoList`) read as the deque it stands for, and the
 memory it keeps bounded."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from collections import deque
 
 import pytest
 
-from host_agent.transport.fifo import DROP_AT, Fifo
+from host_agent.transport.fifo import DROP_AT, FifoList
 
 
-def assert_same(fifo: Fifo, reference: deque) -> None:
+def assert_same(fifo: FifoList, reference: deque) -> None:
     assert len(fifo) == len(reference) and bool(fifo) == bool(reference) and list(fifo) == list(reference)
     assert fifo.first() == (reference[0] if reference else None)
     assert fifo.last() == (reference[-1] if reference else None)
@@ -21,7 +21,7 @@ def assert_same(fifo: Fifo, reference: deque) -> None:
 
 
 def test_an_empty_fifo_has_no_entries_to_read_or_take():
-    fifo = Fifo()
+    fifo = FifoList()
     assert_same(fifo, deque())
     assert fifo.first() is None and fifo.last() is None
     with pytest.raises(IndexError):
@@ -30,7 +30,7 @@ def test_an_empty_fifo_has_no_entries_to_read_or_take():
 
 def test_a_fifo_takes_entries_oldest_first_as_a_deque_does_and_drops_what_it_took():
     rng = random.Random(3)
-    fifo = Fifo()
+    fifo = FifoList()
     reference: deque[int] = deque()
     emptied = 0
     for step in range(5000):
@@ -52,7 +52,7 @@ def test_a_fifo_takes_entries_oldest_first_as_a_deque_does_and_drops_what_it_too
 
 
 def test_a_fifo_drops_a_long_taken_prefix_while_it_still_holds_entries():
-    fifo = Fifo()
+    fifo = FifoList()
     for i in range(300):
         fifo.append(i)
     for i in range(DROP_AT - 1):
@@ -64,7 +64,7 @@ def test_a_fifo_drops_a_long_taken_prefix_while_it_still_holds_entries():
 
 
 def test_a_fifo_cleared_after_use_is_empty_and_fills_again_from_the_start():
-    fifo = Fifo()
+    fifo = FifoList()
     for word in "abcdef":
         fifo.append(word)
     assert fifo.pop_first() == "a" and fifo.pop_first() == "b"     # the head is past 0
