@@ -146,24 +146,40 @@ def test_a_connection_out_of_retries_is_a_note_of_its_case():
     assert not [n for n in plain.notes if "failed: PSN" in n]                # 25: retries without end
 
 
+def _push(deadlines, tuples, entry, message):
+    """Push the timer (at, seq, tx) on `deadlines` and, as a tuple, on the reference heap."""
+    at, seq, tx = entry
+    deadlines.push(at, Segment(seq, message, 0, 1, transmissions=tx))
+    heapq.heappush(tuples, entry)
+
+
+def _pop_both(deadlines, tuples):
+    """Pop the earliest timer of `deadlines` and of the reference heap: (theirs as a tuple, the heap's)."""
+    first = deadlines.pop()
+    return (first.at, first.segment.seq, first.tx), heapq.heappop(tuples)
+
+
+def _agree(deadlines, tuples):
+    """`deadlines` holds as many timers as the heap, its first the heap's top."""
+    assert len(deadlines) == len(tuples)
+    if tuples:
+        first = deadlines.first()
+        assert (first.at, first.segment.seq, first.tx) == tuples[0]
+
+
 def test_deadlines_pop_earliest_first_ties_by_packet_then_transmission_as_a_heap_of_tuples():
     rng = random.Random(7)
     deadlines, tuples, popped, expected = Deadlines(), [], [], []
     message = new_message(0, b"x", 1024)
     for step in range(2000):
         if rng.random() < 0.6 or not tuples:
-            entry = (rng.choice([1.0, 2.0, 2.5, 3.0]) + step // 500, rng.randrange(50), rng.randrange(3))
-            at, seq, tx = entry
-            deadlines.push(at, Segment(seq, message, 0, 1, transmissions=tx))
-            heapq.heappush(tuples, entry)
+            _push(deadlines, tuples, (rng.choice([1.0, 2.0, 2.5, 3.0]) + step // 500, rng.randrange(50),
+                                      rng.randrange(3)), message)
         else:
-            first = deadlines.pop()
-            popped.append((first.at, first.segment.seq, first.tx))
-            expected.append(heapq.heappop(tuples))
-        assert len(deadlines) == len(tuples)
-        if tuples:
-            first = deadlines.first()
-            assert (first.at, first.segment.seq, first.tx) == tuples[0]
+            got, want = _pop_both(deadlines, tuples)
+            popped.append(got)
+            expected.append(want)
+        _agree(deadlines, tuples)
     assert popped == expected and len(popped) > 500
 
 
@@ -173,21 +189,17 @@ def test_deadlines_mostly_in_order_pop_as_a_heap_of_tuples_would():
     message = new_message(0, b"x", 1024)
     for step in range(3000):
         if rng.random() < 0.55 or not tuples:       # an RTO after now, now and then a shorter one
-            entry = (step * 1e-3 + (0.05 if rng.random() < 0.9 else rng.random() * 0.05), step, 1)
-            deadlines.push(entry[0], Segment(step, message, 0, 1, transmissions=1))
-            heapq.heappush(tuples, entry)
+            _push(deadlines, tuples, (step * 1e-3 + (0.05 if rng.random() < 0.9 else rng.random() * 0.05), step, 1),
+                  message)
         else:
-            first = deadlines.pop()
-            popped.append((first.at, first.segment.seq, first.tx))
-            expected.append(heapq.heappop(tuples))
-        assert len(deadlines) == len(tuples)
-        if tuples:
-            first = deadlines.first()
-            assert (first.at, first.segment.seq, first.tx) == tuples[0]
+            got, want = _pop_both(deadlines, tuples)
+            popped.append(got)
+            expected.append(want)
+        _agree(deadlines, tuples)
     while tuples:
-        first = deadlines.pop()
-        popped.append((first.at, first.segment.seq, first.tx))
-        expected.append(heapq.heappop(tuples))
+        got, want = _pop_both(deadlines, tuples)
+        popped.append(got)
+        expected.append(want)
     assert popped == expected and len(popped) == len({seq for _, seq, _ in popped}) > 1000
     deadlines.push(1.0, Segment(0, message, 0, 1, transmissions=1))
     deadlines.clear()
@@ -203,12 +215,11 @@ def test_deadlines_emptied_now_and_then_and_cleared_after_use_pop_as_a_heap_of_t
     emptied = 0
     for step in range(3000):
         if step % 500 < 300 and (rng.random() < 0.6 or not tuples):
-            entry = (step * 1e-3 + (0.05 if rng.random() < 0.9 else rng.random() * 0.05), step, 1)
-            deadlines.push(entry[0], Segment(step, message, 0, 1, transmissions=1))
-            heapq.heappush(tuples, entry)
+            _push(deadlines, tuples, (step * 1e-3 + (0.05 if rng.random() < 0.9 else rng.random() * 0.05), step, 1),
+                  message)
         elif tuples:
-            first = deadlines.pop()
-            assert (first.at, first.segment.seq, first.tx) == heapq.heappop(tuples)
+            got, want = _pop_both(deadlines, tuples)
+            assert got == want
             emptied += not tuples
         assert len(deadlines) == len(tuples) and (deadlines.first() is None) == (not tuples)
         run = deadlines._run
