@@ -539,7 +539,8 @@ def _write_summaries(meta: dict, summaries: list[dict], figures: list[Path], fol
              f"Slowest flow over ideal per case, mean over the seeds that completed of {meta['seeds']} (worst "
              f"seed), and the seeds that did not with how they ended; switch settings: {meta.get('settings')}.", "",
              *table_lines(meta["crosscheck"]), ""]
-    if conditions_line(meta):
-        lines += [conditions_line(meta), ""]
+    measured_on = conditions_line(meta)
+    if measured_on:
+        lines += [measured_on, ""]
     lines += [f"- skipped {label}: {why}" for label, why in skipped]
     md.write_text(md.read_text(encoding="utf-8") + "\n".join(lines) + "\n", encoding="utf-8")
