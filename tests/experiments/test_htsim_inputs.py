@@ -178,8 +178,9 @@ def test_netsim_sizes_give_htsim_netsims_headers_around_the_same_payload():
     assert "-trimsize" not in own.options and own.env == {}
     sizes = netsim_packet_sizes()
     # the sizes netsim's links count (wire.packets.wire_size), not figures typed in twice
-    sack = Sack(*([0] * len(Sack.__dataclass_fields__)))
-    nack = Nack(*([0] * len(Nack.__dataclass_fields__)))
+    host = bytes(16)
+    sack = Sack(host, host, ev=0, qp=0, cum_psn=0, sack_base=0, bitmap=0, ev_echo=0, ts_echo=0)
+    nack = Nack(host, host, ev=0, qp=0, psn=0, cum_psn=0, reason=0, ev_echo=0, ts_echo=0)
     assert (sizes.ack, sizes.nack) == (wire_size(sack), wire_size(nack)) == (102, 94)
     assert (sizes.data_header, sizes.trimmed) == (106, 102)
     assert sizes.data_header - sizes.trimmed == 4          # a trim keeps the headers, not the ICRC
