@@ -4,6 +4,7 @@
     mrc-testbed crosscheck experiments/datacenter.yaml --seeds 1 2 3 4 5 6 7 8
     mrc-testbed crosscheck experiments/datacenter.yaml --settings htsim     # htsim_uec's switch defaults
     mrc-testbed crosscheck experiments/datacenter.yaml --balancer mixed --variant incast
+    mrc-testbed crosscheck experiments/datacenter.yaml --netsim-sizes       # htsim_uec's packets as netsim's
 
 htsim_uec comes from $HTSIM_UEC or PATH (scripts/build-htsim.sh builds it). Prints the slowest
 flow over ideal per case and simulator (mean over the seeds, worst seed) and each one's wall
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from cli.errors import PROG, fail
 from experiments import results
-from experiments.backends.htsim.inputs import BALANCERS, SETTINGS
+from experiments.backends.htsim.inputs import BALANCERS, SETTINGS, netsim_packet_sizes
 from experiments.scenario import ScenarioError, load_scenario
 from testbed.logs import setup_logging
 
@@ -37,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="switch thresholds of both simulators: the scenario's (default) or htsim_uec's defaults")
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL", help="only this variant (repeatable)")
     parser.add_argument("--quick", action="store_true", help="the scenario's quick sizes")
+    parser.add_argument("--netsim-sizes", action="store_true",
+                        help="htsim_uec's data headers, trimmed packets, ACKs and NACKs as large as netsim's "
+                             "(needs a build with scripts/build-htsim.sh --measurement-switches; docs/htsim.md, "
+                             "difference 4)")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default: results/crosscheck-<scenario>-<date-time>)")
 
 
@@ -56,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
             return fail("crosscheck", f"--variant {label!r}: the scenario has {', '.join(map(repr, known))}")
     seeds = args.seeds or [scenario.seed]
     try:
-        check = Crosscheck(tuple(args.balancer) or BALANCERS, args.settings)
+        check = Crosscheck(tuple(args.balancer) or BALANCERS, args.settings,
+                           sizes=netsim_packet_sizes() if args.netsim_sizes else None)
     except (HtsimNotFound, ValueError) as error:
         return fail("crosscheck", str(error), 1)
     runnable, refused = check.runnable(scenario, tuple(args.variant))
@@ -81,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         meta, figures = write_results(scenario, records, rows, skipped, folder,
                                       {"seeds": seeds, "settings": args.settings, "balancers": list(check.balancers),
                                        "htsim_uec": check.binary, "quick": args.quick, "interrupted": stop is not None,
+                                       "htsim_packet_sizes": check.sizes.text() if check.sizes else None,
                                        "conditions": run_conditions(measuring.done(), check.binary)})
     except results.INTERRUPTIONS:
         print(f"{PROG} crosscheck: interrupted while drawing the figure; {kept} are in {folder}", file=sys.stderr)
@@ -90,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
               f"{PROG} crosscheck: interrupted before any run finished: nothing to keep ({folder} holds empty "
               "results marked interrupted)", file=sys.stderr)
         raise stop
-    print(f"{meta['title']}: htsim_uec {check.binary}, switch settings {args.settings}")
+    print(f"{meta['title']}: htsim_uec {check.binary}, switch settings {args.settings}"
+          + (f", its packets as netsim's ({check.sizes.text()})" if check.sizes else ""))
     print("slowest flow over ideal per case, mean over the seeds that completed (worst seed):")
     print("\n".join(table_lines(meta["crosscheck"])))
     print(conditions_line(meta))

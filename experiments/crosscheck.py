@@ -15,7 +15,9 @@ is when its sender saw every byte acknowledged, on both: htsim_uec prints only t
 sender's last cumulative ACK), so netsim's cases run until their senders have seen it too (about a
 one-way trip after the last byte arrived). A second figure counts the ideal's bytes as they go on
 the wire, each simulator with its own headers (netsim's data packets carry 106 bytes around 4,096
-of payload, htsim_uec's 64): the time over what the headers alone make unavoidable. The results folder
+of payload, htsim_uec's 64): the time over what the headers alone make unavoidable. With `sizes`
+(`netsim_packet_sizes()`, a build with the measurement switches) htsim_uec's data, trimmed, ACK and
+NACK packets are as large as netsim's, and its wire bytes with them. The results folder
 has the usual raw.jsonl, summary.json (with a `crosscheck` table: slowest flow over ideal per
 case and simulator, mean and worst over the seeds that completed, how each seed's run ended
 (completed, cut at horizon, stuck, failed), and each simulator's wall time per case; `failed`: the
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Callable, Optional, TextIO
 
 from experiments import conditions, metrics, results, validity
-from experiments.backends.htsim.inputs import BALANCERS, DEFAULT_BALANCER, Unmappable, export_case
+from experiments.backends.htsim.inputs import BALANCERS, DEFAULT_BALANCER, PacketSizes, Unmappable, export_case
 from experiments.record import CaseRecord
 from experiments.scenario import Case, Scenario, load_scenario
 from experiments.units import format_bytes
@@ -173,13 +175,15 @@ class Crosscheck:
     """Runs netsim and htsim_uec on the same cases and gathers the comparison."""
 
     def __init__(self, balancers: tuple = BALANCERS, settings: str = "scenario",
-                 htsim_binary: Optional[str] = None, stream: TextIO = sys.stderr) -> None:
+                 htsim_binary: Optional[str] = None, stream: TextIO = sys.stderr,
+                 sizes: Optional[PacketSizes] = None) -> None:
         from experiments.backends.htsim import find_htsim
         unknown = [b for b in balancers if b not in BALANCERS]
         if unknown or not balancers:
             raise ValueError(f"load balancers {unknown or '(none)'}: expected some of {', '.join(BALANCERS)}")
         self.balancers = tuple(balancers)
         self.settings = settings
+        self.sizes = sizes               # htsim_uec's packet sizes (None: its own; netsim_packet_sizes())
         self.binary = htsim_binary or find_htsim()
         self.stream = stream
 
@@ -224,7 +228,8 @@ class Crosscheck:
                 for balancer in balancers:
                     column = htsim_label(balancer)
                     backend = HtsimBackend(balancer, self.settings, binary=self.binary,
-                                           keep=None if keep is None else Path(keep) / f"seed{seed}-{balancer}")
+                                           keep=None if keep is None else Path(keep) / f"seed{seed}-{balancer}",
+                                           sizes=self.sizes)
                     try:
                         record = backend.run_case(case)
                     except HtsimFailed as error:
@@ -232,7 +237,7 @@ class Crosscheck:
                         continue
                     record.transport = f"{column}: {case.transport.name}"
                     htsim_runs.append((column, record, backend.last_run.wall_s,
-                                       htsim_wire_factor(backend.last_run.result, case)))
+                                       htsim_wire_factor(backend.last_run.result, case, self.sizes)))
                     chosen = chosen or backend.last_run.result      # the switch settings htsim_uec chose
                 netsim_case = case
                 if self.settings == "htsim":
@@ -281,15 +286,15 @@ def netsim_wire_factor(case: Case) -> float:
     return (mtu + DATA_OVERHEAD) / mtu
 
 
-def htsim_wire_factor(result, case: Case) -> float:
+def htsim_wire_factor(result, case: Case, sizes: Optional[PacketSizes] = None) -> float:
     """Wire bytes per payload byte of htsim_uec's full data packet: the packet size it printed
     (`result`, its output read) over the payload it was given (`-mtu` is the payload plus htsim's
-    header)."""
+    header, or the data header of `sizes`)."""
     from experiments.backends.htsim.inputs import HTSIM_HEADER_BYTES
     from experiments.transport_sizing import transport_config
     from experiments.workloads import variant_topology
     mtu = transport_config(case, variant_topology(case.variant)).mtu_payload
-    packet = result.packet_bytes or mtu + HTSIM_HEADER_BYTES
+    packet = result.packet_bytes or mtu + (HTSIM_HEADER_BYTES if sizes is None else sizes.data_header)
     return packet / mtu
 
 
@@ -537,7 +542,9 @@ def _write_summaries(meta: dict, summaries: list[dict], figures: list[Path], fol
     md = folder / results.SUMMARY_MD
     lines = ["", "## netsim and htsim side by side", "",
              f"Slowest flow over ideal per case, mean over the seeds that completed of {meta['seeds']} (worst "
-             f"seed), and the seeds that did not with how they ended; switch settings: {meta.get('settings')}.", "",
+             f"seed), and the seeds that did not with how they ended; switch settings: {meta.get('settings')}"
+             + (f"; htsim_uec's packets as netsim's: {meta['htsim_packet_sizes']}" if meta.get("htsim_packet_sizes")
+                else "") + ".", "",
              *table_lines(meta["crosscheck"]), ""]
     measured_on = conditions_line(meta)
     if measured_on:

@@ -38,8 +38,10 @@ and installs it as DIR/bin/htsim_uec.
   --measurement-switches
                  apply htsim-measurement-switches.patch (next to this script) first:
                  MRC_NO_LASTHOP_ECN=1 and MRC_FULL_SLOW_BUFFERS=1 then switch off
-                 last-hop ECN and the slowed links' smaller buffers (docs/htsim.md,
-                 "The differences that remain"); unset, it runs as the release build
+                 last-hop ECN and the slowed links' smaller buffers, MRC_DATA_HEADER_BYTES,
+                 MRC_ACK_BYTES and MRC_NACK_BYTES size its packets' headers (crosscheck
+                 --netsim-sizes sets them; docs/htsim.md, "The differences that remain");
+                 unset, it runs as the release build
   -h, --help     show this help
 EOF
 }
@@ -98,7 +100,7 @@ git -C "$SOURCE" -c advice.detachedHead=false checkout --quiet "$COMMIT" \
 if [ "$SWITCHES" = 1 ]; then
     git -C "$SOURCE" apply "$PATCH" \
         || die "$PATCH does not apply to $COMMIT (it was made for $(sed -n 's/^uet-htsim \([0-9a-f]*\) .*/\1/p' "$PATCH" | head -n1))"
-    echo "measurement switches applied: MRC_NO_LASTHOP_ECN, MRC_FULL_SLOW_BUFFERS"
+    echo "measurement switches applied: MRC_NO_LASTHOP_ECN, MRC_FULL_SLOW_BUFFERS, MRC_DATA_HEADER_BYTES, MRC_ACK_BYTES, MRC_NACK_BYTES"
 fi
 
 stage "build (cmake, Release, target htsim_uec, $JOBS jobs)"

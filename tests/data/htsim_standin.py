@@ -11,7 +11,9 @@ rate, one after another in flow order, plus a 10 µs round trip), not from a sim
 
 STANDIN_MODE=fail exits 1 with an error; STANDIN_MODE=fail-<balancer> does so only when run with
 that load balancer; STANDIN_MODE=truncated stops before the totals; STANDIN_MODE=unfinished
-leaves the last flow out (as htsim_uec does of a flow its -end cut).
+leaves the last flow out (as htsim_uec does of a flow its -end cut). Like a build with the
+measurement switches it says which of MRC_DATA_HEADER_BYTES, MRC_ACK_BYTES and MRC_NACK_BYTES it
+was given (a data packet's payload is then -mtu less the header), except with STANDIN_MODE=release.
 """
 import os
 import sys
@@ -99,6 +101,12 @@ def main():
     queue = int(opts.get("-q", 29))
     low, high = opts.get("-ecn", (6, 24))
     print(f"Packet size (MTU) is {mtu}")
+    header = 64
+    if mode != "release":
+        for name in ("MRC_DATA_HEADER_BYTES", "MRC_ACK_BYTES", "MRC_NACK_BYTES"):
+            if name in os.environ:
+                print(f"Measurement switch {name}={int(os.environ[name])}")
+        header = int(os.environ.get("MRC_DATA_HEADER_BYTES", header))
     print(f"Tier 0 QueueSize Down {queue * mtu} bytes")
     print(f"Setting ECN to parameters low {low * mtu} high {high * mtu} enable on tor downlink 1")
     drained = {}
@@ -107,11 +115,11 @@ def main():
         drained[dst] = drained.get(dst, 0) + size
         finish_us = drained[dst] * 8 / rate * 1e6 + 10.0
         print(f"Flow Uec_{src}_{dst} flowId {flow_id} uecSrc {src} finished at {finish_us:.3f} total messages 1 "
-              f"total packets {-(-size // (mtu - 64))} RTS 0 total bytes {size}")
+              f"total packets {-(-size // (mtu - header))} RTS 0 total bytes {size}")
     if mode == "truncated":
         return
     print("Done")
-    print(f"New: {sum(-(-s // (mtu - 64)) for *_, s in flows)} Rtx: 0 RTS: 0 Bounced: 0 ACKs: {len(flows)} "
+    print(f"New: {sum(-(-s // (mtu - header)) for *_, s in flows)} Rtx: 0 RTS: 0 Bounced: 0 ACKs: {len(flows)} "
           "NACKs: 0 Pulls: 0 sleek_pkts: 0")
 
 

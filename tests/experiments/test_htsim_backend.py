@@ -291,3 +291,59 @@ def test_run_backend_htsim_refuses_jobs_and_cluster_up_front_saying_why(standin,
     err = capsys.readouterr().err
     assert f"{option[0]} " in err and "htsim cases run one at a time on this machine" in err
     assert "real time on the network" not in err and not (tmp_path / "r" / "summary.json").exists()
+
+
+def test_netsim_sizes_run_with_the_switches_and_count_htsims_wire_bytes_with_them(standin, tmp_path):
+    from experiments.backends.htsim.inputs import netsim_packet_sizes
+    from experiments.crosscheck import htsim_wire_factor
+    case, sizes = mrc_case("incast"), netsim_packet_sizes()
+    backend = HtsimBackend(binary=standin, keep=tmp_path, sizes=sizes)
+    assert backend.run_case(case).completed
+    said = backend.last_run.stdout
+    assert "Measurement switch MRC_DATA_HEADER_BYTES=106" in said and "Measurement switch MRC_NACK_BYTES=94" in said
+    command = (tmp_path / "incast-MRC" / "command.txt").read_text().split()
+    assert command[:3] == ["MRC_DATA_HEADER_BYTES=106", "MRC_ACK_BYTES=102", "MRC_NACK_BYTES=94"]
+    assert command[command.index("-mtu") + 1] == "4202" and command[command.index("-trimsize") + 1] == "102"
+    # the ideal at wire bytes counts htsim's data packets as they now are: netsim's 106 header bytes
+    assert htsim_wire_factor(backend.last_run.result, case, sizes) == pytest.approx((4096 + 106) / 4096)
+    plain = HtsimBackend(binary=standin)
+    plain.run_case(case)
+    assert htsim_wire_factor(plain.last_run.result, case) == pytest.approx((4096 + 64) / 4096)
+
+
+def test_netsim_sizes_on_a_build_without_the_switches_fail_naming_them(standin, monkeypatch):
+    from experiments.backends.htsim.inputs import netsim_packet_sizes
+    monkeypatch.setenv("STANDIN_MODE", "release")      # a release build ignores the variables
+    with pytest.raises(HtsimFailed, match="did not say it read MRC_DATA_HEADER_BYTES=106, MRC_ACK_BYTES=102, "
+                                          "MRC_NACK_BYTES=94: a build without the measurement switches"):
+        HtsimBackend(binary=standin, sizes=netsim_packet_sizes()).run_case(mrc_case("incast"))
+
+
+def test_crosscheck_netsim_sizes_reaches_htsim_and_its_summary(standin, tmp_path, capsys):
+    from cli.main import main
+    folder = tmp_path / "r"
+    assert main(["crosscheck", str(DATACENTER), "--quick", "--variant", "incast", "--balancer", "mixed",
+                 "--netsim-sizes", "--out", str(folder)]) == 0
+    assert "its packets as netsim's (data headers 106, trimmed 102, ACK 102, NACK 94 bytes)" in capsys.readouterr().out
+    command = (folder / "htsim" / "seed1-mixed" / "incast-MRC" / "command.txt").read_text()
+    assert command.startswith("MRC_DATA_HEADER_BYTES=106 ") and " -mtu 4202 " in command
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["htsim_packet_sizes"] == "data headers 106, trimmed 102, ACK 102, NACK 94 bytes"
+    columns = summary["crosscheck"][0]["columns"]
+    assert columns["htsim mixed"]["wire_factor"] == pytest.approx(columns["netsim"]["wire_factor"])
+    assert "htsim_uec's packets as netsim's: data headers 106" in (folder / "summary.md").read_text()
+
+
+def _switches_build():
+    from experiments.crosscheck import htsim_commit
+    return REAL_HTSIM if REAL_HTSIM and (htsim_commit(REAL_HTSIM) or "").endswith("+measurement-switches") else None
+
+
+@pytest.mark.skipif(_switches_build() is None, reason="needs htsim_uec built with scripts/build-htsim.sh "
+                    "--measurement-switches (its htsim_uec.commit ends +measurement-switches) as HTSIM_UEC")
+def test_real_htsim_with_the_switches_runs_netsims_packet_sizes():
+    from experiments.backends.htsim.inputs import netsim_packet_sizes
+    backend = HtsimBackend(binary=_switches_build(), sizes=netsim_packet_sizes())
+    record = backend.run_case(mrc_case("incast"))
+    assert record.completed and backend.last_run.result.packet_bytes == 4096 + 106
+    assert record.transport_stats["htsim_new"] == 7 * 64           # the same 4,096-byte payloads

@@ -167,3 +167,25 @@ def test_named_spines_count_one_each_and_auto_with_names_is_refused(tmp_path):
     path.write_text(DATACENTER.read_text().replace(one, f"{one}, {two.split('}, ')[0]}}}"))
     with pytest.raises(Unmappable, match="named and 'auto' together"):
         export_case(case_of(path, "permutation, gray spine"))
+
+
+def test_netsim_sizes_give_htsim_netsims_headers_around_the_same_payload():
+    from experiments.backends.htsim.inputs import netsim_packet_sizes
+    from wire.packets import Nack, Sack, wire_size
+    case = case_of(DATACENTER, "incast")
+    own = export_case(case)
+    assert own.options[own.options.index("-mtu") + 1] == str(4096 + 64)
+    assert "-trimsize" not in own.options and own.env == {}
+    sizes = netsim_packet_sizes()
+    # the sizes netsim's links count (wire.packets.wire_size), not figures typed in twice
+    host = bytes(16)
+    sack = Sack(host, host, ev=0, qp=0, cum_psn=0, sack_base=0, bitmap=0, ev_echo=0, ts_echo=0)
+    nack = Nack(host, host, ev=0, qp=0, psn=0, cum_psn=0, reason=0, ev_echo=0, ts_echo=0)
+    assert (sizes.ack, sizes.nack) == (wire_size(sack), wire_size(nack)) == (102, 94)
+    assert (sizes.data_header, sizes.trimmed) == (106, 102)
+    assert sizes.data_header - sizes.trimmed == 4          # a trim keeps the headers, not the ICRC
+    inputs = export_case(case, sizes=sizes)
+    assert inputs.options[inputs.options.index("-mtu") + 1] == str(4096 + 106)
+    assert inputs.options[inputs.options.index("-trimsize") + 1] == "102"
+    assert inputs.env == {"MRC_DATA_HEADER_BYTES": "106", "MRC_ACK_BYTES": "102", "MRC_NACK_BYTES": "94"}
+    assert any("data headers 106" in note for note in inputs.notes)

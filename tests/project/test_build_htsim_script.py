@@ -98,9 +98,19 @@ def test_the_measurement_switches_are_applied_when_asked_and_taken_out_when_not(
     def build(*args):
         return run(["--prefix", str(tmp_path / "p"), *args], path, tmp_path, MRC_HTSIM_REPO_URL=str(upstream))
 
+    def switches_in() -> int:
+        """How many of the patch's changes the clone's sources hold."""
+        text = "".join((source / name).read_text() for name in ("main_uec.cpp", "fat_tree_topology.cpp",
+                                                                 "../uec.cpp", "../uec.h"))
+        return sum(switch in text for switch in (
+            'getenv("MRC_NO_LASTHOP_ECN")', 'getenv("MRC_FULL_SLOW_BUFFERS")', 'bytes_from_env("MRC_DATA_HEADER_BYTES"',
+            'bytes_from_env("MRC_ACK_BYTES"', 'bytes_from_env("MRC_NACK_BYTES"', "pkt->set_size(_ack_bytes);",
+            "pkt->set_size(_nack_bytes);", "static uint16_t _ack_bytes;"))
+
     def switched() -> bool:
-        text = (source / "main_uec.cpp").read_text() + (source / "fat_tree_topology.cpp").read_text()
-        return 'getenv("MRC_NO_LASTHOP_ECN")' in text and 'getenv("MRC_FULL_SLOW_BUFFERS")' in text
+        found = switches_in()
+        assert found in (0, 8), f"{found} of the patch's 8 changes in the clone: partly applied"
+        return found == 8
 
     done = build("--commit", first, "--measurement-switches")
     assert done.returncode == 1 and "cmake could not configure" in done.stderr, done.stdout + done.stderr

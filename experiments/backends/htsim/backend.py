@@ -7,6 +7,8 @@ read it alike; what htsim does not report stays empty (goodput samples, EV event
 counters) or None, "not measured" (an unfinished flow's bytes, bit-exactness, messages missing).
 A run with a flow unfinished went on to its horizon (htsim_uec stops earlier only when nothing is
 left to do): the record ends there, and `validity.ending` calls it cut at the horizon.
+Inputs with measurement switches (`HtsimInputs.env`, e.g. netsim's packet sizes) run with those
+variables set; a build that does not say it read each one (a release build ignores them) fails the run.
 """
 from __future__ import annotations
 
@@ -20,12 +22,13 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from experiments.backends.htsim.inputs import DEFAULT_BALANCER, HtsimInputs, export_case
+from experiments.backends.htsim.inputs import DEFAULT_BALANCER, HtsimInputs, PacketSizes, export_case
 from experiments.backends.htsim.output import HtsimOutputError, HtsimResult, parse_output
 from experiments.record import CaseRecord, FaultEvent, FaultPlan, FlowRecord
 from experiments.scenario import Case
 
 ENV_VAR = "HTSIM_UEC"
+SWITCH_SAID = "Measurement switch {name}={value}"   # what a build with the switches prints of each one read
 BINARY = "htsim_uec"
 BUILD_HINT = "scripts/build-htsim.sh builds it from uet-htsim's public repository"
 
@@ -78,11 +81,13 @@ class HtsimRun:
         """Write the inputs, run htsim_uec in the folder, return its output read."""
         self.inputs.write(self.folder)
         argv = self.inputs.argv(self.binary, self.folder)
-        (self.folder / "command.txt").write_text(" ".join(argv) + "\n")
+        switches = [f"{name}={value}" for name, value in self.inputs.env.items()]
+        (self.folder / "command.txt").write_text(" ".join(switches + argv) + "\n")
+        env = {**os.environ, **self.inputs.env} if self.inputs.env else None
         began, cpu_before = time.monotonic(), _children_cpu()
         try:
             done = subprocess.run(argv, cwd=self.folder, capture_output=True, text=True, timeout=timeout_s,
-                                  check=False)
+                                  check=False, env=env)
         except subprocess.TimeoutExpired as error:
             raise HtsimFailed(f"{self.binary} ran longer than {timeout_s:g} s: {' '.join(argv)}") from error
         except OSError as error:
@@ -95,6 +100,11 @@ class HtsimRun:
                               if line.strip()) or "nothing"
             raise HtsimFailed(f"{self.binary} exited with status {done.returncode} on {' '.join(argv)}; "
                               f"it said: {said}")
+        unread = [f"{name}={value}" for name, value in self.inputs.env.items()
+                  if SWITCH_SAID.format(name=name, value=value) not in done.stdout]
+        if unread:
+            raise HtsimFailed(f"{self.binary} did not say it read {', '.join(unread)}: a build without the "
+                              "measurement switches? (scripts/build-htsim.sh --measurement-switches builds one)")
         try:
             self.result = parse_output(done.stdout)
         except HtsimOutputError as error:
@@ -108,16 +118,18 @@ class HtsimBackend:
     name = "htsim"
 
     def __init__(self, balancer: str = DEFAULT_BALANCER, settings: str = "scenario",
-                 binary: Optional[str] = None, keep: Optional[Path] = None) -> None:
+                 binary: Optional[str] = None, keep: Optional[Path] = None,
+                 sizes: Optional[PacketSizes] = None) -> None:
         self.balancer = balancer
         self.settings = settings
+        self.sizes = sizes               # its packets' sizes (None: htsim_uec's own)
         self.binary = binary or find_htsim()
         self.keep = keep                 # a folder keeping each case's inputs and output (None: a temporary one)
         self.last_run: Optional[HtsimRun] = None
 
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         """Export `case`, run htsim_uec on it, return its record."""
-        inputs = export_case(case, self.balancer, self.settings)
+        inputs = export_case(case, self.balancer, self.settings, self.sizes)
         if self.keep is not None:
             again = getattr(case, "repetition", 0)          # `run --repeat`: each run its own folder
             folder = Path(self.keep) / (_slug(case.label) + (f"-run{again + 1}" if again else ""))

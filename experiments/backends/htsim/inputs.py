@@ -26,12 +26,18 @@ What maps (htsim_uec's own names on the right):
 
 With `settings="htsim"` the switch thresholds are left to htsim_uec (queue and trim point one
 BDP, ECN from 20 % to 80 % of it): `HtsimDefaults` reads what it chose from its output.
+
+With `sizes=netsim_packet_sizes()` htsim_uec's packets are as large as netsim's (data headers, a trimmed
+packet, ACK, NACK; the payload stays): `-mtu` the payload plus netsim's data headers, `-trimsize`,
+and the rest through the environment variables of a build with scripts/build-htsim.sh
+--measurement-switches (`HtsimInputs.env`; a run whose output does not confirm them fails).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from experiments.scenario import Case
 from topologies.model import TIER_CORE, TIER_LEAF, TIER_SPINE, Topology
@@ -43,6 +49,37 @@ HTSIM_HEADER_BYTES = 64                  # UecSrc::_hdr_size: -mtu is payload pl
 HTSIM_SLOWED_SHARE = 0.25                # -failed N runs links at this share of their rate
 TOPOLOGY_FILE = "topology.topo"
 MATRIX_FILE = "flows.cm"
+
+
+@dataclass(frozen=True)
+class PacketSizes:
+    """Bytes of htsim_uec's packets around the payload: a data packet's headers, a trimmed data
+    packet, an ACK, a NACK."""
+
+    data_header: int
+    trimmed: int
+    ack: int
+    nack: int
+
+    def env(self) -> dict[str, str]:
+        """The measurement switches' environment variables giving these sizes (the trimmed size is
+        htsim_uec's own option, -trimsize)."""
+        return {"MRC_DATA_HEADER_BYTES": str(self.data_header), "MRC_ACK_BYTES": str(self.ack),
+                "MRC_NACK_BYTES": str(self.nack)}
+
+    def text(self) -> str:
+        """The sizes in words, as summaries and notes print them."""
+        return (f"data headers {self.data_header}, trimmed {self.trimmed}, ACK {self.ack}, "
+                f"NACK {self.nack} bytes")
+
+
+def netsim_packet_sizes() -> PacketSizes:
+    """netsim's sizes (wire.packets.wire_size): headers and ICRC around a data payload, a trimmed
+    data packet (its headers), a SACK, a NACK."""
+    from wire import constants
+    from wire.packets import CONTROL_BASE, DATA_OVERHEAD
+    return PacketSizes(DATA_OVERHEAD, constants.DATA_HEADERS_LEN, CONTROL_BASE + constants.SACK_LEN,
+                       CONTROL_BASE + constants.NACK_LEN)
 
 
 class Unmappable(ValueError):
@@ -59,6 +96,7 @@ class HtsimInputs:
     hosts: list[str]                     # netsim host names, in htsim's node order
     flows: list                          # experiments.workloads.PlannedFlow, flow id i + 1
     notes: list[str] = field(default_factory=list)   # how settings were mapped, in words
+    env: dict = field(default_factory=dict)          # the measurement switches' variables to run with
 
     def write(self, folder: Path) -> tuple[Path, Path]:
         """Write the topology and connection matrix into `folder`; return their paths."""
@@ -76,8 +114,10 @@ class HtsimInputs:
                 "-o", str(folder / "logout.dat"), *self.options]
 
 
-def export_case(case: Case, balancer: str = DEFAULT_BALANCER, settings: str = "scenario") -> HtsimInputs:
-    """The htsim_uec inputs of `case`, or Unmappable naming what cannot be expressed."""
+def export_case(case: Case, balancer: str = DEFAULT_BALANCER, settings: str = "scenario",
+                sizes: Optional[PacketSizes] = None) -> HtsimInputs:
+    """The htsim_uec inputs of `case`, or Unmappable naming what cannot be expressed; with `sizes`,
+    its packets of those sizes (through the measurement switches: `HtsimInputs.env`)."""
     from experiments.transport_sizing import cable_delay, transport_config
     from experiments.workloads import point_to_point_flows, variant_topology
     if balancer not in BALANCERS:
@@ -104,9 +144,13 @@ def export_case(case: Case, balancer: str = DEFAULT_BALANCER, settings: str = "s
     config = transport_config(case, topo)
     link = _uniform_link(topo)
     notes: list[str] = []
+    header = HTSIM_HEADER_BYTES if sizes is None else sizes.data_header
     options = ["-seed", str(case.scenario.seed), "-end", str(max(1, math.ceil(case.scenario.horizon_s * 1e6))),
-               "-linkspeed", f"{fabric.host_rate_bps / 1e6:.0f}", "-mtu", str(config.mtu_payload + HTSIM_HEADER_BYTES),
+               "-linkspeed", f"{fabric.host_rate_bps / 1e6:.0f}", "-mtu", str(config.mtu_payload + header),
                "-paths", str(config.num_evs), "-load_balancing_algo", balancer]
+    if sizes is not None:
+        options += ["-trimsize", str(sizes.trimmed)]
+        notes.append(f"packet sizes: {sizes.text()} (the measurement switches' build)")
     if not transport.trimming:
         options.append("-disable_trim")
     if settings == "scenario":
@@ -122,7 +166,8 @@ def export_case(case: Case, balancer: str = DEFAULT_BALANCER, settings: str = "s
     lines = [f"Nodes {len(fabric.hosts)}", f"Connections {len(flows)}"]
     lines += [f"{index[f.src]}->{index[f.dst]} id {i + 1} start 0 size {f.nbytes}" for i, f in enumerate(flows)]
     topology_text = fabric.topology_text(cable_delay(case))
-    return HtsimInputs(topology_text, "\n".join(lines) + "\n", options, list(fabric.hosts), flows, notes)
+    return HtsimInputs(topology_text, "\n".join(lines) + "\n", options, list(fabric.hosts), flows, notes,
+                       {} if sizes is None else sizes.env())
 
 
 def _uniform_link(topo: Topology):
