@@ -290,7 +290,7 @@ def htsim_wire_factor(result, case: Case, sizes: Optional[PacketSizes] = None) -
     """Wire bytes per payload byte of htsim_uec's full data packet: the packet size it printed
     (`result`, its output read) over the payload it was given (`-mtu` is the payload plus htsim's
     header, or the data header of `sizes`)."""
-    from experiments.backends.htsim.inputs import HTSIM_HEADER_BYTES
+    from experiments.switch_profiles import HTSIM_HEADER_BYTES
     from experiments.transport_sizing import transport_config
     from experiments.workloads import variant_topology
     mtu = transport_config(case, variant_topology(case.variant)).mtu_payload

@@ -10,7 +10,8 @@ needs the data-center keys it sizes from: `rate_bps` (bit/s, not `auto`), `delay
   packets). Its BDP is htsim's own (`calculate_bdp_pkt`): the unloaded round trip over the
   fabric's diameter (the cable delay both ways, a data packet and an acknowledgement stored and
   forwarded at every hop) times the line rate, in data packets, rounded up. htsim's packets are
-  the payload plus its 54-byte header (4,150 bytes for 4 KiB) and its acknowledgements 64 bytes.
+  those crosscheck gives it: the payload plus htsim_uec's 64-byte data header (`-mtu` 4,160 for
+  4 KiB), and its acknowledgements 64 bytes.
   On datacenter.yaml (4x4x4 leaf-spine, 100 Gbit/s, 1 us cables, 4 KiB): 29 packets, ECN 6..24.
   Differences kept: htsim also marks ECN on the ports facing hosts, netsim never does (MRC's
   fabric: the last hop trims, it does not mark).
@@ -22,7 +23,7 @@ import math
 HTSIM_DEFAULTS = "htsim-defaults"
 PROFILES = (HTSIM_DEFAULTS,)
 PROFILE_FIELDS = ("queue_depth", "trim_threshold", "ecn_threshold", "ecn_max_threshold")
-HTSIM_HEADER_BYTES = 54          # htsim's default MTU 4,150 bytes carries 4,096 of payload
+HTSIM_HEADER_BYTES = 64          # UecSrc::_hdr_size: htsim_uec's -mtu is the payload plus this
 HTSIM_ACK_BYTES = 64
 HTSIM_ECN_LOW_BDP = 0.2
 HTSIM_ECN_HIGH_BDP = 0.8

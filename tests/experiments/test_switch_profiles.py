@@ -20,8 +20,8 @@ def datacenter(**link) -> dict:
 
 def test_htsim_defaults_are_one_bdp_and_a_ramp_from_a_fifth_to_four_fifths_of_it():
     bdp = switch_profiles.htsim_bdp_packets(4, 1e-6, 100e9, 4096)
-    # htsim's RTT: 8 us of cables and 4 hops of a 4,150-byte packet and a 64-byte ACK
-    assert bdp == -(-(8e-6 + 4 * 4214 * 8 / 100e9) * 100e9 / 8 // 4150)
+    # htsim's RTT: 8 us of cables and 4 hops of a 4,160-byte packet and a 64-byte ACK
+    assert bdp == -(-(8e-6 + 4 * 4224 * 8 / 100e9) * 100e9 / 8 // 4160)
     fields = switch_profiles.profile_fields("htsim-defaults", 4, 1e-6, 100e9, 4096)
     assert fields["queue_depth"] == fields["trim_threshold"] == bdp
     assert fields["ecn_threshold"] == -(-bdp * 2 // 10) and fields["ecn_max_threshold"] == -(-bdp * 8 // 10)

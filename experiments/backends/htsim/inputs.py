@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import Optional
 
 from experiments.scenario import Case
+from experiments.switch_profiles import HTSIM_HEADER_BYTES
 from topologies.model import TIER_CORE, TIER_LEAF, TIER_SPINE, Topology
 
 BALANCERS = ("oblivious", "bitmap", "reps", "mixed")
 DEFAULT_BALANCER = "mixed"               # htsim_uec's own default
 SETTINGS = ("scenario", "htsim")         # switch thresholds: the scenario's, or htsim_uec's defaults
-HTSIM_HEADER_BYTES = 64                  # UecSrc::_hdr_size: -mtu is payload plus this
 HTSIM_SLOWED_SHARE = 0.25                # -failed N runs links at this share of their rate
 TOPOLOGY_FILE = "topology.topo"
 MATRIX_FILE = "flows.cm"
