@@ -1,9 +1,11 @@
 """The compiled build of the simulator's hot path, and the choice between it and pure Python.
 
 `MODULES` (netsim's event loop, links, switches and hosts, and the sans-IO transport's per-packet
-parts) can be compiled to C extension modules with mypyc: `python -m speedups build` puts a `.so`
-beside each `.py` (and mypyc's library of its code) and records a stamp of the sources it read
-(`scripts/setup.sh` does it). Both builds run the same code and give the same results; the compiled
+parts) can be compiled to C extension modules with mypyc: `python -m speedups build` compiles them
+together into one library, `speedups/native__mypyc*.so` (one C unit: the C compiler inlines and calls
+directly across modules, as it could not between a library per module), puts beside each `.py` a
+`.so` that loads its part of it, and records a stamp of the sources it read (`scripts/setup.sh` does
+it). Both builds run the same code and give the same results; the compiled
 one takes a fifth to a third of the CPU time per simulated packet (`benchmarks/bench_netsim.py` measures both
 in one run).
 
@@ -70,6 +72,8 @@ def present_modules(modules: tuple[str, ...]) -> tuple[str, ...]:
 
 
 MODULES = present_modules(HOT_MODULES)
+# mypyc's group of MODULES: its library is `library_path()`, in this package.
+LIBRARY_GROUP = "speedups.native"
 
 
 @dataclass(frozen=True)
@@ -92,27 +96,29 @@ def extension_path(module: str) -> Path:
     return source_path(module).with_suffix(importlib.machinery.EXTENSION_SUFFIXES[0])
 
 
-def library_path(module: str) -> Path:
-    """Where the compiled code of `module` is: mypyc's library beside the extension, which only loads it."""
-    source = source_path(module)
-    return source.with_name(source.stem + "__mypyc" + importlib.machinery.EXTENSION_SUFFIXES[0])
+def library_path() -> Path:
+    """Where the compiled code of every module of `MODULES` is: mypyc's one library (group
+    `LIBRARY_GROUP`), which each module's extension loads its part of."""
+    return ROOT.joinpath(*LIBRARY_GROUP.split(".")).with_name(
+        LIBRARY_GROUP.rsplit(".", 1)[-1] + "__mypyc" + importlib.machinery.EXTENSION_SUFFIXES[0])
 
 
 def compiled_files() -> list[Path]:
-    """Every file the build puts beside the sources: each module's extension and library."""
-    return [path for m in MODULES for path in (extension_path(m), library_path(m))]
+    """Every file the build makes: each module's extension, and the library."""
+    return [extension_path(m) for m in MODULES] + [library_path()]
 
 
 def orphaned_files() -> list[Path]:
-    """Compiled files in `SOURCE_FOLDERS` whose module has no source any more (renamed or removed
-    since a build): Python would still import them, compiled and stale."""
+    """Compiled files in `SOURCE_FOLDERS` that no build of this checkout makes: the extension of a
+    module whose source is gone (renamed or removed since a build), which Python would still import,
+    compiled and stale; and the library of one module (`X__mypyc*.so`, as builds before the one
+    library made them)."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     orphans = []
     for folder in SOURCE_FOLDERS:
         for path in sorted((ROOT / folder).glob("*" + suffix)):
             stem = path.name[:-len(suffix)]
-            stem = stem[:-len("__mypyc")] if stem.endswith("__mypyc") else stem
-            if not path.with_name(stem + ".py").exists():
+            if stem.endswith("__mypyc") or not path.with_name(stem + ".py").exists():
                 orphans.append(path)
     return orphans
 

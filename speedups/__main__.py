@@ -80,9 +80,11 @@ def build(verbose: bool = False) -> float:
         log = io.StringIO()
         try:
             with contextlib.redirect_stdout(sys.stdout if verbose else log):
-                # separate: a library per module, beside it (one shared library would be a top-level module)
-                extensions = mypycify(["--follow-imports=silent", f"--cache-dir={tmp}/mypy", *paths], separate=True,
-                                      target_dir=os.path.join(tmp, "c"))
+                # one group: one C unit and one library (in this package), so that calls between the
+                # modules are direct C calls the compiler may inline (a group per module calls
+                # through tables: about 10 % more instructions per packet)
+                extensions = mypycify(["--follow-imports=silent", f"--cache-dir={tmp}/mypy", *paths],
+                                      group_name=speedups.LIBRARY_GROUP, target_dir=os.path.join(tmp, "c"))
                 dist = Distribution({"name": "speedups", "ext_modules": extensions})
                 dist.verbose = int(verbose)
                 command = dist.get_command_obj("build_ext")

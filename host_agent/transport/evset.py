@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import random
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Callable, Final, cast
 
 from mypy_extensions import i64
 
@@ -55,14 +55,19 @@ def striped(evs: list[Ev]) -> list[Ev]:
     a random share: on a fabric without oversubscription at full load (a permutation), randomly
     ordered EVs make every link's queue a random walk that trimming at one BDP cuts; striped, the
     queues stay a few packets long (docs/transport.md, "Without tuned switches")."""
-    columns: dict[int, list[Ev]] = {}
+    by_path: list[list[Ev] | None] = [None] * (max([ev.path_key for ev in evs]) + 1 if evs else 0)
+    columns: list[list[Ev]] = []                       # in the order their paths first appear
     for ev in evs:
-        columns.setdefault(ev.path_key, []).append(ev)
-    ordered = sorted(columns.values(), key=len, reverse=True)
+        column = by_path[ev.path_key]
+        if column is None:
+            column = by_path[ev.path_key] = []
+            columns.append(column)
+        column.append(ev)
+    columns.sort(key=len, reverse=True)
     out: list[Ev] = []
-    depth = len(ordered[0]) if ordered else 0
+    depth = len(columns[0]) if columns else 0
     for i in range(depth):
-        for column in ordered:
+        for column in columns:
             if i < len(column):
                 out.append(column[i])
     return out
@@ -178,32 +183,50 @@ class EvSet:
         the paths in turn (`striped`)."""
         keys = self.plane_paths[plane]
         quota = -(-count // len(keys))
-        load = dict.fromkeys(keys, 0)
-        open_keys = set(keys)                  # the paths below their quota, kept as loads grow
+        load = [0] * len(keys)                 # EVs per path, by its place in `keys`
+        below = [True] * len(keys)             # the paths below their quota, by place, kept as loads grow
+        open_paths = len(keys)
         evs = []
         for _ in range(count):
-            ev = self._new_ev(plane, True, open_keys) or self._new_ev(plane, True)
+            ev = self._draw_ev(plane, True, below if open_paths else None)
+            if ev is None and open_paths:
+                ev = self._draw_ev(plane, True, None)
             assert ev is not None
-            load[ev.path_key] += 1
-            if load[ev.path_key] >= quota:
-                open_keys.discard(ev.path_key)
+            place = ev_path_index(ev.value, len(keys))
+            load[place] += 1
+            if load[place] == quota:
+                below[place] = False
+                open_paths -= 1
             evs.append(ev)
         return striped(evs) if self._stripe else evs
 
     def _new_ev(self, plane: int, home: bool, allowed: set | None = None) -> Ev | None:
         """A fresh random EV of `plane` not already in use, mapping to a path in `allowed`
         (any path of the plane when None); None when none was found."""
-        candidates = self.plane_paths[plane]
-        if allowed is not None and not allowed:
+        if allowed is None:
+            return self._draw_ev(plane, home, None)
+        if not allowed:
             return None
-        for _ in range(64 * len(candidates)):
-            value = self._draw(32)
-            if value in self.by_value:
+        return self._draw_ev(plane, home, [key in allowed for key in self.plane_paths[plane]])
+
+    def _draw_ev(self, plane: int, home: bool, open_places: list[bool] | None) -> Ev | None:
+        """A fresh random EV of `plane` not already in use, mapping to a path whose place in the
+        plane's paths is True in `open_places` (any path when None), and registered. None when 64
+        draws per path found none."""
+        candidates = self.plane_paths[plane]
+        n = len(candidates)
+        by_value = self.by_value
+        draw: Callable[[int], object] = self._draw   # what it draws is looked up as it comes: no int object made per draw
+        for _ in range(64 * n):
+            drawn = draw(32)
+            if drawn in by_value:
                 continue
-            key = candidates[ev_path_index(value, len(candidates))]
-            if allowed is None or key in allowed:
+            value = cast(int, drawn)
+            place = ev_path_index(value, n)
+            if open_places is None or open_places[place]:
+                key = candidates[place]
                 ev = Ev(value, plane, key, home=home, load=self.loads[key])
-                self.by_value[value] = ev
+                by_value[value] = ev
                 return ev
         return None
 

@@ -40,9 +40,11 @@ def fake_tree(tmp_path, monkeypatch):
 
 
 def compile_fake(tree: Path) -> None:
-    """What a build leaves: the extension and library beside the source, and the stamp of both."""
+    """What a build leaves: the extension beside the source, the one library in the speedups
+    package, and the stamp of both."""
     (tree / "fakepkg" / f"fast{SUFFIX}").write_bytes(b"not a shared object")
-    (tree / "fakepkg" / f"fast__mypyc{SUFFIX}").write_bytes(b"not a library")
+    speedups.library_path().parent.mkdir(exist_ok=True)
+    speedups.library_path().write_bytes(b"not a library")
     speedups.STAMP.write_text(json.dumps({"mypy": "test", "sources": speedups.source_digests(),
                                           "compiled": speedups.compiled_stats()}))
 
@@ -56,6 +58,22 @@ def test_clean_also_removes_the_build_of_a_module_whose_source_is_gone(fake_tree
     removed = builder.clean()
     assert set(gone) <= set(removed) and not any(path.exists() for path in gone)
     assert (fake_tree / "fakepkg" / "fast.py").exists() and speedups.orphaned_files() == []
+
+
+def test_clean_removes_the_library_of_one_module_an_older_build_left(fake_tree):
+    """Builds before the one library made a library per module, beside it: no build uses it now."""
+    compile_fake(fake_tree)
+    old = fake_tree / "fakepkg" / f"fast__mypyc{SUFFIX}"
+    old.write_bytes(b"the library of one module")
+    assert speedups.orphaned_files() == [old]
+    assert old in builder.clean() and not old.exists()
+
+
+def test_a_build_without_its_library_is_not_used(fake_tree):
+    compile_fake(fake_tree)
+    speedups.library_path().unlink()
+    build = speedups.inspect_build()
+    assert not build.compiled and "incomplete" in build.reason
 
 
 def test_without_a_build_pure_python_is_used(fake_tree):
