@@ -99,8 +99,8 @@ def extension_path(module: str) -> Path:
 def library_path() -> Path:
     """Where the compiled code of every module of `MODULES` is: mypyc's one library (group
     `LIBRARY_GROUP`), which each module's extension loads its part of."""
-    return ROOT.joinpath(*LIBRARY_GROUP.split(".")).with_name(
-        LIBRARY_GROUP.rsplit(".", 1)[-1] + "__mypyc" + importlib.machinery.EXTENSION_SUFFIXES[0])
+    package, name = LIBRARY_GROUP.rsplit(".", 1)
+    return ROOT.joinpath(*package.split("."), name + "__mypyc" + importlib.machinery.EXTENSION_SUFFIXES[0])
 
 
 def compiled_files() -> list[Path]:
