@@ -82,7 +82,7 @@ def build(verbose: bool = False) -> float:
             with contextlib.redirect_stdout(sys.stdout if verbose else log):
                 # one group: one C unit and one library (in this package), so that calls between the
                 # modules are direct C calls the compiler may inline (a group per module calls
-                # through tables: about 10 % more instructions per packet)
+                # through tables: about 12 % more instructions per run, docs/htsim.md "A ninth round")
                 extensions = mypycify(["--follow-imports=silent", f"--cache-dir={tmp}/mypy", *paths],
                                       group_name=speedups.LIBRARY_GROUP, target_dir=os.path.join(tmp, "c"))
                 dist = Distribution({"name": "speedups", "ext_modules": extensions})
