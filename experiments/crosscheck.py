@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Callable, Optional, TextIO
 
 from experiments import conditions, metrics, results, validity
-from experiments.backends.htsim.inputs import BALANCERS, DEFAULT_BALANCER, PacketSizes, Unmappable, export_case
+from experiments.backends.htsim.inputs import (BALANCERS, DEFAULT_BALANCER, PacketSizes, Unmappable, data_header_bytes,
+                                               export_case)
 from experiments.record import CaseRecord
 from experiments.scenario import Case, Scenario, load_scenario
 from experiments.units import format_bytes
@@ -290,11 +291,10 @@ def htsim_wire_factor(result, case: Case, sizes: Optional[PacketSizes] = None) -
     """Wire bytes per payload byte of htsim_uec's full data packet: the packet size it printed
     (`result`, its output read) over the payload it was given (`-mtu` is the payload plus htsim's
     header, or the data header of `sizes`)."""
-    from experiments.switch_profiles import HTSIM_HEADER_BYTES
     from experiments.transport_sizing import transport_config
     from experiments.workloads import variant_topology
     mtu = transport_config(case, variant_topology(case.variant)).mtu_payload
-    packet = result.packet_bytes or mtu + (HTSIM_HEADER_BYTES if sizes is None else sizes.data_header)
+    packet = result.packet_bytes or mtu + data_header_bytes(sizes)
     return packet / mtu
 
 

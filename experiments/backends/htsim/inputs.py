@@ -73,6 +73,11 @@ class PacketSizes:
                 f"NACK {self.nack} bytes")
 
 
+def data_header_bytes(sizes: Optional[PacketSizes] = None) -> int:
+    """Bytes of htsim_uec's data packet around the payload: its own header, or that of `sizes`."""
+    return HTSIM_HEADER_BYTES if sizes is None else sizes.data_header
+
+
 def netsim_packet_sizes() -> PacketSizes:
     """netsim's sizes (wire.packets.wire_size): headers and ICRC around a data payload, a trimmed
     data packet (its headers), a SACK, a NACK."""
@@ -144,7 +149,7 @@ def export_case(case: Case, balancer: str = DEFAULT_BALANCER, settings: str = "s
     config = transport_config(case, topo)
     link = _uniform_link(topo)
     notes: list[str] = []
-    header = HTSIM_HEADER_BYTES if sizes is None else sizes.data_header
+    header = data_header_bytes(sizes)
     options = ["-seed", str(case.scenario.seed), "-end", str(max(1, math.ceil(case.scenario.horizon_s * 1e6))),
                "-linkspeed", f"{fabric.host_rate_bps / 1e6:.0f}", "-mtu", str(config.mtu_payload + header),
                "-paths", str(config.num_evs), "-load_balancing_algo", balancer]
