@@ -20,8 +20,9 @@ _LOW: Final = constants.PRIORITY_LOW
 _HIGH_DSCP: Final = constants.HIGH_PRIORITY_DSCP
 _TRIMMABLE_DSCP: Final = constants.TRIMMABLE_DSCP
 _TRIMMED: Final = constants.MRCH_FLAG_TRIMMED
-_LOW80: Final = (1 << 80) - 1
-_TOP32: Final = ((1 << 32) - 1) << 96
+ADDR_BYTES: Final = ADDR_BITS // 8
+LOCAL_BYTES: Final = 6                   # locator (4 bytes) and one uSID (2): what usid_local matches
+_USID_FILL: Final = bytes(2)             # what a uSID shift fills the address's end with
 # the contract's table and action names, read as constants by install (a fat-tree switch takes
 # an entry per host; the compiled build would look each up in the names module per entry)
 _USID_LOCAL: Final = names.USID_LOCAL
@@ -52,9 +53,20 @@ class PortFault:
     drop_prob: float = 0.0
 
 
-def usid_shift(dst: int) -> int:
-    """dst = (dst[127:96], dst[79:0] << 16): consume the uSID after the locator."""
-    return (dst & _TOP32) | ((dst & _LOW80) << 16)
+def usid_shift(addr: bytes) -> bytes:
+    """dst = (dst[127:96], dst[79:0] << 16) on a 16-byte address: consume the uSID after the locator."""
+    return addr[:4] + addr[LOCAL_BYTES:] + _USID_FILL
+
+
+def prefix_key(addr: bytes, length: int) -> bytes:
+    """The first `length` bits of address `addr`, as the bytes they span (the last one's spare bits
+    zero): how the routing table keys a prefix, and how a lookup reads an address for it."""
+    spanned = (length + 7) >> 3
+    key = addr[:spanned]
+    spare = spanned * 8 - length
+    if spare:
+        key = key[:-1] + bytes((key[-1] >> spare << spare,))
+    return key
 
 
 class SimSwitch:
@@ -64,7 +76,7 @@ class SimSwitch:
 
     Tables (filled by `install`, from the programs `netsim.from_topology` is given, or by `add_local`
     and `add_route`): `usid_local` (48-bit prefixes this switch consumes), `routes` (LPM: prefix
-    length -> {prefix value: action}), `ecmp_groups` (group -> ports); an action is ("forward", port)
+    length -> {the prefix's bytes (`prefix_key`): action}), `ecmp_groups` (group -> ports); an action is ("forward", port)
     or ("ecmp", group). Tables change only through these methods and `clear_routes`: the switch
     remembers the forwarding decision of every destination address and ECMP flow it has seen, and
     forgets them when a table changes.
@@ -77,8 +89,8 @@ class SimSwitch:
         self.plane = plane
         self._links: dict[int, SimLink] = {}
         self._egress: list[SimLink | None] = [None]  # the same, indexed by port (read per packet)
-        self._usid_local: set[int] = set()
-        self.routes: dict[int, dict[int, tuple]] = {}
+        self._local_heads: set[bytes] = set()    # usid_local's prefixes, as an address's first LOCAL_BYTES
+        self.routes: dict[int, dict[bytes, tuple]] = {}
         self.ecmp_groups: dict[int, list[int]] = {}
         self._port_config: dict[int, PortConfig] = {}
         self._configs: list[PortConfig | None] = [None]  # the same, indexed by port
@@ -134,12 +146,18 @@ class SimSwitch:
     @property
     def usid_local(self) -> frozenset:
         """The 48-bit locator+uSID prefixes this switch consumes (shifts past)."""
-        return frozenset(self._usid_local)
+        return frozenset(int.from_bytes(head, "big") for head in self._local_heads)
 
     def add_local(self, prefix: int) -> None:
         """Consume the uSID of 48-bit locator+uSID `prefix` (the usid_local table)."""
-        self._usid_local.add(prefix)
+        self._local_heads.add(self._local_head(prefix))
         self._forget()
+
+    def _local_head(self, prefix: int) -> bytes:
+        """The first LOCAL_BYTES of the addresses 48-bit usid_local `prefix` matches."""
+        if not 0 <= prefix < 1 << (8 * LOCAL_BYTES):
+            raise ValueError(f"switch {self.name}: usid_local prefix {prefix:#x} is not {8 * LOCAL_BYTES} bits")
+        return prefix.to_bytes(LOCAL_BYTES, "big")
 
     def add_route(self, prefix: int, length: int, action: tuple) -> None:
         """LPM entry: `prefix` is the full 128-bit value with its top `length` bits significant."""
@@ -151,7 +169,9 @@ class SimSwitch:
         table = self.routes.get(length)
         if table is None:
             table = self.routes[length] = {}
-        table[prefix >> (ADDR_BITS - length)] = action
+        if not 0 <= prefix < 1 << ADDR_BITS or not 0 <= length <= ADDR_BITS:
+            raise ValueError(f"switch {self.name}: route {prefix:#x}/{length} is not an IPv6 prefix")
+        table[prefix_key(prefix.to_bytes(ADDR_BYTES, "big"), length)] = action
 
     def _routes_changed(self) -> None:
         """The prefix lengths in lookup order, and no remembered decision: after routes were stored."""
@@ -167,8 +187,13 @@ class SimSwitch:
 
     def lookup(self, dst: int) -> tuple | None:
         """The action of the longest matching prefix, or None."""
+        return self._lookup_address(dst.to_bytes(ADDR_BYTES, "big"))
+
+    def _lookup_address(self, addr: bytes) -> tuple | None:
+        """`lookup` of the 16-byte address `addr`: each prefix is read from the bytes it spans (a
+        /48 from six), not from the whole address as one 128-bit integer."""
         for length in self._lengths:
-            action = self.routes[length].get(dst >> (ADDR_BITS - length))
+            action = self.routes[length].get(prefix_key(addr, length))
             if action is not None:
                 return action
         return None
@@ -191,7 +216,7 @@ class SimSwitch:
         if table == _ROUTING:
             self._install_route(e, actions)
         elif table == _USID_LOCAL:
-            self._usid_local.add(e.match["dst_usid_prefix"])
+            self._local_heads.add(self._local_head(e.match["dst_usid_prefix"]))
         elif table == _ECMP_MEMBER:
             members = self.ecmp_groups.setdefault(e.match["group"], [])
             index = e.match["index"]
@@ -270,12 +295,11 @@ class SimSwitch:
     def _decide(self, dst_bytes: bytes) -> tuple:
         """(shifted address or None, egress port or None, ECMP members or None) of address `dst_bytes`:
         the uSID shift and the routing lookup, remembered until a table changes."""
-        dst = int.from_bytes(dst_bytes, "big")
-        shifted = None
-        if dst >> 80 in self._usid_local:
-            dst = usid_shift(dst)
-            shifted = dst.to_bytes(16, "big")
-        action = self.lookup(dst)
+        addr = dst_bytes
+        shifted: bytes | None = None
+        if addr[:LOCAL_BYTES] in self._local_heads:
+            addr = shifted = usid_shift(addr)
+        action = self._lookup_address(addr)
         decision: tuple
         if action is None:
             decision = (shifted, None, None)

@@ -60,8 +60,7 @@ def data_pkt(dst, ev=1, payload=b"x" * 1000, dscp=constants.DSCP_TRIMMABLE, src=
 
 
 def test_usid_shift_consumes_the_first_usid():
-    dst = int.from_bytes(usid_address(1, [0x0101, 0x0102, 0x1003]), "big")
-    assert usid_shift(dst).to_bytes(16, "big") == usid_address(1, [0x0102, 0x1003])
+    assert usid_shift(usid_address(1, [0x0101, 0x0102, 0x1003])) == usid_address(1, [0x0102, 0x1003])
 
 
 def test_stop_ends_the_run_after_the_event_that_asked_and_the_next_run_goes_on():
@@ -478,6 +477,25 @@ def test_install_makes_the_lookup_order_once_and_shares_equal_actions():
         sw.install([TableEntry(names.ROUTING, {"dst_addr": (prefix48(0, 0x1004), 64)}, names.FORWARD, {"port": 1}),
                     TableEntry("MrcIngress.nothing", {}, names.FORWARD)])
     assert sw.lookup(prefix48(0, 0x1004)) == ("forward", 1)       # its /64, looked up first
+
+
+def test_prefixes_of_any_length_match_the_bits_they_cover_and_bad_ones_are_named():
+    """The routing table reads an address's prefix from the bytes it spans: a /44 (half a byte
+    spare) and a /0 match by their bits alone, the longest first; a prefix or usid_local entry
+    that does not fit an address is refused, naming the switch."""
+    sim, sw, sink = one_switch()
+    base = prefix48(0, 0x1000)
+    sw.add_route(0, 0, ("forward", 3))
+    sw.add_route(base, 44, ("forward", 2))
+    assert sw.lookup(base | 0xF << 80) == ("forward", 2)         # only bits past the /44 differ
+    assert sw.lookup(base | 0x1 << 84) == ("forward", 3)         # the /44's last bit differs
+    assert sw.lookup(base | (1 << 80) - 1) == ("forward", 2)
+    with pytest.raises(ValueError, match=f"switch {sw.name}: route .* is not an IPv6 prefix"):
+        sw.add_route(1 << 128, 48, ("forward", 1))
+    with pytest.raises(ValueError, match=f"switch {sw.name}: usid_local prefix 0x1000000000000 is not 48 bits"):
+        sw.add_local(1 << 48)
+    sw.add_local(prefix48(0, 0x1000) >> 80)
+    assert sw.usid_local == frozenset({prefix48(0, 0x0100) >> 80, prefix48(0, 0x1000) >> 80})
 
 
 def test_fifo_keeps_order_through_wrap_and_growth():
