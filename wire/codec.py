@@ -84,6 +84,13 @@ def frame_length(pkt: Packet) -> int:
 
 # --- encoding ------------------------------------------------------------------------------
 
+def _check_length(p: DataPacket, n: int) -> None:
+    """Refuse an untrimmed data packet whose RETH DMA length is not its `n` payload bytes: the
+    decoder refuses such a frame, and `wire.packets.wire_size` counts the length field."""
+    if p.length != n:
+        raise ValueError(f"DataPacket psn {p.psn}: RETH DMA length {p.length} but {n} payload bytes")
+
+
 def _encode_data(p: DataPacket, src_mac: bytes, dst_mac: bytes) -> bytes:
     payload = p.payload
     if p.flags & constants.MRCH_FLAG_TRIMMED:
@@ -91,6 +98,7 @@ def _encode_data(p: DataPacket, src_mac: bytes, dst_mac: bytes) -> bytes:
             raise ValueError("a trimmed DataPacket must have an empty payload")
         udp_len = constants.TRIMMED_UDP_LEN
     else:
+        _check_length(p, len(payload))
         udp_len = constants.TRIMMED_UDP_LEN + len(payload) + constants.ICRC_LEN
     ev = p.ev
     header = _DATA.pack(
@@ -189,6 +197,7 @@ class FrameWriter:
         elif n > self._max_payload:
             raise ValueError(f"payload of {n} bytes is larger than this writer's {self._max_payload}")
         else:
+            _check_length(p, n)
             udp_len = constants.TRIMMED_UDP_LEN + n + constants.ICRC_LEN
         ev = p.ev
         buf = self._buf

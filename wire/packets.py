@@ -176,9 +176,12 @@ _TRIMMED: Final = constants.MRCH_FLAG_TRIMMED
 
 
 def wire_size(pkt: Packet) -> int:
-    """Bytes of a decoded packet as an Ethernet frame (a trimmed data packet ends after MRCH)."""
+    """Bytes of a decoded packet as an Ethernet frame (a trimmed data packet ends after MRCH). An
+    untrimmed data packet carries `length` payload bytes (RETH's DMA length, which `wire.codec`
+    requires of every frame it writes or reads): the field is read, not the payload object, which a
+    simulated packet would otherwise touch at every hop for its size alone."""
     if type(pkt) is DataPacket:
-        return _DATA_HEADERS_LEN if pkt.flags & _TRIMMED else DATA_OVERHEAD + len(pkt.payload)
+        return _DATA_HEADERS_LEN if pkt.flags & _TRIMMED else DATA_OVERHEAD + pkt.length
     return _CONTROL_SIZE[type(pkt)]
 
 

@@ -165,3 +165,19 @@ def test_frame_writer_rejects_oversized_and_trimmed_with_payload():
     with pytest.raises(ValueError, match="trimmed"):
         writer.write(data_packet(flags=constants.MRCH_FLAG_TRIMMED))
     assert len(writer.write(data_packet(payload=b"x" * 512))) == constants.DATA_HEADERS_LEN + 512 + constants.ICRC_LEN
+
+
+def test_a_data_packet_whose_dma_length_is_not_its_payload_is_refused_and_wire_size_counts_the_field():
+    """Both encoders refuse an untrimmed packet whose RETH DMA length disagrees with its payload
+    (the decoder refuses such a frame too), so `wire_size`, which reads the length field, is the
+    frame's length for every packet they write, trimmed or not."""
+    from wire.packets import wire_size
+    writer = codec.FrameWriter(SRC_MAC, DST_MAC, max_payload=2048)
+    for bad in (data_packet(length=1023), data_packet(payload=memoryview(b"y" * 100), length=101)):
+        with pytest.raises(ValueError, match=f"psn {bad.psn}: RETH DMA length {bad.length} but {len(bad.payload)} payload bytes"):
+            codec.encode(bad, SRC_MAC, DST_MAC)
+        with pytest.raises(ValueError, match="RETH DMA length"):
+            writer.write(bad)
+    for pkt in (data_packet(), data_packet(payload=b""), data_packet(payload=memoryview(b"z" * 700)),
+                data_packet(payload=b"", length=4096, flags=constants.MRCH_FLAG_TRIMMED)):
+        assert wire_size(pkt) == len(codec.encode(pkt, SRC_MAC, DST_MAC)) == len(writer.write(pkt))
