@@ -24,7 +24,8 @@ class FewerCollections:
     """A `with` block in which the cyclic garbage collector's first threshold is at least
     RUN_GC_THRESHOLD, as while events run (`Simulator.run`); the thresholds before it are back
     after it. Building a large network (tables, endpoints, EV sets: objects that live as long as
-    it) triggers collections through every object of the process as well."""
+    it) triggers collections through every object of the process as well; a caller that closes
+    what it built (`Network.close`) turns the collector off instead (`NoCollections`)."""
 
     def __init__(self) -> None:
         self._saved: tuple[int, int, int] = (0, 0, 0)
@@ -43,8 +44,8 @@ class NoCollections:
     """A `with` block in which the cyclic garbage collector does not run at all; whether it was
     enabled, and its thresholds, are as before after it, also when the block raises. For a caller
     that lets reference counting free what it made in the block (a closed `Network`, a closed
-    transport `Endpoint`): it owes the collector nothing when it ends, and the objects it leaves
-    are not older than before (no collection promoted them)."""
+    transport `Endpoint`): it owes the collector nothing when it ends (the experiments'
+    netsim backend runs each case in one)."""
 
     def __init__(self) -> None:
         self._enabled = True
