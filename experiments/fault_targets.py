@@ -75,6 +75,8 @@ def baseline_entropies(case: Case, topo: Topology) -> dict[tuple[str, str], int]
         for host, peer, qp, peer_qp in ((a, b, qa, qb), (b, a, qb, qa)):
             conn = endpoints[host].connect(peer, qp, peer_qp, _baseline_paths(topo, host, peer))
             entropy[host, peer] = conn.evset.slots[0].current.value
+    for endpoint in endpoints.values():     # freed by reference counting, not left to the collector
+        endpoint.close()
     return entropy
 
 

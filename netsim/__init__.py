@@ -14,9 +14,9 @@ speedups.select()                    # before the first compiled module is impor
 from netsim.host import SansIOTransport, SimHost
 from netsim.link import SimLink
 from netsim.network import Cable, Network
-from netsim.sim import FewerCollections, Simulator
+from netsim.sim import FewerCollections, NoCollections, Simulator
 from netsim.switch import SimSwitch
 from netsim.topology import from_topology
 
-__all__ = ["Cable", "FewerCollections", "Network", "SansIOTransport", "SimHost", "SimLink", "SimSwitch", "Simulator",
+__all__ = ["Cable", "FewerCollections", "Network", "NoCollections", "SansIOTransport", "SimHost", "SimLink", "SimSwitch", "Simulator",
            "from_topology"]

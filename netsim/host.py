@@ -39,6 +39,8 @@ class SimHost:
     takes packets: they wait and are handed over, in order, when the pause ends.
     """
 
+    __deletable__ = ("_wake_up",)                  # by `close` (mypyc lets only it be deleted)
+
     def __init__(self, sim: Simulator, name: str, index: int) -> None:
         self.sim = sim
         self.name = name
@@ -76,6 +78,14 @@ class SimHost:
         self.endpoint = endpoint
         self.on_event = on_event
         self.service()
+
+    def close(self) -> None:
+        """End the host, its network closing (`Network.close`): it lets go of its endpoint, of the
+        application's handler (which may refer to the network) and of its wake-up, which refers
+        back to it, so that reference counting frees it. It serves nothing after."""
+        self.endpoint = None
+        self.on_event = None
+        del self._wake_up
 
     def pause(self, start: float, end: float) -> list:
         """From `start` to `end` the host's process does not run (a descheduled agent): what arrives

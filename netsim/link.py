@@ -137,6 +137,7 @@ class SimLink:
                  "rate_bps", "_delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
                  "data_offered_at", "trace_data", "peak_queue",
                  "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
+    __deletable__ = ("_last_bit_out", "_arrival")     # by `close` (mypyc lets only these be deleted)
 
     def __init__(self, sim: Simulator, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
         self.sim = sim
@@ -199,6 +200,14 @@ class SimLink:
         """Deliver to `node.receive(pkt, port)`."""
         self._node = node
         self._dest_port = port
+
+    def close(self) -> None:
+        """End the link, its network closing (`Network.close`): it lets go of the node at its far
+        end and of its two events, which refer back to it, so that reference counting frees it. It
+        carries nothing after."""
+        self._node = _UNCONNECTED
+        del self._last_bit_out
+        del self._arrival
 
     @property
     def low_depth_now(self) -> int:

@@ -88,6 +88,20 @@ class Network:
                 names.append(by_usid[u])
         return names
 
+    # --- the end of it -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """End the network once its run is over: its simulator drops the events still scheduled
+        and its links and hosts let go of what refers back to them (their far ends, their events,
+        the hosts' endpoints and handlers), so that reference counting frees the network, and what
+        only it holds, as soon as the last reference to it goes: the cyclic garbage collector need
+        not look for it. Its counters and tables can still be read; it runs nothing after."""
+        self.sim.close()
+        for cable in self.cables:
+            cable.ab.close()
+            cable.ba.close()
+        for host in self.hosts.values():
+            host.close()
+
     # --- acting on it --------------------------------------------------------------------------------
     def at(self, t: float, fn, *args) -> None:
         """Schedule an action (a fault, a repair) at time `t`."""

@@ -24,7 +24,8 @@ class FewerCollections:
     """A `with` block in which the cyclic garbage collector's first threshold is at least
     RUN_GC_THRESHOLD, as while events run (`Simulator.run`); the thresholds before it are back
     after it. Building a large network (tables, endpoints, EV sets: objects that live as long as
-    it) triggers collections through every object of the process as well."""
+    it) triggers collections through every object of the process as well; a caller that closes
+    what it built (`Network.close`) turns the collector off instead (`NoCollections`)."""
 
     def __init__(self) -> None:
         self._saved: tuple[int, int, int] = (0, 0, 0)
@@ -37,6 +38,28 @@ class FewerCollections:
 
     def __exit__(self, *exc: object) -> None:
         gc.set_threshold(*self._saved)
+
+
+class NoCollections:
+    """A `with` block in which the cyclic garbage collector does not run at all; whether it was
+    enabled, and its thresholds, are as before after it, also when the block raises. For a caller
+    that lets reference counting free what it made in the block (a closed `Network`, a closed
+    transport `Endpoint`): it owes the collector nothing when it ends (the experiments'
+    netsim backend runs each case in one)."""
+
+    def __init__(self) -> None:
+        self._enabled = True
+        self._saved: tuple[int, int, int] = (0, 0, 0)
+
+    def __enter__(self) -> None:
+        self._enabled = gc.isenabled()
+        self._saved = gc.get_threshold()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        gc.set_threshold(*self._saved)
+        if self._enabled:
+            gc.enable()
 
 
 class Event:
@@ -171,6 +194,12 @@ class FifoLane(Lane):
             self._sim.lane_emptied(self)
         return event
 
+    def clear(self) -> None:
+        """Drop every event waiting (its simulator is closing: `Simulator.close`)."""
+        self._ring = [_Slot(0.0, 0, None) for _ in range(4)]
+        self._head = 0
+        self._size = 0
+
     def _grow(self) -> list[_Slot]:
         """Twice the ring, its slots in order from the oldest."""
         ring = self._ring
@@ -304,6 +333,16 @@ class Simulator:
         event = first.event
         assert event is not None
         return event
+
+    def close(self) -> None:
+        """Drop every event still scheduled and the lanes (their events refer to links and hosts,
+        which refer to their lanes and to this simulator): what a closing network does
+        (`Network.close`). It runs nothing after."""
+        for lane in self._active:
+            lane.clear()
+        self._active = []
+        self._lanes = {}
+        self._heap = []
 
     def stop(self) -> None:
         """End `run` after the event running now (what a `stop` predicate turning true does, for a

@@ -95,6 +95,17 @@ class Simulation:
     def _attach(self, host: str) -> None:
         self.net.hosts[host].attach(self.endpoints[host], lambda event, host=host: self.on_event(host, event))
 
+    def close(self) -> None:
+        """End the simulation once its run is over: its endpoints close (`Endpoint.close`), its
+        messengers let go of their collectives and it lets go of its listeners, so that reference
+        counting frees what it made once the last reference to it goes. The network is its
+        builder's to close (`Network.close`)."""
+        for ep in self.endpoints.values():
+            ep.close()
+        for messenger in self.messengers.values():
+            messenger.detach()
+        self.listeners = []
+
     # --- connections ----------------------------------------------------------------------------------
     def paths(self, src: str, dst: str, mode: str | None = None) -> list[PathInfo]:
         """The paths of a connection in `mode` from host `src` to host `dst` (`connection_paths`): the
@@ -270,33 +281,46 @@ class Simulation:
         """Run the simulator until `until` or until `stop()`, then handle what the endpoints still hold;
         every `sample_interval` seconds (None: never) sample each flow's goodput, returned as
         (time, bit/s of each flow since the previous sample), the last interval shorter."""
-        goodput: list[tuple[float, list[float]]] = []
-        last = [0] * len(self.flows)
-        last_t = [self.sim.now]
-
-        def sample(reschedule: bool = True) -> None:
-            now = self.sim.now
-            cur = [f.received_bytes for f in self.flows]
-            if now > last_t[0]:
-                goodput.append((now, [(c - p) * 8 / (now - last_t[0]) for c, p in zip(cur, last)]))
-            last[:] = cur
-            last_t[0] = now
-            self.drain()
-            if reschedule and not (stop is not None and stop()):
-                self.sim.after(sample_interval, sample)
-
+        sampler = GoodputSampler(self, sample_interval, stop)
         if sample_interval is not None:
-            self.sim.after(sample_interval, sample)
+            self.sim.after(sample_interval, sampler.sample)
         self.sim.run(until=until, stop=stop)
-        if sample_interval is not None and self.sim.now > last_t[0]:
-            sample(reschedule=False)
+        if sample_interval is not None and self.sim.now > sampler.last_t:
+            sampler.sample(reschedule=False)
         self.drain()
-        return goodput
+        return sampler.goodput
 
     def result(self, goodput: list | None = None) -> SimulationResult:
         """What the run carried so far."""
         return SimulationResult(self.flows, list(self.collectives.values()), dict(self.endpoints), goodput or [],
                                 self.events, self.sim.now)
+
+
+class GoodputSampler:
+    """Every `interval` seconds of `run`'s simulator, each flow's goodput since the previous sample
+    (`Simulation.run`), until `stop()`. An object rather than a closure that reschedules itself: a
+    closure would refer to itself, a reference cycle holding the whole run."""
+
+    def __init__(self, run: Simulation, interval: float | None, stop: Callable[[], bool] | None) -> None:
+        self.run = run
+        self.interval = interval
+        self.stop = stop
+        self.goodput: list[tuple[float, list[float]]] = []      # (time, bit/s of each flow since the previous sample)
+        self.last = [0] * len(run.flows)
+        self.last_t = run.sim.now
+
+    def sample(self, reschedule: bool = True) -> None:
+        """Take a sample now; with `reschedule`, the next one `interval` later unless `stop()`."""
+        run = self.run
+        now = run.sim.now
+        cur = [f.received_bytes for f in run.flows]
+        if now > self.last_t:
+            self.goodput.append((now, [(c - p) * 8 / (now - self.last_t) for c, p in zip(cur, self.last)]))
+        self.last = cur
+        self.last_t = now
+        run.drain()
+        if reschedule and not (self.stop is not None and self.stop()):
+            run.sim.after(self.interval, self.sample)
 
 
 def run_flows(net: Network, flows: list[Flow], config: TransportConfig | None = None,

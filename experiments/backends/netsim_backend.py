@@ -20,7 +20,7 @@ from experiments.scenario import Case
 from experiments.transport_sizing import cable_delay, transport_config
 from experiments.workloads import variant_topology
 from host_agent.transport.sizing import packet_time
-from netsim import FewerCollections, Network, Simulator
+from netsim import Network, NoCollections, Simulator
 from simulation import network
 
 
@@ -98,7 +98,10 @@ class NetsimBackend:
         self.until_acked = until_acked     # run point-to-point flows until their senders saw them acknowledged
 
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
-        with FewerCollections():              # its network is built, run and recorded
+        """Build, run and record `case`. The cyclic garbage collector does not run meanwhile
+        (`NoCollections`): when the case ends, whether it ran or raised, its network and traffic
+        are closed (`Network.close`, `Traffic.close`) and reference counting frees them."""
+        with NoCollections():
             return self._run_case(case, progress)
 
     def _run_case(self, case: Case, progress: Callable[[float], None]) -> CaseRecord:
@@ -106,73 +109,80 @@ class NetsimBackend:
         topo = variant_topology(variant)
         sim = Simulator(scenario.seed)
         fab = network(topo, sim, delay=cable_delay(case), trimming=transport.trimming)
-        config = transport_config(case, topo)
-        traffic = Traffic(fab, case, config)
-        record = CaseRecord(scenario.name, variant.label, transport.name, transport.mode, self.name, scenario.seed,
-                            topo.name, len(topo.hosts), variant.workload.kind, horizon=scenario.horizon_s,
-                            sample_interval=scenario.sample_interval_s)
-        record.flows = traffic.flows
-        control = None
-        if transport.reroute_delay_s is not None:
-            control = ControlPlane(fab, transport.reroute_delay_s, record.reroutes.append)
-        target = NetsimTarget(fab, control, traffic.endpoints)
-        schedule = FaultSchedule.of_case(case, topo, scenario.horizon_s)
-        record.planned_faults = schedule.plans()
-        for fault in schedule.timed():
-            sim.at(fault.seconds, self._schedule, sim, target, fault.actions, record, traffic.progress)
-        traffic.attach()
-        sim.at(0.0, traffic.start)
-        interval = scenario.sample_interval_s
+        traffic: Traffic | None = None
+        try:
+            config = transport_config(case, topo)
+            traffic = Traffic(fab, case, config)
+            record = CaseRecord(scenario.name, variant.label, transport.name, transport.mode, self.name, scenario.seed,
+                                topo.name, len(topo.hosts), variant.workload.kind, horizon=scenario.horizon_s,
+                                sample_interval=scenario.sample_interval_s)
+            record.flows = traffic.flows
+            control = None
+            if transport.reroute_delay_s is not None:
+                control = ControlPlane(fab, transport.reroute_delay_s, record.reroutes.append)
+            target = NetsimTarget(fab, control, traffic.endpoints)
+            schedule = FaultSchedule.of_case(case, topo, scenario.horizon_s)
+            record.planned_faults = schedule.plans()
+            for fault in schedule.timed():
+                sim.at(fault.seconds, self._schedule, sim, target, fault.actions, record, traffic.progress)
+            traffic.attach()
+            sim.at(0.0, traffic.start)
+            interval = scenario.sample_interval_s
 
-        def sample() -> None:
-            now = sim.now
-            record.samples.append([now, traffic.received()])
+            def sample() -> None:
+                now = sim.now
+                record.samples.append([now, traffic.received()])
+                self._keep_events(traffic, record)
+                progress(traffic.progress())
+                if not traffic.done():
+                    sim.after(interval, sample)
+
+            poll = packet_time(float(topo.host_rate_bps()), config.mtu_payload)
+
+            def watch() -> None:
+                """Start each progress-triggered fault once its share has arrived, looking every packet time."""
+                frac = traffic.progress()
+                for fault, _ in schedule.reached(lambda share: sim.now if share <= frac else None):
+                    self._schedule(sim, target, fault.actions, record, traffic.progress)
+                if schedule.waiting and not traffic.done():
+                    sim.after(poll, watch)
+
+            sim.at(0.0, watch)
+            sim.at(0.0, sample)
+            traffic.until_acked = self.until_acked
+            traffic.stop_when_done = True         # ends the run when done turns true: not asked after every event
+            sim.run(until=scenario.horizon_s)
+            record.samples.append([sim.now, traffic.received()])
             self._keep_events(traffic, record)
-            progress(traffic.progress())
-            if not traffic.done():
-                sim.after(interval, sample)
-
-        poll = packet_time(float(topo.host_rate_bps()), config.mtu_payload)
-
-        def watch() -> None:
-            """Start each progress-triggered fault once its share has arrived, looking every packet time."""
-            frac = traffic.progress()
-            for fault, _ in schedule.reached(lambda share: sim.now if share <= frac else None):
-                self._schedule(sim, target, fault.actions, record, traffic.progress)
-            if schedule.waiting and not traffic.done():
-                sim.after(poll, watch)
-
-        sim.at(0.0, watch)
-        sim.at(0.0, sample)
-        traffic.until_acked = self.until_acked
-        traffic.stop_when_done = True         # ends the run when done turns true: not asked after every event
-        sim.run(until=scenario.horizon_s)
-        record.samples.append([sim.now, traffic.received()])
-        self._keep_events(traffic, record)
-        traffic.finish_times()
-        for flow, got in zip(record.flows, traffic.received()):
-            flow.received_bytes = got
-        record.end = sim.now
-        record.completed = traffic.done()
-        record.completion_time = sim.now if record.completed else None
-        record.bit_exact, record.app_duplicates, record.app_missing = traffic.outcome()
-        record.transport_stats = traffic.stats()
-        record.notes.extend(traffic.failures)
-        record.base_rtt = traffic.base_rtt()
-        record.ev_events.extend(traffic.ev_sets(sim.now))
-        # float() as LinkRecord says: the compiled build holds a link's rate as a float, pure Python as
-        # it was given (an int from most topologies), and the two builds' records must read the same
-        record.links = [LinkRecord(link.name, float(link.rate_bps), link.counters["tx_bytes"],
-                                   link.counters["dropped_queue"], link.counters["dropped_down"])
-                        for link in fab.fabric_links()]
-        switch_stats: Counter = Counter()
-        for sw in fab.switches.values():
-            switch_stats.update(sw.counters)
-            switch_stats["queue_full_drops"] += sum(link.counters["dropped_queue"] for link in sw.links.values())
-        record.switch_stats = dict(switch_stats)
-        record.fidelity = {"verdict": "simulated", "reasons": [], "measured": {}}   # exact by construction
-        progress(1.0)
-        return record
+            traffic.finish_times()
+            for flow, got in zip(record.flows, traffic.received()):
+                flow.received_bytes = got
+            record.end = sim.now
+            record.completed = traffic.done()
+            record.completion_time = sim.now if record.completed else None
+            record.bit_exact, record.app_duplicates, record.app_missing = traffic.outcome()
+            record.transport_stats = traffic.stats()
+            record.notes.extend(traffic.failures)
+            record.base_rtt = traffic.base_rtt()
+            record.ev_events.extend(traffic.ev_sets(sim.now))
+            # float() as LinkRecord says: the compiled build holds a link's rate as a float, pure Python as
+            # it was given (an int from most topologies), and the two builds' records must read the same
+            record.links = [LinkRecord(link.name, float(link.rate_bps), link.counters["tx_bytes"],
+                                       link.counters["dropped_queue"], link.counters["dropped_down"])
+                            for link in fab.fabric_links()]
+            switch_stats: Counter = Counter()
+            for sw in fab.switches.values():
+                switch_stats.update(sw.counters)
+                switch_stats["queue_full_drops"] += sum(link.counters["dropped_queue"] for link in sw.links.values())
+            record.switch_stats = dict(switch_stats)
+            record.fidelity = {"verdict": "simulated", "reasons": [], "measured": {}}   # exact by construction
+            progress(1.0)
+            return record
+        finally:                              # the case is over, whether it ran or raised
+            sample = watch = None             # each reschedules itself: refers to itself through its closure
+            if traffic is not None:
+                traffic.close()
+            fab.close()
 
     # --- faults ---------------------------------------------------------------------------------
     @staticmethod

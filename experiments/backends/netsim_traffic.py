@@ -81,6 +81,10 @@ class Traffic:
         """Let the hosts drive their endpoints and hand their events to `on_event`."""
         self.simulation.attach()
 
+    def close(self) -> None:
+        """The case is over, its record made: the simulation closes (`Simulation.close`)."""
+        self.simulation.close()
+
     def on_event(self, host: str, event) -> None:
         """An event of `host`'s endpoint, after the simulation took its messages: failures, EV state
         changes and backups are kept (`kept_events`)."""

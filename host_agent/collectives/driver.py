@@ -47,6 +47,11 @@ class EndpointMessenger:
         """The collective whose messages this messenger carries."""
         self.collective = collective
 
+    def detach(self) -> None:
+        """Carry no collective's messages any more: the one attached lets go of it, and it of
+        the collective (each refers to the other)."""
+        self.collective = None
+
     def send(self, peer: int, data: bytes) -> None:
         """Queue one message to rank `peer`."""
         conns = self.connections.get(peer)

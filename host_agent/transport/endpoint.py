@@ -55,6 +55,8 @@ class Connection:
     through `emit`.
     """
 
+    __deletable__ = ("evset", "sender", "receiver", "prober", "control")    # by `close` (mypyc lets only these be deleted)
+
     def __init__(self, ident: ConnectionId, config: TransportConfig, paths: list[PathInfo],
                  reverse_paths: list[PathInfo] | None, rng: random.Random, nic: NicClock, shares: SenderShares,
                  emit, policies: Policies = DEFAULT_POLICIES) -> None:
@@ -139,6 +141,12 @@ class Connection:
     def failed(self) -> events.ConnectionFailed | None:
         """The event that failed this connection (a packet ran out of retries), or None."""
         return self.sender.failed
+
+    def close(self) -> None:
+        """Let go of its parts, its endpoint closing (`Endpoint.close`): they refer to each other
+        and to it through the callbacks that wire them (reference cycles). Its counters can still
+        be read; it cannot be used after."""
+        del self.evset, self.sender, self.receiver, self.prober, self.control
 
     def touch(self) -> None:
         """Something changed this connection outside `poll` (a packet, a message, an EV operation):
@@ -310,6 +318,15 @@ class Endpoint(SansIOEndpoint):
         if conn is None or conn.ident != ident:
             raise KeyError(f"{self.name}: {ident.name} is not a connection of this endpoint")
         return conn
+
+    def close(self) -> None:
+        """End the endpoint: its connections let go of their parts and the senders' shares of the
+        receivers they count (reference cycles, wired by callbacks), so that reference counting
+        frees it all once the last reference to the endpoint goes: the cyclic garbage collector
+        need not look for it. Its counters can still be read; it cannot be used after."""
+        for conn in self._in_order:
+            conn.close()
+        self.shares.close()
 
     # --- application ---------------------------------------------------------------------------
     def send_message(self, conn: Connection, data) -> int:

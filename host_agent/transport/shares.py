@@ -62,6 +62,10 @@ class SenderShares:
         self._flows.append(flow)
         self._nics = max(self._nics, nics)
 
+    def close(self) -> None:
+        """Forget every flow, its endpoint closing (`Endpoint.close`): each refers back to these shares."""
+        self._flows = []
+
     def penalty(self, now: float) -> int:
         """The window penalty (0..255) for a SACK sent at `now`."""
         if now - self._counted_at >= self._recount_s:

@@ -8,25 +8,29 @@ from typing import Iterator
 class Count:
     """One name's counter in a `Tally` (`Tally.counter`), for a caller that counts it per packet:
     `add` counts without looking the name up. The name is listed in its tally when first counted,
-    whichever way (`add` here or the tally's), as if counted by name."""
+    whichever way (`add` here or the tally's), as if counted by name. It refers to its tally's
+    listing, not to the tally, which refers to it: no reference cycle for the collector to find."""
 
-    __slots__ = ("value", "name", "_unlisted")
+    __slots__ = ("value", "name", "_listing")
 
-    def __init__(self, name: str, value: int, unlisted: Tally | None) -> None:
+    def __init__(self, name: str, value: int, listing: dict[str, Count] | None) -> None:
         self.value = value
         self.name = name
-        self._unlisted = unlisted              # the tally that does not list it yet, or None
+        self._listing = listing                # its tally's listed counters while it is not among them, or None
 
     def add(self, n: int = 1) -> None:
         """Count `n` more."""
-        tally = self._unlisted
-        if tally is not None:
-            tally.first_counted(self)
+        if self._listing is not None:
+            self.first_counted()
         self.value += n
 
-    def listed(self) -> None:
-        """Its tally lists it now: counting it need not tell the tally any more."""
-        self._unlisted = None
+    def first_counted(self) -> None:
+        """It is counted for the first time: its tally lists it from now on (after the names
+        counted before it)."""
+        listing = self._listing
+        if listing is not None:
+            listing[self.name] = self
+            self._listing = None
 
 
 class Tally:
@@ -39,7 +43,9 @@ class Tally:
 
     def __init__(self) -> None:
         self._counts: dict[str, Count] = {}
-        self._unlisted: dict[str, Count] = {}     # counters handed out (`counter`) and never counted
+        # counters handed out (`counter`) before their name was counted; one counted by its own `add`
+        # stays here too, but is found in `_counts` first
+        self._handed: dict[str, Count] = {}
 
     def add(self, name: str, n: int = 1) -> None:
         """Count `n` more of `name`."""
@@ -52,24 +58,18 @@ class Tally:
         """The counter of `name`, to count it without a lookup by name (`Count.add`)."""
         count = self._counts.get(name)
         if count is None:
-            count = self._unlisted.get(name)
+            count = self._handed.get(name)
             if count is None:
-                count = self._unlisted[name] = Count(name, 0, self)
+                count = self._handed[name] = Count(name, 0, self._counts)
         return count
-
-    def first_counted(self, count: Count) -> None:
-        """`count`, handed out by `counter`, is counted for the first time: list its name now."""
-        del self._unlisted[count.name]
-        count.listed()
-        self._counts[count.name] = count
 
     def _list(self, name: str) -> Count:
         """List `name`, first counted now: with its counter handed out before, or a new one."""
-        count = self._unlisted.get(name)
+        count = self._handed.pop(name, None)
         if count is None:
             count = self._counts[name] = Count(name, 0, None)
         else:
-            self.first_counted(count)
+            count.first_counted()
         return count
 
     def __getitem__(self, name: str) -> int:

@@ -52,3 +52,24 @@ def test_a_counter_handed_out_lists_its_name_only_when_first_counted_and_shares_
     tally["resent"] = 4
     assert list(tally.items()) == [("acked", 1), ("sent", 3), ("bytes", 6), ("resent", 4)]
     assert tally.counter("resent").value == 4 and tally.counter("never").value == 0 and "never" not in tally
+
+
+def test_a_counter_handed_out_and_never_counted_leaves_no_reference_cycle():
+    import gc
+    def tallies() -> int:
+        return sum(isinstance(o, Tally) for o in gc.get_objects())
+
+    enabled = gc.isenabled()
+    gc.collect()
+    before = tallies()
+    gc.disable()                              # a cycle would outlive the tally: nothing would collect it
+    try:
+        tally = Tally()
+        tally.counter("never")
+        tally.counter("once").add()
+        assert tallies() == before + 1
+        del tally
+        assert tallies() == before
+    finally:
+        if enabled:
+            gc.enable()
