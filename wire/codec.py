@@ -16,7 +16,7 @@ from dataclasses import fields
 from wire import constants
 from wire.packets import DataPacket, Nack, Packet, Probe, ProbeReply, Sack
 
-__all__ = ["FrameWriter", "MalformedPacket", "encode", "decode", "frame_length"]
+__all__ = ["FrameWriter", "MalformedPacket", "encode", "decode"]
 
 
 class MalformedPacket(ValueError):
@@ -71,15 +71,6 @@ _CONTROL_FRAME_LEN = {
 def _ip_word(dscp: int, ecn: int, ev: int) -> int:
     """First 32-bit word of the IPv6 header: version, traffic class, flow label (EV >> 16)."""
     return _IP6_VERSION_WORD | (((dscp << 2) | ecn) << 20) | ((ev >> 16) & 0xFFFF)
-
-
-def frame_length(pkt: Packet) -> int:
-    """Length in bytes of the Ethernet frame that `encode(pkt, ...)` returns."""
-    if type(pkt) is DataPacket:
-        if pkt.flags & constants.MRCH_FLAG_TRIMMED:
-            return constants.DATA_HEADERS_LEN
-        return constants.DATA_HEADERS_LEN + len(pkt.payload) + constants.ICRC_LEN
-    return _CONTROL_FRAME_LEN[_OPCODE_OF[type(pkt)]]
 
 
 # --- encoding ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from scapy.layers.l2 import Ether
 from wire import codec
 from wire import constants
 from wire import headers
-from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack
+from wire.packets import DataPacket, Nack, Probe, ProbeReply, Sack, wire_size
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None,
                              suppress_health_check=[HealthCheck.too_slow])
@@ -60,7 +60,7 @@ any_packet = st.one_of(data_packets(), sacks, nacks, probes, probe_replies)
 def test_codec_bytes_equal_scapy_bytes(pkt, src_mac, dst_mac):
     frame = codec.encode(pkt, src_mac, dst_mac)
     assert frame == bytes(headers.to_scapy(pkt, src_mac, dst_mac))
-    assert len(frame) == codec.frame_length(pkt)
+    assert len(frame) == wire_size(pkt)
 
 
 @PROPERTY_SETTINGS
