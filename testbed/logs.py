@@ -59,6 +59,20 @@ def component_logger(component: str) -> logging.Logger:
     return logging.getLogger(f"{ROOT_LOGGER}.{component}")
 
 
+class StderrHandler(logging.StreamHandler):
+    """The console: writes each record to whatever `sys.stderr` is when the record comes, not to
+    the stream it was when the handler was made. A handler bound at set-up outlives a replaced
+    stderr (a test's captured output, closed when the test ends): a record from a thread that
+    outlived its test then met a closed file, and logging printed "--- Logging error ---"."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> TextIO:                   # type: ignore[override]
+        return sys.stderr
+
+
 class ConsoleFormatter(logging.Formatter):
     """Short lines for people: ``mrc.x: message``, prefixed by the level from WARNING up."""
 
@@ -74,7 +88,8 @@ class ConsoleFormatter(logging.Formatter):
 
 def setup_logging(verbosity: int = 0, run_dir: Optional[Path] = None, *,
                   log_name: str = LOG_FILE_NAME, stream: Optional[TextIO] = None) -> Optional[Path]:
-    """Send log records to the console and, when run_dir is given, to a DEBUG file in it.
+    """Send log records to the console (`stream`, else whatever `sys.stderr` is at each record) and,
+    when run_dir is given, to a DEBUG file in it.
 
     Calling it again replaces the handlers installed by an earlier call (a subcommand that
     learns its run folder late calls it a second time). Returns the log file's path, if any.
@@ -83,7 +98,7 @@ def setup_logging(verbosity: int = 0, run_dir: Optional[Path] = None, *,
     root = logging.getLogger()
     _remove_own_handlers(root)
 
-    console = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    console = logging.StreamHandler(stream) if stream is not None else StderrHandler()
     console.setLevel(console_level)
     console.setFormatter(ConsoleFormatter())
     _install(root, console)

@@ -94,6 +94,24 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.skip(reason)
 
 
+@pytest.fixture(autouse=True)
+def restore_logging():
+    """Leave the root and mrc loggers as they were, whatever a test did: a command's
+    `testbed.logs.setup_logging` installs handlers (a run folder's file among them) and levels for
+    the whole process, and later tests would log through them."""
+    import logging
+    root, mrc = logging.getLogger(), logging.getLogger("mrc")
+    saved = (list(root.handlers), root.level, mrc.level)
+    yield
+    for handler in root.handlers:
+        if handler not in saved[0]:
+            handler.close()
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    mrc.setLevel(saved[2])
+    logging.captureWarnings(False)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def calibration_file(tmp_path_factory):
     """Tests never calibrate and never read this machine's calibration: $MRC_CALIBRATION_FILE names a

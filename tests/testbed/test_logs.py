@@ -3,25 +3,11 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
 
 import pytest
 
 from testbed.logs import LOG_FILE_NAME, component_logger, level_for, setup_logging
-
-
-@pytest.fixture(autouse=True)
-def restore_logging():
-    """Leave the root and mrc loggers as they were, whatever a test did."""
-    root, mrc = logging.getLogger(), logging.getLogger("mrc")
-    saved = (list(root.handlers), root.level, mrc.level)
-    yield
-    for handler in root.handlers:
-        if handler not in saved[0]:
-            handler.close()
-    root.handlers[:] = saved[0]
-    root.setLevel(saved[1])
-    mrc.setLevel(saved[2])
-    logging.captureWarnings(False)
 
 
 def own_handlers():
@@ -88,3 +74,15 @@ def test_second_call_replaces_handlers_and_moves_the_file(tmp_path):
     assert path == tmp_path / "b" / "agent-h1.log"
     assert "second" in path.read_text()
     assert "second" not in (tmp_path / "a" / LOG_FILE_NAME).read_text()
+
+
+def test_the_console_follows_stderr_when_it_is_replaced(monkeypatch):
+    """The console writes to the stderr of the moment: a test's captured stderr, replaced and closed
+    after the set-up (as a test's ends while a switch's stream thread still logs), is not written."""
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    setup_logging(0)
+    first.close()
+    monkeypatch.setattr(sys, "stderr", second)
+    component_logger("refswitch").info("P4Runtime: stream 0 arbitration")
+    assert second.getvalue() == "mrc.refswitch: P4Runtime: stream 0 arbitration\n"
