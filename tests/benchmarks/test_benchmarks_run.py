@@ -335,3 +335,19 @@ def test_bench_refuses_the_fat_tree_k16_without_the_netsim_benchmark(tmp_path, c
     assert bench_cmd.run(args) == 2
     assert "--fat-tree-k16 is a figure of the netsim benchmark" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_case_cpu_names_the_cases_when_asked_for_none_or_several_and_times_the_one_chosen(capsys, monkeypatch):
+    from benchmarks import case_cpu
+    with pytest.raises(SystemExit, match="'mesh' names no case of '4x4x4 permutation 2 MiB', 'fat-tree k=8"):
+        case_cpu.main(["mesh"])
+    with pytest.raises(SystemExit, match="'permutation' names more than one case"):
+        case_cpu.main(["permutation"])
+    runs = []
+    monkeypatch.setattr(case_cpu, "measure", lambda case, n: runs.append((case.variant.label, n)) or [0.3, 0.1, 0.2])
+    assert case_cpu.main(["4x4x4", "3"]) == 0
+    assert runs == [("permutation", 3)]
+    out = capsys.readouterr().out
+    assert "4x4x4 permutation 2 MiB: fastest 0.1000 s, median 0.2000 s CPU over 3 runs, load " in out
+    with pytest.raises(SystemExit):
+        case_cpu.main(["4x4x4", "0"])
