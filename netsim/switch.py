@@ -166,11 +166,11 @@ class SimSwitch:
 
     def _put_route(self, prefix: int, length: int, action: tuple) -> None:
         """Store an LPM entry; `_routes_changed` must follow before the next lookup."""
+        if not 0 <= prefix < 1 << ADDR_BITS or not 0 <= length <= ADDR_BITS:
+            raise ValueError(f"switch {self.name}: route {prefix:#x}/{length} is not an IPv6 prefix")
         table = self.routes.get(length)
         if table is None:
             table = self.routes[length] = {}
-        if not 0 <= prefix < 1 << ADDR_BITS or not 0 <= length <= ADDR_BITS:
-            raise ValueError(f"switch {self.name}: route {prefix:#x}/{length} is not an IPv6 prefix")
         table[prefix_key(prefix.to_bytes(ADDR_BYTES, "big"), length)] = action
 
     def _routes_changed(self) -> None:
@@ -186,7 +186,9 @@ class SimSwitch:
         self._forget()
 
     def lookup(self, dst: int) -> tuple | None:
-        """The action of the longest matching prefix, or None."""
+        """The action of the longest matching prefix of IPv6 address `dst`, or None."""
+        if not 0 <= dst < 1 << ADDR_BITS:
+            raise ValueError(f"switch {self.name}: {dst:#x} is not an IPv6 address")
         return self._lookup_address(dst.to_bytes(ADDR_BYTES, "big"))
 
     def _lookup_address(self, addr: bytes) -> tuple | None:

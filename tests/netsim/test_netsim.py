@@ -492,6 +492,17 @@ def test_prefixes_of_any_length_match_the_bits_they_cover_and_bad_ones_are_named
     assert sw.lookup(base | (1 << 80) - 1) == ("forward", 2)
     with pytest.raises(ValueError, match=f"switch {sw.name}: route .* is not an IPv6 prefix"):
         sw.add_route(1 << 128, 48, ("forward", 1))
+    from pipeline_contract import names
+    from pipeline_contract.entries import TableEntry
+    lengths = sorted(sw.routes)
+    for length in (-1, 129):                                     # refused before a table is made for it
+        with pytest.raises(ValueError, match=f"route 0x0/{length} is not an IPv6 prefix"):
+            sw.add_route(0, length, ("forward", 1))
+        with pytest.raises(ValueError, match=f"route 0x0/{length} is not an IPv6 prefix"):
+            sw.install([TableEntry(names.ROUTING, {"dst_addr": (0, length)}, names.FORWARD, {"port": 1})])
+    assert sorted(sw.routes) == lengths and sw.lookup(base) == ("forward", 2)
+    with pytest.raises(ValueError, match=f"switch {sw.name}: 0x1{'0' * 32} is not an IPv6 address"):
+        sw.lookup(1 << 128)
     with pytest.raises(ValueError, match=f"switch {sw.name}: usid_local prefix 0x1000000000000 is not 48 bits"):
         sw.add_local(1 << 48)
     sw.add_local(prefix48(0, 0x1000) >> 80)
