@@ -70,13 +70,15 @@ def baseline_entropies(case: Case, topo: Topology) -> dict[tuple[str, str], int]
     endpoints = {h: Endpoint(h, config, rng_seed=i) for i, h in enumerate(hosts)}
     entropy = {}
     qps = QpNumbers()
-    for a, b in connection_order(case, topo):
-        qa, qb = qps.pair()
-        for host, peer, qp, peer_qp in ((a, b, qa, qb), (b, a, qb, qa)):
-            conn = endpoints[host].connect(peer, qp, peer_qp, _baseline_paths(topo, host, peer))
-            entropy[host, peer] = conn.evset.slots[0].current.value
-    for endpoint in endpoints.values():     # freed by reference counting, not left to the collector
-        endpoint.close()
+    try:
+        for a, b in connection_order(case, topo):
+            qa, qb = qps.pair()
+            for host, peer, qp, peer_qp in ((a, b, qa, qb), (b, a, qb, qa)):
+                conn = endpoints[host].connect(peer, qp, peer_qp, _baseline_paths(topo, host, peer))
+                entropy[host, peer] = conn.evset.slots[0].current.value
+    finally:
+        for endpoint in endpoints.values():     # freed by reference counting, not left to the collector
+            endpoint.close()
     return entropy
 
 

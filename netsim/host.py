@@ -55,6 +55,7 @@ class SimHost:
         self.on_event: Any = None
         self._wake_at = _NO_WAKE_UP             # the wake-up it wants (scheduled), or _NO_WAKE_UP
         self._wake_up = _WakeUp(self)           # scheduled at every wake-up it asks for
+        self.closed = False                     # by `close`
         self._pauses: list[tuple[float, float]] = []      # (start, end) of the pauses not over yet
         self._held: list = []                   # packets held by pauses, in arrival order
         self._handed = 0                        # how many of them were handed over
@@ -82,7 +83,11 @@ class SimHost:
     def close(self) -> None:
         """End the host, its network closing (`Network.close`): it lets go of its endpoint, of the
         application's handler (which may refer to the network) and of its wake-up, which refers
-        back to it, so that reference counting frees it. It serves nothing after."""
+        back to it, so that reference counting frees it. It serves nothing after; closing it again
+        does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         self.endpoint = None
         self.on_event = None
         del self._wake_up

@@ -136,13 +136,14 @@ class SimLink:
                  "_doomed", "_node", "_dest_port", "name",
                  "rate_bps", "_delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
                  "data_offered_at", "trace_data", "peak_queue",
-                 "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes")
+                 "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes", "closed")
     __deletable__ = ("_last_bit_out", "_arrival")     # by `close` (mypyc lets only these be deleted)
 
     def __init__(self, sim: Simulator, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
         self.sim = sim
         self._last_bit_out = _LastBitOut(self)  # the events of this link, scheduled again and again
         self._arrival = _Arrival(self)
+        self.closed = False                     # by `close`
         self._propagation: Lane = sim.lane(delay)   # where the arrivals wait (one delay for all)
         # the lanes of the last two serialisation delays (a packet size at the rate): a link
         # mostly carries two sizes (data, and the acknowledgements of the other direction's flows);
@@ -204,7 +205,10 @@ class SimLink:
     def close(self) -> None:
         """End the link, its network closing (`Network.close`): it lets go of the node at its far
         end and of its two events, which refer back to it, so that reference counting frees it. It
-        carries nothing after."""
+        carries nothing after; closing it again does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         self._node = _UNCONNECTED
         del self._last_bit_out
         del self._arrival

@@ -142,13 +142,6 @@ _ENCODERS = {
     Probe: _encode_probe,
     ProbeReply: _encode_probe_reply,
 }
-_OPCODE_OF = {
-    DataPacket: constants.OP_RC_WRITE_ONLY,
-    Sack: constants.OP_SACK,
-    Nack: constants.OP_NACK,
-    Probe: constants.OP_PROBE,
-    ProbeReply: constants.OP_PROBE_REPLY,
-}
 
 
 def encode(pkt: Packet, src_mac: bytes, dst_mac: bytes) -> bytes:

@@ -89,6 +89,52 @@ class NetsimTarget:
                 link.rate_bps = full * share
 
 
+class CaseSampler:
+    """Every `interval` seconds of a case's simulator, until its traffic is done: the bytes each flow
+    received, into the record's samples, the traffic's kept events, into its record, and the progress
+    (`progress(share)`). An object, not a closure that schedules itself again: a closure refers to
+    itself, a reference cycle that would hold the whole case after its network closed."""
+
+    def __init__(self, sim: Simulator, traffic: Traffic, record: CaseRecord, interval: float,
+                 progress: Callable[[float], None]) -> None:
+        self.sim = sim
+        self.traffic = traffic
+        self.record = record
+        self.interval = interval
+        self.progress = progress
+
+    def sample(self) -> None:
+        """Take a sample now, and the next one `interval` later unless the traffic is done."""
+        traffic = self.traffic
+        self.record.samples.append([self.sim.now, traffic.received()])
+        NetsimBackend._keep_events(traffic, self.record)
+        self.progress(traffic.progress())
+        if not traffic.done():
+            self.sim.after(self.interval, self.sample)
+
+
+class FaultWatch:
+    """Starts each fault of a case's schedule that waits for a share of the traffic (`start(fault)`)
+    once that share has arrived, looking every `poll` seconds while one waits and the traffic is not
+    done (an object for the reason `CaseSampler` gives)."""
+
+    def __init__(self, sim: Simulator, traffic: Traffic, schedule: FaultSchedule, poll: float,
+                 start: Callable) -> None:
+        self.sim = sim
+        self.traffic = traffic
+        self.schedule = schedule
+        self.poll = poll
+        self.start = start
+
+    def look(self) -> None:
+        """Start what the share arrived so far lets start; look again `poll` later if one still waits."""
+        sim, share = self.sim, self.traffic.progress()
+        for fault, _ in self.schedule.reached(lambda needed: sim.now if needed <= share else None):
+            self.start(fault)
+        if self.schedule.waiting and not self.traffic.done():
+            sim.after(self.poll, self.look)
+
+
 class NetsimBackend:
     """Runs cases on the in-process network."""
 
@@ -99,8 +145,9 @@ class NetsimBackend:
 
     def run_case(self, case: Case, progress: Callable[[float], None] = lambda f: None) -> CaseRecord:
         """Build, run and record `case`. The cyclic garbage collector does not run meanwhile
-        (`NoCollections`): when the case ends, whether it ran or raised, its network and traffic
-        are closed (`Network.close`, `Traffic.close`) and reference counting frees them."""
+        (`NoCollections`): when the case ends, whether it ran or raised, its network and (once
+        built) its traffic are closed (`Network.close`, `Traffic.close`) and reference counting
+        frees them; a traffic that failed half-built is left to the collector, on again after."""
         with NoCollections():
             return self._run_case(case, progress)
 
@@ -127,28 +174,12 @@ class NetsimBackend:
                 sim.at(fault.seconds, self._schedule, sim, target, fault.actions, record, traffic.progress)
             traffic.attach()
             sim.at(0.0, traffic.start)
-            interval = scenario.sample_interval_s
-
-            def sample() -> None:
-                now = sim.now
-                record.samples.append([now, traffic.received()])
-                self._keep_events(traffic, record)
-                progress(traffic.progress())
-                if not traffic.done():
-                    sim.after(interval, sample)
-
-            poll = packet_time(float(topo.host_rate_bps()), config.mtu_payload)
-
-            def watch() -> None:
-                """Start each progress-triggered fault once its share has arrived, looking every packet time."""
-                frac = traffic.progress()
-                for fault, _ in schedule.reached(lambda share: sim.now if share <= frac else None):
-                    self._schedule(sim, target, fault.actions, record, traffic.progress)
-                if schedule.waiting and not traffic.done():
-                    sim.after(poll, watch)
-
-            sim.at(0.0, watch)
-            sim.at(0.0, sample)
+            delivered = traffic.progress
+            watch = FaultWatch(sim, traffic, schedule, packet_time(float(topo.host_rate_bps()), config.mtu_payload),
+                               lambda fault: self._schedule(sim, target, fault.actions, record, delivered))
+            sampler = CaseSampler(sim, traffic, record, scenario.sample_interval_s, progress)
+            sim.at(0.0, watch.look)
+            sim.at(0.0, sampler.sample)
             traffic.until_acked = self.until_acked
             traffic.stop_when_done = True         # ends the run when done turns true: not asked after every event
             sim.run(until=scenario.horizon_s)
@@ -179,7 +210,6 @@ class NetsimBackend:
             progress(1.0)
             return record
         finally:                              # the case is over, whether it ran or raised
-            sample = watch = None             # each reschedules itself: refers to itself through its closure
             if traffic is not None:
                 traffic.close()
             fab.close()

@@ -48,8 +48,8 @@ class EndpointMessenger:
         self.collective = collective
 
     def detach(self) -> None:
-        """Carry no collective's messages any more: the one attached lets go of it, and it of
-        the collective (each refers to the other)."""
+        """Carry no collective's messages any more: let go of the collective attached (it refers to
+        this messenger, and this messenger to it: letting go on one side breaks the cycle)."""
         self.collective = None
 
     def send(self, peer: int, data: bytes) -> None:

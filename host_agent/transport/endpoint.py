@@ -63,6 +63,7 @@ class Connection:
         self.ident = ident
         self.config = config
         self.mode = config.mode
+        self.closed = False                               # by `close`
         if not paths:
             raise ValueError(f"{ident.name}: a connection needs at least one path (none given)")
         self.paths = list(paths)
@@ -145,7 +146,10 @@ class Connection:
     def close(self) -> None:
         """Let go of its parts, its endpoint closing (`Endpoint.close`): they refer to each other
         and to it through the callbacks that wire them (reference cycles). Its counters can still
-        be read; it cannot be used after."""
+        be read; it cannot be used after; closing it again does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         del self.evset, self.sender, self.receiver, self.prober, self.control
 
     def touch(self) -> None:

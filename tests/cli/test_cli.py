@@ -20,21 +20,6 @@ PLANNED = {name: f"cli.{name}" for name in
             "bench", "sweep", "crosscheck", "schema")}
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    """main() sets up logging; put the root logger's handlers and levels back afterwards."""
-    root, mrc = logging.getLogger(), logging.getLogger("mrc")
-    saved = (list(root.handlers), root.level, mrc.level)
-    yield
-    for handler in root.handlers:
-        if handler not in saved[0]:
-            handler.close()
-    root.handlers[:] = saved[0]
-    root.setLevel(saved[1])
-    mrc.setLevel(saved[2])
-    logging.captureWarnings(False)
-
-
 @pytest.fixture
 def fake_commands(tmp_path, monkeypatch):
     """A command table of modules written to a temporary folder; returns a function adding one."""

@@ -34,6 +34,9 @@ def test_a_network_closed_mid_run_is_freed_by_reference_counting_with_its_simula
         sent = link.counters["tx"]
         run.close()
         net.close()
+        run.close()                           # again: nothing more to do, in either build
+        net.close()
+        assert link.closed and all(host.closed for host in net.hosts.values())
         assert link.counters["tx"] == sent > 0     # what was counted can still be read
         net.sim.run()                         # and nothing is left to run
         assert net.sim.now == pytest.approx(20e-6)
