@@ -56,10 +56,10 @@ def test_a_suspect_path_is_asked_for_more_packets_until_judged_or_cleared():
         load.sent = 500                          # a clean connection so far
     loads[0].sent = 501
     judge.lost(loads, 0, 501)
-    one = loads[0].sample_until                  # one loss: a few packets at most (those in flight)
+    one = loads[0].sample_until                  # one loss: until its packets would have taken the sum to 0
     loads[0].sent = 503
-    judge.lost(loads, 0, 503)                    # two close together: suspect for tens of packets
-    assert one - 501 < 10 and loads[0].sample_until - 503 > 20
+    judge.lost(loads, 0, 503)                    # a second close behind: longer
+    assert 501 < one < loads[0].sample_until and loads[0].sample_until - 503 > one - 501
     assert all(load.sample_until == 0 for load in loads[1:])
     loads[0].sent = 504
     assert judge.lost(loads, 0, 504) and loads[0].sample_until == 0      # judged: nothing more to ask
