@@ -50,7 +50,8 @@ BY_ORDER: Final = 2                   # ... by its own path's order (`overtaken`
 class ReorderLossDetector:
     """Which packets a connection's acknowledgements show lost (`lost`), and when to look again.
 
-    `window` is the reorder window in seconds; `base_rtt`, called when `window` is 0, gives the
+    `window` is the reorder window in seconds; `in_order`: `overtaken` applies (the sender's
+    `path_order_losses`); `base_rtt`, called when `window` is 0, gives the
     base RTT, of which the window is then REORDER_BASE_RTTS. `srtt` gives the round trip the wait
     never goes below (the sender: srtt + 2 rttvar), since a latest sample from a path with an
     empty queue says little about one with a full queue. Packets are `message.Segment`s
@@ -59,7 +60,7 @@ class ReorderLossDetector:
     __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "probe_at", "in_order",
                  "_order", "_paths", "_calm", "_widened_at")
 
-    def __init__(self, window: float, base_rtt, srtt) -> None:
+    def __init__(self, window: float, base_rtt, srtt, in_order: bool = True) -> None:
         self.window = window
         self.base_rtt = base_rtt
         self.srtt = srtt
@@ -68,7 +69,7 @@ class ReorderLossDetector:
         self.rtt = 0.0                 # the RTT of that packet
         self.deadline: float | None = None   # when the oldest overtaken packet becomes lost
         self.probe_at: float | None = None   # when the sender's tail probe is due (it sets and clears it)
-        self.in_order = True           # each path keeps order: `overtaken` applies (off after it erred)
+        self.in_order = in_order       # each path keeps order: `overtaken` applies (off after it erred)
         # (segment, its transmission number), in the order sent; and per path (`Ev.path_key`), first
         # transmissions only
         self._order = FifoList()

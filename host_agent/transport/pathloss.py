@@ -175,8 +175,11 @@ class Sampler:
     a path) the few that one loss at 1 % asks for are sent already, and nothing moves; it takes
     several losses close together, as a path losing 20 % gives. Only first transmissions of new
     data are moved (a retransmission would meet the loss again), never beyond the path's cap
-    (`PathLoad.cap`), nor onto an EV the steering holds out. The sender asks `after_losses` once
-    it has reported a loss (nothing changes between losses) and `choose` per new packet."""
+    (`PathLoad.cap`), nor onto an EV the steering holds out, and only after a loss its path's
+    order showed (`lossdetect.overtaken`: the path still delivers): sampling a dead path more
+    only lost more packets (failover.yaml --quick, seed 4: recovery 78 ms, over the 75 ms
+    tests/experiments/test_experiments.py allows). The sender tells `after_loss` of each loss
+    judged (nothing changes between losses) and asks `choose` per new packet."""
 
     __slots__ = ("ev", "_turn")
 
@@ -184,14 +187,16 @@ class Sampler:
         self.ev: Ev | None = None          # a usable EV of the path sampled more, or None
         self._turn = 0
 
-    def after_losses(self, evset: EvSet) -> None:
-        """Losses were just judged: find the path to sample more, if any (the first suspect one)."""
-        self.ev = None
-        for ev in evset.one_ev_per_path():
-            load = ev.load
-            if ev.usable and load.sent < load.sample_until:
-                self.ev = ev
-                return
+    def after_loss(self, ev: Ev, overtaken: bool) -> None:
+        """A loss of a packet sent on `ev` was just judged; `overtaken`: a packet sent after it on
+        its path arrived (the path still delivers). Such a path, suspect, is sampled more through
+        `ev`; one whose loss was found otherwise (by time: nothing of it may get through, and a dead
+        path needs no more samples to be judged) is not, and stops being sampled."""
+        load = ev.load
+        if overtaken and ev.usable and load.sent < load.sample_until:
+            self.ev = ev
+        elif self.ev is not None and self.ev.load is load:
+            self.ev = None
 
     def choose(self, evset: EvSet, ev: Ev) -> Ev:
         """The EV a new data packet takes: `ev` (the selector's), or one of the path sampled more."""

@@ -95,7 +95,7 @@ class MrcSender:
         self._trim_at = 0.0                              # when the latest trim retransmission was queued
         self._budget = config.retry_budget()             # MRC's linear-then-exponential retries
         self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt,
-                                              lambda: rtt.srtt + 2 * rtt.rttvar)
+                                              lambda: rtt.srtt + 2 * rtt.rttvar, config.path_order_losses)
                           if config.sack_loss_detection else None)
         self.failed: events.ConnectionFailed | None = None    # set when a packet ran out of retries
         self._sampler = Sampler()                        # more packets on a path suspected of losing its own (`pathloss`)
@@ -232,7 +232,7 @@ class MrcSender:
                                seg.path_sent, overtaken), now)
         if retired:
             seg.blamed = ev
-        self._sampler.after_losses(self.evset)
+        self._sampler.after_loss(ev, overtaken)
         return retired
 
     def _tail_probe(self, now: float) -> None:

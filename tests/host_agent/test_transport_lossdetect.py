@@ -156,7 +156,7 @@ def test_a_loss_declared_by_order_that_arrives_turns_the_rule_off():
 # --- in the MRC sender --------------------------------------------------------------------------------
 from wire import constants                                          # noqa: E402
 from wire.packets import Nack, Sack                                      # noqa: E402
-from host_agent.transport import Endpoint, EvState, PathInfo, Retransmitted, TransportConfig   # noqa: E402
+from host_agent.transport import Endpoint, EvState, PathInfo, Retransmitted, TransportConfig, sizing   # noqa: E402
 
 FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, sack_reorder_window=10e-6)
 
@@ -208,17 +208,26 @@ def test_the_sender_resends_an_overtaken_packet_before_its_timer_and_judges_its_
 def test_the_sender_declares_a_packet_overtaken_on_its_own_path_at_once():
     """One path: a SACK for the later packet shows the earlier one lost as it arrives, 10 us before
     the time rule would (50 us, above), and counts it as found by order."""
-    paths = [PathInfo(0, 0, bytes([0xFC, 0, 0, 0]) + bytes(12), bytes([0xFC, 0, 0, 0, 1, 0]) + bytes(10))]
-    ep = Endpoint("tx", TransportConfig(**FAST))
-    conn = ep.connect("rx", 1, 2, paths)
-    first, second = three_packets(ep, conn)
-    ep.receive(40e-6, 0, sack(1, 0b10, second))
-    (_, again), = ep.poll(40e-6)
-    assert again.psn == first.psn and again.flags & constants.MRCH_FLAG_RETX
-    assert [e.cause for e in sack_retransmissions(ep)] == ["sack"]
-    stats = ep.stats()
-    assert stats["sack_timed_losses"] == stats["path_order_losses"] == 1
-    assert conn.evset.get(first.ev).drops == 1
+    for in_order, resent_at in ((True, 40e-6), (False, 50.5e-6)):     # on where sizing turns it on
+        paths = [PathInfo(0, 0, bytes([0xFC, 0, 0, 0]) + bytes(12), bytes([0xFC, 0, 0, 0, 1, 0]) + bytes(10))]
+        ep = Endpoint("tx", TransportConfig(**FAST, path_order_losses=in_order))
+        conn = ep.connect("rx", 1, 2, paths)
+        first, second = three_packets(ep, conn)
+        ep.receive(40e-6, 0, sack(1, 0b10, second))
+        if not in_order:
+            assert ep.poll(49e-6) == []                     # the time rule's wait (above)
+        (_, again), = ep.poll(resent_at)
+        assert again.psn == first.psn and again.flags & constants.MRCH_FLAG_RETX
+        assert [e.cause for e in sack_retransmissions(ep)] == ["sack"]
+        stats = ep.stats()
+        assert stats["sack_timed_losses"] == 1 and stats.get("path_order_losses", 0) == int(in_order)
+        assert conn.evset.get(first.ev).drops == 1
+
+
+def test_sizing_finds_losses_by_a_paths_order_at_data_center_speed_only():
+    assert sizing.for_network(100e9, 9e-6, 4096)["path_order_losses"] is True
+    assert "path_order_losses" not in sizing.for_network(100e9, 9e-6, 4096, spraying=False)
+    assert TransportConfig().path_order_losses is False          # the Mininet testbed may reorder a path
 
 
 def test_a_trimmed_packet_is_left_to_its_nack():

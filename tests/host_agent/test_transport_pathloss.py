@@ -78,8 +78,8 @@ def test_a_suspect_path_takes_one_in_sample_every_of_the_others_new_packets():
     suspect = evset.loads[2]
     suspect.sample_until = suspect.sent + 5
     sampler = Sampler()
-    sampler.after_losses(evset)
-    assert sampler.ev is not None and sampler.ev.path_key == 2
+    sampler.after_loss(by_path[2], True)               # a loss its path's order showed: it still delivers
+    assert sampler.ev is by_path[2]
     assert sampler.choose(evset, by_path[2]) is by_path[2]          # bound for it anyway: no turn taken
     chosen = [sampler.choose(evset, by_path[1]).path_key for _ in range(3 * SAMPLE_EVERY)]
     assert chosen == ([1] * (SAMPLE_EVERY - 1) + [2]) * 3
@@ -90,10 +90,17 @@ def test_a_suspect_path_takes_one_in_sample_every_of_the_others_new_packets():
     assert sampler.choose(evset, by_path[1]) is by_path[1] and sampler.ev is None
 
 
-def test_a_connection_with_no_suspect_path_samples_nothing_more():
+def test_a_path_whose_loss_was_found_by_time_is_not_sampled_more():
+    """Nothing after the loss got through as far as is known: the path may be dead, and more of
+    its packets would only be lost."""
     evset = sampling_evset()
+    by_path = {ev.path_key: ev for ev in evset.active_evs()}
+    evset.loads[2].sample_until = evset.loads[2].sent + 50
     sampler = Sampler()
-    sampler.after_losses(evset)
+    sampler.after_loss(by_path[2], False)
+    assert sampler.ev is None
+    sampler.after_loss(by_path[2], True)
+    sampler.after_loss(by_path[2], False)                            # sampled, then a loss found by time
     assert sampler.ev is None
 
 
