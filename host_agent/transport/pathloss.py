@@ -37,8 +37,9 @@ link, at 20 Mbit/s, a fifth more time: each return took several losses to undo.)
 path in use beside it has nothing to compare with and nowhere else to send: its losses are never
 judged its own. The sender counts each path's transmissions (`PathLoad.sent`) and gives every
 packet its number on its path (`Segment.path_sent`); the path monitor reports a loss with that
-number (only losses with evidence: a later packet arrived; most are found as a packet sent after
-them on their own path is acknowledged, a round trip after they happen: `lossdetect`). Nothing here runs per packet: the
+number (only losses with evidence: a later packet arrived; where sizing turns `path_order_losses` on,
+most are found as a packet sent after them on their own path is acknowledged, a round trip after
+they happen: `lossdetect`), and `Sampler` sends a suspect path more packets. Nothing here runs per packet: the
 judge works when a loss is reported.
 """
 from __future__ import annotations

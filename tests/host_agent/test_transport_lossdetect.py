@@ -224,6 +224,26 @@ def test_the_sender_declares_a_packet_overtaken_on_its_own_path_at_once():
         assert conn.evset.get(first.ev).drops == 1
 
 
+def test_a_packet_found_lost_by_order_that_arrives_after_all_stops_the_order_rule():
+    """The original of a packet its path's order showed lost is SACKed after its resend left:
+    this network reorders along a path, and the connection falls back on the time rule."""
+    paths = [PathInfo(0, 0, bytes([0xFC, 0, 0, 0]) + bytes(12), bytes([0xFC, 0, 0, 0, 1, 0]) + bytes(10))]
+    ep = Endpoint("tx", TransportConfig(**FAST, path_order_losses=True))
+    conn = ep.connect("rx", 1, 2, paths)
+    first, second = three_packets(ep, conn)
+    ep.receive(40e-6, 0, sack(1, 0b10, second))
+    (_, again), = ep.poll(40e-6)                          # found lost by order, resent at once
+    ep.receive(41e-6, 0, sack(3, 0, first))               # ... yet the original arrived
+    assert ep.stats()["spurious_sack_losses"] == 1
+    ep.send_message(conn, bytes(1000))
+    (_, third), = ep.poll(50e-6)
+    ep.send_message(conn, bytes(1000))
+    (_, fourth), = ep.poll(51e-6)
+    ep.receive(60e-6, 0, Sack(src=bytes(16), dst=bytes(16), ev=5, qp=1, cum_psn=3, sack_base=3, bitmap=0b10,
+                             ev_echo=fourth.ev, ts_echo=fourth.tsval))
+    assert ep.poll(60e-6) == [] and ep.stats()["path_order_losses"] == 1     # the third waits for the time rule
+
+
 def test_sizing_finds_losses_by_a_paths_order_at_data_center_speed_only():
     assert sizing.for_network(100e9, 9e-6, 4096)["path_order_losses"] is True
     assert "path_order_losses" not in sizing.for_network(100e9, 9e-6, 4096, spraying=False)
