@@ -31,12 +31,15 @@ a path: the connection then stops using the rule (`in_order` off) and keeps the 
 """
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import i64
 
 from host_agent.transport.fifo import FifoList
 from host_agent.transport.message import Segment
+
+if TYPE_CHECKING:                       # the sender's EVs: types only (evset imports nothing of this)
+    from host_agent.transport.evset import Ev
 
 REORDER_BASE_RTTS: Final = 2.0        # the reorder window when none is configured, in base RTTs
 PROBE_SRTTS: Final = 2.0              # a tail probe goes out when nothing was acknowledged for this many srtt
@@ -102,7 +105,8 @@ class ReorderLossDetector:
         for ack in acked:
             if ack.transmissions != 1:
                 continue                         # which transmission arrived is not known
-            key: int = ack.ev.path_key
+            ev: Ev = ack.ev                      # typed here: a segment holds its EV untyped
+            key = ev.path_key
             if key >= len(paths):
                 continue
             fifo = paths[key]

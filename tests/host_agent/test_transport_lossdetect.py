@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from types import SimpleNamespace
 
+from host_agent.transport.evset import Ev
 from host_agent.transport.fifo import DROP_AT
 from host_agent.transport.lossdetect import BY_ORDER, BY_TIME, ReorderLossDetector
 from host_agent.transport.message import Segment, new_message
@@ -75,7 +75,7 @@ def test_spurious_losses_found_together_widen_the_window_once():
     assert det.scale == 4.0
 
 
-PATHS = [SimpleNamespace(path_key=k) for k in range(2)]         # what `overtaken` reads of an EV
+PATHS = [Ev(k + 1, 0, k) for k in range(2)]                     # an EV on each of two paths
 
 
 def sent_on(det, *spec):
