@@ -95,6 +95,7 @@ class TransportConfig:
     # --- loss detection from SACKs (host_agent.transport.lossdetect, docs/transport.md "Random loss") ---
     sack_loss_detection: bool = True  # a packet overtaken by one SACKed and older than RTT + window is lost
     sack_reorder_window: float = 0.0  # that reorder window, seconds; 0: two base RTTs (base_rtt or the smallest sample)
+    path_order_losses: bool = False   # ... and one overtaken on its own path by one SACKed is lost at once (sizing: on)
     # --- receiver ------------------------------------------------------------------
     ack_coalesce: int = 4             # one SACK every this many in-order data packets
     ack_delay: float = 50e-6          # longest a pending SACK waits

@@ -16,35 +16,54 @@ will be. A loss at the very tail of a burst leaves no later packet to be acknowl
 companion TLP does, the sender then sends its newest packet again once nothing has been
 acknowledged for PROBE_SRTTS smoothed RTTs (`newest_in_flight`), and the SACK of that probe is
 the evidence this rule needs, long before the per-packet timeout (at least 10 base RTTs).
+
+One path keeps order: packets sent on the same path (the EVs of one `PathLoad`) go through the same
+queues, so a first transmission acknowledged while one sent before it on its path is still missing
+shows that one lost at once, a round trip after it left, with no reorder window (`overtaken`):
+spraying reorders packets across paths, never along one. Only first transmissions are compared:
+which transmission of a packet sent again arrived is not known, and a retransmission found lost
+this way whose first copy arrives after all would look like reordering along a path (letting
+retransmissions be found by order too, as the switches queue both alike, retired a path at 1 %
+uniform loss in loss-sweep --quick's all-to-all, seed 59, where first transmissions alone retire
+none in seeds 1-100). Only packets the acknowledgement shows missing (in its bitmap's range) are
+declared. A packet declared lost this way that arrives after all says the network reorders along
+a path: the connection then stops using the rule (`in_order` off) and keeps the time rule.
 """
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import i64
 
 from host_agent.transport.fifo import FifoList
 from host_agent.transport.message import Segment
 
+if TYPE_CHECKING:                       # the sender's EVs: types only (evset imports nothing of this)
+    from host_agent.transport.evset import Ev
+
 REORDER_BASE_RTTS: Final = 2.0        # the reorder window when none is configured, in base RTTs
 PROBE_SRTTS: Final = 2.0              # a tail probe goes out when nothing was acknowledged for this many srtt
 REORDER_SCALE_MAX: Final = 8.0        # a reorder window widened by spurious losses grows to at most this many times
 REORDER_CALM_LOSSES: Final = 16       # declared losses without a spurious one that halve a widened window
+SACK_BITS: Final = 64                 # PSNs a SACK's bitmap shows from its base
+BY_TIME: Final = 1                    # Segment.declared_lost: by the time rule (`lost`)
+BY_ORDER: Final = 2                   # ... by its own path's order (`overtaken`)
 
 
 class ReorderLossDetector:
     """Which packets a connection's acknowledgements show lost (`lost`), and when to look again.
 
-    `window` is the reorder window in seconds; `base_rtt`, called when `window` is 0, gives the
+    `window` is the reorder window in seconds; `in_order`: `overtaken` applies (the sender's
+    `path_order_losses`); `base_rtt`, called when `window` is 0, gives the
     base RTT, of which the window is then REORDER_BASE_RTTS. `srtt` gives the round trip the wait
     never goes below (the sender: srtt + 2 rttvar), since a latest sample from a path with an
     empty queue says little about one with a full queue. Packets are `message.Segment`s
     (`sent_at`, `transmissions`, `in_flight`)."""
 
-    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "probe_at", "_order", "_calm",
-                 "_widened_at")
+    __slots__ = ("window", "base_rtt", "srtt", "scale", "xmit", "rtt", "deadline", "probe_at", "in_order",
+                 "_order", "_paths", "_calm", "_widened_at")
 
-    def __init__(self, window: float, base_rtt, srtt) -> None:
+    def __init__(self, window: float, base_rtt, srtt, in_order: bool = True) -> None:
         self.window = window
         self.base_rtt = base_rtt
         self.srtt = srtt
@@ -53,14 +72,56 @@ class ReorderLossDetector:
         self.rtt = 0.0                 # the RTT of that packet
         self.deadline: float | None = None   # when the oldest overtaken packet becomes lost
         self.probe_at: float | None = None   # when the sender's tail probe is due (it sets and clears it)
-        # (segment, its transmission number), in the order sent
+        self.in_order = in_order       # each path keeps order: `overtaken` applies (off after it erred)
+        # (segment, its transmission number), in the order sent; and per path (`Ev.path_key`), first
+        # transmissions only
         self._order = FifoList()
+        self._paths: list[FifoList] = []
         self._calm = 0
         self._widened_at = float("-inf")   # when a spurious loss last widened the window
 
-    def sent(self, seg: Segment) -> None:
-        """`seg` was (re)transmitted just now."""
-        self._order.append((seg, seg.transmissions))
+    def sent(self, seg: Segment, path_key: int = -1) -> None:
+        """`seg` was (re)transmitted just now, on path `path_key` (`Ev.path_key`; -1: not said, the
+        packet is left to the time rule)."""
+        tx = seg.transmissions
+        self._order.append((seg, tx))
+        if tx == 1 and path_key >= 0 and self.in_order:
+            paths = self._paths
+            while len(paths) <= path_key:
+                paths.append(FifoList())
+            paths[path_key].append(seg)
+
+    def overtaken(self, acked: list[Segment], base: int) -> list[Segment]:
+        """The first transmissions still in flight that a first transmission among `acked` (just
+        acknowledged by an acknowledgement whose bitmap starts at sequence number `base`; those below
+        its cumulative point are in `acked` too) overtook on its own path: lost (oldest first on each
+        path), taken off the watch. Packets sent before it on its path that the acknowledgement does
+        not show (beyond its bitmap's range) are left to the time rule."""
+        out: list[Segment] = []
+        if not self.in_order:
+            return out
+        paths = self._paths
+        top = base + SACK_BITS
+        for ack in acked:
+            if ack.transmissions != 1:
+                continue                         # which transmission arrived is not known
+            ev: Ev = ack.ev                      # typed here: a segment holds its EV untyped
+            key = ev.path_key
+            if key >= len(paths):
+                continue
+            fifo = paths[key]
+            number = ack.path_sent
+            while True:
+                seg: Segment | None = fifo.first()
+                if seg is None:
+                    break
+                if seg.transmissions == 1 and seg.in_flight:
+                    if seg.path_sent >= number:
+                        break                    # sent on the path after `ack` (or `ack` itself)
+                    if base <= seg.seq < top:
+                        out.append(seg)          # the acknowledgement shows it missing: lost
+                fifo.pop_first()                 # settled, sent again, overtaken, or not shown
+        return out
 
     def delivered(self, sent_at: float, rtt: float) -> None:
         """An acknowledgement answered a packet sent at `sent_at` (at the latest) after `rtt`."""
@@ -114,13 +175,19 @@ class ReorderLossDetector:
             i -= 1
         return None
 
-    def spurious(self, now: float) -> None:
-        """A packet declared lost had arrived: the reordering is wider than the window; double it,
+    def spurious(self, now: float, how: int = BY_TIME) -> None:
+        """A packet declared lost (`how`: BY_TIME or BY_ORDER) had arrived. Declared by its path's
+        order, the network reorders along a path: `overtaken` is off from now on. By time, the
+        reordering is wider than the window; double it,
         once for all the packets found spurious at the same instant (one acknowledgement). The
         packets one lost SACK would have acknowledged (`ack_coalesce` of them, in a row) are found
         spurious together: counted one by one, a single lost SACK widened the window eightfold,
         and the next real losses were found 90-140 us late (loss-sweep --quick at 400 Gbit/s,
         docs/transport.md "Without tuned switches")."""
+        if how == BY_ORDER:
+            self.in_order = False
+            self._paths.clear()
+            return
         if now > self._widened_at:
             self.scale = min(REORDER_SCALE_MAX, self.scale * 2)
             self._widened_at = now
@@ -129,6 +196,7 @@ class ReorderLossDetector:
     def clear(self) -> None:
         """Forget every packet (the connection failed)."""
         self._order.clear()
+        self._paths.clear()
         self.deadline = self.probe_at = None
 
     @property

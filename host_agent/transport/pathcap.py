@@ -33,15 +33,17 @@ _INF: Final = float("inf")
 
 
 class PathLoad:
-    """One path's packets in flight, how many it may hold (`cap`; inf: no cap), and how many were
-    sent on it (`sent`, transmissions; `pathloss` weighs the path's losses against them)."""
+    """One path's packets in flight, how many it may hold (`cap`; inf: no cap), how many were
+    sent on it (`sent`, transmissions; `pathloss` weighs the path's losses against them), and until
+    which of them the judge of its losses asks for more of them (`sample_until`, `pathloss.Sampler`)."""
 
-    __slots__ = ("inflight", "cap", "sent")
+    __slots__ = ("inflight", "cap", "sent", "sample_until")
 
     def __init__(self, cap: float = _INF) -> None:
         self.inflight = 0
         self.cap = cap
         self.sent = 0
+        self.sample_until = 0
 
 
 def open_caps(acked: Iterable[Segment], now: float, bound: float, most: float) -> None:

@@ -146,6 +146,7 @@ class Timeout:
     first_rtt_at: float            # when the connection's first RTT sample came (inf: none yet)
     srtt: float
     path_sent: int = 0             # its number among the packets sent on its path (`PathLoad.sent`)
+    overtaken: bool = False        # a packet sent after it on its own path arrived (`lossdetect`)
 
 
 class PathMonitor(Protocol):
@@ -190,7 +191,8 @@ class MrcPathMonitor:
     """MRC's rules (docs/transport.md, "EV states" and "Loss recovery").
 
     A loss without trim (a timeout, or a loss the SACKs show) retires the EV (and its path's EVs
-    when fates are shared) only with evidence: a packet sent a quarter srtt after it has arrived,
+    when fates are shared) only with evidence: a packet sent a quarter srtt after it has arrived (or
+    one sent after it on its own path, which keeps order: `Timeout.overtaken`),
     and an RTT sample had been taken before it left; and only for loss that is its path's own,
     not every path's (`pathloss.OwnLossJudge`: well above what the connection's other paths lose,
     and close together). With fates not shared (`share_fate_by_path` off) each EV is judged alone
@@ -210,7 +212,7 @@ class MrcPathMonitor:
         self.judge = OwnLossJudge()            # whose loss: the path's own or every path's (`pathloss`)
 
     def on_timeout(self, evset: EvSet, timeout: Timeout, now: float) -> list[Ev]:
-        if (timeout.delivered_sent_at > timeout.sent_at + REORDER_SRTT_FRACTION * timeout.srtt
+        if ((timeout.overtaken or timeout.delivered_sent_at > timeout.sent_at + REORDER_SRTT_FRACTION * timeout.srtt)
                 and timeout.sent_at >= timeout.first_rtt_at
                 and (not evset.share_fate or self.judge.lost(evset.loads, timeout.ev.path_key, timeout.path_sent))):
             return evset.mark_bad(timeout.ev, now, "timeout")

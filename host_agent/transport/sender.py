@@ -17,10 +17,11 @@ from host_agent.transport.peers import ConnectionId
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
-from host_agent.transport.lossdetect import PROBE_SRTTS, ReorderLossDetector
+from host_agent.transport.lossdetect import BY_ORDER, BY_TIME, PROBE_SRTTS, ReorderLossDetector
 from host_agent.transport.message import OutMessage, SendQueue, Segment, Unacknowledged, ts_age
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.pathcap import PathCapSelector
+from host_agent.transport.pathloss import Sampler
 from host_agent.transport.policies import (CongestionControl, EvSelector, MrcPathMonitor, MrcSackProcessor,
                                            PathMonitor, RotationSelector, SackProcessor, Timeout)
 from host_agent.transport.psn import PSN_MASK, from_wire
@@ -94,9 +95,10 @@ class MrcSender:
         self._trim_at = 0.0                              # when the latest trim retransmission was queued
         self._budget = config.retry_budget()             # MRC's linear-then-exponential retries
         self._detector = (ReorderLossDetector(config.sack_reorder_window, lambda: rtt.base_rtt,
-                                              lambda: rtt.srtt + 2 * rtt.rttvar)
+                                              lambda: rtt.srtt + 2 * rtt.rttvar, config.path_order_losses)
                           if config.sack_loss_detection else None)
         self.failed: events.ConnectionFailed | None = None    # set when a packet ran out of retries
+        self._sampler = Sampler()                        # more packets on a path suspected of losing its own (`pathloss`)
 
     # --- application side ------------------------------------------------------------------
     def send_message(self, data) -> int:
@@ -171,7 +173,7 @@ class MrcSender:
             if detector.deadline is not None and detector.deadline <= now:
                 lost = detector.lost(now)
                 if lost:
-                    self._declare_lost(lost, now)
+                    self._declare_lost(lost, now, BY_TIME)
             if detector.probe_at is not None and detector.probe_at <= now:
                 self._tail_probe(now)
         timers = self._timers
@@ -217,18 +219,20 @@ class MrcSender:
         self.cc.on_trim_or_loss(now)
         self._queue_retx(seg.seq, events.CAUSE_TIMEOUT)
 
-    def _blame(self, seg: Segment, now: float) -> list | None:
+    def _blame(self, seg: Segment, now: float, overtaken: bool = False) -> list | None:
         """Let the path monitor judge the EV `seg` was lost on (`PathMonitor.on_timeout`, with the
-        evidence the sender has): the EVs it retired, or None when that EV is no longer ours or usable."""
+        evidence the sender has; `overtaken`: a packet sent after it on its own path arrived): the
+        EVs it retired, or None when that EV is no longer ours or usable."""
         ev: Ev = seg.ev
         self.evset.note_drop(ev)
         if self.evset.get(ev.value) is not ev or not ev.usable:
             return None
         retired = self.monitor.on_timeout(
             self.evset, Timeout(ev, seg.sent_at, self.delivered_sent_at, self.first_rtt_at, self.rtt.srtt,
-                               seg.path_sent), now)
+                               seg.path_sent, overtaken), now)
         if retired:
             seg.blamed = ev
+        self._sampler.after_loss(ev, overtaken)
         return retired
 
     def _tail_probe(self, now: float) -> None:
@@ -250,8 +254,9 @@ class MrcSender:
         self.stats.add("tail_probes")
         self._queue_retx(seg.seq, events.CAUSE_TAIL_PROBE)
 
-    def _declare_lost(self, lost: list[Segment], now: float) -> None:
-        """Packets the SACKs show lost (`lossdetect`): a loss without a trim, so the path monitor
+    def _declare_lost(self, lost: list[Segment], now: float, how: int) -> None:
+        """Packets the SACKs show lost (`lossdetect`, `how`: BY_TIME or BY_ORDER, a later packet
+        on their own path arrived): a loss without a trim, so the path monitor
         judges each one's EV as it judges a timeout (MRC: a failed path, retired at once for a
         backup), and each is queued for retransmission now (cause "sack"). Packets still in
         flight on a retired EV are left to the same rule: a lost one is found within its window."""
@@ -260,9 +265,11 @@ class MrcSender:
             seg.in_flight = False
             seg.ev.load.inflight -= 1
             self.inflight_bytes -= seg.wire
-            seg.declared_lost = True
+            seg.declared_lost = how
             stats.add("sack_timed_losses")
-            self._blame(seg, now)
+            if how == BY_ORDER:
+                stats.add("path_order_losses")
+            self._blame(seg, now, how == BY_ORDER)
             self._queue_retx(seg.seq, events.CAUSE_SACK)
         self.cc.on_trim_or_loss(now)
 
@@ -400,6 +407,9 @@ class MrcSender:
     def _transmit(self, now: float, seg: Segment, cause: str | None) -> tuple[int, DataPacket]:
         old_ev = seg.ev
         ev = self.selector.next_ev(self.evset, now, None if cause is None else old_ev)
+        sampler = self._sampler
+        if sampler.ev is not None and cause is None:
+            ev = sampler.choose(self.evset, ev)     # a path suspected of losing its own: more samples
         path = self.evset.paths[ev.path_key]
         seg.ev = ev
         seg.sent_at = now
@@ -413,7 +423,7 @@ class MrcSender:
         self.inflight_bytes += seg.wire
         detector = self._detector
         if detector is not None:
-            detector.sent(seg)                        # its send-ordered list (`lossdetect`)
+            detector.sent(seg, ev.path_key)           # its send-ordered lists (`lossdetect`)
         timeout = self.rtt.rto if seg.timeouts <= self._budget.linear_cnt else self._timeout_for(seg)
         self._timers.push(now + timeout, seg)
         packets, data_bytes = self._tx_counts
@@ -493,11 +503,11 @@ class MrcSender:
         declared from SACKs that was not one widens the reorder window instead (`lossdetect`)."""
         ev, seg.blamed = seg.blamed, None
         if seg.declared_lost:
-            seg.declared_lost = False
+            how, seg.declared_lost = seg.declared_lost, 0
             self.stats.add("spurious_sack_losses")
             detector = self._detector
             assert detector is not None              # only the detector declares losses from SACKs
-            detector.spurious(now)
+            detector.spurious(now, how)
         else:
             self.stats.add("spurious_timeouts")
             if ev is not None:
@@ -539,12 +549,16 @@ class MrcSender:
             self._sack_losses(lost, now)
         detector = self._detector
         if detector is not None:
+            if newly:                                 # what a packet acknowledged overtook on its own path
+                overtaken = detector.overtaken(newly, base)
+                if overtaken:
+                    self._declare_lost(overtaken, now, BY_ORDER)
             if trigger - TS_SLACK > detector.xmit:       # detector.delivered, inline: this is per SACK
                 detector.xmit = trigger - TS_SLACK        # surely sent no earlier than this
                 detector.rtt = rtt
             overdue = detector.lost(now)
             if overdue:
-                self._declare_lost(overdue, now)
+                self._declare_lost(overdue, now, BY_TIME)
             if acked:                                 # the tail probe waits from the latest progress
                 detector.probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
         self.rtt.sample_echo(rtt, sack.ts_echo)

@@ -132,10 +132,12 @@ def nscc_for_network(rtt_s: float) -> dict:
     tuned for it (docs/transport.md, "Without tuned switches"), a rotation that visits the paths
     in turn (`evset.striped`), trim resends that leave the pacing clock alone, a fair increase
     of FAIR_INCREASE_PKTS per RTT, and the receiver window penalty (a receiver shared by several
-    senders gives each its share: docs/transport.md, "Receiver window penalty"). A single-path
+    senders gives each its share: docs/transport.md, "Receiver window penalty"); and losses found
+    by a path's own order (`lossdetect.overtaken`; docs/transport.md, "Whose loss"). A single-path
     baseline keeps the unsized values: its drop-tail queues on ECMP collisions overflowed with
     either the target or the pacing rule (loss-sweep --quick: RoCE's loss-free all-to-all took
     twice as long)."""
     return {"target_delay": TARGET_DELAY_BASE_RTTS * rtt_s, "max_md_jump": MAX_MD_JUMP, "pace_at_target": True,
             "steer_share_struck": True, "path_cap_pkts": PATH_CAP_PKTS, "path_cap_rtts": PATH_CAP_RTTS,
-            "stripe_paths": True, "pace_trim_resends": False, "fi": FAIR_INCREASE_PKTS, "window_penalty": True}
+            "stripe_paths": True, "pace_trim_resends": False, "fi": FAIR_INCREASE_PKTS, "window_penalty": True,
+            "path_order_losses": True}

@@ -1,12 +1,13 @@
-"""Loss detection from SACKs (host_agent.transport.lossdetect): the reorder-window rule and what
-must never trigger it."""
+"""Loss detection from SACKs (host_agent.transport.lossdetect): the reorder-window rule, the rule of
+a path's own order, and what must never trigger them."""
 from __future__ import annotations
 
 import random
 from collections import deque
 
+from host_agent.transport.evset import Ev
 from host_agent.transport.fifo import DROP_AT
-from host_agent.transport.lossdetect import ReorderLossDetector
+from host_agent.transport.lossdetect import BY_ORDER, BY_TIME, ReorderLossDetector
 from host_agent.transport.message import Segment, new_message
 
 BASE = 10e-6
@@ -74,10 +75,88 @@ def test_spurious_losses_found_together_widen_the_window_once():
     assert det.scale == 4.0
 
 
+PATHS = [Ev(k + 1, 0, k) for k in range(2)]                     # an EV on each of two paths
+
+
+def sent_on(det, *spec):
+    """Packets sent 1 us apart on the paths `spec` names (one path key each), numbered on each path."""
+    numbers = [0, 0]
+    segs = []
+    for i, key in enumerate(spec):
+        numbers[key] += 1
+        seg = Segment(i, MESSAGE, i, 1, ev=PATHS[key], sent_at=i * 1e-6, transmissions=1, in_flight=True,
+                      path_sent=numbers[key])
+        det.sent(seg, key)
+        segs.append(seg)
+    return segs
+
+
+def acked(*segs):
+    for seg in segs:
+        seg.acked, seg.in_flight = True, False
+    return list(segs)
+
+
+def test_a_packet_overtaken_on_its_own_path_is_lost_at_once_and_only_there():
+    det = detector()
+    a, b, c, d = sent_on(det, 0, 1, 0, 1)
+    assert det.overtaken(acked(d), 0) == [b]            # d overtook b on path 1: no window to wait for
+    assert det.overtaken(acked(c), 0) == [a]            # and c overtook a on path 0
+    e, = sent_on(det, 1)
+    assert det.overtaken(acked(e), 0) == []             # nothing left behind on path 1
+
+
+def test_a_packet_overtaken_across_paths_waits_for_the_time_rule():
+    det = detector()
+    a, b = sent_on(det, 0, 1)
+    det.delivered(b.sent_at, BASE)
+    assert det.overtaken(acked(b), 0) == []             # spraying reorders across paths
+    assert det.lost(15e-6) == [] and det.lost(25e-6) == [a]
+
+
+def test_what_the_sack_does_not_show_or_a_retransmission_acknowledged_is_left_to_the_time_rule():
+    det = detector()
+    a, b, c = sent_on(det, 0, 0, 0)
+    a.seq = 70                                          # beyond the 64 PSNs the SACK's bitmap shows from 0
+    assert det.overtaken(acked(c), 0) == [b]
+    b.in_flight = False                                 # the sender takes it out of flight
+    det.delivered(c.sent_at, BASE)
+    assert det.lost(1.0) == [a]                         # still watched by the time rule
+    det = detector()
+    x, y = sent_on(det, 1, 1)
+    y.transmissions = 2                                 # a retransmission acknowledged: which copy arrived?
+    assert det.overtaken(acked(y), 0) == []
+    det = detector()
+    z, w = sent_on(det, 1, 1)
+    z.transmissions = 2                                 # sent again since (on another path): settled here
+    assert det.overtaken(acked(w), 0) == []
+
+
+def test_a_retransmission_is_neither_found_lost_by_order_nor_overtakes():
+    det = detector()
+    again = Segment(5, MESSAGE, 5, 1, ev=PATHS[0], sent_at=0.0, transmissions=2, in_flight=True, path_sent=1)
+    first = Segment(6, MESSAGE, 6, 1, ev=PATHS[0], sent_at=1e-6, transmissions=1, in_flight=True, path_sent=2)
+    det.sent(again, 0)
+    det.sent(first, 0)
+    assert det.overtaken(acked(first), 0) == []         # its first copy may yet arrive: left to the time rule
+    det.delivered(first.sent_at, BASE)
+    assert det.lost(1.0) == [again]
+
+
+def test_a_loss_declared_by_order_that_arrives_turns_the_rule_off():
+    det = detector()
+    det.spurious(20e-6, BY_TIME)
+    assert det.in_order and det.scale == 2.0            # a time-rule mistake widens the window ...
+    det.spurious(30e-6, BY_ORDER)
+    assert not det.in_order and det.scale == 2.0        # ... a path-order mistake stops the order rule
+    a, b = sent_on(det, 0, 0)
+    assert det.overtaken(acked(b), 0) == []
+
+
 # --- in the MRC sender --------------------------------------------------------------------------------
 from wire import constants                                          # noqa: E402
 from wire.packets import Nack, Sack                                      # noqa: E402
-from host_agent.transport import Endpoint, EvState, PathInfo, Retransmitted, TransportConfig   # noqa: E402
+from host_agent.transport import Endpoint, EvState, PathInfo, Retransmitted, TransportConfig, sizing   # noqa: E402
 
 FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, sack_reorder_window=10e-6)
 
@@ -124,6 +203,51 @@ def test_the_sender_resends_an_overtaken_packet_before_its_timer_and_judges_its_
     lost_on = conn.evset.get(first.ev)
     assert lost_on.drops == 1                          # a loss without trim, laid at its EV's door ...
     assert lost_on.state is EvState.GOOD               # ... but one loss is not yet its path's own (pathloss)
+
+
+def test_the_sender_declares_a_packet_overtaken_on_its_own_path_at_once():
+    """One path: a SACK for the later packet shows the earlier one lost as it arrives, 10 us before
+    the time rule would (50 us, above), and counts it as found by order."""
+    for in_order, resent_at in ((True, 40e-6), (False, 50.5e-6)):     # on where sizing turns it on
+        paths = [PathInfo(0, 0, bytes([0xFC, 0, 0, 0]) + bytes(12), bytes([0xFC, 0, 0, 0, 1, 0]) + bytes(10))]
+        ep = Endpoint("tx", TransportConfig(**FAST, path_order_losses=in_order))
+        conn = ep.connect("rx", 1, 2, paths)
+        first, second = three_packets(ep, conn)
+        ep.receive(40e-6, 0, sack(1, 0b10, second))
+        if not in_order:
+            assert ep.poll(49e-6) == []                     # the time rule's wait (above)
+        (_, again), = ep.poll(resent_at)
+        assert again.psn == first.psn and again.flags & constants.MRCH_FLAG_RETX
+        assert [e.cause for e in sack_retransmissions(ep)] == ["sack"]
+        stats = ep.stats()
+        assert stats["sack_timed_losses"] == 1 and stats.get("path_order_losses", 0) == int(in_order)
+        assert conn.evset.get(first.ev).drops == 1
+
+
+def test_a_packet_found_lost_by_order_that_arrives_after_all_stops_the_order_rule():
+    """The original of a packet its path's order showed lost is SACKed after its resend left:
+    this network reorders along a path, and the connection falls back on the time rule."""
+    paths = [PathInfo(0, 0, bytes([0xFC, 0, 0, 0]) + bytes(12), bytes([0xFC, 0, 0, 0, 1, 0]) + bytes(10))]
+    ep = Endpoint("tx", TransportConfig(**FAST, path_order_losses=True))
+    conn = ep.connect("rx", 1, 2, paths)
+    first, second = three_packets(ep, conn)
+    ep.receive(40e-6, 0, sack(1, 0b10, second))
+    (_, again), = ep.poll(40e-6)                          # found lost by order, resent at once
+    ep.receive(41e-6, 0, sack(3, 0, first))               # ... yet the original arrived
+    assert ep.stats()["spurious_sack_losses"] == 1
+    ep.send_message(conn, bytes(1000))
+    (_, third), = ep.poll(50e-6)
+    ep.send_message(conn, bytes(1000))
+    (_, fourth), = ep.poll(51e-6)
+    ep.receive(60e-6, 0, Sack(src=bytes(16), dst=bytes(16), ev=5, qp=1, cum_psn=3, sack_base=3, bitmap=0b10,
+                             ev_echo=fourth.ev, ts_echo=fourth.tsval))
+    assert ep.poll(60e-6) == [] and ep.stats()["path_order_losses"] == 1     # the third waits for the time rule
+
+
+def test_sizing_finds_losses_by_a_paths_order_at_data_center_speed_only():
+    assert sizing.for_network(100e9, 9e-6, 4096)["path_order_losses"] is True
+    assert "path_order_losses" not in sizing.for_network(100e9, 9e-6, 4096, spraying=False)
+    assert TransportConfig().path_order_losses is False          # the Mininet testbed may reorder a path
 
 
 def test_a_trimmed_packet_is_left_to_its_nack():

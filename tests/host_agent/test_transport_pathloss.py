@@ -10,9 +10,10 @@ import random
 
 import pytest
 
-from host_agent.transport import TransportConfig, sizing
+from host_agent.transport import PathInfo, TransportConfig, sizing
 from host_agent.transport.pathcap import PathLoad
-from host_agent.transport.pathloss import OwnLossJudge
+from host_agent.transport.evset import EvSet
+from host_agent.transport.pathloss import SAMPLE_EVERY, OwnLossJudge, Sampler
 from simulation import Flow, leaf_spine_fabric, run_flows
 
 MB = 1_000_000
@@ -46,6 +47,61 @@ def test_a_path_losing_a_fifth_is_found_within_tens_of_its_packets():
         assert all(f is not None for f in found)
         per_path = sorted((f - 4000) // 4 for f in found)    # the lossy path's packets since the loss began
         assert per_path[len(per_path) // 2] <= 40 and per_path[-1] <= 100, per_path
+
+
+def test_a_suspect_path_is_asked_for_more_packets_until_judged_or_cleared():
+    judge = OwnLossJudge()
+    loads = [PathLoad() for _ in range(4)]
+    for load in loads:
+        load.sent = 500                          # a clean connection so far
+    loads[0].sent = 501
+    judge.lost(loads, 0, 501)
+    one = loads[0].sample_until                  # one loss: until its packets would have taken the sum to 0
+    loads[0].sent = 503
+    judge.lost(loads, 0, 503)                    # a second close behind: longer
+    assert 501 < one < loads[0].sample_until and loads[0].sample_until - 503 > one - 501
+    assert all(load.sample_until == 0 for load in loads[1:])
+    loads[0].sent = 504
+    assert judge.lost(loads, 0, 504) and loads[0].sample_until == 0      # judged: nothing more to ask
+    judge.forget(loads, 0, probation=True)
+    assert loads[0].sample_until == 0
+
+
+def sampling_evset():
+    paths = [PathInfo(0, 0, bytes([0xFC, 0, 0, p]) + bytes(12), bytes([0xFC, 0, 0, p, 1]) + bytes(11)) for p in range(4)]
+    return EvSet(paths, 32, 4, random.Random(1), True)
+
+
+def test_a_suspect_path_takes_one_in_sample_every_of_the_others_new_packets():
+    evset = sampling_evset()
+    by_path = {ev.path_key: ev for ev in evset.active_evs()}
+    suspect = evset.loads[2]
+    suspect.sample_until = suspect.sent + 5
+    sampler = Sampler()
+    sampler.after_loss(by_path[2], True)               # a loss its path's order showed: it still delivers
+    assert sampler.ev is by_path[2]
+    assert sampler.choose(evset, by_path[2]) is by_path[2]          # bound for it anyway: no turn taken
+    chosen = [sampler.choose(evset, by_path[1]).path_key for _ in range(3 * SAMPLE_EVERY)]
+    assert chosen == ([1] * (SAMPLE_EVERY - 1) + [2]) * 3
+    suspect.inflight, suspect.cap = 4, 4                             # at its cap: left alone
+    assert [sampler.choose(evset, by_path[1]).path_key for _ in range(SAMPLE_EVERY)] == [1] * SAMPLE_EVERY
+    suspect.cap = 100
+    suspect.sent = suspect.sample_until                              # its packets would have cleared it
+    assert sampler.choose(evset, by_path[1]) is by_path[1] and sampler.ev is None
+
+
+def test_a_path_whose_loss_was_found_by_time_is_not_sampled_more():
+    """Nothing after the loss got through as far as is known: the path may be dead, and more of
+    its packets would only be lost."""
+    evset = sampling_evset()
+    by_path = {ev.path_key: ev for ev in evset.active_evs()}
+    evset.loads[2].sample_until = evset.loads[2].sent + 50
+    sampler = Sampler()
+    sampler.after_loss(by_path[2], False)
+    assert sampler.ev is None
+    sampler.after_loss(by_path[2], True)
+    sampler.after_loss(by_path[2], False)                            # sampled, then a loss found by time
+    assert sampler.ev is None
 
 
 def test_a_dead_path_is_found_at_its_third_loss_in_a_row():
