@@ -497,7 +497,7 @@ def add_k16_argument(parser: argparse.ArgumentParser) -> None:
     """--fat-tree-k16, the option of this module run on its own and of `mrc-testbed bench` (cli/bench.py)."""
     parser.add_argument("--fat-tree-k16", action="store_true",
                         help="also run the fat-tree k=16 permutation (1,024 hosts, 1 MiB flows at 100 Gbit/s, in "
-                             "a process of its own; tens of seconds and about 1.4 GiB of memory compiled, longer as "
+                             "a process of its own; about 10 s and 0.4 GiB of memory compiled, longer as "
                              "pure Python): wall time, simulated packets per wall-second, peak RSS, against issue "
                              "29's limits (10 minutes, 4 GiB)")
 
