@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import socket
 import subprocess
@@ -35,6 +34,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from wire import codec                                        # noqa: E402
+from experiments import conditions                            # noqa: E402
 from wire.packets import DataPacket                           # noqa: E402
 from host_agent.eventlog import read_log                      # noqa: E402
 from host_agent.job import Job, JobTransport, NicSpec, PeerSpec, job_workload  # noqa: E402
@@ -240,10 +240,8 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench_agent: needs root (network namespaces and raw sockets)", file=sys.stderr)
         return 2
-    results: dict = {"payload_bytes": PAYLOAD, "frame_bytes": len(frame()), "host": platform.node(),
-                     "pinned": bool(_pin(0)),
-                     "cpus": os.cpu_count(), "load_before": os.getloadavg(), "python": platform.python_version(),
-                     "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    measuring = conditions.Measuring()
+    results: dict = {"payload_bytes": PAYLOAD, "frame_bytes": len(frame()), "pinned": bool(_pin(0))}
     pair = NamespacePair()
     try:
         with tempfile.TemporaryDirectory(prefix="bench_agent.") as tmp:
@@ -254,10 +252,10 @@ def main() -> int:
                 results["agent"][name] = {"best": max(runs, key=lambda r: r["pps"]), "runs": runs}
     finally:
         pair.close()
-    results["load_after"] = os.getloadavg()
+    results["conditions"] = measured = measuring.done()
     raw = results["raw"]["pps"]
-    print(f"agent benchmark ({PAYLOAD}-byte payloads, {results['frame_bytes']}-byte frames, "
-          f"{results['cpus']} CPUs, load {results['load_before'][0]:.1f})")
+    print(f"agent benchmark ({PAYLOAD}-byte payloads, {results['frame_bytes']}-byte frames; "
+          f"{conditions.text(measured)})")
     print(f"  raw-socket sender        : {raw:10.0f} pkt/s  (receiver counted {results['raw']['received']})")
     for name, entry in results["agent"].items():
         best = entry["best"]

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import speedups
 from benchmarks.figures import Measurement
+from experiments.conditions import Measuring
 
 NAME = "netsim"
 DESCRIPTION = ("simulator speed: simulated packets per wall-second (permutation; fat-tree k=8 all-reduce; "
@@ -88,6 +89,7 @@ def time_case(case, repeat: int) -> dict:
     the CPU seconds to its first sample (`SetupClock`, fastest of the runs)."""
     from experiments.backends.netsim_backend import NetsimBackend
     walls, cpus, setups, record = [], [], [], None
+    measuring = Measuring()
     for _ in range(repeat):
         wall0 = time.perf_counter()
         clock = SetupClock()
@@ -101,7 +103,13 @@ def time_case(case, repeat: int) -> dict:
             "completion_s": record.completion_time,
             "packets_per_wall_s": packets / min(walls), "packets_per_cpu_s": packets / min(cpus),
             "cpu_us_per_packet": min(cpus) / packets * 1e6 if packets else None,
-            "load_average": os.getloadavg()}
+            "conditions": measuring.done()}
+
+
+def _load(run: dict) -> str:
+    """The 1-min load while a case ran, as printed: "load 1.2 -> 1.4"."""
+    measured = run["conditions"]
+    return f"load {measured['load_1min_start']:.1f} -> {measured['load_1min_end']:.1f}"
 
 
 def _setup(run: dict, digits: int) -> str:
@@ -113,7 +121,7 @@ def _line(what: str, run: dict) -> str:
     """One printed line: packets, wall and CPU time of a case."""
     return (f"   {what}: {run['packets']} packets in {run['wall_s']:.2f} s wall, {run['cpu_s']:.2f} s CPU "
             f"= {run['packets_per_wall_s']:,.0f} pkt/wall-s, {run['packets_per_cpu_s']:,.0f} pkt/CPU-s "
-            f"({run['cpu_us_per_packet']:.1f} us CPU per packet; load average {run['load_average'][0]:.1f})")
+            f"({run['cpu_us_per_packet']:.1f} us CPU per packet; {_load(run)})")
 
 
 class Sprayer:
@@ -198,8 +206,9 @@ def pure_permutation(repeat: int) -> dict:
 
 
 def export_revision(rev: str, into: Path) -> None:
-    """The files of git revision `rev` of this checkout in `into`, with this benchmark and the
-    `speedups` package of now beside them (what the child process imports)."""
+    """The files of git revision `rev` of this checkout in `into`, with this benchmark, the record of
+    its conditions (`experiments.conditions`) and the `speedups` package of now beside them (what the
+    child process imports)."""
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", "--end-of-options",
                              f"{rev}^{{commit}}"], capture_output=True, text=True)
     if commit.returncode != 0:
@@ -218,6 +227,7 @@ def export_revision(rev: str, into: Path) -> None:
         raise ValueError(f"--against {rev}: that revision has no netsim backend to run the cases on")
     (into / "benchmarks").mkdir(exist_ok=True)
     shutil.copy2(Path(__file__).resolve(), into / "benchmarks" / "bench_netsim.py")
+    shutil.copy2(ROOT / "experiments" / "conditions.py", into / "experiments" / "conditions.py")
     shutil.copytree(ROOT / "speedups", into / "speedups", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.json", "*.so", "__pycache__"))
 
@@ -373,12 +383,13 @@ print(json.dumps({"build": str(__import__("speedups").build_in_use()), "packets"
 def fat_tree_permutation_alone(k: int) -> dict:
     """The fat-tree permutation of `fat_tree_permutation_scenario(k)` in a child process of its own,
     so that its peak resident memory is the case's: packets, wall and CPU time, peak RSS."""
+    measuring = Measuring()
     done = subprocess.run([sys.executable, "-c", ALONE_CHILD, str(k)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"the fat-tree k={k} permutation failed (exit {done.returncode})")
     run = json.loads(done.stdout.strip().splitlines()[-1])
     run.update(packets_per_wall_s=run["packets"] / run["wall_s"], packets_per_cpu_s=run["packets"] / run["cpu_s"],
-               load_average=os.getloadavg())
+               conditions=measuring.done())
     return run
 
 
@@ -392,7 +403,7 @@ def measure_k16(result: Measurement) -> None:
     print(f"   fat-tree k=16 permutation ({run['build']}): {run['packets']} packets in {run['wall_s']:.1f} s wall, "
           f"{run['cpu_s']:.1f} s CPU (to its first sample {_setup(run, 1)}) = "
           f"{run['packets_per_wall_s']:,.0f} simulated pkt/wall-s, peak RSS {rss / 2**30:.2f} GiB; completed {run['completed']} at {run['completion_s']}; "
-          f"{'within' if fits else 'OUTSIDE'} 10 min and 4 GiB (load average {run['load_average'][0]:.1f})",
+          f"{'within' if fits else 'OUTSIDE'} 10 min and 4 GiB ({_load(run)})",
           flush=True)
     note = "" if run["completed"] else "did not complete"
     result.add("fat-tree k=16 permutation: wall time", run["wall_s"], "s", better="lower", note=note)
@@ -465,7 +476,6 @@ def measure(options: argparse.Namespace) -> Measurement:
     measure_side_by_side(result, repeat, timed=result.details)
     if getattr(options, "fat_tree_k16", False):
         measure_k16(result)
-    result.details["load_average"] = os.getloadavg()
     return result
 
 
@@ -487,7 +497,7 @@ def add_k16_argument(parser: argparse.ArgumentParser) -> None:
     """--fat-tree-k16, the option of this module run on its own and of `mrc-testbed bench` (cli/bench.py)."""
     parser.add_argument("--fat-tree-k16", action="store_true",
                         help="also run the fat-tree k=16 permutation (1,024 hosts, 1 MiB flows at 100 Gbit/s, in "
-                             "a process of its own; tens of seconds and about 1.4 GiB of memory compiled, longer as "
+                             "a process of its own; about 10 s and 0.4 GiB of memory compiled, longer as "
                              "pure Python): wall time, simulated packets per wall-second, peak RSS, against issue "
                              "29's limits (10 minutes, 4 GiB)")
 

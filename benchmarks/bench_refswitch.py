@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -37,6 +36,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from wire import codec, constants                      # noqa: E402
+from experiments import conditions                     # noqa: E402
 from wire.packets import DataPacket                         # noqa: E402
 from testbed.processes import stop_process                  # noqa: E402
 
@@ -256,9 +256,8 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # unwind: the lab is always removed
     if args.bmv2:
         return main_bmv2(args)
-    results: dict = {"frame_bytes": args.frame, "seconds": args.seconds, "host": platform.node(),
-                     "cpus": os.cpu_count(), "python": platform.python_version(),
-                     "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    measuring = conditions.Measuring()
+    results: dict = {"frame_bytes": args.frame, "seconds": args.seconds}
     with tempfile.TemporaryDirectory(prefix="mrc-bench-") as tmp, VethLab(f"b{os.getpid() % 1000}", 2) as lab:
         results["plain"] = measure_plain(lab, args)
         results["model"] = measure_model(lab, args, tmp, trim=False)
@@ -267,13 +266,12 @@ def main(argv=None) -> int:
         results["model_paced"] = measure_model(lab, args, tmp, trim=False, queue=f"2:{PACED_BPS}:1000")
     plain, model, trim = (results[k]["pps"] for k in ("plain", "model", "model_trim"))
     results["ratio_model_to_plain"] = model / plain if plain else None
-    load = os.getloadavg()[0]
-    results["load_average_1min"] = load
+    results["conditions"] = measured = measuring.done()
 
     def per_cpu(key):
         value = results[key].get("pps_per_cpu_second")
         return f"{value:10.0f}" if value else "       n/a"
-    print(f"frames of {args.frame} bytes, {args.seconds:.0f} s windows, {os.cpu_count()} CPUs, load average {load:.1f}")
+    print(f"frames of {args.frame} bytes, {args.seconds:.0f} s windows; {conditions.text(measured)}")
     print("                          wall-clock rate      per CPU-second of the forwarder")
     print(f"  plain raw-socket loop : {plain:10.0f} pkt/s   {per_cpu('plain')} pkt")
     print(f"  reference switch      : {model:10.0f} pkt/s   {per_cpu('model')} pkt"
@@ -298,18 +296,16 @@ def main_bmv2(args) -> int:
         print("bench_refswitch: no simple_switch_grpc on PATH, none given with --bmv2-dir or "
               "MRC_BMV2_BUILDS (build BMv2: README.md, 'BMv2 from source')", file=sys.stderr)
         return 2
-    results: dict = {"frame_bytes": args.frame, "seconds": args.seconds, "host": platform.node(),
-                     "cpus": os.cpu_count(), "python": platform.python_version(),
-                     "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "bmv2": {}}
+    measuring = conditions.Measuring()
+    results: dict = {"frame_bytes": args.frame, "seconds": args.seconds, "bmv2": {}}
     with tempfile.TemporaryDirectory(prefix="mrc-bench-") as tmp, VethLab(f"b{os.getpid() % 1000}", 2) as lab:
         results["plain"] = measure_plain(lab, args)
         results["model"] = measure_model(lab, args, tmp, trim=False)
         for binary in builds:
             results["bmv2"][str(binary.parent)] = measure_bmv2(lab, args, tmp, binary)
-    results["load_average_1min"] = os.getloadavg()[0]
+    results["conditions"] = measured = measuring.done()
     plain = results["plain"]["pps"]
-    print(f"frames of {args.frame} bytes, {args.seconds:.0f} s windows, {os.cpu_count()} CPUs, "
-          f"load average {results['load_average_1min']:.1f}")
+    print(f"frames of {args.frame} bytes, {args.seconds:.0f} s windows; {conditions.text(measured)}")
     rows = [("plain raw-socket loop", results["plain"]), ("reference switch", results["model"])]
     rows += [(f"BMv2 {folder}", r) for folder, r in results["bmv2"].items()]
     for name, r in rows:

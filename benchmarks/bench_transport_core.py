@@ -13,7 +13,6 @@ test: figures depend on the machine and on what else runs on it.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from host_agent.transport import Endpoint, PathInfo, TransportConfig    # noqa: E402
+from experiments import conditions                                       # noqa: E402
 
 
 def run(packets: int, burst: int) -> dict:
@@ -63,10 +63,10 @@ def main(argv=None) -> int:
     ap.add_argument("--packets", type=int, default=30000, help="data packets to send (default 30000)")
     ap.add_argument("--burst", type=int, default=8, help="pacing_burst_pkts (default 8)")
     args = ap.parse_args(argv)
-    load = os.getloadavg()
+    measuring = conditions.Measuring()
     r = run(args.packets, args.burst)
     n = r["data_packets"]
-    print(f"load average {load[0]:.2f}; {n} data packets of 1 KB, 8 paths on 2 planes, SACK every 2 packets")
+    print(f"{conditions.text(measuring.done())}; {n} data packets of 1 KB, 8 paths on 2 planes, SACK every 2 packets")
     print(f"sender   {n / r['tx_s']:>10,.0f} packets/s  {r['tx_s'] / n * 1e6:6.1f} us/packet (poll, SACK processing)")
     print(f"receiver {n / r['rx_s']:>10,.0f} packets/s  {r['rx_s'] / n * 1e6:6.1f} us/packet (placement, SACKs)")
     return 0

@@ -1,4 +1,5 @@
-"""What a benchmark measures (`Figure`), the machine it ran on, and saved results to compare with.
+"""What a benchmark measures (`Figure`), the conditions it ran in (`experiments.conditions`), and saved
+results to compare with.
 
 A benchmark module exposes `NAME`, `DESCRIPTION` and `measure(options) -> Measurement`; it may
 also run on its own (`python -m benchmarks.bench_allreduce`). `benchmarks.run` runs them, prints
@@ -11,13 +12,12 @@ import heapq
 import json
 import math
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-import speedups
+from experiments.conditions import busiest_load
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REGRESSION_SHARE = 0.10          # a figure worse than the previous one by more than this is flagged
@@ -88,14 +88,6 @@ class Measurement:
         self.figures.append(Figure(name, value, unit, better, note, clock))
 
 
-def machine_info() -> dict:
-    """Where and when a measurement ran (figures depend on the machine and its load)."""
-    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "load_average": list(os.getloadavg()),
-            "root": os.geteuid() == 0, "build": str(speedups.inspect_build()),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
 def result_path(name: str, folder: Path = RESULTS) -> Path:
     return folder / f"{name}.json"
 
@@ -107,7 +99,7 @@ def history_path(name: str, folder: Path = RESULTS) -> Path:
 def load_previous(name: str, folder: Path = RESULTS) -> Optional[dict]:
     """The last saved result of benchmark `name`, its figures completed with the latest value of
     every figure any earlier run measured (a run that skipped a part, e.g. --no-mininet, does not
-    hide that part's last figures), and under "measured_on" the machine (load, reference time) of the
+    hide that part's last figures), and under "measured_on" the conditions (load, reference time) of the
     run each figure comes from; None when nothing was saved or the files are unreadable."""
     try:
         last = json.loads(result_path(name, folder).read_text())
@@ -122,7 +114,7 @@ def load_previous(name: str, folder: Path = RESULTS) -> Optional[dict]:
                 for figure in run.get("figures", []):
                     if figure.get("value") is not None:
                         latest[figure.get("name")] = figure
-                        measured_on[figure.get("name")] = run.get("machine") or {}
+                        measured_on[figure.get("name")] = conditions_of(run)
             except ValueError:
                 continue
     except OSError:
@@ -130,28 +122,33 @@ def load_previous(name: str, folder: Path = RESULTS) -> Optional[dict]:
     for figure in last.get("figures", []):
         if figure.get("value") is not None or figure.get("name") not in latest:
             latest[figure.get("name")] = figure
-            measured_on[figure.get("name")] = last.get("machine") or {}
+            measured_on[figure.get("name")] = conditions_of(last)
     return {**last, "figures": list(latest.values()), "measured_on": measured_on}
 
 
-def save(name: str, measurement: Measurement, seconds: float, folder: Path = RESULTS,
+def save(name: str, measurement: Measurement, conditions: dict, folder: Path = RESULTS,
          reference_s: Optional[float] = None) -> Path:
-    """Write the result of benchmark `name` (machine info, with the reference job's time
-    `reference_s` when given, time, figures, details)."""
+    """Write the result of benchmark `name`: the conditions it ran in (`experiments.conditions`, with
+    the reference job's time `reference_s` when given), its figures and details."""
     folder.mkdir(parents=True, exist_ok=True)
     path = result_path(name, folder)
-    machine = machine_info()
+    conditions = dict(conditions)
     if reference_s is not None:
-        machine[REFERENCE_KEY] = round(reference_s, 5)
-    doc = {"benchmark": name, "machine": machine, "wall_time_s": round(seconds, 2),
-           "figures": [asdict(f) for f in measurement.figures], "skipped": measurement.skipped,
-           "details": measurement.details}
+        conditions[REFERENCE_KEY] = round(reference_s, 5)
+    doc = {"benchmark": name, "conditions": conditions, "figures": [asdict(f) for f in measurement.figures],
+           "skipped": measurement.skipped, "details": measurement.details}
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     tmp.replace(path)
     with history_path(name, folder).open("a") as history:       # figures only: one line a run
-        history.write(json.dumps({"machine": doc["machine"], "figures": doc["figures"]}, default=str) + "\n")
+        history.write(json.dumps({"conditions": conditions, "figures": doc["figures"]}, default=str) + "\n")
     return path
+
+
+def conditions_of(saved: dict) -> dict:
+    """The conditions a saved result (or history line) was measured in; results saved before
+    `experiments.conditions` kept them under "machine"."""
+    return saved.get("conditions") or saved.get("machine") or {}
 
 
 # --- the machine's own speed ------------------------------------------------------------------
@@ -245,9 +242,9 @@ def compare(figure: Figure, previous: Optional[dict], load_now: Optional[float] 
         return ("same", False) if figure.value == 0 else ("was 0", False)
     change = (figure.value - old) / abs(old)
     marks = [f"{change:+.0%}"]
-    then = previous_machine(previous, figure.name)
+    then = previous_conditions(previous, figure.name)
     limit = cpus or os.cpu_count() or 1
-    busy = any(load is not None and load > limit for load in (load_now, machine_load(then)))
+    busy = any(load is not None and load > limit for load in (load_now, conditions_load(then)))
     if busy and figure.clock == WALL:
         return f"{marks[0]} {BUSY_WALL}", False
     share = REGRESSION_SHARE
@@ -267,17 +264,23 @@ def _worse(figure: Figure, change: float, share: float) -> bool:
     return (figure.better == "higher" and change < -share) or (figure.better == "lower" and change > share)
 
 
-def previous_machine(previous: Optional[dict], name: Optional[str] = None) -> dict:
-    """The machine (load, reference time...) a saved result's figure `name` was measured on: its own
-    run's (load_previous keeps it), else the saved result's."""
+def previous_conditions(previous: Optional[dict], name: Optional[str] = None) -> dict:
+    """The conditions (load, reference time...) a saved result's figure `name` was measured in: its own
+    run's (load_previous keeps them), else the saved result's."""
     if not previous:
         return {}
-    return (previous.get("measured_on") or {}).get(name) or previous.get("machine") or {}
+    return (previous.get("measured_on") or {}).get(name) or conditions_of(previous)
 
 
-def machine_load(machine: dict) -> Optional[float]:
-    """The 1-minute load average a machine's info (machine_info) says, if it does."""
+def conditions_load(conditions: dict) -> Optional[float]:
+    """The busiest 1-minute load average saved conditions say, if they do (`conditions.busiest_load`;
+    for results saved before it, the load average they kept)."""
+    load = busiest_load(conditions)
+    if load is not None:
+        return load
     try:
-        return float(machine["load_average"][0])
+        return float(conditions["load_average"][0])
     except (KeyError, IndexError, TypeError, ValueError):
         return None
+
+

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from benchmarks.figures import (BUSY_CPU, BUSY_CPU_SHARE, BUSY_WALL, MACHINE_MARK, REFERENCE_KEY,
-                                REGRESSION_SHARE, RESULTS, WALL, Figure, Measurement, compare, load_previous,
-                                machine_load, machine_slowdown, previous_machine, reference_cpu_s, save)
+                                REGRESSION_SHARE, RESULTS, WALL, Figure, Measurement, compare, conditions_load,
+                                load_previous, machine_slowdown, previous_conditions, reference_cpu_s, save)
+from experiments.conditions import Measuring
 
 log = logging.getLogger("mrc.benchmarks")
 REPO = Path(__file__).resolve().parent.parent
@@ -183,18 +184,19 @@ def run_one(bench: Benchmark, options: argparse.Namespace, folder: Path = RESULT
     previous = load_previous(bench.name, folder)
     print(f"== {bench.name}: {bench.description}", flush=True)
     before = reference_cpu_s()            # the machine's speed, to set beside the previous run's
-    t0 = time.monotonic()
+    measuring = Measuring()
     try:
         measurement = bench.measure(options)
     except Exception as exc:            # noqa: BLE001 - one failing benchmark must not stop the rest
         log.exception("benchmark %s failed", bench.name)
-        return BenchmarkRun(bench, Measurement(), previous, time.monotonic() - t0,
+        return BenchmarkRun(bench, Measurement(), previous, measuring.done()["wall_s"],
                             error=f"{type(exc).__name__}: {exc}")
-    seconds = time.monotonic() - t0
+    conditions = measuring.done()
+    seconds = conditions["wall_s"]
     # timed before and after, the least: the machine counts as slower only when it was at both ends
     reference = min(before, reference_cpu_s())
     if measurement.figures:
-        path = save(bench.name, measurement, seconds, folder, reference_s=reference)
+        path = save(bench.name, measurement, conditions, folder, reference_s=reference)
         print(f"   saved {path}", flush=True)
     return BenchmarkRun(bench, measurement, previous, seconds, reference_s=reference)
 
@@ -217,7 +219,7 @@ def table(runs: list[BenchmarkRun]) -> str:
         if out.error:
             rows.append((name, "FAILED", out.error[:60], "", ""))
         if out.previous is not None:
-            notes.append(f"{name}: {machine_note(previous_machine(out.previous), load_now, out.reference_s)}")
+            notes.append(f"{name}: {machine_note(previous_conditions(out.previous), load_now, out.reference_s)}")
         for figure in out.measurement.figures:
             change, worse = compare(figure, out.previous, load_now, reference_now=out.reference_s)
             old = previous_figure(figure.name, out.previous)
@@ -237,8 +239,8 @@ def machine_note(then: dict, load_now: float, reference_now: Optional[float]) ->
     machine's speed moved between them."""
     def seconds(value):
         return f"{value:.3f} s" if value else "not timed"
-    load_then = machine_load(then)
-    text = (f"previous run {then.get('time', '?')}, load {f'{load_then:.1f}' if load_then is not None else '?'}, "
+    load_then = conditions_load(then)
+    text = (f"previous run {then.get('date') or then.get('time', '?')}, load {f'{load_then:.1f}' if load_then is not None else '?'}, "
             f"reference {seconds(then.get(REFERENCE_KEY))}; this one load {load_now:.1f}, "
             f"reference {seconds(reference_now)}")
     slowdown = machine_slowdown(reference_now, then.get(REFERENCE_KEY))

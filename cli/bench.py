@@ -11,10 +11,11 @@ import argparse
 from pathlib import Path
 
 from benchmarks.bench_netsim import NAME as NETSIM, add_k16_argument
-from benchmarks.figures import RESULTS, machine_info
+from benchmarks.figures import RESULTS
 from benchmarks import run as suite
 from benchmarks.run import NAMES, REPO
 from cli.errors import fail
+from experiments import conditions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,11 +40,11 @@ def run(args: argparse.Namespace) -> int:
         for bench in chosen:
             print(f"{bench.name:<15} {bench.description}")
         return 0
-    machine = machine_info()
+    measuring = conditions.Measuring()
     runs = [suite.run_one(bench, args, args.results) for bench in chosen]
+    measured = measuring.done()
     print()
-    print(f"benchmarks on {machine['host']} ({machine['cpus']} CPUs, load average "
-          f"{machine['load_average'][0]:.1f} at start), {machine['time']}")
+    print(f"benchmarks on {measured['host']}, {measured['date']}: {conditions.text(measured)}")
     print(suite.table(runs))
     failed = [run.benchmark.name for run in runs if run.error]
     if failed:

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-from datetime import datetime
 from pathlib import Path
 
 from cli.errors import fail
-from experiments import results
+from experiments import conditions, results
 from experiments.load_sweep.figure import plot_sweep, save_steps
 from experiments.load_sweep.steps import run_sweep
 from experiments.load_sweep.sweep_file import SweepError, load_sweep_spec
@@ -48,15 +46,12 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(getattr(args, "verbosity", 0), folder)
     by_target = {}
     for target in targets:
-        load_start = os.getloadavg()[0]
+        measuring = conditions.Measuring()
         try:
             steps = run_sweep(spec, target, folder / target, progress=print)
         except (RuntimeError, ValueError) as error:
             return fail("sweep", f"{target}: {error}", 1)
-        conditions = {"target": target, "machine": platform.node(), "cpus": os.cpu_count(),
-                      "load_1min_start": round(load_start, 2), "load_1min_end": round(os.getloadavg()[0], 2),
-                      "quick": args.quick, "date": datetime.now().isoformat(timespec="seconds")}
-        save_steps(steps, folder / f"sweep-{target}.json", conditions)
+        save_steps(steps, folder / f"sweep-{target}.json", {"target": target, "quick": args.quick, **measuring.done()})
         by_target[target] = steps
     figure = folder / f"{spec.name}.png"
     plot_sweep(spec, by_target, figure)

@@ -129,7 +129,7 @@ class SizeMeasurement:
     processes: int                        # agents and switches of the topology
     faithful_rate_bps: int
     measurements: list = field(default_factory=list)   # one dict per rate tried
-    conditions: dict = field(default_factory=dict)     # the machine's load while it was measured
+    conditions: dict = field(default_factory=dict)     # what it was measured in (experiments.conditions)
 
 
 @dataclass(frozen=True)

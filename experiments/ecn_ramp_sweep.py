@@ -20,14 +20,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
-import time
-from datetime import datetime
 from pathlib import Path
 
-import speedups
-from experiments import metrics, parallel, results as result_files
+from experiments import conditions, metrics, parallel, results as result_files
 from experiments.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     out = args.out or result_files.default_folder(NAME)
-    load_start, began = os.getloadavg()[0], time.monotonic()
+    measuring = conditions.Measuring()
     labels = [v.label for v in load_scenario(DATACENTER, quick=args.quick).variants if v.label in CASES]
     items = [(pair, label, args.quick, None) for pair in PAIRS for label in labels]
     try:
@@ -117,22 +113,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: interrupted: {len(sweep.results)} of {len(items)} runs finished ({whole} of {len(PAIRS)} "
               "settings above); nothing written", file=sys.stderr)
         return parallel.EXIT_INTERRUPTED
-    conditions = {"date": datetime.now().isoformat(timespec="seconds"), "quick": args.quick,
-                  "wall_s": round(time.monotonic() - began, 1), "load_1min_start": round(load_start, 2),
-                  "load_1min_end": round(os.getloadavg()[0], 2), "backend": "netsim (deterministic)",
-                  "ran_on": sweep.where, "cores": os.cpu_count(), "build": str(speedups.build_in_use()),
-                  "seed": load_scenario(DATACENTER).seed, "completion": "last byte's arrival",
-                  "ideal": "bytes into the receiver at its NIC rate + one-way delay of the path",
-                  "command": " ".join([PROG] + (argv if argv is not None else sys.argv[1:]))}
-    data = {"conditions": conditions,
+    measured = {**measuring.done(), "quick": args.quick, "backend": "netsim (deterministic)", "ran_on": sweep.where,
+                "seed": load_scenario(DATACENTER).seed, "completion": "last byte's arrival",
+                "ideal": "bytes into the receiver at its NIC rate + one-way delay of the path",
+                "command": " ".join([PROG] + (argv if argv is not None else sys.argv[1:]))}
+    data = {"conditions": measured,
             "results": [{"ecn_threshold": a, "ecn_max_threshold": b, **r} for (a, b), r in results.items()]}
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{NAME}.json").write_text(json.dumps(data, indent=1))
     size = "256 KiB" if args.quick else "2 MiB"
     plot(results, out / f"{NAME}.png",
          f"ECN thresholds on datacenter.yaml (netsim, 4x4x4 leaf-spine, 100 Gbit/s, 1 us cables, 4 KiB packets, "
-         f"{size} flows, trim at 48, seed {conditions['seed']})")
-    print(f"written: {out / (NAME + '.png')}, {out / (NAME + '.json')} ({conditions['wall_s']} s wall on {sweep.where})")
+         f"{size} flows, trim at 48, seed {measured['seed']})")
+    print(f"written: {out / (NAME + '.png')}, {out / (NAME + '.json')} ({measured['wall_s']} s wall on {sweep.where})")
     return 0
 
 

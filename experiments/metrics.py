@@ -12,7 +12,8 @@ Definitions (the same for every backend):
   None when it never is (or when there was no goodput before the failure to compare with). Only a
   dip below that mark and back is timed: goodput that never fell below it after the failure (at the
   samples' resolution, one sample interval) has no time but the note "no dip" (`recovery_note`),
-  and an averaging window longer than the failure to the end of the work the note "window longer
+  and so has a drop lasting to the end of the work that is the collective's own tail (a flow had
+  finished when it began, and it kept delivering: no gap as long as the window); an averaging window longer than the failure to the end of the work the note "window longer
   than the run" (not measurable: each window would average the rest of the run). A
   failure that takes capacity away can keep a transport below that mark for good while it still
   delivers at what is left: the longest delivery gap tells those apart from a stall.
@@ -106,8 +107,9 @@ def time_to_recover(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     slide by the record's samples.
     When goodput stays up for a while after the failure (messages already under way on other
     paths still arrive) and then drops, recovery is from that drop. A drop that lasts until the
-    work is done is the collective's own tail, not the failure's. A workload that never completed
-    never recovered."""
+    work is done is the collective's own tail, not the failure's, when a flow had finished as it
+    began and no delivery gap in it is as long as the window; otherwise goodput stayed below the
+    mark. A workload that never completed never recovered."""
     return recovery(record, fraction, window)[0]
 
 
@@ -143,15 +145,23 @@ def recovery(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
         if last_end >= start + window - 1e-9 or last_end >= end_of_work - 1e-9:
             windows.append((start, sum(g for _, g in span) / len(span)))
     dip = next((k for k, (_, g) in enumerate(windows) if g < target), None)
-    if dip is not None:                                   # recovered from the first dip below the target
-        back = next((s for s, g in windows[dip:] if g >= target), None)
-        if back is not None:
-            return max(0.0, back - t_fail), None
-    # no dip, or one that lasts to the end of the (completed) work, the collective's own tail: the
-    # first window was at the target (no dip the samples resolve), else it never came back
-    if dip == 0 or not windows:
-        return None, None
-    return None, NO_DIP
+    if dip is None:                                       # never below the mark the samples resolve
+        return (None, NO_DIP) if windows else (None, None)
+    back = next((s for s, g in windows[dip:] if g >= target), None)
+    if back is not None:                                  # recovered from the first dip below the target
+        return max(0.0, back - t_fail), None
+    # a dip that lasts to the end of the (completed) work: the collective's own tail when its work was
+    # running out (a flow had finished within the window where it began) and it kept delivering (no
+    # gap as long as the window); else goodput stayed below the mark, a stall or capacity the failure took
+    began = windows[dip][0]
+    if dip > 0 and _running_out(record, began + window) and _longest_gap(record, began) < window:
+        return None, NO_DIP
+    return None, None
+
+
+def _running_out(record: CaseRecord, t: float) -> bool:
+    """Whether a flow of the case had finished by `t` (fewer flows left to send)."""
+    return any(f.finish is not None and f.finish <= t + 1e-12 for f in record.flows)
 
 
 def goodput_before_failure(record: CaseRecord, window: Optional[float] = None) -> Optional[bool]:
@@ -228,13 +238,18 @@ def longest_delivery_gap(record: CaseRecord) -> Optional[float]:
     t_fail = record.failure_time
     if t_fail is None or not record.samples:
         return None
+    return _longest_gap(record, t_fail)
+
+
+def _longest_gap(record: CaseRecord, since: float) -> float:
+    """`longest_delivery_gap` counted from `since` instead of the first failure."""
     end_of_work = record.completion_time if record.completion_time is not None else record.end
     if record.deliveries:
-        return _gap_between_deliveries(record.deliveries, t_fail, end_of_work, record.completion_time is None)
-    longest, last_delivery, delivered, previous = 0.0, t_fail, None, t_fail
+        return _gap_between_deliveries(record.deliveries, since, end_of_work, record.completion_time is None)
+    longest, last_delivery, delivered, previous = 0.0, since, None, since
     for t, per_flow in record.samples:
         total = sum(per_flow)
-        if t <= t_fail:
+        if t <= since:
             delivered = total
             continue
         if t > end_of_work + 1e-9:

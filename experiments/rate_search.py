@@ -12,12 +12,11 @@ and a fat-tree of 36), the larger starting where the smaller predicts, and makes
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
-from experiments import horizons, rate_caps
+from experiments import conditions, horizons, rate_caps
 from experiments.calibration import MARGIN, Calibration, CalibrationError, Machine, RateModel, SizeMeasurement
 from experiments.scenario import Case, parse_scenario
 from experiments.workloads import variant_topology
@@ -139,10 +138,10 @@ def calibrate(target: str, measure_on: Callable[[str], Measure], topologies: tup
             start = _on_grain(predicted.faithful_rate(count / machine.cores))
         progress(f"size {i + 1}/{len(ordered)}: {topology} ({count} processes, {count / machine.cores:g} per "
                  f"core), from {start / 1e6:g} Mbit/s{' (predicted by the sizes before)' if sizes else ''}")
-        load_start = os.getloadavg()[0]
+        measuring = conditions.Measuring()
         result = find_rate(measure_on(topology), max(start, limits.get("floor_bps", FLOOR_BPS)),
                            progress=progress, **limits)
-        conditions = {"load_1min_start": round(load_start, 2), "load_1min_end": round(os.getloadavg()[0], 2)}
+        measured = measuring.done()
         if result.best is None:
             worst = result.tried[-1]
             before = "; ".join(f"{s.topology}: {s.faithful_rate_bps / 1e6:g} Mbit/s" for s in sizes)
@@ -151,9 +150,9 @@ def calibrate(target: str, measure_on: Callable[[str], Measure], topologies: tup
                                    f"{worst.rate_bps / 1e6:g} Mbit/s: {worst.describe()}"
                                    f"{f' (measured before: {before})' if before else ''}")
         sizes.append(SizeMeasurement(topology, count, result.best.rate_bps, [m.as_dict() for m in result.tried],
-                                     conditions))
+                                     measured))
         progress(f"{topology}: fastest faithful rate {result.best.rate_bps / 1e6:g} Mbit/s (load average "
-                 f"{conditions['load_1min_start']:g} -> {conditions['load_1min_end']:g}, "
+                 f"{measured['load_1min_start']:g} -> {measured['load_1min_end']:g}, "
                  f"{time.monotonic() - started:.0f} s so far)")
     model = RateModel.fit([(s.processes / machine.cores, s.faithful_rate_bps) for s in sizes])
     return Calibration(machine, target, model, margin, "", sizes)

@@ -22,15 +22,31 @@ _ORDER = {name: i for i, name in enumerate(("failover", "flap", "blackhole", "gr
 
 
 def find_runs(root: Path) -> list[tuple[Path, dict]]:
-    """(folder, summary) of every results folder under `root`, newest first."""
+    """(folder, summary) of every results folder under `root`, symbolic links to folders followed
+    (each folder read once), newest first."""
     runs = []
-    for summary_path in sorted(Path(root).rglob(results.SUMMARY_JSON)):
-        summary = results.read_summary(summary_path.parent)
+    for folder in _folders_holding(Path(root), results.SUMMARY_JSON):
+        summary = results.read_summary(folder)
         if summary is not None and isinstance(summary.get("cases"), list):
-            runs.append((summary_path.parent, summary))
+            runs.append((folder, summary))
     runs.sort(key=lambda item: (item[1].get("created", ""), str(item[0])), reverse=True)   # newest first
     runs.sort(key=lambda item: _ORDER.get(item[1].get("scenario"), len(_ORDER)))            # stable: by scenario
     return runs
+
+
+def _folders_holding(root: Path, name: str) -> list[Path]:
+    """The folders under `root` (itself included) that hold a file `name`, sorted; links to folders
+    are followed, and a folder reached twice (a link back up the tree) is read once."""
+    found, seen = [], set()
+    for here, folders, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(here)
+        if real in seen:
+            folders[:] = []
+            continue
+        seen.add(real)
+        if name in files:
+            found.append(Path(here))
+    return sorted(found)
 
 
 def _rel(target: Path, page: Path) -> str:

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
+from experiments import conditions
 from experiments.record import CaseRecord
 from experiments.timefmt import format_seconds
 from testbed.processes import Terminated
@@ -68,6 +69,8 @@ def write_markdown(meta: dict, summaries: list[dict], figures: list[Path], folde
              + (f" (target {meta['target']})" if meta.get("target") else "")
              + (f" (load balancer {meta['balancer']})" if meta.get("balancer") else "")
              + f", {run_seeds(meta)}{', quick' if meta.get('quick') else ''}, {meta['created']}.", ""]
+    if meta.get("conditions"):
+        lines += [f"Ran {meta['conditions']['wall_s']:g} s on {conditions.text(meta['conditions'])}.", ""]
     lines += [f"**{line}**" for line in interruption_lines(meta)] + ([""] if interruption_lines(meta) else [])
     if meta.get("repeat", 1) > 1:
         lines += [REPEATS_NOTE, ""]

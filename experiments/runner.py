@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from experiments import calibration, metrics, parallel, plots, rate_caps, repeats, results
+from experiments import calibration, conditions, metrics, parallel, plots, rate_caps, repeats, results
 from experiments.backends import default_backend, make_backend
 from experiments.backends.htsim.inputs import DEFAULT_BALANCER
 from experiments.progress import LiveLine
@@ -204,7 +204,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
     bar = NoProgress() if pool is not None else ProgressBar(len(cases), progress_stream)
     records = []
     ran: list = []                           # the cases of `records`, in their order
-    started = time.monotonic()
+    measuring = conditions.Measuring()
     stop: Optional[BaseException] = None     # what interrupted the run (raised again once the results are saved)
     try:
         for i, case in enumerate(cases):
@@ -230,7 +230,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
         bar.done()
     with HeldInterruptions() as held:   # the cases are over: their results are written whole
         meta, summaries, shown = _save_results(scenario, cases, records, folder, backend_name, target, balancer,
-                                               quick, repeat, started, stop)
+                                               quick, repeat, measuring, stop)
     if held.interruption is None:
         figures, missing, stopped_drawing = _draw_figures(
             shown, summaries, folder, f"{scenario.title}\nran: {what_ran(ran)}")
@@ -248,7 +248,7 @@ def run_scenario(scenario: Scenario, backend_name: str, target: str, folder: Pat
 
 
 def _save_results(scenario, cases: list, records: list, folder: Path, backend_name: str, target: str,
-                  balancer: Optional[str], quick: bool, repeat: int, started: float,
+                  balancer: Optional[str], quick: bool, repeat: int, measuring: conditions.Measuring,
                   stop: Optional[BaseException]) -> tuple[dict, list[dict], list]:
     """Write raw.jsonl, summary.json and summary.md of the cases run (no figures yet); return the
     run's meta, the case summaries and the records the figures show."""
@@ -256,13 +256,13 @@ def _save_results(scenario, cases: list, records: list, folder: Path, backend_na
     runs = [metrics.summarise(r) for r in records]
     summaries = repeats.aggregate_all(runs)
     shown = repeats.representative_records(records, runs)
+    measured = measuring.done()
     meta = {"scenario": scenario.name, "title": scenario.title, "description": scenario.description,
             "scenario_file": scenario.path, "backend": backend_name,
             "target": target if backend_name == "mininet" else None,
             "balancer": (balancer or DEFAULT_BALANCER) if backend_name == "htsim" else None,
             "seed": scenario.seed, "quick": quick,
-            "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "wall_time_s": round(time.monotonic() - started, 2), "interrupted": stop is not None,
+            "created": measured["date"], "conditions": measured, "interrupted": stop is not None,
             "cases_planned": len(cases), "cases_run": len(records), "ran": what_ran(cases[:len(records)])}
     if repeat > 1:
         meta.update(repeat=repeat, seeds=repeats.seeds(scenario.seed, repeat, backend_name),

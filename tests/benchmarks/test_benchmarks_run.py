@@ -1,4 +1,4 @@
-"""`mrc-testbed bench` machinery: results saved with the machine, compared with the last run,
+"""`mrc-testbed bench` machinery: results saved with their conditions, compared with the last run,
 regressions flagged in the direction that matters; a failing benchmark does not stop the rest."""
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from benchmarks import run as bench_run
 from cli import bench as bench_cmd
 from benchmarks.figures import WALL, Figure, Measurement, compare, load_previous, save
+from experiments import conditions
 
 
 def fake(name: str, values: dict, better: str = "higher") -> bench_run.Benchmark:
@@ -21,14 +22,16 @@ def fake(name: str, values: dict, better: str = "higher") -> bench_run.Benchmark
     return bench_run.Benchmark(name, f"fake {name}", measure)
 
 
-def test_saved_result_holds_machine_time_and_figures(tmp_path):
+def test_saved_result_holds_its_conditions_and_figures(tmp_path):
     m = Measurement()
     m.add("rate", 100.0, "pkt/s")
     m.add("broken", float("nan"), "s", better="lower")
-    path = save("demo", m, 1.5, tmp_path)
+    measuring = conditions.Measuring()
+    path = save("demo", m, measuring.done(), tmp_path)
     doc = json.loads(path.read_text())
     assert path.name == "demo.json"
-    assert {"host", "cpus", "time", "load_average", "python"} <= set(doc["machine"])
+    assert {"date", "wall_s", "host", "cores", "python", "load_1min_start", "load_1min_end", "build"} \
+        <= set(doc["conditions"])
     assert doc["figures"][0]["value"] == 100.0
     assert doc["figures"][1]["value"] is None and doc["figures"][1]["note"] == "not finite"
     assert load_previous("demo", tmp_path)["benchmark"] == "demo"
@@ -46,7 +49,7 @@ def test_compare_flags_regressions_by_direction():
 
 
 def test_a_wall_time_figure_of_a_busy_run_is_not_flagged_and_its_cpu_time_only_past_a_wider_margin():
-    previous = {"machine": {"load_average": [1.1, 1.0, 1.0]},
+    previous = {"conditions": {"load_1min_start": 1.1, "load_1min_end": 0.9},
                 "figures": [{"name": "case: wall time per case", "value": 1.0},
                             {"name": "case: CPU time per case", "value": 1.0},
                             {"name": "sender core", "value": 100.0}, {"name": "algbw", "value": 10.0}]}
@@ -71,13 +74,15 @@ def test_a_wall_time_figure_of_a_busy_run_is_not_flagged_and_its_cpu_time_only_p
     assert compare(on_mininet, previous, load_now=1.5, cpus=2) == ("-20%", True)
     with pytest.raises(ValueError, match="figure 'algbw': clock 'sundial'"):
         Figure("algbw", 8.0, "Mbit/s", clock="sundial")
-    busy_before = {**previous, "machine": {"load_average": [4.0, 3.0, 3.0]}}
+    busy_before = {**previous, "conditions": {"load_1min_start": 1.0, "load_1min_end": 4.0}}   # busy at its end
     assert compare(wall, busy_before, load_now=1.0, cpus=2) == ("+20% (busy)", False)
     assert compare(cpu, busy_before, load_now=1.0, cpus=2) == ("+20% (busy: flagged past 30%)", False)
+    saved_before = {"machine": {"load_average": [4.0, 3.0, 3.0]}, "figures": previous["figures"]}   # an old file
+    assert compare(wall, saved_before, load_now=1.0, cpus=2) == ("+20% (busy)", False)
 
 
 def test_the_table_says_which_rule_compared_each_busy_figure(monkeypatch):
-    previous = {"machine": {"load_average": [1.0, 1.0, 1.0], "time": "then"},
+    previous = {"conditions": {"load_1min_start": 1.0, "load_1min_end": 1.0, "date": "then"},
                 "figures": [{"name": "x: wall time", "value": 1.0, "unit": "s"},
                               {"name": "x: CPU time", "value": 1.0, "unit": "s"}]}
     measured = Measurement()
@@ -113,7 +118,7 @@ def test_second_run_shows_the_change_and_a_failing_benchmark_is_reported(tmp_pat
     assert "boom" in table and "ZeroDivisionError" in table
     assert "alpha: previous run " in table and ", load " in table    # when, and at what load, it ran
     assert json.loads((tmp_path / "alpha.json").read_text())["figures"][0]["value"] == 50.0
-    assert json.loads((tmp_path / "alpha.json").read_text())["machine"]["reference_cpu_s"] == 0.1
+    assert json.loads((tmp_path / "alpha.json").read_text())["conditions"]["reference_cpu_s"] == 0.1
     assert not (tmp_path / "boom.json").exists()
 
 
@@ -139,8 +144,8 @@ def test_a_run_that_skipped_a_part_keeps_that_parts_last_figures_for_comparison(
     full.add("netsim rate", 10.0, "pkt/s")
     full.add("mininet rate", 5.0, "pkt/s")
     partial.add("netsim rate", 11.0, "pkt/s")
-    save("demo", full, 1.0, tmp_path)
-    save("demo", partial, 1.0, tmp_path)                 # e.g. --no-mininet
+    save("demo", full, conditions.Measuring().done(), tmp_path)
+    save("demo", partial, conditions.Measuring().done(), tmp_path)                 # e.g. --no-mininet
     previous = load_previous("demo", tmp_path)
     assert compare(Figure("mininet rate", 2.0, "pkt/s"), previous) == ("-60%", True)
     assert compare(Figure("netsim rate", 11.0, "pkt/s"), previous) == ("+0%", False)
@@ -236,7 +241,7 @@ def test_netsim_is_within_the_target_of_htsim_only_on_both_wall_and_cpu_time():
 def test_a_figure_worse_by_no_more_than_the_machine_got_slower_is_marked_not_flagged():
     """The reference job's time at each run says how much slower the machine got: a time or a rate
     worse than its limit is flagged only when still worse with that slow-down taken out."""
-    previous = {"machine": {"load_average": [1.0, 1.0, 1.0], "reference_cpu_s": 0.100},
+    previous = {"conditions": {"load_1min_start": 1.0, "load_1min_end": 1.0, "reference_cpu_s": 0.100},
                 "figures": [{"name": "case: CPU time per case", "value": 1.0},
                             {"name": "packets per CPU-second", "value": 400.0},
                             {"name": "case: wall time", "value": 1.0},
@@ -255,7 +260,7 @@ def test_a_figure_worse_by_no_more_than_the_machine_got_slower_is_marked_not_fla
     assert compare(cpu, previous, load_now=1.5, cpus=2, reference_now=0.100) == ("+25%", True)
     assert compare(cpu, previous, load_now=1.5, cpus=2, reference_now=0.080) == ("+25%", True)
     assert compare(cpu, previous, load_now=1.5, cpus=2) == ("+25%", True)
-    untimed = {**previous, "machine": {"load_average": [1.0, 1.0, 1.0]}}
+    untimed = {**previous, "conditions": {"load_1min_start": 1.0, "load_1min_end": 1.0}}
     assert compare(cpu, untimed, load_now=1.5, cpus=2, reference_now=0.130) == ("+25%", True)
     # a change within its limit needs no excuse: no mark
     assert compare(Figure("case: CPU time per case", 1.05, "s", "lower"), previous, load_now=1.5, cpus=2,
@@ -282,10 +287,10 @@ def test_each_figure_is_compared_with_the_machine_of_the_run_it_was_measured_in(
     full.add("mininet: wall time", 1.0, "s", better="lower")
     full.add("netsim: CPU time", 1.0, "s", better="lower")
     partial.add("netsim: CPU time", 1.0, "s", better="lower")
-    save("demo", full, 1.0, tmp_path, reference_s=0.100)
-    save("demo", partial, 1.0, tmp_path, reference_s=0.130)
+    save("demo", full, conditions.Measuring().done(), tmp_path, reference_s=0.100)
+    save("demo", partial, conditions.Measuring().done(), tmp_path, reference_s=0.130)
     previous = load_previous("demo", tmp_path)
-    assert previous["machine"]["reference_cpu_s"] == 0.130
+    assert previous["conditions"]["reference_cpu_s"] == 0.130
     assert previous["measured_on"]["mininet: wall time"]["reference_cpu_s"] == 0.100
     slower = Figure("mininet: wall time", 1.25, "s", "lower")
     assert compare(slower, previous, load_now=0.5, cpus=64, reference_now=0.130) == ("+25% (machine 30% slower)", False)
@@ -294,7 +299,7 @@ def test_each_figure_is_compared_with_the_machine_of_the_run_it_was_measured_in(
 
 
 def test_the_table_says_how_much_the_machine_moved_and_what_its_mark_means(monkeypatch):
-    previous = {"machine": {"load_average": [1.0, 1.0, 1.0], "time": "then", "reference_cpu_s": 0.1},
+    previous = {"conditions": {"load_1min_start": 1.0, "load_1min_end": 1.0, "date": "then", "reference_cpu_s": 0.1},
                 "figures": [{"name": "x: CPU time", "value": 1.0, "unit": "s"}]}
     measured = Measurement()
     measured.add("x: CPU time", 1.2, "s", better="lower")

@@ -182,10 +182,11 @@ def test_time_to_recover_definition():
 
 
 def test_time_to_recover_counts_from_a_delayed_drop_and_not_from_the_collectives_tail():
-    from experiments.record import CaseRecord, FaultEvent
+    from experiments.record import CaseRecord, FaultEvent, FlowRecord
 
-    def record(rate_at, end=0.6):
+    def record(rate_at, end=0.6, first_done=0.5):
         rec = CaseRecord("s", "v", "t", "roce", "mininet", 0, "topo", 2, "allreduce", sample_interval=0.01)
+        rec.flows = [FlowRecord("h1", "h2", 1, finish=first_done), FlowRecord("h2", "h1", 1, finish=end)]
         cum, samples = 0, []
         for k in range(0, round(end / 0.01) + 1):
             cum += rate_at(k * 0.01) if k else 0
@@ -201,6 +202,14 @@ def test_time_to_recover_counts_from_a_delayed_drop_and_not_from_the_collectives
     tail = record(lambda t: 1000 if t <= 0.5 else 200)
     assert metrics.time_to_recover(tail) is None
     assert metrics.recovery_note(tail) == metrics.NO_DIP
+    # the same drop with every flow still sending: capacity the failure took, goodput stayed below the mark
+    slowed = record(lambda t: 1000 if t <= 0.5 else 200, first_done=0.6)
+    assert (metrics.time_to_recover(slowed), metrics.recovery_note(slowed)) == (None, None)
+    # a flow had finished, but the drop begins with a stall (flap.yaml's RoCE stalled 2 s, then went on
+    # below the mark): not the collective's tail, and not "no dip"
+    stall = record(lambda t: 1000 if t <= 0.5 else (0 if t < 0.55 else 200))
+    assert (metrics.time_to_recover(stall), metrics.recovery_note(stall)) == (None, None)
+    assert metrics.longest_delivery_gap(stall) >= stall.recovery_window
 
 
 def test_longest_delivery_gap_is_the_longest_run_of_samples_without_a_new_byte():

@@ -179,3 +179,17 @@ def test_a_summary_without_each_connections_retirement_gives_the_range_and_says_
     (line,) = path_loss_figures({"repeat": 2, "seeds": [1, 2], "cases": [runs[0]], "runs": runs})
     assert "each run its first 3.0-12.4 base RTTs after the fault" in line
     assert "no median, no count past issue 29's 10" in line and "median 4" not in line
+
+
+def test_the_report_follows_a_link_to_a_run_folder_and_reads_a_folder_reached_twice_once(tmp_path):
+    import json
+
+    from experiments.report import find_runs
+    run = tmp_path / "elsewhere" / "gray-1"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"scenario": "gray", "created": "now", "cases": []}))
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "gray-1").symlink_to(run, target_is_directory=True)
+    (results / "loop").symlink_to(results, target_is_directory=True)      # a link back up the tree
+    assert [folder for folder, _ in find_runs(results)] == [results / "gray-1"]

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from experiments import plots, report, results, runner
+from experiments import conditions, plots, report, results, runner
 from experiments.record import CaseRecord, FlowRecord
 from experiments.scenario import parse_scenario
 from testbed.processes import Terminated
@@ -71,6 +71,9 @@ def test_results_are_written_before_the_figures_and_a_ctrl_c_while_drawing_says_
     assert len(summary["cases"]) == 4 and summary["interrupted"] is False
     assert summary["figures"] == ["goodput.png"] and summary["figures_missing"] == ["completion.png"]
     assert "Figures not drawn (interrupted while drawing them): completion.png." in (out / "summary.md").read_text()
+    measured = summary["conditions"]                          # what the run was measured in, said beside it
+    assert measured["cores"] and "load_1min_end" in measured and summary["created"] == measured["date"]
+    assert f"on {conditions.text(measured)}." in (out / "summary.md").read_text()
     said = capsys.readouterr().err
     assert "interrupted while drawing figures; raw.jsonl, summary.json, summary.md of all 4 case(s)" in said
     assert "figures not drawn: completion.png" in said
