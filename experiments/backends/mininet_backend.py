@@ -27,7 +27,7 @@ from typing import Callable
 from experiments import horizons, rate_caps, validity
 from experiments.backends import mininet_limits
 from experiments.backends.agent_jobs import agent_jobs
-from experiments.backends.agent_logs import Progress, read_results
+from experiments.backends.agent_logs import Progress, read_results, start_lateness
 from experiments.backends.fault_timers import FaultTimers
 from experiments.backends.live_target import ControlSockets, LiveTarget
 from experiments.calibration import LinkRate
@@ -115,6 +115,7 @@ class MininetBackend:
         validity.fill_landing(record)
         if verdict is not None:
             verdict.add_lateness(lateness)
+            verdict.add_start_lateness(start_lateness(list(agents.agents.values()), start_at))
             verdict.add_queue_service(net.queue_service)
             if timers is not None:
                 verdict.add_fault_lateness(timers.late)
