@@ -86,6 +86,7 @@ class MininetBackend:
             start_at = time.time() + START_DELAY_S + 0.05 * len(topo.hosts)
             jobs, flow_logs = agent_jobs(topo, case, agents.log_dir, start_at, record.horizon)
             record.flows = [item.flow for item in flow_logs]
+            agents.prepare([(item.name, item.job) for item in jobs])
             for item in jobs:
                 extra = () if sockets is None else ("--control", sockets.add(net, item.job.host, item.name))
                 agent = agents.start(item.name, item.job, *extra)
