@@ -39,7 +39,6 @@ What the cluster edition does not give, and this module adds on top of it:
 """
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -608,12 +607,10 @@ class ClusterNetwork(TestbedNetwork):
             names = [p.name for p in paths]
             if len(set(names)) != len(names):
                 raise ClusterError(f"copying to {address}: two files named {Counter(names).most_common(1)[0][0]}")
-            stream = io.BytesIO()
-            with tarfile.open(fileobj=stream, mode="w") as tar:
-                for path in paths:
-                    tar.add(path, arcname=path.name)
             with tempfile.TemporaryFile() as source:
-                source.write(stream.getvalue())
+                with tarfile.open(fileobj=source, mode="w") as tar:
+                    for path in paths:
+                        tar.add(path, arcname=path.name)
                 source.seek(0)
                 code, _, error = run_on(self.cluster.server(address),
                                         f"tar -x -o -f - -C {shlex.quote(remote)}", 30, str(self.sock_dir), stdin=source)

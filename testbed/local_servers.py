@@ -12,8 +12,8 @@ What `NamespaceServers` makes, in named phases (`build`, `start`, `ready`, `stop
   a `known_hosts` file with every host key, an `ssh_config` naming each server, a `python` that
   runs this checkout's code (a server's login shell would import what the Python's own
   installation points to: another checkout's agents and switches than the front end's), and
-  `cluster.yaml` (testbed/clusterfile.py's format) listing them. Nothing is written to the machine's own ssh
-  configuration or to ~/.ssh.
+  `cluster.yaml` (testbed/clusterfile.py's format) listing them. Nothing is written to the
+  machine's own ssh configuration or to ~/.ssh.
 - a *fabric* namespace holding a Linux bridge, linked to this machine's namespace by one veth
   (`mrcfab0`, or the next free name, with the front end's address, .1 of `subnet`: the first free
   of 10.213.7.0/24, 10.213.8.0/24, ...), and one namespace per server linked to the
@@ -44,9 +44,9 @@ from pathlib import Path
 import yaml
 
 from testbed.processes import DIE_WITH_PARENT, descendants
+from testbed.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parent.parent   # the checkout whose code the servers run
-from testbed.registry import RunRegistry
 
 SSHD = "/usr/sbin/sshd"
 LINK_PREFIX = "mrcfab"               # the front end's veth into a fabric namespace: mrcfab0, mrcfab1, ...
