@@ -26,9 +26,10 @@ What the cluster edition does not give, and this module adds on top of it:
   Every local ssh client is started with PR_SET_PDEATHSIG (DIE_WITH_PARENT).
 - **Agents' control sockets** (EV denial): served in the run's folder on the server, forwarded to
   the front end over the host's ssh connection (`agent_control`).
-- **Files both ways**: jobs pushed before an agent starts, the agents' event logs streamed back as
-  they are written (the agent logs to its standard output), the model's statistics read back, the
-  switches' pcaps captured on their server and streamed into the local pcap folder.
+- **Files both ways**: jobs pushed before the agents start (all of a server's in one ssh session,
+  `put_files`), the agents' event logs streamed back as they are written (the agent logs to its
+  standard output), the model's statistics read back, the switches' pcaps captured on their server
+  and streamed into the local pcap folder.
 - **Bring-up in parallel** (`ClusterNetwork._start_nodes`): node shells started several at a
   time, and one shell per server (`ServerShell`) kept open for commands outside the nodes'
   namespaces (tunnels, waits, statistics, signals), so that those cost a round trip, not an ssh
@@ -48,6 +49,8 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -590,6 +593,31 @@ class ClusterNetwork(TestbedNetwork):
         if code != 0:
             raise ClusterError(f"copying {local} to {server.address}:{remote}: {error}")
         return remote
+
+    def put_files(self, nodes_files: dict[str, list[Path]]) -> dict[Path, str]:
+        """Copy files of this machine into this run's folder on the servers of their nodes
+        (`{node: [local path, ...]}`), every file of one server in one ssh session (a tar stream):
+        each local path's path there. Names must differ (the folder is the run's, shared by its nodes)."""
+        by_server: dict[str, list[Path]] = {}
+        for node, paths in nodes_files.items():
+            by_server.setdefault(self.server_of(node).address, []).extend(Path(p) for p in paths)
+        remote = self.remote_dir()
+        placed: dict[Path, str] = {}
+        for address, paths in by_server.items():
+            names = [p.name for p in paths]
+            if len(set(names)) != len(names):
+                raise ClusterError(f"copying to {address}: two files named {Counter(names).most_common(1)[0][0]}")
+            with tempfile.TemporaryFile() as source:
+                with tarfile.open(fileobj=source, mode="w") as tar:
+                    for path in paths:
+                        tar.add(path, arcname=path.name)
+                source.seek(0)
+                code, _, error = run_on(self.cluster.server(address),
+                                        f"tar -x -o -f - -C {shlex.quote(remote)}", 30, str(self.sock_dir), stdin=source)
+            if code != 0:
+                raise ClusterError(f"copying {len(paths)} files to {address}:{remote}: {error}")
+            placed.update({path: f"{remote}/{path.name}" for path in paths})
+        return placed
 
     def popen(self, host: str, cmd: list[str], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, **_local):
         """Start `cmd` in `host` on its server (a `RemoteProcess`), recorded for clean-up."""

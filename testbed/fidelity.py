@@ -52,6 +52,11 @@ def _between(a: tuple[float, int, int, int], b: tuple[float, int, int, int]) -> 
     return share, ((w1 - w0) / 1e9 / (n1 - n0) if n1 - n0 >= SCHED_MIN_WAKEUPS else None)
 
 
+def _seconds(s: float) -> str:
+    """A duration in ms below a second, else in s."""
+    return f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s"
+
+
 @dataclass
 class CpuShare:
     """How much CPU one process (or the machine) used, mean over the watch and in the busiest window;
@@ -296,6 +301,21 @@ class Verdict:
             if seconds > self.limits.fault_late_s:
                 self.reasons.append(f"{where}: {what} took effect {seconds * 1e3:.3g} ms after it was due "
                                     f"(limit {self.limits.fault_late_s * 1e3:.3g} ms)")
+
+    def add_start_lateness(self, late: dict[str, float]) -> None:
+        """Judge how long after the common start each agent began its workload (seconds by agent
+        name; 0 for one that was up before it and waited). A collective waits for its last member,
+        so one late agent shifts everything the record times from the start (completion, goodput,
+        faults due at a time, the horizon) by that much: the machine's doing (agents launched over
+        ssh on a busy machine came up seconds late, and the all-reduce lost that much of its
+        horizon), judged like a fault's lateness. One reason, naming the last agent."""
+        self.measured["starts_late_ms"] = {name: round(s * 1e3, 1) for name, s in sorted(late.items())}
+        over = {name: s for name, s in late.items() if s > self.limits.fault_late_s}
+        if over:
+            name = max(over, key=lambda n: (over[n], n))
+            self.reasons.append(f"{name}: began its workload {_seconds(over[name])} after the common start "
+                                f"({len(over)} of {len(late)} agents late; limit "
+                                f"{self.limits.fault_late_s * 1e3:.3g} ms)")
 
     def add_queue_service(self, service: dict[str, dict[int, dict]]) -> None:
         """Judge how each switch's rate-limited queues were served while backlogged too

@@ -9,9 +9,11 @@ A stand-in for a cluster of machines, for the cluster modes' tests and for tryin
 What `NamespaceServers` makes, in named phases (`build`, `start`, `ready`, `stop`):
 
 - in `folder`: a client key and its `authorized_keys`, per server a host key and an `sshd_config`,
-  a `known_hosts` file with every host key, an `ssh_config` naming each server, and `cluster.yaml`
-  (testbed/clusterfile.py's format) listing them. Nothing is written to the machine's own ssh
-  configuration or to ~/.ssh.
+  a `known_hosts` file with every host key, an `ssh_config` naming each server, a `python` that
+  runs this checkout's code (a server's login shell would import what the Python's own
+  installation points to: another checkout's agents and switches than the front end's), and
+  `cluster.yaml` (testbed/clusterfile.py's format) listing them. Nothing is written to the
+  machine's own ssh configuration or to ~/.ssh.
 - a *fabric* namespace holding a Linux bridge, linked to this machine's namespace by one veth
   (`mrcfab0`, or the next free name, with the front end's address, .1 of `subnet`: the first free
   of 10.213.7.0/24, 10.213.8.0/24, ...), and one namespace per server linked to the
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -42,6 +45,8 @@ import yaml
 
 from testbed.processes import DIE_WITH_PARENT, descendants
 from testbed.registry import RunRegistry
+
+REPO = Path(__file__).resolve().parent.parent   # the checkout whose code the servers run
 
 SSHD = "/usr/sbin/sshd"
 LINK_PREFIX = "mrcfab"               # the front end's veth into a fabric namespace: mrcfab0, mrcfab1, ...
@@ -155,6 +160,10 @@ class NamespaceServers:
             known.append(f"{server.address} {public[0]} {public[1]}")
         (self.folder / "known_hosts").write_text("\n".join(known) + "\n")
         (self.folder / "ssh_config").write_text(self._ssh_config())
+        python = self.folder / "python"      # the servers' Python: this checkout's code, as the front end's
+        python.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(REPO))}${{PYTHONPATH:+:$PYTHONPATH}} "
+                          f"exec {shlex.quote(sys.executable)} \"$@\"\n")
+        python.chmod(0o755)
         with open(self.folder / "cluster.yaml", "w") as out:
             out.write("# Namespace servers of this machine (python -m testbed.local_servers); removed on exit.\n")
             yaml.safe_dump(self.cluster_document(), out, sort_keys=False)
@@ -292,7 +301,7 @@ class NamespaceServers:
                    "UserKnownHostsFile": str(self.folder / "known_hosts"),
                    "StrictHostKeyChecking": "yes", "ConnectTimeout": 5}
         return {"scheduler": {"address": self.front_end_address},
-                "servers": [{"address": s.address, "user": "root", "cores": 1, "python": sys.executable,
+                "servers": [{"address": s.address, "user": "root", "cores": 1, "python": str(self.folder / "python"),
                              "ssh_options": dict(options)} for s in self.servers]}
 
     # --- helpers ---------------------------------------------------------------------------------

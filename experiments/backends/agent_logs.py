@@ -97,6 +97,18 @@ def read_results(record: CaseRecord, agents: list[AgentProcess], flow_logs: list
     return lateness
 
 
+def start_lateness(agents: list[AgentProcess], start_at: float) -> dict[str, float]:
+    """How long after the common start `start_at` (UNIX time) each agent began its workload: its
+    `start` record, written once its NICs are open, against `start_at` (0 for one that was up
+    before and waited for it), by agent name; an agent without one is left out."""
+    late = {}
+    for agent in agents:
+        began = next((r.get("t") for r in agent.records() if r.get("kind") == "start"), None)
+        if isinstance(began, (int, float)):
+            late[agent.name] = max(0.0, began - start_at)
+    return late
+
+
 def _goodput(record: CaseRecord, flow_logs: list[FlowLog], start_at: float) -> None:
     """Each flow's cumulative bytes per sample interval, and its finish time."""
     interval = record.sample_interval

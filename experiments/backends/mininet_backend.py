@@ -27,7 +27,7 @@ from typing import Callable
 from experiments import horizons, rate_caps, validity
 from experiments.backends import mininet_limits
 from experiments.backends.agent_jobs import agent_jobs
-from experiments.backends.agent_logs import Progress, read_results
+from experiments.backends.agent_logs import Progress, read_results, start_lateness
 from experiments.backends.fault_timers import FaultTimers
 from experiments.backends.live_target import ControlSockets, LiveTarget
 from experiments.calibration import LinkRate
@@ -86,6 +86,7 @@ class MininetBackend:
             start_at = time.time() + START_DELAY_S + 0.05 * len(topo.hosts)
             jobs, flow_logs = agent_jobs(topo, case, agents.log_dir, start_at, record.horizon)
             record.flows = [item.flow for item in flow_logs]
+            agents.prepare([(item.name, item.job) for item in jobs])
             for item in jobs:
                 extra = () if sockets is None else ("--control", sockets.add(net, item.job.host, item.name))
                 agent = agents.start(item.name, item.job, *extra)
@@ -115,6 +116,7 @@ class MininetBackend:
         validity.fill_landing(record)
         if verdict is not None:
             verdict.add_lateness(lateness)
+            verdict.add_start_lateness(start_lateness(list(agents.agents.values()), start_at))
             verdict.add_queue_service(net.queue_service)
             if timers is not None:
                 verdict.add_fault_lateness(timers.late)

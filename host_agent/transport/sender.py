@@ -8,6 +8,7 @@ retransmission queue, and finds untrimmed losses from SACKs by their send times
 from __future__ import annotations
 
 import heapq
+import math
 from typing import Callable, Final
 
 from wire import constants
@@ -232,6 +233,7 @@ class MrcSender:
                                seg.path_sent, overtaken), now)
         if retired:
             seg.blamed = ev
+            seg.blamed_until = math.inf
         self._sampler.after_loss(ev, overtaken)
         return retired
 
@@ -434,6 +436,8 @@ class MrcSender:
             flags, dscp = 0, constants.DSCP_TRIMMABLE
         else:
             flags, dscp = constants.MRCH_FLAG_RETX, constants.DSCP_TRIMMABLE_RETX
+            if seg.blamed is not None and seg.blamed_until == math.inf:
+                seg.blamed_until = now                # from now on an arrival may be this one's, not the blamed one's
             stats = self.stats
             stats.add("retransmitted")
             stats.add("retx_" + cause)
@@ -462,7 +466,7 @@ class MrcSender:
         seg.acked = True
         if ((seg.timeouts or seg.declared_lost) and trigger is not None
                 and (seg.queued or trigger < seg.sent_at - TS_SLACK)):
-            self._spurious(seg, now)
+            self._spurious(seg, now, trigger)
         if seg.in_flight:
             seg.in_flight = False
             ev: Ev = seg.ev                           # typed here: a segment holds its EV untyped
@@ -491,7 +495,7 @@ class MrcSender:
             segments.pop_oldest()
         return acked
 
-    def _spurious(self, seg: Segment, now: float) -> None:
+    def _spurious(self, seg: Segment, now: float, trigger: float) -> None:
         """The packet timed out (or was declared lost from SACKs) although it had arrived: take
         back the blame, and stretch the RTO or widen the reorder window.
 
@@ -500,7 +504,14 @@ class MrcSender:
         retired an EV: its path was slower than the RTO while later packets got through, the
         variance the RTO must cover. An unattributed timeout (a stall of everything) says nothing
         about that, and a long RTO would only delay the detection of a real failure. A loss
-        declared from SACKs that was not one widens the reorder window instead (`lossdetect`)."""
+        declared from SACKs that was not one widens the reorder window instead (`lossdetect`).
+
+        The blame is taken back only when the blamed transmission is the one that arrived: the
+        packet the SACK answers (sent at `trigger`) left before the transmission after it. When a
+        later one had left too, which one arrived is not known, and the blame stands (a retired EV
+        comes back by its probes): on the two-server fat-tree under CPU load, a retransmission's
+        acknowledgement slower than the RTO put back two dead paths this way, and the packets
+        resent onto them kept the all-reduce stuck until its horizon."""
         ev, seg.blamed = seg.blamed, None
         if seg.declared_lost:
             how, seg.declared_lost = seg.declared_lost, 0
@@ -512,7 +523,7 @@ class MrcSender:
             self.stats.add("spurious_timeouts")
             if ev is not None:
                 self.rtt.spurious()
-        if ev is not None:
+        if ev is not None and trigger < seg.blamed_until - TS_SLACK:
             self.monitor.on_spurious(self.evset, ev, now)
 
     def on_sack(self, now: float, sack: Sack) -> None:

@@ -99,3 +99,20 @@ def test_no_two_agent_flows_carry_the_same_bytes():
     assert len(senders) > 1
     sent = {block_bytes(w["seed"], w["src"], w["dst"], w["bytes"]) for w in senders}
     assert len(sent) == len(senders)
+
+
+def test_an_agent_up_after_the_common_start_began_its_workload_that_late():
+    from experiments.backends.agent_logs import start_lateness
+
+    class Logged:                                        # what start_lateness reads of an agent
+        def __init__(self, name, records):
+            self.name, self._records = name, records
+
+        def records(self):
+            return self._records
+
+    start = 1000.0
+    agents = [Logged("h1", [{"kind": "start", "t": start - 2.5}, {"kind": "goodput", "t": start + 0.1}]),
+              Logged("h16", [{"kind": "start", "t": start + 6.9}]),
+              Logged("h2", [])]                         # no log: nothing to say
+    assert start_lateness(agents, start) == {"h1": 0.0, "h16": pytest.approx(6.9)}

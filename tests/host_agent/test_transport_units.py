@@ -517,6 +517,33 @@ def test_spurious_timeout_is_taken_back():
     assert conn.sender.idle
 
 
+def test_an_arrival_after_a_second_retransmission_does_not_take_back_the_first_blame():
+    """Regression (the two-server fat-tree under CPU load): a packet lost on a dead path retired
+    it; its retransmission's acknowledgement came slower than the RTO, so it was sent a third
+    time; the SACK then covering it answered a packet sent after the second transmission, which
+    may be the one that arrived. Taking that as proof that the first arrived put the dead path
+    back, and the packets resent onto it stalled the all-reduce until its horizon."""
+    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6, "sack_loss_detection": False,
+                             "share_fate_by_path": False})
+    ep = Endpoint("tx", cfg)
+    conn = ep.connect("rx", 1, 2, paths())
+    ep.send_message(conn, bytes(1000))
+    (_, warmup), = ep.poll(0.0)
+    ep.receive(10e-6, 0, _sack(1, 0, warmup))                   # the first RTT sample
+    ep.send_message(conn, bytes(1000))
+    (_, first), = ep.poll(20e-6)
+    ep.send_message(conn, bytes(1000))
+    (_, second), = ep.poll(30e-6)
+    ep.receive(40e-6, 0, _sack(1, 0b10, second))                # a later packet arrived: evidence
+    (resent,) = [p for _, p in ep.poll(90e-6) if isinstance(p, DataPacket)]   # timer: EV retired, resent
+    assert resent.psn == first.psn and conn.evset.get(first.ev).state is EvState.ASSUMED_BAD
+    (again,) = [p for _, p in ep.poll(400e-6) if isinstance(p, DataPacket)]   # its timer too (no evidence)
+    assert again.psn == first.psn and ep.stats()["timeouts_unattributed"] == 1
+    ep.receive(410e-6, 0, _sack(3, 0, resent))                  # answers the second transmission
+    assert ep.stats()["spurious_timeouts"] == 1                 # some transmission had arrived ...
+    assert conn.evset.get(first.ev).state is EvState.ASSUMED_BAD     # ... not shown to be the first
+
+
 def test_timeout_of_a_packet_sent_before_any_rtt_sample_blames_no_path():
     """Its RTO was the initial guess (on the Mininet testbed the first round trips take several
     times initial_rtt): later packets arriving first prove nothing against its path."""

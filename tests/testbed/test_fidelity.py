@@ -209,3 +209,17 @@ def test_fault_timers_record_a_fault_when_it_has_taken_effect():
     [(what, where, late)] = timers.late
     assert (what, where) == ("link down", "s1-s3") and late >= 0.06
     assert event.t >= 0.06 and event.t == pytest.approx(late, abs=0.01)
+
+
+def test_agents_that_began_their_workload_late_are_a_reason_naming_the_last():
+    """A collective waits for its last member: agents launched over ssh on a busy machine came up
+    seconds after the common start, and the all-reduce lost that much of its horizon."""
+    verdict = judge_measures({"h1": LIGHT}, CpuShare(0.3, 0.5), 0.8, [], cpus=2)
+    verdict.add_start_lateness({"h1": 0.0, "h2": 0.012})
+    assert verdict.faithful
+    verdict.servers = {"h1": "10.0.0.1", "h2": "10.0.0.1", "h15": "10.0.0.2", "h16": "10.0.0.2"}
+    verdict.add_start_lateness({"h1": 0.0, "h2": 0.012, "h15": 6.1, "h16": 6.9})
+    assert verdict.label == "distorted"
+    assert verdict.as_dict()["reasons"] == [
+        "h16 (server 10.0.0.2): began its workload 6.9 s after the common start (2 of 4 agents late; limit 20 ms)"]
+    assert verdict.measured["starts_late_ms"] == {"h1": 0.0, "h15": 6100.0, "h16": 6900.0, "h2": 12.0}

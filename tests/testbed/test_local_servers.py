@@ -121,3 +121,18 @@ def test_a_subnet_too_small_or_in_use_is_refused(tmp_path):
         NamespaceServers(3, tmp_path, subnet="10.213.7.0/29")
     with pytest.raises(LocalServersError, match="between 1 and 50"):
         NamespaceServers(0, tmp_path)
+
+
+@requires_sshd
+def test_the_servers_python_runs_this_checkout_s_code_from_any_folder(tmp_path):
+    """A server's login shell starts in its home folder, where `python -m host_agent.agent` would
+    import whatever the Python's installation points to (in a second checkout of the repository:
+    the first one's agents and switches, not the code the front end runs)."""
+    servers = NamespaceServers(1, tmp_path / "servers")
+    servers.build()
+    import yaml
+    python = yaml.safe_load(servers.cluster_file.read_text())["servers"][0]["python"]
+    done = subprocess.run([python, "-c", "import host_agent, testbed; print(host_agent.__file__, testbed.__file__)"],
+                          cwd="/", capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+    assert done.returncode == 0, done.stderr
+    assert all(Path(f).is_relative_to(ROOT) for f in done.stdout.split()), done.stdout
