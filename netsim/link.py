@@ -44,25 +44,25 @@ class _LastBitOut(Event):
     def __init__(self, link: "SimLink") -> None:
         self.link = link
 
-    def fire(self) -> None:
+    def fire(self, item: Any) -> None:
         self.link._done()
 
 
 class _Arrival(Event):
-    """The oldest packet propagating on a link reaches its far end (they arrive in the order they
-    left: one delay for all)."""
+    """A packet propagating on a link reaches its far end: the packet is the item it was scheduled
+    with, held where the event waits (the propagation delay's lane), not in a queue of the link."""
 
     __slots__ = ("link",)
 
     def __init__(self, link: "SimLink") -> None:
         self.link = link
 
-    def fire(self) -> None:
-        self.link._arrive()
+    def fire(self, item: Any) -> None:
+        self.link._arrive(item)
 
 
 class Fifo:
-    """Packets in the order they came, the oldest taken first: a link's queues and its cable.
+    """Packets in the order they came, the oldest taken first: a link's two queues.
 
     A ring of slots that doubles when full, not a deque: compiled, its verbs are native calls
     and no memory is allocated or freed per packet (a deque's methods are called by name, and
@@ -135,7 +135,7 @@ class SimLink:
     # below), grouped by the verb that reads them per packet, so that each touches few cache lines:
     # `_arrive` the first line, `_done` the next, `send` and `_serialise` the one after; the rest last.
     __slots__ = ("busy", "up", "trace_data", "closed",
-                 "_cable", "_doomed", "_node", "_dest_port",
+                 "_on_cable", "_doomed", "_node", "_dest_port",
                  "_epoch", "_wire_epoch", "_wire_size", "_wire_pkt", "tx", "tx_bytes", "_propagation", "_arrival",
                  "queues", "offered", "data_offered", "depth", "high_depth", "peak_queue", "rate_bps",
                  "_tx_delay", "_tx_lane", "_last_bit_out", "_tx_delay2", "_tx_lane2",
@@ -147,8 +147,8 @@ class SimLink:
         self.up = True
         self.trace_data = False
         self.closed = False                     # by `close`
-        self._cable = Fifo()                    # packets propagating, oldest first
-        self._doomed = 0                        # how many of them were on the cable when it went down
+        self._on_cable: i64 = 0                 # packets propagating (each carried by its arrival event)
+        self._doomed: i64 = 0                   # how many of them were on the cable when it went down
         # the node at the far end: typed as a switch, a host or any other (a union), the compiled
         # build calls a switch's or a host's `receive` natively, after a type check
         self._node: SimSwitch | SimHost | PacketSink = _UNCONNECTED
@@ -228,7 +228,7 @@ class SimLink:
         self.up = up
         if not up:
             self._epoch += 1
-            self._doomed = len(self._cable)
+            self._doomed = self._on_cable
             for q in self.queues:
                 self.dropped_down += len(q)
                 q.clear()
@@ -289,8 +289,8 @@ class SimLink:
         if self._wire_epoch == self._epoch and self.up:
             self.tx += 1
             self.tx_bytes += self._wire_size
-            self._cable.push(self._wire_pkt)
-            self._propagation.schedule(self._arrival)
+            self._on_cable += 1
+            self._propagation.schedule(self._arrival, self._wire_pkt)
         else:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire
@@ -304,10 +304,10 @@ class SimLink:
             return
         self._serialise(pkt)
 
-    def _arrive(self) -> None:
-        """The oldest packet on the cable reaches the far end (lost if the link went down since it
-        left, or is down)."""
-        pkt = self._cable.pop()
+    def _arrive(self, pkt: Any) -> None:
+        """`pkt`, the oldest packet on the cable, reaches the far end (lost if the link went down
+        since it left, or is down)."""
+        self._on_cable -= 1
         if self._doomed:
             self._doomed -= 1
             self.dropped_down += 1
