@@ -153,22 +153,23 @@ class SimLink:
         # build calls a switch's or a host's `receive` natively, after a type check
         self._node: SimSwitch | SimHost | PacketSink = _UNCONNECTED
         self._dest_port = 0
-        self._epoch = 0                         # bumped when the link goes down: packets on the wire die
-        self._wire_epoch = 0                    # the packet being serialised (while busy): its epoch, bytes, itself
-        self._wire_size = 0
+        # the numbers read or counted per packet are i64: native arithmetic when compiled
+        self._epoch: i64 = 0                    # bumped when the link goes down: packets on the wire die
+        self._wire_epoch: i64 = 0               # the packet being serialised (while busy): its epoch, bytes, itself
+        self._wire_size: i64 = 0
         self._wire_pkt: Any = None
-        self.tx = 0                             # _COUNTERS, one by one (a compiled class declares them so)
-        self.tx_bytes = 0
+        self.tx: i64 = 0                        # _COUNTERS, one by one (a compiled class declares them so)
+        self.tx_bytes: i64 = 0
         self._propagation: Lane = sim.lane(delay)   # where the arrivals wait (one delay for all)
         self._arrival = _Arrival(self)          # the events of this link, scheduled again and again
         # indexed by priority (LOW 0, HIGH 1); typed as a tuple of any length: the compiled build keeps
         # a fixed-length tuple unboxed and would make a new tuple object at every read of it
         self.queues: tuple[Fifo, ...] = (Fifo(), Fifo())
-        self.offered = 0
-        self.data_offered = 0
-        self.depth = depth
-        self.high_depth = high_depth if high_depth is not None else depth
-        self.peak_queue = 0                     # most packets ever waiting (both priorities)
+        self.offered: i64 = 0
+        self.data_offered: i64 = 0
+        self.depth: i64 = depth
+        self.high_depth: i64 = high_depth if high_depth is not None else depth
+        self.peak_queue: i64 = 0                # most packets ever waiting (both priorities)
         self.rate_bps = rate_bps
         # the lanes of the last two serialisation delays (a packet size at the rate): a link
         # mostly carries two sizes (data, and the acknowledgements of the other direction's flows);
@@ -182,8 +183,8 @@ class SimLink:
         self.name = name
         self._delay = delay
         self.data_offered_at: list[float] = []  # time of every data packet offered (when tracing)
-        self.dropped_down = 0
-        self.dropped_queue = 0
+        self.dropped_down: i64 = 0
+        self.dropped_queue: i64 = 0
 
     @property
     def delay(self) -> float:

@@ -105,7 +105,7 @@ class SimSwitch:
 
     def __init__(self, sim: Simulator, name: str, usid: int, plane: int = 0) -> None:
         # first (laid out first when compiled, in one cache line): what `receive` reads per packet
-        self._rx = 0
+        self._rx: i64 = 0
         self._faulty = False                     # whether any port has a fault
         self._decisions: dict[bytes, _Route] = {}    # dst address -> what to do with its packets
         self._flows: dict[tuple, int] = {}          # (src, dst, ev) -> ECMP egress port
