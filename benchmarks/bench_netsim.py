@@ -32,7 +32,10 @@ are netsim's own forwarding speed (links, queues, switches, event loop).
 
 Issue 29's cases, timed per case as uet-htsim's are (benchmarks/netsim_vs_htsim.py: the permutation
 of experiments/datacenter.yaml and a fat-tree k=8 permutation of 1 MB flows), then set beside
-htsim_uec's time on the same flows (run where it is built, its recorded figures elsewhere). `--fat-tree-k16` adds the permutation of 1 MiB flows
+htsim_uec's time on the same flows (run where it is built, its recorded figures elsewhere), and again
+each as the only case of a fresh process, as htsim_uec runs each (`netsim_vs_htsim.run_alone`: here
+they run after the other cases, in the memory those freed, slower for the same instructions); that
+line gives the case's own time and its whole process's, start to exit. `--fat-tree-k16` adds the permutation of 1 MiB flows
 on fattree:16 (1,024 hosts) in a child process of its own: wall and CPU time, simulated packets
 per wall-second and its peak resident memory, against the issue's limits (10 minutes, 4 GiB).
 """
@@ -473,7 +476,8 @@ def measure(options: argparse.Namespace) -> Measurement:
     result.add("forwarding only, no transport: switch packets per CPU-second", fwd["packets_per_cpu_s"], "pkt/s")
     from benchmarks.netsim_vs_htsim import measure_side_by_side
     # beside uet-htsim's htsim_uec, where it is built: netsim's times of those cases, timed above
-    measure_side_by_side(result, repeat, timed=result.details)
+    # and each case in a process of its own, as htsim_uec runs it (both figures printed)
+    measure_side_by_side(result, repeat, timed=result.details, alone=True)
     if getattr(options, "fat_tree_k16", False):
         measure_k16(result)
     return result

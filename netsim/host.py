@@ -24,7 +24,7 @@ class _WakeUp(Event):
     def __init__(self, host: "SimHost") -> None:
         self.host = host
 
-    def fire(self) -> None:
+    def fire(self, item: Any) -> None:
         self.host._wake()
 
 

@@ -44,25 +44,25 @@ class _LastBitOut(Event):
     def __init__(self, link: "SimLink") -> None:
         self.link = link
 
-    def fire(self) -> None:
+    def fire(self, item: Any) -> None:
         self.link._done()
 
 
 class _Arrival(Event):
-    """The oldest packet propagating on a link reaches its far end (they arrive in the order they
-    left: one delay for all)."""
+    """A packet propagating on a link reaches its far end: the packet is the item it was scheduled
+    with, held where the event waits (the propagation delay's lane), not in a queue of the link."""
 
     __slots__ = ("link",)
 
     def __init__(self, link: "SimLink") -> None:
         self.link = link
 
-    def fire(self) -> None:
-        self.link._arrive()
+    def fire(self, item: Any) -> None:
+        self.link._arrive(item)
 
 
 class Fifo:
-    """Packets in the order they came, the oldest taken first: a link's queues and its cable.
+    """Packets in the order they came, the oldest taken first: a link's two queues.
 
     A ring of slots that doubles when full, not a deque: compiled, its verbs are native calls
     and no memory is allocated or freed per packet (a deque's methods are called by name, and
@@ -131,56 +131,60 @@ class SimLink:
     all); `rate_bps` may change.
     """
 
-    __slots__ = ("sim", "_last_bit_out", "_arrival", "_propagation", "_tx_delay", "_tx_lane", "_tx_delay2",
-                 "_tx_lane2", "_wire_pkt", "_wire_epoch", "_wire_size", "_cable",
-                 "_doomed", "_node", "_dest_port", "name",
-                 "rate_bps", "_delay", "depth", "high_depth", "queues", "busy", "up", "_epoch",
-                 "data_offered_at", "trace_data", "peak_queue",
-                 "offered", "data_offered", "dropped_down", "dropped_queue", "tx", "tx_bytes", "closed")
+    # The fields in the order the compiled object lays them out (that of the first assignments
+    # below), grouped by the verb that reads them per packet, so that each touches few cache lines:
+    # `_arrive` the first line, `_done` the next, `send` and `_serialise` the one after; the rest last.
+    __slots__ = ("busy", "up", "trace_data", "closed",
+                 "_on_cable", "_doomed", "_node", "_dest_port",
+                 "_epoch", "_wire_epoch", "_wire_size", "_wire_pkt", "tx", "tx_bytes", "_propagation", "_arrival",
+                 "queues", "offered", "data_offered", "depth", "high_depth", "peak_queue", "rate_bps",
+                 "_tx_delay", "_tx_lane", "_last_bit_out", "_tx_delay2", "_tx_lane2",
+                 "sim", "name", "_delay", "data_offered_at", "dropped_down", "dropped_queue")
     __deletable__ = ("_last_bit_out", "_arrival")     # by `close` (mypyc lets only these be deleted)
 
     def __init__(self, sim: Simulator, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
-        self.sim = sim
-        self._last_bit_out = _LastBitOut(self)  # the events of this link, scheduled again and again
-        self._arrival = _Arrival(self)
+        self.busy = False
+        self.up = True
+        self.trace_data = False
         self.closed = False                     # by `close`
+        self._on_cable: i64 = 0                 # packets propagating (each carried by its arrival event)
+        self._doomed: i64 = 0                   # how many of them were on the cable when it went down
+        # the node at the far end: typed as a switch, a host or any other (a union), the compiled
+        # build calls a switch's or a host's `receive` natively, after a type check
+        self._node: SimSwitch | SimHost | PacketSink = _UNCONNECTED
+        self._dest_port = 0
+        # the numbers read or counted per packet are i64: native arithmetic when compiled
+        self._epoch: i64 = 0                    # bumped when the link goes down: packets on the wire die
+        self._wire_epoch: i64 = 0               # the packet being serialised (while busy): its epoch, bytes, itself
+        self._wire_size: i64 = 0
+        self._wire_pkt: Any = None
+        self.tx: i64 = 0                        # _COUNTERS, one by one (a compiled class declares them so)
+        self.tx_bytes: i64 = 0
         self._propagation: Lane = sim.lane(delay)   # where the arrivals wait (one delay for all)
+        self._arrival = _Arrival(self)          # the events of this link, scheduled again and again
+        # indexed by priority (LOW 0, HIGH 1); typed as a tuple of any length: the compiled build keeps
+        # a fixed-length tuple unboxed and would make a new tuple object at every read of it
+        self.queues: tuple[Fifo, ...] = (Fifo(), Fifo())
+        self.offered: i64 = 0
+        self.data_offered: i64 = 0
+        self.depth: i64 = depth
+        self.high_depth: i64 = high_depth if high_depth is not None else depth
+        self.peak_queue: i64 = 0                # most packets ever waiting (both priorities)
+        self.rate_bps = rate_bps
         # the lanes of the last two serialisation delays (a packet size at the rate): a link
         # mostly carries two sizes (data, and the acknowledgements of the other direction's flows);
         # -1.0 is no delay yet (no delay is negative), its lane a placeholder never used
         self._tx_delay = -1.0
         self._tx_lane = self._propagation
+        self._last_bit_out = _LastBitOut(self)
         self._tx_delay2 = -1.0
         self._tx_lane2 = self._propagation
-        self._wire_pkt: Any = None              # the packet being serialised (while busy), its epoch and bytes
-        self._wire_epoch = 0
-        self._wire_size = 0
-        self._cable = Fifo()                    # packets propagating, oldest first
-        self._doomed = 0                        # how many of them were on the cable when it went down
+        self.sim = sim
         self.name = name
-        self.rate_bps = rate_bps
         self._delay = delay
-        self.depth = depth
-        self.high_depth = high_depth if high_depth is not None else depth
-        # indexed by priority (LOW 0, HIGH 1); typed as a tuple of any length: the compiled build keeps
-        # a fixed-length tuple unboxed and would make a new tuple object at every read of it
-        self.queues: tuple[Fifo, ...] = (Fifo(), Fifo())
-        self.busy = False
-        self.up = True
-        self._epoch = 0                         # bumped when the link goes down: packets on the wire die
-        # the node at the far end: typed as a switch, a host or any other (a union), the compiled
-        # build calls a switch's or a host's `receive` natively, after a type check
-        self._node: SimSwitch | SimHost | PacketSink = _UNCONNECTED
-        self._dest_port = 0
         self.data_offered_at: list[float] = []  # time of every data packet offered (when tracing)
-        self.trace_data = False
-        self.peak_queue = 0                     # most packets ever waiting (both priorities)
-        self.offered = 0                        # _COUNTERS, one by one (a compiled class declares them so)
-        self.data_offered = 0
-        self.dropped_down = 0
-        self.dropped_queue = 0
-        self.tx = 0
-        self.tx_bytes = 0
+        self.dropped_down: i64 = 0
+        self.dropped_queue: i64 = 0
 
     @property
     def delay(self) -> float:
@@ -225,7 +229,7 @@ class SimLink:
         self.up = up
         if not up:
             self._epoch += 1
-            self._doomed = len(self._cable)
+            self._doomed = self._on_cable
             for q in self.queues:
                 self.dropped_down += len(q)
                 q.clear()
@@ -286,8 +290,8 @@ class SimLink:
         if self._wire_epoch == self._epoch and self.up:
             self.tx += 1
             self.tx_bytes += self._wire_size
-            self._cable.push(self._wire_pkt)
-            self._propagation.schedule(self._arrival)
+            self._on_cable += 1
+            self._propagation.schedule(self._arrival, self._wire_pkt)
         else:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire
@@ -301,10 +305,10 @@ class SimLink:
             return
         self._serialise(pkt)
 
-    def _arrive(self) -> None:
-        """The oldest packet on the cable reaches the far end (lost if the link went down since it
-        left, or is down)."""
-        pkt = self._cable.pop()
+    def _arrive(self, pkt: Any) -> None:
+        """`pkt`, the oldest packet on the cable, reaches the far end (lost if the link went down
+        since it left, or is down)."""
+        self._on_cable -= 1
         if self._doomed:
             self._doomed -= 1
             self.dropped_down += 1

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import gc
 import random
-from typing import Callable, Final, final
+from typing import Any, Callable, Final, final
 
 from mypy_extensions import i64
 
@@ -63,14 +63,16 @@ class NoCollections:
 
 
 class Event:
-    """Something due at a time: `fire()` runs it. The simulator's own hot parts (links, hosts) keep
-    one of these per kind of event and schedule it again and again (`Simulator.schedule`): no
-    callback, arguments or allocation per event, and a compiled build calls `fire` natively."""
+    """Something due at a time: `fire(item)` runs it, given the item it was scheduled with (None
+    when none: `Simulator.schedule`, `Lane.schedule`). The simulator's own hot parts (links, hosts)
+    keep one of these per kind of event and schedule it again and again: no callback, arguments or
+    allocation per event (a link's arrival carries its packet as the item, held by the simulator
+    where the event waits), and a compiled build calls `fire` natively."""
 
     __slots__ = ()
 
-    def fire(self) -> None:
-        """Run the event (the simulator's clock is at its time)."""
+    def fire(self, item: Any) -> None:
+        """Run the event (the simulator's clock is at its time) with its `item`."""
         raise NotImplementedError
 
 
@@ -83,20 +85,30 @@ class Call(Event):
         self.fn = fn
         self.args = args
 
-    def fire(self) -> None:
+    def fire(self, item: Any) -> None:
         self.fn(*self.args)
 
 
 class _Slot:
     """One scheduled event: when it is due, its place in the order of scheduling (ties at equal
-    times run in that order) and the event."""
+    times run in that order), the event and the item it is fired with."""
 
-    __slots__ = ("t", "seq", "event")
+    __slots__ = ("t", "seq", "event", "item")
 
-    def __init__(self, t: float, seq: i64, event: Event | None) -> None:
+    def __init__(self, t: float, seq: i64, event: Event | None, item: Any = None) -> None:
         self.t = t
         self.seq = seq
         self.event = event
+        self.item = item
+
+    def empty(self) -> tuple[Event, Any]:
+        """The event and its item, taken out of the slot (which lets go of them)."""
+        event = self.event
+        assert event is not None
+        item = self.item
+        self.event = None
+        self.item = None
+        return event, item
 
 
 @final
@@ -126,8 +138,8 @@ class Lane:
     def __init__(self, delay: float) -> None:
         self.delay = delay
 
-    def schedule(self, event: Event) -> None:
-        """Fire `event` `delay` seconds from now."""
+    def schedule(self, event: Event, item: Any = None) -> None:
+        """Fire `event` with `item` `delay` seconds from now."""
         raise NotImplementedError
 
 
@@ -137,7 +149,7 @@ class FifoLane(Lane):
     are due in the order they were scheduled, so it is a first-in first-out ring of slots (reused:
     no allocation per event), not a heap. It tells its simulator when it starts and stops holding
     events (`Simulator.lane_filled`, `lane_emptied`); while it holds some, `head_t` and `head_seq`
-    are the time and scheduling number of its oldest one, which `pop` takes."""
+    are the time and scheduling number of its oldest one, whose slot `take` gives."""
 
     __slots__ = ("_sim", "_numbering", "_ring", "_head", "_size", "head_t", "head_seq")
 
@@ -151,8 +163,8 @@ class FifoLane(Lane):
         self.head_t = 0.0
         self.head_seq: i64 = 0
 
-    def schedule(self, event: Event) -> None:
-        """Fire `event` `delay` seconds from now."""
+    def schedule(self, event: Event, item: Any = None) -> None:
+        """Fire `event` with `item` `delay` seconds from now."""
         t = self._sim.now + self.delay
         seq = self._numbering.take()
         ring = self._ring
@@ -166,20 +178,20 @@ class FifoLane(Lane):
         slot.t = t
         slot.seq = seq
         slot.event = event
+        slot.item = item
         self._size = size + 1
         if size == 0:
             self.head_t = t
             self.head_seq = seq
             self._sim.lane_filled(self)
 
-    def pop(self) -> Event:
-        """Take the oldest event (there is one); the next one, if any, becomes the head."""
+    def take(self) -> _Slot:
+        """Take the oldest event's slot (there is one), which its taker empties (`_Slot.empty`)
+        before anything else is scheduled: the ring reuses it; the next event, if any, becomes the
+        head."""
         ring = self._ring
         head = self._head
-        slot = ring[head]
-        event = slot.event
-        assert event is not None
-        slot.event = None
+        taken = ring[head]
         head += 1
         if head == len(ring):
             head = 0
@@ -192,7 +204,7 @@ class FifoLane(Lane):
             self.head_seq = slot.seq
         else:
             self._sim.lane_emptied(self)
-        return event
+        return taken
 
     def clear(self) -> None:
         """Drop every event waiting (its simulator is closing: `Simulator.close`)."""
@@ -221,10 +233,10 @@ class HeapLane(Lane):
         super().__init__(delay)
         self._sim = sim
 
-    def schedule(self, event: Event) -> None:
-        """Fire `event` `delay` seconds from now."""
+    def schedule(self, event: Event, item: Any = None) -> None:
+        """Fire `event` with `item` `delay` seconds from now."""
         sim = self._sim
-        sim.schedule(sim.now + self.delay, event)
+        sim.schedule(sim.now + self.delay, event, item)
 
 
 class Simulator:
@@ -286,14 +298,14 @@ class Simulator:
         """`lane`'s last event was taken: no longer look at it for the next event."""
         self._active.remove(lane)
 
-    def schedule(self, t: float, event: Event) -> None:
-        """Fire `event` at time `t`, which must not be earlier than now (the lanes' order assumes
-        the clock never goes back)."""
+    def schedule(self, t: float, event: Event, item: Any = None) -> None:
+        """Fire `event` with `item` at time `t`, which must not be earlier than now (the lanes'
+        order assumes the clock never goes back)."""
         if not t >= self.now:                   # NaN too
             raise ValueError(f"an event scheduled at {t!r} s, earlier than now ({self.now!r} s)")
         seq = self._numbering.take()
         heap = self._heap
-        slot = _Slot(t, seq, event)
+        slot = _Slot(t, seq, event, item)
         heap.append(slot)
         i: i64 = len(heap) - 1
         while i > 0:                            # up while the parent is later (a tie: it is older)
@@ -305,8 +317,8 @@ class Simulator:
             i = parent
         heap[i] = slot
 
-    def _pop_heap(self) -> Event:
-        """Take the heap's first event (there is one)."""
+    def _pop_heap(self) -> _Slot:
+        """Take the heap's first event's slot (there is one)."""
         heap = self._heap
         first = heap[0]
         last = heap.pop()
@@ -330,9 +342,7 @@ class Simulator:
                 i = child
                 child = 2 * i + 1
             heap[i] = last
-        event = first.event
-        assert event is not None
-        return event
+        return first
 
     def close(self) -> None:
         """Drop every event still scheduled and the lanes (their events refer to links and hosts,
@@ -388,9 +398,9 @@ class Simulator:
                     self.now = horizon          # never back (a lane's order assumes it)
                 self.events_run += count
                 return
-            event = self._pop_heap() if first is None else first.pop()
+            event, item = (self._pop_heap() if first is None else first.take()).empty()
             self.now = t
-            event.fire()
+            event.fire(item)
             count += 1
             if self._stopping or count == limit or (stop is not None and stop()):
                 break

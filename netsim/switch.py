@@ -4,7 +4,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final, Mapping
+from typing import Final, Mapping, final
+
+from mypy_extensions import i64
 
 from pipeline_contract import names
 from pipeline_contract.ecmp import entropy_member
@@ -53,6 +55,25 @@ class PortFault:
     drop_prob: float = 0.0
 
 
+@final
+class _Route:
+    """What a switch does with the packets to one destination address, worked out once (`SimSwitch._decide`):
+    the address after its uSID shift (None: unchanged), and either the one egress port (`forward`)
+    with its link and thresholds (None where the port has none), read per packet from here, not from
+    the switch's lists by port, or the ECMP group's member ports, or neither (no route)."""
+
+    __slots__ = ("shifted", "forward", "port", "link", "config", "members")
+
+    def __init__(self, shifted: bytes | None, forward: bool, port: i64, link: SimLink | None,
+                 config: PortConfig | None, members: list[int] | None) -> None:
+        self.shifted = shifted
+        self.forward = forward
+        self.port = port
+        self.link = link
+        self.config = config
+        self.members = members
+
+
 def usid_shift(addr: bytes) -> bytes:
     """dst = (dst[127:96], dst[79:0] << 16) on a 16-byte address: consume the uSID after the locator."""
     return addr[:4] + addr[LOCAL_BYTES:] + _USID_FILL
@@ -79,27 +100,29 @@ class SimSwitch:
     length -> {the prefix's bytes (`prefix_key`): action}), `ecmp_groups` (group -> ports); an action is ("forward", port)
     or ("ecmp", group). Tables change only through these methods and `clear_routes`: the switch
     remembers the forwarding decision of every destination address and ECMP flow it has seen, and
-    forgets them when a table changes.
+    forgets them when a table changes or a port is plugged or configured.
     """
 
     def __init__(self, sim: Simulator, name: str, usid: int, plane: int = 0) -> None:
+        # first (laid out first when compiled, in one cache line): what `receive` reads per packet
+        self._rx: i64 = 0
+        self._faulty = False                     # whether any port has a fault
+        self._decisions: dict[bytes, _Route] = {}    # dst address -> what to do with its packets
+        self._flows: dict[tuple, int] = {}          # (src, dst, ev) -> ECMP egress port
+        self._egress: list[SimLink | None] = [None]  # the links by port (`_links`, read per ECMP packet)
+        self._configs: list[PortConfig | None] = [None]  # the thresholds by port (`_port_config`, the same)
         self.sim = sim
         self.name = name
         self.usid = usid
         self.plane = plane
         self._links: dict[int, SimLink] = {}
-        self._egress: list[SimLink | None] = [None]  # the same, indexed by port (read per packet)
         self._local_heads: set[bytes] = set()    # usid_local's prefixes, as an address's first LOCAL_BYTES
         self.routes: dict[int, dict[bytes, tuple]] = {}
         self.ecmp_groups: dict[int, list[int]] = {}
         self._port_config: dict[int, PortConfig] = {}
-        self._configs: list[PortConfig | None] = [None]  # the same, indexed by port
-        self.faults: dict[int, PortFault] = {}
-        self._rx = 0
+        self._faults: dict[int, PortFault] = {}
         self._counts: Counter = Counter()
         self._lengths: list[int] = []
-        self._decisions: dict[bytes, tuple] = {}     # dst address -> (shifted dst or None, port, ECMP members)
-        self._flows: dict[tuple, int] = {}          # (src, dst, ev) -> ECMP egress port
 
     # --- ports ---------------------------------------------------------------------------------------
     @property
@@ -118,6 +141,7 @@ class SimSwitch:
         self._links[port] = link
         self._egress.extend([None] * (port + 1 - len(self._egress)))
         self._egress[port] = link
+        self._forget()                           # the remembered decisions hold the links they send to
 
     def configure_port(self, port: object, config: PortConfig) -> None:
         """Trim and mark the packets leaving by `port` (from 1) by `config`'s thresholds."""
@@ -125,12 +149,18 @@ class SimSwitch:
         self._port_config[port] = config
         self._configs.extend([None] * (port + 1 - len(self._configs)))
         self._configs[port] = config
+        self._forget()                           # the remembered decisions hold their ports' thresholds
 
     def _port_number(self, port: object) -> int:
         """`port`, checked to be a port number."""
         if not isinstance(port, int) or isinstance(port, bool) or port < 1:
             raise ValueError(f"switch {self.name}: port {port!r} is not a port number (an int from 1)")
         return port
+
+    @property
+    def faults(self) -> Mapping[int, PortFault]:
+        """port -> its fault (read-only: `set_fault` sets and clears them)."""
+        return MappingProxyType(self._faults)
 
     @property
     def counters(self) -> Counter:
@@ -248,12 +278,13 @@ class SimSwitch:
     def set_fault(self, port: int, drop_all: bool = False, drop_prob: float = 0.0) -> None:
         """Install (or, with the defaults, clear) a fault on egress `port`."""
         if not drop_all and not drop_prob:
-            self.faults.pop(port, None)
+            self._faults.pop(port, None)
         else:
-            self.faults[port] = PortFault(drop_all, drop_prob)
+            self._faults[port] = PortFault(drop_all, drop_prob)
+        self._faulty = bool(self._faults)
 
     def _forget(self) -> None:
-        """Drop the remembered forwarding decisions (a table changed)."""
+        """Drop the remembered forwarding decisions (a table changed, or a port was plugged or configured)."""
         self._decisions = {}
         self._flows = {}
 
@@ -261,58 +292,71 @@ class SimSwitch:
     def receive(self, pkt: Packet, in_port: int) -> None:
         """Ingress: uSID shift, routing, ECMP, faults, trim/ECN, then the egress queue."""
         self._rx += 1
-        decision = self._decisions.get(pkt.dst)
-        if decision is None:
-            decision = self._decide(pkt.dst)
-        shifted, port, members = decision
+        route = self._decisions.get(pkt.dst)
+        if route is None:
+            route = self._decide(pkt.dst)
+        shifted = route.shifted
         if shifted is not None:
             if isinstance(pkt, DataPacket):             # written natively when compiled (most packets)
                 pkt.dst = shifted
             else:
                 pkt.dst = shifted
-        if port is None:
+        port = route.port
+        if route.forward:                                # one egress port: its link and thresholds at hand
+            link = route.link
+            cfg = route.config
+        else:
+            members = route.members
             if members is None:
                 self._counts["no_route_drops"] += 1
                 return
             port = self._ecmp_port(pkt, members)
-        if self.faults:
-            fault = self.faults.get(port)
+            egress = self._egress
+            link = egress[port] if 0 < port < len(egress) else None
+            configs = self._configs
+            cfg = configs[port] if 0 < port < len(configs) else None
+        if self._faulty:
+            fault = self._faults.get(port)
             if fault is not None and (fault.drop_all or self.sim.rng.random() < fault.drop_prob):
                 self._counts["fault_drops"] += 1
                 if isinstance(pkt, DataPacket):
                     self._counts["fault_drops_data"] += 1
                 return
-        out: int = port                                  # an int, compared and indexed natively
-        egress = self._egress
-        link: SimLink | None = egress[out] if 0 < out < len(egress) else None
         if link is None:
             raise KeyError(f"switch {self.name}: port {port} has no link")
         if pkt.dscp in _HIGH_DSCP:                       # control and trimmed headers: nothing to classify
             priority = _HIGH
         else:
-            priority = self._classify(pkt, out, link)
+            priority = self._classify(pkt, cfg, link)
         if not link.send(pkt, priority):
             self._counts["queue_drops"] += 1
 
-    def _decide(self, dst_bytes: bytes) -> tuple:
-        """(shifted address or None, egress port or None, ECMP members or None) of address `dst_bytes`:
-        the uSID shift and the routing lookup, remembered until a table changes."""
+    def _decide(self, dst_bytes: bytes) -> _Route:
+        """What to do with the packets to address `dst_bytes`: the uSID shift and the routing lookup,
+        with the egress port's link and thresholds, remembered until a table or a port changes."""
         addr = dst_bytes
         shifted: bytes | None = None
         if addr[:LOCAL_BYTES] in self._local_heads:
             addr = shifted = usid_shift(addr)
         action = self._lookup_address(addr)
-        decision: tuple
+        route: _Route
         if action is None:
-            decision = (shifted, None, None)
+            route = _Route(shifted, False, 0, None, None, None)
         elif action[0] == "ecmp":
-            decision = (shifted, None, self.ecmp_groups[action[1]])
+            route = _Route(shifted, False, 0, None, None, self.ecmp_groups[action[1]])
         else:
-            decision = (shifted, action[1], None)
+            port: int = action[1]
+            egress = self._egress
+            configs = self._configs
+            if 0 < port < len(egress):
+                route = _Route(shifted, True, port, egress[port], configs[port] if port < len(configs) else None,
+                               None)
+            else:                                        # no such port: refused per packet, naming it
+                route = _Route(shifted, True, port, None, None, None)
         if len(self._decisions) >= MAX_REMEMBERED:
             self._decisions = {}
-        self._decisions[dst_bytes] = decision
-        return decision
+        self._decisions[dst_bytes] = route
+        return route
 
     def _ecmp_port(self, pkt: Packet, members: list[int]) -> int:
         """The member port the packet's flow (source, destination, entropy) hashes to, remembered."""
@@ -325,13 +369,11 @@ class SimSwitch:
             self._flows[key] = port
         return port
 
-    def _classify(self, pkt: Packet, port: int, link: SimLink) -> int:
+    def _classify(self, pkt: Packet, cfg: PortConfig | None, link: SimLink) -> int:
         """Trim or mark `pkt` (not of a HIGH priority DSCP: `receive` sent those on) by the LOW queue
-        occupancy of `link`; return its egress priority."""
+        occupancy of `link` and its port's thresholds `cfg` (None: neither); return its egress priority."""
         if not isinstance(pkt, DataPacket):
             return _HIGH
-        configs = self._configs
-        cfg: PortConfig | None = configs[port] if 0 < port < len(configs) else None
         if cfg is None:
             return _LOW
         queued = len(link.queues[_LOW])                 # link.low_depth_now, without the call

@@ -126,6 +126,8 @@ class Connection:
         state = ev.state
         self._emit(events.EvStateChanged(now, self.ident, ev.value, ev.plane, ev.path_key, path.dst.hex(),
                                          old.value, state.value, cause, path.nic, ev.drops))
+        if state is EvState.ASSUMED_BAD or state is EvState.UNKNOWN:
+            self.prober.wake()                      # something to probe
         if state is EvState.ASSUMED_BAD:
             self.stats.add("evs_retired")
         elif old is EvState.ASSUMED_BAD:
@@ -157,6 +159,7 @@ class Connection:
         its next poll runs whatever the time."""
         self.quiet_until = _NEVER
         self._polled_at = None
+        self.prober.wake()                          # an EV operation may have given it work
 
     def quiet_time(self, wakeup: float | None) -> float:
         """Until when a poll of this connection would change nothing, given its `next_wakeup()`

@@ -20,6 +20,8 @@ KEEPALIVE: Final = "keepalive"     # probe on a GOOD EV of a connection sending 
 VERIFY: Final = "verify"           # probe on an UNKNOWN EV: one clean reply makes it GOOD
 REQUEST: Final = "request"         # probe an operator asked for: its outcome is reported as a ProbeResult
 MAX_SUSPECTS: Final = 64           # unanswered keepalives kept for judgement
+_NOW: Final = float("-inf")        # Prober's quiet time when its next `busy` must look
+_INF: Final = float("inf")
 
 
 @dataclass
@@ -39,11 +41,19 @@ class Prober:
     `sending_idle()` says whether the connection has nothing to send, `last_data_at()` when data
     last arrived (-1: never); keepalives are sent only when `keepalive` (MRC) and the
     configuration allow them.
+
+    `busy`, asked at every poll of its connection, reads one field of the prober while nothing
+    changed since it last looked: its quiet time (and `next_wakeup` then knows that nothing is
+    outstanding). Its own verbs end that quiet time when they
+    change what it has to do, and its connection does (`wake`) when an EV becomes ASSUMED_BAD or
+    UNKNOWN or an operator changes the EV set.
     """
 
     def __init__(self, ident: ConnectionId, config: TransportConfig, evset: EvSet, rtt: RttEstimator,
                  stats: Tally, monitor: PathMonitor, sending_idle: Callable[[], bool],
                  last_data_at: Callable[[], float], keepalive: bool, emit: Callable | None = None) -> None:
+        # first: the field `busy` reads (in the object's first cache line when compiled)
+        self._quiet_until = _NOW       # before this time `busy` is False, unless something changed since
         self.ident = ident
         self.cfg = config
         self.evset = evset
@@ -80,8 +90,8 @@ class Prober:
 
     def next_wakeup(self) -> float | None:
         """Next probe round (when there is something to probe) or the earliest probe timeout."""
-        if not self.outstanding and not self._requests:
-            return self._next_round
+        if self._quiet_until != _NOW or (not self.outstanding and not self._requests):
+            return self._next_round             # a quiet time: nothing outstanding or asked for since
         times = []
         if self._next_round is not None:
             times.append(self._next_round)
@@ -99,19 +109,36 @@ class Prober:
             evset = self.evset
             if evset.any_bad or evset.any_unknown or self._keepalive_due(now):     # something to probe
                 self._next_round = now + self.cfg.probe_interval
+                self._quiet_until = _NOW
+
+    def wake(self) -> None:
+        """Something outside the prober may have given it work (an EV became ASSUMED_BAD or
+        UNKNOWN, an operator changed the EV set): the next `busy` looks."""
+        self._quiet_until = _NOW
 
     def busy(self, now: float) -> bool:
-        """True when `poll` has something to do at `now` (cheap: called on every endpoint poll)."""
+        """True when `poll` has something to do at `now` (cheap: called on every endpoint poll).
+        While nothing changed since it last found nothing to do, it reads only the quiet time it
+        worked out then."""
+        if now < self._quiet_until:
+            return False
         if self.outstanding or self._retry or self._requests:
             return True
         next_round = self._next_round
         if next_round is not None:
-            return now >= next_round
+            if now >= next_round:
+                return True
+            self._quiet_until = next_round
+            return False
         evset = self.evset
-        return evset.any_bad or evset.any_unknown
+        if evset.any_bad or evset.any_unknown:
+            return True
+        self._quiet_until = _INF
+        return False
 
     def poll(self, now: float, out: list) -> None:
         """Expire unanswered probes; send a round of probes when it is due."""
+        self._quiet_until = _NOW
         rto = self.rtt.rto
         for pid, o in list(self.outstanding.items()):
             if now >= o.sent_at + (rto if o.timeout is None else o.timeout):
@@ -201,6 +228,7 @@ class Prober:
         if not self._requests:
             self._requested_at = now
         self._requests.append((ev, req_id, timeout))
+        self._quiet_until = _NOW
 
     def _report(self, o: Outstanding, now: float, rtt: float | None) -> None:
         self._emit(ProbeResult(now, self.ident, o.req_id, o.ev.value, self.evset.path_of(o.ev).nic,
@@ -217,6 +245,7 @@ class Prober:
 
     def on_reply(self, now: float, reply: ProbeReply) -> None:
         """A reply to one of our probes: count a success for its EV."""
+        self._quiet_until = _NOW          # a missed keepalive may be asked again (`_miss`)
         o = self.outstanding.pop(reply.probe_id, None)
         if o is None:
             expired = self._expired.pop(reply.probe_id, None)
