@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
+from experiments import conditions
+
 ENV_FILE = "MRC_CALIBRATION_FILE"
 ROOT_FILE = Path("/var/lib/mrc-testbed/calibration.json")
 USER_FILE = Path("~/.cache/mrc-testbed/calibration.json")
@@ -331,7 +333,7 @@ def save(record: Calibration, path: Optional[Path] = None) -> Path:
     path = Path(path) if path is not None else calibration_file()
     kept = [r for r in read_records(path) if r.key != record.key]
     if not record.date:
-        record.date = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        record.date = time.strftime(conditions.DATE_FORMAT, time.gmtime())
     doc = {"version": FORMAT_VERSION, "records": [r.as_dict() for r in kept + [record]]}
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(path.name + ".tmp")

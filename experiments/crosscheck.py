@@ -481,13 +481,23 @@ def run_conditions(measured: dict, binary: str) -> dict:
 
 
 def conditions_line(meta: dict) -> str:
-    """What the wall times were measured on (a crosscheck's `conditions`); '' for results written
+    """What the wall times were measured on (a crosscheck's `conditions`), for the console; '' for
+    results written before they were kept."""
+    c = meta.get("conditions")
+    if not c:
+        return ""
+    return f"Wall times measured {c['date']} on {conditions.text(c)}, {htsim_line(meta)}"
+
+
+def htsim_line(meta: dict) -> str:
+    """Which htsim_uec a crosscheck ran ("netsim's only; htsim_uec: <path>, uet-htsim <commit>."),
+    for summary.md, which states the run's conditions under its title; '' for results written
     before they were kept."""
     c = meta.get("conditions")
     if not c:
         return ""
     commit = c.get("htsim_uec_commit")
-    return (f"Wall times measured {c['date']} on {conditions.text(c)}, netsim's only; htsim_uec: {c['htsim_uec']}, "
+    return (f"netsim's only; htsim_uec: {c['htsim_uec']}, "
             + (f"uet-htsim {commit}." if commit else f"uet-htsim commit unknown (no {Path(c['htsim_uec']).name}"
                f"{COMMIT_SUFFIX} beside it: scripts/build-htsim.sh writes one)."))
 
@@ -517,7 +527,9 @@ def write_results(scenario: Scenario, records: list[CaseRecord], rows: list[Cros
              "all its cases: " + " ".join(scenario.description.split()))
     meta = {"scenario": scenario.name, "title": title, "description": about,
             "scenario_file": scenario.path, "backend": "netsim + htsim", "target": None, "seed": scenario.seed,
-            "seeds": seeds, "seeds_note": _seeds(seeds), "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "seeds": seeds, "seeds_note": _seeds(seeds),
+            "created": (meta_extra.get("conditions") or {}).get("date") or time.strftime(conditions.DATE_FORMAT,
+                                                                                       time.gmtime()),
             **meta_extra, "crosscheck": table, "skipped": [{"case": label, "why": why} for label, why in skipped],
             "failed": [{"case": row.label, "column": column, "seed": seed, "error": message}
                        for row in rows for column, seed, message in row.failures()]}
@@ -546,8 +558,8 @@ def _write_summaries(meta: dict, summaries: list[dict], figures: list[Path], fol
              + (f"; htsim_uec's packets as netsim's: {meta['htsim_packet_sizes']}" if meta.get("htsim_packet_sizes")
                 else "") + ".", "",
              *table_lines(meta["crosscheck"]), ""]
-    measured_on = conditions_line(meta)
-    if measured_on:
-        lines += [measured_on, ""]
+    htsim = htsim_line(meta)
+    if htsim:
+        lines += [f"Wall times: {htsim}", ""]
     lines += [f"- skipped {label}: {why}" for label, why in skipped]
     md.write_text(md.read_text(encoding="utf-8") + "\n".join(lines) + "\n", encoding="utf-8")

@@ -117,7 +117,8 @@ def recovery_note(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
                   window: Optional[float] = None) -> Optional[str]:
     """Why a failed case that completed has no recovery time although goodput was measured before
     the failure (None otherwise): NO_DIP, goodput never fell below the target after the failure
-    (at the resolution of the samples, `sample_interval`), or WINDOW_OVER_RUN, the averaging
+    (at the resolution of the samples, `sample_interval`) or fell only for the collective's own
+    tail (`recovery`), or WINDOW_OVER_RUN, the averaging
     window is longer than the time from the failure to the end of the work."""
     return recovery(record, fraction, window)[1]
 
@@ -154,14 +155,15 @@ def recovery(record: CaseRecord, fraction: float = RECOVERY_FRACTION,
     # running out (a flow had finished within the window where it began) and it kept delivering (no
     # gap as long as the window); else goodput stayed below the mark, a stall or capacity the failure took
     began = windows[dip][0]
-    if dip > 0 and _running_out(record, began + window) and _longest_gap(record, began) < window:
+    if dip > 0 and _running_out(record, t_fail, began + window) and _longest_gap(record, began) < window:
         return None, NO_DIP
     return None, None
 
 
-def _running_out(record: CaseRecord, t: float) -> bool:
-    """Whether a flow of the case had finished by `t` (fewer flows left to send)."""
-    return any(f.finish is not None and f.finish <= t + 1e-12 for f in record.flows)
+def _running_out(record: CaseRecord, since: float, t: float) -> bool:
+    """Whether a flow of the case finished after `since` and by `t` (fewer flows left to send than
+    before: one done before `since` was not sending then either)."""
+    return any(f.finish is not None and since < f.finish <= t + 1e-12 for f in record.flows)
 
 
 def goodput_before_failure(record: CaseRecord, window: Optional[float] = None) -> Optional[bool]:

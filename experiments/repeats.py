@@ -16,7 +16,7 @@ longest delivery gap, with N.
   times, plus `repeats`: N, the seeds, how many completed, and median/min/max/values per time.
   A time that never came (never completed, never recovered) counts as longer than any other. A
   recovery with a note instead of a time (`metrics.recovery_note`) ranks by what the note says:
-  "no dip" (goodput never fell below the mark) before every time, "window longer than the run" (not
+  "no dip" (goodput never fell below the mark, or only for the collective's own tail) before every time, "window longer than the run" (not
   measurable) with the nevers; the aggregate's recovery is its median run's, note included.
 """
 from __future__ import annotations

@@ -36,7 +36,8 @@ def find_runs(root: Path) -> list[tuple[Path, dict]]:
 
 def _folders_holding(root: Path, name: str) -> list[Path]:
     """The folders under `root` (itself included) that hold a file `name`, sorted; links to folders
-    are followed, and a folder reached twice (a link back up the tree) is read once."""
+    are followed, and a folder reached twice (through a link, or a link back up the tree) is read
+    once, by its own path where `root` holds it (real folders are walked before links)."""
     found, seen = [], set()
     for here, folders, files in os.walk(root, followlinks=True):
         real = os.path.realpath(here)
@@ -44,6 +45,7 @@ def _folders_holding(root: Path, name: str) -> list[Path]:
             folders[:] = []
             continue
         seen.add(real)
+        folders.sort(key=lambda folder: (os.path.islink(os.path.join(here, folder)), folder))
         if name in files:
             found.append(Path(here))
     return sorted(found)

@@ -302,15 +302,21 @@ class Verdict:
                 self.reasons.append(f"{where}: {what} took effect {seconds * 1e3:.3g} ms after it was due "
                                     f"(limit {self.limits.fault_late_s * 1e3:.3g} ms)")
 
-    def add_start_lateness(self, late: dict[str, float]) -> None:
+    def add_start_lateness(self, late: dict[str, float | None]) -> None:
         """Judge how long after the common start each agent began its workload (seconds by agent
         name; 0 for one that was up before it and waited). A collective waits for its last member,
         so one late agent shifts everything the record times from the start (completion, goodput,
         faults due at a time, the horizon) by that much: the machine's doing (agents launched over
         ssh on a busy machine came up seconds late, and the all-reduce lost that much of its
-        horizon), judged like a fault's lateness. One reason, naming the last agent."""
-        self.measured["starts_late_ms"] = {name: round(s * 1e3, 1) for name, s in sorted(late.items())}
-        over = {name: s for name, s in late.items() if s > self.limits.fault_late_s}
+        horizon), judged like a fault's lateness. One reason, naming the last agent; and one naming
+        the agents that never began (None: no start record)."""
+        self.measured["starts_late_ms"] = {name: None if s is None else round(s * 1e3, 1)
+                                           for name, s in sorted(late.items())}
+        never = sorted(name for name, s in late.items() if s is None)
+        if never:
+            self.reasons.append(f"{never[0]}: never began its workload (no start record in its log"
+                                + (f"; neither did {', '.join(never[1:])})" if len(never) > 1 else ")"))
+        over = {name: s for name, s in late.items() if s is not None and s > self.limits.fault_late_s}
         if over:
             name = max(over, key=lambda n: (over[n], n))
             self.reasons.append(f"{name}: began its workload {_seconds(over[name])} after the common start "

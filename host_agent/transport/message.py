@@ -93,14 +93,16 @@ class Segment:
     queued: bool = False       # waiting in the retransmission queue
     trimmed: bool = False      # the latest transmission came back as a trim NACK
     blamed: Any = None         # the EV its latest timeout retired (taken back if the timeout was spurious)
-    blamed_until: float = math.inf   # when the transmission after the blamed one left (inf: not yet)
     declared_lost: int = 0     # SACKs showed a transmission lost: 0 no, else lossdetect's BY_TIME or BY_ORDER (taken back if it arrives)
     path_sent: int = 0         # the latest transmission's number among the packets sent on its path (PathLoad.sent)
+    blamed_sent: float = 0.0   # when the blamed transmission left
+    blamed_until: float = math.inf   # when the transmission after the blamed one left (inf: not yet)
 
     def __init__(self, seq: int, msg: OutMessage, offset: int, length: int, wire: int = 0, ev: Any = None,
                  sent_at: float = 0.0, transmissions: int = 0, timeouts: int = 0, in_flight: bool = False,
                  acked: bool = False, queued: bool = False, trimmed: bool = False, blamed: Any = None,
-                 declared_lost: int = 0, path_sent: int = 0, blamed_until: float = math.inf) -> None:
+                 declared_lost: int = 0, path_sent: int = 0, blamed_sent: float = 0.0,
+                 blamed_until: float = math.inf) -> None:
         # written out, not generated: under mypyc a dataclass's generated __init__ stays interpreted
         # Python, and one of these is made per packet
         self.seq = seq
@@ -117,9 +119,10 @@ class Segment:
         self.queued = queued
         self.trimmed = trimmed
         self.blamed = blamed
-        self.blamed_until = blamed_until
         self.declared_lost = declared_lost
         self.path_sent = path_sent
+        self.blamed_sent = blamed_sent
+        self.blamed_until = blamed_until
 
     def payload(self) -> bytes:
         """The payload bytes of this packet."""

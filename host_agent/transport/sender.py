@@ -233,6 +233,7 @@ class MrcSender:
                                seg.path_sent, overtaken), now)
         if retired:
             seg.blamed = ev
+            seg.blamed_sent = seg.sent_at
             seg.blamed_until = math.inf
         self._sampler.after_loss(ev, overtaken)
         return retired
@@ -507,9 +508,10 @@ class MrcSender:
         declared from SACKs that was not one widens the reorder window instead (`lossdetect`).
 
         The blame is taken back only when the blamed transmission is the one that arrived: the
-        packet the SACK answers (sent at `trigger`) left before the transmission after it. When a
-        later one had left too, which one arrived is not known, and the blame stands (a retired EV
-        comes back by its probes): on the two-server fat-tree under CPU load, a retransmission's
+        packet the SACK answers (sent at `trigger`) left no earlier than it and before the
+        transmission after it. When a later one had left too, which one arrived is not known; when
+        an earlier one is answered (a packet blamed twice), the blamed one did not arrive: either
+        way the blame stands (a retired EV comes back by its probes). On the two-server fat-tree under CPU load, a retransmission's
         acknowledgement slower than the RTO put back two dead paths this way, and the packets
         resent onto them kept the all-reduce stuck until its horizon."""
         ev, seg.blamed = seg.blamed, None
@@ -523,7 +525,7 @@ class MrcSender:
             self.stats.add("spurious_timeouts")
             if ev is not None:
                 self.rtt.spurious()
-        if ev is not None and trigger < seg.blamed_until - TS_SLACK:
+        if ev is not None and seg.blamed_sent - TS_SLACK <= trigger < seg.blamed_until - TS_SLACK:
             self.monitor.on_spurious(self.evset, ev, now)
 
     def on_sack(self, now: float, sack: Sack) -> None:

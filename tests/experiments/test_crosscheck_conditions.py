@@ -8,7 +8,7 @@ import os
 import shutil
 
 import speedups
-from experiments import crosscheck, results
+from experiments import conditions as experiments_conditions, crosscheck, results
 from tests.experiments import test_crosscheck
 from tests.experiments.test_crosscheck import DATACENTER, STANDIN, crosscheck as run_crosscheck
 
@@ -30,7 +30,10 @@ def test_the_wall_times_say_when_on_what_load_with_which_build_and_which_htsim_u
     assert f"build: {speedups.build_in_use()}, netsim's only" in line
     assert f"htsim_uec: {standin}, uet-htsim commit unknown (no htsim_standin.py.commit beside it" in line
     assert line in said.splitlines()                                     # the console
-    assert line in (out / "summary.md").read_text().splitlines()         # summary.md, under the table
+    md = (out / "summary.md").read_text().splitlines()                  # summary.md: the conditions once,
+    assert f"Wall times: {crosscheck.htsim_line({'conditions': conditions})}" in md      # under the table
+    assert sum(conditions.get("date") in row for row in md) == 1 and \
+        sum(f"on {experiments_conditions.text(conditions)}" in row for row in md) == 1   # under the title
     assert crosscheck.conditions_line({}) == ""                          # results written before them
 
 

@@ -205,6 +205,8 @@ def test_time_to_recover_counts_from_a_delayed_drop_and_not_from_the_collectives
     # the same drop with every flow still sending: capacity the failure took, goodput stayed below the mark
     slowed = record(lambda t: 1000 if t <= 0.5 else 200, first_done=0.6)
     assert (metrics.time_to_recover(slowed), metrics.recovery_note(slowed)) == (None, None)
+    slowed.flows.append(FlowRecord("h3", "h4", 1, finish=0.05))        # a flow done before the failure
+    assert (metrics.time_to_recover(slowed), metrics.recovery_note(slowed)) == (None, None)
     # a flow had finished, but the drop begins with a stall (flap.yaml's RoCE stalled 2 s, then went on
     # below the mark): not the collective's tail, and not "no dip"
     stall = record(lambda t: 1000 if t <= 0.5 else (0 if t < 0.55 else 200))

@@ -193,3 +193,8 @@ def test_the_report_follows_a_link_to_a_run_folder_and_reads_a_folder_reached_tw
     (results / "gray-1").symlink_to(run, target_is_directory=True)
     (results / "loop").symlink_to(results, target_is_directory=True)      # a link back up the tree
     assert [folder for folder, _ in find_runs(results)] == [results / "gray-1"]
+    (results / "runs").mkdir()
+    (run.parent / "gray-1").rename(results / "runs" / "gray-1")          # the run inside, a link beside it
+    (results / "gray-1").unlink()
+    (results / "a-latest").symlink_to(results / "runs" / "gray-1", target_is_directory=True)
+    assert [folder for folder, _ in find_runs(results)] == [results / "runs" / "gray-1"]

@@ -544,6 +544,37 @@ def test_an_arrival_after_a_second_retransmission_does_not_take_back_the_first_b
     assert conn.evset.get(first.ev).state is EvState.ASSUMED_BAD     # ... not shown to be the first
 
 
+def test_an_arrival_of_the_first_transmission_does_not_take_back_the_second_blame():
+    """A packet blamed twice (its first transmission's EV retired, then its retransmission's):
+    the SACK then answering the first transmission shows that one arrived, not the second, whose
+    EV stays retired (the first's comes back by its probes)."""
+    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6, "sack_loss_detection": False,
+                             "share_fate_by_path": False})
+    ep = Endpoint("tx", cfg)
+    conn = ep.connect("rx", 1, 2, paths())
+    ep.send_message(conn, bytes(1000))
+    (_, warmup), = ep.poll(0.0)
+    ep.receive(10e-6, 0, _sack(1, 0, warmup))                   # the first RTT sample
+    ep.send_message(conn, bytes(1000))
+    (_, first), = ep.poll(20e-6)
+    ep.send_message(conn, bytes(1000))
+    (_, second), = ep.poll(30e-6)
+    ep.receive(40e-6, 0, _sack(1, 0b10, second))                # a later packet arrived: evidence
+    (resent,) = [p for _, p in ep.poll(90e-6) if isinstance(p, DataPacket)]   # first EV retired, resent
+    assert resent.ev != first.ev and conn.evset.get(first.ev).state is EvState.ASSUMED_BAD
+    ep.send_message(conn, bytes(1000))
+    (_, third), = ep.poll(100e-6)
+    ep.receive(110e-6, 0, _sack(1, 0b110, third))               # one sent after the resend arrived
+    t, again = 110e-6, []
+    while not again and t < 2e-3:                               # the resend's timer: its EV retired too
+        t += 5e-6
+        again = [p for _, p in ep.poll(t) if isinstance(p, DataPacket) and p.psn == first.psn]
+    assert again and conn.evset.get(resent.ev).state is EvState.ASSUMED_BAD
+    ep.receive(t + 10e-6, 0, _sack(4, 0, first))                # answers the first transmission
+    assert ep.stats()["spurious_timeouts"] == 1
+    assert conn.evset.get(resent.ev).state is EvState.ASSUMED_BAD     # not shown to have arrived
+
+
 def test_timeout_of_a_packet_sent_before_any_rtt_sample_blames_no_path():
     """Its RTO was the initial guess (on the Mininet testbed the first round trips take several
     times initial_rtt): later packets arriving first prove nothing against its path."""

@@ -271,8 +271,7 @@ def test_a_fat_tree_failover_over_two_servers_survives_a_blackhole_and_a_link_ki
     """Issue 26's fat-tree case: the ring all-reduce on fattree:4 (36 processes) spread over the two
     servers, a switch blackholed and then a link killed mid-collective: MRC bit-exact, EVs retired
     after the first fault, both faults inside the workload, a verdict whose reasons name servers,
-    nothing left; on the model target, and on BMv2 where it is installed. A run the monitor found
-    distorted may end short of completion, and its record must then say so. (docs/scale.md has the
+    nothing left; on the model target, and on BMv2 where it is installed. (docs/scale.md has the
     same case on one machine beside it.)"""
     if target == "bmv2" and missing("requires_bmv2"):
         pytest.skip(missing("requires_bmv2"))
@@ -293,14 +292,9 @@ def test_a_fat_tree_failover_over_two_servers_survives_a_blackhole_and_a_link_ki
     seen = {k: summary.get(k) for k in ("completed", "bit_exact", "completion_time_s", "fidelity", "ending",
                                         "delivered_fraction")} | {"notes": record.notes,
                                                                   "reasons": record.fidelity.get("reasons")}
-    if not summary["completed"] and record.fidelity.get("verdict") == "distorted":
-        # a machine too busy for the emulation (36 processes on two cores; agents launched over ssh
-        # came up seconds late) may cut the all-reduce at its horizon: then the record says both,
-        # that it did not complete and that the machine shaped it, with the reasons
-        assert summary["ending"] in (validity.CUT, validity.STUCK) and summary["delivered_fraction"] < 1, seen
-        assert summary["fidelity_reasons"], seen
-    else:
-        assert summary["completed"] and summary["bit_exact"], seen
+    # complete whatever the verdict: the horizon (23.6 s against the 7.9 s the work needs) leaves room
+    # for agents that came up seconds late; a run cut or stuck is a stall of the transport
+    assert summary["completed"] and summary["bit_exact"], seen
     landed = validity.landings(record)
     assert sorted(landed) == [0, 1] and validity.invalid_reasons(record) == [], record.faults   # both inside
     first = min(validity.began(event) for event in landed.values())
