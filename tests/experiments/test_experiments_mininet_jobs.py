@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def jobs_of(case, target="model"):
     topo, notes = target_topology(case, target)
-    jobs, _ = agent_jobs(topo, case, Path("/nonexistent"), start_at=0.0, timeout=1.0)
+    jobs, _ = agent_jobs(topo, case, Path("/nonexistent"), timeout=1.0,
+                         start_file=lambda host: f"/nonexistent/{host}.start")
     return topo, notes, [(item.name, item.job.to_dict()) for item in jobs]
 
 
