@@ -215,6 +215,7 @@ class Agent:
                 self._cpu_at_start = time.process_time()
                 collective.start(now)
                 started = True
+                self.events.write(self.wall(now), "begin", start_at=self._start_at)
             events = drain()
             if events:
                 self._handle(events)

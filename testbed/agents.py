@@ -81,6 +81,7 @@ class AgentLauncher:
         self.log_dir = Path(log_dir)
         self.agents: dict[str, AgentProcess] = {}
         self._pushed: dict[str, str] = {}       # agent name -> its job file on its server (`prepare`)
+        self.delivery_s = 0.0                   # how long `prepare` took to send the servers their jobs
 
     def __enter__(self) -> "AgentLauncher":
         return self
@@ -100,7 +101,9 @@ class AgentLauncher:
             if self.net.is_remote(job.host):
                 remote.setdefault(job.host, []).append(paths[name])
         if remote:
+            sending = time.monotonic()
             placed = self.net.put_files(remote)
+            self.delivery_s = time.monotonic() - sending
             self._pushed.update({name: placed[path] for name, path in paths.items() if path in placed})
 
     def start_file(self, host: str) -> str:
@@ -133,7 +136,8 @@ class AgentLauncher:
 
     def begin(self, start_at: float) -> None:
         """Start every agent waiting for its start file at `start_at` (UNIX time): the file written
-        here, and sent to each cluster server that runs agents (one `put_files`, one session a server)."""
+        here, and sent to each cluster server that runs agents (one `put_files`, one session a
+        server: about as long as `prepare` took to send the jobs, `delivery_s`)."""
         local = write_start_file(self.log_dir / START_FILE, start_at)
         servers = self.net.node_servers()
         remote: dict[str, list[Path]] = {}

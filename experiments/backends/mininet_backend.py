@@ -43,7 +43,8 @@ LOOKAHEAD_S = 0.03               # faults due within this long are timed by extr
 PROGRESS_TICK_S = 0.01           # how often the agents' logs are read while a fault waits for its share
 AGENTS_UP_S = 60.0               # agents not up (NICs open, start record written) after this long
 AGENT_UP_S = 0.5                 # ... plus this per agent: the case fails naming them
-START_LEAD_S = 0.3               # from the start file's writing to the common start (its copy to a server: ~N ms)
+START_LEAD_S = 0.1               # from the start file's writing to the common start, plus on servers
+DELIVERY_MARGIN = 2.0            # ... this many times what sending them their jobs took (the start file goes the same way)
 STOP_AFTER_HORIZON_S = 15.0      # agents still running this long after the horizon are stopped
 
 
@@ -94,7 +95,7 @@ class MininetBackend:
                 if not net.is_remote(item.job.host):           # a cluster server's process is not ours to watch
                     monitor.watch(item.name, agent.proc.pid)
             agents.wait_up(AGENTS_UP_S + AGENT_UP_S * len(jobs))
-            start_at = time.time() + START_LEAD_S
+            start_at = time.time() + START_LEAD_S + DELIVERY_MARGIN * agents.delivery_s
             agents.begin(start_at)
             timers = FaultTimers(LiveTarget(net, sockets.agents if sockets else []), record, start_at)
             live = Progress([i.log for i in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)

@@ -121,3 +121,8 @@ def test_wait_up_fails_at_once_naming_an_agent_that_exited_first(tmp_path):
     agents.agents["h1"].proc.code = 2
     with pytest.raises(AgentStartError, match=r"exited before they came up: h1 \(exit 2; see .*h1.stderr\)"):
         agents.wait_up(60)
+
+
+def test_prepare_measures_what_sending_the_servers_their_jobs_takes(tmp_path):
+    assert launch(tmp_path / "here", FakeNet({}), ["h0", "h1"]).delivery_s == 0.0
+    assert launch(tmp_path / "there", FakeNet({"h1": "10.0.0.1"}), ["h0", "h1"]).delivery_s > 0.0
