@@ -39,6 +39,7 @@ from testbed.fidelity import FidelityMonitor
 from topologies.model import Topology
 
 log = logging.getLogger("mrc.experiments")
+start_log = logging.getLogger("mrc.experiments.start")      # how long the agents took to come up and begin
 LOOKAHEAD_S = 0.03               # faults due within this long are timed by extrapolation (logs lag up to 10 ms)
 PROGRESS_TICK_S = 0.01           # how often the agents' logs are read while a fault waits for its share
 AGENTS_UP_S = 60.0               # agents not up (NICs open, start record written) after this long
@@ -94,9 +95,14 @@ class MininetBackend:
                 agent = agents.start(item.name, item.job, *extra)
                 if not net.is_remote(item.job.host):           # a cluster server's process is not ours to watch
                     monitor.watch(item.name, agent.proc.pid)
+            launched = time.monotonic()
             agents.wait_up(AGENTS_UP_S + AGENT_UP_S * len(jobs))
+            up = time.monotonic()
             start_at = time.time() + START_LEAD_S + DELIVERY_MARGIN * agents.delivery_s
             agents.begin(start_at)
+            start_log.info("%s: %d agents up %.2f s after the last launch; the start file written in %.2f s, "
+                           "%.2f s before the start", case.label, len(jobs), up - launched,
+                           time.monotonic() - up, start_at - time.time())
             timers = FaultTimers(LiveTarget(net, sockets.agents if sockets else []), record, start_at)
             live = Progress([i.log for i in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)
             monitor.start(delay_s=start_at - time.time())     # the agents' start-up is not judged
