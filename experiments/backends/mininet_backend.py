@@ -98,11 +98,11 @@ class MininetBackend:
             launched = time.monotonic()
             agents.wait_up(AGENTS_UP_S + AGENT_UP_S * len(jobs))
             up = time.monotonic()
-            start_at = time.time() + START_LEAD_S + DELIVERY_MARGIN * agents.delivery_s
+            lead = START_LEAD_S + DELIVERY_MARGIN * agents.delivery_s
+            start_at = time.time() + lead
             agents.begin(start_at)
-            start_log.info("%s: %d agents up %.2f s after the last launch; the start file written in %.2f s, "
-                           "%.2f s before the start", case.label, len(jobs), up - launched,
-                           time.monotonic() - up, start_at - time.time())
+            start_log.info("%s: %d agents up %.2f s after the last launch; start %.2f s ahead, the start file "
+                           "sent in %.2f s", case.label, len(jobs), up - launched, lead, time.monotonic() - up)
             timers = FaultTimers(LiveTarget(net, sockets.agents if sockets else []), record, start_at)
             live = Progress([i.log for i in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)
             monitor.start(delay_s=start_at - time.time())     # the agents' start-up is not judged
