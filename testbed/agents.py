@@ -1,5 +1,6 @@
 """Host agents on a running network: each one's job written, its process started in its host,
-waited for, stopped with a grace period, and its event log read.
+started together once every one is up (`wait_up`, `begin`: the job's start file), waited for,
+stopped with a grace period, and its event log read.
 
 The one way the testbed runs `host_agent.agent` (the experiments' Mininet backend and the CLI's
 `transfer` both use it). Jobs are `host_agent.job.Job` objects; logs are JSON lines read with
