@@ -6,15 +6,16 @@
 Inside a Mininet host (or any network namespace) the agent opens one raw socket per NIC of the
 job, disables IPv6 on those interfaces so the kernel stays silent, connects the transport
 Endpoint to every peer the workload needs, runs the collective and writes a JSON-lines event log
-(`host_agent.eventlog` lists the records). The loop is single-threaded and never blocks longer
-than the next transport timer or goodput sample. With `--control SOCKET` it also serves the EV
-operations (query, modify, replace, subscribe, probe; `host_agent.control`) on that unix socket,
-removed when the agent exits.
+(`host_agent.eventlog` lists the records); with the job's `start_file` it writes its `start`
+record, then waits for that file to say when to start (`host_agent.start_file`). The loop is
+single-threaded and never blocks longer than the next transport timer or goodput sample. With
+`--control SOCKET` it also serves the EV operations (query, modify, replace, subscribe, probe;
+`host_agent.control`) on that unix socket, removed when the agent exits.
 
 Exit status: 0 the collective finished and its result is bit-exact; 1 it failed, timed out or a
 connection failed (a packet ran out of retries: the result record carries `error`);
-2 the job or a NIC is unusable; 128 + signal number when stopped by SIGTERM/SIGINT before the
-collective finished.
+2 the job, a NIC or the start file is unusable (or no start time came within 10 minutes);
+128 + signal number when stopped by SIGTERM/SIGINT before the collective finished.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from host_agent.eventlog import LogWriter
 from host_agent.job import Job, JobError, load_job
 from host_agent.lateness import WakeupLateness
 from host_agent.nic import NicError, RawNic, interface_mac, interface_mtu, quiet_kernel
+from host_agent.start_file import WAIT_LIMIT_S, StartFileError, wait_for_start_file
 from host_agent.transport import ConnectionFailed, Endpoint, PathInfo, Retransmitted, connection_paths
 from wire.packets import DATA_OVERHEAD
 
@@ -83,6 +85,7 @@ class Agent:
         self.control_path = control_path
         self.control: ControlServer | None = None   # the control socket, once opened
         self.connection_error: str | None = None   # the first connection failure (retries ran out)
+        self._start_at = job.start_at          # UNIX time to start the workload at (or the start file's)
 
     # --- clock -------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -162,13 +165,32 @@ class Agent:
         wake_w.setblocking(False)
         old_fd = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
         try:
-            status, reason = self._loop(wake_r.fileno())
+            status, reason = self._wait_for_start(wake_r.fileno())
+            if status is None:
+                status, reason = self._loop(wake_r.fileno())
         finally:
             signal.set_wakeup_fd(old_fd)
             wake_r.close()
             wake_w.close()
         self._log_end(status, reason)
         return status
+
+    def _wait_for_start(self, wake_fd: int) -> tuple[int | None, str]:
+        """With the job's `start_file`: wait for the start time it holds (`host_agent.start_file`)
+        and keep it as the start; (None, "") to go on, or the exit status and reason when a signal
+        came first or the file holds no start time."""
+        if self.job.start_file is None:
+            self._start_at = self.job.start_at
+            return None, ""
+        try:
+            start_at = wait_for_start_file(self.job.start_file, wake_fd, lambda: self._stop_signal is not None,
+                                           WAIT_LIMIT_S)
+        except StartFileError as error:
+            return EXIT_BAD_JOB, str(error)
+        if start_at is None:
+            return 128 + self._stop_signal, f"signal {signal.Signals(self._stop_signal).name} before the start"
+        self._start_at = start_at
+        return None, ""
 
     def _loop(self, wake_fd: int) -> tuple[int, str]:
         """Poll the transport, transmit, receive; sleep (select, microsecond timeout) until the transport's
@@ -179,7 +201,7 @@ class Agent:
         control = self.control
         monotonic, mono0 = time.monotonic, self._mono0
         now = monotonic() - mono0
-        start = max(now, self.job.start_at - self._wall0)
+        start = max(now, self._start_at - self._wall0)
         started = False
         deadline = start + self.job.timeout
         sampler = self._sampler = _GoodputSampler(self, now)
@@ -193,6 +215,7 @@ class Agent:
                 self._cpu_at_start = time.process_time()
                 collective.start(now)
                 started = True
+                self.events.write(self.wall(now), "begin", start_at=self._start_at)
             events = drain()
             if events:
                 self._handle(events)

@@ -3,7 +3,9 @@
 Every record has `t` (UNIX time in seconds, float, so that logs of several agents line up) and
 `kind`. Kinds written by the agent:
 
-- `start`: rank, host, mode, workload, NICs.
+- `start`: rank, host, mode, workload, NICs (written once the NICs are open, before any wait for
+  the start).
+- `begin`: the workload began; `start_at`: the UNIX time it was asked to begin at (0: at once).
 - `ev_state`, `ev_backup`, `retransmit`, `trim_nack`, `go_back`, `send_complete`, `recv_complete`,
   `ev_replace`, `probe_result`: transport events (`host_agent.transport.events`, each `as_record()`),
   with their fields (`retransmit` has `cause`; the last two follow control-socket requests).

@@ -12,7 +12,7 @@ A job tells one agent who it is, which NICs it owns, how to reach each peer and 
       }],
       "transport": {"mode": "mrc", "config": {"num_evs": 64}},
       "workload": {"kind": "allreduce", "elements": 262144, "dtype": "float32", "chunk_bytes": 65536, "seed": 1},
-      "timeout": 60.0, "goodput_interval": 0.01, "log": "h0.jsonl", "start_at": 0
+      "timeout": 60.0, "goodput_interval": 0.01, "log": "h0.jsonl", "start_at": 0, "start_file": null
     }
 
 - `qp` is this agent's QP of the connection (the BTH dest QP of what the peer sends it);
@@ -26,6 +26,9 @@ A job tells one agent who it is, which NICs it owns, how to reach each peer and 
   chunk_bytes, seed) or "transfer" (src, dst, bytes, chunk_bytes, seed).
 - `timeout` (s) bounds the workload; `start_at` (UNIX time, 0 = at once) lets the agents of a
   run open their sockets first and start the workload together.
+- `start_file` (optional) starts them together once every one is up: the agent writes its
+  `start` record, then waits (at most 10 minutes) for this file to hold the UNIX time to start at
+  (`host_agent.start_file`); `start_at` is then not read.
 The models below (`Job` and its parts) are the file's one description and what the agent
 reads from it; every error names the file and
 the field (`peers[0].nics[1].mac: ...`) and says what was expected (wire/schema.py).
@@ -257,6 +260,9 @@ class Job(Schema):
     goodput_interval: float = Field(0.01, gt=0)
     log: str = ""
     start_at: float = Field(0.0, ge=0, description="UNIX time to start at (0: at once)")
+    start_file: Optional[str] = Field(None, min_length=1, description=(
+        "a file to wait for before starting: it holds the UNIX start time; the agent writes its start "
+        "record, then waits for the file (at most 10 minutes); `start_at` is then not read"))
 
     @property
     def mode(self) -> str:

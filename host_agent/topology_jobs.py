@@ -30,10 +30,10 @@ def peer_spec(topo: Topology, host: str, peer: str, rank: int, qp: int, remote_q
 def build_job(topo: Topology, host: str, rank: int, world_size: int, peers: list[PeerSpec],
               workload: JobWorkload, mode: str = "mrc", config: dict | None = None, *,
               timeout: float = 60.0, log: str | Path = "", goodput_interval: float = 0.01,
-              start_at: float = 0.0) -> Job:
+              start_at: float = 0.0, start_file: str | None = None) -> Job:
     """The job of the agent of rank `rank` on `host`, checked as `parse_job` checks a file."""
     return parse_job({"rank": rank, "world_size": world_size, "host": host,
                       "nics": tuple(nic_spec(n, own=True) for n in topo.host_nics(host)), "peers": tuple(peers),
                       "workload": workload, "transport": {"mode": mode, "config": dict(config or {})},
                       "timeout": float(timeout), "goodput_interval": float(goodput_interval), "log": str(log),
-                      "start_at": float(start_at)}, f"job of {host} rank {rank}")
+                      "start_at": float(start_at), "start_file": start_file}, f"job of {host} rank {rank}")

@@ -1,5 +1,6 @@
 """Host agents on a running network: each one's job written, its process started in its host,
-waited for, stopped with a grace period, and its event log read.
+started together once every one is up (`wait_up`, `begin`: the job's start file), waited for,
+stopped with a grace period, and its event log read.
 
 The one way the testbed runs `host_agent.agent` (the experiments' Mininet backend and the CLI's
 `transfer` both use it). Jobs are `host_agent.job.Job` objects; logs are JSON lines read with
@@ -16,11 +17,18 @@ from typing import Callable
 
 from host_agent.eventlog import read_log
 from host_agent.job import Job
+from host_agent.start_file import write_start_file
 from testbed import realtime
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT_MODULE = "host_agent.agent"
 STOP_GRACE_S = 5.0          # SIGTERM lets an agent write its last records; SIGKILL after this
+START_FILE = "start_at"     # `begin`'s start file: in the agents' folder here, in the run's folder on a server
+UP_POLL_S = 0.02            # how often `wait_up` reads the agents' logs
+
+
+class AgentStartError(RuntimeError):
+    """Agents that did not come up (no `start` record in their log); the message names them."""
 
 
 @dataclass
@@ -44,6 +52,10 @@ class AgentProcess:
     def records(self) -> list[dict]:
         """Every record of its event log so far."""
         return read_log(self.log_path)
+
+    def is_up(self) -> bool:
+        """Whether its log has its `start` record: its NICs are open (and, with a start file, it waits for it)."""
+        return any(r.get("kind") == "start" for r in self.records())
 
     def result(self) -> dict | None:
         """Its `result` record, or None (not finished, or killed first)."""
@@ -70,6 +82,7 @@ class AgentLauncher:
         self.log_dir = Path(log_dir)
         self.agents: dict[str, AgentProcess] = {}
         self._pushed: dict[str, str] = {}       # agent name -> its job file on its server (`prepare`)
+        self.delivery_s = 0.0                   # how long `prepare` took to send the servers their jobs
 
     def __enter__(self) -> "AgentLauncher":
         return self
@@ -89,8 +102,54 @@ class AgentLauncher:
             if self.net.is_remote(job.host):
                 remote.setdefault(job.host, []).append(paths[name])
         if remote:
+            sending = time.monotonic()
             placed = self.net.put_files(remote)
+            self.delivery_s = time.monotonic() - sending
             self._pushed.update({name: placed[path] for name, path in paths.items() if path in placed})
+
+    def start_file(self, host: str) -> str:
+        """The start file an agent in `host` waits for (its job's `start_file`), which `begin`
+        writes: in the agents' folder here; on a cluster server, in the run's folder there (where
+        `prepare` puts the jobs)."""
+        if self.net.is_remote(host):
+            return f"{self.net.remote_dir()}/{START_FILE}"
+        return str(self.log_dir / START_FILE)
+
+    def wait_up(self, timeout: float) -> None:
+        """Until every agent started has written its `start` record (`AgentProcess.is_up`);
+        AgentStartError naming those that did not within `timeout` seconds, or at once when one
+        exited without it."""
+        deadline = time.monotonic() + timeout
+        waiting = dict(self.agents)
+        while waiting:
+            waiting = {name: agent for name, agent in waiting.items() if not agent.is_up()}
+            exited = sorted(name for name, agent in waiting.items() if agent.exit_code is not None)
+            if exited:
+                raise AgentStartError("agents exited before they came up: " + ", ".join(
+                    f"{name} (exit {waiting[name].exit_code}; see {self.log_dir / (name + '.stderr')})"
+                    for name in exited))
+            if waiting and time.monotonic() >= deadline:
+                names = sorted(waiting)
+                raise AgentStartError(f"{len(names)} of {len(self.agents)} agents not up (no start record) after "
+                                      f"{timeout:g} s: {', '.join(names[:10])}{' ...' if len(names) > 10 else ''}")
+            if waiting:
+                time.sleep(UP_POLL_S)
+
+    def begin(self, start_at: float) -> None:
+        """Start every agent waiting for its start file at `start_at` (UNIX time): the file written
+        here, and sent to each cluster server that runs agents (one `put_files`, one session a
+        server: about as long as `prepare` took to send the jobs, `delivery_s`)."""
+        local = write_start_file(self.log_dir / START_FILE, start_at)
+        servers = self.net.node_servers()
+        remote: dict[str, list[Path]] = {}
+        reached: set[str] = set()
+        for agent in self.agents.values():
+            host = agent.job.host
+            if self.net.is_remote(host) and servers.get(host, host) not in reached:
+                reached.add(servers.get(host, host))
+                remote[host] = [local]
+        if remote:
+            self.net.put_files(remote)
 
     def start(self, name: str, job: Job, *agent_args: str) -> AgentProcess:
         """Write `job` to `<log_dir>/<name>.job.json` and start its agent in `job.host` (with

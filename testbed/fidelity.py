@@ -309,12 +309,12 @@ class Verdict:
         faults due at a time, the horizon) by that much: the machine's doing (agents launched over
         ssh on a busy machine came up seconds late, and the all-reduce lost that much of its
         horizon), judged like a fault's lateness. One reason, naming the last agent; and one naming
-        the agents that never began (None: no start record)."""
+        the agents that never began (None: no begin record)."""
         self.measured["starts_late_ms"] = {name: None if s is None else round(s * 1e3, 1)
                                            for name, s in sorted(late.items())}
         never = sorted(name for name, s in late.items() if s is None)
         if never:
-            self.reasons.append(f"{never[0]}: never began its workload (no start record in its log"
+            self.reasons.append(f"{never[0]}: never began its workload (no begin record in its log"
                                 + (f"; neither did {', '.join(never[1:])})" if len(never) > 1 else ")"))
         over = {name: s for name, s in late.items() if s is not None and s > self.limits.fault_late_s}
         if over:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from experiments.backends.mininet_limits import agent_sample_interval
 from experiments.record import FlowRecord
@@ -37,18 +38,20 @@ class FlowLog:
     log: Path
 
 
-def agent_jobs(topo: Topology, case: Case, log_dir: Path, start_at: float, timeout: float
+def agent_jobs(topo: Topology, case: Case, log_dir: Path, timeout: float, start_file: Callable[[str], str]
                ) -> tuple[list[AgentJob], list[FlowLog]]:
-    """The agents to start and the flows with the log of the agent that receives each."""
-    common = {"timeout": timeout, "goodput_interval": agent_sample_interval(case), "start_at": start_at}
+    """The agents to start and the flows with the log of the agent that receives each; every agent
+    waits for the start file `start_file(host)` names (`testbed.agents.AgentLauncher.start_file`)."""
+    common = {"timeout": timeout, "goodput_interval": agent_sample_interval(case)}
     config = transport_params(case, topo, nic_backlog_pkts=nic_backlog(topo))
     mode = case.transport.mode
     if case.variant.workload.kind in COLLECTIVES:
-        return _collective_jobs(topo, case, log_dir, mode, config, common)
-    return _flow_jobs(topo, case, log_dir, mode, config, common)
+        return _collective_jobs(topo, case, log_dir, mode, config, common, start_file)
+    return _flow_jobs(topo, case, log_dir, mode, config, common, start_file)
 
 
-def _collective_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dict, common: dict):
+def _collective_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dict, common: dict,
+                     start_file: Callable[[str], str]):
     w = case.variant.workload
     hosts = [h.name for h in topo.hosts]
     workload = job_workload(w.kind, collective_params(w, case.scenario.seed))
@@ -63,7 +66,8 @@ def _collective_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, confi
         peers = [peer_spec(topo, host, peer, other, *qps[rank, other])
                  for other, peer in enumerate(hosts) if other != rank]
         jobs.append(AgentJob(host, build_job(topo, host, rank, len(hosts), peers, workload, mode, config,
-                                             log=log_dir / f"{host}.jsonl", **common)))
+                                             log=log_dir / f"{host}.jsonl", start_file=start_file(host),
+                                             **common)))
     received = Counter()
     for flow in collective_flows(topo, w):
         received[flow.dst] += flow.nbytes
@@ -72,7 +76,8 @@ def _collective_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, confi
     return jobs, flows
 
 
-def _flow_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dict, common: dict):
+def _flow_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dict, common: dict,
+               start_file: Callable[[str], str]):
     w = case.variant.workload
     jobs, flows = [], []
     numbers = QpNumbers()                                  # the one QP numbering: a pair per flow
@@ -86,7 +91,8 @@ def _flow_jobs(topo: Topology, case: Case, log_dir: Path, mode: str, config: dic
             name = f"{host}-flow{index}-{'tx' if rank == 0 else 'rx'}"
             peers = [peer_spec(topo, host, peer, 1 - rank, qps[rank], qps[1 - rank])]
             jobs.append(AgentJob(name, build_job(topo, host, rank, 2, peers, workload, mode, config,
-                                                 log=log_dir / f"{name}.jsonl", **common)))
+                                                 log=log_dir / f"{name}.jsonl", start_file=start_file(host),
+                                                 **common)))
         flows.append(FlowLog(FlowRecord(flow.src, flow.dst, flow.nbytes, flow.role),
                              log_dir / f"{flow.dst}-flow{index}-rx.jsonl"))
     return jobs, flows

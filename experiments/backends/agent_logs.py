@@ -99,11 +99,11 @@ def read_results(record: CaseRecord, agents: list[AgentProcess], flow_logs: list
 
 def start_lateness(agents: list[AgentProcess], start_at: float) -> dict[str, float | None]:
     """How long after the common start `start_at` (UNIX time) each agent began its workload: its
-    `start` record, written once its NICs are open, against `start_at` (0 for one that was up
-    before and waited for it), by agent name; None for an agent whose log has none (it never began)."""
+    `begin` record against `start_at` (0 for one that began on time), by agent name; None for an
+    agent whose log has none (it never began)."""
     late: dict[str, float | None] = {}
     for agent in agents:
-        began = next((r.get("t") for r in agent.records() if r.get("kind") == "start"), None)
+        began = next((r.get("t") for r in agent.records() if r.get("kind") == "begin"), None)
         late[agent.name] = max(0.0, began - start_at) if isinstance(began, (int, float)) else None
     return late
 

@@ -3,7 +3,7 @@
 Brings the variant's topology up as a `testbed.network.TestbedNetwork` (model or BMv2 target,
 static tables from the controller; the emulated converging control plane when the transport asks
 for rerouting), starts the case's host agents (`agent_jobs`) with `testbed.agents.AgentLauncher`,
-all starting together, and acts on the live network through its verbs when a fault is due
+waits until every one is up and then starts them together (their start file), and acts on the live network through its verbs when a fault is due
 (`live_target`, run by `fault_timers`). The agents' JSON-lines logs become the case record
 (`agent_logs`).
 
@@ -39,9 +39,13 @@ from testbed.fidelity import FidelityMonitor
 from topologies.model import Topology
 
 log = logging.getLogger("mrc.experiments")
+start_log = logging.getLogger("mrc.experiments.start")      # how long the agents took to come up and begin
 LOOKAHEAD_S = 0.03               # faults due within this long are timed by extrapolation (logs lag up to 10 ms)
 PROGRESS_TICK_S = 0.01           # how often the agents' logs are read while a fault waits for its share
-START_DELAY_S = 3.0              # agents open their NICs, then start the workload together
+AGENTS_UP_S = 60.0               # agents not up (NICs open, start record written) after this long
+AGENT_UP_S = 0.5                 # ... plus this per agent: the case fails naming them
+START_LEAD_S = 0.1               # from the start file's writing to the common start, plus on servers
+DELIVERY_MARGIN = 2.0            # ... this many times what sending them their jobs took (the start file goes the same way)
 STOP_AFTER_HORIZON_S = 15.0      # agents still running this long after the horizon are stopped
 
 
@@ -83,8 +87,7 @@ class MininetBackend:
             net.start()
             if not case.transport.trimming:
                 net.set_trimming(False)
-            start_at = time.time() + START_DELAY_S + 0.05 * len(topo.hosts)
-            jobs, flow_logs = agent_jobs(topo, case, agents.log_dir, start_at, record.horizon)
+            jobs, flow_logs = agent_jobs(topo, case, agents.log_dir, record.horizon, agents.start_file)
             record.flows = [item.flow for item in flow_logs]
             agents.prepare([(item.name, item.job) for item in jobs])
             for item in jobs:
@@ -92,6 +95,14 @@ class MininetBackend:
                 agent = agents.start(item.name, item.job, *extra)
                 if not net.is_remote(item.job.host):           # a cluster server's process is not ours to watch
                     monitor.watch(item.name, agent.proc.pid)
+            launched = time.monotonic()
+            agents.wait_up(AGENTS_UP_S + AGENT_UP_S * len(jobs))
+            up = time.monotonic()
+            lead = START_LEAD_S + DELIVERY_MARGIN * agents.delivery_s
+            start_at = time.time() + lead
+            agents.begin(start_at)
+            start_log.info("%s: %d agents up %.2f s after the last launch; start %.2f s ahead, the start file "
+                           "sent in %.2f s", case.label, len(jobs), up - launched, lead, time.monotonic() - up)
             timers = FaultTimers(LiveTarget(net, sockets.agents if sockets else []), record, start_at)
             live = Progress([i.log for i in flow_logs], sum(f.expected_bytes for f in record.flows), start_at)
             monitor.start(delay_s=start_at - time.time())     # the agents' start-up is not judged

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def jobs_of(case, target="model"):
     topo, notes = target_topology(case, target)
-    jobs, _ = agent_jobs(topo, case, Path("/nonexistent"), start_at=0.0, timeout=1.0)
+    jobs, _ = agent_jobs(topo, case, Path("/nonexistent"), timeout=1.0,
+                         start_file=lambda host: f"/nonexistent/{host}.start")
     return topo, notes, [(item.name, item.job.to_dict()) for item in jobs]
 
 
@@ -101,7 +102,9 @@ def test_no_two_agent_flows_carry_the_same_bytes():
     assert len(sent) == len(senders)
 
 
-def test_an_agent_up_after_the_common_start_began_its_workload_that_late():
+def test_an_agent_that_began_after_the_common_start_began_its_workload_that_late():
+    """Its `begin` record says when: one up long before that waited for the start file began on
+    time; one up before the start that read the start file late (or one up late) did not."""
     from experiments.backends.agent_logs import start_lateness
 
     class Logged:                                        # what start_lateness reads of an agent
@@ -112,7 +115,11 @@ def test_an_agent_up_after_the_common_start_began_its_workload_that_late():
             return self._records
 
     start = 1000.0
-    agents = [Logged("h1", [{"kind": "start", "t": start - 2.5}, {"kind": "goodput", "t": start + 0.1}]),
-              Logged("h16", [{"kind": "start", "t": start + 6.9}]),
-              Logged("h2", [])]                         # no start record: it never began
-    assert start_lateness(agents, start) == {"h1": 0.0, "h16": pytest.approx(6.9), "h2": None}
+    agents = [Logged("h1", [{"kind": "start", "t": start - 2.5}, {"kind": "begin", "t": start + 0.0002},
+                            {"kind": "goodput", "t": start + 0.1}]),
+              Logged("h3", [{"kind": "start", "t": start - 2.5}, {"kind": "begin", "t": start + 0.7}]),
+              Logged("h16", [{"kind": "start", "t": start + 6.9}, {"kind": "begin", "t": start + 6.9}]),
+              Logged("h4", [{"kind": "start", "t": start - 1.0}]),      # up, stopped before it began
+              Logged("h2", [])]                         # no record at all: it never began
+    assert start_lateness(agents, start) == {"h1": pytest.approx(0.0002), "h3": pytest.approx(0.7),
+                                             "h16": pytest.approx(6.9), "h4": None, "h2": None}

@@ -169,3 +169,15 @@ def test_a_registered_transport_is_a_valid_mode_of_a_job_file():
         assert parse_job(job).mode == "job-test-kind"
     finally:
         del kinds.TRANSPORTS["job-test-kind"]
+
+
+def test_start_file_is_optional_and_a_non_empty_path():
+    assert parse_job(valid_job(), "j.json").start_file is None
+    job = parse_job({**valid_job(), "start_file": "/tmp/run/start_at"}, "j.json")
+    assert job.start_file == "/tmp/run/start_at"
+    assert parse_job(json.loads(json.dumps(job.to_dict())), "again") == job
+    for bad in ("", 3):
+        with pytest.raises(JobError, match="j.json: start_file: expected text"):
+            parse_job({**valid_job(), "start_file": bad}, "j.json")
+    from host_agent.job import Job
+    assert "start record" in Job.model_json_schema()["properties"]["start_file"]["description"]

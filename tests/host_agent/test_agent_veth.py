@@ -108,7 +108,7 @@ def veth2():
 
 
 def write_jobs(tmp_path: Path, pair: VethPair, workload: dict, mode: str = "mrc", start_in: float = 1.0,
-               timeout: float = 20.0, config: dict | None = None) -> list[Path]:
+               timeout: float = 20.0, config: dict | None = None, start_file: Path | None = None) -> list[Path]:
     start_at = time.time() + start_in
     paths = []
     planes = range(len(pair.plane_ifs))
@@ -125,6 +125,7 @@ def write_jobs(tmp_path: Path, pair: VethPair, workload: dict, mode: str = "mrc"
             "transport": {"mode": mode, "config": {"num_evs": 16, "ev_min_active": 4, **(config or {})}},
             "workload": workload, "timeout": timeout, "start_at": start_at,
             "log": str(tmp_path / f"h{rank}.jsonl"),
+            **({"start_file": str(start_file)} if start_file else {}),
         }
         path = tmp_path / f"h{rank}.json"
         path.write_text(json.dumps(job))
@@ -377,6 +378,48 @@ def _read_capture(path: Path):
     except Exception:                   # header or last record still being written
         return None
     return packets if any(p.haslayer(Ether) and p[Ether].type == 0x88B5 for p in packets) else None
+
+
+def test_agents_with_a_start_file_wait_for_it_then_start_at_its_time(tmp_path, veth):
+    """Both agents write their start record and wait; no payload moves before the time the start
+    file gives, written once both are up (the job's own `start_at`, now, is not read)."""
+    from host_agent.start_file import write_start_file
+    start_file = tmp_path / "start_at"
+    jobs = write_jobs(tmp_path, veth, {"kind": "transfer", "src": 0, "dst": 1, "bytes": 200_000,
+                                       "chunk_bytes": 50_000, "seed": 3}, start_in=0.0, start_file=start_file)
+    procs = [veth.start(r, *agent_cmd(jobs[r]), stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    for rank in (0, 1):
+        wait_for(lambda: records_of(tmp_path / f"h{rank}.jsonl", "start"), 30, f"the start record of h{rank}")
+    start_at = time.time() + 0.5
+    write_start_file(start_file, start_at)
+    for rank, proc in enumerate(procs):
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, f"agent {rank} exited {proc.returncode}: {err}"
+    for rank in (0, 1):
+        samples = records_of(tmp_path / f"h{rank}.jsonl", "goodput")
+        moving = [s for s in samples if s["rx_bytes"] or s["tx_bytes"]]
+        assert moving and min(s["t"] for s in moving) >= start_at
+
+
+def test_an_agent_stopped_while_waiting_for_its_start_file_exits_at_once(tmp_path, veth):
+    jobs = write_jobs(tmp_path, veth, {"kind": "allreduce", "elements": 10}, start_file=tmp_path / "start_at")
+    proc = veth.start(0, *agent_cmd(jobs[0]), stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: records_of(tmp_path / "h0.jsonl", "start"), 30, "the start record")
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=10)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert records_of(tmp_path / "h0.jsonl", "stop")[-1]["reason"] == "signal SIGTERM before the start"
+
+
+def test_a_start_file_without_a_time_stops_the_agent_naming_it(tmp_path, veth):
+    start_file = tmp_path / "start_at"
+    start_file.write_text("at noon\n")
+    jobs = write_jobs(tmp_path, veth, {"kind": "allreduce", "elements": 10}, start_file=start_file)
+    proc = veth.start(0, *agent_cmd(jobs[0]), stderr=subprocess.PIPE, text=True)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    (stop,) = records_of(tmp_path / "h0.jsonl", "stop")
+    assert stop["reason"] == f"start file {start_file}: 'at noon' is not a UNIX time"
 
 
 def test_bad_job_exits_2_naming_the_field(tmp_path):

@@ -225,4 +225,4 @@ def test_agents_that_began_their_workload_late_are_a_reason_naming_the_last():
     assert verdict.measured["starts_late_ms"] == {"h1": 0.0, "h15": 6100.0, "h16": 6900.0, "h2": 12.0}
     never = judge_measures({"h1": LIGHT}, CpuShare(0.3, 0.5), 0.8, [], cpus=2)
     never.add_start_lateness({"h1": 0.0, "h2": None, "h3": None})
-    assert never.reasons == ["h2: never began its workload (no start record in its log; neither did h3)"]
+    assert never.reasons == ["h2: never began its workload (no begin record in its log; neither did h3)"]
