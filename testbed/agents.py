@@ -165,7 +165,7 @@ class AgentLauncher:
             # On a cluster server: the job goes there first (unless `prepare` sent it), and the
             # agent's event log comes back on its standard output, as it is written, into the same
             # local file.
-            job_arg = self._pushed.pop(name, None) or self.net.put_file(job.host, path)
+            job_arg = self._pushed.pop(name, None) or self.net.put_files({job.host: [path]})[path]
             python, log_args = self.net.python(job.host), ("--log", "/dev/stdout")
             stdout = open(job.log, "wb") if job.log else subprocess.DEVNULL
         else:

@@ -584,16 +584,6 @@ class ClusterNetwork(TestbedNetwork):
     def python(self, node: str) -> str:
         return self.server_of(node).python or sys.executable
 
-    def put_file(self, node: str, local: Path | str) -> str:
-        """Copy a file of this machine into this run's folder on `node`'s server; its path there."""
-        server = self.server_of(node)
-        remote = f"{self.remote_dir()}/{Path(local).name}"
-        with open(local, "rb") as source:
-            code, _, error = run_on(server, f"cat > {shlex.quote(remote)}", 30, str(self.sock_dir), stdin=source)
-        if code != 0:
-            raise ClusterError(f"copying {local} to {server.address}:{remote}: {error}")
-        return remote
-
     def put_files(self, nodes_files: dict[str, list[Path]]) -> dict[Path, str]:
         """Copy files of this machine into this run's folder on the servers of their nodes
         (`{node: [local path, ...]}`), every file of one server in one ssh session (a tar stream):
