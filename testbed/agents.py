@@ -25,6 +25,10 @@ AGENT_MODULE = "host_agent.agent"
 STOP_GRACE_S = 5.0          # SIGTERM lets an agent write its last records; SIGKILL after this
 START_FILE = "start_at"     # `begin`'s start file: in the agents' folder here, in the run's folder on a server
 UP_POLL_S = 0.02            # how often `wait_up` reads the agents' logs
+START_LEAD_S = 0.1          # `start_lead`: from writing the start file here to the common start
+SERVER_LEAD_S = 1.5         # ... plus at least this when it must reach cluster servers too (sending it to
+                            # two namespace servers took 1.0-1.3 s with the agents starting beside it)
+DELIVERY_MARGIN = 2.0       # ... or this many times what sending them their jobs took, when longer
 
 
 class AgentStartError(RuntimeError):
@@ -134,6 +138,15 @@ class AgentLauncher:
                                       f"{timeout:g} s: {', '.join(names[:10])}{' ...' if len(names) > 10 else ''}")
             if waiting:
                 time.sleep(UP_POLL_S)
+
+    def start_lead(self) -> float:
+        """How far ahead of now `begin` should set the common start, so that the start file reaches
+        every agent before it: here at once; on cluster servers, what sending them their jobs took
+        (`delivery_s`) twice over, and at least SERVER_LEAD_S (a start set closer came after the
+        short quick failover's workload had run, and its fault timers with it)."""
+        if not any(self.net.is_remote(agent.job.host) for agent in self.agents.values()):
+            return START_LEAD_S
+        return START_LEAD_S + max(SERVER_LEAD_S, DELIVERY_MARGIN * self.delivery_s)
 
     def begin(self, start_at: float) -> None:
         """Start every agent waiting for its start file at `start_at` (UNIX time): the file written

@@ -44,8 +44,6 @@ LOOKAHEAD_S = 0.03               # faults due within this long are timed by extr
 PROGRESS_TICK_S = 0.01           # how often the agents' logs are read while a fault waits for its share
 AGENTS_UP_S = 60.0               # agents not up (NICs open, start record written) after this long
 AGENT_UP_S = 0.5                 # ... plus this per agent: the case fails naming them
-START_LEAD_S = 0.1               # from the start file's writing to the common start, plus on servers
-DELIVERY_MARGIN = 2.0            # ... this many times what sending them their jobs took (the start file goes the same way)
 STOP_AFTER_HORIZON_S = 15.0      # agents still running this long after the horizon are stopped
 
 
@@ -98,7 +96,7 @@ class MininetBackend:
             launched = time.monotonic()
             agents.wait_up(AGENTS_UP_S + AGENT_UP_S * len(jobs))
             up = time.monotonic()
-            lead = START_LEAD_S + DELIVERY_MARGIN * agents.delivery_s
+            lead = agents.start_lead()
             start_at = time.time() + lead
             agents.begin(start_at)
             start_log.info("%s: %d agents up %.2f s after the last launch; start %.2f s ahead, the start file "

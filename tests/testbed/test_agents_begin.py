@@ -126,3 +126,13 @@ def test_wait_up_fails_at_once_naming_an_agent_that_exited_first(tmp_path):
 def test_prepare_measures_what_sending_the_servers_their_jobs_takes(tmp_path):
     assert launch(tmp_path / "here", FakeNet({}), ["h0", "h1"]).delivery_s == 0.0
     assert launch(tmp_path / "there", FakeNet({"h1": "10.0.0.1"}), ["h0", "h1"]).delivery_s > 0.0
+
+
+def test_the_start_is_set_far_enough_ahead_for_the_start_file_to_reach_every_server(tmp_path):
+    from testbed import agents as launcher
+    here = launch(tmp_path / "here", FakeNet({}), ["h0", "h1"])
+    assert here.start_lead() == launcher.START_LEAD_S                       # no server to reach
+    there = launch(tmp_path / "there", FakeNet({"h1": "10.0.0.1"}), ["h0", "h1"])
+    assert there.start_lead() >= launcher.START_LEAD_S + launcher.SERVER_LEAD_S
+    there.delivery_s = 2.0                                                    # slow servers: twice that
+    assert there.start_lead() == pytest.approx(launcher.START_LEAD_S + launcher.DELIVERY_MARGIN * 2.0)
