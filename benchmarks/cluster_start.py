@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def fat_tree_case():
-    """The cluster test's fat-tree failover case (quick)."""
+    """The fat-tree failover case of the two-server cluster test (tests/testbed/test_cluster_network.py),
+    quick: the ring all-reduce on fattree:4 at 1 Mbit/s, a switch blackholed at 20 % and a link
+    killed at 45 %."""
     import yaml
 
     from experiments.scenario import parse_scenario

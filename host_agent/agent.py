@@ -39,7 +39,7 @@ from host_agent.eventlog import LogWriter
 from host_agent.job import Job, JobError, load_job
 from host_agent.lateness import WakeupLateness
 from host_agent.nic import NicError, RawNic, interface_mac, interface_mtu, quiet_kernel
-from host_agent.start_file import WAIT_LIMIT_S, StartFileError, wait_for_start_file
+from host_agent.start_file import WAIT_LIMIT_S, StartFileError, drain_fd, wait_for_start_file
 from host_agent.transport import ConnectionFailed, Endpoint, PathInfo, Retransmitted, connection_paths
 from wire.packets import DATA_OVERHEAD
 
@@ -265,7 +265,7 @@ class Agent:
                 self.lateness.record(monotonic() - mono0 - timer)
             for fd in readable:
                 if fd == wake_fd:
-                    _drain(fd)
+                    drain_fd(fd)
                 elif fd not in by_fd:
                     control.on_readable(fd)
                 else:
@@ -440,14 +440,6 @@ def _fine_timer_slack() -> None:
         import ctypes
         ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)         # PR_SET_TIMERSLACK, 1 us
     except (OSError, AttributeError):
-        pass
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 512):
-            pass
-    except BlockingIOError:
         pass
 
 

@@ -70,10 +70,11 @@ def wait_for_start_file(path: str | Path, wake_fd: int, stopped: Callable[[], bo
         if left <= 0:
             raise StartFileError(f"start file {path}: no start time after {timeout:g} s")
         if select.select([wake_fd], [], [], min(poll_s, left))[0]:
-            _drain(wake_fd)
+            drain_fd(wake_fd)
 
 
-def _drain(fd: int) -> None:
+def drain_fd(fd: int) -> None:
+    """Read all that waits on the non-blocking file descriptor `fd` (a signal wake-up fd's bytes)."""
     try:
         while os.read(fd, 512):
             pass

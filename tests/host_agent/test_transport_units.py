@@ -490,33 +490,6 @@ def _sack(psn_cum, bitmap, answering):
                 ev_echo=answering.ev, ts_echo=answering.tsval)
 
 
-def test_spurious_timeout_is_taken_back():
-    """A SACK answering a packet sent before the retransmission proves the original arrived. (EVs
-    judged alone, so that one timeout retires its EV: with fates shared by path, one loss is not yet
-    the path's own, tests/host_agent/test_transport_pathloss.py.)"""
-    cfg = TransportConfig(**{**CFG.__dict__, "qp_timeout": 6, "sack_loss_detection": False,   # the timer's case
-                             "share_fate_by_path": False})
-    ep = Endpoint("tx", cfg)
-    conn = ep.connect("rx", 1, 2, paths())
-    ep.send_message(conn, bytes(1000))
-    (_, warmup), = ep.poll(0.0)
-    ep.receive(10e-6, 0, _sack(1, 0, warmup))                   # the first RTT sample
-    ep.send_message(conn, bytes(1000))
-    (nic, first), = ep.poll(20e-6)
-    ep.send_message(conn, bytes(1000))
-    (_, second), = ep.poll(30e-6)
-    ep.receive(40e-6, 0, _sack(1, 0b10, second))                # a later packet arrived: evidence
-    ep.poll(90e-6)                                               # the timer (20 + 65.5 us) fires: EV retired
-    retired = [e for e in ep.drain_events() if e.kind == "ev_state" and e.new == "ASSUMED_BAD"]
-    assert retired and conn.evset.get(first.ev).state is EvState.ASSUMED_BAD
-    rto_before = conn.rtt.rto
-    ep.receive(100e-6, 0, _sack(3, 0, first))
-    assert ep.stats()["spurious_timeouts"] == 1
-    assert conn.evset.get(first.ev).state is EvState.GOOD
-    assert conn.rtt.rto > rto_before
-    assert conn.sender.idle
-
-
 def _blamed_once():
     """(endpoint, connection, first transmission, its retransmission) of a packet whose timeout
     retired its first transmission's EV (a packet sent after it had arrived) at 90 us."""
@@ -536,6 +509,21 @@ def _blamed_once():
     assert resent.psn == first.psn and resent.ev != first.ev
     assert conn.evset.get(first.ev).state is EvState.ASSUMED_BAD
     return ep, conn, first, resent
+
+
+def test_spurious_timeout_is_taken_back():
+    """A SACK answering a packet sent before the retransmission proves the original arrived. (EVs
+    judged alone, so that one timeout retires its EV: with fates shared by path, one loss is not yet
+    the path's own, tests/host_agent/test_transport_pathloss.py.)"""
+    ep, conn, first, _ = _blamed_once()                         # the timer (20 + 65.5 us) fired: EV retired
+    retired = [e for e in ep.drain_events() if e.kind == "ev_state" and e.new == "ASSUMED_BAD"]
+    assert retired and conn.evset.get(first.ev).state is EvState.ASSUMED_BAD
+    rto_before = conn.rtt.rto
+    ep.receive(100e-6, 0, _sack(3, 0, first))
+    assert ep.stats()["spurious_timeouts"] == 1
+    assert conn.evset.get(first.ev).state is EvState.GOOD
+    assert conn.rtt.rto > rto_before
+    assert conn.sender.idle
 
 
 def test_an_arrival_after_a_second_retransmission_does_not_take_back_the_first_blame():

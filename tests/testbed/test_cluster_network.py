@@ -275,19 +275,12 @@ def test_a_fat_tree_failover_over_two_servers_survives_a_blackhole_and_a_link_ki
     same case on one machine beside it.)"""
     if target == "bmv2" and missing("requires_bmv2"):
         pytest.skip(missing("requires_bmv2"))
-    import yaml
-
+    from benchmarks.cluster_start import fat_tree_case
     from experiments import metrics, validity
     from experiments.backends.mininet_backend import MininetBackend
-    from experiments.scenario import parse_scenario
 
-    doc = yaml.safe_load((ROOT / "experiments" / "failover.yaml").read_text())
-    doc.update(topology="fattree:4", link={"rate_bps": 1_000_000}, horizon_s=40.0,
-               transports=[{"name": "MRC", "mode": "mrc"}], variants=[{"label": "fat-tree"}],
-               faults=[{"kind": "switch_blackhole", "switch": "auto", "at": "20%"},
-                       {"kind": "link_kill", "link": "auto", "at": "45%"}])
-    (case,) = parse_scenario(doc, "fat-tree failover", quick=True).cases()
-    record = MininetBackend(target, run_root=tmp_path / "runs", cluster=servers.cluster_file).run_case(case)
+    record = MininetBackend(target, run_root=tmp_path / "runs",
+                            cluster=servers.cluster_file).run_case(fat_tree_case())
     summary = metrics.summarise(record)
     seen = {k: summary.get(k) for k in ("completed", "bit_exact", "completion_time_s", "fidelity", "ending",
                                         "delivered_fraction")} | {"notes": record.notes,
