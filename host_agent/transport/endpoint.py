@@ -179,15 +179,14 @@ class Connection:
             quiet = tick
         return quiet
 
-    def receive(self, now: float, nic: int, pkt) -> list:
-        """Take one packet addressed to this connection; return control packets to send at once.
-        A failed connection takes nothing (counted as `rx_after_failure`)."""
+    def receive(self, now: float, nic: int, pkt, out: list) -> None:
+        """Take one packet addressed to this connection; append to `out` the control packets to send
+        at once, as (NIC, packet) pairs. A failed connection takes nothing (counted as `rx_after_failure`)."""
         self.quiet_until = _NEVER                   # touch(), inline: per packet
         self._polled_at = None
-        out: list = []
         if self.sender.failed is not None:          # the attribute, not the property: per packet
             self.stats.add("rx_after_failure")
-            return out
+            return
         planes = self._planes
         plane = planes[nic] if 0 <= nic < len(planes) else None
         if isinstance(pkt, DataPacket):
@@ -203,7 +202,6 @@ class Connection:
             self.prober.on_reply(now, pkt)
         else:
             raise TypeError(f"{self.name}: cannot take a {type(pkt).__name__}")
-        return out
 
     def poll(self, now: float, out: list) -> None:
         """Run due timers, then append what may be sent now (nothing once failed)."""
@@ -359,11 +357,11 @@ class Endpoint(SansIOEndpoint):
         if conn is None:
             self._stats.add("unknown_qp")
             return
-        urgent = conn.receive(now, nic, pkt)
-        if urgent:
-            if not self._urgent:
-                self._urgent_at = now
-            self._urgent.extend(urgent)
+        urgent = self._urgent                   # the connection appends its answers to it
+        waiting = len(urgent)
+        conn.receive(now, nic, pkt, urgent)
+        if not waiting and urgent:
+            self._urgent_at = now
 
     def poll(self, now: float) -> list[tuple[int, object]]:
         """Run the timers due by `now`; return the (nic, packet) pairs to transmit now."""

@@ -127,11 +127,11 @@ class MrcReceiver:
         if offset < 0 or (self._ooo >> offset) & 1:
             stats.add("duplicates")
             self._remember(pkt, ce, plane, seq)
-            out.extend(self._sacks(now, plane, self._ack_fanout))   # our earlier SACK may be lost
+            self._sacks(now, plane, self._ack_fanout, out)   # our earlier SACK may be lost
             return
         if (self._unacked and (offset >= BITMAP_BITS or self._last_seq - expected >= BITMAP_BITS)
                 and offset // BITMAP_BITS != self._block()):
-            out.extend(self._sacks(now, plane, self._copies()))   # the pending SACK's block: the next shows only this one's
+            self._sacks(now, plane, self._copies(), out)   # the pending SACK's block: the next shows only this one's
         self._place(now, pkt)
         ooo = self._ooo | 1 << offset
         if ooo & 1:                             # the in-order point moves past every packet held
@@ -144,12 +144,12 @@ class MrcReceiver:
         if pkt.ack_req and seq > self._tail_seq:
             self._tail_seq = seq
         if pkt.flags & _RETX or pkt.ack_req:    # a retransmission, or the sender's tail
-            out.extend(self._sacks(now, plane, self._ack_fanout))
+            self._sacks(now, plane, self._ack_fanout, out)
         elif (ce or self._unacked >= self._ack_coalesce or expected <= self._tail_seq < self.expected
               or (self._shares is not None and self._shares.penalty(now))):
             # ... or the last hole below the sender's tail filled: everything it sent is here; or
             # senders share us: each SACK opens a sender's window held at its share
-            out.extend(self._sacks(now, plane, self._copies()))
+            self._sacks(now, plane, self._copies(), out)
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.ack_wait()
 
@@ -218,7 +218,7 @@ class MrcReceiver:
     def poll(self, now: float, out: list) -> None:
         """Send the coalesced SACK when its delay has run out."""
         if self._ack_deadline is not None and now >= self._ack_deadline:
-            out.extend(self._sacks(now, self._last_plane, self._copies()))
+            self._sacks(now, self._last_plane, self._copies(), out)
 
     def _copies(self) -> int:
         """How many copies the pending SACK goes in: `ack_fanout` when its packet arrived after the
@@ -227,25 +227,29 @@ class MrcReceiver:
         would take it for lost and blame the good path it went on."""
         return self._ack_fanout if self._last_seq < self._tail_seq else 1
 
-    def _sacks(self, now: float, plane: int | None, copies: int) -> list:
-        """The current SACK on up to `copies` distinct paths (one that gets through is enough)."""
+    def _sacks(self, now: float, plane: int | None, copies: int, out: list) -> None:
+        """Append to `out` the current SACK on up to `copies` distinct paths (one that gets through
+        is enough), as (NIC, packet) pairs."""
         shares = self._shares
         penalty = 0 if shares is None else shares.penalty(now)
-        first = self._sack(plane, penalty)
-        if copies <= 1:
-            self._last_ce = False
-            return [first[:2]]
-        out, used = [first], {first[2]}
-        for ev in self.evset.one_ev_per_path():
-            if len(out) >= copies:
-                break
-            if ev.usable and ev.path_key not in used:
-                used.add(ev.path_key)
-                out.append(self._sack(plane, penalty, ev))
+        nic, sack, key = self._sack(plane, penalty)
+        out.append((nic, sack))
+        if copies > 1:
+            sent = 1
+            used = {key}
+            for ev in self.evset.one_ev_per_path():
+                if sent >= copies:
+                    break
+                if ev.usable and ev.path_key not in used:
+                    used.add(ev.path_key)
+                    nic, sack, key = self._sack(plane, penalty, ev)
+                    out.append((nic, sack))
+                    sent += 1
         self._last_ce = False
-        return [(nic, pkt) for nic, pkt, _ in out]
 
-    def _sack(self, plane: int | None, penalty: int, ev: Ev | None = None):
+    def _sack(self, plane: int | None, penalty: int, ev: Ev | None = None) -> tuple[int, Sack, int]:
+        """The current SACK on `ev` (None: the next control EV, `plane` preferred): (its NIC, it,
+        its path key), a tuple the compiled build returns unboxed."""
         pkt = self._last
         assert pkt is not None                       # a SACK answers the latest data packet
         if ev is None:                               # (typed: its fields read natively when compiled)
