@@ -137,7 +137,9 @@ class SimHost:
             return
         handle = self.on_event
         if handle is not None:
-            self._hand_over(endpoint.drain_events(), handle)
+            drained: list = endpoint.drain_events()     # a list: its emptiness read natively
+            if drained:
+                self._hand_over(drained, handle)
         nics = self._by_nic
         sent = endpoint.poll(now)
         # a list of (int, packet) pairs is walked and its pairs unpacked natively when compiled
@@ -151,7 +153,9 @@ class SimHost:
             dscp: int = pkt.dscp if type(pkt) is DataPacket else pkt.dscp if type(pkt) is Sack else pkt.dscp
             link.send(pkt, _HIGH if dscp in _HIGH_DSCP else _LOW)
         if handle is not None:
-            self._hand_over(endpoint.drain_events(), handle)
+            drained = endpoint.drain_events()
+            if drained:
+                self._hand_over(drained, handle)
         wakeup = endpoint.next_wakeup()
         if wakeup is None:
             return
@@ -165,11 +169,10 @@ class SimHost:
             self.sim.schedule(t, self._wake_up)             # sim.at without its check: t is past now
 
     @staticmethod
-    def _hand_over(drained: Any, handle: Any) -> None:
-        """Hand the endpoint's events to the application (a list: mostly empty, not iterated then)."""
-        if drained:
-            for event in drained:
-                handle(event)
+    def _hand_over(drained: list, handle: Any) -> None:
+        """Hand the endpoint's events to the application (`service` calls it only when there are some)."""
+        for event in drained:
+            handle(event)
 
     def _wake(self) -> None:
         if self._wake_at != self.sim.now:       # a later service asked for another time

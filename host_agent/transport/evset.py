@@ -173,7 +173,7 @@ class EvSet:
         self._unknown: dict[int, Ev] = {}                # id -> EV that is UNKNOWN (ordered)
         self._pos: i64 = 0                               # the rotation's places (i64: native arithmetic)
         self._ctrl_pos: i64 = 0
-        self._rotation: list[Slot] | None = None
+        self._rotation: list[Ev] | None = None         # the rotation's EVs (`_rotation_evs`), until `_dirty`
         self._per_path: list[Ev] | None = None
 
     # --- construction ---------------------------------------------------------------
@@ -263,11 +263,11 @@ class EvSet:
 
     def active_evs(self) -> list[Ev]:
         """EVs that data is sprayed on now (usable, or kept by the floor)."""
-        return [s.current for s in self._rotation_slots()]
+        return list(self._rotation_evs())
 
     def active_count(self) -> int:
         """How many EVs data is sprayed on now (`len(active_evs())`)."""
-        return len(self._rotation_slots())
+        return len(self._rotation_evs())
 
     def one_ev_per_path(self) -> list[Ev]:
         """One EV on each path (usable EVs first, then bad or unknown ones; never a DENIED one), in
@@ -304,7 +304,11 @@ class EvSet:
         return out
 
     # --- rotation ------------------------------------------------------------------------
-    def _rotation_slots(self) -> list[Slot]:
+    def _rotation_evs(self) -> list[Ev]:
+        """The current EVs of the slots in rotation, in rotation order: the usable ones, or, below
+        the floor, the best of the others as well. Kept until `_dirty` (every change of a slot's
+        current EV or of an EV's use calls it): read per packet, a list of the EVs themselves, not
+        of their slots, whose objects would be one more read per packet."""
         if self._rotation is None:
             usable = [s for s in self.slots if s.current.usable]
             if len(usable) < self.min_active:
@@ -314,7 +318,7 @@ class EvSet:
                                             -s.current.probe_successes, s.current.bad_since))
                 keep = set(map(id, usable + bad[: self.min_active - len(usable)]))
                 usable = [s for s in self.slots if id(s) in keep]
-            self._rotation = usable
+            self._rotation = [s.current for s in usable]
         return self._rotation
 
     def _dirty(self) -> None:
@@ -323,40 +327,40 @@ class EvSet:
 
     def next_data_ev(self, now: float) -> Ev:
         """The EV for the next data packet: the next slot in rotation, passing SKIP EVs over once."""
-        rotation = self._rotation if self._rotation is not None else self._rotation_slots()
+        rotation = self._rotation if self._rotation is not None else self._rotation_evs()
         n: i64 = len(rotation)
         for _turn in range(n):  # `_turn`, not `_`: mypyc boxes every value of `_`
             pos = self._pos
-            ev = rotation[pos % n].current
+            ev = rotation[pos % n]
             self._pos = (pos + 1) % n
             if ev.state is _SKIP:
                 self._set(ev, EvState.GOOD, "skipped_once", now)
                 continue
             return ev
-        return rotation[self._pos % n].current      # everything was skipped: use the next one anyway
+        return rotation[self._pos % n]      # everything was skipped: use the next one anyway
 
     def peek_data_ev(self) -> Ev:
         """The EV `next_data_ev` would return now, without moving the rotation."""
-        rotation = self._rotation_slots()
+        rotation = self._rotation_evs()
         n: i64 = len(rotation)
         for i in range(n):
-            ev = rotation[(self._pos + i) % n].current
+            ev = rotation[(self._pos + i) % n]
             if ev.state is not EvState.SKIP:
                 return ev
-        return rotation[self._pos % n].current
+        return rotation[self._pos % n]
 
     def next_control_ev(self, plane: int | None = None) -> Ev:
         """An EV for an acknowledgement or probe reply: rotates over usable EVs, preferring `plane`."""
-        rotation = self._rotation_slots()
+        rotation = self._rotation_evs()
         n: i64 = len(rotation)
         for _turn in range(n):  # `_turn`, not `_`: mypyc boxes every value of `_`
-            ev = rotation[self._ctrl_pos % n].current
+            ev = rotation[self._ctrl_pos % n]
             self._ctrl_pos = (self._ctrl_pos + 1) % n
             if ev.usable and (plane is None or ev.plane == plane):
                 return ev
         if plane is not None:
             return self.next_control_ev(None)
-        return rotation[self._ctrl_pos % n].current
+        return rotation[self._ctrl_pos % n]
 
     # --- state changes ---------------------------------------------------------------------
     def _set(self, ev: Ev, state: EvState, cause: str, now: float) -> None:
