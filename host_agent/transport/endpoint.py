@@ -96,7 +96,7 @@ class Connection:
         self.control = EvControl(ident, self.evset, self.prober, emit, self.touch)
         self.quiet_until = _NEVER     # a poll before this time would change nothing (Endpoint.next_wakeup)
         self._polled_at: float | None = None    # time of the last poll since the last touch (None: touched since)
-        self.wakeup: float | None = None        # next_wakeup() as Endpoint.next_wakeup last worked it out,
+        self.wakeup = _INF                      # wakeup_at() as Endpoint.next_wakeup last worked it out,
         self.wakeup_nic_version = -1            # ... at this version of the NIC clock (_IDLE: whatever the NIC)
 
     # --- identity ----------------------------------------------------------------------------------
@@ -161,9 +161,9 @@ class Connection:
         self._polled_at = None
         self.prober.wake()                          # an EV operation may have given it work
 
-    def quiet_time(self, wakeup: float | None) -> float:
-        """Until when a poll of this connection would change nothing, given its `next_wakeup()`
-        (`wakeup`), computed after a poll with nothing changed since (else -inf: poll at once).
+    def quiet_time(self, wakeup: float) -> float:
+        """Until when a poll of this connection would change nothing, given its `wakeup_at()`
+        (`wakeup`, inf for none), computed after a poll with nothing changed since (else -inf: poll at once).
 
         Untouched since its last poll, the connection's state moves only with time: its timers,
         its pacing clock and the NIC clock (which other connections only push later). Before
@@ -173,7 +173,7 @@ class Connection:
         polled = self._polled_at
         if polled is None or self.prober.busy(_NEVER):       # at -inf: only the work that needs no time
             return _NEVER
-        quiet = _INF if wakeup is None else wakeup
+        quiet = wakeup
         tick = self.cc.next_send
         if polled < tick < quiet:
             quiet = tick
@@ -224,15 +224,26 @@ class Connection:
 
     def next_wakeup(self) -> float | None:
         """The earliest deadline of this connection."""
+        t = self.wakeup_at()
+        return None if t == _INF else t
+
+    def wakeup_at(self) -> float:
+        """`next_wakeup` as a float, inf for none (a time at inf counts as none): what the endpoint
+        compares, natively when compiled, where a time or None would be a boxed object."""
         sender = self.sender
         if sender.failed is not None:
-            return None
-        best = sender.next_wakeup()
+            return _INF
+        best: float
+        if isinstance(sender, MrcSender):           # narrowed for mypyc: MRC's sender's float, unboxed
+            best = sender.wakeup_at()
+        else:
+            first = sender.next_wakeup()
+            best = _INF if first is None else first
         t = self.receiver.next_wakeup()
-        if t is not None and (best is None or t < best):
+        if t is not None and t < best:
             best = t
         t = self.prober.next_wakeup()
-        if t is not None and (best is None or t < best):
+        if t is not None and t < best:
             best = t
         return best
 
@@ -389,22 +400,23 @@ class Endpoint(SansIOEndpoint):
         connections = self._in_order
         if len(connections) == 1:                   # one connection (an agent's usual case): it is
             return connections[0].next_wakeup()     # polled every time, no quiet time to work out
-        best = None
+        best = _INF                                 # the earliest as a float, inf for none (compared natively)
         version = self.nic.version
         never = _NEVER
         for c in connections:
+            t: float
             if c.quiet_until == never:              # polled or touched since it was worked out
-                t = c.wakeup = c.next_wakeup()
+                t = c.wakeup = c.wakeup_at()
                 c.wakeup_nic_version = _IDLE if c.sender.idle else version   # an idle sender asks no NIC
                 c.quiet_until = c.quiet_time(t)
             elif c.wakeup_nic_version >= version:   # nothing it depends on changed: the same answer
                 t = c.wakeup
             else:                                   # only the NIC clock moved: its quiet time still holds
-                t = c.wakeup = c.next_wakeup()
+                t = c.wakeup = c.wakeup_at()
                 c.wakeup_nic_version = version
-            if t is not None and (best is None or t < best):
+            if t < best:
                 best = t
-        return best
+        return None if best == _INF else best
 
     def drain_events(self) -> list[events.TransportEvent]:
         """The events since the last call, oldest first: messages received (with their data) and

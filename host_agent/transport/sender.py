@@ -125,8 +125,14 @@ class MrcSender:
     # --- timers ---------------------------------------------------------------------------------
     def next_wakeup(self) -> float | None:
         """Earliest per-packet deadline, or the pacing clock when a packet is ready to go."""
+        t = self.wakeup_at()
+        return None if t == _INF else t
+
+    def wakeup_at(self) -> float:
+        """`next_wakeup` as a float, inf for none (a time at inf counts as none): what the
+        connection compares, natively when compiled, where a time or None would be a boxed object."""
         if self.failed is not None:
-            return None
+            return _INF
         # the earliest so far as a float (inf: none yet; a time at inf counts as none), compared natively
         first = self._live_timer()
         t: float = first.at if first is not None else _INF
@@ -143,7 +149,7 @@ class MrcSender:
             ready = self._trim_at
         if ready < t:
             t = ready
-        return None if t == _INF else t
+        return t
 
     def _live_timer(self) -> Deadline | None:
         """The earliest timer of a transmission still in flight, or None; the earlier timers, of
