@@ -44,6 +44,7 @@ class EvState(str, enum.Enum):
 
 _USABLE: Final = (EvState.GOOD, EvState.SKIP)    # the states `Ev.usable` is true in
 _SKIP: Final = EvState.SKIP
+_DENIED: Final = EvState.DENIED
 OPERATOR: Final = "operator"      # the cause of a change an operator asked for
 OPERATOR_STATES: Final = (EvState.GOOD, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UNKNOWN)   # MODIFY_EV_STATE
 
@@ -133,6 +134,17 @@ class Slot:
         self.home = home              # written out: see Ev.__init__
         self.current = current
 
+
+
+def _keep_better(best: list[Ev | None], ev: Ev) -> None:
+    """Keep `ev` as its path's EV in `best` (by path key) when it is the first not DENIED there, or
+    usable where the one kept is not (`EvSet._pick_one_per_path`)."""
+    if ev.state is _DENIED:
+        return
+    key = ev.path_key
+    have = best[key]
+    if have is None or (ev.usable and not have.usable):
+        best[key] = ev
 
 class EvSet:
     """EVs of one connection, their rotation and their states.
@@ -277,15 +289,19 @@ class EvSet:
         return self._per_path
 
     def _pick_one_per_path(self) -> list[Ev]:
-        best: dict[int, Ev] = {}
+        """`one_ev_per_path` worked out: the first usable EV of each path in slot order (each
+        slot's current EV, then its home EV), else its first EV not DENIED; by path key, so the
+        list is in path order without a sort. Made once per change of the EV set, by each
+        connection once at least (its first SACK sent to several paths)."""
+        best: list[Ev | None] = [None] * len(self.paths)      # by path key
         for s in self.slots:
-            for ev in (s.current, s.home):
-                if ev.state is EvState.DENIED:
-                    continue
-                have = best.get(ev.path_key)
-                if have is None or (ev.usable and not have.usable):
-                    best[ev.path_key] = ev
-        return sorted(best.values(), key=lambda e: (not e.usable, e.path_key))
+            current = s.current
+            _keep_better(best, current)
+            home = s.home
+            if home is not current:
+                _keep_better(best, home)
+        usable = [e for e in best if e is not None and e.usable]
+        return usable + [e for e in best if e is not None and not e.usable]
 
     def bad_home_evs(self) -> list[Ev]:
         """Home EVs that are ASSUMED_BAD (the ones background probes work on)."""
