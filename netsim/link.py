@@ -8,7 +8,7 @@ from mypy_extensions import i64
 
 from wire import constants
 from wire.packets import DataPacket, wire_size
-from netsim.sim import Event, Lane, Simulator
+from netsim.sim import Event, Lane, Simulator, TimedEvent
 
 if TYPE_CHECKING:                       # types only: the switch and the host import this module
     from netsim.host import SimHost
@@ -36,12 +36,14 @@ class _Unconnected:
 _UNCONNECTED: Final = _Unconnected()
 
 
-class _LastBitOut(Event):
-    """A link's packet on the wire has been serialised (one such event is due at a time)."""
+class _LastBitOut(TimedEvent):
+    """A link's packet on the wire has been serialised (one such event is due at a time: it waits in
+    the lane of its serialisation delay itself, `Simulator.event_lane`)."""
 
     __slots__ = ("link",)
 
     def __init__(self, link: "SimLink") -> None:
+        super().__init__()
         self.link = link
 
     def fire(self, item: Any) -> None:
@@ -278,7 +280,7 @@ class SimLink:
             self._tx_delay = delay
             self._tx_lane = lane
         else:
-            lane = self.sim.lane(delay)
+            lane = self.sim.event_lane(delay)
             self._tx_delay2 = self._tx_delay
             self._tx_lane2 = self._tx_lane
             self._tx_delay = delay

@@ -89,6 +89,20 @@ class Call(Event):
         self.fn(*self.args)
 
 
+class TimedEvent(Event):
+    """An event scheduled at most once at a time, that holds its own time and scheduling number
+    while it waits in an `EventLane` (`Simulator.event_lane`): such a lane keeps the events
+    themselves, with no slot per event to read. A link's end of serialisation (one at a time per
+    link) is one. Scheduled anywhere else (`Simulator.schedule`, a `HeapLane`) it waits in a slot as
+    any event does."""
+
+    __slots__ = ("t", "seq")
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.seq: i64 = 0
+
+
 class _Slot:
     """One scheduled event: when it is due, its place in the order of scheduling (ties at equal
     times run in that order), the event and the item it is fired with."""
@@ -143,25 +157,44 @@ class Lane:
         raise NotImplementedError
 
 
-@final
-class FifoLane(Lane):
-    """A lane of its own: scheduled at times that never go back (the clock does not), its events
-    are due in the order they were scheduled, so it is a first-in first-out ring of slots (reused:
-    no allocation per event), not a heap. It tells its simulator when it starts and stops holding
+class RingLane(Lane):
+    """A lane of its own (`Simulator.lane`, `event_lane`): scheduled at times that never go back
+    (the clock does not), its events are due in the order they were scheduled, so it is a
+    first-in first-out ring, not a heap. It tells its simulator when it starts and stops holding
     events (`Simulator.lane_filled`, `lane_emptied`); while it holds some, `head_t` and `head_seq`
-    are the time and scheduling number of its oldest one, whose slot `take` gives."""
+    are the time and scheduling number of its oldest one, which `take_event` takes."""
 
-    __slots__ = ("_sim", "_numbering", "_ring", "_head", "_size", "head_t", "head_seq")
+    __slots__ = ("_sim", "_numbering", "_head", "_size", "head_t", "head_seq")
 
     def __init__(self, sim: "Simulator", delay: float, numbering: _Numbering) -> None:
         super().__init__(delay)
         self._sim = sim                         # its clock, told when the lane fills and empties
         self._numbering = numbering             # the simulator's
-        self._ring: list[_Slot] = [_Slot(0.0, 0, None) for _ in range(4)]
-        self._head: i64 = 0                     # the ring's oldest slot
+        self._head: i64 = 0                     # the ring's oldest entry
         self._size: i64 = 0                     # events waiting
         self.head_t = 0.0
         self.head_seq: i64 = 0
+
+    def take_event(self) -> tuple[Event, Any]:
+        """Take the oldest event (there is one) and the item it was scheduled with; the next
+        event, if any, becomes the head."""
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        """Drop every event waiting (its simulator is closing: `Simulator.close`)."""
+        raise NotImplementedError
+
+
+@final
+class FifoLane(RingLane):
+    """A ring lane of any events, each with its item, held in a ring of slots (reused: no
+    allocation per event)."""
+
+    __slots__ = ("_ring",)
+
+    def __init__(self, sim: "Simulator", delay: float, numbering: _Numbering) -> None:
+        super().__init__(sim, delay, numbering)
+        self._ring: list[_Slot] = [_Slot(0.0, 0, None) for _ in range(4)]
 
     def schedule(self, event: Event, item: Any = None) -> None:
         """Fire `event` with `item` `delay` seconds from now."""
@@ -206,8 +239,10 @@ class FifoLane(Lane):
             self._sim.lane_emptied(self)
         return taken
 
+    def take_event(self) -> tuple[Event, Any]:
+        return self.take().empty()
+
     def clear(self) -> None:
-        """Drop every event waiting (its simulator is closing: `Simulator.close`)."""
         self._ring = [_Slot(0.0, 0, None) for _ in range(4)]
         self._head = 0
         self._size = 0
@@ -217,6 +252,77 @@ class FifoLane(Lane):
         ring = self._ring
         head = self._head
         grown = ring[head:] + ring[:head] + [_Slot(0.0, 0, None) for _ in range(len(ring))]
+        self._ring = grown
+        self._head = 0
+        return grown
+
+
+@final
+class EventLane(RingLane):
+    """A ring lane of `TimedEvent`s scheduled without an item (`Simulator.event_lane`): the ring
+    holds the events themselves, each with its time and number, so taking one reads the event it
+    fires anyway and no slot. An event must not be scheduled again while it waits."""
+
+    __slots__ = ("_ring",)
+
+    def __init__(self, sim: "Simulator", delay: float, numbering: _Numbering) -> None:
+        super().__init__(sim, delay, numbering)
+        self._ring: list[TimedEvent | None] = [None] * 4
+
+    def schedule(self, event: Event, item: Any = None) -> None:
+        """Fire `event` (a `TimedEvent` not waiting, without an item) `delay` seconds from now."""
+        if not isinstance(event, TimedEvent) or item is not None:
+            raise TypeError(f"an event lane takes a TimedEvent without an item, not {type(event).__name__} "
+                            f"with {type(item).__name__}")
+        t = self._sim.now + self.delay
+        seq = self._numbering.take()
+        event.t = t
+        event.seq = seq
+        ring = self._ring
+        size = self._size
+        if size == len(ring):
+            ring = self._grow()
+        i = self._head + size
+        if i >= len(ring):
+            i -= len(ring)
+        ring[i] = event
+        self._size = size + 1
+        if size == 0:
+            self.head_t = t
+            self.head_seq = seq
+            self._sim.lane_filled(self)
+
+    def take_event(self) -> tuple[Event, Any]:
+        ring = self._ring
+        head = self._head
+        taken = ring[head]
+        assert taken is not None
+        ring[head] = None                       # the ring lets go of it (it refers to its link)
+        head += 1
+        if head == len(ring):
+            head = 0
+        self._head = head
+        size = self._size - 1
+        self._size = size
+        if size:
+            following = ring[head]
+            assert following is not None
+            self.head_t = following.t
+            self.head_seq = following.seq
+        else:
+            self._sim.lane_emptied(self)
+        return taken, None
+
+    def clear(self) -> None:
+        self._ring = [None] * 4
+        self._head = 0
+        self._size = 0
+
+    def _grow(self) -> list[TimedEvent | None]:
+        """Twice the ring, its events in order from the oldest."""
+        ring = self._ring
+        head = self._head
+        grown = ring[head:] + ring[:head] + [None] * len(ring)
         self._ring = grown
         self._head = 0
         return grown
@@ -245,9 +351,10 @@ class Simulator:
     Every scheduled event is numbered in scheduling order, and events run in the order of (time,
     number). Most are due a fixed delay after they are scheduled (a link's serialisation of a
     packet size, its propagation): those wait in the `Lane` of their delay, for the first
-    MAX_LANES delays a first-in first-out queue of its own (`FifoLane`); the rest (`at`, `after`,
-    `schedule`, the later delays' `HeapLane`s) in a heap. The next event is the earliest of the
-    heap's top and the oldest events of the `FifoLane`s. Callbacks are scheduled with `at` and
+    MAX_LANES delays a first-in first-out queue of its own (`RingLane`: a `FifoLane`, or for
+    `TimedEvent`s an `EventLane`); the rest (`at`, `after`, `schedule`, the later delays'
+    `HeapLane`s) in a heap. The next event is the earliest of the heap's top and the oldest events
+    of the ring lanes. Callbacks are scheduled with `at` and
     `after`; the simulator's own hot parts schedule their events with `schedule` (a host's
     wake-up: skips the check of `at`) or through a lane (links). While `run` runs, the garbage
     collector's first threshold is at least RUN_GC_THRESHOLD.
@@ -257,10 +364,11 @@ class Simulator:
         self.now = 0.0
         self.rng = random.Random(seed)
         self._numbering = _Numbering()              # of the events of the heap and the lanes
-        self._heap: list[_Slot] = []                # the events not in a FifoLane, a heap by (t, seq)
-        self._lanes: dict[float, Lane] = {}         # delay -> its lane
-        self._fifo_lanes = 0                        # how many lanes of their own were made
-        self._active: list[FifoLane] = []           # those that hold events
+        self._heap: list[_Slot] = []                # the events not in a ring lane, a heap by (t, seq)
+        self._lanes: dict[float, Lane] = {}         # delay -> its lane (`lane`)
+        self._event_lanes: dict[float, Lane] = {}   # delay -> its lane of TimedEvents (`event_lane`)
+        self._fifo_lanes = 0                        # how many lanes of their own (ring lanes) were made
+        self._active: list[RingLane] = []           # those that hold events
         self.events_run = 0
         self._stopping = False
 
@@ -289,12 +397,29 @@ class Simulator:
             self._lanes[delay] = lane
         return lane
 
-    def lane_filled(self, lane: FifoLane) -> None:
+    def event_lane(self, delay: float) -> Lane:
+        """The lane of `TimedEvent`s, each scheduled without an item and at most once at a time, due
+        `delay` (>= 0) seconds after they are scheduled: an `EventLane` while fewer than MAX_LANES
+        lanes of their own were made (it counts with `lane`'s), else a `HeapLane`. Events run in
+        the order of (time, number) wherever they wait: which lane holds them changes no order."""
+        lane = self._event_lanes.get(delay)
+        if lane is None:
+            if not delay >= 0.0:                # NaN too: its events would be due before now
+                raise ValueError(f"a lane's delay must be a number of seconds >= 0, got {delay!r}")
+            if self._fifo_lanes < MAX_LANES:
+                lane = EventLane(self, delay, self._numbering)
+                self._fifo_lanes += 1
+            else:
+                lane = HeapLane(self, delay)
+            self._event_lanes[delay] = lane
+        return lane
+
+    def lane_filled(self, lane: RingLane) -> None:
         """`lane` (one of this simulator's) got an event when it held none: from now on its oldest
         event is among those the next event is looked for in."""
         self._active.append(lane)
 
-    def lane_emptied(self, lane: FifoLane) -> None:
+    def lane_emptied(self, lane: RingLane) -> None:
         """`lane`'s last event was taken: no longer look at it for the next event."""
         self._active.remove(lane)
 
@@ -352,6 +477,7 @@ class Simulator:
             lane.clear()
         self._active = []
         self._lanes = {}
+        self._event_lanes = {}
         self._heap = []
 
     def stop(self) -> None:
@@ -376,7 +502,7 @@ class Simulator:
         count = 0
         while True:
             # the next event: the earliest (time, number) of the heap's top and the active lanes' heads
-            first: FifoLane | None = None
+            first: RingLane | None = None
             if heap:
                 top = heap[0]
                 t = top.t
@@ -398,7 +524,7 @@ class Simulator:
                     self.now = horizon          # never back (a lane's order assumes it)
                 self.events_run += count
                 return
-            event, item = (self._pop_heap() if first is None else first.take()).empty()
+            event, item = self._pop_heap().empty() if first is None else first.take_event()
             self.now = t
             event.fire(item)
             count += 1

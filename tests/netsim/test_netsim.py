@@ -9,7 +9,7 @@ from simulation import Flow, Simulation, leaf_spine_config, leaf_spine_fabric, r
 from wire import constants
 from wire.packets import DataPacket, Probe
 from netsim import SimLink as Link, SimSwitch as Switch, Simulator
-from netsim.sim import MAX_LANES, Call, FifoLane, HeapLane
+from netsim.sim import MAX_LANES, Call, EventLane, FifoLane, HeapLane
 from netsim.switch import PortConfig, usid_shift
 from topologies.addressing import node_address, usid_path_address
 from wire.packets import wire_size
@@ -190,6 +190,18 @@ def test_the_lanes_and_the_heap_run_events_in_time_then_scheduling_order():
     assert len(ran) > 3000 and ran == expected and sim.events_run == len(expected)
     kinds = [type(sim.lane(k / 8)) for k in range(MAX_LANES + 4)]     # past MAX_LANES: on the heap
     assert set(kinds) == {FifoLane, HeapLane} and kinds.count(FifoLane) == MAX_LANES
+
+
+def test_event_lanes_count_with_the_lanes_and_take_only_timed_events():
+    """A lane of TimedEvents (a link's end of serialisation waits in one) is a lane of its own while
+    fewer than MAX_LANES were made, counted with the item lanes; past that its events wait in the
+    heap. It takes a TimedEvent without an item, nothing else."""
+    sim = Simulator()
+    half = MAX_LANES // 2
+    kinds = [type(sim.event_lane(k / 8)) for k in range(half)] + [type(sim.lane(k / 8)) for k in range(MAX_LANES)]
+    assert (kinds.count(EventLane), kinds.count(FifoLane), kinds.count(HeapLane)) == (half, MAX_LANES - half, half)
+    with pytest.raises(TypeError, match="TimedEvent"):
+        sim.event_lane(0.0).schedule(Call(print, ()))
 
 
 def test_link_serialises_then_propagates_and_serves_high_priority_first():
