@@ -16,19 +16,7 @@ _LOW: Final = constants.PRIORITY_LOW
 _NO_WAKE_UP: Final = float("-inf")      # the wake-up time of a host that wants none (a float, compared natively)
 
 
-class _WakeUp(Event):
-    """A host's wake-up: it serves its endpoint if this is still the wake-up it wants."""
-
-    __slots__ = ("host",)
-
-    def __init__(self, host: "SimHost") -> None:
-        self.host = host
-
-    def fire(self, item: Any) -> None:
-        self.host._wake()
-
-
-class SimHost:
+class SimHost(Event):
     """Feeds arriving packets to its endpoint and transmits what `poll` returns.
 
     `nics[i]` is the egress link of NIC i (one per plane; `plug` plugs one in). The host wakes itself at the
@@ -38,8 +26,6 @@ class SimHost:
     endpoint for whoever drains them. While the host is paused (`pause`) it neither polls nor
     takes packets: they wait and are handed over, in order, when the pause ends.
     """
-
-    __deletable__ = ("_wake_up",)                  # by `close` (mypyc lets only it be deleted)
 
     def __init__(self, sim: Simulator, name: str, index: int) -> None:
         self.sim = sim
@@ -53,8 +39,7 @@ class SimHost:
         # SansIOEndpoint's natively after a type check, anything else as Python does
         self.endpoint: SansIOEndpoint | SansIOTransport | None = None
         self.on_event: Any = None
-        self._wake_at = _NO_WAKE_UP             # the wake-up it wants (scheduled), or _NO_WAKE_UP
-        self._wake_up = _WakeUp(self)           # scheduled at every wake-up it asks for
+        self._wake_at = _NO_WAKE_UP             # the wake-up it wants (scheduled: the host is its event), or _NO_WAKE_UP
         self.closed = False                     # by `close`
         self._pauses: list[tuple[float, float]] = []      # (start, end) of the pauses not over yet
         self._held: list = []                   # packets held by pauses, in arrival order
@@ -81,16 +66,14 @@ class SimHost:
         self.service()
 
     def close(self) -> None:
-        """End the host, its network closing (`Network.close`): it lets go of its endpoint, of the
-        application's handler (which may refer to the network) and of its wake-up, which refers
-        back to it, so that reference counting frees it. It serves nothing after; closing it again
-        does nothing."""
+        """End the host, its network closing (`Network.close`): it lets go of its endpoint and of
+        the application's handler (which may refer to the network), so that reference counting
+        frees it. It serves nothing after; closing it again does nothing."""
         if self.closed:
             return
         self.closed = True
         self.endpoint = None
         self.on_event = None
-        del self._wake_up
 
     def pause(self, start: float, end: float) -> list:
         """From `start` to `end` the host's process does not run (a descheduled agent): what arrives
@@ -166,13 +149,18 @@ class SimHost:
         wake_at = self._wake_at
         if t < wake_at or wake_at <= now:       # sooner than the one it wants, or that one is past
             self._wake_at = t
-            self.sim.schedule(t, self._wake_up)             # sim.at without its check: t is past now
+            self.sim.schedule(t, self)              # its wake-up (`fire`); sim.at without its check: t is past now
 
     @staticmethod
     def _hand_over(drained: list, handle: Any) -> None:
         """Hand the endpoint's events to the application (`service` calls it only when there are some)."""
         for event in drained:
             handle(event)
+
+    def fire(self, item: Any) -> None:
+        """The simulator's call at a wake-up the host asked for (the host is the event of its
+        wake-ups: no object of their own): it serves its endpoint if this is still the wake-up it wants."""
+        self._wake()
 
     def _wake(self) -> None:
         if self._wake_at != self.sim.now:       # a later service asked for another time

@@ -8,7 +8,7 @@ from mypy_extensions import i64
 
 from wire import constants
 from wire.packets import DataPacket, wire_size
-from netsim.sim import Event, Lane, Simulator, TimedEvent
+from netsim.sim import Lane, Simulator, TimedEvent
 
 if TYPE_CHECKING:                       # types only: the switch and the host import this module
     from netsim.host import SimHost
@@ -34,33 +34,6 @@ class _Unconnected:
 
 
 _UNCONNECTED: Final = _Unconnected()
-
-
-class _LastBitOut(TimedEvent):
-    """A link's packet on the wire has been serialised (one such event is due at a time: it waits in
-    the lane of its serialisation delay itself, `Simulator.event_lane`)."""
-
-    __slots__ = ("link",)
-
-    def __init__(self, link: "SimLink") -> None:
-        super().__init__()
-        self.link = link
-
-    def fire(self, item: Any) -> None:
-        self.link._done()
-
-
-class _Arrival(Event):
-    """A packet propagating on a link reaches its far end: the packet is the item it was scheduled
-    with, held where the event waits (the propagation delay's lane), not in a queue of the link."""
-
-    __slots__ = ("link",)
-
-    def __init__(self, link: "SimLink") -> None:
-        self.link = link
-
-    def fire(self, item: Any) -> None:
-        self.link._arrive(item)
 
 
 class Fifo:
@@ -123,7 +96,7 @@ class Fifo:
         return grown
 
 
-class SimLink:
+class SimLink(TimedEvent):
     """Carries packets from an egress port to `(node, port)` at `rate_bps` after `delay` seconds.
 
     Two strict-priority queues (HIGH served first); the LOW queue holds at most `depth`
@@ -136,15 +109,19 @@ class SimLink:
     # The fields in the order the compiled object lays them out (that of the first assignments
     # below), grouped by the verb that reads them per packet, so that each touches few cache lines:
     # `_arrive` the first line, `_done` the next, `send` and `_serialise` the one after; the rest last.
+    # The link is also the event of its own that the simulator fires (a `TimedEvent`, its time and
+    # number the first fields): with the item it was scheduled with, a packet reaching the far end
+    # (`_arrive`); without one, the end of a packet's serialisation (`_done`, one at a time, waiting
+    # in its delay's `Simulator.event_lane`). No event object of its own to read per event.
     __slots__ = ("busy", "up", "trace_data", "closed",
                  "_on_cable", "_doomed", "_node", "_dest_port",
-                 "_epoch", "_wire_epoch", "_wire_size", "_wire_pkt", "tx", "tx_bytes", "_propagation", "_arrival",
+                 "_epoch", "_wire_epoch", "_wire_size", "_wire_pkt", "tx", "tx_bytes", "_propagation",
                  "queues", "offered", "data_offered", "depth", "high_depth", "peak_queue", "rate_bps",
-                 "_tx_delay", "_tx_lane", "_last_bit_out", "_tx_delay2", "_tx_lane2",
+                 "_tx_delay", "_tx_lane", "_tx_delay2", "_tx_lane2",
                  "sim", "name", "_delay", "data_offered_at", "dropped_down", "dropped_queue")
-    __deletable__ = ("_last_bit_out", "_arrival")     # by `close` (mypyc lets only these be deleted)
 
     def __init__(self, sim: Simulator, name: str, rate_bps: float, delay: float, depth: int, high_depth: int | None = None):
+        super().__init__()
         self.busy = False
         self.up = True
         self.trace_data = False
@@ -163,7 +140,6 @@ class SimLink:
         self.tx: i64 = 0                        # _COUNTERS, one by one (a compiled class declares them so)
         self.tx_bytes: i64 = 0
         self._propagation: Lane = sim.lane(delay)   # where the arrivals wait (one delay for all)
-        self._arrival = _Arrival(self)          # the events of this link, scheduled again and again
         # indexed by priority (LOW 0, HIGH 1); typed as a tuple of any length: the compiled build keeps
         # a fixed-length tuple unboxed and would make a new tuple object at every read of it
         self.queues: tuple[Fifo, ...] = (Fifo(), Fifo())
@@ -178,7 +154,6 @@ class SimLink:
         # -1.0 is no delay yet (no delay is negative), its lane a placeholder never used
         self._tx_delay = -1.0
         self._tx_lane = self._propagation
-        self._last_bit_out = _LastBitOut(self)
         self._tx_delay2 = -1.0
         self._tx_lane2 = self._propagation
         self.sim = sim
@@ -210,14 +185,12 @@ class SimLink:
 
     def close(self) -> None:
         """End the link, its network closing (`Network.close`): it lets go of the node at its far
-        end and of its two events, which refer back to it, so that reference counting frees it. It
-        carries nothing after; closing it again does nothing."""
+        end, so that reference counting frees it. It carries nothing after; closing it again does
+        nothing."""
         if self.closed:
             return
         self.closed = True
         self._node = _UNCONNECTED
-        del self._last_bit_out
-        del self._arrival
 
     @property
     def low_depth_now(self) -> int:
@@ -285,7 +258,7 @@ class SimLink:
             self._tx_lane2 = self._tx_lane
             self._tx_delay = delay
             self._tx_lane = lane
-        lane.schedule(self._last_bit_out)
+        lane.schedule(self)
 
     def _done(self) -> None:
         """The last bit left: the packet propagates, the next one starts."""
@@ -293,7 +266,7 @@ class SimLink:
             self.tx += 1
             self.tx_bytes += self._wire_size
             self._on_cable += 1
-            self._propagation.schedule(self._arrival, self._wire_pkt)
+            self._propagation.schedule(self, self._wire_pkt)
         else:
             self.dropped_down += 1
         queues = self.queues                     # the next packet, HIGH first, goes on the wire
@@ -306,6 +279,14 @@ class SimLink:
             self._wire_pkt = None
             return
         self._serialise(pkt)
+
+    def fire(self, item: Any) -> None:
+        """The simulator's call at one of the link's events: `item` a packet reaching the far end,
+        or None at the end of a packet's serialisation."""
+        if item is None:
+            self._done()
+        else:
+            self._arrive(item)
 
     def _arrive(self, pkt: Any) -> None:
         """`pkt`, the oldest packet on the cable, reaches the far end (lost if the link went down

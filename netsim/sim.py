@@ -64,10 +64,11 @@ class NoCollections:
 
 class Event:
     """Something due at a time: `fire(item)` runs it, given the item it was scheduled with (None
-    when none: `Simulator.schedule`, `Lane.schedule`). The simulator's own hot parts (links, hosts)
-    keep one of these per kind of event and schedule it again and again: no callback, arguments or
-    allocation per event (a link's arrival carries its packet as the item, held by the simulator
-    where the event waits), and a compiled build calls `fire` natively."""
+    when none: `Simulator.schedule`, `Lane.schedule`). The simulator's own hot parts schedule the
+    same events again and again (a host keeps one for its wake-ups; a link is itself the event of
+    its serialisations and arrivals, `netsim.link.SimLink`): no callback, arguments or allocation
+    per event (a link's arrival carries its packet as the item, held by the simulator where the
+    event waits), and a compiled build calls `fire` natively."""
 
     __slots__ = ()
 
