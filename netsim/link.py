@@ -116,7 +116,8 @@ class SimLink(TimedEvent):
     __slots__ = ("busy", "up", "trace_data", "closed",
                  "_on_cable", "_doomed", "_node", "_dest_port",
                  "_epoch", "_wire_epoch", "_wire_size", "_wire_pkt", "tx", "tx_bytes", "_propagation",
-                 "queues", "offered", "data_offered", "depth", "high_depth", "peak_queue", "rate_bps",
+                 "queues", "low_queued", "high_queued", "offered", "data_offered", "depth", "high_depth",
+                 "peak_queue", "rate_bps",
                  "_tx_delay", "_tx_lane", "_tx_delay2", "_tx_lane2",
                  "sim", "name", "_delay", "data_offered_at", "dropped_down", "dropped_queue")
 
@@ -143,6 +144,10 @@ class SimLink(TimedEvent):
         # indexed by priority (LOW 0, HIGH 1); typed as a tuple of any length: the compiled build keeps
         # a fixed-length tuple unboxed and would make a new tuple object at every read of it
         self.queues: tuple[Fifo, ...] = (Fifo(), Fifo())
+        # their lengths, kept here: read per packet (a switch's trim and ECN marking, the next packet
+        # to serialise) without reading the queues' objects, which an idle link's packets never touch
+        self.low_queued: i64 = 0
+        self.high_queued: i64 = 0
         self.offered: i64 = 0
         self.data_offered: i64 = 0
         self.depth: i64 = depth
@@ -195,7 +200,7 @@ class SimLink(TimedEvent):
     @property
     def low_depth_now(self) -> int:
         """Packets waiting in the LOW queue."""
-        return len(self.queues[_LOW])
+        return self.low_queued
 
     def set_up(self, up: bool) -> None:
         """Bring the link up or down (down: queued and in-flight packets are lost)."""
@@ -208,6 +213,8 @@ class SimLink(TimedEvent):
             for q in self.queues:
                 self.dropped_down += len(q)
                 q.clear()
+            self.low_queued = 0
+            self.high_queued = 0
 
     def send(self, pkt, priority: int) -> bool:
         """Offer a packet to the egress queue; return False when it is dropped."""
@@ -232,7 +239,11 @@ class SimLink(TimedEvent):
             self.dropped_queue += 1
             return False
         q.push(pkt)
-        queued = len(queues[0]) + len(queues[1])
+        if priority == _HIGH:
+            self.high_queued += 1
+        else:
+            self.low_queued += 1
+        queued = self.low_queued + self.high_queued
         if queued > self.peak_queue:
             self.peak_queue = queued
         return True
@@ -269,11 +280,12 @@ class SimLink(TimedEvent):
             self._propagation.schedule(self, self._wire_pkt)
         else:
             self.dropped_down += 1
-        queues = self.queues                     # the next packet, HIGH first, goes on the wire
-        if len(queues[_HIGH]):
-            pkt = queues[_HIGH].pop()
-        elif len(queues[_LOW]):
-            pkt = queues[_LOW].pop()
+        if self.high_queued:                     # the next packet, HIGH first, goes on the wire
+            self.high_queued -= 1
+            pkt = self.queues[_HIGH].pop()
+        elif self.low_queued:
+            self.low_queued -= 1
+            pkt = self.queues[_LOW].pop()
         else:
             self.busy = False
             self._wire_pkt = None

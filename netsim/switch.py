@@ -376,7 +376,7 @@ class SimSwitch:
             return _HIGH
         if cfg is None:
             return _LOW
-        queued = len(link.queues[_LOW])                 # link.low_depth_now, without the call
+        queued: int = link.low_queued                   # link.low_depth_now, without the call
         if pkt.dscp in _TRIMMABLE_DSCP and not pkt.flags & _TRIMMED and queued >= cfg.trim_threshold:
             pkt.payload = b""
             pkt.flags |= constants.MRCH_FLAG_TRIMMED
