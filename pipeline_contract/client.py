@@ -72,10 +72,10 @@ def _signals_held():
         return
     held: list[int] = []
     previous = {}
-    for signum in HELD_SIGNALS:
-        if signal.getsignal(signum) is not None:      # None: a handler Python cannot restore
-            previous[signum] = signal.signal(signum, lambda number, _frame: held.append(number))
-    try:
+    try:                # a signal between two of these still finds the handlers set so far restored
+        for signum in HELD_SIGNALS:
+            if signal.getsignal(signum) is not None:      # None: a handler Python cannot restore
+                previous[signum] = signal.signal(signum, lambda number, _frame: held.append(number))
         yield
     finally:
         for signum, handler in previous.items():
