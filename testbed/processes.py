@@ -1,4 +1,4 @@
-"""Ending a process the testbed started: one rule for every caller."""
+"""Ending a process the testbed started, and a command being ended: one rule for every caller."""
 from __future__ import annotations
 
 import os
@@ -47,6 +47,73 @@ class HeldInterruptions:
         for signum, handler in self._saved.items():
             signal.signal(signum, handler)
         self._saved = {}
+
+
+class SignalsReachMainThread:
+    """A `with` block (in the main thread) in which a signal's Python handler always gets to run,
+    however the main thread is blocked.
+
+    CPython notes a signal in its C handler and runs the Python handler in the main thread between
+    two bytecodes, or when a blocking system call of the main thread returns with EINTR. A signal
+    noted just before the main thread enters such a call (`input()` in the CLI, `signal.pause()`),
+    or handled by another thread, interrupts nothing: the handler waits until the call returns,
+    which for a CLI waiting for its user is never (`mrc-testbed up` ignored a SIGTERM that way).
+
+    Every signal with a Python handler writes its number to the wake-up fd (`signal.set_wakeup_fd`);
+    a watcher thread reads it and sends the main thread NUDGE (SIGURG, whose handler does nothing)
+    until that handler has run there. A system call interrupted by it returns EINTR, and the pending
+    handlers run in signal-number order before NUDGE's, so the first nudge that reaches Python is
+    the last one needed. Outside the main thread the block does nothing.
+    """
+
+    NUDGE = signal.SIGURG            # ignored by default: a nudge left pending after the block is harmless
+    NUDGE_S = 0.05                   # the interval between nudges until one has reached Python
+    _STOP = b"\0"                    # no signal has the number 0
+
+    def __init__(self) -> None:
+        self._active = False
+        self._reached = threading.Event()
+
+    def __enter__(self) -> "SignalsReachMainThread":
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._write_fd, False)
+        self._saved_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        self._saved_nudge = signal.signal(self.NUDGE, self._nudged)
+        self._main = threading.main_thread().ident
+        self._watcher = threading.Thread(target=self._watch, name="signal-nudge", daemon=True)
+        self._watcher.start()
+        self._active = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._active:
+            return
+        self._active = False
+        signal.set_wakeup_fd(self._saved_fd)
+        signal.signal(self.NUDGE, self._saved_nudge)
+        self._reached.set()
+        os.write(self._write_fd, self._STOP)
+        self._watcher.join()
+        os.close(self._read_fd)
+        os.close(self._write_fd)
+
+    def _nudged(self, signum, frame) -> None:
+        self._reached.set()
+
+    def _watch(self) -> None:
+        while True:
+            numbers = os.read(self._read_fd, 64)
+            if self._STOP in numbers or not numbers:
+                return
+            if all(number == self.NUDGE for number in numbers):
+                continue
+            self._reached.clear()
+            while True:              # until a nudge's handler ran: the pending handlers ran before it
+                signal.pthread_kill(self._main, self.NUDGE)
+                if self._reached.wait(self.NUDGE_S):
+                    break
 
 
 def stop_process(proc: subprocess.Popen | None, grace: float = DEFAULT_GRACE_S) -> int | None:

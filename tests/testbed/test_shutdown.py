@@ -12,6 +12,7 @@ bring-up of `up`; here: SIGKILL of a running experiment.) Mininet: root and mnex
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import queue
@@ -91,10 +92,11 @@ class RunningCommand:
 
     def __post_init__(self) -> None:
         self._queue: queue.Queue = queue.Queue()
+        # PYTHONFAULTHANDLER: a command that hangs prints every thread's stack on SIGABRT (`dump_stacks`)
         self.proc = subprocess.Popen([sys.executable, "-m", "cli", *self.argv], cwd=str(self.cwd),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      stdin=subprocess.PIPE if self.interactive else subprocess.DEVNULL,
-                                     start_new_session=True)
+                                     start_new_session=True, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -125,6 +127,11 @@ class RunningCommand:
         status = self.proc.wait(timeout)
         if self.proc.stdin:
             self.proc.stdin.close()
+        self._drain()
+        return status
+
+    def _drain(self) -> None:
+        """Read what is left of the output of a command that has ended."""
         while True:
             try:
                 line = self._queue.get(timeout=5)
@@ -133,10 +140,22 @@ class RunningCommand:
             if line is None:
                 break
             self.lines.append(line)
-        return status
 
-    def output(self) -> str:
-        return "\n".join(self.lines[-40:])
+    def output(self, last: int = 40) -> str:
+        return "\n".join(self.lines[-last:])
+
+    def dump_stacks(self) -> str:
+        """A command that does not stop: every thread's stack (faulthandler, on SIGABRT) and all it
+        printed after the lines read so far; the command is killed."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGABRT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill_all()
+        self._drain()
+        return self.output(200)
 
     def run_state(self) -> RunState | None:
         """The state file of the run this command owns (its registry), once it exists."""
@@ -184,9 +203,27 @@ def _cmdline(proc: Path) -> bytes:
         return b""
 
 
+def wait_for_stdin_read(pid: int, timeout: float = STAGE_TIMEOUT) -> None:
+    """Until the main thread of `pid` is blocked in a system call on its standard input (the CLI
+    waiting for a line): what it is in, from /proc, polled every 10 ms."""
+    deadline = time.monotonic() + timeout
+    syscall = Path(f"/proc/{pid}/task/{pid}/syscall")
+    while time.monotonic() < deadline:
+        fields = syscall.read_text().split()
+        if len(fields) > 1 and fields[0] not in ("running", "-1") and fields[1] == "0x0":
+            return
+        threading.Event().wait(0.01)
+    pytest.fail(f"the main thread of {pid} never waited on its standard input ({syscall}: {fields})")
+
+
 def interrupt(cmd: RunningCommand, how: str) -> None:
     if how == "ctrl-c":                       # a terminal's Ctrl-C: the whole foreground group
         os.killpg(cmd.proc.pid, signal.SIGINT)
+    elif how == "sigterm-thread":             # a SIGTERM that a thread other than the main one takes
+        wait_for_stdin_read(cmd.proc.pid)
+        other = min(int(t) for t in os.listdir(f"/proc/{cmd.proc.pid}/task") if int(t) != cmd.proc.pid)
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.tgkill(cmd.proc.pid, other, signal.SIGTERM) == 0, os.strerror(ctypes.get_errno())
     else:
         cmd.proc.send_signal(signal.SIGTERM)
 
@@ -195,8 +232,8 @@ def stopped_in_time(cmd: RunningCommand) -> int:
     try:
         return cmd.finish(90)
     except subprocess.TimeoutExpired:
-        cmd.kill_all()
-        pytest.fail("the command did not stop within 90 s of the signal:\n" + cmd.output())
+        pytest.fail("the command did not stop within 90 s of the signal; its output and stacks:\n"
+                    + cmd.dump_stacks())
 
 
 def _cleanup(cmd: RunningCommand, state: RunState | None) -> None:
@@ -215,8 +252,12 @@ UP_STAGES = {
 }
 
 
+# sigterm-thread: the main thread, waiting in the CLI for a line, sees the signal only through
+# testbed.processes.SignalsReachMainThread (before it, the command waited for its user; so did one
+# that a SIGTERM reached just before it began to wait, as once on CI)
 @pytest.mark.parametrize("how, stage", [("ctrl-c", "bring-up"), ("sigterm", "programming"),
-                                        ("sigterm", "running"), ("sigterm", "cli")])
+                                        ("sigterm", "running"), ("sigterm", "cli"),
+                                        ("sigterm-thread", "cli")])
 def test_up_interrupted_leaves_nothing(how, stage, tmp_path):
     before = Snapshot.take()
     run_dir = tmp_path / "up"
