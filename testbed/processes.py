@@ -73,6 +73,7 @@ class SignalsReachMainThread:
     def __init__(self) -> None:
         self._active = False
         self._reached = threading.Event()
+        self._closing = threading.Event()
 
     def __enter__(self) -> "SignalsReachMainThread":
         if threading.current_thread() is not threading.main_thread():
@@ -91,9 +92,9 @@ class SignalsReachMainThread:
         if not self._active:
             return
         self._active = False
+        self._closing.set()          # before NUDGE's handler goes: a nudge now would never be answered
         signal.set_wakeup_fd(self._saved_fd)
         signal.signal(self.NUDGE, self._saved_nudge)
-        self._reached.set()
         os.write(self._write_fd, self._STOP)
         self._watcher.join()
         os.close(self._read_fd)
@@ -110,7 +111,7 @@ class SignalsReachMainThread:
             if all(number == self.NUDGE for number in numbers):
                 continue
             self._reached.clear()
-            while True:              # until a nudge's handler ran: the pending handlers ran before it
+            while not self._closing.is_set():    # until a nudge's handler ran: the pending ones ran before it
                 signal.pthread_kill(self._main, self.NUDGE)
                 if self._reached.wait(self.NUDGE_S):
                     break

@@ -5,11 +5,12 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from testbed.processes import descendants
+from testbed.processes import SignalsReachMainThread, descendants
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -84,3 +85,22 @@ def test_without_it_the_read_goes_on_after_the_sigterm():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_block_puts_back_the_wake_up_fd_and_the_nudge_handler_and_ends_its_watcher():
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda number, _frame: seen.append(number))
+    wakeup_fd = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(wakeup_fd)
+    nudge_handler = signal.getsignal(SignalsReachMainThread.NUDGE)
+    threads = threading.active_count()
+    try:
+        for _ in range(3):            # a signal in the block is nudged to its handler; the exit waits for nothing
+            with SignalsReachMainThread():
+                signal.raise_signal(signal.SIGUSR1)
+        assert seen == [signal.SIGUSR1] * 3
+        assert signal.set_wakeup_fd(wakeup_fd) == wakeup_fd
+        assert signal.getsignal(SignalsReachMainThread.NUDGE) == nudge_handler
+        assert threading.active_count() == threads
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
