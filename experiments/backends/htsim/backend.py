@@ -84,7 +84,7 @@ class HtsimRun:
         switches = [f"{name}={value}" for name, value in self.inputs.env.items()]
         (self.folder / "command.txt").write_text(" ".join(switches + argv) + "\n")
         env = {**os.environ, **self.inputs.env} if self.inputs.env else None
-        began, cpu_before = time.monotonic(), _children_cpu()
+        began, cpu_before = time.monotonic(), children_cpu_s()
         try:
             done = subprocess.run(argv, cwd=self.folder, capture_output=True, text=True, timeout=timeout_s,
                                   check=False, env=env)
@@ -92,7 +92,7 @@ class HtsimRun:
             raise HtsimFailed(f"{self.binary} ran longer than {timeout_s:g} s: {' '.join(argv)}") from error
         except OSError as error:
             raise HtsimFailed(f"{self.binary} could not start: {error}") from error
-        self.wall_s, self.cpu_s = time.monotonic() - began, _children_cpu() - cpu_before
+        self.wall_s, self.cpu_s = time.monotonic() - began, children_cpu_s() - cpu_before
         self.stdout = done.stdout
         (self.folder / "htsim.out").write_text(done.stdout)
         if done.returncode != 0:
@@ -189,7 +189,7 @@ class HtsimBackend:
         return record
 
 
-def _children_cpu() -> float:
+def children_cpu_s() -> float:
     """CPU seconds (user + system) of this process's finished children so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
