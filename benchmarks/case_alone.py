@@ -10,7 +10,8 @@ fat-tree k=16's peak memory in `bench_netsim`, a case beside htsim_uec in `netsi
   not counted), `setup_cpu_s` the CPU to its first sample (`SetupClock`);
 - `packets` (simulated), `completed`, `completion_s`, `build` (the speedups build it ran on);
 - `peak_rss_bytes`: the child's peak resident memory, which is the case's;
-- `imports_wall_s`: the child's start-up and imports (reading the case imports what it is made of);
+- `imports_wall_s`: the child's imports, from its `main()` on (reading the case imports what it is
+  made of; then the backend); the interpreter's own start is in the process's time below;
 - `process_wall_s`, `process_cpu_s`: the whole child, from its start to its exit, as htsim_uec's
   process is timed.
 
@@ -50,7 +51,7 @@ class SetupClock:
 
 def run_alone(case) -> dict:
     """Run `case` (an experiments.scenario case) in a fresh process; what it measured (above)."""
-    from experiments.backends.htsim.backend import children_cpu_s
+    from experiments.conditions import children_cpu_s
     began, cpu_before = time.monotonic(), children_cpu_s()
     done = subprocess.run([sys.executable, "-m", "benchmarks.case_alone"], cwd=ROOT, input=pickle.dumps(case),
                           stdout=subprocess.PIPE)

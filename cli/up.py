@@ -288,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"logs in {run_dir}", flush=True)
         if args.no_cli:
             print("network up; Ctrl-C or SIGTERM to stop", flush=True)
-            while True:                  # until Ctrl-C or SIGTERM (cli.main) unwinds: tear down, exit 143
+            while True:                  # until Ctrl-C (exit 0) or SIGTERM (cli.main's handler, exit 143)
                 signal.pause()
         else:
             TestbedCLI(testbed, monitor)

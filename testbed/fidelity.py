@@ -286,7 +286,8 @@ class Verdict:
         against the wake-up limit, and the latest single one against a fault's limit. An agent
         that got no CPU for that long stalled its connections once, as a late fault shifts a run
         (under CPU load one wake-up came 12-156 ms late while the p99 stayed within its limit).
-        One reason for the single late ones, naming the latest."""
+        One reason for the single late ones, naming the latest. The agent measures its wake-ups
+        while its workload runs (not in its linger after it)."""
         self.measured["wakeups"] = dict(lateness)
         judged = set()
         for name, summary in sorted(lateness.items()):
@@ -301,9 +302,9 @@ class Verdict:
                 if name not in judged and summary.get("max_ms", 0.0) / 1e3 > self.limits.fault_late_s}
         if once:
             name = max(once, key=lambda n: (once[n], n))
-            self.reasons.append(f"{name}: a timer wake-up came {_seconds(once[name])} late ({len(once)} of "
-                                f"{len(lateness)} agents had one later than {self.limits.fault_late_s * 1e3:.3g} ms; "
-                                f"their p99 within its limit)")
+            self.reasons.append(f"{name}: a timer wake-up came {_seconds(once[name])} late ({len(once)} of the "
+                                f"{len(lateness) - len(judged)} agents whose p99 was within its limit had one later "
+                                f"than {self.limits.fault_late_s * 1e3:.3g} ms)")
 
     def add_fault_lateness(self, late: list[tuple[str, str, float]]) -> None:
         """Judge how long after it was due each fault took effect ((what, target, seconds) each):

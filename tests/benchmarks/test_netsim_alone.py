@@ -10,7 +10,7 @@ from benchmarks import netsim_vs_htsim as bench
 
 def alone_run(wall: float, cpu: float, process_wall: float, process_cpu: float, imports: float) -> dict:
     return {"wall_s": wall, "cpu_s": cpu, "process_wall_s": process_wall, "process_cpu_s": process_cpu,
-            "imports_wall_s": imports, "start_cpu_s": imports, "completed": True}
+            "imports_wall_s": imports, "completed": True}
 
 
 def test_the_line_rates_the_case_and_prints_the_whole_process_beside_it():

@@ -13,10 +13,13 @@ bring-up of `up`; here: SIGKILL of a running experiment.) Mininet: root and mnex
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
+import platform
 import queue
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -148,6 +151,7 @@ class RunningCommand:
         """A command that does not stop: every thread's stack (faulthandler, on SIGABRT) and all it
         printed after the lines read so far; the command is killed."""
         if self.proc.poll() is None:
+            resource.prlimit(self.proc.pid, resource.RLIMIT_CORE, (0, 0))     # no core file in the checkout
             self.proc.send_signal(signal.SIGABRT)
             try:
                 self.proc.wait(10)
@@ -203,27 +207,47 @@ def _cmdline(proc: Path) -> bytes:
         return b""
 
 
-def wait_for_stdin_read(pid: int, timeout: float = STAGE_TIMEOUT) -> None:
-    """Until the main thread of `pid` is blocked in a system call on its standard input (the CLI
-    waiting for a line): what it is in, from /proc, polled every 10 ms."""
+READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}.get(platform.machine())   # read(2)'s number, where known
+
+
+def wait_for_stdin_read(cmd: RunningCommand, timeout: float = STAGE_TIMEOUT) -> None:
+    """Until the command's main thread is blocked reading its standard input (the CLI waiting for a
+    line): the system call it is in, from /proc (read, where its number is known here, with fd 0 as
+    its first argument), polled every 10 ms."""
+    pid = cmd.proc.pid
     deadline = time.monotonic() + timeout
     syscall = Path(f"/proc/{pid}/task/{pid}/syscall")
+    fields: list[str] = []
     while time.monotonic() < deadline:
-        fields = syscall.read_text().split()
-        if len(fields) > 1 and fields[0] not in ("running", "-1") and fields[1] == "0x0":
+        try:
+            fields = syscall.read_text().split()
+        except OSError:
+            pytest.fail(f"the command ended before its CLI waited for a line:\n{cmd.output()}")
+        if len(fields) > 1 and fields[1] == "0x0" and fields[0] == (READ_SYSCALL or fields[0]) \
+                and fields[0] not in ("running", "-1"):
             return
         threading.Event().wait(0.01)
     pytest.fail(f"the main thread of {pid} never waited on its standard input ({syscall}: {fields})")
+
+
+def signal_another_thread(pid: int, signum: int) -> None:
+    """`signum` to a thread of `pid` other than its main one (tgkill; a thread gone meanwhile is
+    passed over)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid):
+        if libc.tgkill(pid, tid, signum) == 0:
+            return
+        if ctypes.get_errno() != errno.ESRCH:
+            raise OSError(ctypes.get_errno(), f"tgkill {pid} {tid}: {os.strerror(ctypes.get_errno())}")
+    pytest.fail(f"{pid} has no thread but its main one to signal")
 
 
 def interrupt(cmd: RunningCommand, how: str) -> None:
     if how == "ctrl-c":                       # a terminal's Ctrl-C: the whole foreground group
         os.killpg(cmd.proc.pid, signal.SIGINT)
     elif how == "sigterm-thread":             # a SIGTERM that a thread other than the main one takes
-        wait_for_stdin_read(cmd.proc.pid)
-        other = min(int(t) for t in os.listdir(f"/proc/{cmd.proc.pid}/task") if int(t) != cmd.proc.pid)
-        libc = ctypes.CDLL(None, use_errno=True)
-        assert libc.tgkill(cmd.proc.pid, other, signal.SIGTERM) == 0, os.strerror(ctypes.get_errno())
+        wait_for_stdin_read(cmd)
+        signal_another_thread(cmd.proc.pid, signal.SIGTERM)
     else:
         cmd.proc.send_signal(signal.SIGTERM)
 

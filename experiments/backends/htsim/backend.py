@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import shutil
 import subprocess
 import tempfile
@@ -24,6 +23,7 @@ from typing import Callable, Optional
 
 from experiments.backends.htsim.inputs import DEFAULT_BALANCER, HtsimInputs, PacketSizes, export_case
 from experiments.backends.htsim.output import HtsimOutputError, HtsimResult, parse_output
+from experiments.conditions import children_cpu_s
 from experiments.record import CaseRecord, FaultEvent, FaultPlan, FlowRecord
 from experiments.scenario import Case
 
@@ -187,12 +187,6 @@ class HtsimBackend:
         record.notes.append(f"htsim: load balancer {self.balancer}; htsim_uec reports completions only, so "
                             "goodput, recovery and gap figures of this case are not measured")
         return record
-
-
-def children_cpu_s() -> float:
-    """CPU seconds (user + system) of this process's finished children so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _slug(text: str) -> str:
