@@ -33,7 +33,7 @@ are netsim's own forwarding speed (links, queues, switches, event loop).
 Issue 29's cases, timed per case as uet-htsim's are (benchmarks/netsim_vs_htsim.py: the permutation
 of experiments/datacenter.yaml and a fat-tree k=8 permutation of 1 MB flows), then set beside
 htsim_uec's time on the same flows (run where it is built, its recorded figures elsewhere), and again
-each as the only case of a fresh process, as htsim_uec runs each (`netsim_vs_htsim.run_alone`: here
+each as the only case of a fresh process, as htsim_uec runs each (`benchmarks.case_alone`: here
 they run after the other cases, in the memory those freed, slower for the same instructions); that
 line gives the case's own time and its whole process's, start to exit. `--fat-tree-k16` adds the permutation of 1 MiB flows
 on fattree:16 (1,024 hosts) in a child process of its own: wall and CPU time, simulated packets
@@ -55,6 +55,7 @@ import time
 from pathlib import Path
 
 import speedups
+from benchmarks.case_alone import SetupClock
 from benchmarks.figures import Measurement
 from experiments.conditions import Measuring
 
@@ -67,24 +68,6 @@ FAT_TREE = {"name": "bench-netsim-fattree8", "seed": 1, "horizon_s": 4.0, "sampl
             "topology": "fattree:8", "link": {"rate_bps": 100_000_000},
             "workload": {"kind": "allreduce", "bytes": 131072, "chunk_bytes": 65536},
             "transports": [{"name": "MRC", "mode": "mrc"}]}
-
-
-class SetupClock:
-    """A case's `progress` callback that notes the CPU time of its first sample, at simulated time 0:
-    the set-up (topology, programs, network, endpoints, connections, payload) and the workload's
-    start (every host's first poll, the first packets sent). `seconds` is None when the case ended
-    before that sample (its first progress report was the end)."""
-
-    def __init__(self) -> None:
-        self.started = time.process_time()
-        self.seconds: float | None = None
-        self._reported = False
-
-    def __call__(self, share: float) -> None:
-        if not self._reported:
-            self._reported = True
-            if share < 1.0:
-                self.seconds = time.process_time() - self.started
 
 
 def time_case(case, repeat: int) -> dict:
@@ -209,9 +192,9 @@ def pure_permutation(repeat: int) -> dict:
 
 
 def export_revision(rev: str, into: Path) -> None:
-    """The files of git revision `rev` of this checkout in `into`, with this benchmark, the record of
-    its conditions (`experiments.conditions`) and the `speedups` package of now beside them (what the
-    child process imports)."""
+    """The files of git revision `rev` of this checkout in `into`, with this benchmark (and
+    `benchmarks.case_alone`, which it imports), the record of its conditions (`experiments.conditions`)
+    and the `speedups` package of now beside them (what the child process imports)."""
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", "--end-of-options",
                              f"{rev}^{{commit}}"], capture_output=True, text=True)
     if commit.returncode != 0:
@@ -230,6 +213,7 @@ def export_revision(rev: str, into: Path) -> None:
         raise ValueError(f"--against {rev}: that revision has no netsim backend to run the cases on")
     (into / "benchmarks").mkdir(exist_ok=True)
     shutil.copy2(Path(__file__).resolve(), into / "benchmarks" / "bench_netsim.py")
+    shutil.copy2(ROOT / "benchmarks" / "case_alone.py", into / "benchmarks" / "case_alone.py")
     shutil.copy2(ROOT / "experiments" / "conditions.py", into / "experiments" / "conditions.py")
     shutil.copytree(ROOT / "speedups", into / "speedups", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.json", "*.so", "__pycache__"))
@@ -360,37 +344,12 @@ def measure_htsim_cases(result: Measurement, repeat: int) -> None:
                        note=note)
 
 
-ALONE_CHILD = """
-import json, resource, sys, time
-from benchmarks import bench_netsim as b
-from experiments.backends.netsim_backend import NetsimBackend
-case = b.fat_tree_permutation_case(int(sys.argv[1]))
-last = [0.0]
-clock = b.SetupClock()
-def progress(share):
-    clock(share)
-    now = time.monotonic()
-    if now - last[0] >= 30:
-        last[0] = now
-        print(f"   ... {share:.0%} delivered, {time.process_time():.0f} s CPU", file=sys.stderr, flush=True)
-wall0 = time.perf_counter()
-record = NetsimBackend().run_case(case, progress)
-wall, cpu = time.perf_counter() - wall0, time.process_time() - clock.started
-print(json.dumps({"build": str(__import__("speedups").build_in_use()), "packets": record.switch_stats.get("rx", 0),
-                  "wall_s": wall, "cpu_s": cpu, "setup_cpu_s": clock.seconds, "completed": record.completed,
-                  "completion_s": record.completion_time,
-                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
-"""
-
-
 def fat_tree_permutation_alone(k: int) -> dict:
     """The fat-tree permutation of `fat_tree_permutation_scenario(k)` in a child process of its own,
     so that its peak resident memory is the case's: packets, wall and CPU time, peak RSS."""
+    from benchmarks.case_alone import run_alone
     measuring = Measuring()
-    done = subprocess.run([sys.executable, "-c", ALONE_CHILD, str(k)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"the fat-tree k={k} permutation failed (exit {done.returncode})")
-    run = json.loads(done.stdout.strip().splitlines()[-1])
+    run = run_alone(fat_tree_permutation_case(k))
     run.update(packets_per_wall_s=run["packets"] / run["wall_s"], packets_per_cpu_s=run["packets"] / run["cpu_s"],
                conditions=measuring.done())
     return run

@@ -8,7 +8,7 @@ times and the fastest counts. netsim's wall time covers the whole case (building
 traffic, the run, the checks); htsim's is its process from start to exit. CPU seconds are printed
 beside (netsim's process time, htsim_uec's user + system time): on a loaded machine they are the
 steadier figure. With `alone` (the benchmark's own cases), netsim also runs each case as the only
-case of a fresh process, as htsim_uec runs each (`run_alone`): a case run after others in one process
+case of a fresh process, as htsim_uec runs each (`benchmarks.case_alone`): a case run after others in one process
 runs in the memory they freed, slower for the same instructions. That line gives the case's own time
 (its process's start and imports not counted) and the whole process's (start to exit, as htsim_uec's
 is measured), each against htsim_uec's. Where htsim_uec is not built (scripts/build-htsim.sh), netsim is set against
@@ -16,10 +16,6 @@ htsim's recorded figures (RECORDED_HTSIM), and the lines say so.
 """
 from __future__ import annotations
 
-import json
-import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -81,46 +77,9 @@ def target_verdict(wall_ratio: float, cpu_ratio: float) -> str:
     return f"not within issue 29's {TARGET_RATIO:g}x"
 
 
-ALONE_CHILD = """
-import json, sys, time
-wall0 = time.perf_counter()
-from benchmarks.netsim_vs_htsim import cases
-from experiments.backends.netsim_backend import NetsimBackend
-[case] = [case for label, case in cases() if label == sys.argv[1]]
-wall1, cpu1 = time.perf_counter(), time.process_time()
-record = NetsimBackend().run_case(case)
-print(json.dumps({"wall_s": time.perf_counter() - wall1, "cpu_s": time.process_time() - cpu1,
-                  "imports_wall_s": wall1 - wall0, "start_cpu_s": cpu1, "completed": record.completed}))
-"""
-
-
-def _children_cpu() -> float:
-    """User + system CPU seconds of this process's children that ended."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def run_alone(label: str) -> dict:
-    """netsim's case `label` (one of `cases()`) as the only case of a fresh process, as htsim_uec runs
-    each: the case's wall and CPU time (`run_case`, its process's start and imports not counted:
-    `wall_s`, `cpu_s`) and the whole process's, from its start to its exit, as htsim_uec's is
-    measured (`process_wall_s`, `process_cpu_s`); `imports_wall_s` is the child's imports' wall time."""
-    labels = [known for known, _ in cases()]
-    if label not in labels:
-        raise ValueError(f"netsim in a process of its own: {label!r} is not a case of {', '.join(map(repr, labels))}")
-    began, cpu_before = time.monotonic(), _children_cpu()
-    done = subprocess.run([sys.executable, "-c", ALONE_CHILD, label], cwd=ROOT, capture_output=True, text=True)
-    process_wall, process_cpu = time.monotonic() - began, _children_cpu() - cpu_before
-    if done.returncode != 0:
-        raise RuntimeError(f"netsim's case {label!r} in a process of its own failed: {done.stderr.strip()[-2000:]}")
-    run = json.loads(done.stdout.strip().splitlines()[-1])
-    run.update(process_wall_s=process_wall, process_cpu_s=process_cpu)
-    return run
-
-
 def _alone_line(label: str, alone: list, htsim_s: float, htsim_cpu: float) -> tuple[str, float, float]:
-    """The printed line of netsim's case in a process of its own (fastest of `alone`, run_alone's
-    dicts) beside htsim_uec's times, and its wall and CPU ratios (the case's own time)."""
+    """The printed line of netsim's case in a process of its own (fastest of `alone`,
+    benchmarks.case_alone.run_alone's dicts) beside htsim_uec's times, and its wall and CPU ratios (the case's own time)."""
     wall, cpu = min(r["wall_s"] for r in alone), min(r["cpu_s"] for r in alone)
     process_wall, process_cpu = min(r["process_wall_s"] for r in alone), min(r["process_cpu_s"] for r in alone)
     imports = min(r["imports_wall_s"] for r in alone)
@@ -139,8 +98,9 @@ def measure_side_by_side(result, repeat: int, compared: list | None = None, time
     (and print them): htsim_uec run here where it is built, else its recorded figures
     (RECORDED_HTSIM), said so. `compared`: (label, case) pairs, default `cases()`. `timed`: netsim's
     runs of those cases already timed (label -> bench_netsim.time_case's dict), not run again.
-    `alone`: each case (of `cases()`: a child process finds it by its label) also runs `repeat`
-    times as the only case of a fresh process (`run_alone`), taking turns with htsim_uec's runs."""
+    `alone`: each case also runs `repeat` times as the only case of a fresh process
+    (`benchmarks.case_alone`), taking turns with htsim_uec's runs."""
+    from benchmarks.case_alone import run_alone
     from experiments.backends.htsim import HtsimBackend, htsim_unavailable
     from experiments.backends.netsim_backend import NetsimBackend
     why = htsim_unavailable()
@@ -162,7 +122,7 @@ def measure_side_by_side(result, repeat: int, compared: list | None = None, time
                 netsim_cpus.append(time.process_time() - cpu)
                 done = done and record.completed
             if alone:
-                alone_runs.append(run_alone(label))
+                alone_runs.append(run_alone(case))
                 done = done and alone_runs[-1]["completed"]
             if htsim is not None:
                 done = done and htsim.run_case(case).completed

@@ -29,7 +29,7 @@ from typing import Optional, Sequence
 
 from cli.errors import PROG
 from testbed.logs import setup_logging
-from testbed.processes import unwind_on_sigterm
+from testbed.processes import SignalsReachMainThread, unwind_on_sigterm
 
 # Exit status of a command that cannot be loaded (same as argparse's usage errors).
 EXIT_UNAVAILABLE = 2
@@ -159,7 +159,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     assert module is not None   # parse_args exits when no known command was given
     replaced = _catch_sigterm()             # a command may still install its own handler
     try:
-        return int(module.run(args) or 0)
+        with SignalsReachMainThread():      # a Ctrl-C or SIGTERM is acted on, whatever the command waits in
+            return int(module.run(args) or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

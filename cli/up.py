@@ -243,10 +243,6 @@ class TestbedCLI(CLI):
         self._guard(show)
 
 
-def _raise_exit(signum, frame):
-    raise SystemExit(128 + signum)
-
-
 def missing_prerequisite() -> str | None:
     """Why Mininet cannot run here (not root, no mnexec), or None."""
     if os.geteuid() != 0:
@@ -274,7 +270,6 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir or f"runs/up-{time.strftime('%Y%m%d-%H%M%S')}")
     run_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(args.verbosity, run_dir)
-    signal.signal(signal.SIGTERM, _raise_exit)
     params = dict(run_dir=run_dir, pcap=capture, convergence_delay=args.convergence_delay,
                   progress=lambda text: print(text, flush=True))
     if args.cluster is not None:
@@ -293,7 +288,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"logs in {run_dir}", flush=True)
         if args.no_cli:
             print("network up; Ctrl-C or SIGTERM to stop", flush=True)
-            signal.pause()
+            while True:                  # until Ctrl-C (exit 0) or SIGTERM (cli.main's handler, exit 143)
+                signal.pause()
         else:
             TestbedCLI(testbed, monitor)
     except BringUpError as exc:

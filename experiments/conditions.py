@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import time
 
 import speedups
@@ -47,3 +48,10 @@ def busiest_load(conditions: dict) -> float | None:
     loads = [conditions.get(key) for key in ("load_1min_start", "load_1min_end")]
     numbers = [float(load) for load in loads if isinstance(load, (int, float))]
     return max(numbers) if numbers else None
+
+
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's finished children so far: a child process's CPU
+    time is the difference across its run (htsim_uec's, a netsim case's process of its own)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime

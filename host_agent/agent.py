@@ -261,7 +261,7 @@ class Agent:
                     sleeps += 1
             self.loop_counts = (iterations, sleeps)
             readable = select.select(fds if control is None else fds + control.fds(), (), (), wait)[0]
-            if timer is not None and not readable:
+            if timer is not None and not readable and finished_at is None:    # the workload's, not the linger's
                 self.lateness.record(monotonic() - mono0 - timer)
             for fd in readable:
                 if fd == wake_fd:

@@ -72,10 +72,12 @@ def _signals_held():
         return
     held: list[int] = []
     previous = {}
-    for signum in HELD_SIGNALS:
-        if signal.getsignal(signum) is not None:      # None: a handler Python cannot restore
-            previous[signum] = signal.signal(signum, lambda number, _frame: held.append(number))
-    try:
+    try:                # each handler noted before it is replaced: a signal in between finds it put back
+        for signum in HELD_SIGNALS:
+            handler = signal.getsignal(signum)
+            if handler is not None:                       # None: a handler Python cannot restore
+                previous[signum] = handler
+                signal.signal(signum, lambda number, _frame: held.append(number))
         yield
     finally:
         for signum, handler in previous.items():

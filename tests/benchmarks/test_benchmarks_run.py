@@ -195,7 +195,7 @@ def test_netsim_fat_tree_permutation_runs_alone_and_reports_its_memory():
 
 
 def test_a_cases_setup_is_its_cpu_to_the_first_sample_and_none_when_that_was_the_end():
-    from benchmarks.bench_netsim import SetupClock
+    from benchmarks.case_alone import SetupClock
 
     clock = SetupClock()
     clock(0.0)

@@ -142,6 +142,24 @@ def test_late_timer_wakeups_of_an_agent_are_a_reason():
     assert verdict.as_dict()["measured"]["wakeups"]["h2"]["p99_ms"] == 0.256
 
 
+def test_one_timer_wakeup_later_than_a_faults_limit_is_a_reason_though_the_p99_is_within():
+    """Under CPU load an agent's single latest wake-up came 12-156 ms late with its p99 within
+    1 ms: its connections stalled that long once. One reason, naming the latest; an agent whose
+    p99 is a reason already is not named twice."""
+    verdict = judge_measures({"h1": LIGHT}, CpuShare(0.3, 0.5), 0.8, [], cpus=2)
+    verdict.add_lateness({"h1": {"n": 5000, "p50_ms": 0.064, "p99_ms": 0.512, "max_ms": 156.2},
+                          "h2": {"n": 20, "p50_ms": 0.032, "p99_ms": 0.256, "max_ms": 31.0},   # few, still judged
+                          "h3": {"n": 5000, "p50_ms": 0.032, "p99_ms": 0.256, "max_ms": 19.9},
+                          "h4": {"n": 5000, "p50_ms": 0.064, "p99_ms": 4.096, "max_ms": 90.0}})
+    assert verdict.reasons == ["h4: timer wake-ups late by 4.1 ms at p99 (p50 0.064 ms, max 90 ms, "
+                               "5000 wake-ups; limit 1 ms)",
+                               "h1: a timer wake-up came 156 ms late (2 of the 3 agents whose p99 was "
+                               "within its limit had one later than 20 ms)"]
+    within = judge_measures({"h1": LIGHT}, CpuShare(0.3, 0.5), 0.8, [], cpus=2)
+    within.add_lateness({"h3": {"n": 5000, "p50_ms": 0.032, "p99_ms": 0.256, "max_ms": 19.9}})
+    assert within.label == "faithful"
+
+
 def test_a_queue_served_below_its_rate_while_backlogged_is_a_reason():
     verdict = judge_measures({}, CpuShare(), 0.0, [], cpus=2)
     verdict.add_queue_service({"s3": {2: {"rate_bps": 20_000_000, "busy_s": 0.8, "lost_s": 0.2},

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import shutil
 import subprocess
 import tempfile
@@ -24,6 +23,7 @@ from typing import Callable, Optional
 
 from experiments.backends.htsim.inputs import DEFAULT_BALANCER, HtsimInputs, PacketSizes, export_case
 from experiments.backends.htsim.output import HtsimOutputError, HtsimResult, parse_output
+from experiments.conditions import children_cpu_s
 from experiments.record import CaseRecord, FaultEvent, FaultPlan, FlowRecord
 from experiments.scenario import Case
 
@@ -84,7 +84,7 @@ class HtsimRun:
         switches = [f"{name}={value}" for name, value in self.inputs.env.items()]
         (self.folder / "command.txt").write_text(" ".join(switches + argv) + "\n")
         env = {**os.environ, **self.inputs.env} if self.inputs.env else None
-        began, cpu_before = time.monotonic(), _children_cpu()
+        began, cpu_before = time.monotonic(), children_cpu_s()
         try:
             done = subprocess.run(argv, cwd=self.folder, capture_output=True, text=True, timeout=timeout_s,
                                   check=False, env=env)
@@ -92,7 +92,7 @@ class HtsimRun:
             raise HtsimFailed(f"{self.binary} ran longer than {timeout_s:g} s: {' '.join(argv)}") from error
         except OSError as error:
             raise HtsimFailed(f"{self.binary} could not start: {error}") from error
-        self.wall_s, self.cpu_s = time.monotonic() - began, _children_cpu() - cpu_before
+        self.wall_s, self.cpu_s = time.monotonic() - began, children_cpu_s() - cpu_before
         self.stdout = done.stdout
         (self.folder / "htsim.out").write_text(done.stdout)
         if done.returncode != 0:
@@ -187,12 +187,6 @@ class HtsimBackend:
         record.notes.append(f"htsim: load balancer {self.balancer}; htsim_uec reports completions only, so "
                             "goodput, recovery and gap figures of this case are not measured")
         return record
-
-
-def _children_cpu() -> float:
-    """CPU seconds (user + system) of this process's finished children so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _slug(text: str) -> str:
