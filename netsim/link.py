@@ -8,7 +8,7 @@ from mypy_extensions import i64
 
 from wire import constants
 from wire.packets import DataPacket, wire_size
-from netsim.sim import Lane, Simulator, TimedEvent
+from netsim.sim import Lane, Simulator, TimedEvent, doubled_ring
 
 if TYPE_CHECKING:                       # types only: the switch and the host import this module
     from netsim.host import SimHost
@@ -88,9 +88,7 @@ class Fifo:
 
     def _grow(self) -> list:
         """Twice the ring, its packets in order from the oldest."""
-        ring = self._ring
-        head = self._head
-        grown = ring[head:] + ring[:head] + [None] * len(ring)
+        grown = doubled_ring(self._ring, self._head)
         self._ring = grown
         self._head = 0
         return grown

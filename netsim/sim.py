@@ -158,6 +158,11 @@ class Lane:
         raise NotImplementedError
 
 
+def doubled_ring(ring: list, head: int) -> list:
+    """A ring buffer twice as long as `ring`, its items in order from the oldest (at `head`)."""
+    return ring[head:] + ring[:head] + [None] * len(ring)
+
+
 class RingLane(Lane):
     """A lane of its own (`Simulator.lane`, `event_lane`): scheduled at times that never go back
     (the clock does not), its events are due in the order they were scheduled, so it is a
@@ -321,9 +326,7 @@ class EventLane(RingLane):
 
     def _grow(self) -> list[TimedEvent | None]:
         """Twice the ring, its events in order from the oldest."""
-        ring = self._ring
-        head = self._head
-        grown = ring[head:] + ring[:head] + [None] * len(ring)
+        grown = doubled_ring(self._ring, self._head)
         self._ring = grown
         self._head = 0
         return grown
@@ -386,33 +389,28 @@ class Simulator:
         """The lane of events due `delay` (>= 0) seconds after they are scheduled; the first
         MAX_LANES delays asked for get one of their own (`FifoLane`), the later ones one whose
         events wait in the heap (`HeapLane`)."""
-        lane = self._lanes.get(delay)
-        if lane is None:
-            if not delay >= 0.0:                # NaN too: its events would be due before now
-                raise ValueError(f"a lane's delay must be a number of seconds >= 0, got {delay!r}")
-            if self._fifo_lanes < MAX_LANES:
-                lane = FifoLane(self, delay, self._numbering)
-                self._fifo_lanes += 1
-            else:
-                lane = HeapLane(self, delay)
-            self._lanes[delay] = lane
-        return lane
+        return self._lane_for(self._lanes, FifoLane, delay)
 
     def event_lane(self, delay: float) -> Lane:
         """The lane of `TimedEvent`s, each scheduled without an item and at most once at a time, due
         `delay` (>= 0) seconds after they are scheduled: an `EventLane` while fewer than MAX_LANES
         lanes of their own were made (it counts with `lane`'s), else a `HeapLane`. Events run in
         the order of (time, number) wherever they wait: which lane holds them changes no order."""
-        lane = self._event_lanes.get(delay)
+        return self._lane_for(self._event_lanes, EventLane, delay)
+
+    def _lane_for(self, lanes: dict[float, Lane], ring_lane: type[RingLane], delay: float) -> Lane:
+        """The lane of `lanes` for `delay`, made on first use: a `ring_lane` of its own while fewer
+        than MAX_LANES were made, else a `HeapLane`."""
+        lane = lanes.get(delay)
         if lane is None:
             if not delay >= 0.0:                # NaN too: its events would be due before now
                 raise ValueError(f"a lane's delay must be a number of seconds >= 0, got {delay!r}")
             if self._fifo_lanes < MAX_LANES:
-                lane = EventLane(self, delay, self._numbering)
+                lane = ring_lane(self, delay, self._numbering)
                 self._fifo_lanes += 1
             else:
                 lane = HeapLane(self, delay)
-            self._event_lanes[delay] = lane
+            lanes[delay] = lane
         return lane
 
     def lane_filled(self, lane: RingLane) -> None:
