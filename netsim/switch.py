@@ -11,7 +11,7 @@ from mypy_extensions import i64
 from pipeline_contract import names
 from pipeline_contract.ecmp import entropy_member
 from wire import constants
-from wire.packets import DataPacket, Packet
+from wire.packets import DataPacket, Packet, Sack
 from netsim.link import SimLink
 from netsim.sim import Simulator
 
@@ -298,6 +298,8 @@ class SimSwitch:
         shifted = route.shifted
         if shifted is not None:
             if isinstance(pkt, DataPacket):             # written natively when compiled (most packets)
+                pkt.dst = shifted
+            elif isinstance(pkt, Sack):                 # and a SACK's (most of the rest)
                 pkt.dst = shifted
             else:
                 pkt.dst = shifted
