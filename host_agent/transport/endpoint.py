@@ -45,6 +45,7 @@ _NEVER: Final = float("-inf")           # Connection.quiet_until when its next p
 _INF: Final = float("inf")
 _IDLE: Final = 1 << 61                  # Connection.wakeup_nic_version of an idle sender: later than any NIC version
                                         # (below 2**62: the compiled build compares it unboxed)
+_NO_EVENTS: Final[list[events.TransportEvent]] = []   # Endpoint.drain_events with none: read, never changed
 
 
 class Connection:
@@ -420,10 +421,12 @@ class Endpoint(SansIOEndpoint):
 
     def drain_events(self) -> list[events.TransportEvent]:
         """The events since the last call, oldest first: messages received (with their data) and
-        sent, EV state changes, retransmissions by cause, ... (`host_agent.transport.events`)."""
+        sent, EV state changes, retransmissions by cause, ... (`host_agent.transport.events`).
+        The list is the caller's to read, not to change: with no events it is one shared empty list
+        (a host drains twice per service, mostly nothing: no list made for it)."""
         queued = self._events
         if not queued:
-            return []
+            return _NO_EVENTS
         out = list(queued)
         queued.clear()               # the connections hold its `append`: the queue itself stays
         return out
