@@ -45,6 +45,7 @@ _NEVER: Final = float("-inf")           # Connection.quiet_until when its next p
 _INF: Final = float("inf")
 _IDLE: Final = 1 << 61                  # Connection.wakeup_nic_version of an idle sender: later than any NIC version
                                         # (below 2**62: the compiled build compares it unboxed)
+_WALKED: Final = 4                     # Endpoint.receive walks up to this many connections, not the dict
 _NO_EVENTS: Final[list[events.TransportEvent]] = []   # Endpoint.drain_events with none: read, never changed
 
 
@@ -365,7 +366,17 @@ class Endpoint(SansIOEndpoint):
         self._received.add()
         # narrowed for mypyc: a data packet's and a SACK's read natively, the others' generically
         qp: int = pkt.qp if type(pkt) is DataPacket else pkt.qp if type(pkt) is Sack else pkt.qp
-        conn = self._connections.get(qp)
+        # a few connections (a permutation's two) are walked comparing their QPs natively; a dict
+        # lookup would box the QP (a 24-bit number) per packet. The dict serves many.
+        conn: Connection | None = None
+        connections = self._in_order
+        if len(connections) <= _WALKED:
+            for c in connections:
+                if c.local_qp == qp:
+                    conn = c
+                    break
+        else:
+            conn = self._connections.get(qp)
         if conn is None:
             self._stats.add("unknown_qp")
             return

@@ -279,3 +279,17 @@ def test_the_sender_keeps_at_most_30_instance_attributes():
     assert len(names) <= 30, sorted(names)
     if not speedups.build_in_use().compiled:
         assert names == set(vars(conn.sender))              # the count is the instance dict's
+
+
+@pytest.mark.parametrize("count", [2, 6])       # walked (a few connections) and looked up in the dict (many)
+def test_receive_hands_each_packet_to_the_connection_of_its_qp(count):
+    ep = Endpoint("tx", TransportConfig(**FAST))
+    conns = [ep.connect(f"rx{k}", 0x10000 + 3 * k, 2, paths()) for k in range(count)]
+    for k, conn in enumerate(conns):
+        for _ in range(k + 1):
+            ep.receive(0.0, 0, Sack(src=bytes(16), dst=bytes(16), ev=5, qp=conn.local_qp, cum_psn=0, sack_base=0,
+                                    bitmap=0, ev_echo=5, ts_echo=0))
+    ep.receive(0.0, 0, Sack(src=bytes(16), dst=bytes(16), ev=5, qp=0x10001, cum_psn=0, sack_base=0, bitmap=0,
+                            ev_echo=5, ts_echo=0))
+    assert [c.stats["sacks_received"] for c in conns] == list(range(1, count + 1))
+    assert ep.stats()["unknown_qp"] == 1
