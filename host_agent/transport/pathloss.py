@@ -53,7 +53,7 @@ from host_agent.transport.pathcap import PathLoad
 
 BAD_MAX = 0.99             # p1 never above this (with p0 above 10 %, the factor would pass 1)
 PROBATION = 0.99           # a path probes reinstated restarts at this share of the threshold
-SAMPLE_EVERY = 3           # a suspect path takes one in this many of the new packets bound for the others
+SAMPLE_EVERY = 2           # a suspect path takes one in this many of the new packets bound for the others
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,10 @@ class OwnLossJudge:
         score = (score if score > 0.0 else 0.0) + math.log(p1 / p0)
         self._score[key] = score
         if score < p.threshold:
-            # suspect: more of its packets, until those getting through would have brought the sum to 0
-            loads[key].sample_until = number + int(score / -step) + 1
+            # suspect: more of its packets, until those getting through would have brought the sum
+            # to 0; counted from the path's next packet, not from the lost one: the packets sent
+            # since, in flight, are no sample yet (their fate is known a round trip later)
+            loads[key].sample_until = loads[key].sent + int(score / -step) + 1
             return False
         out[key] = True                        # its own: out of what the other paths are compared with
         loads[key].sample_until = 0
@@ -164,17 +166,17 @@ class OwnLossJudge:
 
 class Sampler:
     """More samples of a suspect path: while a path's CUSUM (`OwnLossJudge`) is above 0, that is
-    until the path's packets getting through would have brought it back to 0 if none of them were
+    until the path's next packets getting through would bring it back to 0 if none of them were
     lost (`PathLoad.sample_until`, set at each of its losses), one in SAMPLE_EVERY of the new
     packets the EV selector sends to the connection's other paths goes on that path instead, so
     that its verdict, either way, comes in fewer round trips. A path losing 20 % among clean ones
     gets about 6 packets a base RTT (4 paths, path-loss.yaml), and an unlucky run of 20-40 of them
     getting through between its losses kept its verdict past 10 base RTTs; a path losing no more
     than the others is taken back to 0 by its own packets as surely, only sooner. A loss is found
-    a round trip after it happens, and the packets the path was sent meanwhile count as getting
-    through: where a path has many packets in flight (loss-sweep --quick at 400 Gbit/s, about 100
-    a path) the few that one loss at 1 % asks for are sent already, and nothing moves; it takes
-    several losses close together, as a path losing 20 % gives. Only first transmissions of new
+    a round trip after it happens; the packets sent on the path meanwhile are still in flight and
+    are not counted as samples taken (counted so, they used up most of what a loss asked for, and
+    the sampling stopped within a round trip: docs/transport.md, "Samples counted from the next
+    packet"). Only first transmissions of new
     data are moved (a retransmission would meet the loss again), never beyond the path's cap
     (`PathLoad.cap`), nor onto an EV the steering holds out, and only after a loss its path's
     order showed (`lossdetect.overtaken`: the path still delivers): sampling a dead path more

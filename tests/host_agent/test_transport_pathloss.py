@@ -67,6 +67,19 @@ def test_a_suspect_path_is_asked_for_more_packets_until_judged_or_cleared():
     assert loads[0].sample_until == 0
 
 
+def test_a_suspect_paths_ask_counts_from_its_next_packet():
+    """A loss is judged a round trip after it happened: the path's packets sent since are in
+    flight, no samples yet, and the ask for more starts after them."""
+    asks = []
+    for in_flight in (0, 20):
+        loads = [PathLoad() for _ in range(4)]
+        for load in loads:
+            load.sent = 500
+        loads[0].sent = 501 + in_flight
+        OwnLossJudge().lost(loads, 0, 501)
+        asks.append(loads[0].sample_until - loads[0].sent)
+    assert asks[0] == asks[1] > 1, asks
+
 def sampling_evset():
     paths = [PathInfo(0, 0, bytes([0xFC, 0, 0, p]) + bytes(12), bytes([0xFC, 0, 0, p, 1]) + bytes(11)) for p in range(4)]
     return EvSet(paths, 32, 4, random.Random(1), True)
