@@ -18,7 +18,7 @@ from host_agent.transport.peers import ConnectionId
 from host_agent.transport.config import TransportConfig
 from host_agent.transport.congestion import NsccWindow, RttEstimator
 from host_agent.transport.evset import Ev, EvSet
-from host_agent.transport.lossdetect import BY_ORDER, BY_TIME, PROBE_SRTTS, ReorderLossDetector
+from host_agent.transport.lossdetect import BY_ORDER, BY_TIME, PROBE_SRTTS, TAIL_PROBES, ReorderLossDetector
 from host_agent.transport.message import OutMessage, SendQueue, Segment, Unacknowledged, ts_age
 from host_agent.transport.nicclock import NicClock
 from host_agent.transport.pathcap import PathCapSelector
@@ -247,7 +247,8 @@ class MrcSender:
     def _tail_probe(self, now: float) -> None:
         """Nothing was acknowledged for PROBE_SRTTS srtt since the latest SACK that acknowledged
         something (none before the first): send the newest packet in flight again
-        (cause "tail_probe"), once, so that its SACK shows what is missing before it (`lossdetect`).
+        (cause "tail_probe"), so that its SACK shows what is missing before it (`lossdetect`); while
+        nothing is acknowledged, once more, twice as long after (a probe lost too), TAIL_PROBES in all.
         Nothing is blamed and the window is not touched: a probe is no loss."""
         detector = self._detector
         assert detector is not None                  # scheduled only by the detector
@@ -262,6 +263,9 @@ class MrcSender:
         self.inflight_bytes -= seg.wire
         self.stats.add("tail_probes")
         self._queue_retx(seg.seq, events.CAUSE_TAIL_PROBE)
+        detector.probes += 1
+        if detector.probes < TAIL_PROBES:              # the next waits twice as long as this one did
+            detector.probe_at = now + (1 << detector.probes) * PROBE_SRTTS * self.rtt.srtt
 
     def _declare_lost(self, lost: list[Segment], now: float, how: int) -> None:
         """Packets the SACKs show lost (`lossdetect`, `how`: BY_TIME or BY_ORDER, a later packet
@@ -580,6 +584,7 @@ class MrcSender:
                 self._declare_lost(overdue, now, BY_TIME)
             if acked:                                 # the tail probe waits from the latest progress
                 detector.probe_at = now + PROBE_SRTTS * self.rtt.srtt if self.inflight_bytes else None
+                detector.probes = 0
         self.rtt.sample_echo(rtt, sack.ts_echo)
         ev = self.evset.get(sack.ev_echo)
         ecn = sack.ecn_echo

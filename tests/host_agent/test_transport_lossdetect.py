@@ -260,7 +260,7 @@ def test_a_trimmed_packet_is_left_to_its_nack():
     assert [p for _, p in ep.poll(60e-6)] == [] and "sack_timed_losses" not in ep.stats()
 
 
-def test_a_lost_tail_is_probed_once_then_found_from_the_probes_sack():
+def test_a_lost_tail_is_probed_then_found_from_the_probes_sack():
     ep, conn = mrc_sender()
     first, second = three_packets(ep, conn)
     ep.receive(35e-6, 0, sack(2, 0, first))              # `first` arrived; `second`, the tail, did not
@@ -269,8 +269,24 @@ def test_a_lost_tail_is_probed_once_then_found_from_the_probes_sack():
     (_, probe), = ep.poll(56e-6)
     assert probe.psn == second.psn and probe.flags & constants.MRCH_FLAG_RETX
     assert [e.cause for e in sack_retransmissions(ep)] == ["tail_probe"]
-    assert ep.poll(80e-6) == []                          # once: the timer takes over if it is lost too
-    assert ep.stats()["tail_probes"] == 1 and conn.evset.get(second.ev).state is EvState.GOOD
+    assert ep.poll(80e-6) == []
+    ep.receive(85e-6, 0, sack(2, 0b1, probe))            # the probe's SACK: `second` is in
+    assert ep.poll(200e-6) == [] and ep.stats()["tail_probes"] == 1
+    assert conn.evset.get(second.ev).state is EvState.GOOD and "timeouts" not in ep.stats()
+
+
+def test_a_lost_tail_probe_is_followed_by_one_more_then_the_timer():
+    ep, conn = mrc_sender()
+    first, second = three_packets(ep, conn)
+    ep.receive(35e-6, 0, sack(2, 0, first))
+    (_, probe), = ep.poll(56e-6)                         # 2 srtt (srtt about 10.6 us) after the SACK
+    assert ep.poll(95e-6) == []
+    (_, again), = ep.poll(100e-6)                        # the probe lost too: one more, 4 srtt after it
+    assert again.psn == probe.psn == second.psn
+    assert [e.cause for e in sack_retransmissions(ep)] == ["tail_probe", "tail_probe"]
+    assert ep.poll(160e-6) == [] and ep.stats()["tail_probes"] == 2      # no third: the timer's turn
+    (_, timed), = ep.poll(170e-6)
+    assert timed.psn == second.psn and ep.stats()["timeouts"] == 1
 
 
 def reference_lost(order: deque, now: float, xmit: float, wait: float) -> tuple[list, float | None]:
