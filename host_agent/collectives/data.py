@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.random  # noqa: F401  (numpy loads it lazily, at first use: here with the module, not inside a case)
 
 from host_agent.collectives.base import CollectiveError
 from host_agent.transport.message import segment_count
