@@ -17,7 +17,8 @@ companion TLP does, the sender then sends its newest packet again once nothing h
 acknowledged for PROBE_SRTTS smoothed RTTs (`newest_in_flight`), and the SACK of that probe is
 the evidence this rule needs, long before the per-packet timeout (at least 10 base RTTs). A probe
 can be lost too (1 % random loss loses one in a hundred): then, still with nothing acknowledged,
-one more follows, twice as long after it (TAIL_PROBES in all), before the timeout's full wait
+one more follows, 4 srtt after it (6 after the last acknowledgement; TAIL_PROBES in all) when that
+comes before the probe's own timeout, which would resend it anyway
 (loss-sweep --quick's all-to-all at 1 %, seeds 301-1000: 5 runs of 700 waited a 262 us timeout
 after a lost probe, taking 350-437 us against a median 140; none with the second probe).
 

@@ -248,7 +248,8 @@ class MrcSender:
         """Nothing was acknowledged for PROBE_SRTTS srtt since the latest SACK that acknowledged
         something (none before the first): send the newest packet in flight again
         (cause "tail_probe"), so that its SACK shows what is missing before it (`lossdetect`); while
-        nothing is acknowledged, once more, twice as long after (a probe lost too), TAIL_PROBES in all.
+        nothing is acknowledged, once more, twice as long after (a probe lost too), TAIL_PROBES in all,
+        unless the probe's own timeout would come first (it resends the packet itself).
         Nothing is blamed and the window is not touched: a probe is no loss."""
         detector = self._detector
         assert detector is not None                  # scheduled only by the detector
@@ -264,8 +265,9 @@ class MrcSender:
         self.stats.add("tail_probes")
         self._queue_retx(seg.seq, events.CAUSE_TAIL_PROBE)
         detector.probes += 1
-        if detector.probes < TAIL_PROBES:              # the next waits twice as long as this one did
-            detector.probe_at = now + (1 << detector.probes) * PROBE_SRTTS * self.rtt.srtt
+        wait = (1 << detector.probes) * PROBE_SRTTS * self.rtt.srtt    # twice as long as this one waited
+        if detector.probes < TAIL_PROBES and wait < self._timeout_for(seg):
+            detector.probe_at = now + wait             # not after the probe's own timeout, which resends it anyway
 
     def _declare_lost(self, lost: list[Segment], now: float, how: int) -> None:
         """Packets the SACKs show lost (`lossdetect`, `how`: BY_TIME or BY_ORDER, a later packet

@@ -161,10 +161,11 @@ from host_agent.transport import Endpoint, EvState, PathInfo, Retransmitted, Tra
 FAST = dict(qp_timeout=6, initial_rtt=10e-6, ack_delay=5e-6, probe_interval=50e-6, sack_reorder_window=10e-6)
 
 
-def mrc_sender():
+def mrc_sender(**config):
+    """An MRC endpoint with FAST's settings (and `config`'s) and its connection over 2 paths of 4 EVs."""
     paths = [PathInfo(p, p, bytes([0xFC, 0, 0, p]) + bytes(12), bytes([0xFC, 0, 0, p, 1, i]) + bytes(10))
              for p in range(2) for i in range(4)]
-    ep = Endpoint("tx", TransportConfig(**FAST))
+    ep = Endpoint("tx", TransportConfig(**dict(FAST, **config)))
     return ep, ep.connect("rx", 1, 2, paths)
 
 
@@ -276,7 +277,7 @@ def test_a_lost_tail_is_probed_then_found_from_the_probes_sack():
 
 
 def test_a_lost_tail_probe_is_followed_by_one_more_then_the_timer():
-    ep, conn = mrc_sender()
+    ep, conn = mrc_sender(qp_timeout=8)                  # RTO 262 us: room for more probes than two
     first, second = three_packets(ep, conn)
     ep.receive(35e-6, 0, sack(2, 0, first))
     (_, probe), = ep.poll(56e-6)                         # 2 srtt (srtt about 10.6 us) after the SACK
@@ -284,9 +285,54 @@ def test_a_lost_tail_probe_is_followed_by_one_more_then_the_timer():
     (_, again), = ep.poll(100e-6)                        # the probe lost too: one more, 4 srtt after it
     assert again.psn == probe.psn == second.psn
     assert [e.cause for e in sack_retransmissions(ep)] == ["tail_probe", "tail_probe"]
-    assert ep.poll(160e-6) == [] and ep.stats()["tail_probes"] == 2      # no third: the timer's turn
-    (_, timed), = ep.poll(170e-6)
-    assert timed.psn == second.psn and ep.stats()["timeouts"] == 1
+    assert [p for t in range(101, 355) for _, p in ep.poll(t * 1e-6)] == []     # no third probe
+    timed = [p for t in range(355, 370) for _, p in ep.poll(t * 1e-6)]      # the timer's, an RTO after the second
+    assert [p.psn for p in timed] == [second.psn] and ep.stats()["timeouts"] == 1
+    assert ep.stats()["tail_probes"] == 2
+
+
+def test_probes_start_again_after_an_acknowledgement():
+    ep, conn = mrc_sender()
+    first, second = three_packets(ep, conn)
+    ep.receive(35e-6, 0, sack(2, 0, first))
+    (_, probe), = ep.poll(56e-6)
+    ep.send_message(conn, bytes(1000))
+    (_, third), = ep.poll(60e-6)
+    ep.receive(85e-6, 0, sack(3, 0, probe))              # the probe brought `second` in; `third` is lost
+    for t in range(86, 130):
+        ep.poll(t * 1e-6)
+    assert ep.stats()["tail_probes"] == 2                # a fresh spell: `third` probed 2 srtt after that SACK
+    for t in range(130, 200):
+        ep.poll(t * 1e-6)
+    assert ep.stats()["tail_probes"] == 3                # and, lost too, once more
+
+
+def test_no_second_probe_after_the_probes_own_timeout():
+    """An srtt so long that 4 of them pass the RTO: the probe's own timer resends it first, and a
+    second probe would only repeat that."""
+    ep, conn = mrc_sender()
+
+    def send_one(t: float):
+        ep.send_message(conn, bytes(1000))
+        while not (sent := ep.poll(t)):                  # as soon as the window and pacing let it go
+            t += 1e-6
+        return t, sent[0][1]
+
+    t, n = 0.0, 0
+    for _ in range(30):                                  # srtt about 50 us; the RTO about 3 of them
+        t, p = send_one(t)
+        n += 1
+        ep.receive(t + 50e-6, 0, sack(n, 0, p))
+        t += 60e-6
+    t, before = send_one(t)
+    _, last = send_one(t + 1e-6)
+    ep.receive(t + 50e-6, 0, sack(n + 1, 0, before))     # `before` arrived; `last`, the tail, never does
+    ep.drain_events()
+    causes = []
+    for us in range(51, 1000):
+        ep.poll(t + us * 1e-6)
+        causes += [e.cause for e in ep.drain_events() if isinstance(e, Retransmitted)]
+    assert causes[:2] == ["tail_probe", "timeout"] and causes.count("tail_probe") == 1, causes
 
 
 def reference_lost(order: deque, now: float, xmit: float, wait: float) -> tuple[list, float | None]:

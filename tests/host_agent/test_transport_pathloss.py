@@ -80,6 +80,7 @@ def test_a_suspect_paths_ask_counts_from_its_next_packet():
         asks.append(loads[0].sample_until - loads[0].sent)
     assert asks[0] == asks[1] > 1, asks
 
+
 def sampling_evset():
     paths = [PathInfo(0, 0, bytes([0xFC, 0, 0, p]) + bytes(12), bytes([0xFC, 0, 0, p, 1]) + bytes(11)) for p in range(4)]
     return EvSet(paths, 32, 4, random.Random(1), True)
